@@ -1,0 +1,75 @@
+/**
+ * Every way an execution can fail, one tagged class per kind, so callers can
+ * `Effect.catchTag` exactly what they handle. A non-zero exit, a timeout or an
+ * OOM kill of the sandboxed program is NOT an error: it is a result.
+ */
+import { Schema } from "effect"
+
+/** The request or the executor options are invalid. Raised before any container exists. */
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
+  field: Schema.String,
+  value: Schema.Unknown,
+  allowed: Schema.String,
+  message: Schema.String
+}) {}
+
+/** An InvalidRequest whose message names the field, the value and what is allowed. */
+export const invalidRequest = (field: string, value: unknown, allowed: string): InvalidRequest =>
+  new InvalidRequest({ field, value, allowed, message: `invalid ${field}: got ${describeValue(value)}; allowed: ${allowed}` })
+
+/** The engine cannot be reached (or stopped answering): names what was tried and how to start one. */
+export class DockerUnavailable extends Schema.TaggedError<DockerUnavailable>()("DockerUnavailable", {
+  endpoint: Schema.String,
+  operation: Schema.String,
+  message: Schema.String,
+  hint: Schema.String
+}) {}
+
+/** The sandbox image is missing: names the image and the exact command that builds it. */
+export class ImageNotFound extends Schema.TaggedError<ImageNotFound>()("ImageNotFound", {
+  image: Schema.String,
+  buildCommand: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The engine refused or failed an operation on a container; carries the engine's own message. */
+export class ContainerFailed extends Schema.TaggedError<ContainerFailed>()("ContainerFailed", {
+  operation: Schema.String,
+  containerName: Schema.String,
+  statusCode: Schema.optional(Schema.Number),
+  message: Schema.String
+}) {}
+
+/** The executor's queue is full and the caller asked not to wait. */
+export class QueueFull extends Schema.TaggedError<QueueFull>()("QueueFull", {
+  inFlight: Schema.Number,
+  queued: Schema.Number,
+  maxQueue: Schema.Number,
+  message: Schema.String
+}) {}
+
+/** The executor was closed before or while the request ran. */
+export class ExecutorClosed extends Schema.TaggedError<ExecutorClosed>()("ExecutorClosed", {
+  message: Schema.String
+}) {}
+
+/** The execution was cancelled (AbortSignal in the Promise API). The container is already gone. */
+export class ExecutionAborted extends Schema.TaggedError<ExecutionAborted>()("ExecutionAborted", {
+  executionId: Schema.String,
+  reason: Schema.String,
+  message: Schema.String
+}) {}
+
+/** What the runtime port can fail with. */
+export type SandboxError = DockerUnavailable | ImageNotFound | ContainerFailed
+
+const describeValue = (value: unknown): string => {
+  if (typeof value === "string") return value.length > 80 ? `a string of ${value.length} characters` : JSON.stringify(value)
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value)
+  try {
+    const json = JSON.stringify(value)
+    return json.length > 80 ? `${json.slice(0, 77)}...` : json
+  } catch {
+    return typeof value
+  }
+}

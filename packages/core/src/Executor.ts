@@ -1,0 +1,335 @@
+/**
+ * The Executor service: turns an `execute_code` request into exactly one
+ * single-use sandbox, supervised as a fiber owned by the executor's scope.
+ *
+ * One execution, as data flows:
+ *   validate -> take a slot -> ExecutionRequested
+ *   create (the only acquire step) -> ContainerCreated (durable before start)
+ *   attach + arm exit -> start -> ContainerStarted -> write program to stdin
+ *   exit | deadline (kill) -> ContainerExited | ExecutionTimedOut
+ *   remove (every path, by the scope's finalizer) -> ContainerDestroyed
+ *
+ * Closing the executor's scope interrupts every running execution (their
+ * finalizers remove the containers) and then waits for background removals,
+ * so `close()` resolves only when every container is gone.
+ */
+import { Context, Effect, Exit, Fiber, FiberMap, FiberSet, Layer, Metric, Option, Ref, Schedule, Scope, type Stream } from "effect"
+import { v7 as uuidv7 } from "uuid"
+import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
+import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
+import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./ExecutionRequest.js"
+import type { ExecutionResult } from "./ExecutionResult.js"
+import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
+import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
+import { OutputCapture } from "./OutputCapture.js"
+import * as ProcessIdentity from "./ProcessIdentity.js"
+import { encodeRunnerPayload } from "./RunnerProtocol.js"
+import { sweep } from "./Sweep.js"
+import { type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
+
+export type ExecuteError = InvalidRequest | SandboxError | QueueFull | ExecutorClosed | JournalError
+
+export interface ExecutorStats {
+  readonly inFlight: number
+  readonly queued: number
+}
+
+/** Per-call hooks: output as it arrives (the result still carries the capped copy). */
+export interface ExecuteOptions {
+  readonly onStdout?: (chunk: Uint8Array) => void
+  readonly onStderr?: (chunk: Uint8Array) => void
+}
+
+export type DestroyReason = "completed" | "timeout" | "interrupted" | "failed"
+
+export class Executor extends Context.Tag("@hermes-sandbox/core/Executor")<
+  Executor,
+  {
+    readonly executorId: string
+    readonly config: ResolvedExecutorConfig
+    readonly executeCode: (request: ExecuteRequest, options?: ExecuteOptions) => Effect.Effect<ExecutionResult, ExecuteError>
+    /** Events committed to the journal by this process, from now on. */
+    readonly events: Stream.Stream<EventEnvelope>
+    readonly stats: Effect.Effect<ExecutorStats>
+    /** Completes when no execution is running and no removal is pending. */
+    readonly idle: Effect.Effect<void>
+  }
+>() {}
+
+/** How long a container removal may take before it is retried; the engine usually answers in ~10 ms. */
+const REMOVE_ATTEMPT_TIMEOUT = "20 seconds"
+/** After the exit, how long to wait for the output streams to finish delivering. */
+const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
+/** After a kill, how long the engine may take to report the exit. */
+const KILL_EXIT_TIMEOUT = "15 seconds"
+
+const inFlightGauge = Metric.gauge("hermes_sandbox_executions_in_flight")
+const queuedGauge = Metric.gauge("hermes_sandbox_executions_queued")
+
+/** Epoch-seconds deadline label: after this the container is certainly garbage (timeout + a generous margin). */
+const deadlineLabel = (timeoutMs: number) => String(Math.ceil((Date.now() + timeoutMs) / 1000) + 300)
+
+
+export const make = (options: ExecutorOptions = {}) =>
+  Effect.gen(function*() {
+    const config = yield* resolveExecutorConfig(options)
+    const runtime = yield* SandboxRuntime
+    const journal = yield* Journal.Journal
+    const executorId = options.executorId ?? uuidv7()
+
+    // Finalizers run in reverse order: first refuse new work, then interrupt
+    // running executions (their scopes remove containers inline), then wait for
+    // background removals (uninterruptible, so "interrupting" them awaits them).
+    const removals = yield* FiberSet.make<void, never>()
+    const executions = yield* FiberMap.make<string, ExecutionResult, ExecuteError>()
+    const closed = yield* Ref.make(false)
+    yield* Effect.addFinalizer(() => Ref.set(closed, true))
+
+    if (options.sweepOnStart !== false) {
+      // Orphans of dead owners are removed and their lifecycles closed before we add our own.
+      yield* sweep({ executorId }).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("startup sweep failed; continuing", cause))
+      )
+    }
+
+    const slots = yield* Effect.makeSemaphore(config.maxConcurrency)
+    const counters = yield* Ref.make<ExecutorStats>({ inFlight: 0, queued: 0 })
+    const publishStats = (f: (s: ExecutorStats) => ExecutorStats) =>
+      Ref.updateAndGet(counters, f).pipe(
+        Effect.tap((s) => Effect.all([Metric.set(inFlightGauge, s.inFlight), Metric.set(queuedGauge, s.queued)]))
+      )
+
+    // No expected version is given, so a VersionConflict cannot happen: it would be a defect.
+    const append = (executionId: string, ...events: ReadonlyArray<JournalEvent>) =>
+      journal.append({ executionId, events, executorId }).pipe(Effect.catchTag("VersionConflict", Effect.die))
+
+    /**
+     * Take a slot, FIFO among waiters, and register its release on the scope.
+     * Waiting stays interruptible (abort while queued), the hand-over does not.
+     */
+    const takeSlot = (scope: Scope.Scope) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const before = yield* Ref.get(counters)
+          const mustWait = before.inFlight >= config.maxConcurrency
+          if (mustWait && before.queued >= config.maxQueue && config.whenQueueFull === "fail") {
+            return yield* new QueueFull({
+              inFlight: before.inFlight,
+              queued: before.queued,
+              maxQueue: config.maxQueue,
+              message: `the executor's queue is full (${before.queued} waiting, ${before.inFlight} running, maxQueue ${config.maxQueue})`
+            })
+          }
+          yield* publishStats((s) => ({ ...s, queued: s.queued + 1 }))
+          yield* restore(slots.take(1)).pipe(Effect.onExit(() => publishStats((s) => ({ ...s, queued: s.queued - 1 }))))
+          yield* publishStats((s) => ({ ...s, inFlight: s.inFlight + 1 }))
+          yield* Scope.addFinalizer(
+            scope,
+            slots.release(1).pipe(Effect.zipRight(publishStats((s) => ({ ...s, inFlight: s.inFlight - 1 }))))
+          )
+        })
+      )
+
+    const specFor = (plan: ExecutionPlan, executionId: string, containerName: string): SandboxSpec => ({
+      name: containerName,
+      image: plan.image,
+      command: plan.command,
+      env: plan.env,
+      workingDir: config.workingDir,
+      user: config.user,
+      labels: {
+        [Label.project]: ProjectName,
+        [Label.executor]: executorId,
+        [Label.execution]: executionId,
+        [Label.deadline]: deadlineLabel(plan.timeoutMs),
+        [Label.ownerPid]: String(ProcessIdentity.self.pid),
+        [Label.ownerHost]: ProcessIdentity.self.host,
+        [Label.ownerStarted]: ProcessIdentity.self.started,
+        [Label.language]: plan.language,
+        [Label.scope]: "oneShot"
+      },
+      limits: {
+        memoryBytes: plan.memoryBytes,
+        nanoCpus: plan.nanoCpus,
+        pidsLimit: plan.pidsLimit,
+        tmpBytes: config.tmpBytes,
+        workspaceBytes: config.workspaceBytes,
+        diskBytes: config.diskBytes
+      },
+      network: config.network,
+      openStdin: true,
+      capAdd: config.capAdd,
+      runtime: config.runtime,
+      mounts: []
+    })
+
+    /** Remove the container (retrying while the engine is busy), then record the fact. */
+    const destroy = (executionId: string, container: SandboxCreated, reason: DestroyReason) =>
+      runtime.remove(container).pipe(
+        Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
+        // Ride out a short engine restart (~1 minute); beyond that the sweep and the watchdog take over.
+        Effect.retry(
+          Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
+        ),
+        Effect.zipRight(
+          append(executionId, { type: "ContainerDestroyed", data: { containerName: container.name, containerId: container.id, reason } })
+        ),
+        Effect.catchAllCause((cause) =>
+          // The container stays behind for the sweep/watchdog, which records its end as orphan-reaped.
+          Effect.logWarning(`could not remove ${container.name}; the sweep will reap it`, cause)
+        )
+      )
+
+    const runExecution = (plan: ExecutionPlan, executionId: string, containerName: string, scope: Scope.Scope, hooks: ExecuteOptions) =>
+      Effect.gen(function*() {
+        const terminal = yield* Ref.make(false)
+        const recordTerminal = (event: JournalEvent) =>
+          Ref.getAndSet(terminal, true).pipe(Effect.flatMap((done) => done ? Effect.void : append(executionId, event)))
+        const destroyReason = yield* Ref.make<DestroyReason>("failed")
+
+        const body = Effect.gen(function*() {
+          yield* takeSlot(scope)
+          // Acquire holds only the create; the release removes the container on every path.
+          const container = yield* runtime.create(specFor(plan, executionId, containerName)).pipe(
+            Effect.tap((c) =>
+              Scope.addFinalizer(scope, Effect.suspend(() => Ref.get(destroyReason)).pipe(Effect.flatMap((r) => destroy(executionId, c, r))))
+            ),
+            Effect.uninterruptible
+          )
+          yield* append(executionId, {
+            type: "ContainerCreated",
+            data: { containerName: container.name, containerId: container.id, imageId: container.imageId }
+          })
+
+          const stdout = new OutputCapture(plan.outputLimitBytes)
+          const stderr = new OutputCapture(plan.outputLimitBytes)
+          const io = yield* runtime.attach(container, {
+            stdout: hooks.onStdout ? (chunk) => (stdout.push(chunk), hooks.onStdout!(chunk)) : stdout.push,
+            stderr: hooks.onStderr ? (chunk) => (stderr.push(chunk), hooks.onStderr!(chunk)) : stderr.push
+          })
+          const awaitExit = yield* runtime.armExit(container)
+          yield* runtime.start(container)
+          const startedAtMs = Date.now()
+          yield* append(executionId, { type: "ContainerStarted", data: { containerId: container.id } })
+
+          // Feed the program in the background: a program that never reads its stdin must not block us.
+          const payload = encodeRunnerPayload({ language: plan.language, code: plan.code, files: plan.files, stdin: plan.stdin })
+          yield* io.write(payload).pipe(Effect.zipRight(io.end), Effect.ignore, Effect.forkIn(scope))
+
+          // The host-side deadline is the authority: nothing inside the sandbox can outlive it.
+          const exited = yield* awaitExit.pipe(Effect.timeoutTo({ duration: plan.timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
+          let exitCode: number
+          let timedOut = false
+          let oomKilled = false
+          if (Option.isNone(exited)) {
+            timedOut = true
+            yield* Ref.set(destroyReason, "timeout")
+            yield* runtime.kill(container)
+            exitCode = yield* awaitExit.pipe(
+              Effect.map((s) => s.exitCode),
+              Effect.timeoutTo({ duration: KILL_EXIT_TIMEOUT, onSuccess: (c) => c, onTimeout: () => 137 })
+            )
+          } else {
+            exitCode = exited.value.exitCode
+            // Only a SIGKILL we did not send can be the OOM killer; inspect only then.
+            if (exitCode === 137) oomKilled = (yield* runtime.inspect(container)).oomKilled
+            yield* Ref.set(destroyReason, "completed")
+          }
+          const finishedAtMs = Date.now()
+          yield* io.closed.pipe(Effect.timeout(OUTPUT_DRAIN_TIMEOUT), Effect.ignore)
+          const durationMs = finishedAtMs - startedAtMs
+          yield* recordTerminal(
+            timedOut
+              ? { type: "ExecutionTimedOut", data: { timeoutMs: plan.timeoutMs, durationMs } }
+              : { type: "ContainerExited", data: { exitCode, oomKilled, durationMs } }
+          )
+          const result: ExecutionResult = {
+            executionId,
+            containerName,
+            exitCode,
+            stdout: stdout.text(),
+            stderr: stderr.text(),
+            timedOut,
+            oomKilled,
+            stdoutTruncated: stdout.truncated,
+            stderrTruncated: stderr.truncated,
+            stdoutBytes: stdout.total,
+            stderrBytes: stderr.total,
+            durationMs,
+            startedAt: new Date(startedAtMs).toISOString(),
+            finishedAt: new Date(finishedAtMs).toISOString()
+          }
+          return result
+        })
+
+        return yield* body.pipe(
+          Effect.onInterrupt(() =>
+            Effect.gen(function*() {
+              yield* Ref.set(destroyReason, "interrupted")
+              const reason = (yield* Ref.get(closed)) ? "executor closed" : "interrupted by the caller"
+              yield* recordTerminal({ type: "ExecutionInterrupted", data: { reason } }).pipe(Effect.ignore)
+            })
+          ),
+          Effect.tapError((error) =>
+            Ref.set(destroyReason, "failed").pipe(
+              Effect.zipRight(recordTerminal({ type: "ExecutionFailed", data: { errorTag: error._tag, message: error.message } })),
+              Effect.ignore
+            )
+          )
+        )
+      })
+
+    const executeCode = (request: ExecuteRequest, hooks: ExecuteOptions = {}): Effect.Effect<ExecutionResult, ExecuteError> =>
+      Effect.gen(function*() {
+        if (yield* Ref.get(closed)) return yield* new ExecutorClosed({ message: "the executor is closed" })
+        const plan = yield* planExecution(request, config)
+        const executionId = uuidv7()
+        const containerName = `${ContainerNamePrefix}${executionId}`
+        const supervised = Effect.gen(function*() {
+          yield* append(executionId, {
+            type: "ExecutionRequested",
+            data: {
+              language: plan.language,
+              image: plan.image,
+              codeBytes: plan.code.byteLength,
+              codeSha256: plan.codeSha256,
+              stdinBytes: plan.stdin.byteLength,
+              fileCount: plan.files.length,
+              timeoutMs: plan.timeoutMs,
+              limits: { memoryBytes: plan.memoryBytes, nanoCpus: plan.nanoCpus, pidsLimit: plan.pidsLimit, outputLimitBytes: plan.outputLimitBytes },
+              network: config.network,
+              runtime: config.runtime ?? "runc",
+              scope: "oneShot"
+            }
+          })
+          const scope = yield* Scope.make()
+          return yield* runExecution(plan, executionId, containerName, scope, hooks).pipe(
+            Effect.onExit((exit) =>
+              Exit.isSuccess(exit) && !config.awaitRemoval
+                // Removal off the caller's critical path, still tracked: close() waits for it.
+                ? FiberSet.run(removals, Scope.close(scope, exit).pipe(Effect.uninterruptible)).pipe(Effect.asVoid)
+                : Scope.close(scope, exit)
+            )
+          )
+        })
+        const fiber = yield* FiberMap.run(executions, executionId, supervised)
+        // Interrupting the caller interrupts the execution and waits until its container is gone.
+        return yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+      })
+
+    // An execution's removal is handed to `removals` before its fiber leaves `executions`.
+    const idle = FiberMap.awaitEmpty(executions).pipe(Effect.ignore, Effect.zipRight(FiberSet.awaitEmpty(removals)))
+
+    return Executor.of({
+      executorId,
+      config,
+      executeCode,
+      events: journal.live,
+      stats: Ref.get(counters),
+      idle
+    })
+  })
+
+/** The executor as a layer; its scope is the executor's lifetime. */
+export const layer = (options: ExecutorOptions = {}): Layer.Layer<Executor, InvalidRequest, SandboxRuntime | Journal.Journal> =>
+  Layer.scoped(Executor, make(options))

@@ -1,0 +1,280 @@
+/**
+ * An in-memory SandboxRuntime for fast unit, property and model-based tests.
+ * Faithful where the executor depends on the engine's behaviour: names are
+ * unique, exit waits block until exit or kill and only see the NEXT exit,
+ * removing a running sandbox kills it, every call on a removed sandbox is a
+ * 404, and the program only runs once its stdin is closed (like the runner).
+ * The shared contract suite (test/runtime-contract) runs against this and the
+ * real engine, so the two cannot drift apart.
+ *
+ * What a "program" does is read from its code: a first line `#!fake {json}`
+ * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin } (see fakeProgram).
+ */
+import { Context, Deferred, Effect, Fiber, FiberSet, Layer, Ref } from "effect"
+import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "./Errors.js"
+import {
+  type AttachedIO,
+  type ExitStatus,
+  type OutputReceiver,
+  SandboxRuntime,
+  type SandboxInfo,
+  type SandboxRef,
+  type SandboxSpec,
+  type SandboxState
+} from "./SandboxRuntime.js"
+
+export interface FakeProgram {
+  readonly stdout?: string
+  readonly stderr?: string
+  readonly exitCode?: number
+  readonly sleepMs?: number
+  /** Never exits by itself (only a kill ends it). */
+  readonly hang?: boolean
+  /** Exits 137 with oomKilled set, as the kernel's OOM killer would. */
+  readonly oom?: boolean
+  /** Copies the program's stdin to stdout. */
+  readonly echoStdin?: boolean
+}
+
+/** The code a test sends to make the fake behave as `program`. */
+export const fakeProgram = (program: FakeProgram): string => `#!fake ${JSON.stringify(program)}\n`
+
+export interface FakeFaults {
+  createFails?: boolean
+  startFails?: boolean
+  /** Every call fails with DockerUnavailable, and running sandboxes are frozen until the engine is back. */
+  engineDown?: boolean
+  missingImages?: ReadonlyArray<string>
+}
+
+interface FakeSandbox {
+  readonly id: string
+  readonly name: string
+  readonly spec: SandboxSpec
+  readonly createdAt: number
+  status: SandboxState["status"]
+  exitCode: number
+  oomKilled: boolean
+  stdin: Array<Uint8Array>
+  stdinClosed: Deferred.Deferred<void>
+  output: OutputReceiver | undefined
+  outputClosed: Deferred.Deferred<void>
+  exitWaiters: Array<Deferred.Deferred<ExitStatus, SandboxError>>
+  program: Fiber.RuntimeFiber<void> | undefined
+}
+
+export interface FakeRuntimeControl {
+  readonly faults: Ref.Ref<FakeFaults>
+  /** Sandboxes that exist now (not removed), any state. */
+  readonly alive: Effect.Effect<ReadonlyArray<{ readonly name: string; readonly status: SandboxState["status"] }>>
+  /** How many sandboxes were ever created. */
+  readonly createdCount: Effect.Effect<number>
+}
+
+export class FakeRuntimeControlTag extends Effect.Tag("@hermes-sandbox/core/FakeRuntimeControl")<FakeRuntimeControlTag, FakeRuntimeControl>() {}
+
+const endpoint = "fake://engine"
+const decoder = new TextDecoder()
+const encoder = new TextEncoder()
+
+const parseProgram = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array } => {
+  // Decode the runner protocol (RunnerProtocol.ts): header line, code, files, stdin.
+  const newline = payload.indexOf(10)
+  if (newline < 0) return { program: { stderr: "hermes-runner: malformed header\n", exitCode: 126 }, stdin: new Uint8Array(0) }
+  const header = JSON.parse(decoder.decode(payload.subarray(payload.indexOf(32) + 1, newline))) as {
+    code: number
+    files: Array<[string, number]>
+  }
+  const codeStart = newline + 1
+  const code = decoder.decode(payload.subarray(codeStart, codeStart + header.code))
+  const filesBytes = header.files.reduce((n, [, size]) => n + size, 0)
+  const stdin = payload.subarray(codeStart + header.code + filesBytes)
+  const first = code.split("\n", 1)[0] ?? ""
+  const program: FakeProgram = first.startsWith("#!fake ") ? JSON.parse(first.slice(7)) as FakeProgram : {}
+  return { program, stdin }
+}
+
+export const make = (initialFaults: FakeFaults = {}) =>
+  Effect.gen(function*() {
+    const faults = yield* Ref.make<FakeFaults>(initialFaults)
+    const sandboxes = new Map<string, FakeSandbox>()
+    const byName = new Map<string, FakeSandbox>()
+    const programs = yield* FiberSet.make<void>()
+    let created = 0
+
+    const engineCheck = (operation: string) =>
+      Ref.get(faults).pipe(
+        Effect.flatMap((f) =>
+          f.engineDown
+            ? Effect.fail(new DockerUnavailable({ endpoint, operation, message: "the fake engine is down", hint: "clear the engineDown fault" }))
+            : Effect.void
+        )
+      )
+
+    const find = (ref: SandboxRef, operation: string) =>
+      Effect.suspend(() => {
+        const s = sandboxes.get(ref.id)
+        return s
+          ? Effect.succeed(s)
+          : Effect.fail(new ContainerFailed({ operation, containerName: ref.name, statusCode: 404, message: `No such container: ${ref.id}` }))
+      })
+
+    const finish = (s: FakeSandbox, exitCode: number, oomKilled: boolean) =>
+      Effect.gen(function*() {
+        if (s.status !== "running") return
+        s.status = "exited"
+        s.exitCode = exitCode
+        s.oomKilled = oomKilled
+        const waiters = s.exitWaiters
+        s.exitWaiters = []
+        for (const w of waiters) yield* Deferred.succeed(w, { exitCode })
+        yield* Deferred.succeed(s.outputClosed, undefined)
+      })
+
+    const run = (s: FakeSandbox) =>
+      Effect.gen(function*() {
+        yield* Deferred.await(s.stdinClosed)
+        const payload = new Uint8Array(s.stdin.reduce((n, c) => n + c.byteLength, 0))
+        let offset = 0
+        for (const chunk of s.stdin) {
+          payload.set(chunk, offset)
+          offset += chunk.byteLength
+        }
+        const { program, stdin } = parseProgram(payload)
+        if (program.stdout) s.output?.stdout(encoder.encode(program.stdout))
+        if (program.echoStdin) s.output?.stdout(stdin)
+        if (program.stderr) s.output?.stderr(encoder.encode(program.stderr))
+        if (program.hang) return yield* Effect.never
+        if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
+        // A frozen engine delivers no exit until it is back.
+        while ((yield* Ref.get(faults)).engineDown) yield* Effect.sleep(50)
+        yield* finish(s, program.oom ? 137 : program.exitCode ?? 0, program.oom === true)
+      })
+
+    const runtime = SandboxRuntime.of({
+      name: "fake",
+      resolveImage: (image) =>
+        engineCheck("resolveImage").pipe(
+          Effect.zipRight(Ref.get(faults)),
+          Effect.flatMap((f) =>
+            f.missingImages?.includes(image)
+              ? Effect.fail(new ImageNotFound({ image, buildCommand: "pnpm hermes-sandbox image build", message: `No such image: ${image}` }))
+              : Effect.succeed(`sha256:fake-${image}`)
+          )
+        ),
+      create: (spec) =>
+        Effect.gen(function*() {
+          yield* engineCheck("create")
+          const f = yield* Ref.get(faults)
+          if (f.missingImages?.includes(spec.image)) {
+            return yield* new ImageNotFound({ image: spec.image, buildCommand: "pnpm hermes-sandbox image build", message: `No such image: ${spec.image}` })
+          }
+          if (f.createFails) return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 500, message: "injected create failure" })
+          if (byName.has(spec.name)) {
+            return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 409, message: `Conflict. The container name "/${spec.name}" is already in use` })
+          }
+          created += 1
+          const s: FakeSandbox = {
+            id: `fake${created.toString(16).padStart(12, "0")}`,
+            name: spec.name,
+            spec,
+            createdAt: Date.now(),
+            status: "created",
+            exitCode: 0,
+            oomKilled: false,
+            stdin: [],
+            stdinClosed: yield* Deferred.make<void>(),
+            output: undefined,
+            outputClosed: yield* Deferred.make<void>(),
+            exitWaiters: [],
+            program: undefined
+          }
+          sandboxes.set(s.id, s)
+          byName.set(s.name, s)
+          return { id: s.id, name: s.name, imageId: `sha256:fake-${spec.image}` }
+        }),
+      attach: (ref, output) =>
+        Effect.gen(function*() {
+          yield* engineCheck("attach")
+          const s = yield* find(ref, "attach")
+          s.output = output
+          const io: AttachedIO = {
+            write: (data) => Effect.sync(() => { s.stdin.push(Uint8Array.from(data)) }),
+            end: Deferred.succeed(s.stdinClosed, undefined).pipe(Effect.asVoid),
+            closed: Deferred.await(s.outputClosed)
+          }
+          return io
+        }),
+      armExit: (ref) =>
+        Effect.gen(function*() {
+          yield* engineCheck("wait")
+          const s = yield* find(ref, "wait")
+          const waiter = yield* Deferred.make<ExitStatus, SandboxError>()
+          s.exitWaiters.push(waiter)
+          return Deferred.await(waiter)
+        }),
+      start: (ref) =>
+        Effect.gen(function*() {
+          yield* engineCheck("start")
+          const s = yield* find(ref, "start")
+          if ((yield* Ref.get(faults)).startFails) {
+            return yield* new ContainerFailed({ operation: "start", containerName: s.name, statusCode: 500, message: "injected start failure" })
+          }
+          if (s.status !== "created") return
+          s.status = "running"
+          s.program = yield* FiberSet.run(programs, run(s))
+        }),
+      kill: (ref) =>
+        Effect.gen(function*() {
+          yield* engineCheck("kill")
+          const s = yield* find(ref, "kill")
+          if (s.status !== "running") return
+          if (s.program) yield* Fiber.interrupt(s.program)
+          yield* finish(s, 137, false)
+        }),
+      inspect: (ref) =>
+        Effect.gen(function*() {
+          yield* engineCheck("inspect")
+          const s = yield* find(ref, "inspect")
+          return { status: s.status, exitCode: s.exitCode, oomKilled: s.oomKilled }
+        }),
+      remove: (ref) =>
+        Effect.gen(function*() {
+          yield* engineCheck("remove")
+          const s = sandboxes.get(ref.id)
+          if (!s) return
+          if (s.program) yield* Fiber.interrupt(s.program)
+          yield* finish(s, 137, false)
+          // Waiters armed on a removed container see it disappear, as with the engine.
+          for (const w of s.exitWaiters) {
+            yield* Deferred.fail(w, new ContainerFailed({ operation: "wait", containerName: s.name, statusCode: 404, message: "container removed" }))
+          }
+          yield* Deferred.succeed(s.outputClosed, undefined)
+          sandboxes.delete(s.id)
+          byName.delete(s.name)
+        }),
+      list: (labels) =>
+        engineCheck("list").pipe(
+          Effect.map(() =>
+            [...sandboxes.values()]
+              .filter((s) => Object.entries(labels).every(([k, v]) => s.spec.labels[k] === v))
+              .map((s): SandboxInfo => ({ id: s.id, name: s.name, labels: s.spec.labels, status: s.status, createdAt: s.createdAt }))
+          )
+        )
+    })
+
+    const control: FakeRuntimeControl = {
+      faults,
+      alive: Effect.sync(() => [...sandboxes.values()].map((s) => ({ name: s.name, status: s.status }))),
+      createdCount: Effect.sync(() => created)
+    }
+    return { runtime, control }
+  })
+
+/** The fake runtime and its control handle (for fault injection and leak checks). */
+export const layer = (faults: FakeFaults = {}): Layer.Layer<SandboxRuntime | FakeRuntimeControlTag> =>
+  Layer.scopedContext(
+    make(faults).pipe(
+      Effect.map(({ control, runtime }) => Context.make(SandboxRuntime, runtime).pipe(Context.add(FakeRuntimeControlTag, control)))
+    )
+  )

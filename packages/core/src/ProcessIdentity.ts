@@ -1,0 +1,56 @@
+/**
+ * Who owns a container: host, pid and the process's start time. The start
+ * time makes the identity safe against pid reuse: a live process with the
+ * owner's pid but another start time is not the owner.
+ */
+import { readFileSync } from "node:fs"
+import { hostname } from "node:os"
+
+export interface ProcessIdentity {
+  readonly host: string
+  readonly pid: number
+  /** Kernel start time in clock ticks since boot (/proc/<pid>/stat field 22); "" where unknown. */
+  readonly started: string
+}
+
+export const startTimeOf = (pid: number): string | undefined => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    // Field 2 (comm) may contain spaces and parentheses: fields restart after the last ")".
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return rest[19]
+  } catch {
+    return undefined
+  }
+}
+
+export const self: ProcessIdentity = {
+  host: hostname(),
+  pid: process.pid,
+  started: startTimeOf(process.pid) ?? ""
+}
+
+const pidAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/**
+ * Whether the process is provably gone. Only a process on this host can be
+ * proven gone; for another host the answer is false (callers then rely on the
+ * container's deadline label).
+ */
+export const isGone = (owner: { readonly host?: string | undefined; readonly pid?: number | undefined; readonly started?: string | undefined }): boolean => {
+  if (owner.host !== self.host || owner.pid === undefined || !Number.isInteger(owner.pid) || owner.pid <= 0) return false
+  if (owner.pid === self.pid && (owner.started === undefined || owner.started === "" || owner.started === self.started)) return false
+  if (!pidAlive(owner.pid)) return true
+  if (owner.started !== undefined && owner.started !== "") {
+    const now = startTimeOf(owner.pid)
+    return now !== undefined && now !== owner.started
+  }
+  return false
+}

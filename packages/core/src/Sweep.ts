@@ -1,0 +1,99 @@
+/**
+ * The startup sweep: find containers whose owner is provably gone (its process
+ * on this host is dead, or the container's deadline passed), in any state,
+ * remove them, and close their lifecycles in the journal, so a replay shows
+ * every lifecycle closed even after a SIGKILL or a power loss.
+ *
+ * It never touches a live sibling's containers: a container is only an orphan
+ * when its owner is proven gone, never merely because it is not ours.
+ */
+import { Effect, Stream } from "effect"
+import { Journal, type JournalEvent, Projection } from "@hermes-sandbox/events"
+import { Label, ProjectName } from "./Labels.js"
+import * as ProcessIdentity from "./ProcessIdentity.js"
+import { SandboxRuntime, type SandboxInfo } from "./SandboxRuntime.js"
+
+export interface SweepOptions {
+  /** The sweeping executor: its own containers and streams are never swept. */
+  readonly executorId: string
+  /** How many of the journal's most recent events to check for open lifecycles. Default 100 000. */
+  readonly journalWindow?: number
+}
+
+export interface SweepReport {
+  /** Orphaned containers removed. */
+  readonly removed: ReadonlyArray<string>
+  /** Containers left alone because their owner is alive. */
+  readonly live: number
+  /** Lifecycles closed in the journal. */
+  readonly closed: ReadonlyArray<string>
+}
+
+export const isOrphan = (labels: Readonly<Record<string, string>>, nowMs = Date.now()): boolean => {
+  const deadline = Number(labels[Label.deadline])
+  if (Number.isFinite(deadline) && deadline > 0 && nowMs / 1000 > deadline) return true
+  return ProcessIdentity.isGone({
+    host: labels[Label.ownerHost],
+    pid: Number(labels[Label.ownerPid]),
+    started: labels[Label.ownerStarted]
+  })
+}
+
+const ownerGoneReason = "the owning process died; closed by the startup sweep"
+
+export const sweep = (options: SweepOptions) =>
+  Effect.gen(function*() {
+    const runtime = yield* SandboxRuntime
+    const journal = yield* Journal.Journal
+
+    const containers = yield* runtime.list({ [Label.project]: ProjectName })
+    const orphans: Array<SandboxInfo> = []
+    let live = 0
+    for (const c of containers) {
+      if (c.labels[Label.executor] === options.executorId) continue
+      if (isOrphan(c.labels)) orphans.push(c)
+      else live++
+    }
+    const removed = yield* Effect.forEach(orphans, (c) => runtime.remove(c).pipe(Effect.as(c)), { concurrency: 8 })
+    const removedNames = new Set(removed.map((c) => c.name))
+    const stillThere = new Set(containers.map((c) => c.name).filter((n) => !removedNames.has(n)))
+
+    // Close, in the journal, lifecycles left open by owners that are gone.
+    const last = yield* journal.lastSequence
+    const fromSequence = Math.max(1, last - (options.journalWindow ?? 100_000) + 1)
+    const projector = Projection.makeProjector()
+    const owners = new Map<string, { executorId: string; host: string; pid: number }>()
+    yield* journal.read({ fromSequence }).pipe(
+      Stream.runForEach((e) =>
+        Effect.sync(() => {
+          projector.apply(e)
+          if (!owners.has(e.executionId)) owners.set(e.executionId, e.metadata)
+        })
+      )
+    )
+    const closed: Array<string> = []
+    for (const [executionId, state] of projector.states) {
+      if (Projection.isClosed(state) || state.requestedAt === undefined && state.createdAt === undefined) continue
+      const owner = owners.get(executionId)
+      if (owner === undefined || owner.executorId === options.executorId) continue
+      const containerRemovedNow = state.containerName !== undefined && removedNames.has(state.containerName)
+      if (!containerRemovedNow && !ProcessIdentity.isGone(owner)) continue
+      if (state.containerName !== undefined && stillThere.has(state.containerName)) continue
+      const events: Array<JournalEvent> = []
+      if (state.outcome === undefined) events.push({ type: "ExecutionInterrupted", data: { reason: ownerGoneReason } })
+      if (state.containerId !== undefined && state.destroyedAt === undefined) {
+        events.push({
+          type: "ContainerDestroyed",
+          data: { containerName: state.containerName ?? "", containerId: state.containerId, reason: "orphan-reaped" }
+        })
+      }
+      if (events.length === 0) continue
+      yield* journal.append({ executionId, events, executorId: options.executorId })
+      closed.push(executionId)
+    }
+    const report: SweepReport = { removed: removed.map((c) => c.name), live, closed }
+    if (report.removed.length > 0 || report.closed.length > 0) {
+      yield* Effect.logInfo(`startup sweep: removed ${report.removed.length} orphaned container(s), closed ${report.closed.length} lifecycle(s)`)
+    }
+    return report
+  })

@@ -1,0 +1,39 @@
+/**
+ * Layers that compose the Executor over Docker, for Effect users:
+ *
+ *   program.pipe(Effect.provide(DockerExecutor.layer({ timeoutMs: 10_000 })), Effect.provide(Journal.layerMemory))
+ *
+ * Composition: engine connection -> runtime + watchdog -> executor. The
+ * executor is built last and closed first, so its finalizers (remove every
+ * container) run while the engine connection and the watchdog still exist.
+ */
+import { Effect, Layer } from "effect"
+import { v7 as uuidv7 } from "uuid"
+import { Executor, type ExecutorOptions, type InvalidRequest, type SandboxError, type SandboxRuntime } from "@hermes-sandbox/core"
+import type { Journal } from "@hermes-sandbox/events"
+import * as DockerEngine from "./DockerEngine.js"
+import * as DockerRuntime from "./DockerRuntime.js"
+import * as Watchdog from "./Watchdog.js"
+
+export interface DockerExecutorOptions extends ExecutorOptions, DockerEngine.DockerEngineOptions, DockerRuntime.DockerRuntimeOptions {
+  /** A detached process that removes this executor's containers if the process dies (even by SIGKILL). Default true. */
+  readonly watchdog?: boolean
+}
+
+/** The Docker runtime with its engine connection. */
+export const runtimeLayer = (options: DockerEngine.DockerEngineOptions & DockerRuntime.DockerRuntimeOptions = {}) =>
+  DockerRuntime.layer(options).pipe(Layer.provideMerge(DockerEngine.layer(options)))
+
+/** An Executor over Docker. Needs a Journal (Journal.layerMemory or SqliteJournal.layer). */
+export const layer = (
+  options: DockerExecutorOptions = {}
+): Layer.Layer<Executor.Executor | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
+  const executorId = options.executorId ?? uuidv7()
+  const watchdog = options.watchdog === false
+    ? Layer.empty
+    : Layer.scopedDiscard(
+      Effect.flatMap(DockerEngine.DockerEngine, (engine) => Watchdog.start(executorId, engine.endpoint))
+    )
+  const infra = Layer.merge(DockerRuntime.layer(options), watchdog).pipe(Layer.provideMerge(DockerEngine.layer(options)))
+  return Executor.layer({ ...options, executorId }).pipe(Layer.provideMerge(infra))
+}

@@ -1,0 +1,215 @@
+/**
+ * SandboxRuntime over dockerode. The order that matters (see
+ * machine-and-pitfalls): attach with a hijacked stream and arm the exit wait
+ * BEFORE start, or early output and fast exits are lost; no TTY, so stdout and
+ * stderr arrive demultiplexed; every call has its own deadline.
+ */
+import { Effect, Layer } from "effect"
+import type { IncomingMessage } from "node:http"
+import { Writable } from "node:stream"
+import type { Duplex } from "node:stream"
+import {
+  type AttachedIO,
+  ContainerFailed,
+  DockerUnavailable,
+  type ExitStatus,
+  ImageNotFound,
+  type SandboxError,
+  SandboxRuntime,
+  type SandboxInfo,
+  type SandboxState
+} from "@hermes-sandbox/core"
+import { toCreateOptions } from "./ContainerSpec.js"
+import { DockerEngine, startEngineHint } from "./DockerEngine.js"
+import { dockerCall, IMAGE_BUILD_COMMAND, isGone } from "./internal/dockerCall.js"
+import { loadSeccompProfile } from "./Seccomp.js"
+
+export interface DockerRuntimeOptions {
+  /** "hermes" (the shipped allow-list, default), "engine-default", or a profile's JSON text. */
+  readonly seccomp?: "hermes" | "engine-default" | (string & {})
+  /** When a disk quota is asked for but the engine cannot apply it: fail (default) or warn and run without. */
+  readonly diskQuotaUnsupported?: "fail" | "warn"
+}
+
+/** A wait stream can stay quiet for as long as the program runs: the executor's deadline bounds it, not a call timeout. */
+const WAIT_ARM_TIMEOUT_MS = 10_000
+
+export const make = (options: DockerRuntimeOptions = {}) =>
+  Effect.gen(function*() {
+    const engine = yield* DockerEngine
+    const { docker, endpoint, callTimeoutMs } = engine
+    const seccomp = options.seccomp === undefined || options.seccomp === "hermes" ? loadSeccompProfile() : options.seccomp
+    const ctx = (operation: string, containerName: string, image?: string) =>
+      ({ endpoint, operation, containerName, timeoutMs: callTimeoutMs, ...(image === undefined ? {} : { image }) })
+
+    // The writable-layer quota needs overlay2 on XFS with pquota; detect once.
+    const info = yield* dockerCall(ctx("info", ""), (signal) => (docker as unknown as { info(o: object): Promise<{ Driver: string; DriverStatus?: Array<[string, string]> }> }).info({ abortSignal: signal }))
+    const backing = info.DriverStatus?.find(([k]) => k === "Backing Filesystem")?.[1] ?? "unknown"
+    const diskQuotaSupported = info.Driver === "overlay2" && backing === "xfs"
+
+    const imageIds = new Map<string, string>()
+    const resolveImage = (image: string) =>
+      Effect.suspend(() => {
+        const cached = imageIds.get(image)
+        if (cached !== undefined) return Effect.succeed(cached)
+        return dockerCall(ctx("inspect image", "", image), (signal) => docker.getImage(image).inspect({ abortSignal: signal } as object)).pipe(
+          Effect.map((i) => i.Id),
+          Effect.tap((id) => Effect.sync(() => imageIds.set(image, id))),
+          Effect.catchIf(
+            (e): e is ContainerFailed => e._tag === "ContainerFailed" && e.statusCode === 404,
+            () =>
+              Effect.fail(new ImageNotFound({ image, buildCommand: IMAGE_BUILD_COMMAND, message: `image ${image} is not on the engine; build it with: ${IMAGE_BUILD_COMMAND}` }))
+          )
+        )
+      })
+
+    return SandboxRuntime.of({
+      name: "docker",
+      resolveImage,
+      create: (spec) =>
+        Effect.gen(function*() {
+          const imageId = yield* resolveImage(spec.image)
+          if (spec.limits.diskBytes !== undefined && !diskQuotaSupported) {
+            const message = `a disk quota was asked for but the engine's storage (${info.Driver} on ${backing}) cannot apply one; it needs overlay2 on XFS mounted with pquota`
+            if (options.diskQuotaUnsupported !== "warn") {
+              return yield* new ContainerFailed({ operation: "create", containerName: spec.name, message })
+            }
+            yield* Effect.logWarning(`${message}; running without it because diskQuotaUnsupported is "warn"`)
+          }
+          const created = yield* dockerCall(ctx("create", spec.name, spec.image), (signal) =>
+            docker.createContainer({ ...toCreateOptions(spec, { seccomp, applyDiskQuota: diskQuotaSupported }), abortSignal: signal }))
+          return { id: created.id, name: spec.name, imageId }
+        }).pipe(Effect.tapError((e) => e._tag === "ImageNotFound" ? Effect.sync(() => imageIds.delete(spec.image)) : Effect.void)),
+
+      attach: (ref, output) =>
+        Effect.gen(function*() {
+          const stream = (yield* dockerCall(ctx("attach", ref.name), (signal) =>
+            docker.getContainer(ref.id).attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true, abortSignal: signal }))) as unknown as Duplex
+          const sink = (deliver: (chunk: Uint8Array) => void) =>
+            new Writable({
+              write(chunk: Buffer, _encoding, callback) {
+                deliver(chunk)
+                callback()
+              }
+            })
+          docker.modem.demuxStream(stream, sink(output.stdout), sink(output.stderr))
+          const closed = new Promise<void>((resolve) => {
+            stream.once("end", resolve)
+            stream.once("close", resolve)
+            stream.once("error", () => resolve())
+          })
+          const io: AttachedIO = {
+            write: (data) =>
+              Effect.async<void, SandboxError>((resume) => {
+                stream.write(data, (error) =>
+                  resume(error ? Effect.fail(new ContainerFailed({ operation: "write stdin", containerName: ref.name, message: error.message })) : Effect.void))
+              }),
+            end: Effect.sync(() => { stream.end() }),
+            closed: Effect.promise(() => closed)
+          }
+          // The socket lives until the container exits; make sure it never outlives the sandbox's scope.
+          yield* Effect.addFinalizer(() => Effect.sync(() => stream.destroy()))
+          return io
+        }).pipe(Effect.scoped, Effect.uninterruptible),
+
+      armExit: (ref) =>
+        Effect.gen(function*() {
+          // The engine writes the response headers only once the waiter is registered,
+          // so when this resolves a fast exit can no longer be missed.
+          const response = yield* dockerCall({ ...ctx("wait", ref.name), timeoutMs: WAIT_ARM_TIMEOUT_MS }, (signal) =>
+            new Promise<IncomingMessage>((resolve, reject) =>
+              docker.modem.dial(
+                {
+                  path: `/containers/${ref.id}/wait?`,
+                  method: "POST",
+                  isStream: true,
+                  abortSignal: signal,
+                  statusCodes: { 200: true, 400: "bad parameter", 404: "no such container", 500: "server error" },
+                  options: { condition: "next-exit" }
+                },
+                (error: unknown, res: unknown) => (error ? reject(error) : resolve(res as IncomingMessage))
+              )
+            ))
+          return Effect.async<ExitStatus, SandboxError>((resume) => {
+            const chunks: Array<Buffer> = []
+            let done = false
+            const fail = (message: string) => {
+              if (done) return
+              done = true
+              resume(Effect.fail(new DockerUnavailable({ endpoint, operation: "wait", message: `wait ${ref.name}: ${message}`, hint: startEngineHint })))
+            }
+            response.on("data", (chunk: Buffer) => chunks.push(chunk))
+            response.on("end", () => {
+              if (done) return
+              const body = Buffer.concat(chunks).toString("utf8").trim()
+              let parsed: { StatusCode?: number; Error?: { Message?: string } | null }
+              try {
+                parsed = JSON.parse(body)
+              } catch {
+                return fail(`the engine ended the wait without an exit status (${JSON.stringify(body.slice(0, 200))}); it may have restarted`)
+              }
+              done = true
+              if (parsed.Error?.Message) {
+                resume(Effect.fail(new ContainerFailed({ operation: "wait", containerName: ref.name, message: parsed.Error.Message })))
+              } else {
+                resume(Effect.succeed({ exitCode: parsed.StatusCode ?? -1 }))
+              }
+            })
+            response.on("error", (error) => fail(error.message))
+            response.on("close", () => fail("the connection to the engine closed before the container exited"))
+            return Effect.sync(() => response.destroy())
+          })
+        }),
+
+      start: (ref) =>
+        dockerCall(ctx("start", ref.name), (signal) => docker.getContainer(ref.id).start({ abortSignal: signal })).pipe(
+          // 304: already started.
+          Effect.catchIf((e) => e._tag === "ContainerFailed" && e.statusCode === 304, () => Effect.void),
+          Effect.asVoid
+        ),
+
+      kill: (ref) =>
+        dockerCall(ctx("kill", ref.name), (signal) => docker.getContainer(ref.id).kill({ signal: "SIGKILL", abortSignal: signal })).pipe(
+          // 409: not running; 404: already gone. Either way it is not running any more.
+          Effect.catchIf((e) => e._tag === "ContainerFailed" && (e.statusCode === 409 || e.statusCode === 404), () => Effect.void),
+          Effect.asVoid
+        ),
+
+      inspect: (ref) =>
+        dockerCall(ctx("inspect", ref.name), (signal) => docker.getContainer(ref.id).inspect({ abortSignal: signal })).pipe(
+          Effect.map((i): SandboxState => ({
+            status: i.State.Status as SandboxState["status"],
+            exitCode: i.State.ExitCode,
+            oomKilled: i.State.OOMKilled
+          }))
+        ),
+
+      remove: (ref) =>
+        dockerCall(ctx("remove", ref.name), (signal) => docker.getContainer(ref.id).remove({ force: true, v: true, abortSignal: signal })).pipe(
+          Effect.catchIf(isGone, () => Effect.void),
+          Effect.asVoid
+        ),
+
+      list: (labels) =>
+        dockerCall(ctx("list", ""), (signal) =>
+          docker.listContainers({
+            all: true,
+            filters: { label: Object.entries(labels).map(([k, v]) => `${k}=${v}`) },
+            abortSignal: signal
+          })).pipe(
+            Effect.map((containers) =>
+              containers.map((c): SandboxInfo => ({
+                id: c.Id,
+                name: (c.Names[0] ?? "").replace(/^\//, ""),
+                labels: c.Labels,
+                status: c.State as SandboxInfo["status"],
+                createdAt: c.Created * 1000
+              }))
+            )
+          )
+    })
+  })
+
+/** The Docker runtime; needs a DockerEngine. */
+export const layer = (options: DockerRuntimeOptions = {}): Layer.Layer<SandboxRuntime, SandboxError, DockerEngine> =>
+  Layer.effect(SandboxRuntime, make(options))

@@ -1,0 +1,96 @@
+/**
+ * The Promise facade, for users who do not use Effect:
+ *
+ *   await using executor = await createExecutor({ timeoutMs: 10_000 })
+ *   const r = await executor.executeCode({ language: "python", code: "print(6*7)" })
+ *
+ * Errors are the SDK's typed error classes (check `error._tag` or `instanceof`),
+ * never Effect's wrappers. An AbortSignal cancels an execution and removes its container.
+ */
+import { Cause, Effect, Exit, Layer, ManagedRuntime, Option, Stream } from "effect"
+import { Observable } from "rxjs"
+import { ExecutionAborted, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
+import { type EventEnvelope, Journal, SqliteJournal } from "@hermes-sandbox/events"
+import * as DockerExecutor from "./DockerExecutor.js"
+
+export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOptions {
+  /**
+   * Where lifecycle events are recorded: "memory" (default for the library), "default"
+   * (the SQLite journal at the default path, as the CLI uses) or { path } of a SQLite file.
+   */
+  readonly journal?: "memory" | "default" | { readonly path: string }
+}
+
+export interface ExecuteCallOptions extends ExecuteOptions {
+  /** Cancels the execution; its container is removed before the promise rejects with ExecutionAborted. */
+  readonly signal?: AbortSignal
+}
+
+export interface SandboxExecutor extends AsyncDisposable {
+  readonly executorId: string
+  executeCode(request: ExecuteRequest, options?: ExecuteCallOptions): Promise<ExecutionResult>
+  /** Live lifecycle events (committed to the journal first). */
+  readonly events$: Observable<EventEnvelope>
+  stats(): Promise<ExecutorStats>
+  /** Interrupts running executions and resolves once every container is removed. Idempotent. */
+  close(): Promise<void>
+}
+
+const journalLayer = (journal: CreateExecutorOptions["journal"]): Layer.Layer<Journal.Journal, unknown> =>
+  journal === undefined || journal === "memory"
+    ? Journal.layerMemory
+    : SqliteJournal.layer(journal === "default" ? {} : { path: journal.path })
+
+/** Turn an Effect failure into the typed error itself (not a FiberFailure wrapper). */
+export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return failure.value
+  return Cause.squash(cause)
+}
+
+export const createExecutor = async (options: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
+  const layer = DockerExecutor.layer(options).pipe(Layer.provide(journalLayer(options.journal)))
+  const runtime = ManagedRuntime.make(layer)
+  const built = await runtime.runPromiseExit(Executor.Executor)
+  if (Exit.isFailure(built)) {
+    await runtime.dispose()
+    throw squashCause(built.cause)
+  }
+  const executor = built.value
+  let closing: Promise<void> | undefined
+
+  const executeCode = async (request: ExecuteRequest, opts: ExecuteCallOptions = {}) => {
+    if (opts.signal?.aborted) {
+      throw new ExecutionAborted({ executionId: "", reason: String(opts.signal.reason ?? "aborted"), message: "aborted before it started" })
+    }
+    const exit = await runtime.runPromiseExit(executor.executeCode(request, opts), opts.signal ? { signal: opts.signal } : undefined)
+    if (Exit.isSuccess(exit)) return exit.value
+    if (Cause.isInterruptedOnly(exit.cause)) {
+      const reason = opts.signal?.aborted ? String(opts.signal.reason ?? "aborted") : "the executor was closed"
+      throw new ExecutionAborted({ executionId: "", reason, message: `execution aborted: ${reason}; its container was removed` })
+    }
+    throw squashCause(exit.cause)
+  }
+
+  const events$ = new Observable<EventEnvelope>((subscriber) => {
+    const fiber = runtime.runFork(
+      Stream.runForEach(executor.events, (event) => Effect.sync(() => subscriber.next(event))).pipe(
+        Effect.ensuring(Effect.sync(() => subscriber.complete()))
+      )
+    )
+    return () => {
+      runtime.runFork(fiber.interruptAsFork(fiber.id()))
+    }
+  })
+
+  const close = () => (closing ??= runtime.dispose())
+
+  return {
+    executorId: executor.executorId,
+    executeCode,
+    events$,
+    stats: () => runtime.runPromise(executor.stats),
+    close,
+    [Symbol.asyncDispose]: close
+  }
+}

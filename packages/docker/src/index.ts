@@ -1,0 +1,7 @@
+export { createExecutor, type CreateExecutorOptions, type SandboxExecutor } from "./createExecutor.js"
+export * as ContainerSpec from "./ContainerSpec.js"
+export * as DockerEngine from "./DockerEngine.js"
+export * as DockerExecutor from "./DockerExecutor.js"
+export * as DockerRuntime from "./DockerRuntime.js"
+export * from "@hermes-sandbox/core"
+export * as Watchdog from "./Watchdog.js"

@@ -1,0 +1,249 @@
+/**
+ * The product's main path on the real engine: one request, one hardened
+ * single-use container, removed on every path.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { firstValueFrom, filter, take, toArray } from "rxjs"
+import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
+import { containerExists, sandboxContainers, waitFor } from "./support/docker.js"
+
+const NAME = /^hermes-sandbox-[0-9a-f-]{36}$/
+
+describe("executeCode on the real engine", () => {
+  let executor: SandboxExecutor
+  beforeAll(async () => {
+    executor = await createExecutor({ timeoutMs: 20_000, maxConcurrency: 8, awaitRemoval: true })
+  })
+  afterAll(async () => {
+    await executor.close()
+  })
+
+  it("runs python and returns a separate stdout, exit code and a hermes-sandbox-<uuid v7> name", async () => {
+    const r = await executor.executeCode({ language: "python", code: "print(6*7)" })
+    expect(r.exitCode).toBe(0)
+    expect(r.stdout).toBe("42\n")
+    expect(r.stderr).toBe("")
+    expect(r.containerName).toMatch(NAME)
+    // UUID v7: version nibble 7, and the name embeds the execution id.
+    expect(r.containerName.slice("hermes-sandbox-".length)[14]).toBe("7")
+    expect(r.containerName).toBe(`hermes-sandbox-${r.executionId}`)
+    expect(r.timedOut).toBe(false)
+    expect(r.oomKilled).toBe(false)
+    expect(Date.parse(r.finishedAt)).toBeGreaterThanOrEqual(Date.parse(r.startedAt))
+    expect(await containerExists(r.containerName)).toBe(false)
+  })
+
+  it("runs javascript and bash, and feeds stdin", async () => {
+    const js = await executor.executeCode({ language: "javascript", code: "console.log([1,2,3].map(x => x * 2).join(','))" })
+    expect(js.stdout).toBe("2,4,6\n")
+    const sh = await executor.executeCode({ language: "bash", code: 'read name; echo "hello $name"; echo oops >&2; exit 4', stdin: "agent\n" })
+    expect(sh).toMatchObject({ exitCode: 4, stdout: "hello agent\n", stderr: "oops\n" })
+    const py = await executor.executeCode({ language: "python", code: "import sys\nprint(sys.stdin.read().upper())", stdin: "from stdin" })
+    expect(py.stdout).toBe("FROM STDIN\n")
+  })
+
+  it("reports a non-zero exit and an exception as a result, not an error", async () => {
+    const r = await executor.executeCode({ language: "python", code: "raise ValueError('boom')" })
+    expect(r.exitCode).toBe(1)
+    expect(r.stderr).toContain("ValueError: boom")
+  })
+
+  it("runs with the seeds' defaults: uid/gid 1001, /workspace, no network, 512 MiB (no extra swap), 256 pids, 1 CPU", async () => {
+    const code = [
+      "import os",
+      "print(os.getuid(), os.getgid(), os.getcwd())",
+      "print(sorted(os.listdir('/sys/class/net')))",
+      "def rd(p):",
+      "    try: return open(p).read().strip()",
+      "    except Exception as e: return 'n/a'",
+      "print(rd('/sys/fs/cgroup/memory/memory.limit_in_bytes'), rd('/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes'))",
+      "print(rd('/sys/fs/cgroup/pids/pids.max'))",
+      "print(rd('/sys/fs/cgroup/cpu/cpu.cfs_quota_us'), rd('/sys/fs/cgroup/cpu/cpu.cfs_period_us'))"
+    ].join("\n")
+    const r = await executor.executeCode({ language: "python", code })
+    const [ids, nets, mem, pids, cpu] = r.stdout.trim().split("\n")
+    expect(ids).toBe("1001 1001 /workspace")
+    expect(nets).toBe("['lo']")
+    const [limit, memsw] = (mem ?? "").split(" ")
+    expect(Number(limit)).toBe(512 * 1024 * 1024)
+    // memsw is only present when the host enables swap accounting; when present it equals the limit.
+    if (memsw !== "n/a") expect(Number(memsw)).toBe(512 * 1024 * 1024)
+    expect(pids).toBe("256")
+    const [quota, period] = (cpu ?? "").split(" ").map(Number)
+    expect(quota! / period!).toBe(1)
+  })
+
+  it("applies per-request limits", async () => {
+    const r = await executor.executeCode({
+      language: "python",
+      memory: "128m",
+      pidsLimit: 32,
+      code: "print(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read().strip(), open('/sys/fs/cgroup/pids/pids.max').read().strip())"
+    })
+    expect(r.stdout).toBe(`${128 * 1024 * 1024} 32\n`)
+  })
+
+  it("runs 20 concurrent executions in 20 distinct containers", async () => {
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => executor.executeCode({ language: "python", code: `print(${i})` }))
+    )
+    expect(new Set(results.map((r) => r.containerName)).size).toBe(20)
+    results.forEach((r, i) => {
+      expect(r.exitCode).toBe(0)
+      expect(r.stdout).toBe(`${i}\n`)
+    })
+  })
+
+  it("times out a busy loop: timedOut, killed, removed, within the deadline plus a margin", async () => {
+    const t0 = Date.now()
+    const r = await executor.executeCode({ language: "python", code: "while True: pass", timeoutMs: 2_000 })
+    const elapsed = Date.now() - t0
+    expect(r.timedOut).toBe(true)
+    expect(r.exitCode).toBe(137)
+    expect(r.oomKilled).toBe(false)
+    expect(elapsed).toBeGreaterThanOrEqual(2_000)
+    expect(elapsed).toBeLessThan(2_000 + 5_000)
+    expect(await containerExists(r.containerName)).toBe(false)
+  })
+
+  it("a program that leaves a background sleeper returns at once and leaves nothing running", async () => {
+    const t0 = Date.now()
+    const r = await executor.executeCode({
+      language: "bash",
+      code: "(sleep 1000 &) ; nohup sleep 1000 >/dev/null 2>&1 & echo started",
+      timeoutMs: 15_000
+    })
+    expect(r.stdout).toBe("started\n")
+    expect(r.timedOut).toBe(false)
+    expect(Date.now() - t0).toBeLessThan(10_000)
+    expect(await containerExists(r.containerName)).toBe(false)
+  })
+
+  it("caps stdout: bytes past the cap are dropped and flagged", async () => {
+    const r = await executor.executeCode({
+      language: "python",
+      outputLimitBytes: 1024 * 1024,
+      code: "import sys\nfor _ in range(48): sys.stdout.write('x' * 65536)\nprint('tail', file=sys.stderr)"
+    })
+    expect(r.stdoutTruncated).toBe(true)
+    expect(r.stdout.length).toBe(1024 * 1024)
+    expect(r.stdoutBytes).toBe(48 * 65536)
+    expect(r.stderrTruncated).toBe(false)
+    expect(r.stderr).toBe("tail\n")
+  })
+
+  it("never throws on invalid UTF-8 or binary output", async () => {
+    const r = await executor.executeCode({ language: "python", code: "import sys\nsys.stdout.buffer.write(b'ok\\xff\\xfe\\x00\\x80end')" })
+    expect(r.exitCode).toBe(0)
+    expect(r.stdout.startsWith("ok")).toBe(true)
+    expect(r.stdout).toContain("\uFFFD")
+    expect(r.stdout.endsWith("end")).toBe(true)
+  })
+
+  it("delivers 1 MiB of code without touching the host filesystem", async () => {
+    const filler = "# " + "x".repeat(1024 * 1024 - 200) + "\n"
+    const r = await executor.executeCode({ language: "python", code: `${filler}print(len(open(__file__).read()))` })
+    expect(r.exitCode).toBe(0)
+    expect(Number(r.stdout.trim())).toBeGreaterThan(1024 * 1024 - 200)
+  })
+
+  it("writes supplied files into /workspace", async () => {
+    const r = await executor.executeCode({
+      language: "python",
+      files: { "data/input.txt": "3\n4\n" },
+      code: "print(sum(int(x) for x in open('data/input.txt')))"
+    })
+    expect(r.stdout).toBe("7\n")
+  })
+
+  it("abort mid-run removes the container", async () => {
+    const controller = new AbortController()
+    const started = firstValueFrom(executor.events$.pipe(filter((e) => e.type === "ContainerStarted"), take(1)))
+    const run = executor.executeCode({ language: "python", code: "import time\ntime.sleep(60)" }, { signal: controller.signal })
+    const event = await started
+    controller.abort("test abort")
+    await expect(run).rejects.toMatchObject({ _tag: "ExecutionAborted" })
+    const name = `hermes-sandbox-${event.executionId}`
+    expect(await containerExists(name)).toBe(false)
+  })
+
+  it("rejects invalid requests before any container exists, naming the field, the value and what is allowed", async () => {
+    const before = await sandboxContainers()
+    const cases: Array<[Parameters<SandboxExecutor["executeCode"]>[0], string]> = [
+      [{ language: "cobol", code: "" }, "language"],
+      [{ language: "python", code: "print(1)", timeoutMs: 0 }, "timeoutMs"],
+      [{ language: "python", code: "print(1)", timeoutMs: -5 }, "timeoutMs"],
+      [{ language: "python", code: "print(1)", memory: "1m" }, "memory"],
+      [{ language: "python", code: "print(1)", image: "" }, "image"],
+      [{ language: "python", code: "x".repeat(1024 * 1024 + 1) }, "code"],
+      [{ language: "python", code: "print(1)", files: { "../escape": "x" } }, "files"],
+      [{ language: "python", code: "print(1)", files: { "/etc/passwd": "x" } }, "files"]
+    ]
+    for (const [request, field] of cases) {
+      const error = await executor.executeCode(request).then(() => undefined, (e: unknown) => e)
+      expect(error).toMatchObject({ _tag: "InvalidRequest" })
+      const e = error as { field: string; message: string; allowed: string }
+      expect(e.field.startsWith(field)).toBe(true)
+      expect(e.message).toContain(field)
+      expect(e.allowed.length).toBeGreaterThan(0)
+    }
+    expect(await sandboxContainers()).toEqual(before)
+  })
+
+  it("a missing image is ImageNotFound with the command that builds it", async () => {
+    const error = await executor.executeCode({ language: "python", code: "print(1)", image: "hermes-sandbox/missing:0" }).catch((e: unknown) => e)
+    expect(error).toMatchObject({ _tag: "ImageNotFound", image: "hermes-sandbox/missing:0", buildCommand: "pnpm hermes-sandbox image build" })
+  })
+
+  it("records the lifecycle: requested, created, started, exited, destroyed", async () => {
+    const events = firstValueFrom(executor.events$.pipe(take(5), toArray()))
+    const r = await executor.executeCode({ language: "python", code: "print('x')" })
+    const types = (await events).filter((e) => e.executionId === r.executionId).map((e) => e.type)
+    expect(types).toEqual(["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ContainerDestroyed"])
+  })
+})
+
+describe("executor lifecycle on the real engine", () => {
+  it("close() interrupts running executions and resolves only after their containers are gone", async () => {
+    const executor = await createExecutor({ timeoutMs: 60_000 })
+    const names: Array<string> = []
+    const sub = executor.events$.subscribe((e) => {
+      if (e.type === "ContainerCreated") names.push(e.data.containerName)
+    })
+    const runs = Array.from({ length: 3 }, () =>
+      executor.executeCode({ language: "python", code: "import time\ntime.sleep(60)" }).catch((e: unknown) => e))
+    expect(await waitFor(async () => names.length === 3, 20_000)).toBe(true)
+    await new Promise((r) => setTimeout(r, 300))
+    await executor.close()
+    sub.unsubscribe()
+    for (const name of names) expect(await containerExists(name)).toBe(false)
+    for (const outcome of await Promise.all(runs)) expect(outcome).toMatchObject({ _tag: "ExecutionAborted" })
+    await expect(executor.executeCode({ language: "python", code: "print(1)" })).rejects.toMatchObject({ _tag: "ExecutorClosed" })
+  })
+
+  it("background removal still completes before close() resolves", async () => {
+    const executor = await createExecutor({ awaitRemoval: false })
+    const results = await Promise.all(Array.from({ length: 4 }, () => executor.executeCode({ language: "python", code: "print(1)" })))
+    await executor.close()
+    for (const r of results) expect(await containerExists(r.containerName)).toBe(false)
+  })
+
+  it("await using disposes the executor", async () => {
+    let name = ""
+    {
+      await using executor = await createExecutor({ timeoutMs: 10_000 })
+      const r = await executor.executeCode({ language: "python", code: "print(6*7)" })
+      expect(r.stdout).toBe("42\n")
+      name = r.containerName
+    }
+    expect(await containerExists(name)).toBe(false)
+  })
+
+  it("an unreachable engine is DockerUnavailable within seconds, naming the socket and how to start one", async () => {
+    const t0 = Date.now()
+    const error = await createExecutor({ socketPath: "/tmp/no-such-docker.sock" }).catch((e: unknown) => e)
+    expect(Date.now() - t0).toBeLessThan(5_000)
+    expect(error).toMatchObject({ _tag: "DockerUnavailable", endpoint: "unix:///tmp/no-such-docker.sock" })
+    expect((error as { hint: string }).hint).toMatch(/dockerd|ensure-engine/)
+  })
+})

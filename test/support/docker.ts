@@ -1,0 +1,27 @@
+/** Helpers for real-engine tests: talk to the engine directly to check what the SDK did. */
+import Docker from "dockerode"
+
+export const docker = new Docker({ socketPath: "/var/run/docker.sock" })
+
+/** Names of hermes-sandbox-* containers that exist now, in any state. */
+export const sandboxContainers = async (): Promise<Array<string>> =>
+  (await docker.listContainers({ all: true, filters: { name: ["hermes-sandbox-"] } })).map((c) => (c.Names[0] ?? "").replace(/^\//, ""))
+
+export const containerExists = async (name: string): Promise<boolean> => {
+  try {
+    await docker.getContainer(name).inspect()
+    return true
+  } catch (error) {
+    if ((error as { statusCode?: number }).statusCode === 404) return false
+    throw error
+  }
+}
+
+export const waitFor = async (check: () => Promise<boolean>, timeoutMs: number, intervalMs = 100): Promise<boolean> => {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (await check()) return true
+    await new Promise((r) => setTimeout(r, intervalMs))
+  }
+  return check()
+}
