@@ -13,7 +13,7 @@
  * finalizers remove the containers) and then waits for background removals,
  * so `close()` resolves only when every container is gone.
  */
-import { Context, Effect, Exit, Fiber, FiberMap, FiberSet, Layer, Metric, Option, Ref, Schedule, Scope, type Stream } from "effect"
+import { Context, Effect, Exit, Fiber, FiberMap, FiberSet, Layer, Metric, Option, Ref, Schedule, Scope, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
@@ -48,8 +48,13 @@ export class Executor extends Context.Tag("@hermes-sandbox/core/Executor")<
     readonly executorId: string
     readonly config: ResolvedExecutorConfig
     readonly executeCode: (request: ExecuteRequest, options?: ExecuteOptions) => Effect.Effect<ExecutionResult, ExecuteError>
-    /** Events committed to the journal by this process, from now on. */
+    /** This executor's events, each delivered after its append committed, from subscription on. */
     readonly events: Stream.Stream<EventEnvelope>
+    /**
+     * The same, as a synchronous callback: registered the moment this returns, so
+     * nothing appended afterwards is missed (the RxJS bridge uses it). Returns the unsubscribe.
+     */
+    readonly unsafeSubscribe: (listener: (event: EventEnvelope) => void) => () => void
     readonly stats: Effect.Effect<ExecutorStats>
     /** Completes when no execution is running and no removal is pending. */
     readonly idle: Effect.Effect<void>
@@ -99,9 +104,35 @@ export const make = (options: ExecutorOptions = {}) =>
         Effect.tap((s) => Effect.all([Metric.set(inFlightGauge, s.inFlight), Metric.set(queuedGauge, s.queued)]))
       )
 
+    // Publication happens only after the append committed. A listener that throws is dropped, never the append.
+    const listeners = new Set<(event: EventEnvelope) => void>()
+    const publish = (committed: ReadonlyArray<EventEnvelope>) =>
+      Effect.sync(() => {
+        for (const event of committed) {
+          for (const listener of listeners) {
+            try {
+              listener(event)
+            } catch {
+              listeners.delete(listener)
+            }
+          }
+        }
+      })
+    const unsafeSubscribe = (listener: (event: EventEnvelope) => void) => {
+      listeners.add(listener)
+      return () => {
+        listeners.delete(listener)
+      }
+    }
+    const events = Stream.asyncPush<EventEnvelope>((emit) =>
+      Effect.acquireRelease(
+        Effect.sync(() => unsafeSubscribe((e) => emit.single(e))),
+        (unsubscribe) => Effect.sync(unsubscribe)
+      ))
+
     // No expected version is given, so a VersionConflict cannot happen: it would be a defect.
     const append = (executionId: string, ...events: ReadonlyArray<JournalEvent>) =>
-      journal.append({ executionId, events, executorId }).pipe(Effect.catchTag("VersionConflict", Effect.die))
+      journal.append({ executionId, events, executorId }).pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish))
 
     /**
      * Take a slot, FIFO among waiters, and register its release on the scope.
@@ -324,7 +355,8 @@ export const make = (options: ExecutorOptions = {}) =>
       executorId,
       config,
       executeCode,
-      events: journal.live,
+      events,
+      unsafeSubscribe,
       stats: Ref.get(counters),
       idle
     })

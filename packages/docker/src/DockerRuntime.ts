@@ -4,7 +4,7 @@
  * BEFORE start, or early output and fast exits are lost; no TTY, so stdout and
  * stderr arrive demultiplexed; every call has its own deadline.
  */
-import { Effect, Layer } from "effect"
+import { Deferred, Effect, Layer } from "effect"
 import type { IncomingMessage } from "node:http"
 import { Writable } from "node:stream"
 import type { Duplex } from "node:stream"
@@ -107,10 +107,9 @@ export const make = (options: DockerRuntimeOptions = {}) =>
             end: Effect.sync(() => { stream.end() }),
             closed: Effect.promise(() => closed)
           }
-          // The socket lives until the container exits; make sure it never outlives the sandbox's scope.
-          yield* Effect.addFinalizer(() => Effect.sync(() => stream.destroy()))
+          // The socket lives until the container exits or is removed; the engine closes it then.
           return io
-        }).pipe(Effect.scoped, Effect.uninterruptible),
+        }),
 
       armExit: (ref) =>
         Effect.gen(function*() {
@@ -130,35 +129,31 @@ export const make = (options: DockerRuntimeOptions = {}) =>
                 (error: unknown, res: unknown) => (error ? reject(error) : resolve(res as IncomingMessage))
               )
             ))
-          return Effect.async<ExitStatus, SandboxError>((resume) => {
-            const chunks: Array<Buffer> = []
-            let done = false
-            const fail = (message: string) => {
-              if (done) return
-              done = true
-              resume(Effect.fail(new DockerUnavailable({ endpoint, operation: "wait", message: `wait ${ref.name}: ${message}`, hint: startEngineHint })))
+          // The outcome is settled once, by the response; awaiting it (and abandoning the
+          // await, e.g. on a deadline) never touches the response, so it can be awaited again.
+          const outcome = yield* Deferred.make<ExitStatus, SandboxError>()
+          const settle = (effect: Effect.Effect<ExitStatus, SandboxError>) => Deferred.unsafeDone(outcome, effect)
+          const chunks: Array<Buffer> = []
+          const lost = (message: string) =>
+            settle(Effect.fail(new DockerUnavailable({ endpoint, operation: "wait", message: `wait ${ref.name}: ${message}`, hint: startEngineHint })))
+          response.on("data", (chunk: Buffer) => chunks.push(chunk))
+          response.on("end", () => {
+            const body = Buffer.concat(chunks).toString("utf8").trim()
+            let parsed: { StatusCode?: number; Error?: { Message?: string } | null }
+            try {
+              parsed = JSON.parse(body)
+            } catch {
+              return lost(`the engine ended the wait without an exit status (${JSON.stringify(body.slice(0, 200))}); it may have restarted`)
             }
-            response.on("data", (chunk: Buffer) => chunks.push(chunk))
-            response.on("end", () => {
-              if (done) return
-              const body = Buffer.concat(chunks).toString("utf8").trim()
-              let parsed: { StatusCode?: number; Error?: { Message?: string } | null }
-              try {
-                parsed = JSON.parse(body)
-              } catch {
-                return fail(`the engine ended the wait without an exit status (${JSON.stringify(body.slice(0, 200))}); it may have restarted`)
-              }
-              done = true
-              if (parsed.Error?.Message) {
-                resume(Effect.fail(new ContainerFailed({ operation: "wait", containerName: ref.name, message: parsed.Error.Message })))
-              } else {
-                resume(Effect.succeed({ exitCode: parsed.StatusCode ?? -1 }))
-              }
-            })
-            response.on("error", (error) => fail(error.message))
-            response.on("close", () => fail("the connection to the engine closed before the container exited"))
-            return Effect.sync(() => response.destroy())
+            settle(
+              parsed.Error?.Message
+                ? Effect.fail(new ContainerFailed({ operation: "wait", containerName: ref.name, message: parsed.Error.Message }))
+                : Effect.succeed({ exitCode: parsed.StatusCode ?? -1 })
+            )
           })
+          response.on("error", (error) => lost(error.message))
+          response.on("close", () => lost("the connection to the engine closed before the container exited"))
+          return Deferred.await(outcome)
         }),
 
       start: (ref) =>

@@ -7,9 +7,9 @@
  * Errors are the SDK's typed error classes (check `error._tag` or `instanceof`),
  * never Effect's wrappers. An AbortSignal cancels an execution and removes its container.
  */
-import { Cause, Effect, Exit, Layer, ManagedRuntime, Option, Stream } from "effect"
+import { Cause, Exit, Layer, ManagedRuntime, Option } from "effect"
 import { Observable } from "rxjs"
-import { ExecutionAborted, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
+import { ExecutionAborted, ExecutorClosed, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
 import { type EventEnvelope, Journal, SqliteJournal } from "@hermes-sandbox/events"
 import * as DockerExecutor from "./DockerExecutor.js"
 
@@ -60,6 +60,7 @@ export const createExecutor = async (options: CreateExecutorOptions = {}): Promi
   let closing: Promise<void> | undefined
 
   const executeCode = async (request: ExecuteRequest, opts: ExecuteCallOptions = {}) => {
+    if (closing !== undefined) throw new ExecutorClosed({ message: "the executor is closed" })
     if (opts.signal?.aborted) {
       throw new ExecutionAborted({ executionId: "", reason: String(opts.signal.reason ?? "aborted"), message: "aborted before it started" })
     }
@@ -72,16 +73,8 @@ export const createExecutor = async (options: CreateExecutorOptions = {}): Promi
     throw squashCause(exit.cause)
   }
 
-  const events$ = new Observable<EventEnvelope>((subscriber) => {
-    const fiber = runtime.runFork(
-      Stream.runForEach(executor.events, (event) => Effect.sync(() => subscriber.next(event))).pipe(
-        Effect.ensuring(Effect.sync(() => subscriber.complete()))
-      )
-    )
-    return () => {
-      runtime.runFork(fiber.interruptAsFork(fiber.id()))
-    }
-  })
+  // Registered synchronously on subscribe, so an execution started right after sees all its events.
+  const events$ = new Observable<EventEnvelope>((subscriber) => executor.unsafeSubscribe((event) => subscriber.next(event)))
 
   const close = () => (closing ??= runtime.dispose())
 
