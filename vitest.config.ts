@@ -4,7 +4,7 @@ import { defineConfig } from "vitest/config"
 // Docker engine that `.ci/run` (or scripts/ensure-engine.sh) started; they are not opt-in.
 export default defineConfig({
   test: {
-    include: ["packages/*/test/**/*.test.ts", "test/**/*.test.ts", "examples/**/*.test.ts"],
+    include: ["packages/*/test/**/*.test.ts", "test/**/*.test.ts", "examples/**/*.test.ts", "images/**/*.test.ts"],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: "forks",
