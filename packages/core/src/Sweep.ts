@@ -80,7 +80,8 @@ export const sweep = (options: SweepOptions) =>
       if (!containerRemovedNow && !ProcessIdentity.isGone(owner)) continue
       if (state.containerName !== undefined && stillThere.has(state.containerName)) continue
       const events: Array<JournalEvent> = []
-      if (state.outcome === undefined) events.push({ type: "ExecutionInterrupted", data: { reason: ownerGoneReason } })
+      // A container-only stream (warm pool, session) has no execution to end, only a container.
+      if (state.outcome === undefined && state.kind === "execution") events.push({ type: "ExecutionInterrupted", data: { reason: ownerGoneReason } })
       if (state.containerId !== undefined && state.destroyedAt === undefined) {
         events.push({
           type: "ContainerDestroyed",
