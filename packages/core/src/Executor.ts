@@ -25,7 +25,9 @@ import { OutputCapture } from "./OutputCapture.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
 import { encodeRunnerPayload } from "./RunnerProtocol.js"
 import { sweep } from "./Sweep.js"
-import { type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
+import { type AttachedIO, type ExitStatus, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
+import * as WarmPool from "./WarmPool.js"
+import type { Language } from "./Language.js"
 
 export type ExecuteError = InvalidRequest | SandboxError | QueueFull | ExecutorClosed | JournalError
 
@@ -161,28 +163,40 @@ export const make = (options: ExecutorOptions = {}) =>
         })
       )
 
-    const specFor = (plan: ExecutionPlan, executionId: string, containerName: string): SandboxSpec => ({
+    interface SpecInput {
+      readonly language: Language
+      readonly image: string
+      readonly command: ReadonlyArray<string>
+      readonly env: Readonly<Record<string, string>>
+      readonly memoryBytes: number
+      readonly nanoCpus: number
+      readonly pidsLimit: number
+      /** How long the container may legitimately live; its deadline label adds a margin. */
+      readonly lifetimeMs: number
+    }
+    const specFor = (input: SpecInput, executionId: string, containerName: string, extraLabels: Record<string, string> = {}): SandboxSpec => ({
       name: containerName,
-      image: plan.image,
-      command: plan.command,
-      env: plan.env,
+      image: input.image,
+      command: input.command,
+      env: input.env,
       workingDir: config.workingDir,
       user: config.user,
       labels: {
         [Label.project]: ProjectName,
         [Label.executor]: executorId,
         [Label.execution]: executionId,
-        [Label.deadline]: deadlineLabel(plan.timeoutMs),
+        [Label.deadline]: deadlineLabel(input.lifetimeMs),
         [Label.ownerPid]: String(ProcessIdentity.self.pid),
         [Label.ownerHost]: ProcessIdentity.self.host,
         [Label.ownerStarted]: ProcessIdentity.self.started,
-        [Label.language]: plan.language,
-        [Label.scope]: "oneShot"
+        [Label.language]: input.language,
+        [Label.scope]: "oneShot",
+        ...extraLabels
       },
       limits: {
-        memoryBytes: plan.memoryBytes,
-        nanoCpus: plan.nanoCpus,
-        pidsLimit: plan.pidsLimit,
+        memoryBytes: input.memoryBytes,
+        nanoCpus: input.nanoCpus,
+        pidsLimit: input.pidsLimit,
         tmpBytes: config.tmpBytes,
         workspaceBytes: config.workspaceBytes,
         diskBytes: config.diskBytes
@@ -193,6 +207,32 @@ export const make = (options: ExecutorOptions = {}) =>
       runtime: config.runtime,
       mounts: []
     })
+
+    const pool = options.warmPool === undefined ? undefined : yield* WarmPool.make({
+      options: options.warmPool,
+      append: (streamId, ...events) => append(streamId, ...events),
+      specFor: (language, poolStreamId, containerName) =>
+        specFor(
+          {
+            language,
+            image: config.languages[language].image,
+            command: config.languages[language].command,
+            env: config.env,
+            memoryBytes: config.memoryBytes,
+            nanoCpus: config.nanoCpus,
+            pidsLimit: config.pidsLimit,
+            lifetimeMs: (options.warmPool?.idleTtlMs ?? 300_000) + 60_000 + config.timeoutMs
+          },
+          poolStreamId,
+          containerName,
+          { [Label.pool]: "true" }
+        )
+    })
+
+    /** Only a request that asks for exactly the pool's configuration may take a warm sandbox. */
+    const poolEligible = (plan: ExecutionPlan, request: ExecuteRequest) =>
+      pool !== undefined && request.env === undefined && request.image === undefined &&
+      plan.memoryBytes === config.memoryBytes && plan.nanoCpus === config.nanoCpus && plan.pidsLimit === config.pidsLimit
 
     /** Remove the container (retrying while the engine is busy), then record the fact. */
     const destroy = (executionId: string, container: SandboxCreated, reason: DestroyReason) =>
@@ -211,7 +251,7 @@ export const make = (options: ExecutorOptions = {}) =>
         )
       )
 
-    const runExecution = (plan: ExecutionPlan, executionId: string, containerName: string, scope: Scope.Scope, hooks: ExecuteOptions) =>
+    const runExecution = (plan: ExecutionPlan, executionId: string, containerName: string, scope: Scope.Scope, hooks: ExecuteOptions, eligible: boolean) =>
       Effect.gen(function*() {
         const terminal = yield* Ref.make(false)
         const recordTerminal = (event: JournalEvent) =>
@@ -220,28 +260,52 @@ export const make = (options: ExecutorOptions = {}) =>
 
         const body = Effect.gen(function*() {
           yield* takeSlot(scope)
-          // Acquire holds only the create; the release removes the container on every path.
-          const container = yield* runtime.create(specFor(plan, executionId, containerName)).pipe(
-            Effect.tap((c) =>
-              Scope.addFinalizer(scope, Effect.suspend(() => Ref.get(destroyReason)).pipe(Effect.flatMap((r) => destroy(executionId, c, r))))
-            ),
-            Effect.uninterruptible
-          )
-          yield* append(executionId, {
-            type: "ContainerCreated",
-            data: { containerName: container.name, containerId: container.id, imageId: container.imageId }
-          })
-
           const stdout = new OutputCapture(plan.outputLimitBytes)
           const stderr = new OutputCapture(plan.outputLimitBytes)
-          const io = yield* runtime.attach(container, {
-            stdout: hooks.onStdout ? (chunk) => (stdout.push(chunk), hooks.onStdout!(chunk)) : stdout.push,
-            stderr: hooks.onStderr ? (chunk) => (stderr.push(chunk), hooks.onStderr!(chunk)) : stderr.push
-          })
-          const awaitExit = yield* runtime.armExit(container)
-          yield* runtime.start(container)
+          const receiver = {
+            stdout: hooks.onStdout ? (chunk: Uint8Array) => (stdout.push(chunk), hooks.onStdout!(chunk)) : stdout.push,
+            stderr: hooks.onStderr ? (chunk: Uint8Array) => (stderr.push(chunk), hooks.onStderr!(chunk)) : stderr.push
+          }
+          const removeOnRelease = (c: SandboxCreated) =>
+            Scope.addFinalizer(scope, Effect.suspend(() => Ref.get(destroyReason)).pipe(Effect.flatMap((r) => destroy(executionId, c, r))))
+
+          // Claim and take ownership in one step, so an interruption cannot orphan the sandbox.
+          const warm = pool !== undefined && eligible
+            ? yield* pool.claim(plan.language).pipe(
+              Effect.tap((w) => Option.isSome(w) ? removeOnRelease(w.value.container) : Effect.void),
+              Effect.uninterruptible
+            )
+            : Option.none<WarmPool.WarmSandbox>()
+          let container: SandboxCreated
+          let io: AttachedIO
+          let awaitExit: Effect.Effect<ExitStatus, SandboxError>
+          if (Option.isSome(warm)) {
+            // Already created and started, its runner waiting for this one program.
+            container = warm.value.container
+            yield* append(executionId, {
+              type: "ContainerClaimed",
+              data: { containerName: container.name, containerId: container.id, poolStreamId: warm.value.poolStreamId }
+            })
+            warm.value.bind(receiver)
+            io = warm.value.io
+            awaitExit = warm.value.awaitExit
+          } else {
+            // Acquire holds only the create; the release removes the container on every path.
+            container = yield* runtime.create(specFor({ ...plan, lifetimeMs: plan.timeoutMs }, executionId, containerName)).pipe(
+              Effect.tap(removeOnRelease),
+              Effect.uninterruptible
+            )
+            yield* append(executionId, {
+              type: "ContainerCreated",
+              data: { containerName: container.name, containerId: container.id, imageId: container.imageId }
+            })
+            io = yield* runtime.attach(container, receiver)
+            awaitExit = yield* runtime.armExit(container)
+            yield* runtime.start(container)
+            yield* append(executionId, { type: "ContainerStarted", data: { containerId: container.id } })
+          }
+          // The deadline counts from the start, or from the claim for a warm sandbox.
           const startedAtMs = Date.now()
-          yield* append(executionId, { type: "ContainerStarted", data: { containerId: container.id } })
 
           // Feed the program in the background: a program that never reads its stdin must not block us.
           const payload = encodeRunnerPayload({ language: plan.language, code: plan.code, files: plan.files, stdin: plan.stdin })
@@ -276,7 +340,7 @@ export const make = (options: ExecutorOptions = {}) =>
           )
           const result: ExecutionResult = {
             executionId,
-            containerName,
+            containerName: container.name,
             exitCode,
             stdout: stdout.text(),
             stderr: stderr.text(),
@@ -334,7 +398,7 @@ export const make = (options: ExecutorOptions = {}) =>
             }
           })
           const scope = yield* Scope.make()
-          return yield* runExecution(plan, executionId, containerName, scope, hooks).pipe(
+          return yield* runExecution(plan, executionId, containerName, scope, hooks, poolEligible(plan, request)).pipe(
             Effect.onExit((exit) =>
               Exit.isSuccess(exit) && !config.awaitRemoval
                 // Removal off the caller's critical path, still tracked: close() waits for it.

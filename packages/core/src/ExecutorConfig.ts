@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import { type InvalidRequest, invalidRequest } from "./Errors.js"
 import { defaultLanguageRuntimes, type Language, type LanguageRuntime, Languages } from "./Language.js"
 import { MiB, parseSize } from "./Size.js"
+import type { WarmPoolOptions } from "./WarmPool.js"
 
 /** Docker refuses memory limits below 6 MiB. */
 export const DOCKER_MIN_MEMORY_BYTES = 6 * MiB
@@ -53,6 +54,8 @@ export interface ExecutorOptions {
   readonly whenQueueFull?: QueueFullBehaviour
   /** Identity of this executor (labels, journal metadata). Default: a fresh UUID v7. */
   readonly executorId?: string
+  /** Keep sandboxes created and started ahead of demand (opt-in); each still serves exactly one execution. */
+  readonly warmPool?: WarmPoolOptions
   /** Remove orphans of dead owners and close their journal lifecycles when the executor starts. Default true. */
   readonly sweepOnStart?: boolean
   /** Wait for container removal before returning each result. Default false: removal runs in the background and close() waits for it. */
@@ -167,6 +170,15 @@ export const resolveExecutorConfig = (options: ExecutorOptions = {}): Effect.Eff
     for (const cap of capAdd) {
       if (!(AllowedCapabilities as ReadonlyArray<string>).includes(cap)) {
         return yield* Effect.fail(invalidRequest("capAdd", cap, `only ${AllowedCapabilities.join(", ")} may be added back`))
+      }
+    }
+    if (options.warmPool !== undefined) {
+      yield* check.positiveInt("warmPool.size", options.warmPool.size, 256)
+      if (options.warmPool.idleTtlMs !== undefined) yield* check.positiveInt("warmPool.idleTtlMs", options.warmPool.idleTtlMs)
+      for (const language of options.warmPool.languages ?? []) {
+        if (!(Languages as ReadonlyArray<string>).includes(language)) {
+          return yield* Effect.fail(invalidRequest("warmPool.languages", language, `one of ${Languages.join(", ")}`))
+        }
       }
     }
     if (options.whenQueueFull !== undefined && options.whenQueueFull !== "wait" && options.whenQueueFull !== "fail") {

@@ -1,0 +1,193 @@
+/**
+ * The warm pool: sandboxes created and started ahead of demand, each with its
+ * runner already waiting on stdin for exactly one program. An execution claims
+ * one instead of creating (the per-execution flow is otherwise unchanged);
+ * the container is still used once and destroyed, and a replacement is made in
+ * the background. Isolation is the same as the cold path: same spec, same
+ * hardening, same labels, watchdog and sweep coverage.
+ *
+ * The journal records it honestly: the pooled container's ContainerCreated and
+ * ContainerStarted go to its own stream (the pool stream id) before any request
+ * exists; the claiming execution records ContainerClaimed, linking the two.
+ * Unclaimed containers are destroyed when idle longer than the TTL
+ * (pool-recycled), when their runner dies, and when the pool drains on close
+ * (pool-drained).
+ */
+import { Effect, Exit, Fiber, FiberSet, Option, Queue, Ref, Schedule, type Scope } from "effect"
+import { v7 as uuidv7 } from "uuid"
+import type { JournalEvent } from "@hermes-sandbox/events"
+import type { SandboxError } from "./Errors.js"
+import { ContainerNamePrefix } from "./Labels.js"
+import type { Language } from "./Language.js"
+import { type AttachedIO, type ExitStatus, type OutputReceiver, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
+
+export interface WarmPoolOptions {
+  /** Ready sandboxes kept per language. */
+  readonly size: number
+  /** Languages to keep warm. Default: all three. */
+  readonly languages?: ReadonlyArray<Language>
+  /** Unclaimed sandboxes older than this are replaced. Default 300 000 (5 min). */
+  readonly idleTtlMs?: number
+}
+
+/** A started sandbox whose runner waits for its one program. */
+export interface WarmSandbox {
+  readonly poolStreamId: string
+  readonly container: SandboxCreated
+  readonly io: AttachedIO
+  readonly awaitExit: Effect.Effect<ExitStatus, SandboxError>
+  /** Where output goes once claimed (before: discarded — the runner writes nothing before its program). */
+  readonly bind: (receiver: OutputReceiver) => void
+}
+
+export interface WarmPool {
+  /** A ready sandbox for this language, if one is waiting; never waits for one to be made. */
+  readonly claim: (language: Language) => Effect.Effect<Option.Option<WarmSandbox>>
+  readonly ready: Effect.Effect<Readonly<Record<string, number>>>
+}
+
+interface Entry extends WarmSandbox {
+  readonly readyAt: number
+}
+
+export interface WarmPoolDeps {
+  readonly options: WarmPoolOptions
+  readonly specFor: (language: Language, poolStreamId: string, containerName: string) => SandboxSpec
+  readonly append: (streamId: string, ...events: ReadonlyArray<JournalEvent>) => Effect.Effect<unknown, unknown>
+}
+
+const discard = () => {}
+
+export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, SandboxRuntime | Scope.Scope> =>
+  Effect.gen(function*() {
+    const runtime = yield* SandboxRuntime
+    const languages = deps.options.languages ?? (["python", "javascript", "bash"] as const)
+    const idleTtlMs = deps.options.idleTtlMs ?? 300_000
+    const ready = new Map<Language, Array<Entry>>(languages.map((l) => [l, []]))
+    const making = new Map<Language, number>(languages.map((l) => [l, 0]))
+    const wake = yield* Queue.sliding<void>(1)
+    const draining = yield* Ref.make(false)
+    const background = yield* FiberSet.make()
+
+    const destroy = (entry: { poolStreamId: string; container: SandboxCreated }, reason: "pool-recycled" | "pool-drained") =>
+      runtime.remove(entry.container).pipe(
+        Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.compose(Schedule.recurs(5)))),
+        Effect.zipRight(
+          deps.append(entry.poolStreamId, {
+            type: "ContainerDestroyed",
+            data: { containerName: entry.container.name, containerId: entry.container.id, reason }
+          })
+        ),
+        Effect.catchAllCause((cause) => Effect.logWarning(`warm pool: could not remove ${entry.container.name}; the sweep will`, cause)),
+        Effect.uninterruptible
+      )
+
+    const takeOut = (language: Language, entry: Entry): boolean => {
+      const list = ready.get(language) ?? []
+      const i = list.indexOf(entry)
+      if (i < 0) return false
+      list.splice(i, 1)
+      return true
+    }
+
+    const produce = (language: Language) =>
+      Effect.gen(function*() {
+        const poolStreamId = uuidv7()
+        const containerName = `${ContainerNamePrefix}${poolStreamId}`
+        const container = yield* runtime.create(deps.specFor(language, poolStreamId, containerName))
+        const made = Effect.gen(function*() {
+          yield* deps.append(poolStreamId, {
+            type: "ContainerCreated",
+            data: { containerName, containerId: container.id, imageId: container.imageId, pooled: true }
+          })
+          let target: OutputReceiver = { stdout: discard, stderr: discard }
+          const io = yield* runtime.attach(container, { stdout: (b) => target.stdout(b), stderr: (b) => target.stderr(b) })
+          const awaitExit = yield* runtime.armExit(container)
+          yield* runtime.start(container)
+          yield* deps.append(poolStreamId, { type: "ContainerStarted", data: { containerId: container.id } })
+          const entry: Entry = {
+            poolStreamId,
+            container,
+            io,
+            awaitExit,
+            readyAt: Date.now(),
+            bind: (receiver) => {
+              target = receiver
+            }
+          }
+          return entry
+        })
+        return yield* made.pipe(
+          Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : destroy({ poolStreamId, container }, "pool-recycled"))
+        )
+      }).pipe(Effect.uninterruptible)
+
+    /** Keep each language's pool full; back off while the engine fails. */
+    const refill = Effect.gen(function*() {
+      let failures = 0
+      while (!(yield* Ref.get(draining))) {
+        const now = Date.now()
+        for (const language of languages) {
+          // Recycle the idle ones first, so the pool never serves a stale sandbox.
+          for (const entry of [...(ready.get(language) ?? [])]) {
+            if (now - entry.readyAt > idleTtlMs && takeOut(language, entry)) yield* FiberSet.run(background, destroy(entry, "pool-recycled"))
+          }
+          const missing = deps.options.size - (ready.get(language)?.length ?? 0) - (making.get(language) ?? 0)
+          if (missing <= 0) continue
+          making.set(language, (making.get(language) ?? 0) + missing)
+          const made = yield* Effect.forEach(
+            Array.from({ length: missing }),
+            () => Effect.exit(produce(language)),
+            { concurrency: 4 }
+          )
+          making.set(language, (making.get(language) ?? 0) - missing)
+          for (const exit of made) {
+            if (Exit.isFailure(exit)) {
+              failures++
+              continue
+            }
+            failures = 0
+            const entry = exit.value
+            if (yield* Ref.get(draining)) {
+              yield* destroy(entry, "pool-drained")
+              continue
+            }
+            ready.get(language)?.push(entry)
+            // A runner that dies before its claim leaves the pool.
+            yield* FiberSet.run(
+              background,
+              entry.awaitExit.pipe(
+                Effect.ignore,
+                Effect.zipRight(Effect.suspend(() => takeOut(language, entry) ? destroy(entry, "pool-recycled") : Effect.void))
+              )
+            )
+          }
+        }
+        const backoff = failures === 0 ? 1_000 : Math.min(100 * 2 ** Math.min(failures, 6), 5_000)
+        yield* Queue.take(wake).pipe(Effect.timeout(backoff), Effect.ignore)
+      }
+    })
+
+    const refillFiber = yield* Effect.forkScoped(refill)
+    // Drain on close: stop refilling, then destroy every unclaimed sandbox.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        yield* Ref.set(draining, true)
+        yield* Fiber.interrupt(refillFiber)
+        const all = [...ready.entries()].flatMap(([language, list]) => list.map((e) => [language, e] as const))
+        yield* Effect.forEach(all, ([language, entry]) => takeOut(language, entry) ? destroy(entry, "pool-drained") : Effect.void, {
+          concurrency: 8,
+          discard: true
+        })
+      })
+    )
+
+    return {
+      claim: (language) =>
+        Effect.sync(() => {
+          const entry = ready.get(language)?.shift()
+          return entry === undefined ? Option.none() : Option.some<WarmSandbox>(entry)
+        }).pipe(Effect.tap(() => Queue.offer(wake, undefined))),
+      ready: Effect.sync(() => Object.fromEntries([...ready.entries()].map(([l, list]) => [l, list.length])))
+    }
+  })
