@@ -1,0 +1,37 @@
+/**
+ * The README's API examples are these files: type-checked with the repo
+ * (tsconfig includes examples/) and executed here, on the real engine.
+ */
+import { execFile } from "node:child_process"
+import { promisify } from "node:util"
+import { describe, expect, it } from "vitest"
+
+const run = (file: string, ...args: Array<string>) =>
+  promisify(execFile)("npx", ["tsx", `examples/${file}`, ...args], { cwd: new URL("..", import.meta.url).pathname, timeout: 90_000 })
+
+describe("examples", () => {
+  it("quickstart prints each snippet's result and its lifecycle events", async () => {
+    const { stdout } = await run("quickstart.ts")
+    expect(stdout).toContain('stdout "42\\n"')
+    expect(stdout).toContain('stdout "[ 1, 4, 9 ]\\n"')
+    expect(stdout).toContain('stdout "hello, sandbox\\n"')
+    expect(stdout).toMatch(/result exit=3 timedOut=false/)
+    expect(stdout).toMatch(/result exit=137 timedOut=true/)
+    for (const type of ["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ExecutionTimedOut", "ContainerDestroyed"]) {
+      expect(stdout).toContain(type)
+    }
+  })
+
+  it("the Effect program runs and handles a typed error", async () => {
+    const { stdout } = await run("effect-program.ts")
+    expect(stdout).toContain("ImageNotFound: build it with pnpm hermes-sandbox image build")
+    expect(stdout.trim().endsWith("42")).toBe(true)
+  })
+
+  it("abort removes the run and the SQLite journal replays every lifecycle closed", async () => {
+    const { stdout } = await run("abort-and-journal.ts")
+    expect(stdout).toContain("second run: ExecutionAborted")
+    expect(stdout).toMatch(/outcomes: .*"exited":1.*containers alive: 0/)
+    expect(stdout).toMatch(/"interrupted":1/)
+  })
+})
