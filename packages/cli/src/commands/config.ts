@@ -1,0 +1,12 @@
+/** `hermes-sandbox config show`: the effective Hermes `terminal:` configuration and where each value came from. */
+import { formatConfig, loadHermesConfigAsync } from "@hermes-sandbox/docker/HermesConfig"
+
+export const config = async (options: { config?: string; envFile?: string }): Promise<number> => {
+  const loaded = await loadHermesConfigAsync({
+    ...(options.config === undefined ? {} : { path: options.config }),
+    ...(options.envFile === undefined ? {} : { envFile: options.envFile })
+  })
+  process.stdout.write(`${formatConfig(loaded)}\n`)
+  for (const warning of loaded.warnings) process.stderr.write(`warning: ${warning}\n`)
+  return 0
+}

@@ -1,0 +1,108 @@
+/**
+ * `hermes-sandbox doctor`: what this machine can and cannot do, each problem
+ * with the command that fixes it. Exits 1 when something required is missing.
+ */
+import Docker from "dockerode"
+import { defaultLanguageRuntimes, Languages } from "@hermes-sandbox/core"
+import { createExecutor } from "@hermes-sandbox/docker"
+import { resolveEndpoint, startEngineHint } from "@hermes-sandbox/docker/DockerEngine"
+import { IMAGE_BUILD_COMMAND } from "@hermes-sandbox/docker/internal/dockerCall"
+import { loadSeccompProfile } from "@hermes-sandbox/docker/Seccomp"
+
+interface Check {
+  readonly name: string
+  readonly ok: boolean
+  readonly required: boolean
+  readonly detail: string
+  readonly fix?: string
+}
+
+const MIN_API = "1.41"
+const apiAtLeast = (v: string, min: string) => {
+  const [a = 0, b = 0] = v.split(".").map(Number)
+  const [c = 0, d = 0] = min.split(".").map(Number)
+  return a > c || (a === c && b >= d)
+}
+
+export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
+  const checks: Array<Check> = []
+  const { docker, endpoint } = resolveEndpoint()
+  let info: Record<string, unknown> | undefined
+  try {
+    const version = await Promise.race([
+      docker.version(),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("no answer within 3 s")), 3_000))
+    ])
+    checks.push({ name: "engine", ok: true, required: true, detail: `Docker ${version.Version} at ${endpoint}` })
+    checks.push({
+      name: "api version",
+      ok: apiAtLeast(version.ApiVersion, MIN_API),
+      required: true,
+      detail: `API ${version.ApiVersion} (needs >= ${MIN_API})`,
+      fix: "upgrade the Docker engine"
+    })
+    info = (await docker.info()) as Record<string, unknown>
+  } catch (error) {
+    checks.push({ name: "engine", ok: false, required: true, detail: `cannot reach ${endpoint}: ${(error as Error).message}`, fix: startEngineHint })
+    return checks
+  }
+  for (const language of Languages) {
+    const image = defaultLanguageRuntimes[language].image
+    try {
+      const i = await new Docker.Image(docker.modem, image).inspect()
+      checks.push({ name: `image ${language}`, ok: true, required: true, detail: `${image} (${(i.Size / 1e6).toFixed(0)} MB)` })
+    } catch {
+      checks.push({ name: `image ${language}`, ok: false, required: true, detail: `${image} is missing`, fix: IMAGE_BUILD_COMMAND })
+    }
+  }
+  const runtimes = Object.keys((info.Runtimes as Record<string, unknown> | undefined) ?? {})
+  checks.push({ name: "runtime runc", ok: runtimes.includes("runc"), required: true, detail: `runtimes: ${runtimes.join(", ")}` })
+  checks.push({
+    name: "runtime runsc (gVisor)",
+    ok: runtimes.includes("runsc"),
+    required: false,
+    detail: runtimes.includes("runsc") ? "registered (use --runtime runsc)" : "not registered (optional)",
+    fix: "apt-get install runsc, add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\"]}}} to /etc/docker/daemon.json, then reload dockerd (kill -HUP)"
+  })
+  const driver = String(info.Driver)
+  const backing = ((info.DriverStatus as Array<[string, string]> | undefined) ?? []).find(([k]) => k === "Backing Filesystem")?.[1] ?? "unknown"
+  const quota = driver === "overlay2" && backing === "xfs"
+  checks.push({
+    name: "disk quota",
+    ok: quota,
+    required: false,
+    detail: quota ? "overlay2 on xfs: per-container disk quotas can be applied" : `${driver} on ${backing}: per-container disk quotas are NOT supported (a diskSize option fails, or warns with diskQuotaUnsupported: "warn")`,
+    fix: "put /var/lib/docker on XFS mounted with pquota"
+  })
+  checks.push({ name: "cgroups", ok: true, required: false, detail: `cgroup v${String(info.CgroupVersion ?? "?")}, driver ${String(info.CgroupDriver ?? "?")}` })
+  try {
+    const profile = JSON.parse(loadSeccompProfile()) as { syscalls?: Array<unknown> }
+    checks.push({ name: "seccomp profile", ok: true, required: true, detail: `shipped allow-list loaded (${profile.syscalls?.length ?? 0} rules)` })
+  } catch (error) {
+    checks.push({ name: "seccomp profile", ok: false, required: true, detail: (error as Error).message })
+  }
+  if (checks.every((c) => c.ok || !c.required)) {
+    try {
+      const executor = await createExecutor({ timeoutMs: 30_000 })
+      const t0 = Date.now()
+      const r = await executor.executeCode({ language: "python", code: "print('ok')" })
+      await executor.close()
+      checks.push({ name: "smoke run", ok: r.stdout === "ok\n", required: true, detail: `python print in a hardened sandbox: ${Date.now() - t0} ms` })
+    } catch (error) {
+      checks.push({ name: "smoke run", ok: false, required: true, detail: (error as Error).message })
+    }
+  }
+  return checks
+}
+
+export const doctor = async (options: { json?: boolean }): Promise<number> => {
+  const checks = await runChecks()
+  if (options.json) process.stdout.write(`${JSON.stringify(checks)}\n`)
+  else {
+    for (const c of checks) {
+      process.stdout.write(`${c.ok ? "ok  " : c.required ? "FAIL" : "warn"}  ${c.name.padEnd(24)} ${c.detail}\n`)
+      if (!c.ok && c.fix) process.stdout.write(`      fix: ${c.fix}\n`)
+    }
+  }
+  return checks.every((c) => c.ok || !c.required) ? 0 : 1
+}

@@ -1,0 +1,12 @@
+/** `hermes-sandbox image build`: builds the language images, with progress. */
+import { buildImages } from "@hermes-sandbox/docker/ImageBuild"
+
+export const imageBuild = async (options: { base?: "auto" | "registry" | "offline"; rebuild?: boolean }): Promise<number> => {
+  const result = await buildImages({
+    base: options.base ?? "auto",
+    rebuild: options.rebuild === true,
+    onProgress: (line) => process.stderr.write(`${line}\n`)
+  })
+  process.stdout.write(`base: ${result.base}\n${result.images.map((i) => `built: ${i}`).join("\n")}\n`)
+  return 0
+}

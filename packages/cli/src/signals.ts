@@ -1,0 +1,36 @@
+/**
+ * SIGINT/SIGTERM: interrupt what runs, let finalizers remove the containers
+ * and close the journal, then exit 130/143. A second signal exits at once
+ * (the watchdog still removes the containers).
+ */
+import { ExitCode } from "./exitCodes.js"
+
+export interface SignalScope {
+  readonly signal: AbortSignal
+  /** The exit code the received signal asks for, if one was received. */
+  readonly exitCode: () => number | undefined
+  readonly dispose: () => void
+}
+
+export const trapSignals = (): SignalScope => {
+  const controller = new AbortController()
+  let code: number | undefined
+  const handler = (name: NodeJS.Signals) => () => {
+    if (code !== undefined) process.exit(code)
+    code = name === "SIGINT" ? ExitCode.sigint : ExitCode.sigterm
+    process.stderr.write(`\nhermes-sandbox: ${name}: stopping; removing sandboxes…\n`)
+    controller.abort(name)
+  }
+  const onInt = handler("SIGINT")
+  const onTerm = handler("SIGTERM")
+  process.on("SIGINT", onInt)
+  process.on("SIGTERM", onTerm)
+  return {
+    signal: controller.signal,
+    exitCode: () => code,
+    dispose: () => {
+      process.off("SIGINT", onInt)
+      process.off("SIGTERM", onTerm)
+    }
+  }
+}
