@@ -251,6 +251,20 @@ export const make = (options: ExecutorOptions = {}) =>
         )
       )
 
+    /**
+     * A create that got no answer (the engine died, the call timed out) may still have created the
+     * container, which nothing else would remove while this process lives: remove it by name,
+     * retrying like `destroy`. No event: the journal never saw it created.
+     */
+    const removeUnconfirmed = (containerName: string) =>
+      runtime.remove({ id: containerName, name: containerName }).pipe(
+        Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
+        Effect.retry(
+          Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
+        ),
+        Effect.catchAllCause((cause) => Effect.logWarning(`could not make sure ${containerName} does not exist; the sweep will reap it`, cause))
+      )
+
     const runExecution = (plan: ExecutionPlan, executionId: string, containerName: string, scope: Scope.Scope, hooks: ExecuteOptions, eligible: boolean) =>
       Effect.gen(function*() {
         const terminal = yield* Ref.make(false)
@@ -293,6 +307,8 @@ export const make = (options: ExecutorOptions = {}) =>
             // Acquire holds only the create; the release removes the container on every path.
             container = yield* runtime.create(specFor({ ...plan, lifetimeMs: plan.timeoutMs }, executionId, containerName)).pipe(
               Effect.tap(removeOnRelease),
+              // In the background, so the caller gets the error now; close() still waits for it.
+              Effect.tapErrorTag("DockerUnavailable", () => FiberSet.run(removals, removeUnconfirmed(containerName))),
               Effect.uninterruptible
             )
             yield* append(executionId, {
