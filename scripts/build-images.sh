@@ -137,7 +137,7 @@ for l in "${LANGS[@]}"; do
   log="$WORKDIR/build-$l.log"
   before=$(docker image inspect --format '{{.Id}}' "$img" 2>/dev/null || true)
   set +e
-  docker build --build-arg "BASE=$base" -t "$img" -f "images/$l/Dockerfile" images 2>&1 | tee "$log" | {
+  docker build --network none --build-arg "BASE=$base" -t "$img" -f "images/$l/Dockerfile" images 2>&1 | tee "$log" | {
     # Show each step that does work (cached steps and bare ARG lines are skipped).
     pending=""
     while IFS= read -r line; do

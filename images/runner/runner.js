@@ -147,7 +147,29 @@ function parseHeader(header) {
     if (!Array.isArray(entry) || entry.length !== 2) throw new RunnerError("files must be a list of [path, length] pairs")
     return { display: entry[0], parts: splitRelativePath(entry[0]), length: asLength(entry[1], `length of ${JSON.stringify(entry[0])}`) }
   })
-  return { language, code, files: parsed }
+  return { language, code, files: parsed, report: parseReport(header.report) }
+}
+
+// Completion report (optional header key "report": a hex nonce). When asked, the runner writes
+// "\x1eHERMES-DONE <nonce> <exit code>\n" on stdout AND stderr once the program has ended and its
+// output is flushed, so the SDK can return without waiting for the engine to report the exit.
+// The nonce only identifies this run's marker; the container serves exactly one execution, so a
+// program that prints it can only end its own run early, never forge another's result.
+function parseReport(report) {
+  if (report === undefined) return undefined
+  if (typeof report !== "string" || !/^[0-9a-f]{16,64}$/.test(report)) throw new RunnerError("report must be a hex nonce of 16 to 64 characters")
+  return report
+}
+
+function writeMarkers(report, code) {
+  const marker = Buffer.from(`\x1eHERMES-DONE ${report} ${code}\n`, "latin1")
+  for (const fd of [1, 2]) {
+    try {
+      writeAll(fd, marker, marker.length)
+    } catch {
+      // the reader is gone: nothing to report to
+    }
+  }
 }
 
 function writeAll(fd, buffer, length) {
@@ -211,7 +233,7 @@ function prepareCodeDir(codeDir) {
 function setup() {
   const workspace = process.env.HERMES_WORKSPACE || "/workspace"
   const codeDir = process.env.HERMES_CODE_DIR || "/tmp/.hermes"
-  const { language, code, files } = parseHeader(readHeader())
+  const { language, code, files, report } = parseHeader(readHeader())
   const spec = LANGUAGES[language]
   prepareCodeDir(codeDir)
   const mainPath = path.join(codeDir, spec.file)
@@ -235,10 +257,10 @@ function setup() {
     }
   }
   process.chdir(workspace)
-  return { language, spec, mainPath }
+  return { language, spec, mainPath, report }
 }
 
-function runChild(spec, mainPath) {
+function runChild(spec, mainPath, report) {
   const { spawnSync } = require("child_process")
   const env = Object.assign({}, process.env)
   if (spec.interpreter === "python3") env.PYTHONUNBUFFERED = "1"
@@ -249,6 +271,7 @@ function runChild(spec, mainPath) {
   }
   if (r.signal) {
     const signo = require("os").constants.signals[r.signal] || 0
+    if (report !== undefined) writeMarkers(report, 128 + signo)
     try {
       process.kill(process.pid, r.signal)
     } catch {
@@ -256,7 +279,9 @@ function runChild(spec, mainPath) {
     }
     process.exit(128 + signo)
   }
-  process.exit(r.status === null ? PROTOCOL_ERROR : r.status)
+  const status = r.status === null ? PROTOCOL_ERROR : r.status
+  if (report !== undefined) writeMarkers(report, status)
+  process.exit(status)
 }
 
 let prepared
@@ -269,6 +294,9 @@ try {
 
 if (prepared.language === "javascript") {
   process.argv = [process.argv[0], prepared.mainPath]
+  // Registered before the program's own handlers; stdout/stderr are synchronous for pipes on Linux,
+  // so everything the program wrote before exiting precedes the marker.
+  if (prepared.report !== undefined) process.on("exit", (code) => writeMarkers(prepared.report, code))
   const Module = require("module")
   if (typeof Module.runMain === "function") {
     Module.runMain(prepared.mainPath)
@@ -276,5 +304,5 @@ if (prepared.language === "javascript") {
     require(prepared.mainPath)
   }
 } else {
-  runChild(prepared.spec, prepared.mainPath)
+  runChild(prepared.spec, prepared.mainPath, prepared.report)
 }

@@ -118,7 +118,112 @@ def parse_header(header):
         if not isinstance(entry, list) or len(entry) != 2:
             raise RunnerError("files must be a list of [path, length] pairs")
         parsed.append((entry[0], split_relative_path(entry[0]), as_length(entry[1], "length of %r" % (entry[0],))))
-    return language, code, parsed
+    return language, code, parsed, parse_report(header.get("report"))
+
+
+# Completion report (optional header key "report": a hex nonce). When asked, the runner writes
+# b"\x1eHERMES-DONE <nonce> <exit code>\n" on stdout AND stderr once the program has ended and its
+# output is flushed, so the SDK can return without waiting for the engine to report the exit.
+# The nonce only identifies this run's marker; the container serves exactly one execution, so a
+# program that prints it can only end its own run early, never forge another's result.
+def parse_report(report):
+    if report is None:
+        return None
+    if not isinstance(report, str) or not (16 <= len(report) <= 64) or any(c not in "0123456789abcdef" for c in report):
+        raise RunnerError("report must be a hex nonce of 16 to 64 characters")
+    return report
+
+
+def write_markers(report, code):
+    marker = ("\x1eHERMES-DONE %s %d\n" % (report, code)).encode("ascii")
+    for fd in (1, 2):
+        try:
+            write_all(fd, marker)
+        except OSError:
+            pass
+
+
+def exit_code_of(exc):
+    # As the interpreter does for an uncaught SystemExit.
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, bool):
+        return int(code)
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except Exception:
+        pass
+    return 1
+
+
+def run_python_here(main_path, report):
+    """Run the program in this interpreter, as `python3 main.py` would, then report its end.
+
+    Saves starting a second interpreter (~20 ms). Differences from a fresh `python3 main.py`:
+    none visible to ordinary programs (sys.argv, __main__, __file__, sys.path[0], unbuffered
+    output and tracebacks are the same); the runner's own modules are already imported.
+    """
+    import atexit
+    import io
+    import runpy
+    import threading
+    import traceback
+
+    sys.argv = [main_path]
+    sys.path[0] = os.path.dirname(main_path)
+    # As PYTHONUNBUFFERED=1: every write reaches the pipe at once.
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="strict", write_through=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True)
+    os.environ["PYTHONUNBUFFERED"] = "1"  # for the program's own child interpreters, as before
+    # A fresh interpreter ignores SIGPIPE and SIGXFSZ (they surface as exceptions); the runner had reset them.
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    code = 0
+    try:
+        runpy.run_path(main_path, run_name="__main__")
+    except SystemExit as e:
+        code = exit_code_of(e)
+    except BaseException as e:  # noqa: BLE001 - an uncaught exception, printed as the interpreter would
+        tb = e.__traceback__
+        # Hide the runner's and runpy's frames: the traceback starts in the program.
+        while tb is not None and tb.tb_frame.f_code.co_filename != main_path:
+            tb = tb.tb_next
+        try:
+            traceback.print_exception(type(e), e, tb)
+        except Exception:
+            pass
+        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+    # The interpreter's shutdown: join non-daemon threads, then run atexit handlers.
+    try:
+        threading._shutdown()
+    except Exception:
+        pass
+    try:
+        atexit._run_exitfuncs()
+    except Exception:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    write_markers(report, code)
+    os._exit(code)
+
+
+def run_child(interpreter, main_path, env, report):
+    import subprocess
+    try:
+        rc = subprocess.call([interpreter, main_path], env=env)
+    except FileNotFoundError:
+        fail("%s is not installed in this image" % interpreter, INTERPRETER_MISSING)
+    code = 128 - rc if rc < 0 else rc
+    write_markers(report, code)
+    os._exit(code)
 
 
 def write_all(fd, data):
@@ -183,7 +288,7 @@ def main():
     workspace = os.environ.get("HERMES_WORKSPACE") or "/workspace"
     code_dir = os.environ.get("HERMES_CODE_DIR") or "/tmp/.hermes"
     try:
-        language, code_length, files = parse_header(read_header())
+        language, code_length, files, report = parse_header(read_header())
         file_name, interpreter = LANGUAGES[language]
         prepare_code_dir(code_dir)
         main_path = os.path.join(code_dir, file_name)
@@ -223,6 +328,10 @@ def main():
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+    if report is not None:
+        if language == "python":
+            run_python_here(main_path, report)
+        run_child(interpreter, main_path, env, report)
     try:
         os.execvpe(interpreter, [interpreter, main_path], env)
     except FileNotFoundError:

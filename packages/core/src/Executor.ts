@@ -13,7 +13,7 @@
  * finalizers remove the containers) and then waits for background removals,
  * so `close()` resolves only when every container is gone.
  */
-import { Context, Effect, Exit, Fiber, FiberMap, FiberSet, Layer, Metric, Option, Ref, Schedule, Scope, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, FiberMap, FiberSet, Layer, Metric, Option, Ref, Schedule, Scope, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
@@ -23,7 +23,7 @@ import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfi
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import { OutputCapture } from "./OutputCapture.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
-import { encodeRunnerPayload } from "./RunnerProtocol.js"
+import { CompletionScanner, completionMarker, encodeRunnerPayload, makeReportNonce } from "./RunnerProtocol.js"
 import { sweep } from "./Sweep.js"
 import { type AttachedIO, type ExitStatus, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 import * as WarmPool from "./WarmPool.js"
@@ -276,10 +276,26 @@ export const make = (options: ExecutorOptions = {}) =>
           yield* takeSlot(scope)
           const stdout = new OutputCapture(plan.outputLimitBytes)
           const stderr = new OutputCapture(plan.outputLimitBytes)
-          const receiver = {
-            stdout: hooks.onStdout ? (chunk: Uint8Array) => (stdout.push(chunk), hooks.onStdout!(chunk)) : stdout.push,
-            stderr: hooks.onStderr ? (chunk: Uint8Array) => (stderr.push(chunk), hooks.onStderr!(chunk)) : stderr.push
+          // The runner reports the program's end on both streams (RunnerProtocol.CompletionScanner),
+          // which saves waiting for the engine's exit report; the engine's report still counts when
+          // the runner cannot speak (killed, OOM), and the deadline bounds both.
+          const report = makeReportNonce()
+          const marker = completionMarker(report)
+          const runnerDone = yield* Deferred.make<number>()
+          const onMarker = () => {
+            if (outScan.done !== undefined && errScan.done !== undefined) Deferred.unsafeDone(runnerDone, Effect.succeed(outScan.done))
           }
+          const outScan = new CompletionScanner(
+            marker,
+            hooks.onStdout ? (chunk) => (stdout.push(chunk), hooks.onStdout!(chunk)) : stdout.push,
+            onMarker
+          )
+          const errScan = new CompletionScanner(
+            marker,
+            hooks.onStderr ? (chunk) => (stderr.push(chunk), hooks.onStderr!(chunk)) : stderr.push,
+            onMarker
+          )
+          const receiver = { stdout: outScan.push, stderr: errScan.push }
           const removeOnRelease = (c: SandboxCreated) =>
             Scope.addFinalizer(scope, Effect.suspend(() => Ref.get(destroyReason)).pipe(Effect.flatMap((r) => destroy(executionId, c, r))))
 
@@ -324,11 +340,14 @@ export const make = (options: ExecutorOptions = {}) =>
           const startedAtMs = Date.now()
 
           // Feed the program in the background: a program that never reads its stdin must not block us.
-          const payload = encodeRunnerPayload({ language: plan.language, code: plan.code, files: plan.files, stdin: plan.stdin })
+          const payload = encodeRunnerPayload({ language: plan.language, code: plan.code, files: plan.files, stdin: plan.stdin, report })
           yield* io.write(payload).pipe(Effect.zipRight(io.end), Effect.ignore, Effect.forkIn(scope))
 
           // The host-side deadline is the authority: nothing inside the sandbox can outlive it.
-          const exited = yield* awaitExit.pipe(Effect.timeoutTo({ duration: plan.timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
+          const exited = yield* Effect.raceFirst(
+            awaitExit.pipe(Effect.map((s) => ({ exitCode: s.exitCode, reportedBy: "engine" as const }))),
+            Deferred.await(runnerDone).pipe(Effect.map((exitCode) => ({ exitCode, reportedBy: "runner" as const })))
+          ).pipe(Effect.timeoutTo({ duration: plan.timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
           let exitCode: number
           let timedOut = false
           let oomKilled = false
@@ -343,11 +362,16 @@ export const make = (options: ExecutorOptions = {}) =>
           } else {
             exitCode = exited.value.exitCode
             // Only a SIGKILL we did not send can be the OOM killer; inspect only then.
-            if (exitCode === 137) oomKilled = (yield* runtime.inspect(container)).oomKilled
+            if (exitCode === 137 && exited.value.reportedBy === "engine") oomKilled = (yield* runtime.inspect(container)).oomKilled
             yield* Ref.set(destroyReason, "completed")
           }
           const finishedAtMs = Date.now()
-          yield* io.closed.pipe(Effect.timeout(OUTPUT_DRAIN_TIMEOUT), Effect.ignore)
+          if (Option.isNone(exited) || exited.value.reportedBy === "engine") {
+            // The engine saw the exit first: the streams end once the output is delivered.
+            yield* io.closed.pipe(Effect.timeout(OUTPUT_DRAIN_TIMEOUT), Effect.ignore)
+            outScan.flush()
+            errScan.flush()
+          }
           const durationMs = finishedAtMs - startedAtMs
           yield* recordTerminal(
             timedOut

@@ -77,13 +77,14 @@ const endpoint = "fake://engine"
 const decoder = new TextDecoder()
 const encoder = new TextEncoder()
 
-const parseProgram = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array } => {
+const parseProgram = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array; report?: string } => {
   // Decode the runner protocol (RunnerProtocol.ts): header line, code, files, stdin.
   const newline = payload.indexOf(10)
   if (newline < 0) return { program: { stderr: "hermes-runner: malformed header\n", exitCode: 126 }, stdin: new Uint8Array(0) }
   const header = JSON.parse(decoder.decode(payload.subarray(payload.indexOf(32) + 1, newline))) as {
     code: number
     files: Array<[string, number]>
+    report?: string
   }
   const codeStart = newline + 1
   const code = decoder.decode(payload.subarray(codeStart, codeStart + header.code))
@@ -91,7 +92,7 @@ const parseProgram = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8
   const stdin = payload.subarray(codeStart + header.code + filesBytes)
   const first = code.split("\n", 1)[0] ?? ""
   const program: FakeProgram = first.startsWith("#!fake ") ? JSON.parse(first.slice(7)) as FakeProgram : {}
-  return { program, stdin }
+  return header.report === undefined ? { program, stdin } : { program, stdin, report: header.report }
 }
 
 export const make = (initialFaults: FakeFaults = {}) =>
@@ -140,7 +141,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
           payload.set(chunk, offset)
           offset += chunk.byteLength
         }
-        const { program, stdin } = parseProgram(payload)
+        const { program, report, stdin } = parseProgram(payload)
         if (program.stdout) s.output?.stdout(encoder.encode(program.stdout))
         if (program.echoStdin) s.output?.stdout(stdin)
         if (program.stderr) s.output?.stderr(encoder.encode(program.stderr))
@@ -148,6 +149,12 @@ export const make = (initialFaults: FakeFaults = {}) =>
         if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
         // A frozen engine delivers no exit until it is back.
         while ((yield* Ref.get(faults)).engineDown) yield* Effect.sleep(50)
+        // Like the runner: report the end on both streams, unless the kernel killed the program.
+        if (report !== undefined && !program.oom) {
+          const marker = encoder.encode(`\x1eHERMES-DONE ${report} ${program.exitCode ?? 0}\n`)
+          s.output?.stdout(marker)
+          s.output?.stderr(marker)
+        }
         yield* finish(s, program.oom ? 137 : program.exitCode ?? 0, program.oom === true)
       })
 
@@ -222,7 +229,8 @@ export const make = (initialFaults: FakeFaults = {}) =>
           }
           if (s.status !== "created") return
           s.status = "running"
-          s.program = yield* FiberSet.run(programs, run(s))
+          // Interruptible even when start is called from an uninterruptible region (forks inherit it).
+          s.program = yield* FiberSet.run(programs, Effect.interruptible(run(s)))
         }),
       kill: (ref) =>
         Effect.gen(function*() {

@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Ref, Scope, Stream, TestClock } from "effect"
 import { Executor, type ExecutorOptions } from "@hermes-sandbox/core"
 import { fakeProgram, FakeRuntime, FakeRuntimeControlTag } from "@hermes-sandbox/core/testing"
-import { Journal } from "@hermes-sandbox/events"
+import { type EventEnvelope, Journal, Projection } from "@hermes-sandbox/events"
 
 const setup = (options: ExecutorOptions = {}) =>
   Effect.gen(function*() {
@@ -170,5 +170,28 @@ describe("Executor (fake runtime)", () => {
         for (let i = 0; i < 10; i++) yield* TestClock.adjust("10 millis")
         const results = yield* Effect.forEach(fibers, Fiber.join)
         expect(results.map((r) => r.stdout)).toEqual(["1", "2", "3"])
+      })))
+
+  it.live("warm pool: claims pre-started sandboxes once each, records the claim, refills and drains on close", () =>
+    withExecutor({ warmPool: { size: 2, languages: ["python"] } }, ({ close, control, executor }) =>
+      Effect.gen(function*() {
+        // Everything the executor commits (pool streams included), kept past the journal's close.
+        const all: Array<EventEnvelope> = []
+        executor.unsafeSubscribe((e) => all.push(e))
+        while ((yield* control.alive).filter((a) => a.status === "running").length < 2) yield* Effect.sleep("5 millis")
+        const results = yield* Effect.forEach([1, 2, 3], (i) => executor.executeCode({ language: "python", code: fakeProgram({ stdout: String(i) }) }))
+        expect(results.map((r) => r.stdout)).toEqual(["1", "2", "3"])
+        // Never the same container twice.
+        expect(new Set(results.map((r) => r.containerName)).size).toBe(3)
+        const first = all.filter((e) => e.executionId === results[0]!.executionId).map((e) => e.type)
+        expect(first).toEqual(["ExecutionRequested", "ContainerClaimed", "ContainerExited", "ContainerDestroyed"])
+        // A request asking for other limits takes the cold path.
+        const cold = yield* executor.executeCode({ language: "python", code: fakeProgram({}), memory: "64m" })
+        expect(cold.containerName).toBe(`hermes-sandbox-${cold.executionId}`)
+        yield* close
+        expect(yield* control.alive).toEqual([])
+        const states = Projection.project(all)
+        for (const state of states.values()) expect(Projection.isClosed(state)).toBe(true)
+        expect(all.some((e) => e.type === "ContainerDestroyed" && e.data.reason === "pool-drained")).toBe(true)
       })))
 })
