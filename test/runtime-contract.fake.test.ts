@@ -7,5 +7,13 @@ runtimeContract("fake", FakeRuntime.layer({ missingImages: ["hermes-sandbox/does
   command: ["python3", "/opt/hermes/runner.py"],
   exitWith: (exitCode, stdout, stderr) => fakeProgram({ exitCode, stdout, stderr }),
   hang: fakeProgram({ hang: true }),
-  echoStdin: fakeProgram({ echoStdin: true })
+  echoStdin: fakeProgram({ echoStdin: true }),
+  idleCommand: ["sleep", "infinity"],
+  exec: {
+    exitWith: (exitCode, stdout, stderr) => ["fake", fakeProgram({ exitCode, stdout, stderr })],
+    echoStdin: ["fake", fakeProgram({ echoStdin: true })],
+    hang: ["fake", fakeProgram({ hang: true })],
+    printEnv: (name) => ["fake", fakeProgram({ printEnv: name })],
+    printCwd: ["fake", fakeProgram({ printCwd: true })]
+  }
 })

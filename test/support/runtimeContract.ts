@@ -7,6 +7,7 @@ import { Effect, Exit, type Layer, Option, Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import {
   encodeRunnerPayload,
+  type ExecSpec,
   Label,
   type Language,
   type SandboxCreated,
@@ -22,6 +23,18 @@ export interface ContractPrograms {
   readonly exitWith: (code: number, stdout: string, stderr: string) => string
   readonly hang: string
   readonly echoStdin: string
+  /** exec: a long-lived main process, so the sandbox stays running for execs. */
+  readonly idleCommand: ReadonlyArray<string>
+  /** exec commands (argv) doing the same things. */
+  readonly exec: {
+    readonly exitWith: (code: number, stdout: string, stderr: string) => ReadonlyArray<string>
+    readonly echoStdin: ReadonlyArray<string>
+    readonly hang: ReadonlyArray<string>
+    /** Prints the variable's value and a newline. */
+    readonly printEnv: (name: string) => ReadonlyArray<string>
+    /** Prints the working directory and a newline. */
+    readonly printCwd: ReadonlyArray<string>
+  }
 }
 
 const decoder = new TextDecoder()
@@ -149,6 +162,107 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
         const again = yield* runtime.list({ [`${Label.project}.contract-marker`]: marker })
         expect(again.find((f) => f.id === a.id)?.status).toBe("exited")
       }).pipe(Effect.provide(layer)), 30_000)
+
+    describe("exec", () => {
+      const text = (chunks: Array<Uint8Array>) => chunks.map((c) => decoder.decode(c, { stream: true })).join("")
+      /** A running sandbox whose main process idles; removed with the test's scope. */
+      const running = (env: Record<string, string> = {}) =>
+        Effect.gen(function*() {
+          const runtime = yield* SandboxRuntime
+          const c = yield* created({ ...spec(), command: programs.idleCommand, openStdin: false, env })
+          yield* runtime.start(c)
+          return c
+        })
+      const execRun = (c: SandboxCreated, execSpec: ExecSpec, stdin?: string) =>
+        Effect.gen(function*() {
+          const runtime = yield* SandboxRuntime
+          const out: Array<Uint8Array> = []
+          const err: Array<Uint8Array> = []
+          const p = yield* runtime.exec(c, execSpec, { stdout: (b) => out.push(Uint8Array.from(b)), stderr: (b) => err.push(Uint8Array.from(b)) })
+          if (execSpec.stdin) {
+            if (stdin !== undefined) yield* p.write(new TextEncoder().encode(stdin))
+            yield* p.end
+          }
+          const status = yield* p.exit
+          return { exitCode: status.exitCode, stdout: text(out), stderr: text(err) }
+        })
+
+      it.scopedLive("runs a command in a running sandbox: exit code, separate stdout and stderr", () =>
+        Effect.gen(function*() {
+          const c = yield* running()
+          const r = yield* execRun(c, { command: programs.exec.exitWith(5, "out\n", "err\n"), env: {}, stdin: false })
+          expect(r).toEqual({ exitCode: 5, stdout: "out\n", stderr: "err\n" })
+        }).pipe(Effect.provide(layer)), 30_000)
+
+      it.scopedLive("applies its env over the sandbox's, and its working directory", () =>
+        Effect.gen(function*() {
+          const c = yield* running({ FROM_SANDBOX: "s", OVERRIDDEN: "sandbox" })
+          const a = yield* execRun(c, { command: programs.exec.printEnv("FROM_SANDBOX"), env: {}, stdin: false })
+          expect(a.stdout).toBe("s\n")
+          const b = yield* execRun(c, { command: programs.exec.printEnv("OVERRIDDEN"), env: { OVERRIDDEN: "exec" }, stdin: false })
+          expect(b.stdout).toBe("exec\n")
+          const d = yield* execRun(c, { command: programs.exec.printCwd, env: {}, workingDir: "/tmp", stdin: false })
+          expect(d.stdout).toBe("/tmp\n")
+          const e = yield* execRun(c, { command: programs.exec.printCwd, env: {}, stdin: false })
+          expect(e.stdout).toBe("/workspace\n")
+        }).pipe(Effect.provide(layer)), 30_000)
+
+      it.scopedLive("passes stdin through, and closing it is EOF", () =>
+        Effect.gen(function*() {
+          const c = yield* running()
+          const r = yield* execRun(c, { command: programs.exec.echoStdin, env: {}, stdin: true }, "line one\nline\u0000two")
+          expect(r).toMatchObject({ exitCode: 0, stdout: "line one\nline\u0000two" })
+        }).pipe(Effect.provide(layer)), 30_000)
+
+      it.scopedLive("kill ends a hanging process with 137; the sandbox keeps running and takes more execs", () =>
+        Effect.gen(function*() {
+          const runtime = yield* SandboxRuntime
+          const c = yield* running()
+          const p = yield* runtime.exec(c, { command: programs.exec.hang, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} })
+          const early = yield* p.exit.pipe(Effect.timeoutTo({ duration: "300 millis", onSuccess: Option.some, onTimeout: Option.none }))
+          expect(Option.isNone(early)).toBe(true)
+          yield* p.kill
+          const status = yield* p.exit.pipe(Effect.timeout("10 seconds"))
+          expect(status.exitCode).toBe(137)
+          yield* p.kill // idempotent
+          expect((yield* runtime.inspect(c)).status).toBe("running")
+          const again = yield* execRun(c, { command: programs.exec.exitWith(0, "still here", ""), env: {}, stdin: false })
+          expect(again.stdout).toBe("still here")
+        }).pipe(Effect.provide(layer)), 30_000)
+
+      it.scopedLive("execs run side by side, each with its own streams", () =>
+        Effect.gen(function*() {
+          const c = yield* running()
+          const results = yield* Effect.forEach(
+            [1, 2, 3, 4],
+            (i) => execRun(c, { command: programs.exec.exitWith(i, `out${i}`, `err${i}`), env: {}, stdin: false }),
+            { concurrency: "unbounded" }
+          )
+          expect(results).toEqual([1, 2, 3, 4].map((i) => ({ exitCode: i, stdout: `out${i}`, stderr: `err${i}` })))
+        }).pipe(Effect.provide(layer)), 30_000)
+
+      it.scopedLive("a sandbox that is not running refuses exec with 409; a removed one with 404", () =>
+        Effect.gen(function*() {
+          const runtime = yield* SandboxRuntime
+          const c = yield* created({ ...spec(), command: programs.idleCommand, openStdin: false })
+          const notStarted = yield* Effect.flip(runtime.exec(c, { command: programs.exec.printCwd, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} }))
+          expect(notStarted).toMatchObject({ _tag: "ContainerFailed", statusCode: 409 })
+          yield* runtime.remove(c)
+          const gone = yield* Effect.flip(runtime.exec(c, { command: programs.exec.printCwd, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} }))
+          expect(gone).toMatchObject({ _tag: "ContainerFailed", statusCode: 404 })
+        }).pipe(Effect.provide(layer)), 30_000)
+
+      it.scopedLive("killing the sandbox ends its running execs", () =>
+        Effect.gen(function*() {
+          const runtime = yield* SandboxRuntime
+          const c = yield* running()
+          const p = yield* runtime.exec(c, { command: programs.exec.hang, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} })
+          yield* runtime.kill(c)
+          const status = yield* p.exit.pipe(Effect.timeout("10 seconds"), Effect.either)
+          // It ended, unsuccessfully (the fake says 137; Docker 20.10 reports 126 for an exec whose container died).
+          if (status._tag === "Right") expect(status.right.exitCode).not.toBe(0)
+        }).pipe(Effect.provide(layer)), 30_000)
+    })
 
     it.live("a missing image is ImageNotFound naming the image and the build command", () =>
       Effect.gen(function*() {

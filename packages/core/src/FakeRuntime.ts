@@ -22,6 +22,7 @@ import {
   type SandboxSpec,
   type SandboxState
 } from "./SandboxRuntime.js"
+import { makeFakeExec } from "./internal/fakeExec.js"
 
 export interface FakeProgram {
   readonly stdout?: string
@@ -34,6 +35,14 @@ export interface FakeProgram {
   readonly oom?: boolean
   /** Copies the program's stdin to stdout. */
   readonly echoStdin?: boolean
+  /** exec only: change the working directory (kept by a session's shell). */
+  readonly cd?: string
+  /** exec only: export variables (kept by a session's shell). */
+  readonly export?: Readonly<Record<string, string>>
+  /** exec only: print the working directory and a newline. */
+  readonly printCwd?: boolean
+  /** exec only: print this variable's value (empty when unset) and a newline. */
+  readonly printEnv?: string
 }
 
 /** The code a test sends to make the fake behave as `program`. */
@@ -69,6 +78,8 @@ export interface FakeRuntimeControl {
   readonly alive: Effect.Effect<ReadonlyArray<{ readonly name: string; readonly status: SandboxState["status"] }>>
   /** How many sandboxes were ever created. */
   readonly createdCount: Effect.Effect<number>
+  /** The most execs ever running at once in one sandbox (sessions must serialize theirs). */
+  readonly maxConcurrentExecs: Effect.Effect<number>
 }
 
 export class FakeRuntimeControlTag extends Effect.Tag("@hermes-sandbox/core/FakeRuntimeControl")<FakeRuntimeControlTag, FakeRuntimeControl>() {}
@@ -157,6 +168,8 @@ export const make = (initialFaults: FakeFaults = {}) =>
         }
         yield* finish(s, program.oom ? 137 : program.exitCode ?? 0, program.oom === true)
       })
+
+    const fakeExec = makeFakeExec({ engineCheck, find, programs })
 
     const runtime = SandboxRuntime.of({
       name: "fake",
@@ -268,13 +281,15 @@ export const make = (initialFaults: FakeFaults = {}) =>
               .filter((s) => Object.entries(labels).every(([k, v]) => s.spec.labels[k] === v))
               .map((s): SandboxInfo => ({ id: s.id, name: s.name, labels: s.spec.labels, status: s.status, createdAt: s.createdAt }))
           )
-        )
+        ),
+      exec: fakeExec.exec
     })
 
     const control: FakeRuntimeControl = {
       faults,
       alive: Effect.sync(() => [...sandboxes.values()].map((s) => ({ name: s.name, status: s.status }))),
-      createdCount: Effect.sync(() => created)
+      createdCount: Effect.sync(() => created),
+      maxConcurrentExecs: fakeExec.maxConcurrentExecs
     }
     return { runtime, control }
   })

@@ -78,6 +78,54 @@ export interface SandboxInfo extends SandboxRef {
   readonly createdAt: number
 }
 
+/**
+ * A command to run inside a RUNNING sandbox (`docker exec`), next to its main process.
+ * The sandbox's hardening applies (same user, limits, seccomp, no new privileges);
+ * the process gets its own stdin/stdout/stderr.
+ */
+export interface ExecSpec {
+  /** argv; never interpreted by a shell unless argv[0] is one. */
+  readonly command: ReadonlyArray<string>
+  /** Variables added to the sandbox's environment for this process only. */
+  readonly env: Readonly<Record<string, string>>
+  /** Default: the sandbox's working directory. */
+  readonly workingDir?: string | undefined
+  /** "uid:gid"; default: the sandbox's user. */
+  readonly user?: string | undefined
+  /** Attach stdin (write/end); otherwise the process reads EOF at once. */
+  readonly stdin: boolean
+}
+
+/**
+ * A process started by `exec`.
+ *
+ * Kill semantics (the host is the authority, not a `timeout` inside the sandbox): the engine
+ * cannot signal an exec'd process, so `kill` starts a SECOND exec, as the same user, that
+ * SIGKILLs every process still carrying this exec's marker variable (`HERMES_EXEC_ID`,
+ * inherited by its children, including ones that left the process group) and the process
+ * group of each. A process that both scrubbed its environment and left the group survives
+ * that; callers that must be sure (sessions on a deadline) kill the whole sandbox when
+ * `exit` does not follow within a grace period.
+ */
+export interface ExecProcess {
+  readonly write: (data: Uint8Array) => Effect.Effect<void, SandboxError>
+  /** Close the process's stdin (EOF). */
+  readonly end: Effect.Effect<void, SandboxError>
+  /**
+   * Completes with the exit status once the process has exited and its output streams
+   * ended. A background child still holding stdout open delays the end of the streams
+   * (and so this); callers that know when their command is done should not wait for it.
+   */
+  readonly exit: Effect.Effect<ExitStatus, SandboxError>
+  /** SIGKILL the process tree from inside (see above). Idempotent; a finished process is not an error. */
+  readonly kill: Effect.Effect<void, SandboxError>
+  /** Stop delivering output and release the connection; the process is not signalled. Idempotent. */
+  readonly detach: Effect.Effect<void>
+}
+
+/** The variable `exec` sets on every process it starts; `kill` finds the process tree by it. */
+export const ExecMarkerVariable = "HERMES_EXEC_ID"
+
 export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRuntime")<
   SandboxRuntime,
   {
@@ -102,5 +150,11 @@ export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRun
     readonly remove: (ref: SandboxRef) => Effect.Effect<void, SandboxError>
     /** Every sandbox (any state) carrying all the given labels. */
     readonly list: (labels: Readonly<Record<string, string>>) => Effect.Effect<ReadonlyArray<SandboxInfo>, SandboxError>
+    /**
+     * Start a process in a running sandbox (see ExecSpec, ExecProcess). Fails with
+     * ContainerFailed 409 when the sandbox is not running, 404 when it is gone. Output is
+     * delivered to `output` as it arrives, never retained by the runtime.
+     */
+    readonly exec: (ref: SandboxRef, spec: ExecSpec, output: OutputReceiver) => Effect.Effect<ExecProcess, SandboxError>
   }
 >() {}

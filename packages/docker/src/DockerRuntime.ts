@@ -22,6 +22,7 @@ import {
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
 import { dockerCall, IMAGE_BUILD_COMMAND, isGone } from "./internal/dockerCall.js"
+import { makeDockerExec } from "./internal/dockerExec.js"
 import { loadSeccompProfile } from "./Seccomp.js"
 
 export interface DockerRuntimeOptions {
@@ -201,7 +202,10 @@ export const make = (options: DockerRuntimeOptions = {}) =>
                 createdAt: c.Created * 1000
               }))
             )
-          )
+          ),
+
+      // A process next to the main one (sessions); killed from inside, see internal/dockerExec.ts.
+      exec: makeDockerExec(docker, (operation, containerName) => ctx(operation, containerName))
     })
   })
 

@@ -1,0 +1,181 @@
+/**
+ * `exec` for the fake runtime. Faithful where sessions depend on the engine: an exec needs a
+ * running sandbox (409 otherwise, 404 once removed), gets its own stdin/stdout/stderr, sees
+ * the sandbox's env plus its own, ends with 137 when killed or when the sandbox stops, and
+ * `exit` only completes once the process ended.
+ *
+ * What a process does is read from a `#!fake {json}` argument (the last one that starts so),
+ * or, for the runner, from the RunnerProtocol payload on its stdin. The session shell
+ * (internal/sessionShell.ts) is emulated from its argv: the saved cwd and exported variables
+ * per state dir, keep-names that win and are never saved, the completion marker, and the
+ * "idle" probe.
+ */
+import { Clock, Deferred, Effect, Fiber, FiberSet } from "effect"
+import { ContainerFailed, type SandboxError } from "../Errors.js"
+import type { FakeProgram } from "../FakeRuntime.js"
+import type { ExecProcess, ExecSpec, ExitStatus, OutputReceiver, SandboxRef, SandboxSpec, SandboxState } from "../SandboxRuntime.js"
+import { parseSessionInvocation } from "./sessionShell.js"
+
+/** The parts of a fake sandbox exec needs (read live: status changes in place). */
+export interface FakeExecSandbox {
+  readonly id: string
+  readonly name: string
+  readonly spec: SandboxSpec
+  readonly status: SandboxState["status"]
+  /** Completed when the sandbox's main process ended (kill, remove, exit). */
+  readonly outputClosed: Deferred.Deferred<void>
+}
+
+export interface FakeExecDeps {
+  readonly engineCheck: (operation: string) => Effect.Effect<void, SandboxError>
+  readonly find: (ref: SandboxRef, operation: string) => Effect.Effect<FakeExecSandbox, SandboxError>
+  readonly programs: FiberSet.FiberSet<void>
+}
+
+interface ShellState {
+  cwd: string
+  env: Record<string, string>
+  lastActivityMs: number | undefined
+}
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+const programFrom = (text: string | undefined): FakeProgram | undefined => {
+  if (text === undefined) return undefined
+  const first = text.split("\n", 1)[0] ?? ""
+  return first.startsWith("#!fake ") ? JSON.parse(first.slice(7)) as FakeProgram : undefined
+}
+
+const lastProgramArg = (args: ReadonlyArray<string>): FakeProgram => {
+  for (let i = args.length - 1; i >= 0; i--) {
+    const p = programFrom(args[i])
+    if (p !== undefined) return p
+  }
+  return {}
+}
+
+/** The program in a RunnerProtocol payload (header line, code, files, stdin), and the stdin after it. */
+const fromRunnerPayload = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array } => {
+  const newline = payload.indexOf(10)
+  if (newline < 0) return { program: { stderr: "hermes-runner: malformed header\n", exitCode: 126 }, stdin: new Uint8Array(0) }
+  const header = JSON.parse(decoder.decode(payload.subarray(payload.indexOf(32) + 1, newline))) as { code: number; files?: Array<[string, number]> }
+  const codeStart = newline + 1
+  const code = decoder.decode(payload.subarray(codeStart, codeStart + header.code))
+  const filesBytes = (header.files ?? []).reduce((n, [, size]) => n + size, 0)
+  return { program: programFrom(code) ?? {}, stdin: payload.subarray(codeStart + header.code + filesBytes) }
+}
+
+export const makeFakeExec = (deps: FakeExecDeps) => {
+  const shells = new Map<string, ShellState>()
+  const inFlight = new Map<string, number>()
+  let peak = 0
+
+  const exec = (ref: SandboxRef, spec: ExecSpec, output: OutputReceiver): Effect.Effect<ExecProcess, SandboxError> =>
+    Effect.gen(function*() {
+      yield* deps.engineCheck("exec")
+      const s = yield* deps.find(ref, "exec")
+      if (s.status !== "running") {
+        return yield* new ContainerFailed({ operation: "exec", containerName: s.name, statusCode: 409, message: `Container ${s.id} is not running` })
+      }
+      const stdin: Array<Uint8Array> = []
+      const stdinClosed = yield* Deferred.make<void>()
+      if (!spec.stdin) yield* Deferred.succeed(stdinClosed, undefined)
+      const exited = yield* Deferred.make<ExitStatus, SandboxError>()
+      let detached = false
+      const out = (b: Uint8Array) => detached || output.stdout(b)
+      const err = (b: Uint8Array) => detached || output.stderr(b)
+      const readStdin = Deferred.await(stdinClosed).pipe(
+        Effect.map(() => {
+          const all = new Uint8Array(stdin.reduce((n, c) => n + c.byteLength, 0))
+          let offset = 0
+          for (const c of stdin) {
+            all.set(c, offset)
+            offset += c.byteLength
+          }
+          return all
+        })
+      )
+
+      /** Runs one program with a shell's view of cwd and env; returns its exit code (never, if it hangs). */
+      const runProgram = (program: FakeProgram, view: { cwd: string; env: Record<string, string> }, programStdin: Effect.Effect<Uint8Array>) =>
+        Effect.gen(function*() {
+          if (program.stdout) out(encoder.encode(program.stdout))
+          if (program.echoStdin) out(yield* programStdin)
+          if (program.stderr) err(encoder.encode(program.stderr))
+          if (program.cd !== undefined) view.cwd = program.cd
+          if (program.export) Object.assign(view.env, program.export)
+          if (program.printCwd) out(encoder.encode(`${view.cwd}\n`))
+          if (program.printEnv !== undefined) out(encoder.encode(`${view.env[program.printEnv] ?? ""}\n`))
+          if (program.hang) return yield* Effect.never
+          if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
+          return program.oom ? 137 : program.exitCode ?? 0
+        })
+
+      const body = Effect.gen(function*() {
+        const invocation = parseSessionInvocation(spec.command)
+        if (invocation === undefined) {
+          const view = { cwd: spec.workingDir ?? s.spec.workingDir, env: { ...s.spec.env, ...spec.env } }
+          return yield* runProgram(lastProgramArg(spec.command), view, readStdin)
+        }
+        const key = `${s.id}:${invocation.stateDir}`
+        const shell = shells.get(key) ?? { cwd: s.spec.workingDir, env: {}, lastActivityMs: undefined }
+        if (invocation.mode === "idle") {
+          const now = yield* Clock.currentTimeMillis
+          out(encoder.encode(shell.lastActivityMs === undefined ? "none\n" : `${Math.floor((now - shell.lastActivityMs) / 1000)}\n`))
+          return 0
+        }
+        const keep = new Set(invocation.keep)
+        const view = { cwd: shell.cwd, env: { ...s.spec.env, ...shell.env, ...spec.env } }
+        let program: FakeProgram
+        let programStdin: Effect.Effect<Uint8Array> = readStdin
+        if (invocation.mode === "runner") {
+          const parsed = fromRunnerPayload(yield* readStdin)
+          program = parsed.program
+          programStdin = Effect.succeed(parsed.stdin)
+        } else {
+          program = lastProgramArg(invocation.args)
+        }
+        const code = yield* runProgram(program, view, programStdin)
+        // Save what the command changed, as the script's EXIT trap does.
+        const saved: Record<string, string> = {}
+        for (const [k, v] of Object.entries(view.env)) if (!keep.has(k) && s.spec.env[k] !== v) saved[k] = v
+        shells.set(key, { cwd: view.cwd, env: saved, lastActivityMs: yield* Clock.currentTimeMillis })
+        const marker = encoder.encode(`\x1eHERMES-DONE ${invocation.nonce} ${code}\n`)
+        out(marker)
+        err(marker)
+        return code
+      })
+
+      const count = (delta: number) =>
+        Effect.sync(() => {
+          const n = (inFlight.get(s.id) ?? 0) + delta
+          inFlight.set(s.id, n)
+          peak = Math.max(peak, n)
+        })
+      yield* count(1)
+      // The process ends by itself, or with 137 when killed or when the sandbox's main process ends.
+      const fiber = yield* FiberSet.run(
+        deps.programs,
+        body.pipe(
+          Effect.raceFirst(Deferred.await(s.outputClosed).pipe(Effect.as(137))),
+          Effect.onInterrupt(() => Deferred.succeed(exited, { exitCode: 137 })),
+          Effect.tap((exitCode) => Deferred.succeed(exited, { exitCode })),
+          Effect.ensuring(count(-1)),
+          Effect.asVoid
+        )
+      )
+      const process: ExecProcess = {
+        write: (data) => Effect.sync(() => void stdin.push(Uint8Array.from(data))),
+        end: Deferred.succeed(stdinClosed, undefined).pipe(Effect.asVoid),
+        exit: Deferred.await(exited),
+        kill: Fiber.interrupt(fiber).pipe(Effect.asVoid),
+        detach: Effect.sync(() => {
+          detached = true
+        })
+      }
+      return process
+    })
+
+  return { exec, maxConcurrentExecs: Effect.sync(() => peak) }
+}
