@@ -1,0 +1,506 @@
+/**
+ * The journal's vocabulary: one Schema per event type, a union of all of them, and the
+ * envelope every committed event is wrapped in.
+ *
+ * The JSON form of an event is always `{ "type": "...", "data": { ... } }` so rows stay
+ * readable with plain `sqlite3`/`jq` and so a future schema version can be recognised
+ * before decoding the payload.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+// --- field schemas --------------------------------------------------------------------
+
+// `Schema.Number` admits NaN/±Infinity, which JSON cannot carry (they become `null`), so a
+// committed event would not decode again. Everything numeric is finite.
+const Count = Schema.NonNegativeInt
+const Millis = Schema.Finite.pipe(Schema.nonNegative())
+const Int = Schema.Int
+
+/**
+ * Resource limits the container was created with.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Limits = Schema.Struct({
+  memoryBytes: Count,
+  nanoCpus: Count,
+  // Docker uses -1 for "unlimited".
+  pidsLimit: Int,
+  outputLimitBytes: Count
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const DestroyReason = Schema.Literal(
+  "completed",
+  "timeout",
+  "interrupted",
+  "failed",
+  "orphan-reaped",
+  "pool-recycled",
+  "pool-drained",
+  "session-closed",
+  "idle-expired"
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type DestroyReason = typeof DestroyReason.Type
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SessionScope = Schema.Literal("session", "persistent")
+
+const event = <const Type extends string, Fields extends Schema.Struct.Fields>(type: Type, fields: Fields) =>
+  Schema.Struct({ type: Schema.tag(type), data: Schema.Struct(fields) }).annotations({ identifier: type })
+
+// --- execution lifecycle --------------------------------------------------------------
+
+/**
+ * The request as the executor accepted it. Sizes and a digest only: the code and stdin are
+ * never journaled (they may contain secrets, and they would bloat the journal).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExecutionRequested = event("ExecutionRequested", {
+  language: Schema.String,
+  image: Schema.String,
+  codeBytes: Count,
+  codeSha256: Schema.String,
+  stdinBytes: Count,
+  fileCount: Count,
+  timeoutMs: Millis,
+  limits: Limits,
+  network: Schema.Boolean,
+  runtime: Schema.String,
+  scope: Schema.optional(Schema.String),
+  sessionId: Schema.optional(Schema.String)
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ContainerCreated = event("ContainerCreated", {
+  containerName: Schema.String,
+  containerId: Schema.String,
+  imageId: Schema.String,
+  pooled: Schema.optional(Schema.Boolean)
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ContainerStarted = event("ContainerStarted", {
+  containerId: Schema.String
+})
+
+/**
+ * A warm-pool container (created and started in the stream `poolStreamId`) was handed to
+ * this execution. Projections count a claim as created + started.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ContainerClaimed = event("ContainerClaimed", {
+  containerName: Schema.String,
+  containerId: Schema.String,
+  poolStreamId: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ContainerExited = event("ContainerExited", {
+  exitCode: Int,
+  oomKilled: Schema.Boolean,
+  durationMs: Millis
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExecutionTimedOut = event("ExecutionTimedOut", {
+  timeoutMs: Millis,
+  durationMs: Millis
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExecutionInterrupted = event("ExecutionInterrupted", {
+  reason: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExecutionFailed = event("ExecutionFailed", {
+  errorTag: Schema.String,
+  message: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ContainerDestroyed = event("ContainerDestroyed", {
+  containerName: Schema.String,
+  containerId: Schema.String,
+  reason: DestroyReason
+})
+
+/**
+ * The result summary. Appended last (after `ContainerDestroyed`); optional — a lifecycle
+ * is closed without it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExecutionCompleted = event("ExecutionCompleted", {
+  exitCode: Schema.NullOr(Int),
+  timedOut: Schema.Boolean,
+  oomKilled: Schema.Boolean,
+  stdoutBytes: Count,
+  stderrBytes: Count,
+  stdoutTruncated: Schema.Boolean,
+  stderrTruncated: Schema.Boolean,
+  durationMs: Millis
+})
+
+// --- sessions (stream id = session id) --------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SessionOpened = event("SessionOpened", {
+  sessionId: Schema.String,
+  scope: SessionScope,
+  containerName: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SessionReconnected = event("SessionReconnected", {
+  sessionId: Schema.String,
+  containerName: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SessionIdleExpired = event("SessionIdleExpired", {
+  sessionId: Schema.String,
+  idleMs: Millis
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SessionClosed = event("SessionClosed", {
+  sessionId: Schema.String,
+  reason: Schema.String
+})
+
+// --- executor (stream id = executor id) ------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ExecutorStats = event("ExecutorStats", {
+  inFlight: Count,
+  queued: Count
+})
+
+// --- unions ------------------------------------------------------------------------------
+
+/**
+ * Every event schema, in declaration order.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const members = [
+  ExecutionRequested,
+  ContainerCreated,
+  ContainerStarted,
+  ContainerClaimed,
+  ContainerExited,
+  ExecutionTimedOut,
+  ExecutionInterrupted,
+  ExecutionFailed,
+  ContainerDestroyed,
+  ExecutionCompleted,
+  SessionOpened,
+  SessionReconnected,
+  SessionIdleExpired,
+  SessionClosed,
+  ExecutorStats
+] as const
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const JournalEvent = Schema.Union(...members)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type JournalEvent = typeof JournalEvent.Type
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type EventType = JournalEvent["type"]
+
+/**
+ * The payload type of one event type.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type EventData<T extends EventType> = Extract<JournalEvent, { readonly type: T }>["data"]
+
+/**
+ * The event of one type.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type EventOf<T extends EventType> = Extract<JournalEvent, { readonly type: T }>
+
+/**
+ * All event types, in declaration order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const eventTypes = [
+  "ExecutionRequested",
+  "ContainerCreated",
+  "ContainerStarted",
+  "ContainerClaimed",
+  "ContainerExited",
+  "ExecutionTimedOut",
+  "ExecutionInterrupted",
+  "ExecutionFailed",
+  "ContainerDestroyed",
+  "ExecutionCompleted",
+  "SessionOpened",
+  "SessionReconnected",
+  "SessionIdleExpired",
+  "SessionClosed",
+  "ExecutorStats"
+] as const satisfies ReadonlyArray<EventType>
+
+// Compile-time check that the list above names every member of the union.
+type _AllTypesListed = [EventType] extends [(typeof eventTypes)[number]] ? true : never
+const _allTypesListed: _AllTypesListed = true
+
+/**
+ * Events that end an execution (exactly one per lifecycle).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const terminalTypes = [
+  "ContainerExited",
+  "ExecutionTimedOut",
+  "ExecutionInterrupted",
+  "ExecutionFailed"
+] as const satisfies ReadonlyArray<EventType>
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TerminalType = (typeof terminalTypes)[number]
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isTerminal = (event: { readonly type: EventType }): event is EventOf<TerminalType> =>
+  (terminalTypes as ReadonlyArray<EventType>).includes(event.type)
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isEventType = (u: unknown): u is EventType =>
+  typeof u === "string" && (eventTypes as ReadonlyArray<string>).includes(u)
+
+/**
+ * Builds an event. Type-safe in both the type and the payload:
+ *
+ * ```ts
+ * Event.make("ContainerStarted", { containerId })
+ * ```
+ *
+ * No validation happens here (it is a plain object constructor); the journal validates
+ * every event against its Schema when appending.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <const T extends EventType>(type: T, data: EventData<T>): EventOf<T> =>
+  ({ type, data }) as EventOf<T>
+
+// --- envelope --------------------------------------------------------------------------
+
+/**
+ * Version of the envelope/event encoding. Bumped on any incompatible change so that old
+ * readers can refuse rows they would misread.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SCHEMA_VERSION = 1 as const
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const EventMetadata = Schema.Struct({
+  executorId: Schema.String,
+  host: Schema.String,
+  pid: Schema.Int
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type EventMetadata = typeof EventMetadata.Type
+
+const headerFields = {
+  id: Schema.String,
+  sequence: Schema.Int.pipe(Schema.positive()),
+  executionId: Schema.String,
+  version: Schema.Int.pipe(Schema.positive()),
+  timestamp: Schema.Finite,
+  schemaVersion: Schema.Literal(SCHEMA_VERSION),
+  metadata: EventMetadata
+}
+
+const envelopeOf = <Type extends string, Data extends Schema.Struct.Fields>(
+  member: Schema.Struct<{ type: Schema.tag<Type>; data: Schema.Struct<Data> }>
+) =>
+  Schema.Struct({
+    id: headerFields.id,
+    sequence: headerFields.sequence,
+    executionId: headerFields.executionId,
+    version: headerFields.version,
+    timestamp: headerFields.timestamp,
+    type: member.fields.type,
+    data: member.fields.data,
+    schemaVersion: headerFields.schemaVersion,
+    metadata: headerFields.metadata
+  })
+
+/**
+ * A committed event: the event plus its position in the journal (`sequence`, global,
+ * gap-free from 1) and in its stream (`version`, from 1).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const EventEnvelope = Schema.Union(
+  envelopeOf(ExecutionRequested),
+  envelopeOf(ContainerCreated),
+  envelopeOf(ContainerStarted),
+  envelopeOf(ContainerClaimed),
+  envelopeOf(ContainerExited),
+  envelopeOf(ExecutionTimedOut),
+  envelopeOf(ExecutionInterrupted),
+  envelopeOf(ExecutionFailed),
+  envelopeOf(ContainerDestroyed),
+  envelopeOf(ExecutionCompleted),
+  envelopeOf(SessionOpened),
+  envelopeOf(SessionReconnected),
+  envelopeOf(SessionIdleExpired),
+  envelopeOf(SessionClosed),
+  envelopeOf(ExecutorStats)
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type EventEnvelope = typeof EventEnvelope.Type
+
+/**
+ * The envelope of one event type (narrowed by `type`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type EnvelopeOf<T extends EventType> = Extract<EventEnvelope, { readonly type: T }>
+
+/**
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeEvent = Schema.decodeUnknown(JournalEvent)
+
+/**
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeEventSync = Schema.decodeUnknownSync(JournalEvent)
+
+/**
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeEnvelope = Schema.decodeUnknown(EventEnvelope)
+
+/**
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeEnvelopeSync = Schema.decodeUnknownSync(EventEnvelope)
+
+/**
+ * @since 0.1.0
+ * @category encoding
+ */
+export const encodeEvent = Schema.encode(JournalEvent)
+
+/**
+ * Validates an event against its Schema, returning it in its JSON-ready encoded form.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const validateEvent = Schema.validate(JournalEvent)
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isJournalEvent = Schema.is(JournalEvent)

@@ -1,0 +1,158 @@
+/**
+ * The journal port: an append-only, totally ordered log of {@link EventEnvelope}s, split
+ * into streams (one per execution, session, pool container or executor).
+ *
+ * Guarantees every implementation gives (and `test/journal-contract.test.ts` checks):
+ * - `sequence` is global, strictly increasing and gap-free from 1; `version` is the
+ *   1-based position inside the stream.
+ * - An append is atomic: all of its events are committed or none.
+ * - `live` publishes an event only after it is committed.
+ * - `follow` delivers history and then live events with no gap and no duplicate, even
+ *   while other writers (for SQLite: other processes) append.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Stream from "effect/Stream"
+import type { EventEnvelope, EventType, JournalEvent } from "./Event.js"
+import * as internalMemory from "./internal/memoryJournal.js"
+import type { JournalError, VersionConflict } from "./JournalError.js"
+
+export { JournalError, VersionConflict } from "./JournalError.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface AppendInput {
+  readonly executionId: string
+  readonly events: ReadonlyArray<JournalEvent>
+  readonly executorId: string
+  /**
+   * The stream's current last version (0 = the stream must not exist yet). When given and
+   * different, nothing is written and the append fails with {@link VersionConflict}.
+   */
+  readonly expectedVersion?: number | undefined
+}
+
+/**
+ * One stream's share of an `appendBatch`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BatchAppendInput {
+  readonly executionId: string
+  readonly events: ReadonlyArray<JournalEvent>
+  readonly executorId: string
+}
+
+/**
+ * Filters of a finite replay. All bounds are inclusive.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReplayOptions {
+  readonly fromSequence?: number | undefined
+  readonly toSequence?: number | undefined
+  readonly executionId?: string | undefined
+  readonly types?: ReadonlyArray<EventType> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface FollowOptions {
+  /** First sequence to deliver (inclusive); default 1, the whole history. */
+  readonly fromSequence?: number | undefined
+  readonly executionId?: string | undefined
+  readonly types?: ReadonlyArray<EventType> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface JournalService {
+  /**
+   * Appends atomically (all or nothing), in order, to one stream and returns the committed
+   * envelopes. Every event is validated against its Schema first.
+   */
+  readonly append: (input: AppendInput) => Effect.Effect<ReadonlyArray<EventEnvelope>, JournalError | VersionConflict>
+  /** Appends to many streams in one transaction (throughput); all or nothing. */
+  readonly appendBatch: (
+    input: ReadonlyArray<BatchAppendInput>
+  ) => Effect.Effect<ReadonlyArray<EventEnvelope>, JournalError>
+  /**
+   * Finite replay in sequence order, in constant memory (paged). It ends at the last event
+   * committed when the stream started (or `toSequence`), so it terminates even under a
+   * steady stream of appends.
+   */
+  readonly read: (options?: ReplayOptions) => Stream.Stream<EventEnvelope, JournalError>
+  /**
+   * Replay, then live, with no gap and no duplicate, including events other writers
+   * commit meanwhile. Never ends on its own (it ends when the journal is closed).
+   */
+  readonly follow: (options?: FollowOptions) => Stream.Stream<EventEnvelope, JournalError>
+  /** Events committed by this journal instance from the moment the stream starts. */
+  readonly live: Stream.Stream<EventEnvelope>
+  /** Sequence of the last committed event (0 for an empty journal). */
+  readonly lastSequence: Effect.Effect<number, JournalError>
+  /** Version of the stream's last event (0 when the stream does not exist). */
+  readonly streamVersion: (executionId: string) => Effect.Effect<number, JournalError>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Journal extends Context.Tag("@hermes-sandbox/events/Journal")<Journal, JournalService>() {}
+
+/**
+ * Counters that let tests (and operators) see that readers, followers and live
+ * subscriptions release what they hold once their consumer stops.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface JournalStats {
+  /** `read` streams currently running. */
+  readonly activeReaders: number
+  /** `follow` streams currently running. */
+  readonly activeFollowers: number
+  /** `live` subscriptions currently open. */
+  readonly liveSubscribers: number
+  /** Page queries issued by followers so far (grows only while someone follows). */
+  readonly followerPolls: number
+  /** False once the journal's scope has closed. */
+  readonly open: boolean
+}
+
+/**
+ * Diagnostics of a journal instance; provided next to {@link Journal} by the layers of
+ * this package (it is not part of the port, so test doubles of `Journal` need not have it).
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class JournalDiagnostics extends Context.Tag("@hermes-sandbox/events/JournalDiagnostics")<
+  JournalDiagnostics,
+  { readonly stats: Effect.Effect<JournalStats> }
+>() {}
+
+/**
+ * An in-memory journal (tests, single-process tools). Same guarantees as SQLite except
+ * durability; its `follow` never polls, it is woken by appends.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<Journal | JournalDiagnostics> = Layer.scopedContext(
+  internalMemory.make().pipe(
+    Effect.map((impl) => Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics)))
+  )
+)

@@ -1,0 +1,45 @@
+/**
+ * In-memory {@link Journal}: for tests and single-process tools. Same ordering, atomicity,
+ * replay and follow guarantees as the SQLite journal, without durability.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as internal from "./internal/memoryJournal.js"
+import { Journal, JournalDiagnostics, type JournalService, type JournalStats } from "./Journal.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Rows per replay page (default 1,000). */
+  readonly pageSize?: number | undefined
+}
+
+/**
+ * Builds a journal whose live subscriptions end when the scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<
+  { readonly journal: JournalService; readonly diagnostics: { readonly stats: Effect.Effect<JournalStats> } },
+  never,
+  Scope.Scope
+> => internal.make(options)
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<Journal | JournalDiagnostics> =>
+  Layer.scopedContext(
+    Effect.map(make(options), (impl) =>
+      Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics)))
+  )

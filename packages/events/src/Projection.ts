@@ -1,0 +1,480 @@
+/**
+ * A pure fold of journal events into per-stream lifecycle states, shared by live views
+ * (fed from `Journal.live`/`follow`) and by replays (fed from `Journal.read`), so both see
+ * exactly the same thing.
+ *
+ * `evolve` never throws: events that break the lifecycle order are recorded in
+ * `violations`, so a projection of a damaged or foreign journal still renders.
+ *
+ * Stream kinds: a stream with any execution event (`ExecutionRequested`, a terminal
+ * `Execution*`, `ContainerClaimed`, `ExecutionCompleted`) is an `"execution"`. A stream
+ * holding only container events (a warm-pool container, a session's container) is a
+ * `"container"` stream. Session and executor-stats events do not describe a container
+ * lifecycle and are ignored here.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import type { DestroyReason, EventEnvelope, EventType } from "./Event.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Phase = "requested" | "created" | "started" | "exited" | "timedOut" | "interrupted" | "failed" | "destroyed"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Outcome = "exited" | "timedOut" | "interrupted" | "failed"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExecutionState {
+  readonly executionId: string
+  readonly kind: "execution" | "container"
+  /** After `ContainerDestroyed` this stays `"destroyed"`; `outcome` keeps how it ended. */
+  readonly phase: Phase
+  readonly language?: string
+  readonly sessionId?: string
+  readonly containerName?: string
+  readonly containerId?: string
+  readonly exitCode?: number
+  readonly oomKilled?: boolean
+  readonly requestedAt?: number
+  readonly createdAt?: number
+  /** Start, or claim of a warm container. */
+  readonly startedAt?: number
+  /** Timestamp of the terminal event. */
+  readonly finishedAt?: number
+  readonly destroyedAt?: number
+  readonly completedAt?: number
+  readonly outcome?: Outcome
+  readonly destroyReason?: DestroyReason
+  readonly errorTag?: string
+  readonly pooled?: boolean
+  /** For an execution that claimed a warm container: the pool stream it came from. */
+  readonly poolStreamId?: string
+  /** For a pool container stream: the execution that claimed the container. */
+  readonly claimedBy?: string
+  readonly lastSequence: number
+  readonly lastVersion: number
+  readonly violations: ReadonlyArray<string>
+}
+
+const lifecycleTypes: ReadonlySet<EventType> = new Set<EventType>([
+  "ExecutionRequested",
+  "ContainerCreated",
+  "ContainerStarted",
+  "ContainerClaimed",
+  "ContainerExited",
+  "ExecutionTimedOut",
+  "ExecutionInterrupted",
+  "ExecutionFailed",
+  "ContainerDestroyed",
+  "ExecutionCompleted"
+])
+
+/**
+ * Whether the event takes part in a container/execution lifecycle (session and executor
+ * events do not).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isLifecycleEvent = (envelope: { readonly type: EventType }): boolean => lifecycleTypes.has(envelope.type)
+
+// Destroy reasons that end a container without an execution outcome (pools, sessions,
+// the orphan reaper after a crashed executor).
+const reasonsWithoutOutcome: ReadonlySet<DestroyReason> = new Set<DestroyReason>([
+  "orphan-reaped",
+  "pool-recycled",
+  "pool-drained",
+  "session-closed",
+  "idle-expired"
+])
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/**
+ * The state of a stream before any event.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const initial = (executionId: string): ExecutionState => ({
+  executionId,
+  kind: "container",
+  phase: "requested",
+  lastSequence: 0,
+  lastVersion: 0,
+  violations: []
+})
+
+const hasContainer = (s: ExecutionState): boolean => s.containerId !== undefined || s.containerName !== undefined
+
+/**
+ * Applies one event. Deterministic; never throws. Events of other streams, non-lifecycle
+ * events and re-deliveries (a sequence not above the last applied one) leave the state as
+ * it is (re-deliveries are also noted as violations).
+ *
+ * @since 0.1.0
+ * @category folding
+ */
+export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelope): ExecutionState => {
+  const current = state ?? initial(envelope.executionId)
+  if (envelope.executionId !== current.executionId) {
+    return withViolation(current, `event ${envelope.sequence} belongs to stream ${envelope.executionId}`)
+  }
+  if (!isLifecycleEvent(envelope)) return current
+  if (envelope.sequence <= current.lastSequence) {
+    return withViolation(
+      current,
+      `${envelope.type} (sequence ${envelope.sequence}) arrived after sequence ${current.lastSequence}: ignored`
+    )
+  }
+  const next: Mutable<ExecutionState> = {
+    ...current,
+    lastSequence: envelope.sequence,
+    lastVersion: envelope.version,
+    violations: current.violations
+  }
+  const violations: Array<string> = []
+  const at = envelope.timestamp
+  const seen = state !== undefined && current.lastSequence > 0
+  const destroyed = current.destroyedAt !== undefined
+  const ended = current.outcome !== undefined
+
+  if (destroyed && envelope.type !== "ExecutionCompleted") {
+    violations.push(`${envelope.type} after ContainerDestroyed`)
+  }
+
+  switch (envelope.type) {
+    case "ExecutionRequested": {
+      if (seen) violations.push("ExecutionRequested is not the first event of the stream")
+      next.kind = "execution"
+      next.language = envelope.data.language
+      if (envelope.data.sessionId !== undefined) next.sessionId = envelope.data.sessionId
+      next.requestedAt = at
+      if (!seen) next.phase = "requested"
+      break
+    }
+    case "ContainerCreated": {
+      if (hasContainer(current)) violations.push("second ContainerCreated/ContainerClaimed")
+      if (ended) violations.push("ContainerCreated after the terminal event")
+      next.containerName = envelope.data.containerName
+      next.containerId = envelope.data.containerId
+      if (envelope.data.pooled !== undefined) next.pooled = envelope.data.pooled
+      next.createdAt = at
+      if (!ended && !destroyed) next.phase = "created"
+      break
+    }
+    case "ContainerClaimed": {
+      if (hasContainer(current)) violations.push("second ContainerCreated/ContainerClaimed")
+      if (ended) violations.push("ContainerClaimed after the terminal event")
+      next.kind = "execution"
+      next.containerName = envelope.data.containerName
+      next.containerId = envelope.data.containerId
+      next.poolStreamId = envelope.data.poolStreamId
+      next.pooled = true
+      // A claimed container is already running: created + started for the projection.
+      next.createdAt = at
+      next.startedAt = at
+      if (!ended && !destroyed) next.phase = "started"
+      break
+    }
+    case "ContainerStarted": {
+      if (current.createdAt === undefined) violations.push("ContainerStarted before ContainerCreated")
+      else if (current.startedAt !== undefined) violations.push("second ContainerStarted")
+      if (ended) violations.push("ContainerStarted after the terminal event")
+      if (current.containerId !== undefined && current.containerId !== envelope.data.containerId) {
+        violations.push(`ContainerStarted for ${envelope.data.containerId}, created ${current.containerId}`)
+      }
+      next.startedAt = at
+      if (!ended && !destroyed) next.phase = "started"
+      break
+    }
+    case "ContainerExited":
+    case "ExecutionTimedOut":
+    case "ExecutionInterrupted":
+    case "ExecutionFailed": {
+      if (ended) violations.push(`${envelope.type} after the terminal event (${current.outcome})`)
+      if (envelope.type === "ContainerExited" && current.startedAt === undefined && current.sessionId === undefined) {
+        // Session executions run in a long-lived container and have no start of their own.
+        violations.push("ContainerExited before ContainerStarted")
+      }
+      if (envelope.type !== "ContainerExited") next.kind = "execution"
+      if (!ended) {
+        const outcome: Outcome = envelope.type === "ContainerExited"
+          ? "exited"
+          : envelope.type === "ExecutionTimedOut"
+          ? "timedOut"
+          : envelope.type === "ExecutionInterrupted"
+          ? "interrupted"
+          : "failed"
+        next.outcome = outcome
+        next.finishedAt = at
+        if (envelope.type === "ContainerExited") {
+          next.exitCode = envelope.data.exitCode
+          next.oomKilled = envelope.data.oomKilled
+        }
+        if (envelope.type === "ExecutionFailed") next.errorTag = envelope.data.errorTag
+        if (!destroyed) next.phase = outcome
+      }
+      break
+    }
+    case "ContainerDestroyed": {
+      if (destroyed) break // already reported above
+      if (!hasContainer(current)) violations.push("ContainerDestroyed without ContainerCreated/ContainerClaimed")
+      else if (current.containerId !== envelope.data.containerId) {
+        violations.push(`ContainerDestroyed for ${envelope.data.containerId}, created ${current.containerId}`)
+      }
+      if (current.kind === "execution" && !ended && !reasonsWithoutOutcome.has(envelope.data.reason)) {
+        violations.push(`ContainerDestroyed (${envelope.data.reason}) before the terminal event`)
+      }
+      next.destroyedAt = at
+      next.destroyReason = envelope.data.reason
+      next.phase = "destroyed"
+      break
+    }
+    case "ExecutionCompleted": {
+      next.kind = "execution"
+      if (current.completedAt !== undefined) violations.push("second ExecutionCompleted")
+      if (!ended) violations.push("ExecutionCompleted before the terminal event")
+      else if (hasContainer(current) && !destroyed) violations.push("ExecutionCompleted before ContainerDestroyed")
+      next.completedAt = at
+      break
+    }
+  }
+  if (violations.length > 0) {
+    next.violations = [...current.violations, ...violations.map((v) => `${v} (sequence ${envelope.sequence})`)]
+  }
+  return next
+}
+
+const withViolation = (state: ExecutionState, violation: string): ExecutionState => ({
+  ...state,
+  violations: [...state.violations, violation]
+})
+
+/**
+ * A lifecycle is closed when it has a terminal outcome and, if a container was created or
+ * claimed, a `ContainerDestroyed`. A container-only stream (warm pool, session) is closed
+ * once destroyed or claimed by an execution.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isClosed = (state: ExecutionState): boolean =>
+  state.kind === "container"
+    ? state.destroyedAt !== undefined || state.claimedBy !== undefined
+    : state.outcome !== undefined && (!hasContainer(state) || state.destroyedAt !== undefined)
+
+/**
+ * Whether the state holds a container that has not been destroyed (nor handed over to an
+ * execution).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isContainerAlive = (state: ExecutionState): boolean =>
+  hasContainer(state) && state.destroyedAt === undefined && state.claimedBy === undefined
+
+/**
+ * An incremental projection over many streams: feed it envelopes in sequence order (from
+ * a replay, `live` or `follow`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Projector {
+  /** Applies an envelope; returns the updated state (undefined for non-lifecycle events). */
+  readonly apply: (envelope: EventEnvelope) => ExecutionState | undefined
+  readonly get: (executionId: string) => ExecutionState | undefined
+  readonly states: ReadonlyMap<string, ExecutionState>
+  readonly summary: () => Summary
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeProjector = (): Projector => {
+  const states = new Map<string, ExecutionState>()
+  const apply = (envelope: EventEnvelope): ExecutionState | undefined => {
+    if (!isLifecycleEvent(envelope)) return undefined
+    const next = evolve(states.get(envelope.executionId), envelope)
+    states.set(envelope.executionId, next)
+    // The warm container now belongs to the claiming execution: the pool stream hands it
+    // over (so it is not counted alive twice).
+    if (envelope.type === "ContainerClaimed") {
+      const pool = states.get(envelope.data.poolStreamId)
+      if (pool !== undefined && pool.claimedBy === undefined && pool.executionId !== envelope.executionId) {
+        states.set(pool.executionId, { ...pool, claimedBy: envelope.executionId })
+      }
+    }
+    return next
+  }
+  return {
+    apply,
+    get: (executionId) => states.get(executionId),
+    states,
+    summary: () => summarize(states.values())
+  }
+}
+
+/**
+ * Folds all streams of a history (in sequence order).
+ *
+ * @since 0.1.0
+ * @category folding
+ */
+export const project = (events: Iterable<EventEnvelope>): ReadonlyMap<string, ExecutionState> => {
+  const projector = makeProjector()
+  for (const envelope of events) projector.apply(envelope)
+  return projector.states
+}
+
+/**
+ * Folds a stream (e.g. `journal.read()`) without holding its events: memory grows with the
+ * number of streams, not events.
+ *
+ * @since 0.1.0
+ * @category folding
+ */
+export const projectStream = <E, R>(
+  events: Stream.Stream<EventEnvelope, E, R>
+): Effect.Effect<ReadonlyMap<string, ExecutionState>, E, R> =>
+  Effect.suspend(() => {
+    const projector = makeProjector()
+    return Stream.runForEach(events, (envelope) => Effect.sync(() => projector.apply(envelope))).pipe(
+      Effect.as(projector.states)
+    )
+  })
+
+/**
+ * Each updated state, as events flow (a live view).
+ *
+ * @since 0.1.0
+ * @category folding
+ */
+export const states = <E, R>(events: Stream.Stream<EventEnvelope, E, R>): Stream.Stream<ExecutionState, E, R> =>
+  Stream.suspend(() => {
+    const projector = makeProjector()
+    return Stream.filterMap(events, (envelope) => Option.fromNullable(projector.apply(envelope)))
+  })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Summary {
+  /** Executions (container-only streams are not counted here). */
+  readonly total: number
+  readonly byOutcome: Readonly<Record<Outcome | "open", number>>
+  /** From start (or claim) to the terminal event, over executions that have both. */
+  readonly durationMs: {
+    readonly count: number
+    readonly p50: number
+    readonly p95: number
+    readonly p99: number
+    readonly max: number
+  }
+  /** Histogram of container exit codes. */
+  readonly exitCodes: Readonly<Record<string, number>>
+  /** Containers created or claimed and not destroyed, over every stream (pools included). */
+  readonly containersAlive: number
+  /** Executions that are not closed (see {@link isClosed}). */
+  readonly openLifecycles: number
+}
+
+/**
+ * Nearest-rank percentile of a sorted array (0 when empty).
+ */
+const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
+  sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
+
+/**
+ * @since 0.1.0
+ * @category summaries
+ */
+export const summarize = (input: Iterable<ExecutionState> | ReadonlyMap<string, ExecutionState>): Summary => {
+  const list = isMap(input) ? input.values() : input
+  const byOutcome: Record<Outcome | "open", number> = { exited: 0, timedOut: 0, interrupted: 0, failed: 0, open: 0 }
+  const exitCodes: Record<string, number> = {}
+  const durations: Array<number> = []
+  let total = 0
+  let containersAlive = 0
+  let openLifecycles = 0
+  for (const state of list) {
+    if (isContainerAlive(state)) containersAlive++
+    if (state.kind !== "execution") continue
+    total++
+    byOutcome[state.outcome ?? "open"]++
+    if (!isClosed(state)) openLifecycles++
+    if (state.exitCode !== undefined) exitCodes[String(state.exitCode)] = (exitCodes[String(state.exitCode)] ?? 0) + 1
+    if (state.startedAt !== undefined && state.finishedAt !== undefined) {
+      durations.push(Math.max(0, state.finishedAt - state.startedAt))
+    }
+  }
+  durations.sort((a, b) => a - b)
+  return {
+    total,
+    byOutcome,
+    durationMs: {
+      count: durations.length,
+      p50: percentile(durations, 50),
+      p95: percentile(durations, 95),
+      p99: percentile(durations, 99),
+      max: durations.at(-1) ?? 0
+    },
+    exitCodes,
+    containersAlive,
+    openLifecycles
+  }
+}
+
+const isMap = (u: unknown): u is ReadonlyMap<string, ExecutionState> => u instanceof Map
+
+/**
+ * Lists what is wrong with one stream's events (empty when valid): lifecycle order
+ * (created < started < exactly one terminal < destroyed; nothing after `ContainerDestroyed`
+ * but `ExecutionCompleted`), versions 1..n contiguous, sequences strictly increasing, a
+ * single stream id.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkLifecycle = (events: Iterable<EventEnvelope>): ReadonlyArray<string> => {
+  const violations: Array<string> = []
+  let state: ExecutionState | undefined
+  let executionId: string | undefined
+  let expectedVersion = 1
+  let lastSequence = 0
+  for (const envelope of events) {
+    if (executionId === undefined) executionId = envelope.executionId
+    else if (envelope.executionId !== executionId) {
+      violations.push(`sequence ${envelope.sequence} belongs to stream ${envelope.executionId}, not ${executionId}`)
+      continue
+    }
+    if (envelope.version !== expectedVersion) {
+      violations.push(`version ${envelope.version} at sequence ${envelope.sequence}, expected ${expectedVersion}`)
+    }
+    expectedVersion = envelope.version + 1
+    if (envelope.sequence <= lastSequence) {
+      violations.push(`sequence ${envelope.sequence} does not increase (after ${lastSequence})`)
+    }
+    lastSequence = Math.max(lastSequence, envelope.sequence)
+    // Sequence order is reported above; renumber so evolve still checks the event's place
+    // in the lifecycle instead of dropping it as a re-delivery.
+    const sequence = Math.max(envelope.sequence, (state?.lastSequence ?? 0) + 1)
+    state = evolve(state, sequence === envelope.sequence ? envelope : { ...envelope, sequence })
+  }
+  if (state !== undefined) violations.push(...state.violations)
+  return violations
+}

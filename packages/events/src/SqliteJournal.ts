@@ -1,0 +1,98 @@
+/**
+ * The durable {@link Journal}: one SQLite file (better-sqlite3, WAL) that several processes
+ * may append to and follow at the same time.
+ *
+ * - Appends run in `BEGIN IMMEDIATE` transactions that compute `sequence = max + 1` while
+ *   holding the write lock, so sequences are unique and gap-free across processes, and a
+ *   commit becomes visible only after every smaller sequence. Unique indexes on `sequence`
+ *   (the rowid) and `(execution_id, version)` back both invariants up.
+ * - `synchronous = FULL` by default: an append has reached the disk when it returns. Pass
+ *   `synchronous: "normal"` for bulk loads (WAL mode keeps the file consistent and survives
+ *   a process crash; only the last commits before a power loss can be lost).
+ * - Replays page through the table 1,000 rows at a time (`WHERE sequence > ? ORDER BY
+ *   sequence LIMIT ?`), so memory does not grow with the journal.
+ * - `follow` pages through history, then polls every `pollInterval` (25 ms) for rows other
+ *   processes committed, and wakes at once on appends made through this instance.
+ *
+ * better-sqlite3 is synchronous: a statement (and a writer waiting for another process's
+ * lock, up to `busyTimeoutMs`) blocks the Node event loop while it runs. Transactions are
+ * short, so in practice this is a few milliseconds at worst.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as internal from "./internal/sqliteJournal.js"
+import { Journal, JournalDiagnostics, type JournalService, type JournalStats } from "./Journal.js"
+import type { JournalError } from "./JournalError.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Database file; default {@link defaultJournalPath}. Parent directories are created. */
+  readonly path?: string | undefined
+  /** `"full"` (default, durable commits) or `"normal"` (faster; see the module notes). */
+  readonly synchronous?: "full" | "normal" | undefined
+  /** How long a writer waits for another process's write lock (default 60 s). */
+  readonly busyTimeoutMs?: number | undefined
+  /** Rows per replay page (default 1,000). */
+  readonly pageSize?: number | undefined
+  /** How often followers look for rows committed by other processes (default 25 ms). */
+  readonly pollInterval?: Duration.DurationInput | undefined
+}
+
+/**
+ * Where the journal lives by default:
+ * `$HERMES_SANDBOX_JOURNAL`, else `$XDG_STATE_HOME/hermes-sandbox/journal.sqlite`, else
+ * `~/.local/state/hermes-sandbox/journal.sqlite`. (Relative `XDG_STATE_HOME` values are
+ * ignored, as the XDG spec requires.)
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultJournalPath = (env: NodeJS.ProcessEnv = process.env): string => {
+  const explicit = env["HERMES_SANDBOX_JOURNAL"]
+  if (explicit !== undefined && explicit !== "") return explicit
+  const xdg = env["XDG_STATE_HOME"]
+  const stateHome = xdg !== undefined && path.isAbsolute(xdg) ? xdg : path.join(os.homedir(), ".local", "state")
+  return path.join(stateHome, "hermes-sandbox", "journal.sqlite")
+}
+
+/**
+ * Opens (creating if needed) the journal; the database is closed when the scope closes,
+ * after running `follow`/`live` streams have been ended.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<
+  { readonly journal: JournalService; readonly diagnostics: { readonly stats: Effect.Effect<JournalStats> } },
+  JournalError,
+  Scope.Scope
+> =>
+  internal.make({
+    path: options.path ?? defaultJournalPath(),
+    synchronous: options.synchronous,
+    busyTimeoutMs: options.busyTimeoutMs,
+    pageSize: options.pageSize,
+    pollInterval: options.pollInterval
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<Journal | JournalDiagnostics, JournalError> =>
+  Layer.scopedContext(
+    Effect.map(make(options), (impl) =>
+      Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics)))
+  )

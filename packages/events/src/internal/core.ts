@@ -1,0 +1,245 @@
+/**
+ * The parts of a journal that do not depend on storage: validation, publishing after
+ * commit, replay paging, follow (replay → live without gap or duplicate), diagnostics and
+ * orderly shutdown. A backend only numbers, stores and pages events.
+ */
+import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { EventEnvelope, EventType } from "../Event.js"
+import type { FollowOptions, JournalService, JournalStats, ReplayOptions } from "../Journal.js"
+import { JournalError, type VersionConflict } from "../JournalError.js"
+import { type PreparedAppend, prepare } from "./envelope.js"
+
+export interface PageQuery {
+  /** Exclusive lower bound. */
+  readonly after: number
+  /** Inclusive upper bound. */
+  readonly to: number | undefined
+  readonly executionId: string | undefined
+  readonly types: ReadonlyArray<EventType> | undefined
+  readonly limit: number
+}
+
+export interface Page {
+  readonly rows: ReadonlyArray<EventEnvelope>
+  /**
+   * Highest sequence the query is known to have covered: no matching row exists in
+   * `(after, scannedTo]` besides `rows`. Lets a filtered follower skip the non-matching
+   * tail instead of rescanning it on every poll. Must be >= the last row's sequence.
+   */
+  readonly scannedTo: number
+}
+
+export interface Backend {
+  /**
+   * Numbers and stores the events in one atomic step (sequence = last + 1 computed inside
+   * it, so sequences are gap-free and visible in order) and returns the envelopes.
+   */
+  readonly commit: (
+    appends: ReadonlyArray<PreparedAppend>,
+    timestamp: number
+  ) => Either.Either<ReadonlyArray<EventEnvelope>, JournalError | VersionConflict>
+  /** One page of a consistent snapshot, ascending by sequence. */
+  readonly readPage: (query: PageQuery) => Either.Either<Page, JournalError>
+  readonly lastSequence: () => Either.Either<number, JournalError>
+  readonly streamVersion: (executionId: string) => Either.Either<number, JournalError>
+  readonly close: () => void
+  readonly pageSize: number
+  /**
+   * How often followers look for events written by others (other processes). `undefined`
+   * when nobody else can write: followers then sleep until a local commit wakes them.
+   */
+  readonly pollInterval: Duration.DurationInput | undefined
+}
+
+export interface Core {
+  readonly journal: JournalService
+  readonly diagnostics: { readonly stats: Effect.Effect<JournalStats> }
+}
+
+const closedError = () => new JournalError({ message: "the journal is closed" })
+
+export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    let closed = false
+    let activeReaders = 0
+    let activeFollowers = 0
+    let liveSubscribers = 0
+    let followerPolls = 0
+    const closedSignal = yield* Deferred.make<void>()
+    const pubsub = yield* PubSub.unbounded<EventEnvelope>()
+    // Followers do not consume `live` (an unbounded buffer would grow while they replay a
+    // long history); each holds a 1-slot sliding "something was committed" signal instead.
+    const wakers = new Set<Queue.Queue<void>>()
+
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        closed = true
+        yield* Deferred.succeed(closedSignal, undefined)
+        yield* PubSub.shutdown(pubsub)
+        for (const waker of wakers) yield* Queue.shutdown(waker)
+        wakers.clear()
+        backend.close()
+      })
+    )
+
+    const guarded = <A, E>(f: () => Either.Either<A, E>): Effect.Effect<A, E | JournalError> =>
+      Effect.suspend((): Effect.Effect<A, E | JournalError> => (closed ? Effect.fail(closedError()) : f()))
+
+    const commit = (
+      inputs: Parameters<typeof prepare>[0]
+    ): Effect.Effect<ReadonlyArray<EventEnvelope>, JournalError | VersionConflict> =>
+      // Uninterruptible: once the backend has committed, the events must also be published,
+      // or `live` subscribers would silently miss them.
+      Effect.uninterruptible(
+        Effect.gen(function*() {
+          const prepared = yield* prepare(inputs)
+          const timestamp = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+          const envelopes = yield* guarded(() => backend.commit(prepared, timestamp))
+          if (envelopes.length > 0) {
+            yield* PubSub.publishAll(pubsub, envelopes)
+            for (const waker of wakers) waker.unsafeOffer(undefined)
+          }
+          return envelopes
+        })
+      )
+
+    const tracked = <A, E, R>(
+      stream: Stream.Stream<A, E, R>,
+      onStart: () => void,
+      onStop: () => void
+    ): Stream.Stream<A, E | JournalError, R> =>
+      Stream.unwrapScoped(
+        Effect.suspend(() => (closed ? Effect.fail(closedError()) : Effect.void)).pipe(
+          Effect.zipRight(Effect.acquireRelease(Effect.sync(onStart), () => Effect.sync(onStop))),
+          Effect.as(stream)
+        )
+      )
+
+    const read = (options: ReplayOptions = {}): Stream.Stream<EventEnvelope, JournalError> =>
+      tracked(
+        Stream.unwrap(
+          Effect.gen(function*() {
+            // Bound the replay to what is committed now, so it is finite even under load.
+            const last = yield* guarded(backend.lastSequence)
+            const to = options.toSequence === undefined ? last : Math.min(options.toSequence, last)
+            const from = Math.max(1, options.fromSequence ?? 1)
+            if (options.types !== undefined && options.types.length === 0) return Stream.empty
+            return Stream.paginateChunkEffect(from - 1, (after) =>
+              guarded(() =>
+                backend.readPage({
+                  after,
+                  to,
+                  executionId: options.executionId,
+                  types: options.types,
+                  limit: backend.pageSize
+                })
+              ).pipe(
+                Effect.map((page) => {
+                  const next = Math.max(page.scannedTo, page.rows.at(-1)?.sequence ?? after)
+                  const done = page.rows.length < backend.pageSize || next >= to
+                  return [Chunk.unsafeFromArray(page.rows as Array<EventEnvelope>), done ? Option.none() : Option.some(next)]
+                })
+              ))
+          })
+        ),
+        () => activeReaders++,
+        () => activeReaders--
+      )
+
+    const wake = Effect.acquireRelease(
+      Effect.gen(function*() {
+        const waker = yield* Queue.sliding<void>(1)
+        wakers.add(waker)
+        return waker
+      }),
+      (waker) => Effect.zipRight(Effect.sync(() => wakers.delete(waker)), Queue.shutdown(waker))
+    )
+
+    const follow = (options: FollowOptions = {}): Stream.Stream<EventEnvelope, JournalError> =>
+      tracked(
+        Stream.unwrapScoped(
+          Effect.gen(function*() {
+            // Subscribe to the wake-up signal *before* the first page: a commit that lands
+            // between a page read and the wait then still wakes us (no lost wake-up).
+            const waker = yield* wake
+            const types = options.types
+            if (types !== undefined && types.length === 0) {
+              return Stream.fromEffect(Deferred.await(closedSignal)).pipe(Stream.drain)
+            }
+            let cursor = Math.max(1, options.fromSequence ?? 1) - 1
+            const waitForCommit = backend.pollInterval === undefined
+              ? Effect.raceFirst(Queue.take(waker), Deferred.await(closedSignal))
+              : Effect.raceFirst(Queue.take(waker), Deferred.await(closedSignal)).pipe(
+                Effect.timeoutOption(backend.pollInterval)
+              )
+            const pull: Effect.Effect<Chunk.Chunk<EventEnvelope>, Option.Option<JournalError>> = Effect.gen(
+              function*() {
+                while (true) {
+                  if (closed) return yield* Effect.fail(Option.none())
+                  followerPolls++
+                  const page = backend.readPage({
+                    after: cursor,
+                    to: undefined,
+                    executionId: options.executionId,
+                    types,
+                    limit: backend.pageSize
+                  })
+                  if (Either.isLeft(page)) return yield* Effect.fail(Option.some(page.left))
+                  const { rows, scannedTo } = page.right
+                  // Resume strictly after what was delivered or proven absent: never twice,
+                  // never skipping (sequences become visible in order, see Backend.commit).
+                  cursor = Math.max(cursor, scannedTo, rows.at(-1)?.sequence ?? cursor)
+                  if (rows.length > 0) return Chunk.unsafeFromArray(rows as Array<EventEnvelope>)
+                  yield* waitForCommit.pipe(Effect.catchAllCause(() => Effect.void))
+                }
+              }
+            )
+            return Stream.repeatEffectChunkOption(pull)
+          })
+        ),
+        () => activeFollowers++,
+        () => activeFollowers--
+      )
+
+    const live: Stream.Stream<EventEnvelope> = Stream.unwrapScoped(
+      Effect.gen(function*() {
+        if (closed) return Stream.empty
+        const subscription = yield* PubSub.subscribe(pubsub)
+        // Counted only once subscribed, so `liveSubscribers` tells a test when a `live`
+        // consumer is guaranteed to see the next commit.
+        yield* Effect.acquireRelease(Effect.sync(() => liveSubscribers++), () => Effect.sync(() => liveSubscribers--))
+        return Stream.fromQueue(subscription)
+      })
+    )
+
+    const journal: JournalService = {
+      append: (input) => commit([input]),
+      appendBatch: (inputs) => commit(inputs) as Effect.Effect<ReadonlyArray<EventEnvelope>, JournalError>,
+      read,
+      follow,
+      live,
+      lastSequence: guarded(backend.lastSequence),
+      streamVersion: (executionId) => guarded(() => backend.streamVersion(executionId))
+    }
+
+    const diagnostics = {
+      stats: Effect.sync((): JournalStats => ({
+        activeReaders,
+        activeFollowers,
+        liveSubscribers,
+        followerPolls,
+        open: !closed
+      }))
+    }
+
+    return { journal, diagnostics }
+  })

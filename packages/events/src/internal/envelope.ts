@@ -1,0 +1,106 @@
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as os from "node:os"
+import { v7 as uuidv7 } from "uuid"
+import type { EventEnvelope, EventMetadata, EventType, JournalEvent } from "../Event.js"
+import { JournalEvent as JournalEventSchema, SCHEMA_VERSION } from "../Event.js"
+import type { BatchAppendInput } from "../Journal.js"
+import { JournalError } from "../JournalError.js"
+
+/** One stream's events, validated, ready to be numbered and committed. */
+export interface PreparedAppend {
+  readonly executionId: string
+  readonly events: ReadonlyArray<JournalEvent>
+  readonly metadata: EventMetadata
+  readonly expectedVersion: number | undefined
+}
+
+const host = os.hostname()
+
+const validate = Schema.validateEither(JournalEventSchema, { onExcessProperty: "ignore" })
+
+const metadataCache = new Map<string, EventMetadata>()
+
+/** Metadata objects are shared per executor id: they are immutable and identical. */
+export const metadataFor = (executorId: string): EventMetadata => {
+  let metadata = metadataCache.get(executorId)
+  if (metadata === undefined) {
+    metadata = Object.freeze({ executorId, host, pid: process.pid })
+    if (metadataCache.size > 1024) metadataCache.clear()
+    metadataCache.set(executorId, metadata)
+  }
+  return metadata
+}
+
+/**
+ * Validates inputs synchronously. Validation happens before any numbering so that a bad
+ * event rejects the whole append and nothing is written (atomicity).
+ */
+export const prepare = (
+  inputs: ReadonlyArray<BatchAppendInput & { readonly expectedVersion?: number | undefined }>
+): Either.Either<ReadonlyArray<PreparedAppend>, JournalError> => {
+  const prepared: Array<PreparedAppend> = []
+  for (const input of inputs) {
+    if (typeof input.executionId !== "string" || input.executionId.length === 0) {
+      return Either.left(new JournalError({ message: "executionId must be a non-empty string" }))
+    }
+    if (typeof input.executorId !== "string") {
+      return Either.left(new JournalError({ message: "executorId must be a string" }))
+    }
+    const expected = input.expectedVersion
+    if (expected !== undefined && !(Number.isSafeInteger(expected) && expected >= 0)) {
+      return Either.left(new JournalError({ message: `expectedVersion must be a non-negative integer, got ${expected}` }))
+    }
+    const events: Array<JournalEvent> = []
+    for (const event of input.events) {
+      const result = validate(event)
+      if (Either.isLeft(result)) {
+        return Either.left(
+          new JournalError({
+            message: `invalid ${describe(event)} event for stream ${input.executionId}: ${
+              ParseResult.TreeFormatter.formatErrorSync(result.left)
+            }`,
+            cause: result.left
+          })
+        )
+      }
+      events.push(result.right)
+    }
+    prepared.push({ executionId: input.executionId, events, metadata: metadataFor(input.executorId), expectedVersion: expected })
+  }
+  return Either.right(prepared)
+}
+
+const describe = (event: unknown): string =>
+  typeof event === "object" && event !== null && "type" in event ? JSON.stringify((event as { type: unknown }).type) : "a malformed"
+
+export const makeEnvelope = (
+  sequence: number,
+  executionId: string,
+  version: number,
+  timestamp: number,
+  event: JournalEvent,
+  metadata: EventMetadata,
+  id: string = uuidv7()
+): EventEnvelope =>
+  ({
+    id,
+    sequence,
+    executionId,
+    version,
+    timestamp,
+    type: event.type,
+    data: event.data,
+    schemaVersion: SCHEMA_VERSION,
+    metadata
+  }) as EventEnvelope
+
+/** Filter predicate shared by the in-memory backend and post-checks. */
+export const matches = (
+  envelope: EventEnvelope,
+  executionId: string | undefined,
+  types: ReadonlySet<EventType> | undefined
+): boolean =>
+  (executionId === undefined || envelope.executionId === executionId) &&
+  (types === undefined || types.has(envelope.type))

@@ -1,0 +1,266 @@
+import Database from "better-sqlite3"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { EventEnvelope, EventMetadata, EventType, JournalEvent } from "../Event.js"
+import { isEventType, SCHEMA_VERSION } from "../Event.js"
+import { JournalError, VersionConflict } from "../JournalError.js"
+import * as core from "./core.js"
+import { v7 as uuidv7 } from "uuid"
+import { makeEnvelope } from "./envelope.js"
+
+export interface SqliteJournalOptions {
+  readonly path: string
+  readonly synchronous?: "full" | "normal" | undefined
+  readonly busyTimeoutMs?: number | undefined
+  readonly pageSize?: number | undefined
+  readonly pollInterval?: Duration.DurationInput | undefined
+}
+
+/** Bumped (with a migration) whenever the table layout changes. */
+const USER_VERSION = 1
+
+const DDL = `
+CREATE TABLE IF NOT EXISTS events (
+  sequence       INTEGER PRIMARY KEY, -- rowid alias: unique, and pages are b-tree range scans
+  id             TEXT    NOT NULL,
+  execution_id   TEXT    NOT NULL,
+  version        INTEGER NOT NULL,
+  timestamp      INTEGER NOT NULL,
+  type           TEXT    NOT NULL,
+  data           TEXT    NOT NULL,    -- JSON
+  schema_version INTEGER NOT NULL,
+  metadata       TEXT    NOT NULL     -- JSON
+) STRICT;
+CREATE UNIQUE INDEX IF NOT EXISTS events_stream_version ON events (execution_id, version);
+-- Per-stream paging by sequence (follow/read with executionId) without sorting the stream.
+CREATE INDEX IF NOT EXISTS events_stream_sequence ON events (execution_id, sequence);
+`
+
+const COLUMNS = "sequence, id, execution_id, version, timestamp, type, data, schema_version, metadata"
+
+type Row = [number, string, string, number, number, string, string, number, string]
+
+interface PreparedRow {
+  readonly id: string
+  readonly event: JournalEvent
+  readonly dataJson: string
+  sequence: number
+  version: number
+}
+
+interface PreparedRows {
+  readonly executionId: string
+  readonly expectedVersion: number | undefined
+  readonly metadata: EventMetadata
+  readonly metadataJson: string
+  readonly rows: ReadonlyArray<PreparedRow>
+}
+
+class Conflict {
+  constructor(readonly error: VersionConflict) {}
+}
+
+const toJournalError = (message: string) => (cause: unknown) =>
+  new JournalError({ message: `${message}: ${cause instanceof Error ? cause.message : String(cause)}`, cause })
+
+const attempt = <A>(message: string, f: () => A): Either.Either<A, JournalError> => {
+  try {
+    return Either.right(f())
+  } catch (cause) {
+    return Either.left(toJournalError(message)(cause))
+  }
+}
+
+const open = (options: SqliteJournalOptions): Database.Database => {
+  if (options.path !== ":memory:" && options.path !== "") {
+    fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true })
+  }
+  const busyTimeoutMs = options.busyTimeoutMs ?? 60_000
+  const db = new Database(options.path, { timeout: busyTimeoutMs })
+  try {
+    // Several processes append to the same file: WAL lets readers run during a write, and
+    // the busy timeout makes writers queue instead of failing with SQLITE_BUSY.
+    db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`)
+    if (options.path !== ":memory:" && options.path !== "") db.pragma("journal_mode = WAL")
+    // FULL: a commit is on disk (WAL fsync'd) before append returns. NORMAL in WAL mode
+    // survives process crashes but may lose the last commits on power loss; it suits bulk
+    // batched loads, where the caller can replay its input.
+    db.pragma(`synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`)
+    db.transaction(() => {
+      const version = db.pragma("user_version", { simple: true }) as number
+      if (version > USER_VERSION) {
+        throw new Error(`journal layout version ${version} is newer than this library's (${USER_VERSION})`)
+      }
+      db.exec(DDL)
+      if (version < USER_VERSION) db.pragma(`user_version = ${USER_VERSION}`)
+    }).immediate()
+    return db
+  } catch (error) {
+    db.close()
+    throw error
+  }
+}
+
+export const make = (options: SqliteJournalOptions) =>
+  Effect.gen(function*() {
+    const db = yield* Effect.try({
+      try: () => open(options),
+      catch: toJournalError(`cannot open journal ${options.path}`)
+    })
+
+    const maxSequence = db.prepare("SELECT coalesce(max(sequence), 0) FROM events").pluck()
+    const streamVersion = db.prepare("SELECT coalesce(max(version), 0) FROM events WHERE execution_id = ?").pluck()
+    const insert = db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+
+    // Page statements differ by filter shape; prepare each shape once.
+    const pageStatements = new Map<string, Database.Statement>()
+    const pageStatement = (hasTo: boolean, hasStream: boolean, typeCount: number): Database.Statement => {
+      const key = `${hasTo}:${hasStream}:${typeCount}`
+      let statement = pageStatements.get(key)
+      if (statement === undefined) {
+        const where = ["sequence > ?"]
+        if (hasTo) where.push("sequence <= ?")
+        if (hasStream) where.push("execution_id = ?")
+        if (typeCount > 0) where.push(`type IN (${Array.from({ length: typeCount }, () => "?").join(", ")})`)
+        statement = db.prepare(`SELECT ${COLUMNS} FROM events WHERE ${where.join(" AND ")} ORDER BY sequence LIMIT ?`)
+          .raw(true)
+        pageStatements.set(key, statement)
+      }
+      return statement
+    }
+
+    // Metadata is identical for all events of one writer: parse each distinct string once.
+    const metadataCache = new Map<string, EventMetadata>()
+    const parseMetadata = (json: string): EventMetadata => {
+      let metadata = metadataCache.get(json)
+      if (metadata === undefined) {
+        metadata = Object.freeze(JSON.parse(json) as EventMetadata)
+        if (metadataCache.size >= 256) metadataCache.clear()
+        metadataCache.set(json, metadata)
+      }
+      return metadata
+    }
+
+    const toEnvelope = (row: Row): EventEnvelope => {
+      const [sequence, id, executionId, version, timestamp, type, data, schemaVersion, metadata] = row
+      if (schemaVersion !== SCHEMA_VERSION) {
+        throw new Error(`event ${sequence} has schemaVersion ${schemaVersion}; this library reads ${SCHEMA_VERSION}`)
+      }
+      if (!isEventType(type)) throw new Error(`event ${sequence} has unknown type ${JSON.stringify(type)}`)
+      return {
+        id,
+        sequence,
+        executionId,
+        version,
+        timestamp,
+        type,
+        data: JSON.parse(data),
+        schemaVersion: SCHEMA_VERSION,
+        metadata: parseMetadata(metadata)
+      } as EventEnvelope
+    }
+
+    const commitTx = db.transaction((appends: ReadonlyArray<PreparedRows>, timestamp: number) => {
+      // Inside BEGIN IMMEDIATE we hold the write lock: max + 1 is the next sequence for
+      // every process, and commits become visible in sequence order (followers rely on it).
+      let sequence = maxSequence.get() as number
+      const versions = new Map<string, number>()
+      for (const append of appends) {
+        let version = versions.get(append.executionId) ?? (streamVersion.get(append.executionId) as number)
+        if (append.expectedVersion !== undefined && append.expectedVersion !== version) {
+          throw new Conflict(
+            new VersionConflict({ executionId: append.executionId, expected: append.expectedVersion, actual: version })
+          )
+        }
+        for (const row of append.rows) {
+          sequence++
+          version++
+          row.sequence = sequence
+          row.version = version
+          insert.run(
+            sequence,
+            row.id,
+            append.executionId,
+            version,
+            timestamp,
+            row.event.type,
+            row.dataJson,
+            SCHEMA_VERSION,
+            append.metadataJson
+          )
+        }
+        versions.set(append.executionId, version)
+      }
+    })
+
+    const backend: core.Backend = {
+      pageSize: options.pageSize ?? 1000,
+      pollInterval: options.pollInterval ?? Duration.millis(25),
+      commit: (appends, timestamp) => {
+        // Serialise outside the transaction: the write lock is shared by every process.
+        const prepared = appends.map((append): PreparedRows => ({
+          executionId: append.executionId,
+          expectedVersion: append.expectedVersion,
+          metadata: append.metadata,
+          metadataJson: JSON.stringify(append.metadata),
+          rows: append.events.map((event) => ({
+            id: uuidv7(),
+            event,
+            dataJson: JSON.stringify(event.data),
+            sequence: 0,
+            version: 0
+          }))
+        }))
+        if (prepared.every((append) => append.rows.length === 0 && append.expectedVersion === undefined)) {
+          return Either.right([])
+        }
+        try {
+          commitTx.immediate(prepared, timestamp)
+        } catch (error) {
+          if (error instanceof Conflict) return Either.left(error.error)
+          return Either.left(toJournalError("append failed")(error))
+        }
+        const envelopes: Array<EventEnvelope> = []
+        for (const append of prepared) {
+          for (const row of append.rows) {
+            envelopes.push(
+              makeEnvelope(row.sequence, append.executionId, row.version, timestamp, row.event, append.metadata, row.id)
+            )
+          }
+        }
+        return Either.right(envelopes)
+      },
+      readPage: ({ after, executionId, limit, to, types }) =>
+        attempt("replay failed", () => {
+          const typeList: ReadonlyArray<EventType> = types ?? []
+          const statement = pageStatement(to !== undefined, executionId !== undefined, typeList.length)
+          const params: Array<string | number> = [after]
+          if (to !== undefined) params.push(to)
+          if (executionId !== undefined) params.push(executionId)
+          params.push(...typeList, limit)
+          const filtered = executionId !== undefined || typeList.length > 0
+          if (!filtered) {
+            const rows = (statement.all(...params) as Array<Row>).map(toEnvelope)
+            return { rows, scannedTo: rows.at(-1)?.sequence ?? after }
+          }
+          // Filtered: read the page and the current maximum in one snapshot, so that when
+          // the page is short we know nothing matching exists up to that maximum.
+          return db.transaction(() => {
+            const rows = (statement.all(...params) as Array<Row>).map(toEnvelope)
+            if (rows.length >= limit) return { rows, scannedTo: rows.at(-1)!.sequence }
+            const top = maxSequence.get() as number
+            return { rows, scannedTo: Math.max(after, to === undefined ? top : Math.min(to, top)) }
+          })()
+        }),
+      lastSequence: () => attempt("cannot read the last sequence", () => maxSequence.get() as number),
+      streamVersion: (executionId) =>
+        attempt("cannot read the stream version", () => streamVersion.get(executionId) as number),
+      close: () => {
+        if (db.open) db.close()
+      }
+    }
+    return yield* core.make(backend)
+  })

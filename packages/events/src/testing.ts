@@ -1,0 +1,480 @@
+/**
+ * fast-check arbitraries for property-based tests of code that produces or consumes
+ * journal events (the executor, projections, UIs).
+ *
+ * Every lifecycle these generate is valid: `Projection.checkLifecycle` accepts it (this
+ * package's own tests hold it to that).
+ *
+ * @since 0.1.0
+ */
+import * as fc from "fast-check"
+import type { DestroyReason, EventData, EventEnvelope, EventMetadata, EventType, JournalEvent } from "./Event.js"
+import { make, SCHEMA_VERSION } from "./Event.js"
+
+// --- primitives --------------------------------------------------------------------------
+
+const hex = (length: number) =>
+  fc.string({ unit: fc.constantFrom(..."0123456789abcdef"), minLength: length, maxLength: length })
+
+/**
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbExecutionId: fc.Arbitrary<string> = fc.uuid({ version: 7 })
+
+/**
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbContainerName: fc.Arbitrary<string> = fc.uuid({ version: 4 }).map((id) => `hermes-sandbox-${id}`)
+
+/**
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbContainerId: fc.Arbitrary<string> = hex(64)
+
+const arbSha256 = hex(64)
+const arbImageId = hex(64).map((h) => `sha256:${h}`)
+const arbText = fc.string({ maxLength: 40 })
+const arbMillis = fc.integer({ min: 0, max: 600_000 })
+const arbBytes = fc.integer({ min: 0, max: 16 * 1024 * 1024 })
+const arbCount = fc.integer({ min: 0, max: 1_000 })
+const arbExitCode = fc.oneof(fc.constantFrom(0, 1, 2, 126, 127, 137, 139, 143), fc.integer({ min: 0, max: 255 }))
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Language = "python" | "javascript" | "bash"
+
+/**
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbLanguage: fc.Arbitrary<Language> = fc.constantFrom("python", "javascript", "bash")
+
+/**
+ * What a caller hands the executor.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExecuteRequest {
+  readonly language: Language
+  readonly code: string
+  readonly stdin?: string
+  readonly timeoutMs?: number
+}
+
+const snippets: Record<Language, ReadonlyArray<string>> = {
+  python: ["print('hello')", "import sys\nprint(sys.stdin.read())", "while True: pass", "x = 'a' * 10**9", "raise SystemExit(3)"],
+  javascript: ["console.log('hello')", "process.exit(2)", "for(;;){}", "throw new Error('boom')", "console.error('e')"],
+  bash: ["echo hello", "cat", "exit 7", "sleep 999", "yes | head -c 1000000"]
+}
+
+/**
+ * Requests: realistic snippets (including ones that loop, exhaust memory or fail) and
+ * arbitrary text, with optional stdin and timeout (omitted, not `undefined`).
+ *
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbExecuteRequest: fc.Arbitrary<ExecuteRequest> = arbLanguage.chain((language) =>
+  fc.record(
+    {
+      language: fc.constant(language),
+      code: fc.oneof(fc.constantFrom(...snippets[language]), fc.string({ maxLength: 200 }), fc.fullUnicodeString({ maxLength: 50 })),
+      stdin: fc.string({ maxLength: 200 }),
+      timeoutMs: fc.integer({ min: 1, max: 120_000 })
+    },
+    { requiredKeys: ["language", "code"] }
+  )
+)
+
+// --- single events -----------------------------------------------------------------------
+
+const arbRequested: fc.Arbitrary<EventData<"ExecutionRequested">> = fc.record(
+  {
+    language: fc.oneof(arbLanguage, arbText),
+    image: fc.constantFrom("python:3.12-slim", "node:20-alpine", "bash:5"),
+    codeBytes: arbBytes,
+    codeSha256: arbSha256,
+    stdinBytes: arbBytes,
+    fileCount: fc.integer({ min: 0, max: 64 }),
+    timeoutMs: fc.integer({ min: 1, max: 600_000 }),
+    limits: fc.record({
+      memoryBytes: fc.integer({ min: 0, max: 8 * 1024 ** 3 }),
+      nanoCpus: fc.integer({ min: 0, max: 8e9 }),
+      pidsLimit: fc.integer({ min: -1, max: 4096 }),
+      outputLimitBytes: arbBytes
+    }),
+    network: fc.boolean(),
+    runtime: fc.constantFrom("docker", "fake", "runsc"),
+    scope: fc.constantFrom("ephemeral", "session", "persistent"),
+    sessionId: fc.uuid()
+  },
+  { requiredKeys: ["language", "image", "codeBytes", "codeSha256", "stdinBytes", "fileCount", "timeoutMs", "limits", "network", "runtime"] }
+)
+
+const arbDestroyReason: fc.Arbitrary<DestroyReason> = fc.constantFrom(
+  "completed",
+  "timeout",
+  "interrupted",
+  "failed",
+  "orphan-reaped",
+  "pool-recycled",
+  "pool-drained",
+  "session-closed",
+  "idle-expired"
+)
+
+const arbCompleted: fc.Arbitrary<EventData<"ExecutionCompleted">> = fc.record({
+  exitCode: fc.option(arbExitCode, { nil: null }),
+  timedOut: fc.boolean(),
+  oomKilled: fc.boolean(),
+  stdoutBytes: arbBytes,
+  stderrBytes: arbBytes,
+  stdoutTruncated: fc.boolean(),
+  stderrTruncated: fc.boolean(),
+  durationMs: arbMillis
+})
+
+const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> } = {
+  ExecutionRequested: arbRequested,
+  ContainerCreated: fc.record(
+    { containerName: arbContainerName, containerId: arbContainerId, imageId: arbImageId, pooled: fc.boolean() },
+    { requiredKeys: ["containerName", "containerId", "imageId"] }
+  ),
+  ContainerStarted: fc.record({ containerId: arbContainerId }),
+  ContainerClaimed: fc.record({ containerName: arbContainerName, containerId: arbContainerId, poolStreamId: fc.uuid() }),
+  ContainerExited: fc.record({ exitCode: arbExitCode, oomKilled: fc.boolean(), durationMs: arbMillis }),
+  ExecutionTimedOut: fc.record({ timeoutMs: arbMillis, durationMs: arbMillis }),
+  ExecutionInterrupted: fc.record({ reason: arbText }),
+  ExecutionFailed: fc.record({ errorTag: fc.constantFrom("CreateFailed", "StartFailed", "ImagePullFailed"), message: arbText }),
+  ContainerDestroyed: fc.record({ containerName: arbContainerName, containerId: arbContainerId, reason: arbDestroyReason }),
+  ExecutionCompleted: arbCompleted,
+  SessionOpened: fc.record({ sessionId: fc.uuid(), scope: fc.constantFrom("session", "persistent"), containerName: arbContainerName }),
+  SessionReconnected: fc.record({ sessionId: fc.uuid(), containerName: arbContainerName }),
+  SessionIdleExpired: fc.record({ sessionId: fc.uuid(), idleMs: arbMillis }),
+  SessionClosed: fc.record({ sessionId: fc.uuid(), reason: arbText }),
+  ExecutorStats: fc.record({ inFlight: arbCount, queued: arbCount })
+}
+
+/**
+ * An event of the given type with arbitrary (valid) data.
+ *
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbEventOf = <T extends EventType>(type: T): fc.Arbitrary<Extract<JournalEvent, { readonly type: T }>> =>
+  (dataArbitraries[type] as fc.Arbitrary<EventData<T>>).map((data) => make(type, data))
+
+/**
+ * Any single event, every type equally likely.
+ *
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbEvent: fc.Arbitrary<JournalEvent> = fc.oneof(
+  ...(Object.keys(dataArbitraries) as Array<EventType>).map((type) => arbEventOf(type) as fc.Arbitrary<JournalEvent>)
+)
+
+// --- lifecycles --------------------------------------------------------------------------
+
+/**
+ * The paths a lifecycle can take.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type LifecyclePath =
+  | "create-failed"
+  | "start-failed"
+  | "exited"
+  | "oom"
+  | "timeout"
+  | "interrupted-queued"
+  | "interrupted-created"
+  | "interrupted-running"
+  | "failed-running"
+  | "pooled"
+  | "session"
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const lifecyclePaths: ReadonlyArray<LifecyclePath> = [
+  "create-failed",
+  "start-failed",
+  "exited",
+  "oom",
+  "timeout",
+  "interrupted-queued",
+  "interrupted-created",
+  "interrupted-running",
+  "failed-running",
+  "pooled",
+  "session"
+]
+
+/**
+ * One execution's events, in order. A `pooled` lifecycle also carries the warm-pool
+ * stream (created + started) its container was claimed from; that stream's events must
+ * be committed before the claim.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Lifecycle {
+  readonly executionId: string
+  readonly path: LifecyclePath
+  readonly events: ReadonlyArray<JournalEvent>
+  readonly pool?: { readonly streamId: string; readonly events: ReadonlyArray<JournalEvent> }
+}
+
+const arbRun = fc.record({
+  request: arbRequested.map(({ sessionId: _s, scope: _scope, ...rest }) => rest),
+  containerName: arbContainerName,
+  containerId: arbContainerId,
+  imageId: arbImageId,
+  exitCode: arbExitCode,
+  durationMs: arbMillis,
+  reason: arbText,
+  message: arbText,
+  summary: fc.option(arbCompleted, { nil: undefined }),
+  pooledOutcome: fc.constantFrom<"exited" | "timeout" | "interrupted" | "failed">("exited", "timeout", "interrupted", "failed"),
+  sessionId: fc.uuid()
+})
+
+/**
+ * A valid event sequence of one execution; every {@link LifecyclePath} is covered: create
+ * fails, start fails, normal exit, OOM kill, timeout, interruption (queued, created,
+ * running), failure while running, a claimed warm-pool container, and an execution inside
+ * a session's long-lived container.
+ *
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbLifecycle = (executionId?: string): fc.Arbitrary<Lifecycle> =>
+  fc.tuple(
+    executionId === undefined ? arbExecutionId : fc.constant(executionId),
+    fc.constantFrom(...lifecyclePaths),
+    arbRun
+  ).map(([id, path, run]) => buildLifecycle(id, path, run))
+
+type Run = typeof arbRun extends fc.Arbitrary<infer A> ? A : never
+
+const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lifecycle => {
+  const { containerId, containerName } = run
+  const events: Array<JournalEvent> = []
+  const request = path === "session" ? { ...run.request, scope: "session", sessionId: run.sessionId } : run.request
+  events.push(make("ExecutionRequested", request))
+  const created = () => events.push(make("ContainerCreated", { containerName, containerId, imageId: run.imageId }))
+  const started = () => events.push(make("ContainerStarted", { containerId }))
+  const destroyed = (reason: DestroyReason) => events.push(make("ContainerDestroyed", { containerName, containerId, reason }))
+  const exited = (oomKilled: boolean) =>
+    events.push(make("ContainerExited", { exitCode: oomKilled ? 137 : run.exitCode, oomKilled, durationMs: run.durationMs }))
+  const timedOut = () =>
+    events.push(make("ExecutionTimedOut", { timeoutMs: request.timeoutMs, durationMs: Math.max(run.durationMs, request.timeoutMs) }))
+  const interrupted = () => events.push(make("ExecutionInterrupted", { reason: run.reason }))
+  const failed = (errorTag: string) => events.push(make("ExecutionFailed", { errorTag, message: run.message }))
+  let pool: Lifecycle["pool"]
+  let exitCode: number | null = null
+  switch (path) {
+    case "create-failed":
+      failed("CreateFailed")
+      break
+    case "start-failed":
+      created()
+      failed("StartFailed")
+      destroyed("failed")
+      break
+    case "exited":
+      created()
+      started()
+      exited(false)
+      destroyed("completed")
+      exitCode = run.exitCode
+      break
+    case "oom":
+      created()
+      started()
+      exited(true)
+      destroyed("completed")
+      exitCode = 137
+      break
+    case "timeout":
+      created()
+      started()
+      timedOut()
+      destroyed("timeout")
+      break
+    case "interrupted-queued":
+      interrupted()
+      break
+    case "interrupted-created":
+      created()
+      interrupted()
+      destroyed("interrupted")
+      break
+    case "interrupted-running":
+      created()
+      started()
+      interrupted()
+      destroyed("interrupted")
+      break
+    case "failed-running":
+      created()
+      started()
+      failed("AttachFailed")
+      destroyed("failed")
+      break
+    case "pooled": {
+      const streamId = `pool-${executionId}`
+      pool = {
+        streamId,
+        events: [
+          make("ContainerCreated", { containerName, containerId, imageId: run.imageId, pooled: true }),
+          make("ContainerStarted", { containerId })
+        ]
+      }
+      events.push(make("ContainerClaimed", { containerName, containerId, poolStreamId: streamId }))
+      switch (run.pooledOutcome) {
+        case "exited":
+          exited(false)
+          destroyed("completed")
+          exitCode = run.exitCode
+          break
+        case "timeout":
+          timedOut()
+          destroyed("timeout")
+          break
+        case "interrupted":
+          interrupted()
+          destroyed("interrupted")
+          break
+        case "failed":
+          failed("AttachFailed")
+          destroyed("failed")
+          break
+      }
+      break
+    }
+    case "session":
+      // Runs in the session's container: no create/start/destroy of its own.
+      exited(false)
+      exitCode = run.exitCode
+      break
+  }
+  if (run.summary !== undefined) {
+    const last = events.at(-1)!
+    events.push(make("ExecutionCompleted", {
+      ...run.summary,
+      exitCode,
+      timedOut: path === "timeout" || (path === "pooled" && run.pooledOutcome === "timeout"),
+      oomKilled: path === "oom",
+      durationMs: last.type === "ContainerDestroyed" ? run.durationMs : run.summary.durationMs
+    }))
+  }
+  return pool === undefined ? { executionId, path, events } : { executionId, path, events, pool }
+}
+
+// --- envelopes & histories ----------------------------------------------------------------
+
+/**
+ * Metadata used by {@link toEnvelopes} and {@link arbJournalHistory}.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const testMetadata: EventMetadata = { executorId: "executor-test", host: "test-host", pid: 1 }
+
+/**
+ * A deterministic, well-formed UUID v7 (time-ordered) for generated envelopes.
+ */
+const uuidV7 = (timestamp: number, n: number): string => {
+  const time = Math.max(0, Math.trunc(timestamp)).toString(16).padStart(12, "0").slice(-12)
+  const counter = (n & 0xfff).toString(16).padStart(3, "0")
+  const tail = n.toString(16).padStart(12, "0").slice(-12)
+  return `${time.slice(0, 8)}-${time.slice(8)}-7${counter}-8000-${tail}`
+}
+
+/**
+ * Wraps one stream's events in envelopes (versions 1..n), numbered from `startSequence`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toEnvelopes = (
+  executionId: string,
+  events: ReadonlyArray<JournalEvent>,
+  options: { readonly startSequence?: number; readonly startVersion?: number; readonly timestamp?: number } = {}
+): ReadonlyArray<EventEnvelope> => {
+  const start = options.startSequence ?? 1
+  const timestamp = options.timestamp ?? 1_700_000_000_000
+  return events.map((event, i) =>
+    ({
+      id: uuidV7(timestamp + i, start + i),
+      sequence: start + i,
+      executionId,
+      version: (options.startVersion ?? 1) + i,
+      timestamp: timestamp + i,
+      type: event.type,
+      data: event.data,
+      schemaVersion: SCHEMA_VERSION,
+      metadata: testMetadata
+    }) as EventEnvelope
+  )
+}
+
+/**
+ * A journal history: a few warm-pool streams first (the containers later claimed), then
+ * 1–8 execution lifecycles and an executor-stats stream, interleaved at random while each
+ * stream keeps its order. Sequences run 1..n, versions 1..k per stream, timestamps never
+ * decrease.
+ *
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbJournalHistory: fc.Arbitrary<ReadonlyArray<EventEnvelope>> = fc
+  .tuple(
+    fc.uniqueArray(arbLifecycle(), { minLength: 1, maxLength: 8, selector: (l) => l.executionId }),
+    fc.array(arbEventOf("ExecutorStats"), { maxLength: 4 }),
+    fc.integer({ min: 1_600_000_000_000, max: 2_000_000_000_000 })
+  )
+  .chain(([lifecycles, stats, start]) => {
+    const streams: Array<{ id: string; events: ReadonlyArray<JournalEvent> }> = lifecycles.map((l) => ({
+      id: l.executionId,
+      events: l.events
+    }))
+    if (stats.length > 0) streams.push({ id: "executor-test", events: stats })
+    const total = streams.reduce((n, s) => n + s.events.length, 0)
+    return fc.array(fc.nat(), { minLength: total, maxLength: total }).map((choices) => {
+      const out: Array<EventEnvelope> = []
+      const versions = new Map<string, number>()
+      let timestamp = start
+      const emit = (streamId: string, event: JournalEvent, step: number) => {
+        const version = (versions.get(streamId) ?? 0) + 1
+        versions.set(streamId, version)
+        timestamp += step % 50
+        out.push(toEnvelopes(streamId, [event], { startSequence: out.length + 1, startVersion: version, timestamp })[0]!)
+      }
+      for (const lifecycle of lifecycles) {
+        if (lifecycle.pool !== undefined) {
+          for (const event of lifecycle.pool.events) emit(lifecycle.pool.streamId, event, 1)
+        }
+      }
+      const cursors = streams.map(() => 0)
+      let open = streams.map((_, i) => i)
+      for (const choice of choices) {
+        const pick = open[choice % open.length]!
+        const stream = streams[pick]!
+        emit(stream.id, stream.events[cursors[pick]!]!, choice)
+        cursors[pick]!++
+        if (cursors[pick] === stream.events.length) open = open.filter((i) => i !== pick)
+      }
+      return out
+    })
+  })

@@ -1,0 +1,65 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Either from "effect/Either"
+import * as fc from "fast-check"
+import * as Schema from "effect/Schema"
+import * as Event from "../src/Event.js"
+import { arbEvent, arbEventOf, arbJournalHistory } from "../src/testing.js"
+
+const roundTrip = <A, I>(schema: Schema.Schema<A, I>, value: A): unknown =>
+  Schema.decodeUnknownSync(schema)(JSON.parse(JSON.stringify(Schema.encodeSync(schema)(value))))
+
+describe("Event", () => {
+  describe("schema round-trip (encode → JSON → decode)", () => {
+    for (const type of Event.eventTypes) {
+      it.prop(`${type}`, [arbEventOf(type)], ([event]) => {
+        const json = JSON.parse(JSON.stringify(Schema.encodeSync(Event.JournalEvent)(event)))
+        // The wire form is exactly { type, data }.
+        expect(Object.keys(json).sort()).toEqual(["data", "type"])
+        expect(json.type).toBe(type)
+        expect(roundTrip(Event.JournalEvent, event)).toEqual(event)
+      }, { fastCheck: { numRuns: 30 } })
+    }
+  })
+
+  it.prop("envelopes round-trip, with their header", [arbJournalHistory], ([history]) => {
+    for (const envelope of history) {
+      expect(roundTrip(Event.EventEnvelope, envelope)).toEqual(envelope)
+    }
+  }, { fastCheck: { numRuns: 30 } })
+
+  it("make builds the { type, data } form", () => {
+    const event = Event.make("ContainerStarted", { containerId: "abc" })
+    expect(event).toEqual({ type: "ContainerStarted", data: { containerId: "abc" } })
+    // @ts-expect-error: the payload is checked against the type
+    Event.make("ContainerStarted", { exitCode: 1 })
+  })
+
+  it("eventTypes lists every member exactly once", () => {
+    expect(new Set(Event.eventTypes).size).toBe(Event.members.length)
+    expect(Event.eventTypes).toHaveLength(15)
+  })
+
+  it("rejects malformed events", () => {
+    const decode = Schema.decodeUnknownEither(Event.JournalEvent)
+    expect(Either.isLeft(decode({ type: "ContainerStarted", data: {} }))).toBe(true)
+    expect(Either.isLeft(decode({ type: "Nope", data: {} }))).toBe(true)
+    expect(Either.isLeft(decode({ type: "ContainerExited", data: { exitCode: 0.5, oomKilled: false, durationMs: 1 } })))
+      .toBe(true)
+    expect(Either.isLeft(decode({ type: "ExecutorStats", data: { inFlight: Number.NaN, queued: 0 } }))).toBe(true)
+    expect(
+      Either.isLeft(decode({
+        type: "ContainerDestroyed",
+        data: { containerName: "n", containerId: "i", reason: "bored" }
+      }))
+    ).toBe(true)
+  })
+
+  it("terminal events are the four the contract names", () => {
+    expect([...Event.terminalTypes].sort()).toEqual(
+      ["ContainerExited", "ExecutionFailed", "ExecutionInterrupted", "ExecutionTimedOut"]
+    )
+    fc.assert(fc.property(arbEvent, (event) => {
+      expect(Event.isTerminal(event)).toBe((Event.terminalTypes as ReadonlyArray<string>).includes(event.type))
+    }))
+  })
+})

@@ -1,0 +1,52 @@
+/**
+ * Several OS processes append to one SQLite file at once, while this process follows it.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Stream from "effect/Stream"
+import type { EventEnvelope } from "../src/Event.js"
+import * as SqliteJournal from "../src/SqliteJournal.js"
+import { checkWriterStream, eventually, range, sequences, spawnWriter, tempJournalPath } from "./helpers.js"
+
+const WRITERS = 4
+const APPENDS = 120
+
+describe("SqliteJournal across processes", () => {
+  it.live(`${WRITERS} processes append concurrently: sequences unique and gap-free, each writer in order`, () => {
+    const file = tempJournalPath("multi")
+    return Effect.gen(function*() {
+      // All writers open the (not yet existing) file at the same time, then start together.
+      const children = range(1, WRITERS).map((w) => spawnWriter(["multi", file, String(w), String(APPENDS)]))
+      yield* Effect.promise(() => Promise.all(children.map((c) => c.ready)))
+      const { journal } = yield* SqliteJournal.make({ path: file })
+
+      // Follow while they write: every event exactly once, in order, live.
+      const followed: Array<EventEnvelope> = []
+      const follower = yield* journal.follow().pipe(
+        Stream.runForEach((e) => Effect.sync(() => followed.push(e))),
+        Effect.fork
+      )
+      for (const c of children) c.go()
+      const exits = yield* Effect.promise(() => Promise.all(children.map((c) => c.exit)))
+      for (const exit of exits) expect(exit).toMatchObject({ code: 0, stderr: "" })
+      const total = children.reduce((n, c) => n + Number(c.lines.find((l) => l.startsWith("done "))!.slice(5)), 0)
+
+      const all = Chunk.toArray(yield* Stream.runCollect(journal.read()))
+      expect(sequences(all)).toEqual(range(1, total))
+      expect(new Set(all.map((e) => e.id)).size).toBe(total)
+      expect(new Set(all.map((e) => e.metadata.pid)).size).toBe(WRITERS)
+      for (let w = 1; w <= WRITERS; w++) {
+        expect(checkWriterStream(all.filter((e) => e.executionId === `w-${w}`))).toBe(APPENDS)
+      }
+      // The writers interleaved (they really ran concurrently).
+      const switches = all.filter((e, i) => i > 0 && e.executionId !== all[i - 1]!.executionId).length
+      expect(switches).toBeGreaterThan(WRITERS)
+
+      yield* eventually(Effect.sync(() => followed.length >= total), "the follower to catch up")
+      expect(followed).toEqual(all)
+      yield* Fiber.interrupt(follower)
+    }).pipe(Effect.scoped)
+  })
+})

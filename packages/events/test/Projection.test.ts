@@ -1,0 +1,255 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Stream from "effect/Stream"
+import * as fc from "fast-check"
+import * as Event from "../src/Event.js"
+import type { EventEnvelope, JournalEvent } from "../src/Event.js"
+import { Journal, JournalDiagnostics } from "../src/Journal.js"
+import * as Projection from "../src/Projection.js"
+import { arbEvent, arbJournalHistory, arbLifecycle, lifecyclePaths, toEnvelopes } from "../src/testing.js"
+import { eventually, implementations } from "./helpers.js"
+
+const E = Event.make
+const container = { containerName: "hermes-sandbox-1", containerId: "c1" }
+const request = E("ExecutionRequested", {
+  language: "python",
+  image: "python:3.12-slim",
+  codeBytes: 10,
+  codeSha256: "ab",
+  stdinBytes: 0,
+  fileCount: 0,
+  timeoutMs: 1000,
+  limits: { memoryBytes: 1, nanoCpus: 1, pidsLimit: 1, outputLimitBytes: 1 },
+  network: false,
+  runtime: "fake"
+})
+
+const fold = (events: ReadonlyArray<JournalEvent>, id = "x") =>
+  toEnvelopes(id, events).reduce<Projection.ExecutionState | undefined>(Projection.evolve, undefined)!
+
+/** Groups a history by stream, keeping order. */
+const byStream = (history: ReadonlyArray<EventEnvelope>) => {
+  const streams = new Map<string, Array<EventEnvelope>>()
+  for (const e of history) {
+    const list = streams.get(e.executionId) ?? []
+    list.push(e)
+    streams.set(e.executionId, list)
+  }
+  return streams
+}
+
+describe("Projection", () => {
+  it("a normal run: requested → created → started → exited → destroyed, closed", () => {
+    const events = [
+      request,
+      E("ContainerCreated", { ...container, imageId: "sha256:i" }),
+      E("ContainerStarted", { containerId: "c1" }),
+      E("ContainerExited", { exitCode: 3, oomKilled: false, durationMs: 5 }),
+      E("ContainerDestroyed", { ...container, reason: "completed" })
+    ]
+    const phases = toEnvelopes("x", events).reduce<Array<string>>((acc, e, i, all) => {
+      acc.push(all.slice(0, i + 1).reduce<Projection.ExecutionState | undefined>(Projection.evolve, undefined)!.phase)
+      return acc
+    }, [])
+    expect(phases).toEqual(["requested", "created", "started", "exited", "destroyed"])
+    const state = fold(events)
+    expect(state).toMatchObject({
+      kind: "execution",
+      phase: "destroyed",
+      outcome: "exited",
+      exitCode: 3,
+      oomKilled: false,
+      language: "python",
+      containerId: "c1",
+      destroyReason: "completed",
+      violations: []
+    })
+    expect(Projection.isClosed(state)).toBe(true)
+    expect(Projection.isClosed(fold(events.slice(0, 4)))).toBe(false)
+  })
+
+  it("a claim counts as created + started; the pool stream hands the container over", () => {
+    const pool = toEnvelopes("pool-1", [
+      E("ContainerCreated", { ...container, imageId: "i", pooled: true }),
+      E("ContainerStarted", { containerId: "c1" })
+    ])
+    const exec = toEnvelopes("x", [
+      request,
+      E("ContainerClaimed", { ...container, poolStreamId: "pool-1" }),
+      E("ExecutionTimedOut", { timeoutMs: 1000, durationMs: 1001 })
+    ], { startSequence: 3, timestamp: 1_700_000_000_100 })
+    const projector = Projection.makeProjector()
+    for (const e of [...pool, ...exec]) projector.apply(e)
+    expect(projector.get("x")).toMatchObject({ phase: "timedOut", pooled: true, poolStreamId: "pool-1", violations: [] })
+    expect(projector.get("x")!.startedAt).toBe(1_700_000_000_101)
+    expect(projector.get("pool-1")).toMatchObject({ kind: "container", claimedBy: "x" })
+    expect(Projection.isClosed(projector.get("pool-1")!)).toBe(true)
+    // One container alive (held by x), not two.
+    expect(projector.summary()).toMatchObject({ total: 1, containersAlive: 1, openLifecycles: 1, byOutcome: { timedOut: 1 } })
+  })
+
+  it("records out-of-order events as violations instead of throwing", () => {
+    expect(fold([request, E("ContainerStarted", { containerId: "c1" })]).violations).toEqual([
+      "ContainerStarted before ContainerCreated (sequence 2)"
+    ])
+    const twice = fold([
+      request,
+      E("ExecutionInterrupted", { reason: "a" }),
+      E("ExecutionFailed", { errorTag: "T", message: "m" })
+    ])
+    expect(twice.outcome).toBe("interrupted")
+    expect(twice.violations).toEqual(["ExecutionFailed after the terminal event (interrupted) (sequence 3)"])
+    const after = fold([
+      request,
+      E("ContainerCreated", { ...container, imageId: "i" }),
+      E("ExecutionFailed", { errorTag: "StartFailed", message: "m" }),
+      E("ContainerDestroyed", { ...container, reason: "failed" }),
+      E("ContainerStarted", { containerId: "c1" })
+    ])
+    expect(after.phase).toBe("destroyed")
+    expect(after.outcome).toBe("failed")
+    expect(after.violations).toContain("ContainerStarted after ContainerDestroyed (sequence 5)")
+    expect(fold([request, E("ContainerCreated", { ...container, imageId: "i" }), E("ContainerDestroyed", { ...container, reason: "completed" })]).violations)
+      .toEqual(["ContainerDestroyed (completed) before the terminal event (sequence 3)"])
+  })
+
+  it("a re-delivered event (sequence not increasing) is ignored and noted", () => {
+    const [a, b] = toEnvelopes("x", [request, E("ContainerCreated", { ...container, imageId: "i" })])
+    const state = [a!, b!, b!].reduce<Projection.ExecutionState | undefined>(Projection.evolve, undefined)!
+    expect(state.phase).toBe("created")
+    expect(state.violations).toHaveLength(1)
+  })
+
+  it("session and executor events are not lifecycles", () => {
+    const history = [
+      ...toEnvelopes("s1", [E("SessionOpened", { sessionId: "s1", scope: "session", containerName: "n" })]),
+      ...toEnvelopes("ex", [E("ExecutorStats", { inFlight: 1, queued: 0 })], { startSequence: 2 })
+    ]
+    expect(Projection.project(history).size).toBe(0)
+  })
+
+  it("summarize: outcomes, exit-code histogram, duration percentiles, alive containers", () => {
+    const t0 = 1_700_000_000_000
+    const envelopes: Array<EventEnvelope> = []
+    const add = (id: string, events: ReadonlyArray<JournalEvent>, times: ReadonlyArray<number>) => {
+      toEnvelopes(id, events, { startSequence: envelopes.length + 1 }).forEach((e, i) =>
+        envelopes.push({ ...e, timestamp: t0 + times[i]! })
+      )
+    }
+    const run = (code: number, oom = false) => [
+      request,
+      E("ContainerCreated", { ...container, imageId: "i" }),
+      E("ContainerStarted", { containerId: "c1" }),
+      E("ContainerExited", { exitCode: code, oomKilled: oom, durationMs: 1 }),
+      E("ContainerDestroyed", { ...container, reason: "completed" })
+    ]
+    for (let i = 1; i <= 100; i++) add(`ok${i}`, run(i % 10 === 0 ? 137 : 0, i % 10 === 0), [0, 1, 10, 10 + i, 200])
+    add("open", run(0).slice(0, 3), [0, 1, 2])
+    add("failed", [request, E("ExecutionFailed", { errorTag: "CreateFailed", message: "x" })], [0, 1])
+    const summary = Projection.summarize(Projection.project(envelopes))
+    expect(summary.total).toBe(102)
+    expect(summary.byOutcome).toEqual({ exited: 100, timedOut: 0, interrupted: 0, failed: 1, open: 1 })
+    expect(summary.exitCodes).toEqual({ "0": 90, "137": 10 })
+    expect(summary.durationMs).toEqual({ count: 100, p50: 50, p95: 95, p99: 99, max: 100 })
+    expect(summary.containersAlive).toBe(1)
+    expect(summary.openLifecycles).toBe(1)
+  })
+
+  it.prop("checkLifecycle accepts every generated lifecycle", [arbLifecycle()], ([lifecycle]) => {
+    expect(Projection.checkLifecycle(toEnvelopes(lifecycle.executionId, lifecycle.events))).toEqual([])
+    const state = fold(lifecycle.events, lifecycle.executionId)
+    expect(state.outcome).toBeDefined()
+    expect(Projection.isClosed(state)).toBe(true)
+  }, { fastCheck: { numRuns: 300 } })
+
+  it("arbLifecycle covers every path", () => {
+    const seen = new Set(fc.sample(arbLifecycle(), 500).map((l) => l.path))
+    expect([...seen].sort()).toEqual([...lifecyclePaths].sort())
+  })
+
+  it.prop("checkLifecycle accepts every stream of a generated history; all executions end closed", [arbJournalHistory], ([history]) => {
+    for (const [, events] of byStream(history)) expect(Projection.checkLifecycle(events)).toEqual([])
+    const states = Projection.project(history)
+    for (const state of states.values()) expect(Projection.isClosed(state)).toBe(true)
+    const summary = Projection.summarize(states)
+    expect(summary.openLifecycles).toBe(0)
+    expect(summary.containersAlive).toBe(0)
+    expect(summary.byOutcome.open).toBe(0)
+  }, { fastCheck: { numRuns: 200 } })
+
+  it.prop("checkLifecycle rejects a stream with a dropped or swapped event", [arbLifecycle(), fc.nat()], ([lifecycle, n]) => {
+    const envelopes = toEnvelopes(lifecycle.executionId, lifecycle.events)
+    fc.pre(envelopes.length >= 2)
+    const i = n % envelopes.length
+    const dropped = envelopes.filter((_, j) => j !== i)
+    // Dropping anything but the last event breaks version contiguity.
+    if (i < envelopes.length - 1) expect(Projection.checkLifecycle(dropped)).not.toEqual([])
+    // Swapping two events, even with versions and sequences renumbered, breaks the order.
+    const j = (i + 1) % envelopes.length
+    const swapped = [...lifecycle.events]
+    ;[swapped[i], swapped[j]] = [swapped[j]!, swapped[i]!]
+    expect(Projection.checkLifecycle(toEnvelopes(lifecycle.executionId, swapped))).not.toEqual([])
+  })
+
+  it.prop("evolve is deterministic and total, even on arbitrary (invalid) event sequences", [
+    fc.array(arbEvent, { maxLength: 30 })
+  ], ([events]) => {
+    const envelopes = toEnvelopes("x", events)
+    const a = Projection.project(envelopes)
+    const b = Projection.project(envelopes)
+    expect(a).toEqual(b)
+    expect(Projection.checkLifecycle(envelopes)).toEqual(Projection.checkLifecycle(envelopes))
+  }, { fastCheck: { numRuns: 300 } })
+
+  for (const impl of implementations) {
+    it.live.prop(`${impl.name}: replay (project(read())) equals the live projection of the same appends`, [arbJournalHistory], ([history]) =>
+      Effect.gen(function*() {
+        const journal = yield* Journal
+        const diagnostics = yield* JournalDiagnostics
+        const live = Projection.makeProjector()
+        const updates: Array<Projection.ExecutionState> = []
+        const liveFiber = yield* journal.live.pipe(
+          Stream.take(history.length),
+          Stream.runForEach((e) => Effect.sync(() => live.apply(e))),
+          Effect.fork
+        )
+        const lastLifecycleSequence = history.filter(Projection.isLifecycleEvent).at(-1)!.sequence
+        const viaStates = yield* Projection.states(journal.live).pipe(
+          Stream.takeUntil((s) => s.lastSequence === lastLifecycleSequence),
+          Stream.runForEach((s) => Effect.sync(() => updates.push(s))),
+          Effect.fork
+        )
+        yield* eventually(Effect.map(diagnostics.stats, (s) => s.liveSubscribers === 2), "live subscriptions")
+        // Append as the history says: one stream at a time, in history order, in random-size groups.
+        let i = 0
+        while (i < history.length) {
+          const head = history[i]!
+          let j = i + 1
+          while (j < history.length && history[j]!.executionId === head.executionId && j - i < 3) j++
+          yield* journal.append({
+            executionId: head.executionId,
+            executorId: "x",
+            events: history.slice(i, j).map((e) => ({ type: e.type, data: e.data }) as JournalEvent)
+          })
+          i = j
+        }
+        yield* Fiber.join(liveFiber)
+        const replayed = yield* Projection.projectStream(journal.read())
+        expect(replayed).toEqual(live.states)
+        expect(Projection.summarize(replayed)).toEqual(live.summary())
+        // The same states also come out of Projection.states, one per lifecycle event.
+        yield* Fiber.join(viaStates)
+        const lastById = new Map(updates.map((s) => [s.executionId, s]))
+        for (const [id, state] of replayed) {
+          if (state.claimedBy === undefined) expect(lastById.get(id)).toEqual(state)
+        }
+        // And it equals the pure projection of the generated history (timestamps aside).
+        const strip = (m: ReadonlyMap<string, Projection.ExecutionState>) =>
+          [...m.values()].map(({ completedAt: _c, createdAt: _cr, destroyedAt: _d, finishedAt: _f, requestedAt: _r, startedAt: _s, ...rest }) => rest)
+        expect(strip(replayed)).toEqual(strip(Projection.project(history)))
+        expect(Chunk.size(yield* Stream.runCollect(journal.read()))).toBe(history.length)
+      }).pipe(Effect.provide(impl.layer())), { fastCheck: { numRuns: impl.name === "sqlite" ? 20 : 50 } })
+  }
+})
