@@ -80,6 +80,12 @@ export interface FakeRuntimeControl {
   readonly createdCount: Effect.Effect<number>
   /** The most execs ever running at once in one sandbox (sessions must serialize theirs). */
   readonly maxConcurrentExecs: Effect.Effect<number>
+  /**
+   * The engine dies (like dockerd killed with SIGKILL, without live-restore) and stays down
+   * until the `engineDown` fault is cleared: running sandboxes are killed, armed exit waits
+   * and attach streams break (DockerUnavailable), stopped sandboxes stay until removed.
+   */
+  readonly crashEngine: Effect.Effect<void>
 }
 
 export class FakeRuntimeControlTag extends Effect.Tag("@hermes-sandbox/core/FakeRuntimeControl")<FakeRuntimeControlTag, FakeRuntimeControl>() {}
@@ -123,9 +129,11 @@ export const make = (initialFaults: FakeFaults = {}) =>
         )
       )
 
+    // Like the engine, a sandbox is found by id or by name.
+    const lookup = (ref: SandboxRef) => sandboxes.get(ref.id) ?? byName.get(ref.id)
     const find = (ref: SandboxRef, operation: string) =>
       Effect.suspend(() => {
-        const s = sandboxes.get(ref.id)
+        const s = lookup(ref)
         return s
           ? Effect.succeed(s)
           : Effect.fail(new ContainerFailed({ operation, containerName: ref.name, statusCode: 404, message: `No such container: ${ref.id}` }))
@@ -262,7 +270,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
       remove: (ref) =>
         Effect.gen(function*() {
           yield* engineCheck("remove")
-          const s = sandboxes.get(ref.id)
+          const s = lookup(ref)
           if (!s) return
           if (s.program) yield* Fiber.interrupt(s.program)
           yield* finish(s, 137, false)
@@ -289,7 +297,25 @@ export const make = (initialFaults: FakeFaults = {}) =>
       faults,
       alive: Effect.sync(() => [...sandboxes.values()].map((s) => ({ name: s.name, status: s.status }))),
       createdCount: Effect.sync(() => created),
-      maxConcurrentExecs: fakeExec.maxConcurrentExecs
+      maxConcurrentExecs: fakeExec.maxConcurrentExecs,
+      crashEngine: Effect.gen(function*() {
+        yield* Ref.update(faults, (f) => ({ ...f, engineDown: true }))
+        for (const s of sandboxes.values()) {
+          if (s.status !== "running") continue
+          if (s.program) yield* Fiber.interrupt(s.program)
+          s.status = "exited"
+          s.exitCode = 137
+          const waiters = s.exitWaiters
+          s.exitWaiters = []
+          for (const w of waiters) {
+            yield* Deferred.fail(
+              w,
+              new DockerUnavailable({ endpoint, operation: "wait", message: `wait ${s.name}: the connection to the engine closed before the container exited`, hint: "clear the engineDown fault" })
+            )
+          }
+          yield* Deferred.succeed(s.outputClosed, undefined)
+        }
+      })
     }
     return { runtime, control }
   })

@@ -7,7 +7,7 @@
  * It never touches a live sibling's containers: a container is only an orphan
  * when its owner is proven gone, never merely because it is not ours.
  */
-import { Effect, Stream } from "effect"
+import { Effect, Either, Schedule, Stream } from "effect"
 import { Journal, type JournalEvent, Projection } from "@hermes-sandbox/events"
 import { Label, ProjectName } from "./Labels.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
@@ -27,6 +27,9 @@ export interface SweepReport {
   readonly live: number
   /** Lifecycles closed in the journal. */
   readonly closed: ReadonlyArray<string>
+  /** Orphans that could not be removed this time (left for the next sweep or the watchdog). */
+  readonly failed: ReadonlyArray<string>
+  readonly durationMs: number
 }
 
 export const isOrphan = (labels: Readonly<Record<string, string>>, nowMs = Date.now()): boolean => {
@@ -45,6 +48,7 @@ export const sweep = (options: SweepOptions) =>
   Effect.gen(function*() {
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
+    const startedAt = Date.now()
 
     const containers = yield* runtime.list({ [Label.project]: ProjectName })
     const orphans: Array<SandboxInfo> = []
@@ -54,7 +58,20 @@ export const sweep = (options: SweepOptions) =>
       if (isOrphan(c.labels)) orphans.push(c)
       else live++
     }
-    const removed = yield* Effect.forEach(orphans, (c) => runtime.remove(c).pipe(Effect.as(c)), { concurrency: 8 })
+    // One orphan that cannot be removed (the watchdog removing it at the same moment answers
+    // 409 "removal already in progress"; the engine hiccups) must not cost the others.
+    const outcomes = yield* Effect.forEach(
+      orphans,
+      (c) =>
+        runtime.remove(c).pipe(
+          Effect.retry(Schedule.spaced("250 millis").pipe(Schedule.intersect(Schedule.recurs(8)))),
+          Effect.either,
+          Effect.map((r) => ({ container: c, removed: Either.isRight(r) }))
+        ),
+      { concurrency: 8 }
+    )
+    const removed = outcomes.filter((o) => o.removed).map((o) => o.container)
+    const failed = outcomes.filter((o) => !o.removed).map((o) => o.container.name)
     const removedNames = new Set(removed.map((c) => c.name))
     const stillThere = new Set(containers.map((c) => c.name).filter((n) => !removedNames.has(n)))
 
@@ -89,12 +106,21 @@ export const sweep = (options: SweepOptions) =>
         })
       }
       if (events.length === 0) continue
-      yield* journal.append({ executionId, events, executorId: options.executorId })
-      closed.push(executionId)
+      // Another executor starting at the same moment may sweep the same stream: the expected
+      // version makes exactly one of the two appends win, so the lifecycle closes once.
+      const appended = yield* journal.append({ executionId, events, executorId: options.executorId, expectedVersion: state.lastVersion }).pipe(
+        Effect.as(true),
+        Effect.catchTag("VersionConflict", () => Effect.succeed(false))
+      )
+      if (appended) closed.push(executionId)
     }
-    const report: SweepReport = { removed: removed.map((c) => c.name), live, closed }
-    if (report.removed.length > 0 || report.closed.length > 0) {
-      yield* Effect.logInfo(`startup sweep: removed ${report.removed.length} orphaned container(s), closed ${report.closed.length} lifecycle(s)`)
+    const report: SweepReport = { removed: removed.map((c) => c.name), live, closed, failed, durationMs: Date.now() - startedAt }
+    if (report.removed.length > 0 || report.closed.length > 0 || report.failed.length > 0) {
+      yield* Effect.logInfo(
+        `startup sweep: removed ${report.removed.length} orphaned container(s), closed ${report.closed.length} lifecycle(s)` +
+          (failed.length > 0 ? `, could not remove ${failed.length} (${failed.join(", ")})` : "") +
+          ` in ${report.durationMs} ms`
+      )
     }
     return report
   })

@@ -64,6 +64,60 @@ export const make = (options: DockerRuntimeOptions = {}) =>
         )
       })
 
+    // The engine's clock (for the event-log query below), from `info`, so a remote engine's skew does not matter.
+    const serverTime = Date.parse((info as { SystemTime?: string }).SystemTime ?? "")
+    const clockOffsetMs = Number.isFinite(serverTime) ? serverTime - Date.now() : 0
+
+    /** Waits armed and not yet settled, by container id; a kill or removal we send marks its wait. */
+    interface ArmedWait {
+      killedByUs: boolean
+      readonly sinceServerMs: number
+    }
+    const armedWaits = new Map<string, ArmedWait>()
+    const markKilledByUs = (id: string) => {
+      const armed = armedWaits.get(id)
+      if (armed !== undefined) armed.killedByUs = true
+    }
+
+    /** The signal of a `kill` the engine logged for the container since `sinceServerMs`, if any. */
+    const externalKill = (id: string, sinceServerMs: number): Promise<string | undefined> =>
+      new Promise((resolve, reject) => {
+        const signal = AbortSignal.timeout(callTimeoutMs)
+        docker.modem.dial(
+          {
+            path: "/events?",
+            method: "GET",
+            isStream: true,
+            abortSignal: signal,
+            statusCodes: { 200: true, 400: "bad parameter", 500: "server error" },
+            options: {
+              since: (sinceServerMs / 1000).toFixed(3),
+              until: ((Date.now() + clockOffsetMs) / 1000).toFixed(3),
+              filters: JSON.stringify({ type: ["container"], container: [id], event: ["kill"] })
+            }
+          },
+          (error: unknown, res: unknown) => {
+            if (error) return reject(error)
+            const stream = res as IncomingMessage
+            const chunks: Array<Buffer> = []
+            stream.on("data", (c: Buffer) => chunks.push(c))
+            stream.on("error", reject)
+            stream.on("end", () => {
+              const lines = Buffer.concat(chunks).toString("utf8").split("\n").filter((l) => l.trim() !== "")
+              for (const line of lines) {
+                try {
+                  const event = JSON.parse(line) as { Action?: string; Actor?: { Attributes?: Record<string, string> } }
+                  if (event.Action === "kill") return resolve(event.Actor?.Attributes?.["signal"] ?? "?")
+                } catch {
+                  // not an event line
+                }
+              }
+              resolve(undefined)
+            })
+          }
+        )
+      })
+
     return SandboxRuntime.of({
       name: "docker",
       resolveImage,
@@ -133,12 +187,19 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           // The outcome is settled once, by the response; awaiting it (and abandoning the
           // await, e.g. on a deadline) never touches the response, so it can be awaited again.
           const outcome = yield* Deferred.make<ExitStatus, SandboxError>()
-          const settle = (effect: Effect.Effect<ExitStatus, SandboxError>) => Deferred.unsafeDone(outcome, effect)
+          const armed: ArmedWait = { killedByUs: false, sinceServerMs: Date.now() + clockOffsetMs - 2_000 }
+          armedWaits.set(ref.id, armed)
+          const settle = (effect: Effect.Effect<ExitStatus, SandboxError>) => {
+            armedWaits.delete(ref.id)
+            Deferred.unsafeDone(outcome, effect)
+          }
           const chunks: Array<Buffer> = []
+          let ended = false
           const lost = (message: string) =>
             settle(Effect.fail(new DockerUnavailable({ endpoint, operation: "wait", message: `wait ${ref.name}: ${message}`, hint: startEngineHint })))
           response.on("data", (chunk: Buffer) => chunks.push(chunk))
           response.on("end", () => {
+            ended = true
             const body = Buffer.concat(chunks).toString("utf8").trim()
             let parsed: { StatusCode?: number; Error?: { Message?: string } | null }
             try {
@@ -146,14 +207,36 @@ export const make = (options: DockerRuntimeOptions = {}) =>
             } catch {
               return lost(`the engine ended the wait without an exit status (${JSON.stringify(body.slice(0, 200))}); it may have restarted`)
             }
-            settle(
-              parsed.Error?.Message
-                ? Effect.fail(new ContainerFailed({ operation: "wait", containerName: ref.name, message: parsed.Error.Message }))
-                : Effect.succeed({ exitCode: parsed.StatusCode ?? -1 })
+            if (parsed.Error?.Message) {
+              return settle(Effect.fail(new ContainerFailed({ operation: "wait", containerName: ref.name, message: parsed.Error.Message })))
+            }
+            const exitCode = parsed.StatusCode ?? -1
+            if (armed.killedByUs) return settle(Effect.succeed({ exitCode }))
+            // An exit we did not cause may still not be the program's own: an engine that stops or
+            // restarts kills its containers (SIGTERM, then SIGKILL), and so does `docker stop/kill`.
+            // The engine's event log tells; such an exit is an infrastructure failure, not a result.
+            externalKill(ref.id, armed.sinceServerMs).then(
+              (signal) =>
+                settle(
+                  signal === undefined
+                    ? Effect.succeed({ exitCode })
+                    : Effect.fail(
+                      new ContainerFailed({
+                        operation: "wait",
+                        containerName: ref.name,
+                        message: `${ref.name} was killed from outside the SDK (signal ${signal}, exit code ${exitCode}): ` +
+                          "the engine is stopping or restarting, or someone ran docker stop/kill; the program did not finish"
+                      })
+                    )
+                ),
+              (error: unknown) =>
+                lost(`the container exited (code ${exitCode}) but the engine could not confirm why: ${error instanceof Error ? error.message : String(error)}`)
             )
           })
           response.on("error", (error) => lost(error.message))
-          response.on("close", () => lost("the connection to the engine closed before the container exited"))
+          response.on("close", () => {
+            if (!ended) lost("the connection to the engine closed before the container exited")
+          })
           return Deferred.await(outcome)
         }),
 
@@ -165,7 +248,10 @@ export const make = (options: DockerRuntimeOptions = {}) =>
         ),
 
       kill: (ref) =>
-        dockerCall(ctx("kill", ref.name), (signal) => docker.getContainer(ref.id).kill({ signal: "SIGKILL", abortSignal: signal })).pipe(
+        Effect.suspend(() => {
+          markKilledByUs(ref.id)
+          return dockerCall(ctx("kill", ref.name), (signal) => docker.getContainer(ref.id).kill({ signal: "SIGKILL", abortSignal: signal }))
+        }).pipe(
           // 409: not running; 404: already gone. Either way it is not running any more.
           Effect.catchIf((e) => e._tag === "ContainerFailed" && (e.statusCode === 409 || e.statusCode === 404), () => Effect.void),
           Effect.asVoid
@@ -181,7 +267,10 @@ export const make = (options: DockerRuntimeOptions = {}) =>
         ),
 
       remove: (ref) =>
-        dockerCall(ctx("remove", ref.name), (signal) => docker.getContainer(ref.id).remove({ force: true, v: true, abortSignal: signal })).pipe(
+        Effect.suspend(() => {
+          markKilledByUs(ref.id)
+          return dockerCall(ctx("remove", ref.name), (signal) => docker.getContainer(ref.id).remove({ force: true, v: true, abortSignal: signal }))
+        }).pipe(
           Effect.catchIf(isGone, () => Effect.void),
           Effect.asVoid
         ),

@@ -1,9 +1,11 @@
 /**
  * A detached watcher process per executor (see watchdog/watchdog.mjs): when
  * the executor's process dies, even by SIGKILL, the watcher's stdin pipe hits
- * EOF and it removes every container labelled with the executor's id. On a
- * normal close the executor removes its containers itself; closing the pipe
- * then lets the watcher find nothing and exit.
+ * EOF and it removes every container labelled with the executor's id, then
+ * keeps looking for a few seconds (a create in flight at the death can still
+ * land). On a normal close the executor removes its containers itself and
+ * says "close" down the pipe: the watcher makes one pass (which also catches
+ * a removal that gave up while the engine was away) and exits.
  */
 import { Effect, Layer } from "effect"
 import { spawn } from "node:child_process"
@@ -12,10 +14,17 @@ import { fileURLToPath } from "node:url"
 export const watchdogScript = fileURLToPath(new URL("../watchdog/watchdog.mjs", import.meta.url))
 
 export interface WatchdogHandle {
+  readonly executorId: string
+  /** The watcher's process id (-1 if it could not be spawned). */
   readonly pid: number
 }
 
-/** Spawn the watcher for `executorId`; it is released (pipe closed) when the scope closes. */
+const running = new Map<string, WatchdogHandle>()
+
+/** The watchdog this process started for an executor, while that executor is open (diagnostics, chaos tests). */
+export const find = (executorId: string): WatchdogHandle | undefined => running.get(executorId)
+
+/** Spawn the watcher for `executorId`; it is released (told "close", pipe closed) when the scope closes. */
 export const start = (executorId: string, endpoint: string) =>
   Effect.acquireRelease(
     Effect.sync(() => {
@@ -23,14 +32,23 @@ export const start = (executorId: string, endpoint: string) =>
         detached: true,
         stdio: ["pipe", "ignore", "ignore"]
       })
+      // A failed spawn (no such executable, EAGAIN) surfaces as an 'error' event: never crash the owner for it.
+      child.on("error", () => running.delete(executorId))
+      child.stdin?.on("error", () => {})
       // Neither the child nor the pipe may keep the owner's event loop alive.
       child.unref()
       const stdin = child.stdin as unknown as { unref?: () => void } | null
       stdin?.unref?.()
       ;(child.stdin as unknown as { _handle?: { unref?: () => void } } | null)?._handle?.unref?.()
-      return { child, handle: { pid: child.pid ?? -1 } satisfies WatchdogHandle }
+      const handle: WatchdogHandle = { executorId, pid: child.pid ?? -1 }
+      running.set(executorId, handle)
+      return { child, handle }
     }),
-    ({ child }) => Effect.sync(() => child.stdin?.end())
+    ({ child }) =>
+      Effect.sync(() => {
+        running.delete(executorId)
+        child.stdin?.end("close\n")
+      })
   ).pipe(Effect.map(({ handle }) => handle))
 
 export const layer = (executorId: string, endpoint: string): Layer.Layer<never> => Layer.scopedDiscard(start(executorId, endpoint))
