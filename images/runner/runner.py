@@ -252,12 +252,22 @@ def open_in_workspace(workspace_fd, display, parts):
                 os.mkdir(name, 0o755, dir_fd=dir_fd)
             except FileExistsError:
                 pass
+            not_a_dir = RunnerError("file path %r: %r is a symlink or not a directory" % (display, name))
+            # lstat first, then check the opened directory is that very inode: gVisor (runsc
+            # 2022-12) follows a symlink despite O_NOFOLLOW when O_DIRECTORY is also given.
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                raise not_a_dir
             try:
                 next_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise RunnerError("file path %r: %r is a symlink or not a directory" % (display, name))
+                    raise not_a_dir
                 raise
+            opened = os.fstat(next_fd)
+            if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+                os.close(next_fd)
+                raise not_a_dir
             os.close(dir_fd)
             dir_fd = next_fd
         try:
