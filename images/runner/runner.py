@@ -174,9 +174,18 @@ def run_python_here(main_path, report):
 
     sys.argv = [main_path]
     sys.path[0] = os.path.dirname(main_path)
-    # As PYTHONUNBUFFERED=1: every write reaches the pipe at once.
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="strict", write_through=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True)
+    class FlushingWriter(io.BufferedWriter):
+        """Each write is flushed at once, as with PYTHONUNBUFFERED=1, but completed: a raw FileIO
+        (what -u gives) returns short writes, which print() silently drops, and gVisor's host
+        pipes accept 64 KiB per write(2) (a 1 MiB print() lost the rest)."""
+
+        def write(self, b):
+            n = io.BufferedWriter.write(self, b)
+            self.flush()
+            return n
+
+    sys.stdout = io.TextIOWrapper(FlushingWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict", write_through=True)
+    sys.stderr = io.TextIOWrapper(FlushingWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="backslashreplace", write_through=True)
     os.environ["PYTHONUNBUFFERED"] = "1"  # for the program's own child interpreters, as before
     # A fresh interpreter ignores SIGPIPE and SIGXFSZ (they surface as exceptions); the runner had reset them.
     for name in ("SIGPIPE", "SIGXFSZ"):
