@@ -86,7 +86,17 @@ export const make = (options: ExecutorOptions = {}) =>
 
     // Finalizers run in reverse order: first refuse new work, then interrupt
     // running executions (their scopes remove containers inline), then wait for
-    // background removals (uninterruptible, so "interrupting" them awaits them).
+    // background removals (uninterruptible, so "interrupting" them awaits them),
+    // then stop the slow retries of removals that outlasted their first minute
+    // and give each of those a last attempt.
+    const stragglers = new Map<string, { readonly executionId: string; readonly container: SandboxCreated; readonly reason: DestroyReason }>()
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(stragglers.values(), (s) =>
+        removeStraggler(s).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning(`could not remove ${s.container.name}; the watchdog and the sweep will reap it`, cause))
+        ), { concurrency: 8, discard: true })
+    )
+    const lateRemovals = yield* FiberSet.make<void, never>()
     const removals = yield* FiberSet.make<void, never>()
     const executions = yield* FiberMap.make<string, ExecutionResult, ExecuteError>()
     const closed = yield* Ref.make(false)
@@ -238,7 +248,7 @@ export const make = (options: ExecutorOptions = {}) =>
     const destroy = (executionId: string, container: SandboxCreated, reason: DestroyReason) =>
       runtime.remove(container).pipe(
         Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
-        // Ride out a short engine restart (~1 minute); beyond that the sweep and the watchdog take over.
+        // Ride out a short engine restart (~1 minute) here; the caller waits for it.
         Effect.retry(
           Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
         ),
@@ -246,8 +256,30 @@ export const make = (options: ExecutorOptions = {}) =>
           append(executionId, { type: "ContainerDestroyed", data: { containerName: container.name, containerId: container.id, reason } })
         ),
         Effect.catchAllCause((cause) =>
-          // The container stays behind for the sweep/watchdog, which records its end as orphan-reaped.
-          Effect.logWarning(`could not remove ${container.name}; the sweep will reap it`, cause)
+          // Not given up while the executor lives: retried every 10 s in the background, and once more by close().
+          // Past that, the watchdog and the sweep reap it (the sweep records its end as orphan-reaped).
+          Effect.logWarning(`could not remove ${container.name} within a minute; retrying in the background`, cause).pipe(
+            Effect.zipRight(Effect.suspend(() => {
+              const straggler = { executionId, container, reason }
+              stragglers.set(container.id, straggler)
+              return FiberSet.run(lateRemovals, removeStraggler(straggler).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore))
+            })),
+            Effect.asVoid
+          )
+        )
+      )
+
+    /** One attempt; once the engine confirms, forgetting it and recording the fact cannot be interrupted apart. */
+    const removeStraggler = (s: { readonly executionId: string; readonly container: SandboxCreated; readonly reason: DestroyReason }) =>
+      runtime.remove(s.container).pipe(
+        Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
+        Effect.zipRight(
+          Effect.uninterruptible(
+            Effect.suspend(() => stragglers.delete(s.container.id) ? append(s.executionId, {
+              type: "ContainerDestroyed",
+              data: { containerName: s.container.name, containerId: s.container.id, reason: s.reason }
+            }) : Effect.void)
+          )
         )
       )
 
