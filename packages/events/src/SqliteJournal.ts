@@ -14,6 +14,11 @@
  * - `follow` pages through history, then polls every `pollInterval` (25 ms) for rows other
  *   processes committed, and wakes at once on appends made through this instance.
  *
+ * Rows are trusted on the way out: every event was validated against its Schema when it
+ * was appended, so a replay only parses JSON and checks `schemaVersion` and `type` (a row
+ * from a newer schema version fails the replay with a `JournalError` rather than being
+ * misread). Use `Event.decodeEnvelope` for full validation of foreign files.
+ *
  * better-sqlite3 is synchronous: a statement (and a writer waiting for another process's
  * lock, up to `busyTimeoutMs`) blocks the Node event loop while it runs. Transactions are
  * short, so in practice this is a few milliseconds at worst.

@@ -40,9 +40,8 @@ describe("SqliteJournal across processes", () => {
       for (let w = 1; w <= WRITERS; w++) {
         expect(checkWriterStream(all.filter((e) => e.executionId === `w-${w}`))).toBe(APPENDS)
       }
-      // The writers interleaved (they really ran concurrently).
-      const switches = all.filter((e, i) => i > 0 && e.executionId !== all[i - 1]!.executionId).length
-      expect(switches).toBeGreaterThan(WRITERS)
+      // (How much the writers interleave depends on scheduling, so it is not asserted; they
+      // are released together after all of them opened the file.)
 
       yield* eventually(Effect.sync(() => followed.length >= total), "the follower to catch up")
       expect(followed).toEqual(all)

@@ -196,6 +196,15 @@ export const make = (options: SqliteJournalOptions) =>
       }
     })
 
+    const filteredPage = db.transaction(
+      (statement: Database.Statement, params: ReadonlyArray<string | number>, after: number, to: number | undefined, limit: number): core.Page => {
+        const rows = (statement.all(...params) as Array<Row>).map(toEnvelope)
+        if (rows.length >= limit) return { rows, scannedTo: rows.at(-1)!.sequence }
+        const top = maxSequence.get() as number
+        return { rows, scannedTo: Math.max(after, to === undefined ? top : Math.min(to, top)) }
+      }
+    )
+
     const backend: core.Backend = {
       pageSize: options.pageSize ?? 1000,
       pollInterval: options.pollInterval ?? Duration.millis(25),
@@ -248,12 +257,7 @@ export const make = (options: SqliteJournalOptions) =>
           }
           // Filtered: read the page and the current maximum in one snapshot, so that when
           // the page is short we know nothing matching exists up to that maximum.
-          return db.transaction(() => {
-            const rows = (statement.all(...params) as Array<Row>).map(toEnvelope)
-            if (rows.length >= limit) return { rows, scannedTo: rows.at(-1)!.sequence }
-            const top = maxSequence.get() as number
-            return { rows, scannedTo: Math.max(after, to === undefined ? top : Math.min(to, top)) }
-          })()
+          return filteredPage(statement, params, after, to, limit)
         }),
       lastSequence: () => attempt("cannot read the last sequence", () => maxSequence.get() as number),
       streamVersion: (executionId) =>
