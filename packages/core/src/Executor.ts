@@ -353,16 +353,20 @@ export const make = (options: ExecutorOptions = {}) =>
             awaitExit = warm.value.awaitExit
           } else {
             // Acquire holds only the create; the release removes the container on every path.
+            // Created, owned and recorded in one uninterruptible step: an interruption in between would
+            // destroy (and record destroying) a container the journal never saw created.
             container = yield* runtime.create(specFor({ ...plan, lifetimeMs: plan.timeoutMs }, executionId, containerName)).pipe(
               Effect.tap(removeOnRelease),
+              Effect.tap((c) =>
+                append(executionId, {
+                  type: "ContainerCreated",
+                  data: { containerName: c.name, containerId: c.id, imageId: c.imageId }
+                })
+              ),
               // In the background, so the caller gets the error now; close() still waits for it.
               Effect.tapErrorTag("DockerUnavailable", () => FiberSet.run(removals, removeUnconfirmed(containerName))),
               Effect.uninterruptible
             )
-            yield* append(executionId, {
-              type: "ContainerCreated",
-              data: { containerName: container.name, containerId: container.id, imageId: container.imageId }
-            })
             io = yield* runtime.attach(container, receiver)
             awaitExit = yield* runtime.armExit(container)
             yield* runtime.start(container)
