@@ -60,6 +60,24 @@ export class ExecutionAborted extends Schema.TaggedError<ExecutionAborted>()("Ex
   message: Schema.String
 }) {}
 
+/** The session was closed, expired or destroyed; its container is gone (or, persistent, detached). */
+export class SessionEnded extends Schema.TaggedError<SessionEnded>()("SessionEnded", {
+  sessionId: Schema.String,
+  reason: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * A persistent sandbox exists for this profile but was made with another configuration
+ * (image, limits, mounts or env names), and the caller asked to refuse rather than replace it.
+ */
+export class SessionConfigMismatch extends Schema.TaggedError<SessionConfigMismatch>()("SessionConfigMismatch", {
+  profile: Schema.String,
+  containerName: Schema.String,
+  differences: Schema.Array(Schema.String),
+  message: Schema.String
+}) {}
+
 /** What the runtime port can fail with. */
 export type SandboxError = DockerUnavailable | ImageNotFound | ContainerFailed
 

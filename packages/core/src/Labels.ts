@@ -20,7 +20,13 @@ export const Label = {
   scope: `${LabelPrefix}.scope`,
   session: `${LabelPrefix}.session`,
   fingerprint: `${LabelPrefix}.fingerprint`,
-  pool: `${LabelPrefix}.pool`
+  pool: `${LabelPrefix}.pool`,
+  /** Session/persistent: what the fingerprint covers (image, limits, mounts, env NAMES), as JSON, for messages. */
+  fingerprintSpec: `${LabelPrefix}.fingerprint-spec`,
+  /** Persistent: the profile it serves (found again by profile + fingerprint). */
+  profile: `${LabelPrefix}.profile`,
+  /** Session/persistent: idle seconds after which it may be reaped (Docker labels cannot move, so this is a duration, not a date). */
+  idleSeconds: `${LabelPrefix}.idle-seconds`
 } as const
 
 export const ProjectName = "hermes-sandbox"

@@ -14,3 +14,20 @@ export * from "./Size.js"
 export * as ProcessIdentity from "./ProcessIdentity.js"
 export * as Sweep from "./Sweep.js"
 export * as WarmPool from "./WarmPool.js"
+export * as Fingerprint from "./Fingerprint.js"
+export * as Session from "./Session.js"
+export {
+  type PersistentOptions,
+  type RunOptions,
+  type SessionCallError,
+  type SessionCodeRequest,
+  type SessionMount,
+  type SessionOpenError,
+  type SessionOptions,
+  type SessionResult,
+  type SessionScope,
+  Sessions,
+  type SessionsOptions,
+  type SessionStatus
+} from "./Session.js"
+export * as SessionReaper from "./SessionReaper.js"

@@ -97,9 +97,21 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
         })
       )
 
+      // Counts programs running (not exec lifetimes: the real shell, too, is still exiting after its marker).
+      let counted = false
+      const count = (running: boolean) =>
+        Effect.sync(() => {
+          if (running === counted) return
+          counted = running
+          const n = (inFlight.get(s.id) ?? 0) + (running ? 1 : -1)
+          inFlight.set(s.id, n)
+          peak = Math.max(peak, n)
+        })
+
       /** Runs one program with a shell's view of cwd and env; returns its exit code (never, if it hangs). */
       const runProgram = (program: FakeProgram, view: { cwd: string; env: Record<string, string> }, programStdin: Effect.Effect<Uint8Array>) =>
         Effect.gen(function*() {
+          yield* count(true)
           if (program.stdout) out(encoder.encode(program.stdout))
           if (program.echoStdin) out(yield* programStdin)
           if (program.stderr) err(encoder.encode(program.stderr))
@@ -109,6 +121,7 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           if (program.printEnv !== undefined) out(encoder.encode(`${view.env[program.printEnv] ?? ""}\n`))
           if (program.hang) return yield* Effect.never
           if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
+          yield* count(false)
           return program.oom ? 137 : program.exitCode ?? 0
         })
 
@@ -147,13 +160,6 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
         return code
       })
 
-      const count = (delta: number) =>
-        Effect.sync(() => {
-          const n = (inFlight.get(s.id) ?? 0) + delta
-          inFlight.set(s.id, n)
-          peak = Math.max(peak, n)
-        })
-      yield* count(1)
       // The process ends by itself, or with 137 when killed or when the sandbox's main process ends.
       const fiber = yield* FiberSet.run(
         deps.programs,
@@ -161,8 +167,10 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           Effect.raceFirst(Deferred.await(s.outputClosed).pipe(Effect.as(137))),
           Effect.onInterrupt(() => Deferred.succeed(exited, { exitCode: 137 })),
           Effect.tap((exitCode) => Deferred.succeed(exited, { exitCode })),
-          Effect.ensuring(count(-1)),
-          Effect.asVoid
+          Effect.ensuring(count(false)),
+          Effect.asVoid,
+          // A process is killable whatever the caller's interruptibility (exec may be called from an acquire).
+          Effect.interruptible
         )
       )
       const process: ExecProcess = {
