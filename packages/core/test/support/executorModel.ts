@@ -285,7 +285,7 @@ export const finish = async (
   const states = project(events)
   for (const [id, list] of streams) {
     const violations = checkLifecycle(list)
-    if (violations.length > 0) problems.push(`stream ${id}: ${violations.join("; ")}`)
+    if (violations.length > 0) problems.push(`stream ${id}: ${violations.join("; ")} (events: ${list.map((e) => `${e.sequence}:${e.type}`).join(", ")})`)
     const state = states.get(id)
     if (state !== undefined && !isClosed(state)) problems.push(`stream ${id} is not closed: ${list.map((e) => e.type).join(", ")}`)
   }

@@ -1,0 +1,169 @@
+/**
+ * The engine dies, restarts or freezes while executions run. On a PRIVATE dockerd (own data
+ * root, exec root, socket; no bridge, no iptables), never the shared one. Each execution must
+ * end with a typed infrastructure error within a bound (never a hang, never a fake success:
+ * the programs sleep for 10 minutes, so any result is fake), and once the engine answers again
+ * its container is removed and its lifecycle closed.
+ */
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createExecutor, type ExecutionResult, type SandboxExecutor, Watchdog } from "@hermes-sandbox/docker"
+import { PrivateEngine } from "./privateEngine.js"
+import { journalProblems, pidAlive, readJournal, sleep, tempDir, typesOf, waitFor } from "./support.js"
+
+const LONG = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
+const INFRA = ["DockerUnavailable", "ContainerFailed"]
+
+type Outcome = { readonly ok: true; readonly result: ExecutionResult; readonly ms: number } | { readonly ok: false; readonly tag: string; readonly message: string; readonly ms: number }
+
+const settle = (p: Promise<ExecutionResult>, t0: () => number): Promise<Outcome> =>
+  p.then(
+    (result) => ({ ok: true as const, result, ms: Date.now() - t0() }),
+    (e: { _tag?: string; message?: string }) => ({ ok: false as const, tag: e._tag ?? "untyped", message: e.message ?? String(e), ms: Date.now() - t0() })
+  )
+
+const bounded = <A>(p: Promise<A>, ms: number, what: string) =>
+  Promise.race([p, sleep(ms).then(() => Promise.reject(new Error(`${what} did not settle within ${ms} ms`)))])
+
+describe("engine restart / crash / freeze during executions (private dockerd)", () => {
+  const engine = new PrivateEngine()
+  const executors: Array<SandboxExecutor> = []
+
+  beforeAll(async () => {
+    await engine.start()
+    engine.loadImage("hermes-sandbox/python:latest")
+  }, 180_000)
+
+  afterAll(async () => {
+    for (const e of executors) await bounded(e.close(), 90_000, "close").catch(() => undefined)
+    await engine.destroy()
+  }, 180_000)
+
+  const open = async (journal: string, extra: { callTimeoutMs?: number } = {}) => {
+    const executor = await createExecutor({ socketPath: engine.socketPath, journal: { path: journal }, timeoutMs: 120_000, maxConcurrency: 8, ...extra })
+    executors.push(executor)
+    return executor
+  }
+
+  /** Start `n` long executions and wait until all are running. */
+  const startLong = async (executor: SandboxExecutor, n: number, t0: () => number) => {
+    let started = 0
+    const sub = executor.events$.subscribe((e) => {
+      if (e.type === "ContainerStarted") started++
+    })
+    const outcomes = Array.from({ length: n }, () => settle(executor.executeCode({ language: "python", code: LONG }), t0))
+    expect(await waitFor(() => started >= n, 60_000)).toBe(true)
+    sub.unsubscribe()
+    return outcomes
+  }
+
+  const expectCleanAfterwards = async (executor: SandboxExecutor, journal: string) => {
+    // Removed by the executor's removal retry once the engine answers again.
+    expect(await waitFor(async () => (await engine.client.listContainers({ all: true })).length === 0, 60_000, 250)).toBe(true)
+    // The restarted engine serves new executions.
+    const r = await executor.executeCode({ language: "python", code: "print('alive')" })
+    expect(r.stdout).toBe("alive\n")
+    const watchdog = Watchdog.find(executor.executorId)?.pid
+    expect(watchdog).toBeGreaterThan(0)
+    await executor.close()
+    // Told "close", the watchdog makes one pass and exits.
+    expect(await waitFor(() => !pidAlive(watchdog!), 5_000), `watchdog ${watchdog} still running after a clean close`).toBe(true)
+    const events = await readJournal(journal)
+    expect(journalProblems(events)).toEqual([])
+    return events
+  }
+
+  it("kill -9 of dockerd mid-execution, back after 3 s: typed errors within seconds, containers removed, lifecycles closed", async () => {
+    const journal = join(tempDir("engine-kill"), "journal.sqlite")
+    const executor = await open(journal)
+    let t0 = Date.now()
+    const outcomes = await startLong(executor, 3, () => t0)
+    t0 = Date.now()
+    await engine.stop("SIGKILL")
+    await sleep(3_000)
+    await engine.start()
+    const settled = await bounded(Promise.all(outcomes), 90_000, "executions")
+    console.log(`after kill -9 of dockerd: ${settled.map((o) => o.ok ? "RESULT" : `${o.tag} after ${o.ms} ms`).join(", ")}`)
+    for (const o of settled) {
+      expect(o.ok, o.ok ? `fake success: ${JSON.stringify(o.result)}` : "").toBe(false)
+      if (!o.ok) expect(INFRA).toContain(o.tag)
+      expect(o.ms).toBeLessThan(65_000)
+    }
+    const events = await expectCleanAfterwards(executor, journal)
+    const failed = events.filter((e) => e.type === "ExecutionFailed")
+    expect(failed.length).toBeGreaterThanOrEqual(3)
+    for (const f of failed.slice(0, 3)) expect(typesOf(events, f.executionId).at(-1)).toBe("ContainerDestroyed")
+  }, 240_000)
+
+  it("a graceful restart (SIGTERM, which stops the containers, then start): the engine's kill is not mistaken for the program's exit", async () => {
+    const journal = join(tempDir("engine-restart"), "journal.sqlite")
+    const executor = await open(journal)
+    let t0 = Date.now()
+    const outcomes = await startLong(executor, 3, () => t0)
+    t0 = Date.now()
+    await engine.stop("SIGTERM")
+    await engine.start()
+    const settled = await bounded(Promise.all(outcomes), 90_000, "executions")
+    console.log(`after a restart of dockerd: ${settled.map((o) => o.ok ? `RESULT exit ${o.result.exitCode}` : `${o.tag} after ${o.ms} ms: ${o.message.slice(0, 120)}`).join(" | ")}`)
+    for (const o of settled) {
+      expect(o.ok, o.ok ? `fake success: exit ${o.result.exitCode}, stdout ${JSON.stringify(o.result.stdout)}` : "").toBe(false)
+      if (!o.ok) expect(INFRA).toContain(o.tag)
+      expect(o.ms).toBeLessThan(65_000)
+    }
+    await expectCleanAfterwards(executor, journal)
+  }, 240_000)
+
+  it("kill -9 of dockerd while executions are being created and started: every execution settles, correct results or typed errors, nothing leaks", async () => {
+    const journal = join(tempDir("engine-churn"), "journal.sqlite")
+    const executor = await open(journal)
+    const t0 = Date.now()
+    const outcomes = Array.from({ length: 32 }, (_, i) =>
+      settle(executor.executeCode({ language: "python", code: `print(${i})` }), () => t0))
+    // Somewhere in the middle of creates, starts and removals.
+    await sleep(400 + Math.floor(Math.random() * 800))
+    await engine.stop("SIGKILL")
+    await sleep(2_000)
+    await engine.start()
+    const settled = await bounded(Promise.all(outcomes), 120_000, "executions")
+    let ok = 0
+    settled.forEach((o, i) => {
+      if (o.ok) {
+        ok++
+        expect(o.result.exitCode).toBe(0)
+        expect(o.result.stdout).toBe(`${i}\n`)
+      } else {
+        expect(INFRA).toContain(o.tag)
+      }
+    })
+    console.log(`kill -9 amid 32 short executions: ${ok} results, ${32 - ok} typed errors`)
+    await expectCleanAfterwards(executor, journal)
+  }, 240_000)
+
+  it("a frozen engine (SIGSTOP) past the deadline: the executions end within a bound, the containers go once it thaws", async () => {
+    const journal = join(tempDir("engine-freeze"), "journal.sqlite")
+    const executor = await open(journal, { callTimeoutMs: 5_000 })
+    let t0 = Date.now()
+    let started = 0
+    const sub = executor.events$.subscribe((e) => {
+      if (e.type === "ContainerStarted") started++
+    })
+    const outcomes = Array.from({ length: 2 }, () => settle(executor.executeCode({ language: "python", code: LONG, timeoutMs: 3_000 }), () => t0))
+    expect(await waitFor(() => started >= 2, 60_000)).toBe(true)
+    sub.unsubscribe()
+    t0 = Date.now()
+    process.kill(engine.pid!, "SIGSTOP")
+    try {
+      await sleep(12_000)
+    } finally {
+      process.kill(engine.pid!, "SIGCONT")
+    }
+    const settled = await bounded(Promise.all(outcomes), 90_000, "executions")
+    console.log(`engine frozen 12 s: ${settled.map((o) => o.ok ? `RESULT timedOut=${o.result.timedOut}` : `${o.tag} after ${o.ms} ms`).join(", ")}`)
+    for (const o of settled) {
+      // The kill cannot reach a frozen engine: a typed error, not a timeout result we could not enforce.
+      expect(o.ok, o.ok ? `result although the engine was frozen: ${JSON.stringify(o.result)}` : "").toBe(false)
+      if (!o.ok) expect(INFRA).toContain(o.tag)
+    }
+    await expectCleanAfterwards(executor, journal)
+  }, 240_000)
+})

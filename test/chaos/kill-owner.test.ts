@@ -1,0 +1,53 @@
+/**
+ * `kill -9` of the process that owns an executor, mid-execution, 20 times: finalizers cannot
+ * run, so the watchdog (a detached process holding a pipe from the owner) must notice the
+ * death and remove the container. Target: gone within 15 s of the SIGKILL; the max is printed.
+ */
+import { afterAll, describe, expect, it } from "vitest"
+import { containerExists, containersOf, containerState, killAll, percentile, pidAlive, removeContainersOf, spawnVictim, waitFor } from "./support.js"
+
+const ROUNDS = 20
+const BOUND_MS = 15_000
+
+describe("SIGKILL of the owner mid-execution", () => {
+  const executorIds: Array<string> = []
+  const pids: Array<number | null> = []
+  afterAll(async () => {
+    killAll(pids)
+    await removeContainersOf(executorIds)
+  })
+
+  it(`${ROUNDS} times: the watchdog removes the running container within ${BOUND_MS / 1000} s`, async () => {
+    const latencies: Array<number> = []
+    for (let round = 0; round < ROUNDS; round++) {
+      const victim = spawnVictim()
+      const ready = await victim.next("ready")
+      executorIds.push(ready.executorId)
+      pids.push(ready.pid, ready.watchdogPid)
+      expect(ready.watchdogPid, "the victim reports its watchdog's pid").toBeGreaterThan(0)
+      expect(pidAlive(ready.watchdogPid!)).toBe(true)
+      const created = await victim.next("created")
+      await victim.next("started")
+      expect(await containerState(created.containerId)).toBe("running")
+
+      const t0 = performance.now()
+      victim.child.kill("SIGKILL")
+      const gone = await waitFor(async () => !(await containerExists(created.containerId)), BOUND_MS + 5_000, 20)
+      const latency = performance.now() - t0
+      expect(gone, `round ${round}: ${created.containerName} still exists ${Math.round(latency)} ms after the SIGKILL`).toBe(true)
+      latencies.push(latency)
+      await victim.exited
+    }
+    const max = Math.max(...latencies)
+    console.log(
+      `watchdog removal latency after SIGKILL over ${ROUNDS} rounds: ` +
+        `min ${Math.round(Math.min(...latencies))} ms, median ${Math.round(percentile(latencies, 50))} ms, ` +
+        `p95 ${Math.round(percentile(latencies, 95))} ms, max ${Math.round(max)} ms`
+    )
+    expect(max).toBeLessThan(BOUND_MS)
+    // Nothing of ours is left, and every watchdog exits once it has watched long enough.
+    expect(await containersOf(executorIds)).toEqual([])
+    const watchdogs = pids.filter((_, i) => i % 2 === 1) as Array<number>
+    expect(await waitFor(() => watchdogs.every((pid) => !pidAlive(pid)), 30_000, 250)).toBe(true)
+  }, 600_000)
+})

@@ -1,0 +1,157 @@
+/**
+ * A private Docker engine for tests that kill or restart the engine: its own dockerd (and the
+ * containerd it manages) with its own data root, exec root, socket and pidfile, no bridge and
+ * no iptables, so it touches neither the shared engine nor host networking.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process"
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import Docker from "dockerode"
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+const alive = (pid: number | undefined): boolean => {
+  if (pid === undefined || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))
+  } catch {
+    return false
+  }
+}
+
+export class PrivateEngine {
+  readonly dir: string
+  readonly socketPath: string
+  readonly client: Docker
+  private readonly pidfile: string
+  private readonly logPath: string
+  private child: ChildProcess | undefined
+
+  constructor() {
+    // Short: containerd's socket path inside the exec root must stay under 108 bytes.
+    this.dir = mkdtempSync("/tmp/hsd-")
+    this.socketPath = join(this.dir, "docker.sock")
+    this.pidfile = join(this.dir, "docker.pid")
+    this.logPath = join(this.dir, "dockerd.log")
+    writeFileSync(join(this.dir, "daemon.json"), "{}\n")
+    this.client = new Docker({ socketPath: this.socketPath })
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid
+  }
+
+  /** The containerd this dockerd manages (it survives a SIGKILL of dockerd, as in production). */
+  get containerdPid(): number | undefined {
+    try {
+      return Number(readFileSync(join(this.dir, "exec/containerd/containerd.pid"), "utf8").trim())
+    } catch {
+      return undefined
+    }
+  }
+
+  log(): string {
+    try {
+      return readFileSync(this.logPath, "utf8").split("\n").slice(-30).join("\n")
+    } catch {
+      return ""
+    }
+  }
+
+  async start(timeoutMs = 30_000): Promise<void> {
+    const out = openSync(this.logPath, "a")
+    this.child = spawn("dockerd", [
+      "--data-root", join(this.dir, "data"),
+      "--exec-root", join(this.dir, "exec"),
+      "-H", `unix://${this.socketPath}`,
+      "--pidfile", this.pidfile,
+      "--config-file", join(this.dir, "daemon.json"),
+      "--bridge=none",
+      "--iptables=false",
+      "--ip6tables=false",
+      "--ip-masq=false",
+      "--userland-proxy=false",
+      "--log-level=warn"
+    ], { stdio: ["ignore", out, out] })
+    closeSync(out)
+    const deadline = Date.now() + timeoutMs
+    while (Date.now() < deadline) {
+      if (!alive(this.child.pid)) throw new Error(`private dockerd exited at start:\n${this.log()}`)
+      try {
+        await this.client.ping()
+        return
+      } catch {
+        await sleep(100)
+      }
+    }
+    throw new Error(`private dockerd did not answer within ${timeoutMs} ms:\n${this.log()}`)
+  }
+
+  /** Copy an image from the shared engine. */
+  loadImage(image: string): void {
+    execFileSync("sh", ["-c", `docker save ${image} | docker -H unix://${this.socketPath} load`], { stdio: "pipe", timeout: 120_000 })
+  }
+
+  /** Signal dockerd and wait until it has exited (SIGTERM: it stops its containers first). */
+  async stop(signal: NodeJS.Signals = "SIGTERM", timeoutMs = 30_000): Promise<void> {
+    const pid = this.child?.pid
+    if (!alive(pid)) return
+    const exited = new Promise<void>((resolve) => this.child!.once("exit", () => resolve()))
+    process.kill(pid!, signal)
+    await Promise.race([exited, sleep(timeoutMs)])
+    if (alive(pid)) {
+      process.kill(pid!, "SIGKILL")
+      await exited
+    }
+  }
+
+  /** Stop everything this engine started and remove its directory. */
+  async destroy(): Promise<void> {
+    try {
+      await this.stop("SIGTERM", 30_000)
+    } catch {
+      // fall through to the hard cleanup
+    }
+    const containerd = this.containerdPid
+    if (alive(containerd)) {
+      process.kill(containerd!, "SIGTERM")
+      for (let i = 0; i < 50 && alive(containerd); i++) await sleep(100)
+      if (alive(containerd)) process.kill(containerd!, "SIGKILL")
+    }
+    // Shims of containers this engine ran (only if a crash left any), found by their containerd address.
+    const address = join(this.dir, "exec/containerd/containerd.sock")
+    for (const entry of readdirProc()) {
+      if (entry.cmdline.includes(address)) {
+        try {
+          process.kill(entry.pid, "SIGKILL")
+        } catch {
+          // gone
+        }
+      }
+    }
+    // Mounts a crash may have left under the data root.
+    const mounts = readFileSync("/proc/mounts", "utf8").split("\n").map((l) => l.split(" ")[1] ?? "").filter((m) => m.startsWith(this.dir))
+    for (const m of mounts.sort((a, b) => b.length - a.length)) {
+      try {
+        execFileSync("umount", ["-l", m], { stdio: "ignore" })
+      } catch {
+        // already gone
+      }
+    }
+    if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true })
+  }
+}
+
+const readdirProc = (): Array<{ pid: number; cmdline: string }> => {
+  const out: Array<{ pid: number; cmdline: string }> = []
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      out.push({ pid: Number(name), cmdline: readFileSync(`/proc/${name}/cmdline`, "utf8").replace(/\0/g, " ") })
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out
+}
