@@ -397,8 +397,19 @@ export const make = (options: ExecutorOptions = {}) =>
             )
           } else {
             exitCode = exited.value.exitCode
-            // Only a SIGKILL we did not send can be the OOM killer; inspect only then.
+            // Only a SIGKILL we did not send can be the OOM killer; inspect only then. When the runner
+            // reported it (the OOM killer chose the program's child process, the runner survived), the
+            // engine knows only once the sandbox has exited: wait for that first.
             if (exitCode === 137 && exited.value.reportedBy === "engine") oomKilled = (yield* runtime.inspect(container)).oomKilled
+            if (exitCode === 137 && exited.value.reportedBy === "runner") {
+              // The program's result is known already: the OOM flag is best effort here.
+              oomKilled = yield* awaitExit.pipe(
+                Effect.timeout(KILL_EXIT_TIMEOUT),
+                Effect.zipRight(runtime.inspect(container)),
+                Effect.map((s) => s.oomKilled),
+                Effect.orElseSucceed(() => false)
+              )
+            }
             yield* Ref.set(destroyReason, "completed")
           }
           const finishedAtMs = Date.now()

@@ -1,7 +1,9 @@
 /**
  * The one place where a SandboxSpec becomes a Docker container configuration.
- * Every hardening default lives here and reads top to bottom; SECURITY.md maps
- * each line to the seeds' advice and to the CIS Docker Benchmark / OWASP rules.
+ * Every hardening default lives here and reads top to bottom. SECURITY.md maps each
+ * line to the seeds' advice, the OWASP Docker Security Cheat Sheet rules and the CIS
+ * Docker Benchmark section 5 rules (cited below as "CIS 5.n", v1.6.0 numbering), and
+ * names the hostile test (test/hostile/) that proves it.
  */
 import type Docker from "dockerode"
 import type { SandboxSpec } from "@hermes-sandbox/core"
@@ -17,16 +19,73 @@ export interface HardeningOptions {
 export const NOFILE_LIMIT = 1024
 /** Largest single file a program may write (RLIMIT_FSIZE); beyond it the write fails with EFBIG. */
 export const FSIZE_LIMIT_BYTES = 256 * 1024 * 1024
-/** Inodes per tmpfs: an inode flood hits this instead of the host's memory. */
+/** Inodes per tmpfs: an inode flood hits this instead of the host's memory (runc; gVisor ignores it). */
 export const TMPFS_INODES = 16_384
+/** /dev/shm (POSIX shared memory, multiprocessing semaphores); like every tmpfs it counts against memory. */
+export const SHM_BYTES = 16 * 1024 * 1024
 
+/** A private tmpfs: never setuid, never a device node, a size and an inode cap. */
 const tmpfs = (bytes: number, extra: string) => `rw,nosuid,nodev,size=${bytes},nr_inodes=${TMPFS_INODES}${extra}`
+
+/** Engine API 1.41 field that @types/dockerode does not declare. */
+type HostConfig = Docker.HostConfig & { readonly CgroupnsMode?: "private" | "host" }
 
 export const toCreateOptions = (spec: SandboxSpec, hardening: HardeningOptions): Docker.ContainerCreateOptions => {
   const [uid, gid] = spec.user.split(":")
-  const securityOpt = ["no-new-privileges:true"]
+  // No privilege gain through setuid/setgid files or file capabilities (OWASP #4, CIS 5.26).
+  const securityOpt = ["no-new-privileges=true"]
+  // The shipped allow-list (packages/docker/seccomp/), never "unconfined" by default (OWASP #6, CIS 5.22).
   if (hardening.seccomp === "unconfined") securityOpt.push("seccomp=unconfined")
   else if (hardening.seccomp !== "engine-default") securityOpt.push(`seccomp=${hardening.seccomp}`)
+  const hostConfig: HostConfig = {
+    // Network: only loopback unless asked for (CIS 5.10, 5.30; OWASP #5).
+    NetworkMode: spec.network ? "bridge" : "none",
+    // Memory with swap equal to it: no extra swap. tmpfs pages count against this too (OWASP #7, CIS 5.11).
+    Memory: spec.limits.memoryBytes,
+    MemorySwap: spec.limits.memoryBytes,
+    // A CPU quota, not only a relative share (OWASP #7, CIS 5.12).
+    NanoCpus: spec.limits.nanoCpus,
+    // Fork and thread bombs stop here (CIS 5.29); not RLIMIT_NPROC: without userns it is shared by every container of the uid.
+    PidsLimit: spec.limits.pidsLimit,
+    // Every capability dropped; the only add-backs the executor accepts are CHOWN, DAC_OVERRIDE, FOWNER,
+    // and for uid 1001 they reach only the bounding set, never the process (OWASP #3, CIS 5.4, 5.5).
+    CapDrop: ["ALL"],
+    CapAdd: [...spec.capAdd],
+    SecurityOpt: securityOpt,
+    Privileged: false,
+    // Nothing in the image can be changed; writable space is the two sized tmpfs below (OWASP #8, CIS 5.13).
+    ReadonlyRootfs: true,
+    Tmpfs: {
+      // The runner's code file lives here; programs are run by their interpreter, so noexec costs nothing.
+      "/tmp": tmpfs(spec.limits.tmpBytes, ",noexec,mode=1777"),
+      // exec kept: agents write scripts here and run them (`chmod +x run.sh && ./run.sh`).
+      "/workspace": tmpfs(spec.limits.workspaceBytes, `,exec,mode=0755,uid=${uid},gid=${gid}`)
+    },
+    // Per-process caps (OWASP #7, CIS 5.19); no core dumps of the program's memory.
+    Ulimits: [
+      { Name: "nofile", Soft: NOFILE_LIMIT, Hard: NOFILE_LIMIT },
+      { Name: "fsize", Soft: FSIZE_LIMIT_BYTES, Hard: FSIZE_LIMIT_BYTES },
+      { Name: "core", Soft: 0, Hard: 0 }
+    ],
+    // Own IPC namespace, not shareable (CIS 5.17). PID and UTS namespaces are private by default (CIS 5.16, 5.21).
+    IpcMode: "private",
+    ShmSize: SHM_BYTES,
+    // Own cgroup namespace: the program does not learn the host's cgroup paths (Docker's default on cgroup v2).
+    CgroupnsMode: "private",
+    // docker-init (tini) as PID 1: reaps zombies, forwards signals; the program cannot ignore its own kill.
+    Init: true,
+    // Output comes from the attach stream, capped by the SDK; the daemon keeps no log a flood could grow.
+    LogConfig: { Type: "none", Config: {} },
+    // A single-use sandbox is never restarted (CIS 5.15).
+    RestartPolicy: { Name: "no", MaximumRetryCount: 0 },
+    AutoRemove: false,
+    // No host devices (CIS 5.18).
+    Devices: [],
+    ...(spec.runtime === undefined ? {} : { Runtime: spec.runtime }),
+    ...(hardening.applyDiskQuota && spec.limits.diskBytes !== undefined ? { StorageOpt: { size: String(spec.limits.diskBytes) } } : {}),
+    // None by default; never the Docker socket or a sensitive host directory (CIS 5.6, 5.32; OWASP #1).
+    Mounts: spec.mounts.map((m) => ({ Type: "bind" as const, Source: m.hostPath, Target: m.containerPath, ReadOnly: m.mode !== "rw" }))
+  }
   return {
     name: spec.name,
     Image: spec.image,
@@ -39,6 +98,7 @@ export const toCreateOptions = (spec: SandboxSpec, hardening: HardeningOptions):
       ...Object.entries(spec.env).map(([k, v]) => `${k}=${v}`)
     ],
     WorkingDir: spec.workingDir,
+    // Never root: uid/gid 1001 from the seeds (OWASP #2).
     User: spec.user,
     Hostname: "sandbox",
     Labels: { ...spec.labels },
@@ -51,41 +111,6 @@ export const toCreateOptions = (spec: SandboxSpec, hardening: HardeningOptions):
     AttachStdout: true,
     AttachStderr: true,
     NetworkDisabled: !spec.network,
-    HostConfig: {
-      // Network: only loopback unless asked for.
-      NetworkMode: spec.network ? "bridge" : "none",
-      // Memory with swap equal to it: no extra swap. tmpfs pages count against this too.
-      Memory: spec.limits.memoryBytes,
-      MemorySwap: spec.limits.memoryBytes,
-      NanoCpus: spec.limits.nanoCpus,
-      // Fork bombs stop here (not RLIMIT_NPROC: without userns it is shared by every container of the uid).
-      PidsLimit: spec.limits.pidsLimit,
-      CapDrop: ["ALL"],
-      CapAdd: [...spec.capAdd],
-      SecurityOpt: securityOpt,
-      Privileged: false,
-      ReadonlyRootfs: true,
-      Tmpfs: {
-        "/tmp": tmpfs(spec.limits.tmpBytes, ",noexec,mode=1777"),
-        "/workspace": tmpfs(spec.limits.workspaceBytes, `,exec,mode=0755,uid=${uid},gid=${gid}`)
-      },
-      Ulimits: [
-        { Name: "nofile", Soft: NOFILE_LIMIT, Hard: NOFILE_LIMIT },
-        { Name: "fsize", Soft: FSIZE_LIMIT_BYTES, Hard: FSIZE_LIMIT_BYTES },
-        { Name: "core", Soft: 0, Hard: 0 }
-      ],
-      IpcMode: "private",
-      ShmSize: 16 * 1024 * 1024,
-      // docker-init (tini) as PID 1: reaps zombies, forwards signals; the program cannot ignore its own kill.
-      Init: true,
-      // Output comes from the attach stream, capped by the SDK; the daemon keeps no log a flood could grow.
-      LogConfig: { Type: "none", Config: {} },
-      RestartPolicy: { Name: "no", MaximumRetryCount: 0 },
-      AutoRemove: false,
-      Devices: [],
-      ...(spec.runtime === undefined ? {} : { Runtime: spec.runtime }),
-      ...(hardening.applyDiskQuota && spec.limits.diskBytes !== undefined ? { StorageOpt: { size: String(spec.limits.diskBytes) } } : {}),
-      Mounts: spec.mounts.map((m) => ({ Type: "bind" as const, Source: m.hostPath, Target: m.containerPath, ReadOnly: m.mode !== "rw" }))
-    }
+    HostConfig: hostConfig
   }
 }

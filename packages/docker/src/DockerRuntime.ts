@@ -32,6 +32,9 @@ export interface DockerRuntimeOptions {
   readonly diskQuotaUnsupported?: "fail" | "warn"
 }
 
+/** How long after an unexplained exit 137 an OOM event may still arrive in the engine's event log. */
+const OOM_EVENT_GRACE_MS = 500
+
 /** A wait stream can stay quiet for as long as the program runs: the executor's deadline bounds it, not a call timeout. */
 const WAIT_ARM_TIMEOUT_MS = 10_000
 
@@ -79,10 +82,15 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       if (armed !== undefined) armed.killedByUs = true
     }
 
-    /** The signal of a `kill` the engine logged for the container since `sinceServerMs`, if any. */
-    const externalKill = (id: string, sinceServerMs: number): Promise<string | undefined> =>
+    /** Events of these actions the engine logged for the container between two engine-clock times. */
+    const containerEvents = (
+      id: string,
+      actions: ReadonlyArray<string>,
+      sinceServerMs: number,
+      untilServerMs: number
+    ): Promise<Array<{ Action?: string; Actor?: { Attributes?: Record<string, string> } }>> =>
       new Promise((resolve, reject) => {
-        const signal = AbortSignal.timeout(callTimeoutMs)
+        const signal = AbortSignal.timeout(callTimeoutMs + Math.max(0, untilServerMs - (Date.now() + clockOffsetMs)))
         docker.modem.dial(
           {
             path: "/events?",
@@ -92,8 +100,8 @@ export const make = (options: DockerRuntimeOptions = {}) =>
             statusCodes: { 200: true, 400: "bad parameter", 500: "server error" },
             options: {
               since: (sinceServerMs / 1000).toFixed(3),
-              until: ((Date.now() + clockOffsetMs) / 1000).toFixed(3),
-              filters: JSON.stringify({ type: ["container"], container: [id], event: ["kill"] })
+              until: (untilServerMs / 1000).toFixed(3),
+              filters: JSON.stringify({ type: ["container"], container: [id], event: actions })
             }
           },
           (error: unknown, res: unknown) => {
@@ -103,19 +111,26 @@ export const make = (options: DockerRuntimeOptions = {}) =>
             stream.on("data", (c: Buffer) => chunks.push(c))
             stream.on("error", reject)
             stream.on("end", () => {
-              const lines = Buffer.concat(chunks).toString("utf8").split("\n").filter((l) => l.trim() !== "")
-              for (const line of lines) {
+              const events: Array<{ Action?: string; Actor?: { Attributes?: Record<string, string> } }> = []
+              for (const line of Buffer.concat(chunks).toString("utf8").split("\n")) {
+                if (line.trim() === "") continue
                 try {
-                  const event = JSON.parse(line) as { Action?: string; Actor?: { Attributes?: Record<string, string> } }
-                  if (event.Action === "kill") return resolve(event.Actor?.Attributes?.["signal"] ?? "?")
+                  events.push(JSON.parse(line))
                 } catch {
                   // not an event line
                 }
               }
-              resolve(undefined)
+              resolve(events)
             })
           }
         )
+      })
+
+    /** The signal of a `kill` the engine logged for the container since `sinceServerMs`, if any. */
+    const externalKill = (id: string, sinceServerMs: number): Promise<string | undefined> =>
+      containerEvents(id, ["kill"], sinceServerMs, Date.now() + clockOffsetMs).then((events) => {
+        const kill = events.find((e) => e.Action === "kill")
+        return kill === undefined ? undefined : kill.Actor?.Attributes?.["signal"] ?? "?"
       })
 
     return SandboxRuntime.of({
@@ -259,11 +274,20 @@ export const make = (options: DockerRuntimeOptions = {}) =>
 
       inspect: (ref) =>
         dockerCall(ctx("inspect", ref.name), (signal) => docker.getContainer(ref.id).inspect({ abortSignal: signal })).pipe(
-          Effect.map((i): SandboxState => ({
-            status: i.State.Status as SandboxState["status"],
-            exitCode: i.State.ExitCode,
-            oomKilled: i.State.OOMKilled
-          }))
+          Effect.flatMap((i) => {
+            const state: SandboxState = { status: i.State.Status as SandboxState["status"], exitCode: i.State.ExitCode, oomKilled: i.State.OOMKilled }
+            if (state.oomKilled || state.status !== "exited" || state.exitCode !== 137) return Effect.succeed(state)
+            // Docker 20.10 sets State.OOMKilled only when containerd's OOM event is handled before the
+            // exit; under load, and when gVisor's whole sandbox is the OOM killer's victim, it can come
+            // just after. The engine's event log still has it: look, allowing it a moment to arrive.
+            const startedServerMs = Date.parse(i.State.StartedAt)
+            return Effect.tryPromise(() =>
+              containerEvents(ref.id, ["oom"], (Number.isFinite(startedServerMs) ? startedServerMs : Date.now() + clockOffsetMs - 60_000) - 1_000, Date.now() + clockOffsetMs + OOM_EVENT_GRACE_MS)
+            ).pipe(
+              Effect.map((events): SandboxState => ({ ...state, oomKilled: events.some((e) => e.Action === "oom") })),
+              Effect.orElseSucceed(() => state)
+            )
+          })
         ),
 
       remove: (ref) =>
