@@ -12,6 +12,7 @@ import { Observable } from "rxjs"
 import { ExecutionAborted, ExecutorClosed, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
 import { type EventEnvelope, Journal, SqliteJournal } from "@hermes-sandbox/events"
 import * as DockerExecutor from "./DockerExecutor.js"
+import { executorOptionsFromHermes, type HermesConfigSource } from "./HermesOptions.js"
 
 export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOptions {
   /**
@@ -19,6 +20,12 @@ export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOpti
    * (the SQLite journal at the default path, as the CLI uses) or { path } of a SQLite file.
    */
   readonly journal?: "memory" | "default" | { readonly path: string }
+  /**
+   * Apply the Hermes agent's `terminal:` configuration (true = ~/.hermes/config.yaml and TERMINAL_*)
+   * under these options: image, limits, timeout, network, env and forwarded variables. A config
+   * with docker_volumes is refused here (one-shot executions take no mounts): use createSession.
+   */
+  readonly hermesConfig?: HermesConfigSource
 }
 
 export interface ExecuteCallOptions extends ExecuteOptions {
@@ -48,7 +55,8 @@ export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
   return Cause.squash(cause)
 }
 
-export const createExecutor = async (options: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
+export const createExecutor = async (explicit: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
+  const options = explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
   const layer = DockerExecutor.layer(options).pipe(Layer.provide(journalLayer(options.journal)))
   const runtime = ManagedRuntime.make(layer)
   const built = await runtime.runPromiseExit(Executor.Executor)

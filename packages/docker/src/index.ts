@@ -5,3 +5,16 @@ export * as DockerExecutor from "./DockerExecutor.js"
 export * as DockerRuntime from "./DockerRuntime.js"
 export * from "@hermes-sandbox/core"
 export * as Watchdog from "./Watchdog.js"
+export {
+  createSession,
+  type CreateSessionOptions,
+  type HermesSandbox,
+  openHermesSandbox,
+  openPersistent,
+  type OpenPersistentOptions,
+  type SandboxSession,
+  type SessionCallOptions
+} from "./createSession.js"
+export * as DockerSessions from "./DockerSessions.js"
+export * as HermesConfig from "./HermesConfig.js"
+export { fromHermesConfig, type HermesConfigSource, type HermesSandboxOptions } from "./HermesOptions.js"

@@ -1,0 +1,407 @@
+/**
+ * Sessions and persistent sandboxes on the real engine: state carried between calls,
+ * isolation, serialization under parallel calls, deadlines, idle expiry, persistent reconnect
+ * (measured) and fingerprints, secrets kept out of everything but the command's environment,
+ * mounts, and cleanup. Every test removes what it created.
+ */
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { execFile, spawn } from "node:child_process"
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { promisify } from "node:util"
+import { Effect, Layer } from "effect"
+import type { EventEnvelope } from "@hermes-sandbox/events"
+import { Journal } from "@hermes-sandbox/events"
+import { createExecutor, createSession, DockerSessions, openHermesSandbox, openPersistent, type SandboxSession, Sessions } from "@hermes-sandbox/docker"
+import { containerExists, docker, waitFor } from "./support/docker.js"
+
+const run = promisify(execFile)
+const created = new Set<string>()
+const track = <S extends SandboxSession>(s: S): S => {
+  created.add(s.containerName)
+  return s
+}
+const removeTracked = async () => {
+  await Promise.all([...created].map((name) => docker.getContainer(name).remove({ force: true }).catch(() => {})))
+  created.clear()
+}
+afterEach(removeTracked)
+afterAll(removeTracked)
+
+const collect = (s: SandboxSession) => {
+  const events: Array<EventEnvelope> = []
+  const sub = s.events$.subscribe((e) => events.push(e))
+  return { events, stop: () => sub.unsubscribe() }
+}
+const runId = `${process.pid}-${Date.now().toString(36)}`
+
+describe("sessions on the real engine", () => {
+  it("carries cwd and exported variables between calls (also after exit N); snippets run there too; close removes the sandbox", async () => {
+    const s = track(await createSession())
+    const seen = collect(s)
+    expect(s.containerName).toMatch(/^hermes-sandbox-[0-9a-f-]{36}$/)
+    const first = await s.run('mkdir -p /tmp/proj/sub && cd /tmp/proj && export GREETING="hello world" MULTI="a\nb"; echo started')
+    expect(first).toMatchObject({ exitCode: 0, stdout: "started\n", stderr: "", timedOut: false, sessionId: s.sessionId })
+    const second = await s.run('cd sub; echo "$PWD|$GREETING"; exit 3')
+    expect(second).toMatchObject({ exitCode: 3, stdout: "/tmp/proj/sub|hello world\n" })
+    expect((await s.run('printf "%s|%s" "$PWD" "$MULTI"')).stdout).toBe("/tmp/proj/sub|a\nb")
+    expect((await s.run(["pwd"])).stdout).toBe("/tmp/proj/sub\n")
+    const py = await s.runCode({ language: "python", code: "import os\nprint(os.getcwd(), os.environ['GREETING'], open('data.txt').read())", files: { "data.txt": "from files" } })
+    expect(py).toMatchObject({ exitCode: 0, stdout: "/tmp/proj/sub hello world from files\n" })
+    expect((await s.run("cat data.txt")).stdout).toBe("from files")
+    expect((await s.run("cat", { stdin: "piped in" })).stdout).toBe("piped in")
+    expect((await s.run("echo $((6*7)) | tr 4 X")).stdout).toBe("X2\n")
+    const unset = await s.run("unset GREETING; echo ${GREETING-gone}")
+    expect(unset.stdout).toBe("gone\n")
+    expect((await s.run("echo ${GREETING-gone}")).stdout).toBe("gone\n")
+
+    await s.close()
+    seen.stop()
+    expect(await containerExists(s.containerName)).toBe(false)
+    const ofSession = seen.events.filter((e) => e.executionId === s.sessionId).map((e) => e.type)
+    expect(ofSession).toEqual(["ContainerDestroyed", "SessionClosed"]) // opened before we subscribed
+    const requested = seen.events.filter((e) => e.type === "ExecutionRequested")
+    expect(requested.length).toBeGreaterThanOrEqual(9)
+    for (const e of requested) expect(e.data).toMatchObject({ sessionId: s.sessionId, scope: "session" })
+    await expect(s.run("echo again")).rejects.toMatchObject({ _tag: "SessionEnded" })
+  })
+
+  it("runs with the same hardening as one-shot sandboxes, `sleep infinity` under the init as its main process", async () => {
+    const s = track(await createSession({ memory: "256m", pidsLimit: 64 }))
+    const info = await docker.getContainer(s.containerName).inspect()
+    expect(info.Config.Cmd).toEqual(["sleep", "infinity"])
+    expect(info.Config.User).toBe("1001:1001")
+    expect(info.HostConfig.ReadonlyRootfs).toBe(true)
+    expect(info.HostConfig.CapDrop).toEqual(["ALL"])
+    expect(info.HostConfig.Init).toBe(true)
+    expect(info.HostConfig.NetworkMode).toBe("none")
+    expect(info.HostConfig.Memory).toBe(256 * 1024 * 1024)
+    expect(info.HostConfig.PidsLimit).toBe(64)
+    expect(info.HostConfig.SecurityOpt?.some((o: string) => o.startsWith("no-new-privileges"))).toBe(true)
+    expect(info.HostConfig.SecurityOpt?.some((o: string) => o.startsWith("seccomp="))).toBe(true)
+    expect(info.Config.Labels?.["org.hermes-sandbox.scope"]).toBe("session")
+    const probe = await s.run("id -u; touch /etc/x 2>&1 || echo ro-root; ls /sys/class/net")
+    expect(probe.stdout).toContain("1001\n")
+    expect(probe.stdout).toMatch(/Read-only file system|ro-root/)
+    expect(probe.stdout.trim().endsWith("lo")).toBe(true)
+    await s.close()
+  })
+
+  it("two sessions never share a sandbox, files, directory or variables", async () => {
+    const [a, b] = await Promise.all([createSession(), createSession()])
+    track(a!)
+    track(b!)
+    expect(a!.containerName).not.toBe(b!.containerName)
+    await a!.run("cd /tmp && export WHO=a && echo secret-of-a > /workspace/a.txt")
+    expect((await b!.run('echo "$PWD|${WHO-unset}"; ls /workspace')).stdout).toBe("/workspace|unset\n")
+    expect((await a!.run("cat /workspace/a.txt; echo $WHO")).stdout).toBe("secret-of-a\na\n")
+    await Promise.all([a!.close(), b!.close()])
+  })
+
+  it("serializes parallel calls: no lost update, no crossed cd or variables", async () => {
+    const s = track(await createSession())
+    await s.run("echo 0 > /workspace/counter")
+    const n = 8
+    const results = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        s.run(`cd /workspace && mkdir -p d${i} && cd d${i} && export MINE=${i}; x=$(cat ../counter); sleep 0.05; echo $((x+1)) > ../counter; echo "$MINE|$(basename "$PWD")"`)
+      )
+    )
+    expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: n }, (_, i) => `${i}|d${i}\n`))
+    expect((await s.run("cat /workspace/counter")).stdout).toBe(`${n}\n`)
+    // Calls did not overlap in time.
+    const spans = results.map((r) => [Date.parse(r.startedAt), Date.parse(r.finishedAt)] as const).sort((x, y) => x[0] - y[0])
+    for (let i = 1; i < spans.length; i++) expect(spans[i]![0]).toBeGreaterThanOrEqual(spans[i - 1]![1])
+    await s.close()
+  })
+
+  it("the host-side deadline kills the command and its children; the session stays usable; background jobs do not hold a call", async () => {
+    const s = track(await createSession({ timeoutMs: 1_500 }))
+    const t0 = Date.now()
+    const r = await s.run("(sleep 300 &) ; setsid sleep 301 & echo started; sleep 299")
+    expect(r).toMatchObject({ timedOut: true, exitCode: 137, stdout: "started\n" })
+    expect(Date.now() - t0).toBeLessThan(6_000)
+    const ps = await s.run("ps -eo comm,args | grep -c '[s]leep 29[9]\\|[s]leep 30[01]' || true")
+    expect(ps.stdout.trim()).toBe("0")
+    const bg = Date.now()
+    const started = await s.run("sleep 5 & echo bg")
+    expect(started.stdout).toBe("bg\n")
+    const next = await s.run("echo next")
+    expect(next.stdout).toBe("next\n")
+    expect(Date.now() - bg).toBeLessThan(2_000)
+    await s.close()
+  })
+
+  it("an abort signal kills the call's processes; the session goes on", async () => {
+    const s = track(await createSession())
+    const controller = new AbortController()
+    setTimeout(() => controller.abort("enough"), 500)
+    await expect(s.run("sleep 123", { signal: controller.signal })).rejects.toMatchObject({ _tag: "ExecutionAborted", reason: "enough" })
+    expect((await s.run("ps -eo args | grep -c '[s]leep 123' || true")).stdout.trim()).toBe("0")
+    await s.close()
+  })
+
+  it("expires after lifetimeSeconds idle: the sandbox is removed and the journal says why", async () => {
+    const s = track(await createSession({ lifetimeSeconds: 1 }))
+    const seen = collect(s)
+    await s.run("echo hi")
+    expect(await waitFor(async () => !(await containerExists(s.containerName)), 8_000)).toBe(true)
+    await waitFor(async () => seen.events.some((e) => e.type === "SessionClosed"), 3_000)
+    seen.stop()
+    const types = seen.events.filter((e) => e.executionId === s.sessionId).map((e) => e.type)
+    expect(types).toEqual(["SessionIdleExpired", "ContainerDestroyed", "SessionClosed"])
+    await expect(s.run("echo late")).rejects.toMatchObject({ _tag: "SessionEnded", reason: "idle-expired" })
+    await s.close()
+  })
+
+  it("a session whose owner process is SIGKILLed is removed while running (watchdog / sweep)", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", "test/support/sessionChild.ts", "session"], { stdio: ["ignore", "pipe", "inherit"] })
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = ""
+      child.stdout!.on("data", (c: Buffer) => {
+        out += c.toString()
+        if (out.includes("\n")) resolve(out.split("\n")[0]!)
+      })
+      child.on("exit", () => reject(new Error(`child exited early: ${out}`)))
+    })
+    const { containerName } = JSON.parse(line) as { containerName: string }
+    created.add(containerName)
+    expect((await docker.getContainer(containerName).inspect()).State.Running).toBe(true)
+    child.kill("SIGKILL")
+    expect(await waitFor(async () => !(await containerExists(containerName)), 15_000)).toBe(true)
+  })
+
+  it("refuses the Docker socket and / as mounts unless forced", async () => {
+    await expect(createSession({ mounts: [{ hostPath: "/var/run/docker.sock", containerPath: "/var/run/docker.sock" }] })).rejects.toMatchObject({
+      _tag: "InvalidRequest",
+      field: "mounts[0].hostPath"
+    })
+    await expect(createSession({ mounts: [{ hostPath: "/", containerPath: "/host", mode: "rw" }] })).rejects.toMatchObject({ _tag: "InvalidRequest" })
+    const dir = mkdtempSync(join(tmpdir(), "hs-sock-"))
+    try {
+      writeFileSync(join(dir, "config.yaml"), "terminal:\n  backend: docker\n  docker_volumes:\n    - /var/run/docker.sock:/var/run/docker.sock\n")
+      await expect(createSession({ hermesConfig: { path: join(dir, "config.yaml"), env: {} } })).rejects.toMatchObject({ _tag: "HermesConfigError", key: "docker_volumes" })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+describe("Hermes configuration: mounts and forwarded secrets", () => {
+  const secret = `hs-secret-${Math.random().toString(36).slice(2)}-value`
+  const dir = mkdtempSync(join(tmpdir(), "hs-hermes-"))
+  const ro = join(dir, "ro")
+  const rw = join(dir, "rw")
+  mkdirSync(ro)
+  mkdirSync(rw)
+  chmodSync(rw, 0o777)
+  writeFileSync(join(ro, "readme.txt"), "read me")
+  writeFileSync(join(dir, ".env"), `FROM_DOTENV=${secret}-dotenv\n`)
+  const config = join(dir, "config.yaml")
+  writeFileSync(
+    config,
+    [
+      "terminal:",
+      "  backend: docker",
+      "  docker_volumes:",
+      `    - "${ro}:/data"`,
+      `    - "${rw}:/out:rw"`,
+      '  docker_forward_env: ["HS_TEST_TOKEN", "FROM_DOTENV"]',
+      "  docker_env: { PLAIN_SETTING: visible }",
+      "  container_memory: 256",
+      "  container_persistent: false",
+      "  lifetime_seconds: 300",
+      ""
+    ].join("\n")
+  )
+  const hermesConfig = { path: config, env: { HS_TEST_TOKEN: secret } }
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  it("mounts are read-only unless :rw", async () => {
+    const s = track(await createSession({ hermesConfig }))
+    expect((await s.run("cat /data/readme.txt")).stdout).toBe("read me")
+    const denied = await s.run("echo x > /data/new.txt")
+    expect(denied.exitCode).not.toBe(0)
+    expect(denied.stderr).toMatch(/Read-only file system/)
+    const ok = await s.run("echo written > /out/new.txt && cat /out/new.txt")
+    expect(ok).toMatchObject({ exitCode: 0, stdout: "written\n" })
+    expect(readFileSync(join(rw, "new.txt"), "utf8")).toBe("written\n")
+    const mounts = (await docker.getContainer(s.containerName).inspect()).Mounts
+    expect(mounts.find((m) => m.Destination === "/data")?.RW).toBe(false)
+    expect(mounts.find((m) => m.Destination === "/out")?.RW).toBe(true)
+    await s.close()
+  })
+
+  it("forwarded values reach the command by NAME and appear nowhere else: not in docker inspect, process args, the journal or results", async () => {
+    const journalPath = join(dir, "journal.sqlite")
+    const s = track(await createSession({ hermesConfig, journal: { path: journalPath } }))
+    const seen = collect(s)
+    const used = await s.run('test "$HS_TEST_TOKEN" = "$EXPECTED" && test -n "$FROM_DOTENV" && echo "present $PLAIN_SETTING"', { env: { EXPECTED: secret } })
+    expect(used).toMatchObject({ exitCode: 0, stdout: "present visible\n" })
+    // The shell's own argv (what ps shows) names the variables but holds no value.
+    const argv = await s.run("tr '\\0' ' ' < /proc/$$/cmdline; echo; cat /proc/1/cmdline | tr '\\0' ' '")
+    expect(argv.stdout).toContain("HS_TEST_TOKEN")
+    expect(argv.stdout).not.toContain(secret)
+    // Not saved in the shell's carried state either.
+    expect((await s.run("cat /tmp/.hermes-session/env")).stdout).not.toContain(secret)
+    const code = await s.runCode({ language: "python", code: "import os\nprint(len(os.environ['HS_TEST_TOKEN']))" })
+    expect(code.stdout).toBe(`${secret.length}\n`)
+
+    const info = await docker.getContainer(s.containerName).inspect()
+    const inspected = JSON.stringify(info)
+    expect(inspected).not.toContain(secret)
+    expect(JSON.stringify(info.Config.Cmd)).not.toContain(secret)
+    expect(JSON.stringify(info.Args)).not.toContain(secret)
+    // Values travel with each exec only: the container's own environment has neither value nor name.
+    expect(info.Config.Env?.some((e) => e.startsWith("HS_TEST_TOKEN="))).toBe(false)
+    for (const r of [used, argv, code]) expect(JSON.stringify(r)).not.toContain(secret)
+    await s.close()
+    seen.stop()
+    expect(JSON.stringify(seen.events)).not.toContain(secret)
+    expect(readFileSync(journalPath).includes(Buffer.from(secret))).toBe(false)
+  })
+
+  it("one-shot: forwarded values are in the container's Config.Env (where Docker keeps env), never in Cmd/Args; volumes are refused", async () => {
+    await expect(createExecutor({ hermesConfig })).rejects.toMatchObject({ _tag: "HermesConfigError", key: "docker_volumes" })
+    const noVolumes = join(dir, "oneshot.yaml")
+    writeFileSync(noVolumes, "terminal:\n  backend: docker\n  docker_forward_env: [HS_TEST_TOKEN]\n  timeout: 20\n")
+    const executor = await createExecutor({ hermesConfig: { path: noVolumes, env: { HS_TEST_TOKEN: secret } }, awaitRemoval: true })
+    try {
+      const events: Array<EventEnvelope> = []
+      let inspected: Promise<{ Cmd: unknown; Args: unknown; Env: ReadonlyArray<string> }> | undefined
+      const sub = executor.events$.subscribe((e) => {
+        events.push(e)
+        if (e.type === "ContainerStarted") {
+          const name = events.find((x) => x.type === "ContainerCreated" && x.executionId === e.executionId)
+          if (name?.type === "ContainerCreated") {
+            inspected = docker.getContainer(name.data.containerName).inspect().then((i) => ({ Cmd: i.Config.Cmd, Args: i.Args, Env: i.Config.Env ?? [] }))
+          }
+        }
+      })
+      const r = await executor.executeCode({ language: "bash", code: 'sleep 1; test -n "$HS_TEST_TOKEN" && echo present' })
+      sub.unsubscribe()
+      expect(r.stdout).toBe("present\n")
+      expect(JSON.stringify(r)).not.toContain(secret)
+      expect(JSON.stringify(events)).not.toContain(secret)
+      const container = await inspected!
+      expect(JSON.stringify(container.Cmd)).not.toContain(secret)
+      expect(JSON.stringify(container.Args)).not.toContain(secret)
+      // Documented: a one-shot container's environment is in Config.Env.
+      expect(container.Env).toContain(`HS_TEST_TOKEN=${secret}`)
+    } finally {
+      await executor.close()
+    }
+  })
+
+  it("openHermesSandbox honours container_persistent: false -> a session with the config's limits", async () => {
+    const h = await openHermesSandbox({ hermesConfig })
+    expect(h.scope).toBe("session")
+    if (h.scope !== "oneShot") {
+      track(h.session)
+      const info = await docker.getContainer(h.session.containerName).inspect()
+      expect(info.HostConfig.Memory).toBe(256 * 1024 * 1024)
+      expect(info.Config.Labels?.["org.hermes-sandbox.idle-seconds"]).toBe("300")
+    }
+    await h.close()
+  })
+})
+
+describe("persistent sandboxes on the real engine", () => {
+  it("a new process finds the sandbox again by its labels within milliseconds, with its state", async () => {
+    const profile = `e2e-${runId}`
+    const first = track(await openPersistent({ profile, memory: "256m" }))
+    expect(first.reconnected).toBe(false)
+    await first.run("cd /tmp && export CARRIED=yes && touch /tmp/installed-package")
+    await first.close()
+    expect(await containerExists(first.containerName)).toBe(true)
+
+    // In this process, through a fresh facade (new engine connection, sweep, lookup).
+    const t0 = performance.now()
+    const again = track(await openPersistent({ profile, memory: "256m" }))
+    const facadeMs = performance.now() - t0
+    expect(again).toMatchObject({ reconnected: true, containerName: first.containerName, sessionId: first.sessionId })
+    expect((await again.run('printf "%s|%s|" "$PWD" "$CARRIED"; ls /tmp/installed-package')).stdout).toBe("/tmp|yes|/tmp/installed-package\n")
+    await again.close()
+
+    // The lookup itself, on a warm service: list by labels + bookkeeping.
+    const lookups: Array<number> = []
+    await Effect.runPromise(
+      Effect.gen(function*() {
+        const sessions = yield* Sessions
+        for (let i = 0; i < 5; i++) {
+          const t = performance.now()
+          const s = yield* sessions.openPersistent({ profile, memory: "256m" })
+          lookups.push(performance.now() - t)
+          expect(s.reconnected).toBe(true)
+          yield* s.close
+        }
+      }).pipe(Effect.scoped, Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(Journal.layerMemory))))
+    )
+
+    // In a NEW process (a restart).
+    const { stdout } = await run(process.execPath, ["--import", "tsx", "test/support/sessionChild.ts", "persistent", profile, "256m"], { timeout: 60_000 })
+    const child = JSON.parse(stdout.trim().split("\n").pop()!) as { reconnected: boolean; containerName: string; openMs: number; firstCallMs: number; state: string }
+    expect(child).toMatchObject({ reconnected: true, containerName: first.containerName, state: "/tmp|yes" })
+
+    const median = [...lookups].sort((a, b) => a - b)[2]!
+    console.log(
+      `persistent reconnect: lookup on a warm service median ${median.toFixed(1)} ms (${lookups.map((x) => x.toFixed(1)).join(", ")}); ` +
+        `fresh facade in-process ${facadeMs.toFixed(0)} ms; new process openPersistent ${child.openMs.toFixed(0)} ms, first call ${child.firstCallMs.toFixed(0)} ms`
+    )
+    expect(median).toBeLessThan(200)
+
+    const last = track(await openPersistent({ profile, memory: "256m" }))
+    await last.destroy()
+    expect(await containerExists(first.containerName)).toBe(false)
+  }, 120_000)
+
+  it("a changed configuration is refused on request, else the old sandbox is replaced (never served)", async () => {
+    const profile = `e2e-fp-${runId}`
+    const old = track(await openPersistent({ profile, memory: "256m", env: { A: "1" } }))
+    await old.close()
+    // Same names, another value: same sandbox (values travel with each call).
+    const sameNames = track(await openPersistent({ profile, memory: "256m", env: { A: "2" } }))
+    expect(sameNames.reconnected).toBe(true)
+    expect((await sameNames.run("echo $A")).stdout).toBe("2\n")
+    await sameNames.close()
+
+    await expect(openPersistent({ profile, memory: "128m", env: { A: "1" }, onConfigChange: "refuse" })).rejects.toMatchObject({
+      _tag: "SessionConfigMismatch",
+      containerName: old.containerName,
+      differences: ["limits.memoryBytes: 268435456 -> 134217728"]
+    })
+    expect(await containerExists(old.containerName)).toBe(true)
+
+    const replaced = track(await openPersistent({ profile, memory: "128m", env: { A: "1", TOKEN_NAME_ADDED: "x" } }))
+    expect(replaced).toMatchObject({ reconnected: false, replaced: [old.containerName] })
+    expect(await containerExists(old.containerName)).toBe(false)
+    expect((await docker.getContainer(replaced.containerName).inspect()).HostConfig.Memory).toBe(128 * 1024 * 1024)
+    await replaced.destroy()
+    expect(await containerExists(replaced.containerName)).toBe(false)
+  }, 60_000)
+
+  it("the reaper removes a persistent sandbox idle longer than its lifetime that nobody holds", async () => {
+    const profile = `e2e-idle-${runId}`
+    const p = track(await openPersistent({ profile, lifetimeSeconds: 1 }))
+    await p.run("echo used")
+    await p.close()
+    await new Promise((r) => setTimeout(r, 2_500))
+    const report = await Effect.runPromise(
+      Effect.flatMap(Sessions, (s) => s.reap).pipe(Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(Journal.layerMemory))))
+    )
+    expect(report.removed).toContain(p.containerName)
+    expect(await containerExists(p.containerName)).toBe(false)
+  }, 30_000)
+
+  it("an exited persistent sandbox (engine restart) is started again on reconnect", async () => {
+    const profile = `e2e-restart-${runId}`
+    const p = track(await openPersistent({ profile }))
+    await p.close()
+    await docker.getContainer(p.containerName).kill()
+    const again = track(await openPersistent({ profile }))
+    expect(again.reconnected).toBe(true)
+    expect((await again.run("echo alive")).stdout).toBe("alive\n")
+    await again.destroy()
+  }, 30_000)
+})

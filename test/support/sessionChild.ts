@@ -1,0 +1,23 @@
+/**
+ * A separate process for session e2e tests (a "restart" is a new process):
+ *   tsx test/support/sessionChild.ts persistent <profile> <memory>   -> opens, prints JSON timings, detaches
+ *   tsx test/support/sessionChild.ts session                        -> opens a session, prints its name, then waits to be killed
+ */
+import { createSession, openPersistent } from "@hermes-sandbox/docker"
+
+const [mode, profile = "default", memory = "256m"] = process.argv.slice(2)
+
+if (mode === "persistent") {
+  const t0 = performance.now()
+  const s = await openPersistent({ profile, memory, workingDir: "/workspace" })
+  const openMs = performance.now() - t0
+  const r = await s.run('printf "%s|%s" "$PWD" "${CARRIED-}"')
+  const firstCallMs = performance.now() - t0 - openMs
+  await s.close()
+  process.stdout.write(JSON.stringify({ reconnected: s.reconnected, containerName: s.containerName, openMs, firstCallMs, state: r.stdout }) + "\n")
+  process.exit(0)
+} else {
+  const s = await createSession({})
+  process.stdout.write(JSON.stringify({ containerName: s.containerName }) + "\n")
+  setInterval(() => {}, 1000)
+}
