@@ -10,9 +10,8 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
-import { Effect, Layer } from "effect"
-import type { EventEnvelope } from "@hermes-sandbox/events"
-import { Journal } from "@hermes-sandbox/events"
+import { Effect, Layer, Stream } from "effect"
+import { type EventEnvelope, Journal, SqliteJournal } from "@hermes-sandbox/events"
 import { createExecutor, createSession, DockerSessions, openHermesSandbox, openPersistent, type SandboxSession, Sessions } from "@hermes-sandbox/docker"
 import { containerExists, docker, waitFor } from "./support/docker.js"
 
@@ -155,8 +154,10 @@ describe("sessions on the real engine", () => {
     await s.close()
   })
 
-  it("a session whose owner process is SIGKILLed is removed while running (watchdog / sweep)", async () => {
-    const child = spawn(process.execPath, ["--import", "tsx", "test/support/sessionChild.ts", "session"], { stdio: ["ignore", "pipe", "inherit"] })
+  it("a session whose owner process is SIGKILLed is removed while running (watchdog); the next start's sweep closes its journal streams", async () => {
+    const journalDir = mkdtempSync(join(tmpdir(), "hs-kill-"))
+    const journalPath = join(journalDir, "journal.sqlite")
+    const child = spawn(process.execPath, ["--import", "tsx", "test/support/sessionChild.ts", "session", journalPath], { stdio: ["ignore", "pipe", "inherit"] })
     const line = await new Promise<string>((resolve, reject) => {
       let out = ""
       child.stdout!.on("data", (c: Buffer) => {
@@ -170,6 +171,18 @@ describe("sessions on the real engine", () => {
     expect((await docker.getContainer(containerName).inspect()).State.Running).toBe(true)
     child.kill("SIGKILL")
     expect(await waitFor(async () => !(await containerExists(containerName)), 15_000)).toBe(true)
+    await new Promise((r) => setTimeout(r, 200))
+    // A new process on the same journal: its startup sweep closes the dead owner's session stream.
+    const sessionId = containerName.slice("hermes-sandbox-".length)
+    const types = await Effect.runPromise(
+      Effect.gen(function*() {
+        yield* Sessions
+        const journal = yield* Journal.Journal
+        return yield* journal.read({ executionId: sessionId }).pipe(Stream.map((e) => e.type), Stream.runCollect)
+      }).pipe(Effect.scoped, Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provideMerge(SqliteJournal.layer({ path: journalPath })))))
+    )
+    expect([...types]).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "ContainerDestroyed", "SessionClosed"])
+    rmSync(journalDir, { recursive: true, force: true })
   })
 
   it("refuses the Docker socket and / as mounts unless forced", async () => {

@@ -1,7 +1,7 @@
 /**
  * A separate process for session e2e tests (a "restart" is a new process):
  *   tsx test/support/sessionChild.ts persistent <profile> <memory>   -> opens, prints JSON timings, detaches
- *   tsx test/support/sessionChild.ts session                        -> opens a session, prints its name, then waits to be killed
+ *   tsx test/support/sessionChild.ts session [journal.sqlite]       -> opens a session, prints its name, then waits to be killed
  */
 import { createSession, openPersistent } from "@hermes-sandbox/docker"
 
@@ -17,7 +17,8 @@ if (mode === "persistent") {
   process.stdout.write(JSON.stringify({ reconnected: s.reconnected, containerName: s.containerName, openMs, firstCallMs, state: r.stdout }) + "\n")
   process.exit(0)
 } else {
-  const s = await createSession({})
+  const journalPath = process.argv[3]
+  const s = await createSession(journalPath === undefined ? {} : { journal: { path: journalPath } })
   process.stdout.write(JSON.stringify({ containerName: s.containerName }) + "\n")
   setInterval(() => {}, 1000)
 }

@@ -433,6 +433,8 @@ export const make = (options: SessionsOptions = {}) =>
         const callScope = yield* Scope.fork(serviceScope, ExecutionStrategy.sequential)
         const calls = yield* FiberSet.make<SessionResult, SessionCallError>().pipe(Scope.extend(callScope))
         let reaperFiber: Fiber.RuntimeFiber<unknown, unknown> | undefined
+        /** Set by a call that ended the session: the cleanup (which interrupts calls) starts once it returned. */
+        let cleanupAfterCall: string | undefined
 
         /** Marks the session ended (first reason wins); true if this call ended it. */
         const markEnded = (reason: string) =>
@@ -519,9 +521,11 @@ export const make = (options: SessionsOptions = {}) =>
               yield* proc.kill.pipe(Effect.ignore)
               const afterKill = yield* proc.exit.pipe(Effect.timeoutTo({ duration: KILL_GRACE, onSuccess: Option.some, onTimeout: Option.none }), Effect.either)
               if (afterKill._tag === "Left" || Option.isNone(afterKill.right)) {
-                // Something in the sandbox outlived the kill: only killing the sandbox is sure.
+                // Something in the sandbox outlived the kill: only killing the sandbox is sure. The
+                // session ends now (no new call starts); its cleanup waits until this call returned.
                 yield* runtime.kill(container).pipe(Effect.ignore)
-                yield* endInBackground("a timed-out command could not be killed inside; the sandbox was killed", true)
+                const reason = "a timed-out command could not be killed inside; the sandbox was killed"
+                if (yield* markEnded(reason)) cleanupAfterCall = reason
               }
               exitCode = 137
             } else {
@@ -596,6 +600,14 @@ export const make = (options: SessionsOptions = {}) =>
               ),
               Effect.tapError((error) =>
                 terminal ? Effect.void : appendQuietly(executionId, { type: "ExecutionFailed", data: { errorTag: error._tag, message: error.message } })
+              ),
+              Effect.ensuring(
+                Effect.suspend(() => {
+                  const reason = cleanupAfterCall
+                  if (reason === undefined) return Effect.void
+                  cleanupAfterCall = undefined
+                  return FiberSet.run(background, cleanup(reason, true)).pipe(Effect.asVoid)
+                })
               )
             )
             const fiber = yield* FiberSet.run(calls, supervised).pipe(

@@ -80,10 +80,13 @@ export const sweep = (options: SweepOptions) =>
     const fromSequence = Math.max(1, last - (options.journalWindow ?? 100_000) + 1)
     const projector = Projection.makeProjector()
     const owners = new Map<string, { executorId: string; host: string; pid: number }>()
+    /** Session streams (their id is the session id): closing their container also closes the session. */
+    const sessionStreams = new Set<string>()
     yield* journal.read({ fromSequence }).pipe(
       Stream.runForEach((e) =>
         Effect.sync(() => {
           projector.apply(e)
+          if (e.type === "SessionOpened") sessionStreams.add(e.executionId)
           if (!owners.has(e.executionId)) owners.set(e.executionId, e.metadata)
         })
       )
@@ -104,6 +107,7 @@ export const sweep = (options: SweepOptions) =>
           type: "ContainerDestroyed",
           data: { containerName: state.containerName ?? "", containerId: state.containerId, reason: "orphan-reaped" }
         })
+        if (sessionStreams.has(executionId)) events.push({ type: "SessionClosed", data: { sessionId: executionId, reason: ownerGoneReason } })
       }
       if (events.length === 0) continue
       // Another executor starting at the same moment may sweep the same stream: the expected
