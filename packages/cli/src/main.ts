@@ -8,6 +8,7 @@ import { doctor } from "./commands/doctor.js"
 import { events, eventsSummary } from "./commands/events.js"
 import { imageBuild } from "./commands/image.js"
 import { run, UsageError } from "./commands/run.js"
+import { sessionList, sessionReap } from "./commands/session.js"
 import { ExitCode } from "./exitCodes.js"
 
 const describeError = (error: unknown): { code: number; message: string } => {
@@ -97,6 +98,24 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--env-file <path>", ".env file for forwarded variables")
     .action(async (options) => {
       exitCode = await config(options)
+    })
+
+  const sessionCommand = program.command("session").description("long-lived sandboxes (sessions, persistent) on the engine")
+  sessionCommand
+    .command("list")
+    .description("list session and persistent sandboxes with their scope, status, profile and idle limit")
+    .option("--json", "one JSON object per line")
+    .action(async (options) => {
+      exitCode = await sessionList(options)
+    })
+  sessionCommand
+    .command("reap")
+    .description("remove persistent sandboxes idle longer than their lifetime that no process holds")
+    .option("--json", "print the report as JSON")
+    .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
+    .option("--no-journal", "do not persist the lifecycle events")
+    .action(async (options) => {
+      exitCode = await sessionReap(options)
     })
 
   try {
