@@ -10,12 +10,13 @@ if docker info >/dev/null 2>&1; then log "engine answers: $(docker version --for
 
 is_debian_root() { [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; }
 
-if ! command -v dockerd >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1 || ! command -v runsc >/dev/null 2>&1; then
+# docker-compose only validates examples/docker-compose.sandbox.yml in the tests; the SDK does not need it.
+if ! command -v dockerd >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1 || ! command -v runsc >/dev/null 2>&1 || ! command -v docker-compose >/dev/null 2>&1; then
   if is_debian_root; then
-    log "installing docker.io, mmdebstrap and runsc from Debian (about a minute)…"
+    log "installing docker.io, mmdebstrap, runsc and docker-compose from Debian (about a minute)…"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq docker.io mmdebstrap runsc >/tmp/hermes-sandbox-apt.log 2>&1 || { tail -20 /tmp/hermes-sandbox-apt.log >&2; exit 1; }
+    apt-get install -y -qq docker.io mmdebstrap runsc docker-compose >/tmp/hermes-sandbox-apt.log 2>&1 || { tail -20 /tmp/hermes-sandbox-apt.log >&2; exit 1; }
   elif ! command -v dockerd >/dev/null 2>&1; then
     log "no Docker engine found. Install one (Debian/Ubuntu: 'sudo apt-get install docker.io'; elsewhere: https://docs.docker.com/engine/install/), start it, and run this again."
     exit 1
