@@ -4,7 +4,7 @@
  * death and remove the container. Target: gone within 15 s of the SIGKILL; the max is printed.
  */
 import { afterAll, describe, expect, it } from "vitest"
-import { containerExists, containersOf, containerState, killAll, percentile, pidAlive, removeContainersOf, spawnVictim, waitFor } from "./support.js"
+import { containerExists, containersOf, containerState, killAll, percentile, pidAlive, removeContainersOf, sleep, spawnVictim, waitFor } from "./support.js"
 
 const ROUNDS = 20
 const BOUND_MS = 15_000
@@ -50,4 +50,23 @@ describe("SIGKILL of the owner mid-execution", () => {
     const watchdogs = pids.filter((_, i) => i % 2 === 1) as Array<number>
     expect(await waitFor(() => watchdogs.every((pid) => !pidAlive(pid)), 30_000, 250)).toBe(true)
   }, 600_000)
+
+  it("SIGKILL at random moments of a burst of 8 executions (creates and starts in flight): once the watchdog is done, nothing of the owner is left", async () => {
+    for (let round = 0; round < 8; round++) {
+      const victim = spawnVictim({ executions: 8 })
+      const ready = await victim.next("ready")
+      executorIds.push(ready.executorId)
+      pids.push(ready.pid, ready.watchdogPid)
+      // Half the rounds die while the very first creates are on their way (the watchdog's first
+      // listing is then empty, and the creates land after it), half once some exist.
+      if (round % 2 === 1) await victim.next("created")
+      await sleep(Math.floor(Math.random() * (round % 2 === 1 ? 150 : 60)))
+      victim.child.kill("SIGKILL")
+      await victim.exited
+      // The watchdog keeps looking for a while after the death, then exits; by then nothing may remain.
+      expect(await waitFor(() => !pidAlive(ready.watchdogPid!), 30_000, 100), `round ${round}: watchdog still running`).toBe(true)
+      expect(await containersOf([ready.executorId]), `round ${round}`).toEqual([])
+    }
+  }, 300_000)
 })
+
