@@ -15,7 +15,8 @@
 import { readdirSync, readFileSync } from "node:fs"
 import { expect } from "vitest"
 import type { ExecuteRequest, ExecutionResult } from "@hermes-sandbox/core"
-import { createExecutor, type CreateExecutorOptions, type SandboxExecutor } from "@hermes-sandbox/docker"
+import type { CreateExecutorOptions, SandboxExecutor } from "@hermes-sandbox/docker"
+import { testExecutor } from "../support/executor.js"
 import { containerExists, docker, waitFor } from "../support/docker.js"
 
 export type RuntimeName = "runc" | "runsc"
@@ -98,7 +99,8 @@ export interface HostileExecutor {
  * checked right after `run` returns.
  */
 export const hostileExecutor = async (runtime: RuntimeName, options: CreateExecutorOptions = {}): Promise<HostileExecutor> => {
-  const executor = await createExecutor({ timeoutMs: 30_000, maxConcurrency: 4, awaitRemoval: true, ...options, runtime })
+  // testExecutor: with HERMES_SANDBOX_TEST_WARM_POOL set, the same programs meet warm sandboxes.
+  const executor = await testExecutor({ timeoutMs: 30_000, maxConcurrency: 4, awaitRemoval: true, ...options, runtime })
   const created: Array<{ name: string; id: string }> = []
   const subscription = executor.events$.subscribe((e) => {
     if (e.type === "ContainerCreated") created.push({ name: e.data.containerName, id: e.data.containerId })

@@ -64,6 +64,9 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const languages = deps.options.languages ?? (["python", "javascript", "bash"] as const)
     const idleTtlMs = deps.options.idleTtlMs ?? 300_000
     const ready = new Map<Language, Array<Entry>>(languages.map((l) => [l, []]))
+    // Every made, unclaimed sandbox, registered in the same uninterruptible step that made it,
+    // so a drain that interrupts the refill loop mid-way still finds (and removes) all of them.
+    const unclaimed = new Set<Entry>()
     const making = new Map<Language, number>(languages.map((l) => [l, 0]))
     const wake = yield* Queue.sliding<void>(1)
     const draining = yield* Ref.make(false)
@@ -83,10 +86,10 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
       )
 
     const takeOut = (language: Language, entry: Entry): boolean => {
+      if (!unclaimed.delete(entry)) return false
       const list = ready.get(language) ?? []
       const i = list.indexOf(entry)
-      if (i < 0) return false
-      list.splice(i, 1)
+      if (i >= 0) list.splice(i, 1)
       return true
     }
 
@@ -115,6 +118,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
               target = receiver
             }
           }
+          unclaimed.add(entry)
           return entry
         })
         return yield* made.pipe(
@@ -149,7 +153,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
             failures = 0
             const entry = exit.value
             if (yield* Ref.get(draining)) {
-              yield* destroy(entry, "pool-drained")
+              if (takeOut(language, entry)) yield* destroy(entry, "pool-drained")
               continue
             }
             ready.get(language)?.push(entry)
@@ -174,11 +178,9 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
       Effect.gen(function*() {
         yield* Ref.set(draining, true)
         yield* Fiber.interrupt(refillFiber)
-        const all = [...ready.entries()].flatMap(([language, list]) => list.map((e) => [language, e] as const))
-        yield* Effect.forEach(all, ([language, entry]) => takeOut(language, entry) ? destroy(entry, "pool-drained") : Effect.void, {
-          concurrency: 8,
-          discard: true
-        })
+        const all = [...unclaimed]
+        unclaimed.clear()
+        yield* Effect.forEach(all, (entry) => destroy(entry, "pool-drained"), { concurrency: 8, discard: true })
       })
     )
 
@@ -186,7 +188,9 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
       claim: (language) =>
         Effect.sync(() => {
           const entry = ready.get(language)?.shift()
-          return entry === undefined ? Option.none() : Option.some<WarmSandbox>(entry)
+          if (entry === undefined) return Option.none()
+          unclaimed.delete(entry)
+          return Option.some<WarmSandbox>(entry)
         }).pipe(Effect.tap(() => Queue.offer(wake, undefined))),
       ready: Effect.sync(() => Object.fromEntries([...ready.entries()].map(([l, list]) => [l, list.length])))
     }
