@@ -20,7 +20,8 @@ describe("SIGKILL of the owner mid-execution", () => {
   it(`${ROUNDS} times: the watchdog removes the running container within ${BOUND_MS / 1000} s`, async () => {
     const latencies: Array<number> = []
     for (let round = 0; round < ROUNDS; round++) {
-      const victim = spawnVictim()
+      // (No startup sweep: these victims would otherwise reap other suites' deliberate orphans.)
+      const victim = spawnVictim({ sweepOnStart: false })
       const ready = await victim.next("ready")
       executorIds.push(ready.executorId)
       pids.push(ready.pid, ready.watchdogPid)
@@ -53,7 +54,7 @@ describe("SIGKILL of the owner mid-execution", () => {
 
   it("SIGKILL at random moments of a burst of 8 executions (creates and starts in flight): once the watchdog is done, nothing of the owner is left", async () => {
     for (let round = 0; round < 8; round++) {
-      const victim = spawnVictim({ executions: 8 })
+      const victim = spawnVictim({ executions: 8, sweepOnStart: false })
       const ready = await victim.next("ready")
       executorIds.push(ready.executorId)
       pids.push(ready.pid, ready.watchdogPid)
