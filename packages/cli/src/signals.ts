@@ -1,7 +1,9 @@
 /**
  * SIGINT/SIGTERM: interrupt what runs, let finalizers remove the containers
- * and close the journal, then exit 130/143. A second signal exits at once
- * (the watchdog still removes the containers).
+ * and close the journal, then exit 130/143. A second signal at least a second
+ * later exits at once (the watchdog still removes the containers); one sooner
+ * is the same signal delivered twice — by the terminal to the process group
+ * and forwarded again by npx/tsx — and must not cut the cleanup short.
  */
 import { ExitCode } from "./exitCodes.js"
 
@@ -15,8 +17,13 @@ export interface SignalScope {
 export const trapSignals = (): SignalScope => {
   const controller = new AbortController()
   let code: number | undefined
+  let firstAt = 0
   const handler = (name: NodeJS.Signals) => () => {
-    if (code !== undefined) process.exit(code)
+    if (code !== undefined) {
+      if (Date.now() - firstAt >= 1_000) process.exit(code)
+      return
+    }
+    firstAt = Date.now()
     code = name === "SIGINT" ? ExitCode.sigint : ExitCode.sigterm
     process.stderr.write(`\nhermes-sandbox: ${name}: stopping; removing sandboxes…\n`)
     controller.abort(name)

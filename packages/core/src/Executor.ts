@@ -331,10 +331,20 @@ export const make = (options: ExecutorOptions = {}) =>
           const removeOnRelease = (c: SandboxCreated) =>
             Scope.addFinalizer(scope, Effect.suspend(() => Ref.get(destroyReason)).pipe(Effect.flatMap((r) => destroy(executionId, c, r))))
 
-          // Claim and take ownership in one step, so an interruption cannot orphan the sandbox.
+          // Claimed, owned and recorded in one uninterruptible step (as for a create below): an
+          // interruption in between could neither orphan the sandbox nor destroy an unrecorded claim.
           const warm = pool !== undefined && eligible
             ? yield* pool.claim(plan.language).pipe(
-              Effect.tap((w) => Option.isSome(w) ? removeOnRelease(w.value.container) : Effect.void),
+              Effect.tap((w) =>
+                Option.isSome(w)
+                  ? removeOnRelease(w.value.container).pipe(
+                    Effect.zipRight(append(executionId, {
+                      type: "ContainerClaimed",
+                      data: { containerName: w.value.container.name, containerId: w.value.container.id, poolStreamId: w.value.poolStreamId }
+                    }))
+                  )
+                  : Effect.void
+              ),
               Effect.uninterruptible
             )
             : Option.none<WarmPool.WarmSandbox>()
@@ -344,10 +354,6 @@ export const make = (options: ExecutorOptions = {}) =>
           if (Option.isSome(warm)) {
             // Already created and started, its runner waiting for this one program.
             container = warm.value.container
-            yield* append(executionId, {
-              type: "ContainerClaimed",
-              data: { containerName: container.name, containerId: container.id, poolStreamId: warm.value.poolStreamId }
-            })
             warm.value.bind(receiver)
             io = warm.value.io
             awaitExit = warm.value.awaitExit
