@@ -10,6 +10,11 @@ printf '\n==== tests (pnpm test)\n' >&2
 set +e
 npx -y pnpm@10.34.0 test
 rc=$?
+# The same real-engine and hostile suites again, with every executor keeping a warm pool.
+printf '\n==== tests with the warm pool on (pnpm test:pool)\n' >&2
+npx -y pnpm@10.34.0 test:pool
+pool_rc=$?
+[ "$rc" = 0 ] && rc=$pool_rc
 set -e
 left="$(docker ps -aq --filter name=hermes-sandbox-)"
 if [ -n "$left" ]; then
