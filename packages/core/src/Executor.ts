@@ -22,6 +22,7 @@ import type { ExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import { OutputCapture } from "./OutputCapture.js"
+import { makePublisher } from "./internal/publisher.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
 import { CompletionScanner, completionMarker, encodeRunnerPayload, makeReportNonce } from "./RunnerProtocol.js"
 import { sweep } from "./Sweep.js"
@@ -116,35 +117,8 @@ export const make = (options: ExecutorOptions = {}) =>
         Effect.tap((s) => Effect.all([Metric.set(inFlightGauge, s.inFlight), Metric.set(queuedGauge, s.queued)]))
       )
 
-    // Publication happens only after the append committed. A listener that throws is dropped, never the append.
-    const listeners = new Set<(event: EventEnvelope) => void>()
-    const publish = (committed: ReadonlyArray<EventEnvelope>) =>
-      Effect.sync(() => {
-        for (const event of committed) {
-          for (const listener of listeners) {
-            try {
-              listener(event)
-            } catch {
-              listeners.delete(listener)
-            }
-          }
-        }
-      })
-    const unsafeSubscribe = (listener: (event: EventEnvelope) => void) => {
-      listeners.add(listener)
-      return () => {
-        listeners.delete(listener)
-      }
-    }
-    const events = Stream.asyncPush<EventEnvelope>((emit) =>
-      Effect.acquireRelease(
-        Effect.sync(() => unsafeSubscribe((e) => emit.single(e))),
-        (unsubscribe) => Effect.sync(unsubscribe)
-      ))
-
-    // No expected version is given, so a VersionConflict cannot happen: it would be a defect.
-    const append = (executionId: string, ...events: ReadonlyArray<JournalEvent>) =>
-      journal.append({ executionId, events, executorId }).pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish))
+    // Append, then publish only what was committed (internal/publisher.ts).
+    const { append, events, unsafeSubscribe } = makePublisher(journal, executorId)
 
     /**
      * Take a slot, FIFO among waiters, and register its release on the scope.

@@ -45,6 +45,7 @@ import { planExecution } from "./ExecutionRequest.js"
 import type { ExecutionResult } from "./ExecutionResult.js"
 import { check, type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
 import * as Fingerprint from "./Fingerprint.js"
+import { makePublisher } from "./internal/publisher.js"
 import { SESSION_STATE_DIR, sessionInvocation } from "./internal/sessionShell.js"
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import { OutputCapture } from "./OutputCapture.js"
@@ -243,31 +244,8 @@ export const make = (options: SessionsOptions = {}) =>
     const serviceScope = yield* Effect.scope
     const closed = yield* Ref.make(false)
 
-    // Publication happens only after the append committed (as in Executor).
-    const listeners = new Set<(event: EventEnvelope) => void>()
-    const publish = (committed: ReadonlyArray<EventEnvelope>) =>
-      Effect.sync(() => {
-        for (const event of committed) {
-          for (const listener of listeners) {
-            try {
-              listener(event)
-            } catch {
-              listeners.delete(listener)
-            }
-          }
-        }
-      })
-    const unsafeSubscribe = (listener: (event: EventEnvelope) => void) => {
-      listeners.add(listener)
-      return () => {
-        listeners.delete(listener)
-      }
-    }
-    const events = Stream.asyncPush<EventEnvelope>((emit) =>
-      Effect.acquireRelease(Effect.sync(() => unsafeSubscribe((e) => emit.single(e))), (unsubscribe) => Effect.sync(unsubscribe))
-    )
-    const append = (streamId: string, ...evs: ReadonlyArray<JournalEvent>) =>
-      journal.append({ executionId: streamId, events: evs, executorId }).pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish))
+    // Append, then publish only what was committed (internal/publisher.ts).
+    const { append, events, unsafeSubscribe } = makePublisher(journal, executorId)
     /** For bookkeeping on paths that must not fail (cleanup): a journal failure is logged. */
     const appendQuietly = (streamId: string, ...evs: ReadonlyArray<JournalEvent>) =>
       append(streamId, ...evs).pipe(Effect.catchAllCause((cause) => Effect.logWarning(`session journal append failed (${streamId})`, cause)), Effect.asVoid)
