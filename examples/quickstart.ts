@@ -23,4 +23,6 @@ for (const { title, request } of snippets) {
   console.log(`  result exit=${r.exitCode} timedOut=${r.timedOut} ${r.durationMs} ms in ${r.containerName}`)
   if (r.stdout) console.log(`  stdout ${JSON.stringify(r.stdout)}`)
 }
+// close() returns once every container is removed, so the last ContainerDestroyed is printed too.
+await executor.close()
 subscription.unsubscribe()
