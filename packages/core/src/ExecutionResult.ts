@@ -1,3 +1,4 @@
+import type { OutputCapture } from "./OutputCapture.js"
 /** What an execution reports. A non-zero exit, a timeout or an OOM kill is a result, not an error. */
 export interface ExecutionResult {
   readonly executionId: string
@@ -19,3 +20,33 @@ export interface ExecutionResult {
   readonly startedAt: string
   readonly finishedAt: string
 }
+
+/** What the executor and sessions know when a run ends; the result is derived from it in one place. */
+export interface RunOutcome {
+  readonly executionId: string
+  readonly containerName: string
+  readonly exitCode: number
+  readonly timedOut: boolean
+  readonly oomKilled: boolean
+  readonly stdout: OutputCapture
+  readonly stderr: OutputCapture
+  readonly startedAtMs: number
+  readonly finishedAtMs: number
+}
+
+export const toExecutionResult = (run: RunOutcome): ExecutionResult => ({
+  executionId: run.executionId,
+  containerName: run.containerName,
+  exitCode: run.exitCode,
+  stdout: run.stdout.text(),
+  stderr: run.stderr.text(),
+  timedOut: run.timedOut,
+  oomKilled: run.oomKilled,
+  stdoutTruncated: run.stdout.truncated,
+  stderrTruncated: run.stderr.truncated,
+  stdoutBytes: run.stdout.total,
+  stderrBytes: run.stderr.total,
+  durationMs: run.finishedAtMs - run.startedAtMs,
+  startedAt: new Date(run.startedAtMs).toISOString(),
+  finishedAt: new Date(run.finishedAtMs).toISOString()
+})

@@ -18,7 +18,7 @@ import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
 import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./ExecutionRequest.js"
-import type { ExecutionResult } from "./ExecutionResult.js"
+import { type ExecutionResult, toExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import { OutputCapture } from "./OutputCapture.js"
@@ -405,23 +405,7 @@ export const make = (options: ExecutorOptions = {}) =>
               ? { type: "ExecutionTimedOut", data: { timeoutMs: plan.timeoutMs, durationMs } }
               : { type: "ContainerExited", data: { exitCode, oomKilled, durationMs } }
           )
-          const result: ExecutionResult = {
-            executionId,
-            containerName: container.name,
-            exitCode,
-            stdout: stdout.text(),
-            stderr: stderr.text(),
-            timedOut,
-            oomKilled,
-            stdoutTruncated: stdout.truncated,
-            stderrTruncated: stderr.truncated,
-            stdoutBytes: stdout.total,
-            stderrBytes: stderr.total,
-            durationMs,
-            startedAt: new Date(startedAtMs).toISOString(),
-            finishedAt: new Date(finishedAtMs).toISOString()
-          }
-          return result
+          return toExecutionResult({ executionId, containerName: container.name, exitCode, timedOut, oomKilled, stdout, stderr, startedAtMs, finishedAtMs })
         })
 
         return yield* body.pipe(

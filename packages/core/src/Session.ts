@@ -42,7 +42,7 @@ import { type EventEnvelope, Journal, type JournalError, type JournalEvent } fro
 import { ContainerFailed, type InvalidRequest, invalidRequest, type SandboxError, SessionConfigMismatch, SessionEnded } from "./Errors.js"
 import type { ExecuteOptions } from "./Executor.js"
 import { planExecution } from "./ExecutionRequest.js"
-import type { ExecutionResult } from "./ExecutionResult.js"
+import { type ExecutionResult, toExecutionResult } from "./ExecutionResult.js"
 import { check, type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
 import * as Fingerprint from "./Fingerprint.js"
 import { makePublisher } from "./internal/publisher.js"
@@ -524,21 +524,8 @@ export const make = (options: SessionsOptions = {}) =>
                 : { type: "ContainerExited", data: { exitCode, oomKilled, durationMs } }
             )
             const result: SessionResult = {
-              executionId,
-              sessionId,
-              containerName: container.name,
-              exitCode,
-              stdout: stdout.text(),
-              stderr: stderr.text(),
-              timedOut,
-              oomKilled,
-              stdoutTruncated: stdout.truncated,
-              stderrTruncated: stderr.truncated,
-              stdoutBytes: stdout.total,
-              stderrBytes: stderr.total,
-              durationMs,
-              startedAt: new Date(startedAtMs).toISOString(),
-              finishedAt: new Date(finishedAtMs).toISOString()
+              ...toExecutionResult({ executionId, containerName: container.name, exitCode, timedOut, oomKilled, stdout, stderr, startedAtMs, finishedAtMs }),
+              sessionId
             }
             return result
           }).pipe(Effect.scoped)
