@@ -294,12 +294,13 @@ export type EventData<T extends EventType> = Extract<JournalEvent, { readonly ty
 export type EventOf<T extends EventType> = Extract<JournalEvent, { readonly type: T }>
 
 /**
- * All event types, in declaration order.
+ * Event types that take part in an execution's or a container's lifecycle (the
+ * projection folds these; session and executor events are not lifecycle events).
  *
  * @since 0.1.0
  * @category constants
  */
-export const eventTypes = [
+export const lifecycleEventTypes = [
   "ExecutionRequested",
   "ContainerCreated",
   "ContainerStarted",
@@ -309,7 +310,17 @@ export const eventTypes = [
   "ExecutionInterrupted",
   "ExecutionFailed",
   "ContainerDestroyed",
-  "ExecutionCompleted",
+  "ExecutionCompleted"
+] as const satisfies ReadonlyArray<EventType>
+
+/**
+ * All event types, in declaration order.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const eventTypes = [
+  ...lifecycleEventTypes,
   "SessionOpened",
   "SessionReconnected",
   "SessionIdleExpired",

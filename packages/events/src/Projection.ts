@@ -17,7 +17,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import type { DestroyReason, EventEnvelope, EventType } from "./Event.js"
+import { type DestroyReason, type EventEnvelope, type EventType, lifecycleEventTypes } from "./Event.js"
 
 /**
  * @since 0.1.0
@@ -67,18 +67,7 @@ export interface ExecutionState {
   readonly violations: ReadonlyArray<string>
 }
 
-const lifecycleTypes: ReadonlySet<EventType> = new Set<EventType>([
-  "ExecutionRequested",
-  "ContainerCreated",
-  "ContainerStarted",
-  "ContainerClaimed",
-  "ContainerExited",
-  "ExecutionTimedOut",
-  "ExecutionInterrupted",
-  "ExecutionFailed",
-  "ContainerDestroyed",
-  "ExecutionCompleted"
-])
+const lifecycleTypes: ReadonlySet<EventType> = new Set<EventType>(lifecycleEventTypes)
 
 /**
  * Whether the event takes part in a container/execution lifecycle (session and executor

@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import * as fc from "fast-check"
-import type { DestroyReason, EventData, EventEnvelope, EventMetadata, EventType, JournalEvent } from "./Event.js"
+import { DestroyReason as DestroyReasonSchema, type DestroyReason, type EventData, type EventEnvelope, type EventMetadata, type EventType, type JournalEvent } from "./Event.js"
 import { make, SCHEMA_VERSION } from "./Event.js"
 
 // --- primitives --------------------------------------------------------------------------
@@ -117,17 +117,7 @@ const arbRequested: fc.Arbitrary<EventData<"ExecutionRequested">> = fc.record(
   { requiredKeys: ["language", "image", "codeBytes", "codeSha256", "stdinBytes", "fileCount", "timeoutMs", "limits", "network", "runtime"] }
 )
 
-const arbDestroyReason: fc.Arbitrary<DestroyReason> = fc.constantFrom(
-  "completed",
-  "timeout",
-  "interrupted",
-  "failed",
-  "orphan-reaped",
-  "pool-recycled",
-  "pool-drained",
-  "session-closed",
-  "idle-expired"
-)
+const arbDestroyReason: fc.Arbitrary<DestroyReason> = fc.constantFrom(...DestroyReasonSchema.literals)
 
 const arbCompleted: fc.Arbitrary<EventData<"ExecutionCompleted">> = fc.record({
   exitCode: fc.option(arbExitCode, { nil: null }),
