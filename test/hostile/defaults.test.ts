@@ -5,12 +5,12 @@
  * engine that cannot apply one, and that the languages still work under all of it.
  */
 import { firstValueFrom, filter, take } from "rxjs"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import type Docker from "dockerode"
 import { createExecutor } from "@hermes-sandbox/docker"
 import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
 import { docker } from "../support/docker.js"
-import { exited, expectOutcome, facts, type HostileExecutor, hostileExecutor, MiB, RUNTIMES } from "./support.js"
+import { exited, expectOutcome, facts, hostileExecutor, useHostileExecutor, MiB, RUNTIMES } from "./support.js"
 
 const engineInfo = (await docker.info()) as { Driver: string; DriverStatus?: Array<[string, string]> }
 const backingFs = engineInfo.DriverStatus?.find(([k]) => k === "Backing Filesystem")?.[1] ?? "unknown"
@@ -18,13 +18,7 @@ const diskQuotaSupported = engineInfo.Driver === "overlay2" && backingFs === "xf
 
 describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
   const gvisor = runtime === "runsc"
-  let h: HostileExecutor
-  beforeAll(async () => {
-    h = await hostileExecutor(runtime)
-  })
-  afterAll(async () => {
-    await h.finish()
-  })
+  const h = useHostileExecutor(runtime)
 
   it("the engine holds exactly the hardened configuration while the program runs", async () => {
     const started = firstValueFrom(h.executor.events$.pipe(filter((e) => e.type === "ContainerStarted"), take(1)))

@@ -9,8 +9,8 @@
  * not loaded inside gVisor). Those differences are asserted as such and listed in SECURITY.md.
  */
 import { readFileSync } from "node:fs"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { exited, expectOutcome, facts, type HostileExecutor, hostFileSha256, hostileExecutor, RUNTIMES } from "./support.js"
+import { describe, expect, it } from "vitest"
+import { exited, expectOutcome, facts, hostFileSha256, useHostileExecutor, RUNTIMES } from "./support.js"
 
 /** A value only the host process knows: it must not reach any sandbox. */
 const HOST_SECRET = `hermes-host-secret-${process.pid}-${Date.now()}`
@@ -26,13 +26,7 @@ const readHost = (path: string): string | undefined => {
 
 describe.each(RUNTIMES)("nothing beyond the sandbox is reachable (%s)", (runtime) => {
   const gvisor = runtime === "runsc"
-  let h: HostileExecutor
-  beforeAll(async () => {
-    h = await hostileExecutor(runtime)
-  })
-  afterAll(async () => {
-    await h.finish()
-  })
+  const h = useHostileExecutor(runtime)
 
   describe.concurrent("host secrets", () => {
     it("host /etc/shadow, the Docker socket, /proc/kcore and the host's environment are out of reach", async () => {

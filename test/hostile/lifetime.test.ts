@@ -6,22 +6,16 @@
  * container and every process of it are gone.
  */
 import { randomUUID } from "node:crypto"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { containerExists } from "../support/docker.js"
-import { exited, expectOutcome, facts, type HostileExecutor, hostileExecutor, hostProcessesMatching, RUNTIMES, TIMED_OUT } from "./support.js"
+import { exited, expectOutcome, facts, useHostileExecutor, hostProcessesMatching, RUNTIMES, TIMED_OUT } from "./support.js"
 
 /** How late the deadline's kill may land: the kill and the exit report, on a loaded 2-core machine. */
 const KILL_MARGIN_MS = 5_000
 
 describe.each(RUNTIMES)("the sandbox's lifetime is the SDK's to end (%s)", (runtime) => {
   const gvisor = runtime === "runsc"
-  let h: HostileExecutor
-  beforeAll(async () => {
-    h = await hostileExecutor(runtime)
-  })
-  afterAll(async () => {
-    await h.finish()
-  })
+  const h = useHostileExecutor(runtime)
 
   describe.concurrent("deadline", () => {
     it("a busy loop past the timeout is killed at the deadline: timedOut, 137, not OOM", async () => {

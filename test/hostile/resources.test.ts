@@ -7,13 +7,12 @@
  * with swap equal to it, /tmp and /workspace tmpfs of 64 MiB and 16384 inodes each,
  * RLIMIT_FSIZE 256 MiB, RLIMIT_NOFILE 1024, RLIMIT_CORE 0.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import {
   exited,
   expectOutcome,
   facts,
-  type HostileExecutor,
-  hostileExecutor,
+  useHostileExecutor,
   MiB,
   OOM_KILLED,
   RUNTIMES,
@@ -30,13 +29,7 @@ def rd(p):
 
 describe.each(RUNTIMES)("resource limits hold against hostile programs (%s)", (runtime) => {
   const gvisor = runtime === "runsc"
-  let h: HostileExecutor
-  beforeAll(async () => {
-    h = await hostileExecutor(runtime)
-  })
-  afterAll(async () => {
-    await h.finish()
-  })
+  const h = useHostileExecutor(runtime)
 
   describe.concurrent("processes and threads", () => {
     it("fork bomb (os.fork until it fails) stops at the pids limit", async () => {

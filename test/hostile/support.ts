@@ -13,7 +13,7 @@
  * `print(1)`, without being confused by other suites' containers.
  */
 import { readdirSync, readFileSync } from "node:fs"
-import { expect } from "vitest"
+import { afterAll, beforeAll, expect } from "vitest"
 import type { ExecuteRequest, ExecutionResult } from "@hermes-sandbox/core"
 import type { CreateExecutorOptions, SandboxExecutor } from "@hermes-sandbox/docker"
 import { testExecutor } from "../support/executor.js"
@@ -141,3 +141,32 @@ export const hostFileSha256 = async (path: string): Promise<string | undefined> 
 }
 
 export const MiB = 1024 * 1024
+
+/**
+ * One executor for a describe block: made before its tests, finished (health check, nothing
+ * left behind) after them. Returns a handle that forwards to it once it exists.
+ */
+export const useHostileExecutor = (runtime: RuntimeName, options: CreateExecutorOptions = {}): HostileExecutor => {
+  let current: HostileExecutor | undefined
+  const get = (): HostileExecutor => {
+    if (current === undefined) throw new Error("the hostile executor is used before beforeAll made it")
+    return current
+  }
+  beforeAll(async () => {
+    current = await hostileExecutor(runtime, options)
+  })
+  afterAll(async () => {
+    await current?.finish()
+  })
+  return {
+    runtime,
+    get executor() {
+      return get().executor
+    },
+    get created() {
+      return get().created
+    },
+    run: (request) => get().run(request),
+    finish: (finishOptions) => get().finish(finishOptions)
+  }
+}
