@@ -46,10 +46,13 @@ describe("SIGKILL of the owner mid-execution", () => {
         `p95 ${Math.round(percentile(latencies, 95))} ms, max ${Math.round(max)} ms`
     )
     expect(max).toBeLessThan(BOUND_MS)
-    // Nothing of ours is left, and every watchdog exits once it has watched long enough.
-    expect(await containersOf(executorIds)).toEqual([])
+    // Every watchdog exits once it has watched long enough, and then nothing of ours is left.
+    // (Checked in that order: with a warm pool, the owner's other sandboxes — pooled ones, and a
+    // refill whose create was in flight at the death — are removed in the same or a later pass
+    // than the one the loop waited for, within the watchdog's settle window.)
     const watchdogs = pids.filter((_, i) => i % 2 === 1) as Array<number>
     expect(await waitFor(() => watchdogs.every((pid) => !pidAlive(pid)), 30_000, 250)).toBe(true)
+    expect(await containersOf(executorIds)).toEqual([])
   }, 600_000)
 
   it("SIGKILL at random moments of a burst of 8 executions (creates and starts in flight): once the watchdog is done, nothing of the owner is left", async () => {
