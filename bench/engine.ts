@@ -1,7 +1,18 @@
 /**
  * What the engine spends, and what it is doing, while a variant runs.
  *
- * CPU: dockerd and containerd (of the engine behind /var/run/docker.sock) are long-lived: utime+stime+cutime+cstime from
+ * CPU, preferred method ("cgroup"): exact kernel accounting. As root on a cgroup v1 host with a
+ * cpuacct hierarchy of its own (accounting only: no controller that changes scheduling), the
+ * engine's dockerd, containerd and shims are moved into a cpuacct group of the bench's; every
+ * process they start later (shims, runc, containerd-shim `start`) is born in it, and the
+ * sandboxes' processes are accounted in the engine's own container groups (`docker/<id>`,
+ * cgroupfs driver), whose parent keeps what removed children used. Nothing is sampled, so
+ * short-lived processes are not missed. The engine's processes are moved back when the bench
+ * ends. Work the kernel does in its own threads (network-namespace and cgroup teardown, RCU) and
+ * softirq time are read host-wide from /proc and reported on their own: on a quiet host they are
+ * the containers' too.
+ *
+ * CPU, fallback method ("poll"), when the above is not possible: dockerd and containerd (of the engine behind /var/run/docker.sock) are long-lived: utime+stime+cutime+cstime from
  * /proc/<pid>/stat before and after a window (cutime includes the short
  * `containerd-shim-runc-v2 start` processes containerd reaps). Each container's
  * shim daemon is re-parented to PID 1 and lives only as long as its container,
@@ -17,7 +28,7 @@
  * created meanwhile (contention), and lets the runner wait until a variant's
  * containers are gone (or its warm pool is full again) without polling the engine.
  */
-import { readdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs"
 import type { IncomingMessage } from "node:http"
 import type Docker from "dockerode"
 import { Label } from "@hermes-sandbox/core"
@@ -76,20 +87,87 @@ export const findEngineDaemons = (pidFile = "/var/run/docker.pid"): Array<number
 export interface CpuSnapshot {
   readonly daemonTicks: number
   readonly shims: ReadonlyMap<number, number>
+  /** cgroup method: the engine group's and the containers' parent group's usage (s), and each container group's. */
+  readonly engineGroupSec?: number
+  readonly containersGroupSec?: number
+  readonly containerGroups?: ReadonlyMap<string, number>
+  /** Kernel threads' CPU and softirq time, host-wide, seconds. */
+  readonly kernelSec: number
   readonly at: number
 }
 
 export interface CpuWindow {
-  /** dockerd + containerd (and the processes they reaped), seconds. */
+  /** poll: dockerd + containerd (and the processes they reaped); cgroup: dockerd, containerd, shims and runc. Seconds. */
   readonly daemonsSec: number
-  /** Shims of this run's containers (with runc and the sandbox processes), seconds. */
+  /** poll: shims of this run's containers (with runc and the sandbox processes); cgroup: the sandboxes' own processes. Seconds. */
   readonly shimsSec: number
-  /** Shims of other people's containers in the same window, seconds (contention indicator). */
+  /** Other people's containers on the same engine in the same window, seconds (contention indicator). */
   readonly foreignShimsSec: number
+  /** Kernel threads + softirq, host-wide, seconds. */
+  readonly kernelSec: number
   readonly wallSec: number
 }
 
+export type CpuMethod = "cgroup" | "poll"
+
+const CPUACCT = "/sys/fs/cgroup/cpuacct"
+const ENGINE_GROUP = `${CPUACCT}/hermes-bench-engine`
+const CONTAINERS_GROUP = `${CPUACCT}/docker`
+
+const groupSec = (dir: string): number => Number(readFileSync(`${dir}/cpuacct.usage`, "utf8").trim()) / 1e9
+
+/** Kernel threads (children of kthreadd) and softirq time, host-wide, in seconds. */
+const kernelSec = (): number => {
+  let ticks = 0
+  for (const d of readdirSync("/proc")) {
+    const c = d.charCodeAt(0)
+    if (c < 48 || c > 57) continue
+    try {
+      const s = readFileSync(`/proc/${d}/stat`, "utf8")
+      const f = s.slice(s.lastIndexOf(")") + 2).split(" ")
+      if (f[1] === "2" || d === "2") ticks += Number(f[11]) + Number(f[12])
+    } catch {
+      // gone
+    }
+  }
+  const softirq = Number(readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)[7])
+  return (ticks + softirq) / TICKS_PER_SEC
+}
+
+/** The cgroup of `pid` in the cpuacct hierarchy (v1), e.g. "/". */
+const cpuacctGroupOf = (pid: number): string | undefined => {
+  try {
+    const line = readFileSync(`/proc/${pid}/cgroup`, "utf8").split("\n").find((l) => l.split(":")[1]?.split(",").includes("cpuacct"))
+    return line?.split(":")[2]
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Why the cgroup method cannot be used here, or undefined when it can: root, cgroup v1 with a
+ * cpuacct hierarchy mounted alone (moving processes there changes no scheduling), and the
+ * cgroupfs driver's `docker` parent group.
+ */
+export const cgroupMethodUnavailable = (): string | undefined => {
+  if (process.getuid?.() !== 0) return "not root"
+  let mounts = ""
+  try {
+    mounts = readFileSync("/proc/mounts", "utf8")
+  } catch {
+    return "no /proc/mounts"
+  }
+  const cpuacct = mounts.split("\n").find((l) => l.split(" ")[1] === CPUACCT && l.split(" ")[2] === "cgroup")
+  if (cpuacct === undefined) return "no cgroup v1 cpuacct hierarchy at " + CPUACCT
+  if (cpuacct.split(" ")[3]!.split(",").includes("cpu")) return "cpuacct is mounted together with cpu (moving the engine would change its CPU shares)"
+  if (!existsSync(`${CONTAINERS_GROUP}/cpuacct.usage`)) return "no cpuacct group 'docker' (the engine does not use the cgroupfs driver)"
+  return undefined
+}
+
 export class EngineCpu {
+  readonly method: CpuMethod
+  readonly methodNote: string
+  private moved: Array<{ pid: number; group: string }> = []
   readonly daemonPids: ReadonlyArray<number>
   private readonly shimIds = new Map<number, string>()
   private readonly lastTicks = new Map<number, number>()
@@ -99,18 +177,63 @@ export class EngineCpu {
   private timer: NodeJS.Timeout | undefined
   polls = 0
 
-  constructor(private readonly pollMs: number) {
+  constructor(private readonly pollMs: number, private readonly engineContainerIds: ReadonlySet<string> = new Set(), forcePoll = false) {
     this.daemonPids = findEngineDaemons()
+    const why = forcePoll ? "--cpu-method poll" : cgroupMethodUnavailable()
+    this.method = why === undefined ? "cgroup" : "poll"
+    this.methodNote = why === undefined
+      ? "cgroup accounting (cpuacct): engine processes = dockerd, containerd, shims, runc; sandbox processes = the containers' cgroups"
+      : `polling /proc every ${pollMs} ms (cgroup accounting unavailable: ${why}); a shim's last interval is missed, so engine CPU is underestimated`
   }
 
   start() {
+    if (this.method === "cgroup") {
+      // The engine's daemons and the shims of its containers (shims of other engines on this host stay out).
+      mkdirSync(ENGINE_GROUP, { recursive: true })
+      const pids = [...this.daemonPids]
+      for (const d of readdirSync("/proc")) {
+        if (!/^\d+$/.test(d)) continue
+        const id = this.shimContainerId(Number(d))
+        if (id !== undefined && this.engineContainerIds.has(id)) pids.push(Number(d))
+      }
+      for (const pid of pids) {
+        const group = cpuacctGroupOf(pid)
+        if (group === undefined || group === "/hermes-bench-engine") continue
+        writeFileSync(`${ENGINE_GROUP}/cgroup.procs`, String(pid))
+        this.moved.push({ pid, group })
+      }
+      return
+    }
     this.poll()
     this.timer = setInterval(() => this.poll(), this.pollMs)
     this.timer.unref()
   }
 
+  /** Put the engine's processes back where they were (a previous run's leftovers go to the root group), remove the group. */
   stop() {
     if (this.timer) clearInterval(this.timer)
+    if (this.method !== "cgroup" || !existsSync(ENGINE_GROUP)) return
+    const original = new Map(this.moved.map((m) => [m.pid, m.group]))
+    const dockerdGroup = original.get(this.daemonPids[0]!) ?? "/"
+    for (const line of readFileSync(`${ENGINE_GROUP}/cgroup.procs`, "utf8").split("\n")) {
+      const pid = Number(line)
+      if (!pid) continue
+      const target = `${CPUACCT}${original.get(pid) ?? dockerdGroup}`.replace(/\/$/, "")
+      try {
+        writeFileSync(`${target}/cgroup.procs`, String(pid))
+      } catch {
+        try {
+          writeFileSync(`${CPUACCT}/cgroup.procs`, String(pid))
+        } catch {
+          // exited meanwhile
+        }
+      }
+    }
+    try {
+      rmdirSync(ENGINE_GROUP)
+    } catch {
+      // a process was born in it meanwhile; the next run reuses the group
+    }
   }
 
   /** Containers whose shims were seen. */
@@ -152,7 +275,7 @@ export class EngineCpu {
   }
 
   /** The container id if `pid` is a shim daemon (not its short-lived `start` invocation, which containerd reaps). */
-  private shimContainerId(pid: number): string | undefined {
+  shimContainerId(pid: number): string | undefined {
     const comm = readComm(pid)
     if (comm === undefined || !comm.startsWith("containerd-shim")) return undefined
     let cmdline: Array<string>
@@ -167,13 +290,49 @@ export class EngineCpu {
   }
 
   snapshot(): CpuSnapshot {
+    if (this.method === "cgroup") {
+      const containerGroups = new Map<string, number>()
+      for (const d of readdirSync(CONTAINERS_GROUP, { withFileTypes: true })) {
+        if (!d.isDirectory()) continue
+        try {
+          containerGroups.set(d.name, groupSec(`${CONTAINERS_GROUP}/${d.name}`))
+        } catch {
+          // removed meanwhile
+        }
+      }
+      return {
+        daemonTicks: 0,
+        shims: new Map(),
+        engineGroupSec: groupSec(ENGINE_GROUP),
+        containersGroupSec: groupSec(CONTAINERS_GROUP),
+        containerGroups,
+        kernelSec: kernelSec(),
+        at: performance.now()
+      }
+    }
     this.poll()
     let daemonTicks = 0
     for (const pid of this.daemonPids) daemonTicks += statTicks(pid) ?? 0
-    return { daemonTicks, shims: new Map(this.lastTicks), at: performance.now() }
+    return { daemonTicks, shims: new Map(this.lastTicks), kernelSec: kernelSec(), at: performance.now() }
   }
 
   window(a: CpuSnapshot, b: CpuSnapshot, isMine: (containerId: string) => boolean): CpuWindow {
+    if (this.method === "cgroup") {
+      // Other people's containers that lived through the window are taken out; ones they created
+      // and removed within it cannot be (their count is reported as contention).
+      let foreign = 0
+      for (const [id, sec] of b.containerGroups ?? []) {
+        const before = a.containerGroups?.get(id)
+        if (before !== undefined && !isMine(id)) foreign += sec - before
+      }
+      return {
+        daemonsSec: b.engineGroupSec! - a.engineGroupSec!,
+        shimsSec: b.containersGroupSec! - a.containersGroupSec! - foreign,
+        foreignShimsSec: foreign,
+        kernelSec: b.kernelSec - a.kernelSec,
+        wallSec: (b.at - a.at) / 1000
+      }
+    }
     let mine = 0
     let foreign = 0
     for (const [pid, ticks] of b.shims) {
@@ -187,6 +346,7 @@ export class EngineCpu {
       daemonsSec: (b.daemonTicks - a.daemonTicks) / TICKS_PER_SEC,
       shimsSec: mine / TICKS_PER_SEC,
       foreignShimsSec: foreign / TICKS_PER_SEC,
+      kernelSec: b.kernelSec - a.kernelSec,
       wallSec: (b.at - a.at) / 1000
     }
   }

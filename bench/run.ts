@@ -16,7 +16,7 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { DockerEngine } from "@hermes-sandbox/docker"
 import { Label } from "@hermes-sandbox/core"
-import { type CpuWindow, EngineCpu, EngineEvents } from "./engine.js"
+import { cgroupMethodUnavailable, type CpuWindow, EngineCpu, EngineEvents } from "./engine.js"
 import { makeReportNonce } from "@hermes-sandbox/core"
 import { BenchLabel, benchSpec, cliFlags, createOptionsFor, EXPECTED_STDOUT, expectedRunnerStdout, hardeningDiff, PROGRAM, PYTHON_IMAGE, RUNNER_COMMAND, runnerPayload } from "./hardening.js"
 import type { BatchResult, ClientCpu, FromDriver, ToDriver } from "./protocol.js"
@@ -36,7 +36,9 @@ const HELP = `usage: pnpm bench -- [options]
   --pool-size N      warm pool size (default: --burst)
   --variants LIST    subset of ${VariantNames.join(",")}
   --seed N           seed of the shuffled variant order (default: random)
-  --cpu-poll-ms N    shim CPU sampling interval (default 10)
+  --cpu-method M     engine CPU accounting: cgroup (exact; root, cgroup v1 cpuacct) or poll
+                     (samples /proc; misses short-lived processes). Default: cgroup when possible
+  --cpu-poll-ms N    shim CPU sampling interval of the poll method (default 10)
   --quick            a short run; does not rewrite BENCHMARKS.md unless --write
   --write / --no-write   rewrite BENCHMARKS.md, bench/results/latency.svg and run.json (default: yes unless --quick)
 `
@@ -57,6 +59,7 @@ const parse = () => parseArgs({
     variants: { type: "string" },
     seed: { type: "string" },
     "cpu-poll-ms": { type: "string" },
+    "cpu-method": { type: "string" },
     quick: { type: "boolean", default: false },
     write: { type: "boolean" },
     "no-write": { type: "boolean" },
@@ -91,6 +94,10 @@ const config = {
   poolSize: 0,
   seed: int(opts.seed, Math.floor(Math.random() * 2 ** 31), "seed"),
   cpuPollMs: int(opts["cpu-poll-ms"], 10, "cpu-poll-ms"),
+  cpuMethod: ((m) => {
+    if (m === undefined || m === "cgroup" || m === "poll") return m ?? "auto"
+    throw new Error(`--cpu-method must be cgroup or poll, got ${m}`)
+  })(opts["cpu-method"]),
   write: opts["no-write"] ? false : (opts.write ?? !quick)
 }
 config.poolSize = int(opts["pool-size"], config.burst, "pool-size")
@@ -302,8 +309,11 @@ const main = async () => {
 
   events = new EngineEvents(docker, runId)
   await events.start()
-  engineCpu = new EngineCpu(config.cpuPollMs)
+  if (config.cpuMethod === "cgroup" && cgroupMethodUnavailable() !== undefined) throw new Error(`--cpu-method cgroup: ${cgroupMethodUnavailable()}`)
+  const engineContainers = new Set((await docker.listContainers({ all: true })).map((c) => c.Id))
+  engineCpu = new EngineCpu(config.cpuPollMs, engineContainers, config.cpuMethod === "poll")
   engineCpu.start()
+  log(`engine CPU: ${engineCpu.methodNote}`)
   const engineStart = engineCpu.snapshot()
 
   // The CLI flags must give the same container as the SDK's create options.
@@ -420,6 +430,7 @@ const main = async () => {
           shimsSec: w.shimsSec,
           executions: r.latencies.length,
           foreignShimsSec: w.foreignShimsSec,
+          kernelSec: w.kernelSec,
           foreignCreates: fc
         },
         counters: c1.counters
@@ -461,10 +472,12 @@ const main = async () => {
   }
   endStatus()
   foreignCreates += events.takeForeignCreates()
+  // (Before cleanup: it hands the engine's processes back to their own cgroup.)
+  const engineEnd = engineCpu.snapshot()
   const leftBehind = await cleanup()
   // Who used the host's CPU during the run: this run (its processes, the engine's daemons, its
   // containers' shims) and everything else, i.e. other people's work.
-  const wholeRun = engineCpu.window(engineStart, engineCpu.snapshot(), events.isMine)
+  const wholeRun = engineCpu.window(engineStart, engineEnd, events.isMine)
   const busy = hostBusySec() - busyStart
   const ours = selfTreeSec() - selfStart + wholeRun.daemonsSec + wholeRun.shimsSec
   const wallSec = (performance.now() - started) / 1000
@@ -484,6 +497,8 @@ const main = async () => {
     variants: selected.map((n) => results.get(n)!),
     durationSec: (performance.now() - started) / 1000,
     cpuPollMs: config.cpuPollMs,
+    cpuMethod: engineCpu.method,
+    cpuMethodNote: engineCpu.methodNote,
     floorRssKb,
     leftBehind
   }
