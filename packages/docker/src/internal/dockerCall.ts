@@ -4,6 +4,7 @@
  * mapped to the SDK's typed errors.
  */
 import { Effect } from "effect"
+import { inspect } from "node:util"
 import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "@hermes-sandbox/core"
 
 export interface CallContext {
@@ -59,19 +60,57 @@ export const mapDockerError = (ctx: CallContext, error: unknown): SandboxError =
   })
 }
 
+/**
+ * One engine call with a deadline; interruption or the deadline aborts the request.
+ *
+ * Written as one `Effect.async` with its own timer rather than `tryPromise` + `timeoutFail`:
+ * this wraps every engine call of every execution, and the combinators cost ~0.2 ms of CPU
+ * per call here (a racing fiber, its sleep, its interruption), a measurable share of the
+ * SDK's client CPU under load (BENCHMARKS.md).
+ */
 export const dockerCall = <A>(ctx: CallContext, f: (signal: AbortSignal) => Promise<A>): Effect.Effect<A, SandboxError> =>
-  Effect.tryPromise({ try: f, catch: (error) => mapDockerError(ctx, error) }).pipe(
-    Effect.timeoutFail({
-      duration: ctx.timeoutMs,
-      onTimeout: () =>
+  Effect.async<A, SandboxError>((resume) => {
+    const controller = new AbortController()
+    // docker-modem util.inspect()s every request's options (signal included) for its debug log,
+    // even when that log is off; an AbortSignal's internals are costly to walk.
+    Object.defineProperty(controller.signal, inspect.custom, { value: inspectAsName })
+    const timer = setTimeout(() => {
+      controller.abort()
+      resume(Effect.fail(
         new DockerUnavailable({
           endpoint: ctx.endpoint,
           operation: ctx.operation,
           message: `${ctx.operation}${ctx.containerName ? ` ${ctx.containerName}` : ""}: the engine at ${ctx.endpoint} did not answer within ${ctx.timeoutMs} ms`,
           hint: "check that dockerd is alive ('docker info'); restart it if it hangs"
         })
+      ))
+    }, ctx.timeoutMs)
+    // Once resumed (deadline, interruption), later settlements are ignored by Effect.async.
+    let promise: Promise<A>
+    try {
+      promise = f(controller.signal)
+    } catch (error) {
+      clearTimeout(timer)
+      resume(Effect.fail(mapDockerError(ctx, error)))
+      return
+    }
+    promise.then(
+      (a) => {
+        clearTimeout(timer)
+        resume(Effect.succeed(a))
+      },
+      (error: unknown) => {
+        clearTimeout(timer)
+        resume(Effect.fail(mapDockerError(ctx, error)))
+      }
+    )
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      controller.abort()
     })
-  )
+  })
+
+const inspectAsName = () => "AbortSignal"
 
 /** Status codes that mean "already in the state you want" for idempotent operations. */
 export const isGone = (error: SandboxError) => error._tag === "ContainerFailed" && error.statusCode === 404
