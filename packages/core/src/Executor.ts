@@ -68,6 +68,8 @@ export class Executor extends Context.Tag("@hermes-sandbox/core/Executor")<
 const REMOVE_ATTEMPT_TIMEOUT = "20 seconds"
 /** After the exit, how long to wait for the output streams to finish delivering. */
 const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
+/** After the runner reported its program's end, how long its own exit may take before the removal forces it. */
+const EXIT_BEFORE_REMOVAL_TIMEOUT = "2 seconds"
 /** After a kill, how long the engine may take to report the exit. */
 const KILL_EXIT_TIMEOUT = "15 seconds"
 
@@ -302,8 +304,13 @@ export const make = (options: ExecutorOptions = {}) =>
             onMarker
           )
           const receiver = { stdout: outScan.push, stderr: errScan.push }
+          // What the removal waits for first (see the runner-reported completion below).
+          let beforeRemoval: Effect.Effect<void> = Effect.void
           const removeOnRelease = (c: SandboxCreated) =>
-            Scope.addFinalizer(scope, Effect.suspend(() => Ref.get(destroyReason)).pipe(Effect.flatMap((r) => destroy(executionId, c, r))))
+            Scope.addFinalizer(
+              scope,
+              Effect.suspend(() => beforeRemoval).pipe(Effect.zipRight(Ref.get(destroyReason)), Effect.flatMap((r) => destroy(executionId, c, r)))
+            )
 
           // Claimed, owned and recorded in one uninterruptible step (as for a create below): an
           // interruption in between could neither orphan the sandbox nor destroy an unrecorded claim.
@@ -391,6 +398,10 @@ export const make = (options: ExecutorOptions = {}) =>
               )
             }
             yield* Ref.set(destroyReason, "completed")
+            // The runner has reported and is exiting by itself: the (background) removal lets it
+            // finish first, which costs the engine less than force-removing a running container.
+            // Bounded, so a sandbox that lingers is still removed (forcibly) soon after.
+            if (exited.value.reportedBy === "runner") beforeRemoval = awaitExit.pipe(Effect.timeout(EXIT_BEFORE_REMOVAL_TIMEOUT), Effect.ignore)
           }
           const finishedAtMs = Date.now()
           if (Option.isNone(exited) || exited.value.reportedBy === "engine") {
