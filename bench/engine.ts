@@ -91,8 +91,8 @@ export interface CpuSnapshot {
   readonly engineGroupSec?: number
   readonly containersGroupSec?: number
   readonly containerGroups?: ReadonlyMap<string, number>
-  /** Kernel threads' CPU and softirq time, host-wide, seconds. */
-  readonly kernelSec: number
+  /** Kernel threads' CPU and softirq time, host-wide. */
+  readonly kernel: KernelTicks
   readonly at: number
 }
 
@@ -116,22 +116,40 @@ const CONTAINERS_GROUP = `${CPUACCT}/docker`
 
 const groupSec = (dir: string): number => Number(readFileSync(`${dir}/cpuacct.usage`, "utf8").trim()) / 1e9
 
-/** Kernel threads (children of kthreadd) and softirq time, host-wide, in seconds. */
-const kernelSec = (): number => {
-  let ticks = 0
+/** Kernel threads (children of kthreadd) by pid, and softirq time, host-wide, in ticks. */
+interface KernelTicks {
+  readonly threads: ReadonlyMap<number, number>
+  readonly softirq: number
+}
+
+const kernelTicks = (): KernelTicks => {
+  const threads = new Map<number, number>()
   for (const d of readdirSync("/proc")) {
     const c = d.charCodeAt(0)
     if (c < 48 || c > 57) continue
     try {
       const s = readFileSync(`/proc/${d}/stat`, "utf8")
       const f = s.slice(s.lastIndexOf(")") + 2).split(" ")
-      if (f[1] === "2" || d === "2") ticks += Number(f[11]) + Number(f[12])
+      if (f[1] === "2" || d === "2") threads.set(Number(d), Number(f[11]) + Number(f[12]))
     } catch {
       // gone
     }
   }
-  const softirq = Number(readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)[7])
-  return (ticks + softirq) / TICKS_PER_SEC
+  return { threads, softirq: Number(readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)[7]) }
+}
+
+/**
+ * Seconds the kernel's threads and softirqs spent between two readings. Per thread, so a
+ * worker that exits in between does not subtract its lifetime (what it spent in the window
+ * before exiting is missed); a recycled pid counts from zero.
+ */
+const kernelSecBetween = (a: KernelTicks, b: KernelTicks): number => {
+  let ticks = b.softirq - a.softirq
+  for (const [pid, t] of b.threads) {
+    const before = a.threads.get(pid) ?? 0
+    ticks += t >= before ? t - before : t
+  }
+  return ticks / TICKS_PER_SEC
 }
 
 /** The cgroup of `pid` in the cpuacct hierarchy (v1), e.g. "/". */
@@ -306,14 +324,14 @@ export class EngineCpu {
         engineGroupSec: groupSec(ENGINE_GROUP),
         containersGroupSec: groupSec(CONTAINERS_GROUP),
         containerGroups,
-        kernelSec: kernelSec(),
+        kernel: kernelTicks(),
         at: performance.now()
       }
     }
     this.poll()
     let daemonTicks = 0
     for (const pid of this.daemonPids) daemonTicks += statTicks(pid) ?? 0
-    return { daemonTicks, shims: new Map(this.lastTicks), kernelSec: kernelSec(), at: performance.now() }
+    return { daemonTicks, shims: new Map(this.lastTicks), kernel: kernelTicks(), at: performance.now() }
   }
 
   window(a: CpuSnapshot, b: CpuSnapshot, isMine: (containerId: string) => boolean): CpuWindow {
@@ -329,7 +347,7 @@ export class EngineCpu {
         daemonsSec: b.engineGroupSec! - a.engineGroupSec!,
         shimsSec: b.containersGroupSec! - a.containersGroupSec! - foreign,
         foreignShimsSec: foreign,
-        kernelSec: b.kernelSec - a.kernelSec,
+        kernelSec: kernelSecBetween(a.kernel, b.kernel),
         wallSec: (b.at - a.at) / 1000
       }
     }
@@ -346,7 +364,7 @@ export class EngineCpu {
       daemonsSec: (b.daemonTicks - a.daemonTicks) / TICKS_PER_SEC,
       shimsSec: mine / TICKS_PER_SEC,
       foreignShimsSec: foreign / TICKS_PER_SEC,
-      kernelSec: b.kernelSec - a.kernelSec,
+      kernelSec: kernelSecBetween(a.kernel, b.kernel),
       wallSec: (b.at - a.at) / 1000
     }
   }
