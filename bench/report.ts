@@ -262,6 +262,19 @@ export const renderSection = (r: RunResults): string => {
   p()
   p(`- Where the SDK's cold path gains on \`docker run\`: no CLI process per execution (a Go binary that starts, talks to the engine and keeps the attach open: ~20 ms of CPU each, see the client column, and the CLI's requests cost the daemons about twice what the API clients' do); it returns as soon as the runner's end marker arrives instead of waiting for the engine to report the exit (the engine deletes the task and releases the container's streams before a wait returns, ~20–30 ms here); and the removal is off the caller's path. The raw dockerode flow makes the same Engine API calls as the SDK but waits for the engine's exit report, and removes inline.`)
   p(`- The warm pool takes create and start (~60–80 ms of engine work) off the request path: a claim only writes the program to a runner that is already waiting. It does not make the engine faster: every execution still costs one container, so under sustained load the pool drains and the throughput meets the engine's ceiling like the cold path does; what it absorbs is a burst up to its size.`)
+  {
+    // Why no variant reaches its engine ceiling: on this host the client runs on the same cores.
+    const shares = ok.flatMap((v) => {
+      const l8 = level(v, 8)
+      if (!l8 || l8.cpu.executions === 0) return []
+      const c = l8.cpu
+      const total = c.clientSec + c.daemonsSec + c.shimsSec + (c.kernelSec ?? 0)
+      return [`${VariantLabels[v.name]} ${((c.clientSec / total) * 100).toFixed(0)}%`]
+    })
+    if (shares.length > 0) {
+      p(`- The engine ceiling assumes a client that costs nothing. Here the client shares the host's ${cores} cores with the engine, so its CPU comes out of the engine's share, and so does the kernel's own work for the containers; at c=8 the host is saturated (see the host-ceiling column). Client CPU as a share of everything an execution cost the host at c=8: ${shares.join(", ")}. The leanest client (hand-written dockerode, no supervision, no journal) therefore gets closest to the engine ceiling; the SDK's supervision (Effect fibers, deadlines, the journal and its events) costs a few ms of client CPU per execution more.`)
+    }
+  }
   p(`- \`docker exec\` is fast because it creates no container, and for the same reason gives no isolation between executions (files, processes and memory left by one are seen by the next).`)
   p(`- testcontainers runs \`python3 -c\` with the json-file log driver (it can neither write stdin nor read output without logs), so it skips the runner's protocol work; compare it with the \`python3 -c\` reference row for \`docker run\`.`)
   p(cgroup
