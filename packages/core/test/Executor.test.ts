@@ -4,7 +4,7 @@
  * checked on the real engine in test/execute.e2e.test.ts.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Ref, Scope, Stream, TestClock } from "effect"
+import { Effect, Exit, Fiber, Layer, Metric, Ref, Scope, Stream, TestClock } from "effect"
 import { Executor, type ExecutorOptions } from "@hermes-sandbox/core"
 import { fakeProgram, FakeRuntime, FakeRuntimeControlTag } from "@hermes-sandbox/core/testing"
 import { type EventEnvelope, Journal, Projection } from "@hermes-sandbox/events"
@@ -161,6 +161,29 @@ describe("Executor (fake runtime)", () => {
         yield* Fiber.join(second)
         expect(yield* executor.stats).toEqual({ inFlight: 0, queued: 0 })
       })))
+
+  it.effect("the in-flight and queued gauges follow the stats, with the metric labels in effect where the executor was built", () =>
+    Effect.gen(function*() {
+      const tag = `gauges-${Math.random().toString(36).slice(2)}`
+      const gauge = (name: string) => Metric.value(Metric.gauge(name).pipe(Metric.tagged("test", tag))).pipe(Effect.map((s) => s.value))
+      const inFlight = gauge("hermes_sandbox_executions_in_flight")
+      const queued = gauge("hermes_sandbox_executions_queued")
+      yield* withExecutor({ maxConcurrency: 1 }, ({ control, executor }) =>
+        Effect.gen(function*() {
+          const first = yield* Effect.fork(executor.executeCode({ language: "python", code: fakeProgram({ sleepMs: 1000 }) }))
+          while ((yield* control.alive).length < 1) yield* TestClock.adjust("1 millis")
+          const second = yield* Effect.fork(executor.executeCode({ language: "python", code: fakeProgram({ sleepMs: 1000 }) }))
+          while ((yield* executor.stats).queued < 1) yield* Effect.yieldNow()
+          expect([yield* inFlight, yield* queued]).toEqual([1, 1])
+          yield* TestClock.adjust("1 second")
+          yield* Fiber.join(first)
+          while ((yield* control.alive).length < 1) yield* TestClock.adjust("1 millis")
+          expect([yield* inFlight, yield* queued]).toEqual([1, 0])
+          yield* TestClock.adjust("1 second")
+          yield* Fiber.join(second)
+          expect([yield* inFlight, yield* queued]).toEqual([0, 0])
+        })).pipe(Effect.tagMetrics("test", tag))
+    }))
 
   it.effect("with whenQueueFull: wait, callers beyond the queue wait instead of failing", () =>
     withExecutor({ maxConcurrency: 1, maxQueue: 0, whenQueueFull: "wait" }, ({ executor }) =>
