@@ -71,8 +71,8 @@ export const pidAlive = (pid: number): boolean => {
 
 export type VictimMessage =
   | { type: "ready"; pid: number; executorId: string; watchdogPid: number | null }
-  | { type: "created"; executionId: string; containerName: string; containerId: string }
-  | { type: "started"; executionId: string }
+  | { type: "created"; executionId: string; containerName: string; containerId: string; claimed?: boolean }
+  | { type: "started"; executionId: string; claimed?: boolean }
   | { type: "result"; executionId: string; exitCode: number }
   | { type: "error"; tag: string }
 

@@ -35,6 +35,8 @@ export type ExecuteError = InvalidRequest | SandboxError | QueueFull | ExecutorC
 export interface ExecutorStats {
   readonly inFlight: number
   readonly queued: number
+  /** Warm-pool sandboxes ready to be claimed, per language (empty without a pool). */
+  readonly warm: Readonly<Record<string, number>>
 }
 
 /** Per-call hooks: output as it arrives (the result still carries the capped copy). */
@@ -116,9 +118,9 @@ export const make = (options: ExecutorOptions = {}) =>
     // A plain variable and direct gauge updates rather than a Ref and Metric.set: this runs four
     // times per execution, and the combinators cost ~0.5 ms of CPU per execution under load
     // (BENCHMARKS.md). The metric labels in effect where the executor is built apply.
-    let counters: ExecutorStats = { inFlight: 0, queued: 0 }
+    let counters = { inFlight: 0, queued: 0 }
     const metricLabels = yield* FiberRef.get(FiberRef.currentMetricLabels)
-    const publishStats = (f: (s: ExecutorStats) => ExecutorStats) =>
+    const publishStats = (f: (s: typeof counters) => typeof counters) =>
       Effect.sync(() => {
         counters = f(counters)
         inFlightGauge.unsafeUpdate(counters.inFlight, metricLabels)
@@ -490,7 +492,7 @@ export const make = (options: ExecutorOptions = {}) =>
       executeCode,
       events,
       unsafeSubscribe,
-      stats: Effect.sync(() => counters),
+      stats: pool === undefined ? Effect.sync(() => ({ ...counters, warm: {} })) : Effect.map(pool.ready, (warm) => ({ ...counters, warm })),
       idle
     })
   })

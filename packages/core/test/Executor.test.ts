@@ -150,7 +150,7 @@ describe("Executor (fake runtime)", () => {
         while ((yield* control.alive).length < 1) yield* TestClock.adjust("1 millis")
         const second = yield* Effect.fork(executor.executeCode({ language: "python", code: fakeProgram({ sleepMs: 1000 }) }))
         while ((yield* executor.stats).queued < 1) yield* Effect.yieldNow()
-        expect(yield* executor.stats).toEqual({ inFlight: 1, queued: 1 })
+        expect(yield* executor.stats).toEqual({ inFlight: 1, queued: 1, warm: {} })
         const third = yield* Effect.flip(executor.executeCode({ language: "python", code: fakeProgram({}) }))
         expect(third._tag).toBe("QueueFull")
         // Never more than one container at a time.
@@ -159,7 +159,7 @@ describe("Executor (fake runtime)", () => {
         yield* Fiber.join(first)
         yield* TestClock.adjust("1 second")
         yield* Fiber.join(second)
-        expect(yield* executor.stats).toEqual({ inFlight: 0, queued: 0 })
+        expect(yield* executor.stats).toEqual({ inFlight: 0, queued: 0, warm: {} })
       })))
 
   it.effect("the in-flight and queued gauges follow the stats, with the metric labels in effect where the executor was built", () =>
@@ -202,6 +202,9 @@ describe("Executor (fake runtime)", () => {
         const all: Array<EventEnvelope> = []
         executor.unsafeSubscribe((e) => all.push(e))
         while ((yield* control.alive).filter((a) => a.status === "running").length < 2) yield* Effect.sleep("5 millis")
+        // The stats say how many are ready (the pool registers a sandbox right after its start).
+        while (((yield* executor.stats).warm["python"] ?? 0) < 2) yield* Effect.sleep("5 millis")
+        expect((yield* executor.stats).warm).toEqual({ python: 2 })
         const results = yield* Effect.forEach([1, 2, 3], (i) => executor.executeCode({ language: "python", code: fakeProgram({ stdout: String(i) }) }))
         expect(results.map((r) => r.stdout)).toEqual(["1", "2", "3"])
         // Never the same container twice.
