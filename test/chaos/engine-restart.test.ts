@@ -3,11 +3,14 @@
  * root, exec root, socket; no bridge, no iptables), never the shared one. Each execution must
  * end with a typed infrastructure error within a bound (never a hang, never a fake success:
  * the programs sleep for 10 minutes, so any result is fake), and once the engine answers again
- * its container is removed and its lifecycle closed.
+ * its container is removed and its lifecycle closed. With HERMES_SANDBOX_TEST_WARM_POOL=N
+ * (pnpm test:pool) each executor also keeps a warm pool, which must ride out the same faults.
  */
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createExecutor, type ExecutionResult, type SandboxExecutor, Watchdog } from "@hermes-sandbox/docker"
+import type { EventEnvelope } from "@hermes-sandbox/events"
+import { poolOn, warmPoolSize } from "../support/executor.js"
 import { PrivateEngine } from "./privateEngine.js"
 import { journalProblems, pidAlive, readJournal, sleep, tempDir, typesOf, waitFor } from "./support.js"
 
@@ -40,32 +43,55 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
   }, 180_000)
 
   const open = async (journal: string, extra: { callTimeoutMs?: number } = {}) => {
-    const executor = await createExecutor({ socketPath: engine.socketPath, journal: { path: journal }, timeoutMs: 120_000, maxConcurrency: 8, ...extra })
+    const executor = await createExecutor({
+      socketPath: engine.socketPath,
+      journal: { path: journal },
+      timeoutMs: 120_000,
+      maxConcurrency: 8,
+      // Only python's image is on the private engine.
+      ...(poolOn ? { warmPool: { size: warmPoolSize, languages: ["python" as const] } } : {}),
+      ...extra
+    })
     executors.push(executor)
     return executor
   }
 
+  /** Counts executions whose sandbox runs: started, or a warm one claimed (pool streams' own starts do not count). */
+  const countRunning = (executor: SandboxExecutor) => {
+    const counter = { started: 0, unsubscribe: () => {} }
+    const poolStreams = new Set<string>()
+    const sub = executor.events$.subscribe((e: EventEnvelope) => {
+      if (e.type === "ContainerCreated" && e.data.pooled === true) poolStreams.add(e.executionId)
+      if ((e.type === "ContainerStarted" && !poolStreams.has(e.executionId)) || e.type === "ContainerClaimed") counter.started++
+    })
+    counter.unsubscribe = () => sub.unsubscribe()
+    return counter
+  }
+
   /** Start `n` long executions and wait until all are running. */
   const startLong = async (executor: SandboxExecutor, n: number, t0: () => number) => {
-    let started = 0
-    const sub = executor.events$.subscribe((e) => {
-      if (e.type === "ContainerStarted") started++
-    })
+    const running = countRunning(executor)
     const outcomes = Array.from({ length: n }, () => settle(executor.executeCode({ language: "python", code: LONG }), t0))
-    expect(await waitFor(() => started >= n, 60_000)).toBe(true)
-    sub.unsubscribe()
+    expect(await waitFor(() => running.started >= n, 60_000)).toBe(true)
+    running.unsubscribe()
     return outcomes
   }
 
   const expectCleanAfterwards = async (executor: SandboxExecutor, journal: string) => {
-    // Removed by the executor's removal retry once the engine answers again.
-    expect(await waitFor(async () => (await engine.client.listContainers({ all: true })).length === 0, 60_000, 250)).toBe(true)
+    // Removed by the executor's removal retry once the engine answers again (a warm pool's
+    // replacements, running and waiting, are all that may remain while the executor is open).
+    const onlyWarm = (list: Array<{ State: string; Labels: Record<string, string> }>) =>
+      list.every((c) => poolOn && c.Labels["org.hermes-sandbox.pool"] === "true" && c.State === "running")
+    const clean = await waitFor(async () => onlyWarm(await engine.client.listContainers({ all: true })), 60_000, 250)
+    const left = (await engine.client.listContainers({ all: true })).map((c) => `${c.Names[0]} ${c.State} ${c.Status}${c.Labels["org.hermes-sandbox.pool"] === "true" ? " (pool)" : ""}`)
+    expect(clean, `left on the engine: ${left.join(", ")}`).toBe(true)
     // The restarted engine serves new executions.
     const r = await executor.executeCode({ language: "python", code: "print('alive')" })
     expect(r.stdout).toBe("alive\n")
     const watchdog = Watchdog.find(executor.executorId)?.pid
     expect(watchdog).toBeGreaterThan(0)
     await executor.close()
+    expect(await engine.client.listContainers({ all: true })).toEqual([])
     // Told "close", the watchdog makes one pass and exits.
     expect(await waitFor(() => !pidAlive(watchdog!), 5_000), `watchdog ${watchdog} still running after a clean close`).toBe(true)
     const events = await readJournal(journal)
@@ -143,13 +169,10 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     const journal = join(tempDir("engine-freeze"), "journal.sqlite")
     const executor = await open(journal, { callTimeoutMs: 5_000 })
     let t0 = Date.now()
-    let started = 0
-    const sub = executor.events$.subscribe((e) => {
-      if (e.type === "ContainerStarted") started++
-    })
+    const running = countRunning(executor)
     const outcomes = Array.from({ length: 2 }, () => settle(executor.executeCode({ language: "python", code: LONG, timeoutMs: 3_000 }), () => t0))
-    expect(await waitFor(() => started >= 2, 60_000)).toBe(true)
-    sub.unsubscribe()
+    expect(await waitFor(() => running.started >= 2, 60_000)).toBe(true)
+    running.unsubscribe()
     t0 = Date.now()
     process.kill(engine.pid!, "SIGSTOP")
     try {

@@ -72,16 +72,43 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const draining = yield* Ref.make(false)
     const background = yield* FiberSet.make()
 
-    const destroy = (entry: { poolStreamId: string; container: SandboxCreated }, reason: "pool-recycled" | "pool-drained") =>
+    type Removable = { readonly poolStreamId: string; readonly container: SandboxCreated }
+    type PoolDestroyReason = "pool-recycled" | "pool-drained"
+    // Removals that outlasted their first minute (the engine away longer): retried every 10 s
+    // while the pool lives and once more when it drains, like the executor's own stragglers.
+    const stragglers = new Map<string, { readonly entry: Removable; readonly reason: PoolDestroyReason }>()
+
+    const record = (entry: Removable, reason: PoolDestroyReason) =>
+      deps.append(entry.poolStreamId, {
+        type: "ContainerDestroyed",
+        data: { containerName: entry.container.name, containerId: entry.container.id, reason }
+      })
+
+    /** One last attempt for a straggler; whoever removes it first records it, once. */
+    const removeStraggler = (id: string) =>
+      Effect.suspend(() => {
+        const s = stragglers.get(id)
+        if (s === undefined) return Effect.void
+        return runtime.remove(s.entry.container).pipe(
+          Effect.zipRight(Effect.suspend(() => (stragglers.delete(id) ? record(s.entry, s.reason) : Effect.void))),
+          Effect.uninterruptible
+        )
+      })
+
+    const destroy = (entry: Removable, reason: PoolDestroyReason) =>
       runtime.remove(entry.container).pipe(
-        Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.compose(Schedule.recurs(5)))),
-        Effect.zipRight(
-          deps.append(entry.poolStreamId, {
-            type: "ContainerDestroyed",
-            data: { containerName: entry.container.name, containerId: entry.container.id, reason }
-          })
+        // Ride out an engine restart (~1 minute) as the executor does for executions' sandboxes.
+        Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))),
+        Effect.zipRight(record(entry, reason)),
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`warm pool: could not remove ${entry.container.name} within a minute; retrying in the background`, cause).pipe(
+            Effect.zipRight(Effect.suspend(() => {
+              stragglers.set(entry.container.id, { entry, reason })
+              return FiberSet.run(background, removeStraggler(entry.container.id).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore))
+            })),
+            Effect.asVoid
+          )
         ),
-        Effect.catchAllCause((cause) => Effect.logWarning(`warm pool: could not remove ${entry.container.name}; the sweep will`, cause)),
         Effect.uninterruptible
       )
 
@@ -181,6 +208,10 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
         const all = [...unclaimed]
         unclaimed.clear()
         yield* Effect.forEach(all, (entry) => destroy(entry, "pool-drained"), { concurrency: 8, discard: true })
+        // Past that, the watchdog (told "close") and the next startup sweep reap what is left.
+        yield* Effect.forEach([...stragglers.keys()], (id) => removeStraggler(id).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning("warm pool: a removal failed again at close; the watchdog and the sweep will reap it", cause))
+        ), { concurrency: 8, discard: true })
       })
     )
 

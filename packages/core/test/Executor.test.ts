@@ -220,4 +220,23 @@ describe("Executor (fake runtime)", () => {
         for (const state of states.values()) expect(Projection.isClosed(state)).toBe(true)
         expect(all.some((e) => e.type === "ContainerDestroyed" && e.data.reason === "pool-drained")).toBe(true)
       })))
+  it.effect("warm pool: a pooled sandbox killed by an engine crash is removed once the engine is back, even after a long outage", () =>
+    withExecutor({ warmPool: { size: 1, languages: ["python"] } }, ({ control, executor }) =>
+      Effect.gen(function*() {
+        const all: Array<EventEnvelope> = []
+        executor.unsafeSubscribe((e) => all.push(e))
+        while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("10 millis")
+        const [first] = yield* control.alive
+        yield* control.crashEngine
+        // Down for 20 s: longer than a few quick retries (the pool used to give up after ~3 s,
+        // leaving the dead sandbox until close).
+        for (let i = 0; i < 200; i++) yield* TestClock.adjust("100 millis")
+        yield* Ref.update(control.faults, (f) => ({ ...f, engineDown: false }))
+        for (let i = 0; i < 100 && (yield* control.alive).some((a) => a.name === first!.name); i++) yield* TestClock.adjust("100 millis")
+        expect((yield* control.alive).map((a) => a.name)).not.toContain(first!.name)
+        expect(all.some((e) => e.type === "ContainerDestroyed" && e.data.containerName === first!.name && e.data.reason === "pool-recycled")).toBe(true)
+        // And the pool refills.
+        for (let i = 0; i < 100 && ((yield* executor.stats).warm["python"] ?? 0) < 1; i++) yield* TestClock.adjust("100 millis")
+        expect((yield* executor.stats).warm).toEqual({ python: 1 })
+      })))
 })
