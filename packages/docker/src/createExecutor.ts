@@ -10,16 +10,18 @@
 import { Cause, Exit, Layer, ManagedRuntime, Option } from "effect"
 import { Observable } from "rxjs"
 import { ExecutionAborted, ExecutorClosed, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
-import { type EventEnvelope, Journal, SqliteJournal } from "@hermes-sandbox/events"
+import type { EventEnvelope } from "@hermes-sandbox/events"
 import * as DockerExecutor from "./DockerExecutor.js"
 import { executorOptionsFromHermes, type HermesConfigSource } from "./HermesOptions.js"
+import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
 
 export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOptions {
   /**
-   * Where lifecycle events are recorded: "memory" (default for the library), "default"
-   * (the SQLite journal at the default path, as the CLI uses) or { path } of a SQLite file.
+   * Where lifecycle events are recorded: "memory" (default for the library: the last 10,000
+   * events), { maxEvents } (in memory, that many), "default" (the SQLite journal at the default
+   * path, as the CLI uses) or { path } of a SQLite file (everything, durably).
    */
-  readonly journal?: "memory" | "default" | { readonly path: string }
+  readonly journal?: FacadeJournal
   /**
    * Apply the Hermes agent's `terminal:` configuration (true = ~/.hermes/config.yaml and TERMINAL_*)
    * under these options: image, limits, timeout, network, env and forwarded variables. A config
@@ -43,10 +45,6 @@ export interface SandboxExecutor extends AsyncDisposable {
   close(): Promise<void>
 }
 
-const journalLayer = (journal: CreateExecutorOptions["journal"]): Layer.Layer<Journal.Journal, unknown> =>
-  journal === undefined || journal === "memory"
-    ? Journal.layerMemory
-    : SqliteJournal.layer(journal === "default" ? {} : { path: journal.path })
 
 /** Turn an Effect failure into the typed error itself (not a FiberFailure wrapper). */
 export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
@@ -57,7 +55,7 @@ export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
 
 export const createExecutor = async (explicit: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
   const options = explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
-  const layer = DockerExecutor.layer(options).pipe(Layer.provide(journalLayer(options.journal)))
+  const layer = DockerExecutor.layer(options).pipe(Layer.provide(facadeJournalLayer(options.journal)))
   const runtime = ManagedRuntime.make(layer)
   const built = await runtime.runPromiseExit(Executor.Executor)
   if (Exit.isFailure(built)) {

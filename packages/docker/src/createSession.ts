@@ -30,14 +30,15 @@ import {
   type SessionScope
 } from "@hermes-sandbox/core"
 import type { Session } from "@hermes-sandbox/core/Session"
-import { type EventEnvelope, Journal, SqliteJournal } from "@hermes-sandbox/events"
+import type { EventEnvelope } from "@hermes-sandbox/events"
 import { type CreateExecutorOptions, createExecutor, type SandboxExecutor, squashCause } from "./createExecutor.js"
 import * as DockerSessions from "./DockerSessions.js"
 import { fromHermesConfig, type HermesConfigSource } from "./HermesOptions.js"
+import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
 
 interface FacadeOptions extends Omit<DockerSessions.DockerSessionsOptions, keyof SessionOptions> {
-  /** Where lifecycle events are recorded: "memory" (default), "default" (the CLI's SQLite journal) or { path }. */
-  readonly journal?: "memory" | "default" | { readonly path: string }
+  /** Where lifecycle events are recorded: as for createExecutor (default: the last 10,000 events in memory). */
+  readonly journal?: FacadeJournal
   /** Apply the Hermes agent's `terminal:` configuration under these options (see HermesOptions). */
   readonly hermesConfig?: HermesConfigSource
 }
@@ -71,8 +72,6 @@ export interface SandboxSession extends AsyncDisposable {
   destroy(): Promise<void>
 }
 
-const journalLayer = (journal: FacadeOptions["journal"]): Layer.Layer<Journal.Journal, unknown> =>
-  journal === undefined || journal === "memory" ? Journal.layerMemory : SqliteJournal.layer(journal === "default" ? {} : { path: journal.path })
 
 const withHermes = <O extends FacadeOptions & SessionOptions>(options: O): O => {
   if (options.hermesConfig === undefined) return options
@@ -90,7 +89,7 @@ const facade = async (
     ...options,
     // Persistent sandboxes outlive this process by design: no watchdog for them.
     watchdog: options.watchdog ?? scope === "session"
-  }).pipe(Layer.provide(journalLayer(options.journal)))
+  }).pipe(Layer.provide(facadeJournalLayer(options.journal)))
   const runtime = ManagedRuntime.make(layer)
   const built = await runtime.runPromiseExit(Sessions)
   if (Exit.isFailure(built)) {

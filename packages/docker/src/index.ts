@@ -18,3 +18,4 @@ export {
 export * as DockerSessions from "./DockerSessions.js"
 export * as HermesConfig from "./HermesConfig.js"
 export { fromHermesConfig, type HermesConfigSource, type HermesSandboxOptions } from "./HermesOptions.js"
+export { DEFAULT_MEMORY_EVENTS, type FacadeJournal } from "./internal/facadeJournal.js"

@@ -18,6 +18,13 @@ import { Journal, JournalDiagnostics, type JournalService, type JournalStats } f
 export interface Options {
   /** Rows per replay page (default 1,000). */
   readonly pageSize?: number | undefined
+  /**
+   * Keep only about this many most recent events (default: all). For long-running processes
+   * that keep events in memory: older events are evicted in batches, a replay or follow from
+   * before the window starts at its oldest event, and a stream whose every event is evicted is
+   * forgotten. Live subscribers see every event as before.
+   */
+  readonly maxEvents?: number | undefined
 }
 
 /**
