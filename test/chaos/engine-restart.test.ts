@@ -9,8 +9,8 @@
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createExecutor, type ExecutionResult, type SandboxExecutor, Watchdog } from "@hermes-sandbox/docker"
-import type { EventEnvelope } from "@hermes-sandbox/events"
 import { poolOn, warmPoolSize } from "../support/executor.js"
+import { executionMilestones } from "./executionMilestones.js"
 import { PrivateEngine } from "./privateEngine.js"
 import { journalProblems, pidAlive, readJournal, sleep, tempDir, typesOf, waitFor } from "./support.js"
 
@@ -56,14 +56,10 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     return executor
   }
 
-  /** Counts executions whose sandbox runs: started, or a warm one claimed (pool streams' own starts do not count). */
+  /** Counts executions whose sandbox runs: started, or a warm one claimed. */
   const countRunning = (executor: SandboxExecutor) => {
     const counter = { started: 0, unsubscribe: () => {} }
-    const poolStreams = new Set<string>()
-    const sub = executor.events$.subscribe((e: EventEnvelope) => {
-      if (e.type === "ContainerCreated" && e.data.pooled === true) poolStreams.add(e.executionId)
-      if ((e.type === "ContainerStarted" && !poolStreams.has(e.executionId)) || e.type === "ContainerClaimed") counter.started++
-    })
+    const sub = executor.events$.subscribe(executionMilestones({ started: () => counter.started++ }))
     counter.unsubscribe = () => sub.unsubscribe()
     return counter
   }

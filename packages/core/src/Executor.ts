@@ -13,7 +13,7 @@
  * finalizers remove the containers) and then waits for background removals,
  * so `close()` resolves only when every container is gone.
  */
-import { Context, Deferred, Effect, Exit, Fiber, FiberRef, FiberMap, FiberSet, Layer, Metric, Option, Ref, Schedule, Scope, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, FiberRef, FiberMap, FiberSet, Layer, Metric, Option, Ref, Scope, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
@@ -27,6 +27,7 @@ import * as ProcessIdentity from "./ProcessIdentity.js"
 import { CompletionScanner, completionMarker, encodeRunnerPayload, makeReportNonce } from "./RunnerProtocol.js"
 import { sweep } from "./Sweep.js"
 import { type AttachedIO, type ExitStatus, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
+import * as Removals from "./internal/removals.js"
 import * as WarmPool from "./WarmPool.js"
 import type { Language } from "./Language.js"
 
@@ -66,8 +67,6 @@ export class Executor extends Context.Tag("@hermes-sandbox/core/Executor")<
   }
 >() {}
 
-/** How long a container removal may take before it is retried; the engine usually answers in ~10 ms. */
-const REMOVE_ATTEMPT_TIMEOUT = "20 seconds"
 /** After the exit, how long to wait for the output streams to finish delivering. */
 const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
 /** After the runner reported its program's end, how long its own exit may take before the removal forces it. */
@@ -89,19 +88,14 @@ export const make = (options: ExecutorOptions = {}) =>
     const journal = yield* Journal.Journal
     const executorId = options.executorId ?? uuidv7()
 
+    // Append, then publish only what was committed (internal/publisher.ts).
+    const { append, events, unsafeSubscribe } = makePublisher(journal, executorId)
     // Finalizers run in reverse order: first refuse new work, then interrupt
     // running executions (their scopes remove containers inline), then wait for
     // background removals (uninterruptible, so "interrupting" them awaits them),
     // then stop the slow retries of removals that outlasted their first minute
-    // and give each of those a last attempt.
-    const stragglers = new Map<string, { readonly executionId: string; readonly container: SandboxCreated; readonly reason: DestroyReason }>()
-    yield* Effect.addFinalizer(() =>
-      Effect.forEach(stragglers.values(), (s) =>
-        removeStraggler(s).pipe(
-          Effect.catchAllCause((cause) => Effect.logWarning(`could not remove ${s.container.name}; the watchdog and the sweep will reap it`, cause))
-        ), { concurrency: 8, discard: true })
-    )
-    const lateRemovals = yield* FiberSet.make<void, never>()
+    // and give each of those a last attempt (internal/removals.ts).
+    const { destroy } = yield* Removals.make({ runtime, append: (streamId, event) => append(streamId, event) })
     const removals = yield* FiberSet.make<void, never>()
     const executions = yield* FiberMap.make<string, ExecutionResult, ExecuteError>()
     const closed = yield* Ref.make(false)
@@ -128,8 +122,6 @@ export const make = (options: ExecutorOptions = {}) =>
         return counters
       })
 
-    // Append, then publish only what was committed (internal/publisher.ts).
-    const { append, events, unsafeSubscribe } = makePublisher(journal, executorId)
 
     /**
      * Take a slot, FIFO among waiters, and register its release on the scope.
@@ -229,45 +221,6 @@ export const make = (options: ExecutorOptions = {}) =>
       pool !== undefined && request.env === undefined && request.image === undefined &&
       plan.memoryBytes === config.memoryBytes && plan.nanoCpus === config.nanoCpus && plan.pidsLimit === config.pidsLimit
 
-    /** Remove the container (retrying while the engine is busy), then record the fact. */
-    const destroy = (executionId: string, container: SandboxCreated, reason: DestroyReason) =>
-      runtime.remove(container).pipe(
-        Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
-        // Ride out a short engine restart (~1 minute) here; the caller waits for it.
-        Effect.retry(
-          Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
-        ),
-        Effect.zipRight(
-          append(executionId, { type: "ContainerDestroyed", data: { containerName: container.name, containerId: container.id, reason } })
-        ),
-        Effect.catchAllCause((cause) =>
-          // Not given up while the executor lives: retried every 10 s in the background, and once more by close().
-          // Past that, the watchdog and the sweep reap it (the sweep records its end as orphan-reaped).
-          Effect.logWarning(`could not remove ${container.name} within a minute; retrying in the background`, cause).pipe(
-            Effect.zipRight(Effect.suspend(() => {
-              const straggler = { executionId, container, reason }
-              stragglers.set(container.id, straggler)
-              return FiberSet.run(lateRemovals, removeStraggler(straggler).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore))
-            })),
-            Effect.asVoid
-          )
-        )
-      )
-
-    /** One attempt; once the engine confirms, forgetting it and recording the fact cannot be interrupted apart. */
-    const removeStraggler = (s: { readonly executionId: string; readonly container: SandboxCreated; readonly reason: DestroyReason }) =>
-      runtime.remove(s.container).pipe(
-        Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
-        Effect.zipRight(
-          Effect.uninterruptible(
-            Effect.suspend(() => stragglers.delete(s.container.id) ? append(s.executionId, {
-              type: "ContainerDestroyed",
-              data: { containerName: s.container.name, containerId: s.container.id, reason: s.reason }
-            }) : Effect.void)
-          )
-        )
-      )
-
     /**
      * A create that got no answer (the engine died, the call timed out) may still have created the
      * container, which nothing else would remove while this process lives: remove it by name,
@@ -275,10 +228,8 @@ export const make = (options: ExecutorOptions = {}) =>
      */
     const removeUnconfirmed = (containerName: string) =>
       runtime.remove({ id: containerName, name: containerName }).pipe(
-        Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
-        Effect.retry(
-          Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
-        ),
+        Effect.timeoutFail({ duration: Removals.REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
+        Effect.retry(Removals.rideOutEngineRestart),
         Effect.catchAllCause((cause) => Effect.logWarning(`could not make sure ${containerName} does not exist; the sweep will reap it`, cause))
       )
 

@@ -13,10 +13,11 @@
  * (pool-recycled), when their runner dies, and when the pool drains on close
  * (pool-drained).
  */
-import { Effect, Exit, Fiber, FiberSet, Option, Queue, Ref, Schedule, type Scope } from "effect"
+import { Effect, Exit, Fiber, FiberSet, Option, Queue, Ref, type Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import type { JournalEvent } from "@hermes-sandbox/events"
 import type { SandboxError } from "./Errors.js"
+import * as Removals from "./internal/removals.js"
 import { ContainerNamePrefix } from "./Labels.js"
 import type { Language } from "./Language.js"
 import { type AttachedIO, type ExitStatus, type OutputReceiver, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
@@ -63,6 +64,8 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const runtime = yield* SandboxRuntime
     const languages = deps.options.languages ?? (["python", "javascript", "bash"] as const)
     const idleTtlMs = deps.options.idleTtlMs ?? 300_000
+    // Made first, so its stragglers get their last attempt after the drain below (internal/removals.ts).
+    const removals = yield* Removals.make({ runtime, append: (streamId, event) => deps.append(streamId, event), logPrefix: "warm pool: " })
     const ready = new Map<Language, Array<Entry>>(languages.map((l) => [l, []]))
     // Every made, unclaimed sandbox, registered in the same uninterruptible step that made it,
     // so a drain that interrupts the refill loop mid-way still finds (and removes) all of them.
@@ -72,45 +75,9 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const draining = yield* Ref.make(false)
     const background = yield* FiberSet.make()
 
-    type Removable = { readonly poolStreamId: string; readonly container: SandboxCreated }
     type PoolDestroyReason = "pool-recycled" | "pool-drained"
-    // Removals that outlasted their first minute (the engine away longer): retried every 10 s
-    // while the pool lives and once more when it drains, like the executor's own stragglers.
-    const stragglers = new Map<string, { readonly entry: Removable; readonly reason: PoolDestroyReason }>()
-
-    const record = (entry: Removable, reason: PoolDestroyReason) =>
-      deps.append(entry.poolStreamId, {
-        type: "ContainerDestroyed",
-        data: { containerName: entry.container.name, containerId: entry.container.id, reason }
-      })
-
-    /** One last attempt for a straggler; whoever removes it first records it, once. */
-    const removeStraggler = (id: string) =>
-      Effect.suspend(() => {
-        const s = stragglers.get(id)
-        if (s === undefined) return Effect.void
-        return runtime.remove(s.entry.container).pipe(
-          Effect.zipRight(Effect.suspend(() => (stragglers.delete(id) ? record(s.entry, s.reason) : Effect.void))),
-          Effect.uninterruptible
-        )
-      })
-
-    const destroy = (entry: Removable, reason: PoolDestroyReason) =>
-      runtime.remove(entry.container).pipe(
-        // Ride out an engine restart (~1 minute) as the executor does for executions' sandboxes.
-        Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))),
-        Effect.zipRight(record(entry, reason)),
-        Effect.catchAllCause((cause) =>
-          Effect.logWarning(`warm pool: could not remove ${entry.container.name} within a minute; retrying in the background`, cause).pipe(
-            Effect.zipRight(Effect.suspend(() => {
-              stragglers.set(entry.container.id, { entry, reason })
-              return FiberSet.run(background, removeStraggler(entry.container.id).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore))
-            })),
-            Effect.asVoid
-          )
-        ),
-        Effect.uninterruptible
-      )
+    const destroy = (entry: { readonly poolStreamId: string; readonly container: SandboxCreated }, reason: PoolDestroyReason) =>
+      removals.destroy(entry.poolStreamId, entry.container, reason).pipe(Effect.uninterruptible)
 
     const takeOut = (language: Language, entry: Entry): boolean => {
       if (!unclaimed.delete(entry)) return false
@@ -208,10 +175,6 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
         const all = [...unclaimed]
         unclaimed.clear()
         yield* Effect.forEach(all, (entry) => destroy(entry, "pool-drained"), { concurrency: 8, discard: true })
-        // Past that, the watchdog (told "close") and the next startup sweep reap what is left.
-        yield* Effect.forEach([...stragglers.keys()], (id) => removeStraggler(id).pipe(
-          Effect.catchAllCause((cause) => Effect.logWarning("warm pool: a removal failed again at close; the watchdog and the sweep will reap it", cause))
-        ), { concurrency: 8, discard: true })
       })
     )
 

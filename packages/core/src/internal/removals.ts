@@ -1,0 +1,86 @@
+/**
+ * How a sandbox is removed and its end recorded, shared by the executor (an execution's
+ * sandbox) and the warm pool (an unclaimed one).
+ *
+ * A removal retries while the engine is away (about a minute, the caller waits); then it is not
+ * given up while its owner lives: retried every 10 s in the background, and once more when the
+ * owner closes. Past that, the watchdog and the next startup sweep reap the container (the sweep
+ * records its end as orphan-reaped). `ContainerDestroyed` is appended only once the engine
+ * confirmed the removal, exactly once.
+ */
+import { Effect, FiberSet, Schedule, type Scope } from "effect"
+import type { JournalEvent } from "@hermes-sandbox/events"
+import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
+
+/** Why a sandbox was destroyed, as ContainerDestroyed records it. */
+type DestroyReason = Extract<JournalEvent, { readonly type: "ContainerDestroyed" }>["data"]["reason"]
+
+/** How long one removal attempt may take before it is retried; the engine usually answers in ~10 ms. */
+export const REMOVE_ATTEMPT_TIMEOUT = "20 seconds"
+
+/** Retries for a removal the caller waits for: long enough to ride out an engine restart. */
+export const rideOutEngineRestart = Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
+
+export interface Removals {
+  /** Remove the sandbox, then record `ContainerDestroyed` in `streamId`; never fails. */
+  readonly destroy: (streamId: string, container: SandboxCreated, reason: DestroyReason) => Effect.Effect<void>
+}
+
+interface Straggler {
+  readonly streamId: string
+  readonly container: SandboxCreated
+  readonly reason: DestroyReason
+}
+
+/**
+ * Removals owned by the current scope. Its close stops the background retries, then gives each
+ * straggler a last attempt (the finalizers are registered in that order here, so make this before
+ * anything whose own finalizers may still destroy sandboxes).
+ */
+export const make = (deps: {
+  readonly runtime: SandboxRuntime["Type"]
+  readonly append: (streamId: string, event: JournalEvent) => Effect.Effect<unknown, unknown>
+  /** Log prefix naming the owner, e.g. "warm pool: ". */
+  readonly logPrefix?: string
+}): Effect.Effect<Removals, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const prefix = deps.logPrefix ?? ""
+    const stragglers = new Map<string, Straggler>()
+    const attempt = (container: SandboxCreated) =>
+      deps.runtime.remove(container).pipe(Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }))
+    const record = (s: Straggler) =>
+      deps.append(s.streamId, { type: "ContainerDestroyed", data: { containerName: s.container.name, containerId: s.container.id, reason: s.reason } })
+
+    /** One attempt; once the engine confirms, forgetting it and recording the fact cannot be interrupted apart. */
+    const removeStraggler = (s: Straggler) =>
+      attempt(s.container).pipe(
+        Effect.zipRight(Effect.uninterruptible(Effect.suspend(() => (stragglers.delete(s.container.id) ? record(s) : Effect.void))))
+      )
+
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(stragglers.values(), (s) =>
+        removeStraggler(s).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning(`${prefix}could not remove ${s.container.name}; the watchdog and the sweep will reap it`, cause))
+        ), { concurrency: 8, discard: true })
+    )
+    // Made after that finalizer, so closed (its retries interrupted) before the last attempts.
+    const late = yield* FiberSet.make<void, never>()
+
+    const destroy = (streamId: string, container: SandboxCreated, reason: DestroyReason) =>
+      attempt(container).pipe(
+        Effect.retry(rideOutEngineRestart),
+        Effect.zipRight(record({ streamId, container, reason })),
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`${prefix}could not remove ${container.name} within a minute; retrying in the background`, cause).pipe(
+            Effect.zipRight(Effect.suspend(() => {
+              const straggler = { streamId, container, reason }
+              stragglers.set(container.id, straggler)
+              return FiberSet.run(late, removeStraggler(straggler).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore))
+            })),
+            Effect.asVoid
+          )
+        )
+      )
+
+    return { destroy }
+  })
