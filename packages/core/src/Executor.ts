@@ -95,7 +95,7 @@ export const make = (options: ExecutorOptions = {}) =>
     // background removals (uninterruptible, so "interrupting" them awaits them),
     // then stop the slow retries of removals that outlasted their first minute
     // and give each of those a last attempt (internal/removals.ts).
-    const { destroy } = yield* Removals.make({ runtime, append: (streamId, event) => append(streamId, event) })
+    const { destroy, removeUnrecorded } = yield* Removals.make({ runtime, append: (streamId, event) => append(streamId, event) })
     const removals = yield* FiberSet.make<void, never>()
     const executions = yield* FiberMap.make<string, ExecutionResult, ExecuteError>()
     const closed = yield* Ref.make(false)
@@ -121,7 +121,6 @@ export const make = (options: ExecutorOptions = {}) =>
         queuedGauge.unsafeUpdate(counters.queued, metricLabels)
         return counters
       })
-
 
     /**
      * Take a slot, FIFO among waiters, and register its release on the scope.
@@ -226,12 +225,7 @@ export const make = (options: ExecutorOptions = {}) =>
      * container, which nothing else would remove while this process lives: remove it by name,
      * retrying like `destroy`. No event: the journal never saw it created.
      */
-    const removeUnconfirmed = (containerName: string) =>
-      runtime.remove({ id: containerName, name: containerName }).pipe(
-        Effect.timeoutFail({ duration: Removals.REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }),
-        Effect.retry(Removals.rideOutEngineRestart),
-        Effect.catchAllCause((cause) => Effect.logWarning(`could not make sure ${containerName} does not exist; the sweep will reap it`, cause))
-      )
+    const removeUnconfirmed = (containerName: string) => removeUnrecorded({ id: containerName, name: containerName })
 
     const runExecution = (plan: ExecutionPlan, executionId: string, containerName: string, scope: Scope.Scope, hooks: ExecuteOptions, eligible: boolean) =>
       Effect.gen(function*() {

@@ -10,20 +10,22 @@
  */
 import { Effect, FiberSet, Schedule, type Scope } from "effect"
 import type { JournalEvent } from "@hermes-sandbox/events"
-import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
+import type { SandboxCreated, SandboxRef, SandboxRuntime } from "../SandboxRuntime.js"
 
 /** Why a sandbox was destroyed, as ContainerDestroyed records it. */
 type DestroyReason = Extract<JournalEvent, { readonly type: "ContainerDestroyed" }>["data"]["reason"]
 
 /** How long one removal attempt may take before it is retried; the engine usually answers in ~10 ms. */
-export const REMOVE_ATTEMPT_TIMEOUT = "20 seconds"
+const REMOVE_ATTEMPT_TIMEOUT = "20 seconds"
 
 /** Retries for a removal the caller waits for: long enough to ride out an engine restart. */
-export const rideOutEngineRestart = Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
+const rideOutEngineRestart = Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
 
 export interface Removals {
   /** Remove the sandbox, then record `ContainerDestroyed` in `streamId`; never fails. */
   readonly destroy: (streamId: string, container: SandboxCreated, reason: DestroyReason) => Effect.Effect<void>
+  /** Make sure a sandbox the journal never saw does not exist (retried like `destroy`, no event); never fails. */
+  readonly removeUnrecorded: (ref: SandboxRef) => Effect.Effect<void>
 }
 
 interface Straggler {
@@ -46,7 +48,7 @@ export const make = (deps: {
   Effect.gen(function*() {
     const prefix = deps.logPrefix ?? ""
     const stragglers = new Map<string, Straggler>()
-    const attempt = (container: SandboxCreated) =>
+    const attempt = (container: SandboxRef) =>
       deps.runtime.remove(container).pipe(Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }))
     const record = (s: Straggler) =>
       deps.append(s.streamId, { type: "ContainerDestroyed", data: { containerName: s.container.name, containerId: s.container.id, reason: s.reason } })
@@ -82,5 +84,11 @@ export const make = (deps: {
         )
       )
 
-    return { destroy }
+    const removeUnrecorded = (ref: SandboxRef) =>
+      attempt(ref).pipe(
+        Effect.retry(rideOutEngineRestart),
+        Effect.catchAllCause((cause) => Effect.logWarning(`${prefix}could not make sure ${ref.name} does not exist; the sweep will reap it`, cause))
+      )
+
+    return { destroy, removeUnrecorded }
   })
