@@ -12,7 +12,7 @@ import { createExecutor, type ExecutionResult, type SandboxExecutor, Watchdog } 
 import { poolOn, warmPoolSize } from "../support/executor.js"
 import { executionMilestones } from "./executionMilestones.js"
 import { PrivateEngine } from "./privateEngine.js"
-import { journalProblems, pidAlive, readJournal, sleep, tempDir, typesOf, waitFor } from "./support.js"
+import { journalProblems, readJournal, sleep, stillRunning, tempDir, track, typesOf, waitFor } from "./support.js"
 
 const LONG = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
 const INFRA = ["DockerUnavailable", "ContainerFailed"]
@@ -84,12 +84,12 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     // The restarted engine serves new executions.
     const r = await executor.executeCode({ language: "python", code: "print('alive')" })
     expect(r.stdout).toBe("alive\n")
-    const watchdog = Watchdog.find(executor.executorId)?.pid
-    expect(watchdog).toBeGreaterThan(0)
+    const watchdog = track(Watchdog.find(executor.executorId)?.pid)
+    expect(watchdog, "the executor's watchdog is running").toBeDefined()
     await executor.close()
     expect(await engine.client.listContainers({ all: true })).toEqual([])
     // Told "close", the watchdog makes one pass and exits.
-    expect(await waitFor(() => !pidAlive(watchdog!), 5_000), `watchdog ${watchdog} still running after a clean close`).toBe(true)
+    expect(await waitFor(() => !stillRunning(watchdog!), 5_000), `watchdog ${watchdog!.pid} still running after a clean close`).toBe(true)
     const events = await readJournal(journal)
     expect(journalProblems(events)).toEqual([])
     return events

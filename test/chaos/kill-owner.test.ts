@@ -4,16 +4,17 @@
  * death and remove the container. Target: gone within 15 s of the SIGKILL; the max is printed.
  */
 import { afterAll, describe, expect, it } from "vitest"
-import { containerExists, containersOf, containerState, killAll, percentile, pidAlive, removeContainersOf, sleep, spawnVictim, waitFor } from "./support.js"
+import { containerExists, containersOf, containerState, Leftovers, percentile, removeContainersOf, sleep, spawnVictim, stillRunning, track, type TrackedProcess, waitFor } from "./support.js"
 
 const ROUNDS = 20
 const BOUND_MS = 15_000
 
 describe("SIGKILL of the owner mid-execution", () => {
   const executorIds: Array<string> = []
-  const pids: Array<number | null> = []
+  const leftovers = new Leftovers()
+  const watchdogs: Array<TrackedProcess> = []
   afterAll(async () => {
-    killAll(pids)
+    leftovers.killAll()
     await removeContainersOf(executorIds)
   })
 
@@ -24,9 +25,11 @@ describe("SIGKILL of the owner mid-execution", () => {
       const victim = spawnVictim({ sweepOnStart: false })
       const ready = await victim.next("ready")
       executorIds.push(ready.executorId)
-      pids.push(ready.pid, ready.watchdogPid)
+      leftovers.add(ready.pid, ready.watchdogPid)
       expect(ready.watchdogPid, "the victim reports its watchdog's pid").toBeGreaterThan(0)
-      expect(pidAlive(ready.watchdogPid!)).toBe(true)
+      const watchdog = track(ready.watchdogPid)
+      expect(watchdog, "the watchdog is running").toBeDefined()
+      watchdogs.push(watchdog!)
       const created = await victim.next("created")
       await victim.next("started")
       expect(await containerState(created.containerId)).toBe("running")
@@ -50,8 +53,7 @@ describe("SIGKILL of the owner mid-execution", () => {
     // (Checked in that order: with a warm pool, the owner's other sandboxes — pooled ones, and a
     // refill whose create was in flight at the death — are removed in the same or a later pass
     // than the one the loop waited for, within the watchdog's settle window.)
-    const watchdogs = pids.filter((_, i) => i % 2 === 1) as Array<number>
-    expect(await waitFor(() => watchdogs.every((pid) => !pidAlive(pid)), 30_000, 250)).toBe(true)
+    expect(await waitFor(() => !watchdogs.some(stillRunning), 30_000, 250)).toBe(true)
     expect(await containersOf(executorIds)).toEqual([])
   }, 600_000)
 
@@ -60,7 +62,9 @@ describe("SIGKILL of the owner mid-execution", () => {
       const victim = spawnVictim({ executions: 8, sweepOnStart: false })
       const ready = await victim.next("ready")
       executorIds.push(ready.executorId)
-      pids.push(ready.pid, ready.watchdogPid)
+      leftovers.add(ready.pid, ready.watchdogPid)
+      const watchdog = track(ready.watchdogPid)
+      expect(watchdog, "the watchdog is running").toBeDefined()
       // Half the rounds die while the very first creates are on their way (the watchdog's first
       // listing is then empty, and the creates land after it), half once some exist.
       if (round % 2 === 1) await victim.next("created")
@@ -68,7 +72,7 @@ describe("SIGKILL of the owner mid-execution", () => {
       victim.child.kill("SIGKILL")
       await victim.exited
       // The watchdog keeps looking for a while after the death, then exits; by then nothing may remain.
-      expect(await waitFor(() => !pidAlive(ready.watchdogPid!), 30_000, 100), `round ${round}: watchdog still running`).toBe(true)
+      expect(await waitFor(() => !stillRunning(watchdog!), 30_000, 100), `round ${round}: watchdog still running`).toBe(true)
       expect(await containersOf([ready.executorId]), `round ${round}`).toEqual([])
     }
   }, 300_000)

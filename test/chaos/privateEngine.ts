@@ -42,10 +42,16 @@ export class PrivateEngine {
     return this.child?.pid
   }
 
-  /** The containerd this dockerd manages (it survives a SIGKILL of dockerd, as in production). */
+  /**
+   * The containerd this dockerd manages (it survives a SIGKILL of dockerd, as in production).
+   * Its pidfile outlives it, so the pid counts only while its command line names our directory:
+   * a pid reused by another process must never be signalled.
+   */
   get containerdPid(): number | undefined {
     try {
-      return Number(readFileSync(join(this.dir, "exec/containerd/containerd.pid"), "utf8").trim())
+      const pid = Number(readFileSync(join(this.dir, "exec/containerd/containerd.pid"), "utf8").trim())
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      return cmdline.includes(this.dir) ? pid : undefined
     } catch {
       return undefined
     }
@@ -95,13 +101,15 @@ export class PrivateEngine {
 
   /** Signal dockerd and wait until it has exited (SIGTERM: it stops its containers first). */
   async stop(signal: NodeJS.Signals = "SIGTERM", timeoutMs = 30_000): Promise<void> {
-    const pid = this.child?.pid
-    if (!alive(pid)) return
-    const exited = new Promise<void>((resolve) => this.child!.once("exit", () => resolve()))
-    process.kill(pid!, signal)
+    // Through the ChildProcess, which knows when dockerd has exited (its pid may be reused after).
+    const child = this.child
+    const running = () => child !== undefined && child.exitCode === null && child.signalCode === null
+    if (!running()) return
+    const exited = new Promise<void>((resolve) => child!.once("exit", () => resolve()))
+    child!.kill(signal)
     await Promise.race([exited, sleep(timeoutMs)])
-    if (alive(pid)) {
-      process.kill(pid!, "SIGKILL")
+    if (running()) {
+      child!.kill("SIGKILL")
       await exited
     }
   }
@@ -117,7 +125,7 @@ export class PrivateEngine {
     if (alive(containerd)) {
       process.kill(containerd!, "SIGTERM")
       for (let i = 0; i < 50 && alive(containerd); i++) await sleep(100)
-      if (alive(containerd)) process.kill(containerd!, "SIGKILL")
+      if (this.containerdPid === containerd) process.kill(containerd!, "SIGKILL")
     }
     // Shims of containers this engine ran (only if a crash left any), found by their containerd address.
     const address = join(this.dir, "exec/containerd/containerd.sock")

@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { createInterface } from "node:readline"
 import Docker from "dockerode"
 import { Effect, Stream } from "effect"
+import { ProcessIdentity } from "@hermes-sandbox/core"
 import { checkLifecycle, type EventEnvelope, isClosed, project, SqliteJournal } from "@hermes-sandbox/events"
 
 export const root = new URL("../..", import.meta.url).pathname
@@ -166,14 +167,47 @@ export const journalProblems = (events: ReadonlyArray<EventEnvelope>, only?: Rea
 export const typesOf = (events: ReadonlyArray<EventEnvelope>, executionId: string) =>
   events.filter((e) => e.executionId === executionId).map((e) => e.type)
 
-/** Kill (SIGKILL) whatever is still alive among these pids; for afterAll. */
-export const killAll = (pids: Iterable<number | null | undefined>) => {
-  for (const pid of pids) {
-    if (pid === null || pid === undefined || pid <= 0) continue
-    try {
-      process.kill(pid, "SIGKILL")
-    } catch {
-      // already gone
+/** A process by pid and kernel start time: a later process given the same pid is not it. */
+export interface TrackedProcess {
+  readonly pid: number
+  readonly started: string
+}
+
+/** Record a live process's identity (undefined if it is already gone). */
+export const track = (pid: number | null | undefined): TrackedProcess | undefined => {
+  if (pid === null || pid === undefined || !Number.isInteger(pid) || pid <= 0) return undefined
+  const started = ProcessIdentity.startTimeOf(pid)
+  return started === undefined ? undefined : { pid, started }
+}
+
+/** Whether this very process is still running (not exited, not a zombie, pid not reused). */
+export const stillRunning = (p: TrackedProcess): boolean => pidAlive(p.pid) && ProcessIdentity.startTimeOf(p.pid) === p.started
+
+/**
+ * Processes a suite started (victims, their watchdogs) to SIGKILL in afterAll if a failed test
+ * left them alive. By afterAll most of them exited long ago and their pids may belong to
+ * someone else, so only a process with the recorded start time is killed. (A bare
+ * `kill(pid)` here once killed another suite's containerd-shim mid-start: "failed to create
+ * shim task: ttrpc: closed".)
+ */
+export class Leftovers {
+  private readonly processes: Array<TrackedProcess> = []
+
+  add(...pids: ReadonlyArray<number | null | undefined>): void {
+    for (const pid of pids) {
+      const tracked = track(pid)
+      if (tracked !== undefined) this.processes.push(tracked)
+    }
+  }
+
+  killAll(): void {
+    for (const p of this.processes) {
+      if (!stillRunning(p)) continue
+      try {
+        process.kill(p.pid, "SIGKILL")
+      } catch {
+        // exited between the check and the kill
+      }
     }
   }
 }

@@ -15,22 +15,23 @@ import {
   containersOf,
   containerState,
   journalProblems,
-  killAll,
-  pidAlive,
+  Leftovers,
   readJournal,
   removeContainersOf,
   sleep,
   spawnVictim,
+  stillRunning,
   tempDir,
+  track,
   typesOf,
   type Victim,
   waitFor
 } from "./support.js"
 
 const executorIds: Array<string> = []
-const pids: Array<number | null> = []
+const leftovers = new Leftovers()
 afterAll(async () => {
-  killAll(pids)
+  leftovers.killAll()
   await removeContainersOf(executorIds)
 })
 
@@ -38,18 +39,19 @@ afterAll(async () => {
 const prepare = async (victim: Victim, executions: number, until: "started" | "created") => {
   const ready = await victim.next("ready")
   executorIds.push(ready.executorId)
-  pids.push(ready.pid, ready.watchdogPid)
+  leftovers.add(ready.pid, ready.watchdogPid)
   expect(await waitFor(() => victim.messages.filter((m) => m.type === until).length >= executions, 60_000)).toBe(true)
   const created = victim.messages.filter((m) => m.type === "created") as Array<{ executionId: string; containerName: string; containerId: string; claimed?: boolean }>
   return { ready, created }
 }
 
 const killBoth = async (victim: Victim, watchdogPid: number | null) => {
-  expect(watchdogPid).toBeGreaterThan(0)
-  process.kill(watchdogPid!, "SIGKILL")
+  const watchdog = track(watchdogPid)
+  expect(watchdog, "the watchdog is running").toBeDefined()
+  process.kill(watchdog!.pid, "SIGKILL")
   victim.child.kill("SIGKILL")
   await victim.exited
-  expect(await waitFor(() => !pidAlive(watchdogPid!), 5_000)).toBe(true)
+  expect(await waitFor(() => !stillRunning(watchdog!), 5_000)).toBe(true)
 }
 
 const sweepWith = (journal: string) =>
