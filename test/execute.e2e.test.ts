@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { SandboxExecutor } from "@hermes-sandbox/docker"
 import { poolOn, testExecutor as createExecutor } from "./support/executor.js"
+import Docker from "dockerode"
 import { containerExists, sandboxContainers, waitFor } from "./support/docker.js"
 
 const NAME = /^hermes-sandbox-[0-9a-f-]{36}$/
@@ -177,6 +178,33 @@ describe("executeCode on the real engine", () => {
     subscription.unsubscribe()
     expect(names).toHaveLength(1)
     expect(await containerExists(names[0]!)).toBe(false)
+  })
+
+  it("a sandbox killed from outside (docker kill, docker stop) is a typed ContainerFailed, never the program's result", async () => {
+    // Python dies of SIGTERM without a word from the runner, so only the engine's exit report (143)
+    // arrives: whether that exit was the program's own is what the engine's event stream tells.
+    const docker = new Docker({ socketPath: "/var/run/docker.sock" })
+    const killers: Array<[string, (id: string) => Promise<unknown>]> = [
+      ["docker kill -s TERM", (id) => docker.getContainer(id).kill({ signal: "SIGTERM" })],
+      ["docker stop", (id) => docker.getContainer(id).stop({ t: 1 })]
+    ]
+    for (const [how, kill] of killers) {
+      const ids: Array<string> = []
+      const subscription = executor.events$.subscribe((e) => {
+        if ((e.type === "ContainerCreated" && e.data.pooled !== true) || e.type === "ContainerClaimed") ids.push(e.data.containerId)
+      })
+      let running!: () => void
+      const up = new Promise<void>((resolve) => (running = resolve))
+      const run = executor.executeCode(
+        { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(60)" },
+        { onStdout: () => running() }
+      )
+      await up
+      subscription.unsubscribe()
+      expect(ids, how).toHaveLength(1)
+      await kill(ids[0]!)
+      await expect(run, how).rejects.toMatchObject({ _tag: "ContainerFailed", message: expect.stringMatching(/killed from outside the SDK \(signal (15|9), exit code (143|137)\)/) })
+    }
   })
 
   it("rejects invalid requests before any container exists, naming the field, the value and what is allowed", async () => {

@@ -344,7 +344,7 @@ export const make = (options: ExecutorOptions = {}) =>
             if (exitCode === 137 && exited.value.reportedBy === "engine") oomKilled = (yield* runtime.inspect(container)).oomKilled
             if (exitCode === 137 && exited.value.reportedBy === "runner") {
               // The program's result is known already: the OOM flag is best effort here.
-              oomKilled = yield* awaitExit.pipe(
+              oomKilled = yield* io.closed.pipe(
                 Effect.timeout(KILL_EXIT_TIMEOUT),
                 Effect.zipRight(runtime.inspect(container)),
                 Effect.map((s) => s.oomKilled),
@@ -354,8 +354,10 @@ export const make = (options: ExecutorOptions = {}) =>
             yield* Ref.set(destroyReason, "completed")
             // The runner has reported and is exiting by itself: the (background) removal lets it
             // finish first, which costs the engine less than force-removing a running container.
-            // Bounded, so a sandbox that lingers is still removed (forcibly) soon after.
-            if (exited.value.reportedBy === "runner") beforeRemoval = awaitExit.pipe(Effect.timeout(EXIT_BEFORE_REMOVAL_TIMEOUT), Effect.ignore)
+            // Bounded, so a sandbox that lingers is still removed (forcibly) soon after. Its streams
+            // end when it exits; `awaitExit` would also ask the engine why it exited, which only
+            // matters when the engine's report is the result.
+            if (exited.value.reportedBy === "runner") beforeRemoval = io.closed.pipe(Effect.timeout(EXIT_BEFORE_REMOVAL_TIMEOUT), Effect.ignore)
           }
           const finishedAtMs = Date.now()
           if (Option.isNone(exited) || exited.value.reportedBy === "engine") {

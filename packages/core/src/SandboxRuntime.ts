@@ -58,7 +58,11 @@ export interface AttachedIO {
   readonly write: (data: Uint8Array) => Effect.Effect<void, SandboxError>
   /** Close the program's stdin (EOF). */
   readonly end: Effect.Effect<void, SandboxError>
-  /** Completes when both output streams have ended (the program exited and all output was delivered). */
+  /**
+   * Completes when both output streams have ended (the program exited and all output was
+   * delivered), or the connection to them was lost. The cheap way to learn that a sandbox has
+   * ended when its exit status is not needed (see `armExit`).
+   */
   readonly closed: Effect.Effect<void>
 }
 
@@ -139,7 +143,10 @@ export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRun
     /**
      * Register interest in the next exit and return an effect that completes with it.
      * The registration is in place when the outer effect completes, so calling it
-     * before `start` cannot miss a fast exit.
+     * before `start` cannot miss a fast exit. The status is the program's own: an exit
+     * someone else caused (an engine restart, `docker kill`) fails with ContainerFailed
+     * (Docker: told by the engine's event stream), and one nobody can vouch for any more
+     * fails with DockerUnavailable. To learn only that the sandbox ended, `AttachedIO.closed`.
      */
     readonly armExit: (ref: SandboxRef) => Effect.Effect<Effect.Effect<ExitStatus, SandboxError>, SandboxError>
     readonly start: (ref: SandboxRef) => Effect.Effect<void, SandboxError>

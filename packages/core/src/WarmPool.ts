@@ -151,11 +151,11 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
               continue
             }
             ready.get(language)?.push(entry)
-            // A runner that dies before its claim leaves the pool.
+            // A runner that dies before its claim leaves the pool. (Its streams end when it exits;
+            // awaiting `awaitExit` would also ask the engine why, for every pooled sandbox.)
             yield* FiberSet.run(
               background,
-              entry.awaitExit.pipe(
-                Effect.ignore,
+              entry.io.closed.pipe(
                 Effect.zipRight(Effect.suspend(() => takeOut(language, entry) ? destroy(entry, "pool-recycled") : Effect.void))
               )
             )

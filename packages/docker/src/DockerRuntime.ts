@@ -22,6 +22,7 @@ import {
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
 import { dockerCall, IMAGE_BUILD_COMMAND, isGone } from "./internal/dockerCall.js"
+import { ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
 import { loadSeccompProfile } from "./Seccomp.js"
 
@@ -34,6 +35,9 @@ export interface DockerRuntimeOptions {
 
 /** How long after an unexplained exit 137 an OOM event may still arrive in the engine's event log. */
 const OOM_EVENT_GRACE_MS = 500
+
+/** How long after the exit the engine's `die` event may take to reach us before its event log is asked instead. */
+const TESTIMONY_TIMEOUT_MS = 5_000
 
 /** A wait stream can stay quiet for as long as the program runs: the executor's deadline bounds it, not a call timeout. */
 const WAIT_ARM_TIMEOUT_MS = 10_000
@@ -77,6 +81,8 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       readonly sinceServerMs: number
     }
     const armedWaits = new Map<string, ArmedWait>()
+    const witnesses = new ExitWitnesses(docker, clockOffsetMs)
+    yield* Effect.addFinalizer(() => Effect.sync(() => witnesses.close()))
     const markKilledByUs = (id: string) => {
       const armed = armedWaits.get(id)
       if (armed !== undefined) armed.killedByUs = true
@@ -199,15 +205,44 @@ export const make = (options: DockerRuntimeOptions = {}) =>
                 (error: unknown, res: unknown) => (error ? reject(error) : resolve(res as IncomingMessage))
               )
             ))
-          // The outcome is settled once, by the response; awaiting it (and abandoning the
-          // await, e.g. on a deadline) never touches the response, so it can be awaited again.
+          // The outcome is settled once; awaiting it (and abandoning the await, e.g. on a deadline)
+          // never touches the response, so it can be awaited again.
           const outcome = yield* Deferred.make<ExitStatus, SandboxError>()
           const armed: ArmedWait = { killedByUs: false, sinceServerMs: Date.now() + clockOffsetMs - 2_000 }
           armedWaits.set(ref.id, armed)
+          // An exit we did not cause may still not be the program's own (see ExitWitnesses):
+          // the engine's event stream tells whether it killed the container before it died.
+          const witness = witnesses.watch(ref.id)
           const settle = (effect: Effect.Effect<ExitStatus, SandboxError>) => {
             armedWaits.delete(ref.id)
+            witness.release()
             Deferred.unsafeDone(outcome, effect)
           }
+          const testify = (exitCode: number) => {
+            const fallback = setTimeout(() => {
+              // The die event is late (an engine under heavy load): ask its event log instead.
+              externalKill(ref.id, armed.sinceServerMs).then(
+                (signal) => settle(signal === undefined ? Effect.succeed({ exitCode }) : killedFromOutside(signal, exitCode)),
+                (error: unknown) =>
+                  lost(`the container exited (code ${exitCode}) but the engine could not confirm why: ${error instanceof Error ? error.message : String(error)}`)
+              )
+            }, TESTIMONY_TIMEOUT_MS)
+            void witness.testimony.then((t) => {
+              clearTimeout(fallback)
+              if (t._tag === "OwnExit") settle(Effect.succeed({ exitCode }))
+              else if (t._tag === "Killed") settle(killedFromOutside(t.signal, exitCode))
+              else lost(`the container exited (code ${exitCode}) but whether the engine killed it cannot be told: ${t.reason}`)
+            })
+          }
+          const killedFromOutside = (signal: string, exitCode: number) =>
+            Effect.fail(
+              new ContainerFailed({
+                operation: "wait",
+                containerName: ref.name,
+                message: `${ref.name} was killed from outside the SDK (signal ${signal}, exit code ${exitCode}): ` +
+                  "the engine is stopping or restarting, or someone ran docker stop/kill; the program did not finish"
+              })
+            )
           const chunks: Array<Buffer> = []
           let ended = false
           const lost = (message: string) =>
@@ -227,26 +262,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
             }
             const exitCode = parsed.StatusCode ?? -1
             if (armed.killedByUs) return settle(Effect.succeed({ exitCode }))
-            // An exit we did not cause may still not be the program's own: an engine that stops or
-            // restarts kills its containers (SIGTERM, then SIGKILL), and so does `docker stop/kill`.
-            // The engine's event log tells; such an exit is an infrastructure failure, not a result.
-            externalKill(ref.id, armed.sinceServerMs).then(
-              (signal) =>
-                settle(
-                  signal === undefined
-                    ? Effect.succeed({ exitCode })
-                    : Effect.fail(
-                      new ContainerFailed({
-                        operation: "wait",
-                        containerName: ref.name,
-                        message: `${ref.name} was killed from outside the SDK (signal ${signal}, exit code ${exitCode}): ` +
-                          "the engine is stopping or restarting, or someone ran docker stop/kill; the program did not finish"
-                      })
-                    )
-                ),
-              (error: unknown) =>
-                lost(`the container exited (code ${exitCode}) but the engine could not confirm why: ${error instanceof Error ? error.message : String(error)}`)
-            )
+            testify(exitCode)
           })
           response.on("error", (error) => lost(error.message))
           response.on("close", () => {
@@ -324,4 +340,4 @@ export const make = (options: DockerRuntimeOptions = {}) =>
 
 /** The Docker runtime; needs a DockerEngine. */
 export const layer = (options: DockerRuntimeOptions = {}): Layer.Layer<SandboxRuntime, SandboxError, DockerEngine> =>
-  Layer.effect(SandboxRuntime, make(options))
+  Layer.scoped(SandboxRuntime, make(options))
