@@ -158,26 +158,36 @@ describe("executeCode on the real engine", () => {
     expect(r.stdout).toBe("7\n")
   })
 
-  it("abort mid-run removes the container", async () => {
-    const controller = new AbortController()
-    // The execution's container is the one created for it (not pooled) or claimed from the pool;
-    // a pool's refill also creates and starts containers, in streams of their own.
-    const names: Array<string> = []
+  /**
+   * A python execution that prints "up" and sleeps a minute; resolves once it is up, with the
+   * container it runs in: the one created for it (not pooled) or claimed from the pool (a pool's
+   * refill also creates and starts containers, in streams of their own).
+   */
+  const startSleeper = async (signal?: AbortSignal) => {
+    const containers: Array<{ readonly name: string; readonly id: string }> = []
     const subscription = executor.events$.subscribe((e) => {
-      if ((e.type === "ContainerCreated" && e.data.pooled !== true) || e.type === "ContainerClaimed") names.push(e.data.containerName)
+      if ((e.type === "ContainerCreated" && e.data.pooled !== true) || e.type === "ContainerClaimed") {
+        containers.push({ name: e.data.containerName, id: e.data.containerId })
+      }
     })
     let running!: () => void
     const up = new Promise<void>((resolve) => (running = resolve))
     const run = executor.executeCode(
       { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(60)" },
-      { signal: controller.signal, onStdout: () => running() }
+      { ...(signal === undefined ? {} : { signal }), onStdout: () => running() }
     )
     await up
+    subscription.unsubscribe()
+    expect(containers).toHaveLength(1)
+    return { run, container: containers[0]! }
+  }
+
+  it("abort mid-run removes the container", async () => {
+    const controller = new AbortController()
+    const { run, container } = await startSleeper(controller.signal)
     controller.abort("test abort")
     await expect(run).rejects.toMatchObject({ _tag: "ExecutionAborted" })
-    subscription.unsubscribe()
-    expect(names).toHaveLength(1)
-    expect(await containerExists(names[0]!)).toBe(false)
+    expect(await containerExists(container.name)).toBe(false)
   })
 
   it("a sandbox killed from outside (docker kill, docker stop) is a typed ContainerFailed, never the program's result", async () => {
@@ -189,20 +199,8 @@ describe("executeCode on the real engine", () => {
       ["docker stop", (id) => docker.getContainer(id).stop({ t: 1 })]
     ]
     for (const [how, kill] of killers) {
-      const ids: Array<string> = []
-      const subscription = executor.events$.subscribe((e) => {
-        if ((e.type === "ContainerCreated" && e.data.pooled !== true) || e.type === "ContainerClaimed") ids.push(e.data.containerId)
-      })
-      let running!: () => void
-      const up = new Promise<void>((resolve) => (running = resolve))
-      const run = executor.executeCode(
-        { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(60)" },
-        { onStdout: () => running() }
-      )
-      await up
-      subscription.unsubscribe()
-      expect(ids, how).toHaveLength(1)
-      await kill(ids[0]!)
+      const { run, container } = await startSleeper()
+      await kill(container.id)
       await expect(run, how).rejects.toMatchObject({ _tag: "ContainerFailed", message: expect.stringMatching(/killed from outside the SDK \(signal (15|9), exit code (143|137)\)/) })
     }
   })

@@ -5,6 +5,7 @@
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+import { forEachLine } from "./internal/lines.js"
 
 export interface BuildImagesOptions {
   /** "auto" (default): registry bases when reachable, else an offline Debian base built with mmdebstrap. */
@@ -50,24 +51,8 @@ export const buildImages = (options: BuildImagesOptions = {}): Promise<BuildImag
       if (tail.length > 30) tail.shift()
       options.onProgress?.(line)
     }
-    const lines = (stream: NodeJS.ReadableStream) => {
-      let pending = ""
-      stream.setEncoding("utf8")
-      stream.on("data", (chunk: string) => {
-        pending += chunk
-        let nl: number
-        while ((nl = pending.indexOf("\n")) >= 0) {
-          onLine(pending.slice(0, nl))
-          pending = pending.slice(nl + 1)
-        }
-      })
-      stream.on("end", () => {
-        if (pending !== "") onLine(pending)
-        pending = ""
-      })
-    }
-    lines(child.stdout)
-    lines(child.stderr)
+    forEachLine(child.stdout, onLine)
+    forEachLine(child.stderr, onLine)
 
     child.on("error", (e) => reject(new Error(`cannot run ${script}: ${e.message}`)))
     child.on("close", (code, signal) => {

@@ -21,6 +21,7 @@
 import type { IncomingMessage } from "node:http"
 import type Docker from "dockerode"
 import { Label, ProjectName } from "@hermes-sandbox/core"
+import { forEachLine } from "./lines.js"
 
 export type Testimony =
   /** The container died and no kill was logged before it: the exit is the program's own. */
@@ -140,16 +141,8 @@ export class ExitWitnesses {
         if (error) return end(`the engine's event stream could not be opened: ${error instanceof Error ? error.message : String(error)}`)
         const stream = res as IncomingMessage
         if (this.subscription !== subscription) return void stream.destroy()
-        let pending = ""
-        stream.setEncoding("utf8")
-        stream.on("data", (text: string) => {
-          pending += text
-          let newline: number
-          while ((newline = pending.indexOf("\n")) >= 0) {
-            const line = pending.slice(0, newline)
-            pending = pending.slice(newline + 1)
-            if (line.trim() !== "") this.onEvent(line)
-          }
+        forEachLine(stream, (line) => {
+          if (line.trim() !== "") this.onEvent(line)
         })
         stream.on("end", () => end("the engine ended its event stream (it may be stopping or restarting)"))
         stream.on("close", () => end("the connection to the engine's event stream closed"))
