@@ -22,6 +22,7 @@ import {
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
 import { dockerCall, IMAGE_BUILD_COMMAND, isGone } from "./internal/dockerCall.js"
+import { queryEvents } from "./internal/engineEvents.js"
 import { ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
 import { loadSeccompProfile } from "./Seccomp.js"
@@ -89,47 +90,12 @@ export const make = (options: DockerRuntimeOptions = {}) =>
     }
 
     /** Events of these actions the engine logged for the container between two engine-clock times. */
-    const containerEvents = (
-      id: string,
-      actions: ReadonlyArray<string>,
-      sinceServerMs: number,
-      untilServerMs: number
-    ): Promise<Array<{ Action?: string; Actor?: { Attributes?: Record<string, string> } }>> =>
-      new Promise((resolve, reject) => {
-        const signal = AbortSignal.timeout(callTimeoutMs + Math.max(0, untilServerMs - (Date.now() + clockOffsetMs)))
-        docker.modem.dial(
-          {
-            path: "/events?",
-            method: "GET",
-            isStream: true,
-            abortSignal: signal,
-            statusCodes: { 200: true, 400: "bad parameter", 500: "server error" },
-            options: {
-              since: (sinceServerMs / 1000).toFixed(3),
-              until: (untilServerMs / 1000).toFixed(3),
-              filters: JSON.stringify({ type: ["container"], container: [id], event: actions })
-            }
-          },
-          (error: unknown, res: unknown) => {
-            if (error) return reject(error)
-            const stream = res as IncomingMessage
-            const chunks: Array<Buffer> = []
-            stream.on("data", (c: Buffer) => chunks.push(c))
-            stream.on("error", reject)
-            stream.on("end", () => {
-              const events: Array<{ Action?: string; Actor?: { Attributes?: Record<string, string> } }> = []
-              for (const line of Buffer.concat(chunks).toString("utf8").split("\n")) {
-                if (line.trim() === "") continue
-                try {
-                  events.push(JSON.parse(line))
-                } catch {
-                  // not an event line
-                }
-              }
-              resolve(events)
-            })
-          }
-        )
+    const containerEvents = (id: string, actions: ReadonlyArray<string>, sinceServerMs: number, untilServerMs: number) =>
+      queryEvents(docker, {
+        filter: { actions, container: id },
+        sinceMs: sinceServerMs,
+        untilMs: untilServerMs,
+        signal: AbortSignal.timeout(callTimeoutMs + Math.max(0, untilServerMs - (Date.now() + clockOffsetMs)))
       })
 
     /** The signal of a `kill` the engine logged for the container since `sinceServerMs`, if any. */

@@ -14,8 +14,8 @@ interface Dial {
   readonly stream: PassThrough
 }
 
-/** A docker client whose /events responses are streams the test writes to. */
-const scriptedEngine = () => {
+/** Witnesses over a docker client whose /events responses are streams the test writes to. */
+const scriptedEngine = (clockOffsetMs = 0) => {
   const dials: Array<Dial> = []
   const docker = {
     modem: {
@@ -28,7 +28,7 @@ const scriptedEngine = () => {
       }
     }
   } as unknown as Docker
-  return { docker, dials }
+  return { witnesses: new ExitWitnesses(docker, clockOffsetMs), dials }
 }
 
 const event = (action: string, id: string, attributes: Record<string, string> = {}) =>
@@ -42,8 +42,7 @@ describe("ExitWitnesses", () => {
   })
 
   it("a die with no kill before it is the program's own exit; a kill before the die names its signal", async () => {
-    const { docker, dials } = scriptedEngine()
-    const witnesses = new ExitWitnesses(docker, 0)
+    const { witnesses, dials } = scriptedEngine()
     const own = witnesses.watch("a")
     const killed = witnesses.watch("b")
     await tick()
@@ -58,8 +57,7 @@ describe("ExitWitnesses", () => {
   })
 
   it("reads events split across chunks and ignores other containers, blank lines and garbage", async () => {
-    const { docker, dials } = scriptedEngine()
-    const witnesses = new ExitWitnesses(docker, 0)
+    const { witnesses, dials } = scriptedEngine()
     const w = witnesses.watch("mine")
     await tick()
     const text = event("kill", "other", { signal: "9" }) + "\nnot json\n" + event("kill", "mine", { signal: "9" }) + event("die", "mine")
@@ -69,8 +67,7 @@ describe("ExitWitnesses", () => {
   })
 
   it("a stream that breaks while a container is watched: its exit cannot be told; the next watch subscribes again", async () => {
-    const { docker, dials } = scriptedEngine()
-    const witnesses = new ExitWitnesses(docker, 0)
+    const { witnesses, dials } = scriptedEngine()
     const w = witnesses.watch("a")
     await tick()
     dials[0]!.stream.end()
@@ -85,8 +82,7 @@ describe("ExitWitnesses", () => {
   })
 
   it("asks for a replay from before the subscription was sent (the engine shows nothing until its first event)", async () => {
-    const { docker, dials } = scriptedEngine()
-    const witnesses = new ExitWitnesses(docker, 10_000) // the engine's clock is 10 s ahead
+    const { witnesses, dials } = scriptedEngine(10_000) // the engine's clock is 10 s ahead
     const before = Date.now()
     witnesses.watch("a")
     await tick()
@@ -98,8 +94,7 @@ describe("ExitWitnesses", () => {
 
   it("a released witness stays pending; the idle subscription closes a moment after the last witness, and close() settles the rest", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] })
-    const { docker, dials } = scriptedEngine()
-    const witnesses = new ExitWitnesses(docker, 0)
+    const { witnesses, dials } = scriptedEngine()
     const released = witnesses.watch("a")
     let settled = false
     void released.testimony.then(() => (settled = true))

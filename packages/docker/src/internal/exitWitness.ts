@@ -18,10 +18,9 @@
  * under load one request serves many executions. If the stream breaks while a witness is
  * open (the engine went away), that witness can no longer tell, and says so.
  */
-import type { IncomingMessage } from "node:http"
 import type Docker from "dockerode"
 import { Label, ProjectName } from "@hermes-sandbox/core"
-import { forEachLine } from "./lines.js"
+import { containerOf, type EngineEvent, streamEvents } from "./engineEvents.js"
 
 export type Testimony =
   /** The container died and no kill was logged before it: the exit is the program's own. */
@@ -41,12 +40,6 @@ export interface ExitWitness {
 interface Watch {
   killSignal: string | undefined
   readonly settle: (t: Testimony) => void
-}
-
-interface EngineEvent {
-  readonly Action?: string
-  readonly id?: string
-  readonly Actor?: { readonly ID?: string; readonly Attributes?: Record<string, string> }
 }
 
 /** How far back a new subscription replays: the request may reach the engine after the watched container started. */
@@ -120,45 +113,26 @@ export class ExitWitnesses {
     if (this.subscription !== undefined) return
     const subscription = new AbortController()
     this.subscription = subscription
-    const end = (reason: string) => {
-      if (this.subscription !== subscription) return
-      this.subscription = undefined
-      this.broken(reason)
-    }
-    this.docker.modem.dial(
+    streamEvents(
+      this.docker,
       {
-        path: "/events?",
-        method: "GET",
-        isStream: true,
-        abortSignal: subscription.signal,
-        statusCodes: { 200: true, 400: "bad parameter", 500: "server error" },
-        options: {
-          since: ((Date.now() + this.clockOffsetMs - REPLAY_MS) / 1000).toFixed(3),
-          filters: JSON.stringify({ type: ["container"], event: ["kill", "die"], label: [`${Label.project}=${ProjectName}`] })
-        }
+        filter: { actions: ["kill", "die"], label: `${Label.project}=${ProjectName}` },
+        sinceMs: Date.now() + this.clockOffsetMs - REPLAY_MS,
+        signal: subscription.signal
       },
-      (error: unknown, res: unknown) => {
-        if (error) return end(`the engine's event stream could not be opened: ${error instanceof Error ? error.message : String(error)}`)
-        const stream = res as IncomingMessage
-        if (this.subscription !== subscription) return void stream.destroy()
-        forEachLine(stream, (line) => {
-          if (line.trim() !== "") this.onEvent(line)
-        })
-        stream.on("end", () => end("the engine ended its event stream (it may be stopping or restarting)"))
-        stream.on("close", () => end("the connection to the engine's event stream closed"))
-        stream.on("error", (e) => end(`the engine's event stream failed: ${e.message}`))
+      (event) => {
+        if (this.subscription === subscription) this.onEvent(event)
+      },
+      (error) => {
+        if (this.subscription !== subscription) return
+        this.subscription = undefined
+        this.broken(error === undefined ? "the engine ended its event stream (it may be stopping or restarting)" : `the engine's event stream failed: ${error}`)
       }
     )
   }
 
-  private onEvent(line: string): void {
-    let event: EngineEvent
-    try {
-      event = JSON.parse(line)
-    } catch {
-      return
-    }
-    const id = event.Actor?.ID ?? event.id
+  private onEvent(event: EngineEvent): void {
+    const id = containerOf(event)
     const watch = id === undefined ? undefined : this.watches.get(id)
     if (watch === undefined) return
     if (event.Action === "kill") watch.killSignal ??= event.Actor?.Attributes?.["signal"] ?? "?"
