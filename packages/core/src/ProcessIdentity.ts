@@ -3,7 +3,7 @@
  * time makes the identity safe against pid reuse: a live process with the
  * owner's pid but another start time is not the owner.
  */
-import { readFileSync } from "node:fs"
+import { ProcessStart } from "@hermes-sandbox/events"
 import { hostname } from "node:os"
 
 export interface ProcessIdentity {
@@ -13,16 +13,8 @@ export interface ProcessIdentity {
   readonly started: string
 }
 
-export const startTimeOf = (pid: number): string | undefined => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    // Field 2 (comm) may contain spaces and parentheses: fields restart after the last ")".
-    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return rest[19]
-  } catch {
-    return undefined
-  }
-}
+/** Kernel start time of `pid` (clock ticks since boot), undefined if it does not exist. */
+export const startTimeOf = ProcessStart.startTimeOf
 
 export const self: ProcessIdentity = {
   host: hostname(),

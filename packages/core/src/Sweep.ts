@@ -8,7 +8,7 @@
  * when its owner is proven gone, never merely because it is not ours.
  */
 import { Effect, Either, Schedule, Stream } from "effect"
-import { Journal, type JournalEvent, Projection } from "@hermes-sandbox/events"
+import { type EventMetadata, Journal, type JournalEvent, Projection } from "@hermes-sandbox/events"
 import { Label, ProjectName } from "./Labels.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
 import { SandboxRuntime, type SandboxInfo } from "./SandboxRuntime.js"
@@ -79,7 +79,8 @@ export const sweep = (options: SweepOptions) =>
     const last = yield* journal.lastSequence
     const fromSequence = Math.max(1, last - (options.journalWindow ?? 100_000) + 1)
     const projector = Projection.makeProjector()
-    const owners = new Map<string, { executorId: string; host: string; pid: number }>()
+    // Who wrote each stream: host, pid and (since it is recorded) the pid's start time, for isGone.
+    const owners = new Map<string, EventMetadata>()
     /** Session streams (their id is the session id): closing their container also closes the session. */
     const sessionStreams = new Set<string>()
     yield* journal.read({ fromSequence }).pipe(

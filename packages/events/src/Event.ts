@@ -393,13 +393,20 @@ export const make = <const T extends EventType>(type: T, data: EventData<T>): Ev
 export const SCHEMA_VERSION = 1 as const
 
 /**
+ * Who wrote the event: the executor, and the process it ran in (host, pid and the pid's
+ * kernel start time, so that a later process reusing the pid is not taken for the writer).
+ * `started` is absent in events written before it was recorded, and where /proc is not
+ * available; it is an optional addition, so SCHEMA_VERSION stays 1.
+ *
  * @since 0.1.0
  * @category schemas
  */
 export const EventMetadata = Schema.Struct({
   executorId: Schema.String,
   host: Schema.String,
-  pid: Schema.Int
+  pid: Schema.Int,
+  /** Kernel start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22). */
+  started: Schema.optional(Schema.String)
 })
 
 /**

@@ -15,6 +15,8 @@ export * as Journal from "./Journal.js"
 /** @since 0.1.0 */
 export * as MemoryJournal from "./MemoryJournal.js"
 /** @since 0.1.0 */
+export * as ProcessStart from "./ProcessStart.js"
+/** @since 0.1.0 */
 export * as Projection from "./Projection.js"
 /** @since 0.1.0 */
 export * as Rx from "./Rx.js"

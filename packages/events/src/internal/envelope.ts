@@ -7,6 +7,7 @@ import type { EventEnvelope, EventMetadata, EventType, JournalEvent } from "../E
 import { JournalEvent as JournalEventSchema, SCHEMA_VERSION } from "../Event.js"
 import type { BatchAppendInput } from "../Journal.js"
 import { JournalError } from "../JournalError.js"
+import { startTimeOf } from "../ProcessStart.js"
 
 /** One stream's events, validated, ready to be numbered and committed. */
 export interface PreparedAppend {
@@ -17,6 +18,8 @@ export interface PreparedAppend {
 }
 
 const host = os.hostname()
+/** This process's kernel start time (see EventMetadata.started). */
+const started = startTimeOf(process.pid)
 
 const validate = Schema.validateEither(JournalEventSchema, { onExcessProperty: "ignore" })
 
@@ -26,7 +29,7 @@ const metadataCache = new Map<string, EventMetadata>()
 export const metadataFor = (executorId: string): EventMetadata => {
   let metadata = metadataCache.get(executorId)
   if (metadata === undefined) {
-    metadata = Object.freeze({ executorId, host, pid: process.pid })
+    metadata = Object.freeze(started === undefined ? { executorId, host, pid: process.pid } : { executorId, host, pid: process.pid, started })
     if (metadataCache.size > 1024) metadataCache.clear()
     metadataCache.set(executorId, metadata)
   }

@@ -1,0 +1,79 @@
+/**
+ * The journal records who wrote each event by host, pid AND the pid's kernel start time, so the
+ * startup sweep can tell a dead writer whose pid was reused by another process from a live one
+ * (pids wrap within minutes on a busy host). Fake runtime, SQLite journal; the reuse is simulated
+ * by editing the recorded start time, since a real pid cannot be made to recur on demand.
+ */
+import Database from "better-sqlite3"
+import { mkdtempSync, rmSync } from "node:fs"
+import { hostname, tmpdir } from "node:os"
+import { join } from "node:path"
+import { Effect, Layer, Stream } from "effect"
+import fc from "fast-check"
+import { afterAll, describe, expect, it } from "vitest"
+import { ProcessIdentity, type SandboxRuntime, Sweep } from "@hermes-sandbox/core"
+import { FakeRuntime } from "@hermes-sandbox/core/testing"
+import { Journal, SqliteJournal } from "@hermes-sandbox/events"
+import { arbEventOf } from "@hermes-sandbox/events/testing"
+
+const dir = mkdtempSync(join(tmpdir(), "hermes-owner-identity-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const requested = fc.sample(arbEventOf("ExecutionRequested"), { numRuns: 1, seed: 7 })[0]!
+
+const run = <A, E>(path: string, program: Effect.Effect<A, E, Journal.Journal | SandboxRuntime>) =>
+  Effect.runPromise(program.pipe(Effect.provide(Layer.merge(FakeRuntime.layer(), SqliteJournal.layer({ path })))))
+
+/** Open a lifecycle (a request, nothing after it) as if executor `executorId` in this process wrote it. */
+const openLifecycle = (path: string, executionId: string, executorId: string) =>
+  run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ executionId, executorId, events: [requested] })))
+
+const eventsOf = (path: string, executionId: string) =>
+  run(path, Effect.flatMap(Journal.Journal, (j) => Stream.runCollect(j.read({ executionId }))).pipe(Effect.map((c) => [...c])))
+
+const sweep = (path: string) => run(path, Sweep.sweep({ executorId: "sweeper" }))
+
+/** Rewrite the recorded writer of a stream's events (what a crashed writer's pid being reused amounts to). */
+const rewriteStarted = (path: string, executionId: string, started: string | undefined) => {
+  const db = new Database(path)
+  try {
+    const sql = started === undefined
+      ? "UPDATE events SET metadata = json_remove(metadata, '$.started') WHERE execution_id = ?"
+      : "UPDATE events SET metadata = json_set(metadata, '$.started', ?) WHERE execution_id = ?"
+    const changed = started === undefined ? db.prepare(sql).run(executionId).changes : db.prepare(sql).run(started, executionId).changes
+    expect(changed).toBe(1)
+  } finally {
+    db.close()
+  }
+}
+
+describe("the journal's writer identity survives pid reuse", () => {
+  it("every event records the writing process's kernel start time next to its host and pid", async () => {
+    const path = join(dir, "metadata.sqlite")
+    await openLifecycle(path, "exec-metadata", "writer")
+    const events = await eventsOf(path, "exec-metadata")
+    expect(ProcessIdentity.self.started).toMatch(/^\d+$/)
+    expect(events.map((e) => e.metadata)).toEqual([{ executorId: "writer", host: hostname(), pid: process.pid, started: ProcessIdentity.self.started }])
+  })
+
+  it("the startup sweep closes the lifecycle of a writer whose pid now belongs to another process, and leaves a live writer's open", async () => {
+    const path = join(dir, "reuse.sqlite")
+    await openLifecycle(path, "exec-live", "writer-live")
+    await openLifecycle(path, "exec-reused", "writer-dead")
+    await openLifecycle(path, "exec-legacy", "writer-legacy")
+    // "exec-reused" was written by a process that had this pid but started earlier: it is dead, and
+    // this process merely got its pid. "exec-legacy" was written before start times were recorded.
+    rewriteStarted(path, "exec-reused", String(Number(ProcessIdentity.self.started) - 1))
+    rewriteStarted(path, "exec-legacy", undefined)
+
+    const report = await sweep(path)
+    expect([...report.closed].sort()).toEqual(["exec-reused"])
+    const closing = await eventsOf(path, "exec-reused")
+    expect(closing.map((e) => e.type)).toEqual(["ExecutionRequested", "ExecutionInterrupted"])
+    // Without a start time a writer with this pid cannot be told from this process: it stays open
+    // (the conservative answer) until its pid is dead, as before start times were recorded.
+    const legacy = await eventsOf(path, "exec-legacy")
+    expect(legacy.map((e) => e.type)).toEqual(["ExecutionRequested"])
+    expect((await sweep(path)).closed).toEqual([])
+  })
+})
