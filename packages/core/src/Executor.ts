@@ -310,8 +310,13 @@ export const make = (options: ExecutorOptions = {}) =>
             )
             io = yield* runtime.attach(container, receiver)
             awaitExit = yield* runtime.armExit(container)
-            yield* runtime.start(container)
-            yield* append(executionId, { type: "ContainerStarted", data: { containerId: container.id } })
+            // Started and recorded in one uninterruptible step too (bounded by the start call's deadline):
+            // the program may print before the engine answers the start, so an interruption in between
+            // would record as never started a sandbox whose output the caller has already seen.
+            yield* runtime.start(container).pipe(
+              Effect.zipRight(append(executionId, { type: "ContainerStarted", data: { containerId: container.id } })),
+              Effect.uninterruptible
+            )
           }
           // The deadline counts from the start, or from the claim for a warm sandbox.
           const startedAtMs = Date.now()

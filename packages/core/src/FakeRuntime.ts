@@ -51,6 +51,8 @@ export const fakeProgram = (program: FakeProgram): string => `#!fake ${JSON.stri
 export interface FakeFaults {
   createFails?: boolean
   startFails?: boolean
+  /** The sandbox starts at once but the start call answers this much later (an engine under load). */
+  startAnswerDelayMs?: number
   /** Every call fails with DockerUnavailable, and running sandboxes are frozen until the engine is back. */
   engineDown?: boolean
   missingImages?: ReadonlyArray<string>
@@ -252,6 +254,8 @@ export const make = (initialFaults: FakeFaults = {}) =>
           s.status = "running"
           // Interruptible even when start is called from an uninterruptible region (forks inherit it).
           s.program = yield* FiberSet.run(programs, Effect.interruptible(run(s)))
+          const answerDelay = (yield* Ref.get(faults)).startAnswerDelayMs
+          if (answerDelay !== undefined) yield* Effect.sleep(answerDelay)
         }),
       kill: (ref) =>
         Effect.gen(function*() {

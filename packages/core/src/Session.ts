@@ -374,8 +374,11 @@ export const make = (options: SessionsOptions = {}) =>
         const container = yield* runtime.create(spec)
         const started = Effect.gen(function*() {
           yield* append(sessionId, { type: "ContainerCreated", data: { containerName: container.name, containerId: container.id, imageId: container.imageId } })
-          yield* runtime.start(container)
-          yield* append(sessionId, { type: "ContainerStarted", data: { containerId: container.id } })
+          // Started and recorded in one step, as in the executor.
+          yield* runtime.start(container).pipe(
+            Effect.zipRight(append(sessionId, { type: "ContainerStarted", data: { containerId: container.id } })),
+            Effect.uninterruptible
+          )
           return container
         })
         return yield* started.pipe(

@@ -100,8 +100,12 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
           let target: OutputReceiver = { stdout: discard, stderr: discard }
           const io = yield* runtime.attach(container, { stdout: (b) => target.stdout(b), stderr: (b) => target.stderr(b) })
           const awaitExit = yield* runtime.armExit(container)
-          yield* runtime.start(container)
-          yield* deps.append(poolStreamId, { type: "ContainerStarted", data: { containerId: container.id } })
+          // Started and recorded in one step, as in the executor: a drain in between must not leave a
+          // started sandbox recorded as never started.
+          yield* runtime.start(container).pipe(
+            Effect.zipRight(deps.append(poolStreamId, { type: "ContainerStarted", data: { containerId: container.id } })),
+            Effect.uninterruptible
+          )
           const entry: Entry = {
             poolStreamId,
             container,

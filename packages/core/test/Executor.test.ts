@@ -85,6 +85,22 @@ describe("Executor (fake runtime)", () => {
         expect(r).toMatchObject({ exitCode: 137, oomKilled: true, timedOut: false })
       })))
 
+  it.effect("an interruption while the engine is still answering the start records the sandbox as started (it ran)", () =>
+    withExecutor({}, ({ control, executor, journal }) =>
+      Effect.gen(function*() {
+        yield* Ref.set(control.faults, { startAnswerDelayMs: 500 })
+        const fiber = yield* Effect.fork(executor.executeCode({ language: "python", code: fakeProgram({ hang: true }) }))
+        yield* Effect.yieldNow()
+        // The sandbox is running (its program could already be printing); the start call has not answered.
+        while (!(yield* control.alive).some((s) => s.status === "running")) yield* TestClock.adjust("1 millis")
+        const interrupted = yield* Effect.fork(Fiber.interrupt(fiber))
+        yield* TestClock.adjust("500 millis")
+        yield* Fiber.join(interrupted)
+        expect(yield* control.alive).toEqual([])
+        const all = [...(yield* journal.read().pipe(Stream.runCollect))]
+        expect(all.map((e) => e.type)).toEqual(["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ExecutionInterrupted", "ContainerDestroyed"])
+      })))
+
   it.effect("interrupting an execution removes its container and records ExecutionInterrupted", () =>
     withExecutor({}, ({ control, executor, journal }) =>
       Effect.gen(function*() {
