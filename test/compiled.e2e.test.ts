@@ -1,0 +1,51 @@
+/**
+ * The compiled packages (`pnpm build`: dist/ with JavaScript and declarations) run in plain Node,
+ * without tsx or any TypeScript loader — as a user who installed the packages runs them. Inside
+ * the workspace the "hermes-sandbox-dist" export condition selects dist/ (published manifests
+ * point there directly, see publishConfig); `pnpm test` builds first.
+ */
+import { spawn } from "node:child_process"
+import { existsSync } from "node:fs"
+import { describe, expect, it } from "vitest"
+
+const testDir = new URL(".", import.meta.url).pathname
+
+const plainNode = (script: string) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    // No --import tsx, and nothing inherited that could load one.
+    const env = { ...process.env, NODE_OPTIONS: "" }
+    const child = spawn(process.execPath, ["--conditions=hermes-sandbox-dist", "--input-type=module", "-e", script], { cwd: testDir, env })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d) => (stdout += d))
+    child.stderr.on("data", (d) => (stderr += d))
+    child.on("close", (code) => resolve({ code, stdout, stderr }))
+  })
+
+describe("the compiled packages", () => {
+  it("exist: pnpm build wrote dist/ for every package", () => {
+    for (const entry of ["events/dist/index", "core/dist/index", "docker/dist/index", "cli/dist/main"]) {
+      for (const ext of [".js", ".d.ts"]) {
+        expect(existsSync(new URL(`../packages/${entry}${ext}`, import.meta.url)), `packages/${entry}${ext} (run pnpm build)`).toBe(true)
+      }
+    }
+  })
+
+  // Plain Node cannot load a .ts file (ERR_UNKNOWN_FILE_EXTENSION): a run that succeeds loaded only JavaScript.
+  it("run an execution in plain Node: the result and its lifecycle events arrive", async () => {
+    const r = await plainNode(`
+      const { createExecutor } = await import("@hermes-sandbox/docker")
+      const executor = await createExecutor({ sweepOnStart: false, watchdog: false })
+      const types = []
+      executor.events$.subscribe((e) => types.push(e.type))
+      const result = await executor.executeCode({ language: "python", code: "print(6*7)" })
+      await executor.close()
+      console.log(JSON.stringify({ exitCode: result.exitCode, stdout: result.stdout, types }))
+    `)
+    expect(r.stderr).toBe("")
+    expect(r.code).toBe(0)
+    const out = JSON.parse(r.stdout.trim())
+    expect(out).toMatchObject({ exitCode: 0, stdout: "42\n" })
+    expect(out.types).toEqual(["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ContainerDestroyed"])
+  })
+})
