@@ -163,7 +163,7 @@ describe("executeCode on the real engine", () => {
    * container it runs in: the one created for it (not pooled) or claimed from the pool (a pool's
    * refill also creates and starts containers, in streams of their own).
    */
-  const startSleeper = async (signal?: AbortSignal) => {
+  const startSleeper = async (signal?: AbortSignal, code = "import time\nprint('up', flush=True)\ntime.sleep(60)") => {
     const containers: Array<{ readonly name: string; readonly id: string }> = []
     const subscription = executor.events$.subscribe((e) => {
       if ((e.type === "ContainerCreated" && e.data.pooled !== true) || e.type === "ContainerClaimed") {
@@ -173,7 +173,7 @@ describe("executeCode on the real engine", () => {
     let running!: () => void
     const up = new Promise<void>((resolve) => (running = resolve))
     const run = executor.executeCode(
-      { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(60)" },
+      { language: "python", code },
       { ...(signal === undefined ? {} : { signal }), onStdout: () => running() }
     )
     await up
@@ -202,6 +202,24 @@ describe("executeCode on the real engine", () => {
       const { run, container } = await startSleeper()
       await kill(container.id)
       await expect(run, how).rejects.toMatchObject({ _tag: "ContainerFailed", message: expect.stringMatching(/killed from outside the SDK \(signal (15|9), exit code (143|137)\)/) })
+    }
+  })
+
+  it("a program that traps the outside SIGTERM and exits 0 (the runner reports the end) is still a ContainerFailed, not a success", async () => {
+    // The runner reports the end before the engine's verdict; the engine's event stream has the
+    // kill by then (it is logged before the signal is delivered; the program takes 0.3 s to exit).
+    const trapping = "import signal, sys, time\ndef bye(*_):\n    time.sleep(0.3)\n    print('cleaned up', flush=True)\n    sys.exit(0)\n" +
+      "signal.signal(signal.SIGTERM, bye)\nprint('up', flush=True)\ntime.sleep(60)\n"
+    const docker = new Docker({ socketPath: "/var/run/docker.sock" })
+    const killers: Array<[string, (id: string) => Promise<unknown>]> = [
+      ["docker kill -s TERM", (id) => docker.getContainer(id).kill({ signal: "SIGTERM" })],
+      ["docker stop", (id) => docker.getContainer(id).stop({ t: 5 })]
+    ]
+    for (const [how, kill] of killers) {
+      const { run, container } = await startSleeper(undefined, trapping)
+      await kill(container.id)
+      await expect(run, how).rejects.toMatchObject({ _tag: "ContainerFailed", message: expect.stringMatching(/killed from outside the SDK \(signal 15\) while the program ran; the exit code it then reported \(0\)/) })
+      expect(await waitFor(async () => !(await containerExists(container.name)), 10_000), how).toBe(true)
     }
   })
 

@@ -16,7 +16,7 @@
 import { Context, Deferred, Effect, Exit, Fiber, FiberRef, FiberMap, FiberSet, Layer, Metric, Option, Ref, Scope, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
-import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
+import { ContainerFailed, ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
 import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./ExecutionRequest.js"
 import { type ExecutionResult, toExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
@@ -343,6 +343,19 @@ export const make = (options: ExecutorOptions = {}) =>
             )
           } else {
             exitCode = exited.value.exitCode
+            if (exited.value.reportedBy === "runner") {
+              // The runner reports before the engine's verdict: a program that trapped a signal from
+              // outside (an engine stopping, docker stop) and exited 0 did not produce a result.
+              const outside = yield* runtime.outsideKill(container)
+              if (Option.isSome(outside)) {
+                return yield* new ContainerFailed({
+                  operation: "wait",
+                  containerName: container.name,
+                  message: `${container.name} was killed from outside the SDK (signal ${outside.value}) while the program ran; the exit code it ` +
+                    `then reported (${exitCode}) is not its result: the engine is stopping or restarting, or someone ran docker stop/kill`
+                })
+              }
+            }
             // Only a SIGKILL we did not send can be the OOM killer; inspect only then. When the runner
             // reported it (the OOM killer chose the program's child process, the runner survived), the
             // engine knows only once the sandbox has exited: wait for that first.

@@ -10,7 +10,7 @@
  * What a "program" does is read from its code: a first line `#!fake {json}`
  * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin } (see fakeProgram).
  */
-import { Context, Deferred, Effect, Fiber, FiberSet, Layer, Ref } from "effect"
+import { Context, Deferred, Effect, Fiber, FiberSet, Layer, Option, Ref } from "effect"
 import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "./Errors.js"
 import {
   type AttachedIO,
@@ -235,6 +235,8 @@ export const make = (initialFaults: FakeFaults = {}) =>
           }
           return io
         }),
+      // Nobody but the SDK signals the fake's sandboxes.
+      outsideKill: () => Effect.succeed(Option.none()),
       armExit: (ref) =>
         Effect.gen(function*() {
           yield* engineCheck("wait")

@@ -4,7 +4,7 @@
  * dockerode and `FakeRuntime` implements it in memory, and one contract suite
  * runs against both so the fake cannot drift from the engine.
  */
-import { Context, type Effect } from "effect"
+import { Context, type Effect, type Option } from "effect"
 import type { SandboxError } from "./Errors.js"
 
 /** What the executor asks for. Hardening defaults are the runtime's business (ContainerSpec in packages/docker). */
@@ -149,6 +149,13 @@ export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRun
      * fails with DockerUnavailable. To learn only that the sandbox ended, `AttachedIO.closed`.
      */
     readonly armExit: (ref: SandboxRef) => Effect.Effect<Effect.Effect<ExitStatus, SandboxError>, SandboxError>
+    /**
+     * The signal of a kill someone other than this SDK sent to the sandbox since `armExit`
+     * (an engine stopping, `docker stop/kill`), as far as the runtime has seen so far. For an
+     * end the runner reported itself, which comes before the engine's exit verdict: a program
+     * can trap the signal and exit 0, and that is not its result.
+     */
+    readonly outsideKill: (ref: SandboxRef) => Effect.Effect<Option.Option<string>>
     readonly start: (ref: SandboxRef) => Effect.Effect<void, SandboxError>
     /** SIGKILL the whole sandbox. Killing a sandbox that is not running is not an error. */
     readonly kill: (ref: SandboxRef) => Effect.Effect<void, SandboxError>

@@ -4,7 +4,7 @@
  * BEFORE start, or early output and fast exits are lost; no TTY, so stdout and
  * stderr arrive demultiplexed; every call has its own deadline.
  */
-import { Deferred, Effect, Layer } from "effect"
+import { Deferred, Effect, Layer, Option } from "effect"
 import type { IncomingMessage } from "node:http"
 import { Writable } from "node:stream"
 import type { Duplex } from "node:stream"
@@ -23,7 +23,7 @@ import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
 import { dockerCall, IMAGE_BUILD_COMMAND, isGone } from "./internal/dockerCall.js"
 import { queryEvents } from "./internal/engineEvents.js"
-import { ExitWitnesses } from "./internal/exitWitness.js"
+import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
 import { loadSeccompProfile } from "./Seccomp.js"
 
@@ -82,6 +82,8 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       readonly sinceServerMs: number
     }
     const armedWaits = new Map<string, ArmedWait>()
+    /** Each armed container's witness, until the container is removed: `outsideKill` reads it after the verdict too. */
+    const witnessOf = new Map<string, { readonly witness: ExitWitness; readonly armed: ArmedWait }>()
     const witnesses = new ExitWitnesses(docker, clockOffsetMs)
     yield* Effect.addFinalizer(() => Effect.sync(() => witnesses.close()))
     const markKilledByUs = (id: string) => {
@@ -179,6 +181,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           // An exit we did not cause may still not be the program's own (see ExitWitnesses):
           // the engine's event stream tells whether it killed the container before it died.
           const witness = witnesses.watch(ref.id)
+          witnessOf.set(ref.id, { witness, armed })
           const settle = (effect: Effect.Effect<ExitStatus, SandboxError>) => {
             armedWaits.delete(ref.id)
             witness.release()
@@ -237,6 +240,12 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           return Deferred.await(outcome)
         }),
 
+      outsideKill: (ref) =>
+        Effect.sync(() => {
+          const w = witnessOf.get(ref.id)
+          return w === undefined || w.armed.killedByUs ? Option.none() : Option.fromNullable(w.witness.killSeen())
+        }),
+
       start: (ref) =>
         dockerCall(ctx("start", ref.name), (signal) => docker.getContainer(ref.id).start({ abortSignal: signal })).pipe(
           // 304: already started.
@@ -278,6 +287,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           return dockerCall(ctx("remove", ref.name), (signal) => docker.getContainer(ref.id).remove({ force: true, v: true, abortSignal: signal }))
         }).pipe(
           Effect.catchIf(isGone, () => Effect.void),
+          Effect.tap(() => Effect.sync(() => witnessOf.delete(ref.id))),
           Effect.asVoid
         ),
 

@@ -50,9 +50,13 @@ describe("ExitWitnesses", () => {
     const filters = JSON.parse(dials[0]!.options.options.filters)
     expect(filters).toEqual({ type: ["container"], event: ["kill", "die"], label: ["org.hermes-sandbox.project=hermes-sandbox"] })
     dials[0]!.stream.write(event("kill", "b", { signal: "15" }) + event("die", "a"))
+    // Before the die (a runner reporting the end first), the kill is already known; and it stays known.
+    await tick()
+    expect([own.killSeen(), killed.killSeen()]).toEqual([undefined, "15"])
     dials[0]!.stream.write(event("die", "b", { exitCode: "143" }))
     expect(await own.testimony).toEqual({ _tag: "OwnExit" })
     expect(await killed.testimony).toEqual({ _tag: "Killed", signal: "15" })
+    expect(killed.killSeen()).toBe("15")
     witnesses.close()
   })
 

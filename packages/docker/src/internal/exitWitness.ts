@@ -35,6 +35,8 @@ export interface ExitWitness {
   readonly testimony: Promise<Testimony>
   /** Stop watching (the verdict is in, or the container is gone). Idempotent. */
   readonly release: () => void
+  /** The signal of a kill the engine logged for the container so far (before its `die`, or without one yet). */
+  readonly killSeen: () => string | undefined
 }
 
 interface Watch {
@@ -67,12 +69,12 @@ export class ExitWitnesses {
     })
     if (this.closed) {
       settle({ _tag: "Unknown", reason: "the runtime was closed" })
-      return { testimony, release: () => {} }
+      return { testimony, release: () => {}, killSeen: () => undefined }
     }
     const watch: Watch = { killSignal: undefined, settle }
     this.watches.set(id, watch)
     this.subscribe()
-    return { testimony, release: () => this.forget(id, watch) }
+    return { testimony, release: () => this.forget(id, watch), killSeen: () => watch.killSignal }
   }
 
   /** Close the subscription; open witnesses learn that nobody can tell any more. */
