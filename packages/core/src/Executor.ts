@@ -30,6 +30,7 @@ import { type AttachedIO, type ExitStatus, type SandboxCreated, SandboxRuntime, 
 import * as Removals from "./internal/removals.js"
 import * as WarmPool from "./WarmPool.js"
 import type { Language } from "./Language.js"
+import { startRecorded } from "./internal/startRecorded.js"
 
 export type ExecuteError = InvalidRequest | SandboxError | QueueFull | ExecutorClosed | JournalError
 
@@ -310,13 +311,7 @@ export const make = (options: ExecutorOptions = {}) =>
             )
             io = yield* runtime.attach(container, receiver)
             awaitExit = yield* runtime.armExit(container)
-            // Started and recorded in one uninterruptible step too (bounded by the start call's deadline):
-            // the program may print before the engine answers the start, so an interruption in between
-            // would record as never started a sandbox whose output the caller has already seen.
-            yield* runtime.start(container).pipe(
-              Effect.zipRight(append(executionId, { type: "ContainerStarted", data: { containerId: container.id } })),
-              Effect.uninterruptible
-            )
+            yield* startRecorded(runtime, container, (event) => append(executionId, event))
           }
           // The deadline counts from the start, or from the claim for a warm sandbox.
           const startedAtMs = Date.now()

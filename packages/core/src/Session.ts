@@ -54,6 +54,7 @@ import { CompletionScanner, completionMarker, encodeRunnerPayload, makeReportNon
 import { type ExecProcess, type SandboxLimits, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 import * as SessionReaper from "./SessionReaper.js"
 import { sweep } from "./Sweep.js"
+import { startRecorded } from "./internal/startRecorded.js"
 
 export type SessionScope = "session" | "persistent"
 
@@ -374,11 +375,7 @@ export const make = (options: SessionsOptions = {}) =>
         const container = yield* runtime.create(spec)
         const started = Effect.gen(function*() {
           yield* append(sessionId, { type: "ContainerCreated", data: { containerName: container.name, containerId: container.id, imageId: container.imageId } })
-          // Started and recorded in one step, as in the executor.
-          yield* runtime.start(container).pipe(
-            Effect.zipRight(append(sessionId, { type: "ContainerStarted", data: { containerId: container.id } })),
-            Effect.uninterruptible
-          )
+          yield* startRecorded(runtime, container, (event) => append(sessionId, event))
           return container
         })
         return yield* started.pipe(

@@ -21,6 +21,7 @@ import * as Removals from "./internal/removals.js"
 import { ContainerNamePrefix } from "./Labels.js"
 import type { Language } from "./Language.js"
 import { type AttachedIO, type ExitStatus, type OutputReceiver, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
+import { startRecorded } from "./internal/startRecorded.js"
 
 export interface WarmPoolOptions {
   /** Ready sandboxes kept per language. */
@@ -100,12 +101,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
           let target: OutputReceiver = { stdout: discard, stderr: discard }
           const io = yield* runtime.attach(container, { stdout: (b) => target.stdout(b), stderr: (b) => target.stderr(b) })
           const awaitExit = yield* runtime.armExit(container)
-          // Started and recorded in one step, as in the executor: a drain in between must not leave a
-          // started sandbox recorded as never started.
-          yield* runtime.start(container).pipe(
-            Effect.zipRight(deps.append(poolStreamId, { type: "ContainerStarted", data: { containerId: container.id } })),
-            Effect.uninterruptible
-          )
+          yield* startRecorded(runtime, container, (event) => deps.append(poolStreamId, event))
           const entry: Entry = {
             poolStreamId,
             container,

@@ -76,14 +76,16 @@ export const make = (options: DockerRuntimeOptions = {}) =>
     const serverTime = Date.parse((info as { SystemTime?: string }).SystemTime ?? "")
     const clockOffsetMs = Number.isFinite(serverTime) ? serverTime - Date.now() : 0
 
-    /** Waits armed and not yet settled, by container id; a kill or removal we send marks its wait. */
+    /**
+     * Armed containers by id, until removed (`outsideKill` reads the witness after the verdict too);
+     * a kill or removal we send marks its wait.
+     */
     interface ArmedWait {
       killedByUs: boolean
       readonly sinceServerMs: number
+      readonly witness: ExitWitness
     }
     const armedWaits = new Map<string, ArmedWait>()
-    /** Each armed container's witness, until the container is removed: `outsideKill` reads it after the verdict too. */
-    const witnessOf = new Map<string, { readonly witness: ExitWitness; readonly armed: ArmedWait }>()
     const witnesses = new ExitWitnesses(docker, clockOffsetMs)
     yield* Effect.addFinalizer(() => Effect.sync(() => witnesses.close()))
     const markKilledByUs = (id: string) => {
@@ -176,14 +178,12 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           // The outcome is settled once; awaiting it (and abandoning the await, e.g. on a deadline)
           // never touches the response, so it can be awaited again.
           const outcome = yield* Deferred.make<ExitStatus, SandboxError>()
-          const armed: ArmedWait = { killedByUs: false, sinceServerMs: Date.now() + clockOffsetMs - 2_000 }
-          armedWaits.set(ref.id, armed)
           // An exit we did not cause may still not be the program's own (see ExitWitnesses):
           // the engine's event stream tells whether it killed the container before it died.
           const witness = witnesses.watch(ref.id)
-          witnessOf.set(ref.id, { witness, armed })
+          const armed: ArmedWait = { killedByUs: false, sinceServerMs: Date.now() + clockOffsetMs - 2_000, witness }
+          armedWaits.set(ref.id, armed)
           const settle = (effect: Effect.Effect<ExitStatus, SandboxError>) => {
-            armedWaits.delete(ref.id)
             witness.release()
             Deferred.unsafeDone(outcome, effect)
           }
@@ -242,8 +242,8 @@ export const make = (options: DockerRuntimeOptions = {}) =>
 
       outsideKill: (ref) =>
         Effect.sync(() => {
-          const w = witnessOf.get(ref.id)
-          return w === undefined || w.armed.killedByUs ? Option.none() : Option.fromNullable(w.witness.killSeen())
+          const armed = armedWaits.get(ref.id)
+          return armed === undefined || armed.killedByUs ? Option.none() : Option.fromNullable(armed.witness.killSeen())
         }),
 
       start: (ref) =>
@@ -287,7 +287,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           return dockerCall(ctx("remove", ref.name), (signal) => docker.getContainer(ref.id).remove({ force: true, v: true, abortSignal: signal }))
         }).pipe(
           Effect.catchIf(isGone, () => Effect.void),
-          Effect.tap(() => Effect.sync(() => witnessOf.delete(ref.id))),
+          Effect.tap(() => Effect.sync(() => armedWaits.delete(ref.id))),
           Effect.asVoid
         ),
 
