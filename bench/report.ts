@@ -278,6 +278,14 @@ export const renderSection = (r: RunResults): string => {
       // The client CPU at which the bound reaches 90%: engine / (engine + client + kernel) = 0.9.
       const budgets = perVariant.map((x) => `${VariantLabels[x.name]} ${ms(Math.max(0, x.engine / 0.9 - x.engine - x.kernel) * 1000)} (it spends ${ms(x.client * 1000)})`)
       p(`- The engine ceiling assumes a client that costs nothing. Here the client shares the host's ${cores} cores with the engine, so its CPU comes out of the engine's share, and so does the kernel's own work for the containers; at c=8 the host is saturated (see the host-ceiling column), and no concurrency can take a variant past its "bound with this client". Client CPU as a share of everything an execution cost the host at c=8: ${shares.join(", ")}. For the bound to reach 90% of the engine ceiling, a variant's client may spend at most engine / 0.9 − engine − kernel per execution: ${budgets.join("; ")}. Only a client about as lean as the hand-written dockerode loop (five Engine API calls, nothing else) fits; the SDK's supervision (fibers, deadlines, output capture, the journal and its events) costs a few ms more per execution. \`pnpm bench:overhead\` measures that share without an engine (see its section below).`)
+      // Layer by layer, at the same concurrency: the same five Engine API calls by hand, through the
+      // SDK's runtime port alone, and through the whole executor.
+      const at = (name: VariantName) => perVariant.find((x) => x.name === name)
+      const [rawCpu, portCpu, sdkCpu] = [at("dockerode"), at("sdk-runtime"), at("sdk-cold")]
+      if (rawCpu && portCpu && sdkCpu) {
+        const bound = (x: { client: number; engine: number; kernel: number }) => `${((x.engine / (x.engine + x.client + x.kernel)) * 100).toFixed(0)}%`
+        p(`- Where the SDK's client CPU goes, layer by layer at c=8: the five Engine API calls written by hand ${ms(rawCpu.client * 1000)} per execution (bound ${bound(rawCpu)}); the same calls through the SDK's runtime port alone ${ms(portCpu.client * 1000)} (bound ${bound(portCpu)}), the port adding a deadline and abort per call and the engine-event witness that tells an outside kill from the program's own exit; the whole executor ${ms(sdkCpu.client * 1000)} (bound ${bound(sdkCpu)}), adding supervision (fibers, the request deadline, background removal), output capture, the runner's completion report and the journal with its live events. The runtime-port row is a decomposition, not a way to run programs: it has none of the executor's guarantees.`)
+      }
     }
   }
   p(`- \`docker exec\` is fast because it creates no container, and for the same reason gives no isolation between executions (files, processes and memory left by one are seen by the next).`)

@@ -136,6 +136,7 @@ const contextFor = (name: string, executorId: string, poolSize: number): Variant
     programFlags: cliFlags(unnamed(createOptionsFor(benchSpec("-", labels, ["python3", "-c", PROGRAM], false)))),
     sleeperFlags: cliFlags(unnamed(createOptionsFor(benchSpec("-", labels, ["sleep", "infinity"], false)))),
     runnerCreateOptions,
+    runnerSpec: benchSpec("-", labels),
     programCreateOptions: unnamed(createOptionsFor(benchSpec("-", labels, ["python3", "-c", PROGRAM], false)))
   }
 }

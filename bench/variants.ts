@@ -9,11 +9,12 @@ import { Writable } from "node:stream"
 import type Docker from "dockerode"
 import type { ImagePullPolicy, WaitStrategy } from "testcontainers"
 import type { SandboxExecutor } from "@hermes-sandbox/docker"
+import type { SandboxSpec } from "@hermes-sandbox/core"
 
 // Only type imports above: each driver loads just its own variant's libraries (dynamic imports
 // below), and the configuration comes ready-made from the runner, so a driver's memory is its own.
 
-export const VariantNames = ["docker-run", "docker-run-c", "docker-exec", "dockerode", "testcontainers", "sdk-cold", "sdk-pool"] as const
+export const VariantNames = ["docker-run", "docker-run-c", "docker-exec", "dockerode", "testcontainers", "sdk-runtime", "sdk-cold", "sdk-pool"] as const
 export type VariantName = (typeof VariantNames)[number]
 
 export const VariantLabels: Record<VariantName, string> = {
@@ -22,6 +23,7 @@ export const VariantLabels: Record<VariantName, string> = {
   "docker-exec": "docker exec (1 long-lived container)",
   dockerode: "raw dockerode",
   testcontainers: "testcontainers-node",
+  "sdk-runtime": "hermes-sandbox runtime port only (no executor)",
   "sdk-cold": "hermes-sandbox SDK, cold",
   "sdk-pool": "hermes-sandbox SDK, warm pool"
 }
@@ -55,6 +57,8 @@ export interface VariantContext {
   readonly sleeperFlags: ReadonlyArray<string>
   /** The SDK's Engine API create options for a runner sandbox (no name). */
   readonly runnerCreateOptions: Docker.ContainerCreateOptions
+  /** The SDK's spec of the same runner sandbox (no name), for the runtime-port variant. */
+  readonly runnerSpec: SandboxSpec
   /** The same with `python3 -c <program>` and no stdin (testcontainers). */
   readonly programCreateOptions: Docker.ContainerCreateOptions
 }
@@ -217,6 +221,54 @@ const rawDockerode = async (ctx: VariantContext): Promise<Variant> => {
   }
 }
 
+/**
+ * A decomposition, not an alternative: the SDK's Docker runtime port (the layer under the executor)
+ * driven directly through Effect, in the order the executor uses it — create, attach, arm the exit
+ * (wait + the engine-event witness), start, write, exit, remove — with no executor, journal, output
+ * capture or supervision. Its client CPU between raw dockerode's and the SDK's shows which layer
+ * costs what.
+ */
+const sdkRuntime = async (ctx: VariantContext): Promise<Variant> => {
+  const { Effect, Layer, ManagedRuntime } = await import("effect")
+  const { DockerEngine, DockerRuntime, Label, ProcessIdentity, ProjectName, SandboxRuntime } = await import("@hermes-sandbox/docker")
+  const runtime = ManagedRuntime.make(DockerRuntime.layer().pipe(Layer.provide(DockerEngine.layer())))
+  const payload = Buffer.from(ctx.payload, "base64")
+  // The project label lets the runtime's exit witness see the container's events; the owner labels
+  // keep any SDK sweep from taking it for an orphan.
+  const labels = {
+    ...ctx.runnerSpec.labels,
+    [Label.project]: ProjectName,
+    [Label.ownerPid]: String(ProcessIdentity.self.pid),
+    [Label.ownerHost]: ProcessIdentity.self.host,
+    [Label.ownerStarted]: ProcessIdentity.self.started
+  }
+  const once = Effect.gen(function*() {
+    const port = yield* SandboxRuntime
+    const container = yield* port.create({ ...ctx.runnerSpec, name: nextName(ctx, "sdk-runtime"), labels })
+    return yield* Effect.gen(function*() {
+      const out: Array<Uint8Array> = []
+      const err: Array<Uint8Array> = []
+      const io = yield* port.attach(container, { stdout: (b) => out.push(b), stderr: (b) => err.push(b) })
+      const exited = yield* port.armExit(container)
+      yield* port.start(container)
+      yield* io.write(payload)
+      yield* io.end
+      const { exitCode } = yield* exited
+      yield* io.closed
+      const resultAtMs = performance.now()
+      return { ...check(Buffer.concat(out).toString("utf8"), exitCode, Buffer.concat(err).toString("utf8"), ctx.expectedRunnerStdout), resultAtMs }
+    }).pipe(Effect.ensuring(Effect.ignore(port.remove(container))))
+  })
+  return {
+    init: async () => {
+      await runtime.runPromise(SandboxRuntime)
+      return {}
+    },
+    execute: () => runtime.runPromise(once),
+    close: () => runtime.dispose()
+  }
+}
+
 /** 4. testcontainers-node: a GenericContainer per execution, the same HostConfig (see notes: -c, json-file logs, exit wait). */
 const testcontainers = async (ctx: VariantContext): Promise<Variant> => {
   process.env.TESTCONTAINERS_RYUK_DISABLED = "true"
@@ -332,6 +384,8 @@ export const makeVariant = async (name: VariantName, ctx: VariantContext): Promi
       return rawDockerode(ctx)
     case "testcontainers":
       return testcontainers(ctx)
+    case "sdk-runtime":
+      return sdkRuntime(ctx)
     case "sdk-cold":
       return sdk(ctx, false)
     case "sdk-pool":
