@@ -4,6 +4,19 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+# Test-only tool: mkfs.xfs, for the private engine on XFS (test/chaos/xfs-storage.test.ts).
+if ! command -v mkfs.xfs >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    printf '\n==== installing xfsprogs (test-only: mkfs.xfs)\n' >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq xfsprogs >/tmp/hermes-sandbox-apt-test.log 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq xfsprogs >/tmp/hermes-sandbox-apt-test.log 2>&1; } ||
+      { tail -20 /tmp/hermes-sandbox-apt-test.log >&2; exit 1; }
+  else
+    echo "mkfs.xfs is missing (one test builds an XFS filesystem): install xfsprogs (Debian: apt-get install xfsprogs) and run this again." >&2
+    exit 1
+  fi
+fi
 printf '\n==== seccomp profile matches its derivation\n' >&2
 npx tsx packages/docker/seccomp/build-profile.ts --check
 printf '\n==== tests (pnpm test)\n' >&2

@@ -4,7 +4,7 @@
  * no iptables, so it touches neither the shared engine nor host networking.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
-import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import Docker from "dockerode"
 
@@ -28,7 +28,12 @@ export class PrivateEngine {
   private readonly logPath: string
   private child: ChildProcess | undefined
 
-  constructor() {
+  /**
+   * `dataRootOn: "xfs"`: the data root is a fresh XFS filesystem (a sparse file on a loop device,
+   * mounted the way XFS mounts by default: no project quotas), so its storage driver reports
+   * "overlay2 on xfs". Needs mkfs.xfs (xfsprogs) and loop devices.
+   */
+  constructor(private readonly options: { readonly dataRootOn?: "xfs" } = {}) {
     // Short: containerd's socket path inside the exec root must stay under 108 bytes.
     this.dir = mkdtempSync("/tmp/hsd-")
     this.socketPath = join(this.dir, "docker.sock")
@@ -66,9 +71,23 @@ export class PrivateEngine {
   }
 
   async start(timeoutMs = 30_000): Promise<void> {
+    const dataRoot = join(this.dir, "data")
+    if (this.options.dataRootOn === "xfs" && !existsSync(dataRoot)) {
+      try {
+        execFileSync("sh", ["-c", "command -v mkfs.xfs"], { stdio: "pipe" })
+      } catch {
+        throw new Error("mkfs.xfs is missing: install xfsprogs (Debian: apt-get install xfsprogs; scripts/test.sh does it)")
+      }
+      const image = join(this.dir, "xfs.img")
+      mkdirSync(dataRoot)
+      execFileSync("truncate", ["-s", "3G", image])
+      execFileSync("mkfs.xfs", ["-q", image], { stdio: "pipe" })
+      // A loop mount frees its device when unmounted (destroy unmounts everything under dir).
+      execFileSync("mount", ["-o", "loop", image, dataRoot], { stdio: "pipe" })
+    }
     const out = openSync(this.logPath, "a")
     this.child = spawn("dockerd", [
-      "--data-root", join(this.dir, "data"),
+      "--data-root", dataRoot,
       "--exec-root", join(this.dir, "exec"),
       "-H", `unix://${this.socketPath}`,
       "--pidfile", this.pidfile,

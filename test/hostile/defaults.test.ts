@@ -8,13 +8,16 @@ import { firstValueFrom, filter, take } from "rxjs"
 import { describe, expect, it } from "vitest"
 import type Docker from "dockerode"
 import { createExecutor } from "@hermes-sandbox/docker"
+import * as DiskQuota from "@hermes-sandbox/docker/DiskQuota"
 import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
 import { docker } from "../support/docker.js"
 import { exited, expectOutcome, facts, hostileExecutor, useHostileExecutor, MiB, RUNTIMES } from "./support.js"
 
 const engineInfo = (await docker.info()) as { Driver: string; DriverStatus?: Array<[string, string]> }
 const backingFs = engineInfo.DriverStatus?.find(([k]) => k === "Backing Filesystem")?.[1] ?? "unknown"
-const diskQuotaSupported = engineInfo.Driver === "overlay2" && backingFs === "xfs"
+// overlay2 on XFS applies quotas only when mounted with pquota: there, ask the engine.
+const diskQuotaSupported = DiskQuota.fromInfo(engineInfo)._tag !== "Unsupported" &&
+  (await DiskQuota.probe(docker, "hermes-sandbox/python:latest", `hermes-sandbox-test-quota-${process.pid}`))
 
 describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
   const gvisor = runtime === "runsc"

@@ -17,6 +17,7 @@ import {
   type SandboxError,
   SandboxRuntime,
   type SandboxInfo,
+  type SandboxSpec,
   type SandboxState
 } from "@hermes-sandbox/core"
 import { toCreateOptions } from "./ContainerSpec.js"
@@ -25,6 +26,7 @@ import { dockerCall, IMAGE_BUILD_COMMAND, isGone } from "./internal/dockerCall.j
 import { queryEvents } from "./internal/engineEvents.js"
 import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
+import * as DiskQuota from "./DiskQuota.js"
 import { loadSeccompProfile } from "./Seccomp.js"
 
 export interface DockerRuntimeOptions {
@@ -51,10 +53,18 @@ export const make = (options: DockerRuntimeOptions = {}) =>
     const ctx = (operation: string, containerName: string, image?: string) =>
       ({ endpoint, operation, containerName, timeoutMs: callTimeoutMs, ...(image === undefined ? {} : { image }) })
 
-    // The writable-layer quota needs overlay2 on XFS with pquota; detect once.
     const info = yield* dockerCall(ctx("info", ""), (signal) => (docker as unknown as { info(o: object): Promise<{ Driver: string; DriverStatus?: Array<[string, string]> }> }).info({ abortSignal: signal }))
-    const backing = info.DriverStatus?.find(([k]) => k === "Backing Filesystem")?.[1] ?? "unknown"
-    const diskQuotaSupported = info.Driver === "overlay2" && backing === "xfs"
+    // The writable-layer quota needs overlay2 on XFS with pquota. The storage driver rules out what
+    // it can; on overlay2 on XFS the first create with a quota tells (see DiskQuota).
+    let diskQuota = DiskQuota.fromInfo(info)
+    /** A quota the storage cannot apply: a typed failure, or (diskQuotaUnsupported: "warn") a warning and no quota. */
+    const withoutQuota = (spec: SandboxSpec, storage: string) =>
+      options.diskQuotaUnsupported === "warn"
+        ? Effect.logWarning(`${DiskQuota.unsupportedMessage(storage)}; running without it because diskQuotaUnsupported is "warn"`)
+        : Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, message: DiskQuota.unsupportedMessage(storage) }))
+    const createContainer = (spec: SandboxSpec, applyDiskQuota: boolean) =>
+      dockerCall(ctx("create", spec.name, spec.image), (signal) =>
+        docker.createContainer({ ...toCreateOptions(spec, { seccomp, applyDiskQuota }), abortSignal: signal }))
 
     const imageIds = new Map<string, string>()
     const resolveImage = (image: string) =>
@@ -115,15 +125,18 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       create: (spec) =>
         Effect.gen(function*() {
           const imageId = yield* resolveImage(spec.image)
-          if (spec.limits.diskBytes !== undefined && !diskQuotaSupported) {
-            const message = `a disk quota was asked for but the engine's storage (${info.Driver} on ${backing}) cannot apply one; it needs overlay2 on XFS mounted with pquota`
-            if (options.diskQuotaUnsupported !== "warn") {
-              return yield* new ContainerFailed({ operation: "create", containerName: spec.name, message })
-            }
-            yield* Effect.logWarning(`${message}; running without it because diskQuotaUnsupported is "warn"`)
-          }
-          const created = yield* dockerCall(ctx("create", spec.name, spec.image), (signal) =>
-            docker.createContainer({ ...toCreateOptions(spec, { seccomp, applyDiskQuota: diskQuotaSupported }), abortSignal: signal }))
+          const wantsQuota = spec.limits.diskBytes !== undefined
+          if (wantsQuota && diskQuota._tag === "Unsupported") yield* withoutQuota(spec, diskQuota.storage)
+          const created = yield* createContainer(spec, wantsQuota && diskQuota._tag !== "Unsupported").pipe(
+            // overlay2 on XFS mounted without pquota: the engine refuses the quota (and creates nothing).
+            Effect.catchIf(
+              (e) => wantsQuota && e._tag === "ContainerFailed" && DiskQuota.isQuotaRefusal(e.message),
+              () => {
+                diskQuota = { _tag: "Unsupported", storage: DiskQuota.XFS_WITHOUT_PQUOTA }
+                return withoutQuota(spec, DiskQuota.XFS_WITHOUT_PQUOTA).pipe(Effect.zipRight(createContainer(spec, false)))
+              }
+            )
+          )
           return { id: created.id, name: spec.name, imageId }
         }).pipe(Effect.tapError((e) => e._tag === "ImageNotFound" ? Effect.sync(() => imageIds.delete(spec.image)) : Effect.void)),
 

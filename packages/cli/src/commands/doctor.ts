@@ -3,8 +3,10 @@
  * with the command that fixes it. Exits 1 when something required is missing.
  */
 import Docker from "dockerode"
-import { defaultLanguageRuntimes, Languages } from "@hermes-sandbox/core"
+import { randomUUID } from "node:crypto"
+import { ContainerNamePrefix, defaultLanguageRuntimes, Languages } from "@hermes-sandbox/core"
 import { createExecutor } from "@hermes-sandbox/docker"
+import * as DiskQuota from "@hermes-sandbox/docker/DiskQuota"
 import { resolveEndpoint, startEngineHint } from "@hermes-sandbox/docker/DockerEngine"
 import { IMAGE_BUILD_COMMAND } from "@hermes-sandbox/docker/internal/dockerCall"
 import { loadSeccompProfile } from "@hermes-sandbox/docker/Seccomp"
@@ -22,6 +24,28 @@ const apiAtLeast = (v: string, min: string) => {
   const [a = 0, b = 0] = v.split(".").map(Number)
   const [c = 0, d = 0] = min.split(".").map(Number)
   return a > c || (a === c && b >= d)
+}
+
+/** overlay2 on XFS can cap the writable layer only when mounted with pquota, which only a create tells. */
+const diskQuotaCheck = async (docker: Docker, info: Record<string, unknown>): Promise<Check> => {
+  const name = "disk quota"
+  const fix = "put /var/lib/docker on XFS mounted with pquota"
+  const unsupported = (storage: string): Check => ({
+    name,
+    ok: false,
+    required: false,
+    detail: `${storage}: per-container disk quotas are NOT supported (a diskSize option fails, or warns with diskQuotaUnsupported: "warn")`,
+    fix
+  })
+  const support = DiskQuota.fromInfo(info as Parameters<typeof DiskQuota.fromInfo>[0])
+  if (support._tag === "Unsupported") return unsupported(support.storage)
+  const image = defaultLanguageRuntimes.python.image
+  try {
+    const applies = await DiskQuota.probe(docker, image, `${ContainerNamePrefix}doctor-quota-${randomUUID()}`)
+    return applies ? { name, ok: true, required: false, detail: "overlay2 on xfs with pquota: per-container disk quotas can be applied" } : unsupported(DiskQuota.XFS_WITHOUT_PQUOTA)
+  } catch (error) {
+    return { name, ok: false, required: false, detail: `overlay2 on xfs: quotas apply only if it is mounted with pquota, and asking the engine failed (${(error as Error).message})`, fix }
+  }
 }
 
 export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
@@ -64,16 +88,7 @@ export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
     detail: runtimes.includes("runsc") ? "registered (use --runtime runsc)" : "not registered (optional)",
     fix: "apt-get install runsc, add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\"]}}} to /etc/docker/daemon.json, then reload dockerd (kill -HUP)"
   })
-  const driver = String(info.Driver)
-  const backing = ((info.DriverStatus as Array<[string, string]> | undefined) ?? []).find(([k]) => k === "Backing Filesystem")?.[1] ?? "unknown"
-  const quota = driver === "overlay2" && backing === "xfs"
-  checks.push({
-    name: "disk quota",
-    ok: quota,
-    required: false,
-    detail: quota ? "overlay2 on xfs: per-container disk quotas can be applied" : `${driver} on ${backing}: per-container disk quotas are NOT supported (a diskSize option fails, or warns with diskQuotaUnsupported: "warn")`,
-    fix: "put /var/lib/docker on XFS mounted with pquota"
-  })
+  checks.push(await diskQuotaCheck(docker, info))
   checks.push({ name: "cgroups", ok: true, required: false, detail: `cgroup v${String(info.CgroupVersion ?? "?")}, driver ${String(info.CgroupDriver ?? "?")}` })
   try {
     const profile = JSON.parse(loadSeccompProfile()) as { syscalls?: Array<unknown> }
