@@ -4,6 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { docker } from "./support/docker.js"
 
 const root = new URL("..", import.meta.url).pathname
 const dir = mkdtempSync(join(tmpdir(), "hermes-cli-"))
@@ -96,6 +97,9 @@ describe("hermes-sandbox CLI", () => {
     expect(r.stdout).toMatch(/ok\s+image python/)
     expect(r.stdout).toMatch(/ok\s+smoke run/)
     expect(r.stdout).toMatch(/disk quota/)
+    // userns-remap is reported as the engine has it (test/chaos/userns-remap.test.ts covers "on").
+    const remapped = ((await docker.info()) as { SecurityOptions?: Array<string> }).SecurityOptions?.some((o) => o.includes("name=userns")) === true
+    expect(r.stdout).toMatch(remapped ? /ok\s+userns-remap\s+on:/ : /warn\s+userns-remap\s+off: uid 1001 in a sandbox is uid 1001 on the host/)
     expect(r.code).toBe(0)
   })
 

@@ -4,7 +4,7 @@
  * no iptables, so it touches neither the shared engine nor host networking.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import Docker from "dockerode"
 
@@ -32,10 +32,13 @@ export class PrivateEngine {
    * `dataRootOn: "xfs"`: the data root is a fresh XFS filesystem (a sparse file on a loop device,
    * mounted the way XFS mounts by default: no project quotas), so its storage driver reports
    * "overlay2 on xfs". Needs mkfs.xfs (xfsprogs) and loop devices.
+   * `daemonArgs`: more dockerd flags, e.g. --userns-remap=default.
    */
-  constructor(private readonly options: { readonly dataRootOn?: "xfs" } = {}) {
+  constructor(private readonly options: { readonly dataRootOn?: "xfs"; readonly daemonArgs?: ReadonlyArray<string> } = {}) {
     // Short: containerd's socket path inside the exec root must stay under 108 bytes.
     this.dir = mkdtempSync("/tmp/hsd-")
+    // Traversable (not listable) by others: with userns-remap the remapped root must reach the data root.
+    chmodSync(this.dir, 0o711)
     this.socketPath = join(this.dir, "docker.sock")
     this.pidfile = join(this.dir, "docker.pid")
     this.logPath = join(this.dir, "dockerd.log")
@@ -97,7 +100,8 @@ export class PrivateEngine {
       "--ip6tables=false",
       "--ip-masq=false",
       "--userland-proxy=false",
-      "--log-level=warn"
+      "--log-level=warn",
+      ...(this.options.daemonArgs ?? [])
     ], { stdio: ["ignore", out, out] })
     closeSync(out)
     const deadline = Date.now() + timeoutMs

@@ -89,6 +89,17 @@ export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
     fix: "apt-get install runsc, add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\"]}}} to /etc/docker/daemon.json, then reload dockerd (kill -HUP)"
   })
   checks.push(await diskQuotaCheck(docker, info))
+  const securityOptions = ((info.SecurityOptions as Array<string> | undefined) ?? []).map(String)
+  const remapped = securityOptions.some((o) => o.split(",").includes("name=userns"))
+  checks.push({
+    name: "userns-remap",
+    ok: remapped,
+    required: false,
+    detail: remapped
+      ? "on: uid 0-65535 in every sandbox map to an unprivileged range on the host"
+      : "off: uid 1001 in a sandbox is uid 1001 on the host (optional; recommended on shared hosts, SECURITY.md \"User namespace remapping\")",
+    fix: "add \"userns-remap\": \"default\" to /etc/docker/daemon.json, restart dockerd, then rebuild the images (bash scripts/build-images.sh)"
+  })
   checks.push({ name: "cgroups", ok: true, required: false, detail: `cgroup v${String(info.CgroupVersion ?? "?")}, driver ${String(info.CgroupDriver ?? "?")}` })
   try {
     const profile = JSON.parse(loadSeccompProfile()) as { syscalls?: Array<unknown> }
