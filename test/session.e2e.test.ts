@@ -369,6 +369,24 @@ describe("persistent sandboxes on the real engine", () => {
     expect(await containerExists(first.containerName)).toBe(false)
   }, 120_000)
 
+  it("two handles on one persistent sandbox (as two processes hold it) never run calls at the same time: no lost update", async () => {
+    // Each facade serializes its own calls; across handles only the in-sandbox lock (flock on the
+    // session's state dir) does. Read-modify-write with a pause in between loses updates otherwise.
+    const profile = `e2e-lock-${runId}`
+    const a = track(await openPersistent({ profile }))
+    const b = track(await openPersistent({ profile }))
+    expect(b).toMatchObject({ reconnected: true, containerName: a.containerName })
+    await a.run("echo 0 > /workspace/counter")
+    const perHandle = 4
+    const bump = (s: SandboxSession, tag: string) =>
+      Array.from({ length: perHandle }, (_, i) => s.run(`x=$(cat /workspace/counter); sleep 0.2; echo $((x+1)) > /workspace/counter; echo ${tag}${i}`))
+    const results = await Promise.all([...bump(a, "a"), ...bump(b, "b")])
+    expect(results.every((r) => r.exitCode === 0)).toBe(true)
+    expect((await b.run("cat /workspace/counter")).stdout).toBe(`${2 * perHandle}\n`)
+    await a.close()
+    await b.destroy()
+  }, 120_000)
+
   it("a changed configuration is refused on request, else the old sandbox is replaced (never served)", async () => {
     const profile = `e2e-fp-${runId}`
     const old = track(await openPersistent({ profile, memory: "256m", env: { A: "1" } }))
