@@ -132,6 +132,33 @@ describe("sessions on the real engine", () => {
     await s.close()
   })
 
+  it("a timed-out call that cannot be killed from inside (it holds every pid, so no killer process can start) kills the sandbox and ends the session", async () => {
+    const s = track(await createSession())
+    // Threads count against the pids limit: take them all and keep them, so nothing new can start
+    // in the sandbox — not even the exec that would SIGKILL this call's processes.
+    const hog = [
+      "import threading, time",
+      "n = 0",
+      "try:",
+      "    while True:",
+      "        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()",
+      "        n += 1",
+      "except RuntimeError:",
+      "    pass",
+      "print('holding', n, flush=True)",
+      "time.sleep(3600)"
+    ].join("\n")
+    const r = await s.run(["python3", "-c", hog], { timeoutMs: 3_000 })
+    expect(r).toMatchObject({ timedOut: true, exitCode: 137 })
+    expect(r.stdout).toMatch(/^holding \d+\n$/)
+    await expect(s.run("echo after")).rejects.toMatchObject({
+      _tag: "SessionEnded",
+      reason: "a timed-out command could not be killed inside; the sandbox was killed"
+    })
+    expect(await waitFor(async () => !(await containerExists(s.containerName)), 15_000)).toBe(true)
+    await s.close()
+  }, 60_000)
+
   it("an abort signal kills the call's processes; the session goes on", async () => {
     const s = track(await createSession())
     const controller = new AbortController()
