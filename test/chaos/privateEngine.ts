@@ -34,7 +34,9 @@ export class PrivateEngine {
    * "overlay2 on xfs". Needs mkfs.xfs (xfsprogs) and loop devices.
    * `daemonArgs`: more dockerd flags, e.g. --userns-remap=default.
    */
-  constructor(private readonly options: { readonly dataRootOn?: "xfs"; readonly daemonArgs?: ReadonlyArray<string> } = {}) {
+  constructor(
+    private readonly options: { readonly dataRootOn?: "xfs"; readonly daemonArgs?: ReadonlyArray<string>; readonly hideCgroups?: ReadonlyArray<string> } = {}
+  ) {
     // Short: containerd's socket path inside the exec root must stay under 108 bytes.
     this.dir = mkdtempSync("/tmp/hsd-")
     // Traversable (not listable) by others: with userns-remap the remapped root must reach the data root.
@@ -89,7 +91,13 @@ export class PrivateEngine {
       execFileSync("mount", ["-o", "loop", image, dataRoot], { stdio: "pipe" })
     }
     const out = openSync(this.logPath, "a")
-    this.child = spawn("dockerd", [
+    // `hideCgroups`: dockerd (and the containerd, shims and runc it starts) runs in a mount
+    // namespace where those cgroup v1 hierarchies are unmounted, as on a kernel without them.
+    const hidden = this.options.hideCgroups ?? []
+    const [command, prefix] = hidden.length === 0
+      ? ["dockerd", []]
+      : ["unshare", ["-m", "--propagation", "private", "sh", "-c", `${hidden.map((c) => `umount /sys/fs/cgroup/${c} && `).join("")}exec dockerd "$@"`, "dockerd"]]
+    this.child = spawn(command, [...prefix,
       "--data-root", dataRoot,
       "--exec-root", join(this.dir, "exec"),
       "-H", `unix://${this.socketPath}`,

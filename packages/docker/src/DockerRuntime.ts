@@ -34,6 +34,12 @@ export interface DockerRuntimeOptions {
   readonly seccomp?: "hermes" | "engine-default" | (string & {})
   /** When a disk quota is asked for but the engine cannot apply it: fail (default) or warn and run without. */
   readonly diskQuotaUnsupported?: "fail" | "warn"
+  /**
+   * When the engine creates a sandbox but discards one of its resource limits (memory, swap, pids,
+   * CPU: a kernel or engine without that cgroup controller, rootless on cgroup v1): fail (default;
+   * the container is removed, the program never runs) or warn and run without the limit.
+   */
+  readonly limitsUnsupported?: "fail" | "warn"
 }
 
 /** How long after an unexplained exit 137 an OOM event may still arrive in the engine's event log. */
@@ -62,9 +68,42 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       options.diskQuotaUnsupported === "warn"
         ? Effect.logWarning(`${DiskQuota.unsupportedMessage(storage)}; running without it because diskQuotaUnsupported is "warn"`)
         : Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, message: DiskQuota.unsupportedMessage(storage) }))
+    // Raw, not dockerode's createContainer, which drops the engine's Warnings and (docker-modem)
+    // copies the whole create body, seccomp profile included, into the query string as well.
     const createContainer = (spec: SandboxSpec, applyDiskQuota: boolean) =>
       dockerCall(ctx("create", spec.name, spec.image), (signal) =>
-        docker.createContainer({ ...toCreateOptions(spec, { seccomp, applyDiskQuota }), abortSignal: signal }))
+        new Promise<{ readonly id: string; readonly warnings: ReadonlyArray<string> }>((resolve, reject) =>
+          docker.modem.dial(
+            {
+              path: "/containers/create?",
+              method: "POST",
+              options: { _query: { name: spec.name }, _body: toCreateOptions(spec, { seccomp, applyDiskQuota }) },
+              abortSignal: signal,
+              statusCodes: { 200: true, 201: true, 400: "bad parameter", 404: "no such image", 409: "conflict", 500: "server error" }
+            },
+            (error: unknown, data: unknown) => {
+              if (error) return reject(error)
+              const created = data as { Id: string; Warnings?: ReadonlyArray<string> | null }
+              resolve({ id: created.Id, warnings: created.Warnings ?? [] })
+            }
+          )
+        ))
+    /**
+     * The engine accepted the create but said it discarded a limit (moby's warnings all end in
+     * "… discarded." or "Memory limited without swap."): the sandbox would run without it. Removed
+     * and refused, unless limitsUnsupported is "warn".
+     */
+    const checkLimitsKept = (spec: SandboxSpec, created: { readonly id: string; readonly warnings: ReadonlyArray<string> }) => {
+      const discarded = created.warnings.filter((w) => /discarded|without swap/i.test(w))
+      if (discarded.length === 0) return Effect.void
+      const message = `the engine did not apply every resource limit of ${spec.name}: ${discarded.join(" ")}`
+      return options.limitsUnsupported === "warn"
+        ? Effect.logWarning(`${message}; running without it because limitsUnsupported is "warn"`)
+        : dockerCall(ctx("remove", spec.name), (signal) => docker.getContainer(created.id).remove({ force: true, v: true, abortSignal: signal })).pipe(
+          Effect.ignore,
+          Effect.zipRight(Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, message: `${message} The program was not run: a sandbox without its hard limits is not one. Run 'hermes-sandbox doctor'; to run anyway, set limitsUnsupported: "warn".` })))
+        )
+    }
 
     const imageIds = new Map<string, string>()
     const resolveImage = (image: string) =>
@@ -137,6 +176,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
               }
             )
           )
+          yield* checkLimitsKept(spec, created)
           return { id: created.id, name: spec.name, imageId }
         }).pipe(Effect.tapError((e) => e._tag === "ImageNotFound" ? Effect.sync(() => imageIds.delete(spec.image)) : Effect.void)),
 

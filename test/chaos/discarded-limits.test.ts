@@ -1,0 +1,78 @@
+/**
+ * An engine that cannot apply a sandbox's hard limits. Docker creates the container anyway and
+ * only says so in the create response's Warnings ("… PIDs limit discarded."): the program would
+ * run with no pids or memory limit at all. On a PRIVATE dockerd that runs in a mount namespace
+ * without the pids and memory cgroup hierarchies (as on a kernel without those controllers, or
+ * a rootless engine on cgroup v1), the SDK must refuse before the program runs, remove what the
+ * engine created, and say why; `limitsUnsupported: "warn"` runs anyway; `doctor` fails the check.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
+import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
+import { PrivateEngine } from "./privateEngine.js"
+
+describe("an engine that discards resource limits (private dockerd without pids and memory cgroups)", () => {
+  const engine = new PrivateEngine({ hideCgroups: ["pids", "memory"] })
+  const executors: Array<SandboxExecutor> = []
+
+  beforeAll(async () => {
+    await engine.start()
+    engine.loadImage("hermes-sandbox/python:latest")
+  }, 180_000)
+
+  afterAll(async () => {
+    for (const e of executors) await e.close()
+    await engine.destroy()
+  }, 120_000)
+
+  const open = async (options: { limitsUnsupported?: "fail" | "warn" } = {}) => {
+    // No watchdog: it would outlive the private engine this suite removes.
+    const executor = await createExecutor({ socketPath: engine.socketPath, watchdog: false, sweepOnStart: false, ...options })
+    executors.push(executor)
+    return executor
+  }
+
+  it("the engine reports no pids or memory limits", async () => {
+    const info = (await engine.client.info()) as { PidsLimit: boolean; MemoryLimit: boolean; CpuCfsQuota: boolean }
+    expect(info).toMatchObject({ PidsLimit: false, MemoryLimit: false, CpuCfsQuota: true })
+  })
+
+  it("an execution fails with a typed ContainerFailed naming what the engine discarded; the program never runs and nothing is left", async () => {
+    const executor = await open()
+    const ran: Array<string> = []
+    const sub = executor.events$.subscribe((e) => ran.push(e.type))
+    const error = await executor.executeCode({ language: "python", code: "print('ran')" }).then(() => undefined, (e: unknown) => e)
+    sub.unsubscribe()
+    expect(error).toMatchObject({ _tag: "ContainerFailed", operation: "create" })
+    const message = (error as { message: string }).message
+    expect(message).toContain("PIDs limit discarded")
+    expect(message).toMatch(/memory limit capabilities .*Limitation discarded/)
+    expect(message).toContain('limitsUnsupported: "warn"')
+    expect(ran).not.toContain("ContainerStarted")
+    expect(await engine.client.listContainers({ all: true })).toEqual([])
+  })
+
+  it("with limitsUnsupported: \"warn\" it runs, without those limits", async () => {
+    const executor = await open({ limitsUnsupported: "warn" })
+    const r = await executor.executeCode({ language: "python", code: "print(open('/proc/self/cgroup').read())" })
+    expect(r).toMatchObject({ exitCode: 0, timedOut: false })
+    // Not in a pids or memory cgroup of its own: the root ones.
+    expect(r.stdout).toMatch(/^\d+:pids:\/$/m)
+    expect(r.stdout).toMatch(/^\d+:memory:\/$/m)
+  })
+
+  it("doctor fails the resource-limits check, naming the missing ones", async () => {
+    const saved = process.env.DOCKER_HOST
+    process.env.DOCKER_HOST = `unix://${engine.socketPath}`
+    try {
+      const check = (await runChecks()).find((c) => c.name === "resource limits")
+      expect(check).toMatchObject({ ok: false, required: true })
+      expect(check?.detail).toContain("memory")
+      expect(check?.detail).toContain("pids")
+      expect(check?.detail).not.toContain("cpu")
+    } finally {
+      if (saved === undefined) delete process.env.DOCKER_HOST
+      else process.env.DOCKER_HOST = saved
+    }
+  })
+})
