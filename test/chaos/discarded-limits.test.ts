@@ -8,8 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
-import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
-import { PrivateEngine } from "./privateEngine.js"
+import { doctorChecks, PrivateEngine } from "./privateEngine.js"
 
 describe("an engine that discards resource limits (private dockerd without pids and memory cgroups)", () => {
   const engine = new PrivateEngine({ hideCgroups: ["pids", "memory"] })
@@ -62,17 +61,10 @@ describe("an engine that discards resource limits (private dockerd without pids 
   })
 
   it("doctor fails the resource-limits check, naming the missing ones", async () => {
-    const saved = process.env.DOCKER_HOST
-    process.env.DOCKER_HOST = `unix://${engine.socketPath}`
-    try {
-      const check = (await runChecks()).find((c) => c.name === "resource limits")
-      expect(check).toMatchObject({ ok: false, required: true })
-      expect(check?.detail).toContain("memory")
-      expect(check?.detail).toContain("pids")
-      expect(check?.detail).not.toContain("cpu")
-    } finally {
-      if (saved === undefined) delete process.env.DOCKER_HOST
-      else process.env.DOCKER_HOST = saved
-    }
+    const check = (await doctorChecks(engine)).find((c) => c.name === "resource limits")
+    expect(check).toMatchObject({ ok: false, required: true })
+    expect(check?.detail).toContain("memory")
+    expect(check?.detail).toContain("pids")
+    expect(check?.detail).not.toContain("cpu")
   })
 })

@@ -7,6 +7,7 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process"
 import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import Docker from "dockerode"
+import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -179,6 +180,18 @@ export class PrivateEngine {
       }
     }
     if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true })
+  }
+}
+
+/** `hermes-sandbox doctor`'s checks against this engine (as with DOCKER_HOST pointing at it). */
+export const doctorChecks = async (engine: PrivateEngine) => {
+  const saved = process.env.DOCKER_HOST
+  process.env.DOCKER_HOST = `unix://${engine.socketPath}`
+  try {
+    return await runChecks()
+  } finally {
+    if (saved === undefined) delete process.env.DOCKER_HOST
+    else process.env.DOCKER_HOST = saved
   }
 }
 

@@ -8,8 +8,7 @@
 import { readFileSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
-import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
-import { PrivateEngine } from "./privateEngine.js"
+import { doctorChecks, PrivateEngine } from "./privateEngine.js"
 
 describe("an engine with userns-remap (private dockerd)", () => {
   const engine = new PrivateEngine({ daemonArgs: ["--userns-remap=default"] })
@@ -80,15 +79,8 @@ describe("an engine with userns-remap (private dockerd)", () => {
   })
 
   it("doctor reports it", async () => {
-    const saved = process.env.DOCKER_HOST
-    process.env.DOCKER_HOST = `unix://${engine.socketPath}`
-    try {
-      const check = (await runChecks()).find((c) => c.name === "userns-remap")
-      expect(check).toMatchObject({ ok: true, required: false })
-      expect(check?.detail).toMatch(/^on:/)
-    } finally {
-      if (saved === undefined) delete process.env.DOCKER_HOST
-      else process.env.DOCKER_HOST = saved
-    }
+    const check = (await doctorChecks(engine)).find((c) => c.name === "userns-remap")
+    expect(check).toMatchObject({ ok: true, required: false })
+    expect(check?.detail).toMatch(/^on:/)
   })
 })

@@ -9,8 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
-import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
-import { PrivateEngine } from "./privateEngine.js"
+import { doctorChecks, PrivateEngine } from "./privateEngine.js"
 
 describe("diskSize on overlay2 on XFS without pquota (private dockerd)", () => {
   const engine = new PrivateEngine({ dataRootOn: "xfs" })
@@ -67,17 +66,10 @@ describe("diskSize on overlay2 on XFS without pquota (private dockerd)", () => {
   })
 
   it("doctor reports that quotas are not supported here, and why", async () => {
-    const saved = process.env.DOCKER_HOST
-    process.env.DOCKER_HOST = `unix://${engine.socketPath}`
-    try {
-      const quota = (await runChecks()).find((c) => c.name === "disk quota")
-      expect(quota).toMatchObject({ ok: false, required: false })
-      expect(quota?.detail).toContain("overlay2 on xfs mounted without pquota")
-      expect(quota?.detail).toContain("NOT supported")
-    } finally {
-      if (saved === undefined) delete process.env.DOCKER_HOST
-      else process.env.DOCKER_HOST = saved
-    }
+    const quota = (await doctorChecks(engine)).find((c) => c.name === "disk quota")
+    expect(quota).toMatchObject({ ok: false, required: false })
+    expect(quota?.detail).toContain("overlay2 on xfs mounted without pquota")
+    expect(quota?.detail).toContain("NOT supported")
     // Its probe (a create with a quota) left nothing either.
     expect((await containers()).filter((name) => name?.includes("doctor"))).toEqual([])
   })
