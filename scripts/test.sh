@@ -4,16 +4,22 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-# Test-only tool: mkfs.xfs, for the private engine on XFS (test/chaos/xfs-storage.test.ts).
-if ! command -v mkfs.xfs >/dev/null 2>&1; then
+# Test-only tools: mkfs.xfs for the private engine on XFS (test/chaos/xfs-storage.test.ts);
+# rootlesskit and newuidmap for the rootless engine (test/chaos/rootless.test.ts).
+missing=""
+command -v mkfs.xfs >/dev/null 2>&1 || missing="$missing xfsprogs"
+command -v rootlesskit >/dev/null 2>&1 || missing="$missing rootlesskit"
+command -v newuidmap >/dev/null 2>&1 || missing="$missing uidmap"
+if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    printf '\n==== installing xfsprogs (test-only: mkfs.xfs)\n' >&2
+    printf '\n==== installing test-only packages:%s\n' "$missing" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq xfsprogs >/tmp/hermes-sandbox-apt-test.log 2>&1 ||
-      { apt-get update -qq && apt-get install -y -qq xfsprogs >/tmp/hermes-sandbox-apt-test.log 2>&1; } ||
+    # shellcheck disable=SC2086
+    apt-get install -y -qq $missing >/tmp/hermes-sandbox-apt-test.log 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq $missing >/tmp/hermes-sandbox-apt-test.log 2>&1; } ||
       { tail -20 /tmp/hermes-sandbox-apt-test.log >&2; exit 1; }
   else
-    echo "mkfs.xfs is missing (one test builds an XFS filesystem): install xfsprogs (Debian: apt-get install xfsprogs) and run this again." >&2
+    echo "missing test-only packages:$missing (Debian: apt-get install$missing); install them and run this again." >&2
     exit 1
   fi
 fi

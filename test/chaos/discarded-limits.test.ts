@@ -1,7 +1,7 @@
 /**
  * An engine that cannot apply a sandbox's hard limits. Docker creates the container anyway and
- * only says so in the create response's Warnings ("… PIDs limit discarded."): the program would
- * run with no pids or memory limit at all. On a PRIVATE dockerd that runs in a mount namespace
+ * only says so in `docker info` and the create response's Warnings ("… PIDs limit discarded."):
+ * the program would run with no pids or memory limit at all. On a PRIVATE dockerd that runs in a mount namespace
  * without the pids and memory cgroup hierarchies (as on a kernel without those controllers, or
  * a rootless engine on cgroup v1), the SDK must refuse before the program runs, remove what the
  * engine created, and say why; `limitsUnsupported: "warn"` runs anyway; `doctor` fails the check.
@@ -36,7 +36,7 @@ describe("an engine that discards resource limits (private dockerd without pids 
     expect(info).toMatchObject({ PidsLimit: false, MemoryLimit: false, CpuCfsQuota: true })
   })
 
-  it("an execution fails with a typed ContainerFailed naming what the engine discarded; the program never runs and nothing is left", async () => {
+  it("an execution fails with a typed ContainerFailed naming the limits the engine cannot apply; the program never runs and nothing is left", async () => {
     const executor = await open()
     const ran: Array<string> = []
     const sub = executor.events$.subscribe((e) => ran.push(e.type))
@@ -44,8 +44,7 @@ describe("an engine that discards resource limits (private dockerd without pids 
     sub.unsubscribe()
     expect(error).toMatchObject({ _tag: "ContainerFailed", operation: "create" })
     const message = (error as { message: string }).message
-    expect(message).toContain("PIDs limit discarded")
-    expect(message).toMatch(/memory limit capabilities .*Limitation discarded/)
+    expect(message).toContain("the engine cannot apply the sandbox's memory, swap, pids limits")
     expect(message).toContain('limitsUnsupported: "warn"')
     expect(ran).not.toContain("ContainerStarted")
     expect(await engine.client.listContainers({ all: true })).toEqual([])

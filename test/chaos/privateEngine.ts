@@ -184,7 +184,7 @@ export class PrivateEngine {
 }
 
 /** `hermes-sandbox doctor`'s checks against this engine (as with DOCKER_HOST pointing at it). */
-export const doctorChecks = async (engine: PrivateEngine) => {
+export const doctorChecks = async (engine: { readonly socketPath: string }) => {
   const saved = process.env.DOCKER_HOST
   process.env.DOCKER_HOST = `unix://${engine.socketPath}`
   try {
@@ -195,7 +195,8 @@ export const doctorChecks = async (engine: PrivateEngine) => {
   }
 }
 
-const readdirProc = (): Array<{ pid: number; cmdline: string }> => {
+/** Every process on the host with its command line. */
+export const readdirProc = (): Array<{ pid: number; cmdline: string }> => {
   const out: Array<{ pid: number; cmdline: string }> = []
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue

@@ -27,6 +27,7 @@ import { queryEvents } from "./internal/engineEvents.js"
 import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
 import * as DiskQuota from "./DiskQuota.js"
+import * as ResourceLimits from "./ResourceLimits.js"
 import { loadSeccompProfile } from "./Seccomp.js"
 
 export interface DockerRuntimeOptions {
@@ -59,7 +60,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
     const ctx = (operation: string, containerName: string, image?: string) =>
       ({ endpoint, operation, containerName, timeoutMs: callTimeoutMs, ...(image === undefined ? {} : { image }) })
 
-    const info = yield* dockerCall(ctx("info", ""), (signal) => (docker as unknown as { info(o: object): Promise<{ Driver: string; DriverStatus?: Array<[string, string]> }> }).info({ abortSignal: signal }))
+    const info = yield* dockerCall(ctx("info", ""), (signal) => (docker as unknown as { info(o: object): Promise<{ Driver: string; DriverStatus?: Array<[string, string]> } & ResourceLimits.EngineLimitInfo> }).info({ abortSignal: signal }))
     // The writable-layer quota needs overlay2 on XFS with pquota. The storage driver rules out what
     // it can; on overlay2 on XFS the first create with a quota tells (see DiskQuota).
     let diskQuota = DiskQuota.fromInfo(info)
@@ -88,20 +89,33 @@ export const make = (options: DockerRuntimeOptions = {}) =>
             }
           )
         ))
-    /**
-     * The engine accepted the create but said it discarded a limit (moby's warnings all end in
-     * "… discarded." or "Memory limited without swap."): the sandbox would run without it. Removed
-     * and refused, unless limitsUnsupported is "warn".
-     */
-    const checkLimitsKept = (spec: SandboxSpec, created: { readonly id: string; readonly warnings: ReadonlyArray<string> }) => {
-      const discarded = created.warnings.filter((w) => /discarded|without swap/i.test(w))
+    // Hard limits the engine cannot apply (see ResourceLimits): known from `info` before any
+    // create, and from a create's warnings after it.
+    const missingLimits = ResourceLimits.unsupported(info)
+    const refuseWithoutLimits = (spec: SandboxSpec, why: string) =>
+      new ContainerFailed({
+        operation: "create",
+        containerName: spec.name,
+        message: `${why}. The program was not run: a sandbox without its hard limits is not one. Run 'hermes-sandbox doctor'; to run anyway, set ${ResourceLimits.WARN_OPTION}.`
+      })
+    let warnedMissingLimits = false
+    const checkEngineLimits = (spec: SandboxSpec) => {
+      if (missingLimits.length === 0) return Effect.void
+      const why = ResourceLimits.unsupportedMessage(info, missingLimits)
+      if (options.limitsUnsupported !== "warn") return Effect.fail(refuseWithoutLimits(spec, why))
+      if (warnedMissingLimits) return Effect.void
+      warnedMissingLimits = true
+      return Effect.logWarning(`${why}; sandboxes run without them because limitsUnsupported is "warn"`)
+    }
+    const checkCreateKeptLimits = (spec: SandboxSpec, created: { readonly id: string; readonly warnings: ReadonlyArray<string> }) => {
+      const discarded = ResourceLimits.discardedByCreate(created.warnings)
       if (discarded.length === 0) return Effect.void
-      const message = `the engine did not apply every resource limit of ${spec.name}: ${discarded.join(" ")}`
+      const why = `the engine did not apply every resource limit of ${spec.name}: ${discarded.join(" ")}`
       return options.limitsUnsupported === "warn"
-        ? Effect.logWarning(`${message}; running without it because limitsUnsupported is "warn"`)
+        ? Effect.logWarning(`${why}; running without it because limitsUnsupported is "warn"`)
         : dockerCall(ctx("remove", spec.name), (signal) => docker.getContainer(created.id).remove({ force: true, v: true, abortSignal: signal })).pipe(
           Effect.ignore,
-          Effect.zipRight(Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, message: `${message} The program was not run: a sandbox without its hard limits is not one. Run 'hermes-sandbox doctor'; to run anyway, set limitsUnsupported: "warn".` })))
+          Effect.zipRight(Effect.fail(refuseWithoutLimits(spec, why)))
         )
     }
 
@@ -164,6 +178,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       create: (spec) =>
         Effect.gen(function*() {
           const imageId = yield* resolveImage(spec.image)
+          yield* checkEngineLimits(spec)
           const wantsQuota = spec.limits.diskBytes !== undefined
           if (wantsQuota && diskQuota._tag === "Unsupported") yield* withoutQuota(spec, diskQuota.storage)
           const created = yield* createContainer(spec, wantsQuota && diskQuota._tag !== "Unsupported").pipe(
@@ -176,7 +191,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
               }
             )
           )
-          yield* checkLimitsKept(spec, created)
+          yield* checkCreateKeptLimits(spec, created)
           return { id: created.id, name: spec.name, imageId }
         }).pipe(Effect.tapError((e) => e._tag === "ImageNotFound" ? Effect.sync(() => imageIds.delete(spec.image)) : Effect.void)),
 

@@ -15,7 +15,9 @@ export {
   type SandboxSession,
   type SessionCallOptions
 } from "./createSession.js"
+export * as DiskQuota from "./DiskQuota.js"
 export * as DockerSessions from "./DockerSessions.js"
 export * as HermesConfig from "./HermesConfig.js"
+export * as ResourceLimits from "./ResourceLimits.js"
 export { fromHermesConfig, type HermesConfigSource, type HermesSandboxOptions } from "./HermesOptions.js"
 export { DEFAULT_MEMORY_EVENTS, type FacadeJournal } from "./internal/facadeJournal.js"

@@ -8,6 +8,7 @@ import { ContainerNamePrefix, defaultLanguageRuntimes, Languages } from "@hermes
 import { createExecutor } from "@hermes-sandbox/docker"
 import * as DiskQuota from "@hermes-sandbox/docker/DiskQuota"
 import { resolveEndpoint, startEngineHint } from "@hermes-sandbox/docker/DockerEngine"
+import * as ResourceLimits from "@hermes-sandbox/docker/ResourceLimits"
 import { IMAGE_BUILD_COMMAND } from "@hermes-sandbox/docker/internal/dockerCall"
 import { loadSeccompProfile } from "@hermes-sandbox/docker/Seccomp"
 
@@ -100,18 +101,16 @@ export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
       : "off: uid 1001 in a sandbox is uid 1001 on the host (optional; recommended on shared hosts, SECURITY.md \"User namespace remapping\")",
     fix: "add \"userns-remap\": \"default\" to /etc/docker/daemon.json, restart dockerd, then rebuild the images (bash scripts/build-images.sh)"
   })
-  // Without a controller the engine creates sandboxes anyway and discards the limit (a warning
-  // only); the SDK refuses such sandboxes unless limitsUnsupported is "warn".
-  const missingLimits = ([["memory", info.MemoryLimit], ["swap", info.SwapLimit], ["pids", info.PidsLimit], ["cpu", info.CpuCfsQuota]] as const)
-    .filter(([, supported]) => supported !== true)
-    .map(([limit]) => limit)
+  // The engine creates sandboxes even when it cannot apply their limits (see ResourceLimits);
+  // the SDK refuses such sandboxes unless limitsUnsupported is "warn".
+  const missingLimits = ResourceLimits.unsupported(info as ResourceLimits.EngineLimitInfo)
   checks.push({
     name: "resource limits",
     ok: missingLimits.length === 0,
     required: true,
     detail: missingLimits.length === 0
       ? "the engine applies memory, swap, pids and cpu limits"
-      : `the engine cannot apply ${missingLimits.join(", ")} limits (its kernel or cgroup setup lacks the controllers): executions are refused unless limitsUnsupported: "warn"`,
+      : `${ResourceLimits.unsupportedMessage(info as ResourceLimits.EngineLimitInfo, missingLimits)}; executions are refused unless ${ResourceLimits.WARN_OPTION}`,
     fix: "run the engine on a kernel with the memory (with swap accounting), pids and cpu cgroup controllers mounted; a rootless engine needs cgroup v2"
   })
   checks.push({ name: "cgroups", ok: true, required: false, detail: `cgroup v${String(info.CgroupVersion ?? "?")}, driver ${String(info.CgroupDriver ?? "?")}` })
