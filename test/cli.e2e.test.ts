@@ -1,25 +1,13 @@
 /** The `hermes-sandbox` command line, as a user runs it, on the real engine. */
-import { spawn } from "node:child_process"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { cli } from "./support/cli.js"
 import { docker } from "./support/docker.js"
 
-const root = new URL("..", import.meta.url).pathname
 const dir = mkdtempSync(join(tmpdir(), "hermes-cli-"))
 const journal = join(dir, "journal.sqlite")
-
-const cli = (args: Array<string>, options: { stdin?: string; env?: Record<string, string> } = {}) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn("npx", ["tsx", "packages/cli/src/bin.ts", ...args], { cwd: root, env: { ...process.env, ...options.env } })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d) => (stdout += d))
-    child.stderr.on("data", (d) => (stderr += d))
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(options.stdin ?? "")
-  })
 
 describe("hermes-sandbox CLI", () => {
   it("run FILE streams stdout/stderr and exits with the program's exit code", async () => {

@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
+import { cli } from "../support/cli.js"
 import { doctorChecks, PrivateEngine } from "./privateEngine.js"
 
 describe("an engine that discards resource limits (private dockerd without pids and memory cgroups)", () => {
@@ -58,6 +59,18 @@ describe("an engine that discards resource limits (private dockerd without pids 
     expect(r.stdout).toMatch(/^\d+:pids:\/$/m)
     expect(r.stdout).toMatch(/^\d+:memory:\/$/m)
   })
+
+  it("the CLI exits 125 naming the reason, and runs with --limits-unsupported warn", async () => {
+    const env = { DOCKER_HOST: `unix://${engine.socketPath}` }
+    const refused = await cli(["run", "--no-journal", "-"], { stdin: "print('ran')", env })
+    expect(refused.code).toBe(125)
+    expect(refused.stdout).toBe("")
+    expect(refused.stderr).toContain("the engine cannot apply the sandbox's memory, swap, pids limits")
+    const lenient = await cli(["run", "--no-journal", "--limits-unsupported", "warn", "-"], { stdin: "print('ran')", env })
+    // The warning goes to standard error: standard output is the program's.
+    expect(lenient).toMatchObject({ code: 0, stdout: "ran\n" })
+    expect(lenient.stderr).toContain('sandboxes run without them because limitsUnsupported is \\"warn\\"')
+  }, 60_000)
 
   it("doctor fails the resource-limits check, naming the missing ones", async () => {
     const check = (await doctorChecks(engine)).find((c) => c.name === "resource limits")

@@ -44,6 +44,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("-c, --cpus <n>", "CPUs (default 1)")
     .option("--stdin <file>", "file fed to the program's standard input")
     .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
+    .addOption(
+      new Option("--limits-unsupported <policy>", "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them")
+        .choices(["fail", "warn"])
+    )
     .option("--json", "print the result as one JSON line instead of streaming the output")
     .option("--events", "print the lifecycle events to standard error as they happen")
     .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")

@@ -14,6 +14,7 @@ import type { EventEnvelope } from "@hermes-sandbox/events"
 import * as DockerExecutor from "./DockerExecutor.js"
 import { executorOptionsFromHermes, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
+import { withFacadeLogger } from "./internal/facadeLogger.js"
 
 export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOptions {
   /**
@@ -56,7 +57,7 @@ export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
 export const createExecutor = async (explicit: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
   const options = explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
   const layer = DockerExecutor.layer(options).pipe(Layer.provide(facadeJournalLayer(options.journal)))
-  const runtime = ManagedRuntime.make(layer)
+  const runtime = ManagedRuntime.make(withFacadeLogger(layer))
   const built = await runtime.runPromiseExit(Executor.Executor)
   if (Exit.isFailure(built)) {
     await runtime.dispose()

@@ -35,6 +35,7 @@ import { type CreateExecutorOptions, createExecutor, type SandboxExecutor, squas
 import * as DockerSessions from "./DockerSessions.js"
 import { fromHermesConfig, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
+import { withFacadeLogger } from "./internal/facadeLogger.js"
 
 interface FacadeOptions extends Omit<DockerSessions.DockerSessionsOptions, keyof SessionOptions> {
   /** Where lifecycle events are recorded: as for createExecutor (default: the last 10,000 events in memory). */
@@ -90,7 +91,7 @@ const facade = async (
     // Persistent sandboxes outlive this process by design: no watchdog for them.
     watchdog: options.watchdog ?? scope === "session"
   }).pipe(Layer.provide(facadeJournalLayer(options.journal)))
-  const runtime = ManagedRuntime.make(layer)
+  const runtime = ManagedRuntime.make(withFacadeLogger(layer))
   const built = await runtime.runPromiseExit(Sessions)
   if (Exit.isFailure(built)) {
     await runtime.dispose()

@@ -19,6 +19,7 @@ export interface RunOptions {
   readonly json?: boolean
   readonly journal?: string | boolean
   readonly runtime?: string
+  readonly limitsUnsupported?: "fail" | "warn"
   readonly events?: boolean
   readonly stdin?: string
 }
@@ -42,7 +43,8 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
   const executorOptions: CreateExecutorOptions = {
     journal: options.journal === false ? "memory" : typeof options.journal === "string" ? { path: options.journal } : "default",
     awaitRemoval: true,
-    ...(options.runtime === undefined ? {} : { runtime: options.runtime })
+    ...(options.runtime === undefined ? {} : { runtime: options.runtime }),
+    ...(options.limitsUnsupported === undefined ? {} : { limitsUnsupported: options.limitsUnsupported })
   }
   const request: ExecuteRequest = {
     language,
