@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { SandboxExecutor } from "@hermes-sandbox/docker"
-import { poolOn, testExecutor as createExecutor } from "./support/executor.js"
+import { poolOn, startSleeper, testExecutor as createExecutor } from "./support/executor.js"
 import Docker from "dockerode"
 import { containerExists, sandboxContainers, waitFor } from "./support/docker.js"
 
@@ -158,33 +158,9 @@ describe("executeCode on the real engine", () => {
     expect(r.stdout).toBe("7\n")
   })
 
-  /**
-   * A python execution that prints "up" and sleeps a minute; resolves once it is up, with the
-   * container it runs in: the one created for it (not pooled) or claimed from the pool (a pool's
-   * refill also creates and starts containers, in streams of their own).
-   */
-  const startSleeper = async (signal?: AbortSignal, code = "import time\nprint('up', flush=True)\ntime.sleep(60)") => {
-    const containers: Array<{ readonly name: string; readonly id: string }> = []
-    const subscription = executor.events$.subscribe((e) => {
-      if ((e.type === "ContainerCreated" && e.data.pooled !== true) || e.type === "ContainerClaimed") {
-        containers.push({ name: e.data.containerName, id: e.data.containerId })
-      }
-    })
-    let running!: () => void
-    const up = new Promise<void>((resolve) => (running = resolve))
-    const run = executor.executeCode(
-      { language: "python", code },
-      { ...(signal === undefined ? {} : { signal }), onStdout: () => running() }
-    )
-    await up
-    subscription.unsubscribe()
-    expect(containers).toHaveLength(1)
-    return { run, container: containers[0]! }
-  }
-
   it("abort mid-run removes the container", async () => {
     const controller = new AbortController()
-    const { run, container } = await startSleeper(controller.signal)
+    const { run, container } = await startSleeper(executor, { signal: controller.signal })
     controller.abort("test abort")
     await expect(run).rejects.toMatchObject({ _tag: "ExecutionAborted" })
     expect(await containerExists(container.name)).toBe(false)
@@ -199,7 +175,7 @@ describe("executeCode on the real engine", () => {
       ["docker stop", (id) => docker.getContainer(id).stop({ t: 1 })]
     ]
     for (const [how, kill] of killers) {
-      const { run, container } = await startSleeper()
+      const { run, container } = await startSleeper(executor)
       await kill(container.id)
       await expect(run, how).rejects.toMatchObject({ _tag: "ContainerFailed", message: expect.stringMatching(/killed from outside the SDK \(signal (15|9), exit code (143|137)\)/) })
     }
@@ -216,7 +192,7 @@ describe("executeCode on the real engine", () => {
       ["docker stop", (id) => docker.getContainer(id).stop({ t: 5 })]
     ]
     for (const [how, kill] of killers) {
-      const { run, container } = await startSleeper(undefined, trapping)
+      const { run, container } = await startSleeper(executor, { code: trapping })
       await kill(container.id)
       await expect(run, how).rejects.toMatchObject({ _tag: "ContainerFailed", message: expect.stringMatching(/killed from outside the SDK \(signal 15\) while the program ran; the exit code it then reported \(0\)/) })
       expect(await waitFor(async () => !(await containerExists(container.name)), 10_000), how).toBe(true)

@@ -6,31 +6,14 @@
  * a rootless engine on cgroup v1), the SDK must refuse before the program runs, remove what the
  * engine created, and say why; `limitsUnsupported: "warn"` runs anyway; `doctor` fails the check.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
+import { describe, expect, it } from "vitest"
 import { cli } from "../support/cli.js"
+import { ownEngineDefaults, useEngine } from "./engineSuite.js"
 import { doctorChecks, PrivateEngine } from "./privateEngine.js"
 
 describe("an engine that discards resource limits (private dockerd without pids and memory cgroups)", () => {
   const engine = new PrivateEngine({ hideCgroups: ["pids", "memory"] })
-  const executors: Array<SandboxExecutor> = []
-
-  beforeAll(async () => {
-    await engine.start()
-    engine.loadImage("hermes-sandbox/python:latest")
-  }, 180_000)
-
-  afterAll(async () => {
-    for (const e of executors) await e.close()
-    await engine.destroy()
-  }, 120_000)
-
-  const open = async (options: { limitsUnsupported?: "fail" | "warn" } = {}) => {
-    // No watchdog: it would outlive the private engine this suite removes.
-    const executor = await createExecutor({ socketPath: engine.socketPath, watchdog: false, sweepOnStart: false, ...options })
-    executors.push(executor)
-    return executor
-  }
+  const { open } = useEngine(engine, ownEngineDefaults)
 
   it("the engine reports no pids or memory limits", async () => {
     const info = (await engine.client.info()) as { PidsLimit: boolean; MemoryLimit: boolean; CpuCfsQuota: boolean }

@@ -7,10 +7,11 @@
  * (pnpm test:pool) each executor also keeps a warm pool, which must ride out the same faults.
  */
 import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createExecutor, type ExecutionResult, type SandboxExecutor, Watchdog } from "@hermes-sandbox/docker"
+import { describe, expect, it } from "vitest"
+import { type ExecutionResult, type SandboxExecutor, Watchdog } from "@hermes-sandbox/docker"
 import { poolOn, warmPoolSize } from "../support/executor.js"
 import { executionMilestones } from "./executionMilestones.js"
+import { bounded, useEngine } from "./engineSuite.js"
 import { PrivateEngine } from "./privateEngine.js"
 import { journalProblems, readJournal, sleep, stillRunning, tempDir, track, typesOf, waitFor } from "./support.js"
 
@@ -25,26 +26,12 @@ const settle = (p: Promise<ExecutionResult>, t0: () => number): Promise<Outcome>
     (e: { _tag?: string; message?: string }) => ({ ok: false as const, tag: e._tag ?? "untyped", message: e.message ?? String(e), ms: Date.now() - t0() })
   )
 
-const bounded = <A>(p: Promise<A>, ms: number, what: string) =>
-  Promise.race([p, sleep(ms).then(() => Promise.reject(new Error(`${what} did not settle within ${ms} ms`)))])
-
 describe("engine restart / crash / freeze during executions (private dockerd)", () => {
   const engine = new PrivateEngine()
-  const executors: Array<SandboxExecutor> = []
+  const { open: openExecutor } = useEngine(engine)
 
-  beforeAll(async () => {
-    await engine.start()
-    engine.loadImage("hermes-sandbox/python:latest")
-  }, 180_000)
-
-  afterAll(async () => {
-    for (const e of executors) await bounded(e.close(), 90_000, "close").catch(() => undefined)
-    await engine.destroy()
-  }, 180_000)
-
-  const open = async (journal: string, extra: { callTimeoutMs?: number } = {}) => {
-    const executor = await createExecutor({
-      socketPath: engine.socketPath,
+  const open = (journal: string, extra: { callTimeoutMs?: number } = {}) =>
+    openExecutor({
       journal: { path: journal },
       timeoutMs: 120_000,
       maxConcurrency: 8,
@@ -52,9 +39,6 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
       ...(poolOn ? { warmPool: { size: warmPoolSize, languages: ["python" as const] } } : {}),
       ...extra
     })
-    executors.push(executor)
-    return executor
-  }
 
   /** Counts executions whose sandbox runs: started, or a warm one claimed. */
   const countRunning = (executor: SandboxExecutor) => {

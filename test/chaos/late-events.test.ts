@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { SandboxExecutor } from "@hermes-sandbox/docker"
 import { containerExists, docker, waitFor } from "../support/docker.js"
-import { testExecutor } from "../support/executor.js"
+import { startSleeper, testExecutor } from "../support/executor.js"
 import { EventHoldingProxy } from "./eventHoldingProxy.js"
 
 /** Far beyond the fallback's 5 s: reaching it would mean the fallback never answered. */
@@ -44,23 +44,7 @@ describe("the engine's live events are late (held by a proxy)", () => {
   }, 60_000)
 
   it("a kill from outside is still a ContainerFailed, found in the engine's event log", async () => {
-    // The container it runs in: created for it, or claimed from the warm pool.
-    const containers: Array<{ readonly name: string; readonly id: string }> = []
-    const subscription = executor.events$.subscribe((e) => {
-      if ((e.type === "ContainerCreated" && e.data.pooled !== true) || e.type === "ContainerClaimed") {
-        containers.push({ name: e.data.containerName, id: e.data.containerId })
-      }
-    })
-    let up!: () => void
-    const running = new Promise<void>((resolve) => (up = resolve))
-    const run = executor.executeCode(
-      { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(120)" },
-      { onStdout: () => up() }
-    )
-    await running
-    subscription.unsubscribe()
-    expect(containers).toHaveLength(1)
-    const target = containers[0]!
+    const { run, container: target } = await startSleeper(executor, { code: "import time\nprint('up', flush=True)\ntime.sleep(120)" })
     await docker.getContainer(target.id).kill({ signal: "SIGKILL" })
     await expect(run).rejects.toMatchObject({
       _tag: "ContainerFailed",

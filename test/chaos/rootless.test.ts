@@ -6,31 +6,14 @@
  * own explanation), `limitsUnsupported: "warn"` runs anyway — and then, as this suite shows, the
  * 512 MiB memory limit does not hold — and `doctor` fails its resource-limits check.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
+import { describe, expect, it } from "vitest"
+import { ownEngineDefaults, useEngine } from "./engineSuite.js"
 import { doctorChecks } from "./privateEngine.js"
 import { RootlessEngine, subordinateBase } from "./rootlessEngine.js"
 
 describe("a rootless engine on cgroup v1", () => {
   const engine = new RootlessEngine()
-  const executors: Array<SandboxExecutor> = []
-
-  beforeAll(async () => {
-    await engine.start()
-    engine.loadImage("hermes-sandbox/python:latest")
-  }, 180_000)
-
-  afterAll(async () => {
-    for (const e of executors) await e.close()
-    await engine.destroy()
-  }, 120_000)
-
-  const open = async (options: { limitsUnsupported?: "fail" | "warn" } = {}) => {
-    // No watchdog: it would outlive the engine this suite removes.
-    const executor = await createExecutor({ socketPath: engine.socketPath, watchdog: false, sweepOnStart: false, ...options })
-    executors.push(executor)
-    return executor
-  }
+  const { open } = useEngine(engine, ownEngineDefaults)
 
   it("the engine is rootless, without cgroups, and its create response does not warn about the limits it drops", async () => {
     const info = (await engine.client.info()) as { SecurityOptions: Array<string>; CgroupDriver: string; CgroupVersion: string }

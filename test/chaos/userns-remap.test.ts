@@ -6,8 +6,9 @@
  * range (/etc/subuid's dockremap entry), never to root or to the host's uid 1001.
  */
 import { readFileSync } from "node:fs"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
+import { beforeAll, describe, expect, it } from "vitest"
+import type { SandboxExecutor } from "@hermes-sandbox/docker"
+import { ownEngineDefaults, useEngine } from "./engineSuite.js"
 import { doctorChecks, PrivateEngine } from "./privateEngine.js"
 
 describe("an engine with userns-remap (private dockerd)", () => {
@@ -17,20 +18,14 @@ describe("an engine with userns-remap (private dockerd)", () => {
   let hostBase: number
   let rangeSize: number
 
+  const { open } = useEngine(engine, ownEngineDefaults)
+
   beforeAll(async () => {
-    await engine.start()
-    engine.loadImage("hermes-sandbox/python:latest")
     const entry = readFileSync("/etc/subuid", "utf8").split("\n").find((l) => l.startsWith("dockremap:"))
     expect(entry, "/etc/subuid has the dockremap range").toBeDefined()
     ;[hostBase, rangeSize] = entry!.split(":").slice(1).map(Number) as [number, number]
-    // No watchdog: it would outlive the private engine this suite removes.
-    executor = await createExecutor({ socketPath: engine.socketPath, watchdog: false, sweepOnStart: false })
-  }, 180_000)
-
-  afterAll(async () => {
-    await executor?.close()
-    await engine.destroy()
-  }, 120_000)
+    executor = await open()
+  }, 60_000)
 
   it("the engine runs remapped", async () => {
     const info = (await engine.client.info()) as { SecurityOptions: Array<string> }

@@ -7,30 +7,13 @@
  * loop device (this kernel has no XFS quota support, so a pquota mount — the enforcing case —
  * cannot be made here).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
+import { describe, expect, it } from "vitest"
+import { ownEngineDefaults, useEngine } from "./engineSuite.js"
 import { doctorChecks, PrivateEngine } from "./privateEngine.js"
 
 describe("diskSize on overlay2 on XFS without pquota (private dockerd)", () => {
   const engine = new PrivateEngine({ dataRootOn: "xfs" })
-  const executors: Array<SandboxExecutor> = []
-
-  beforeAll(async () => {
-    await engine.start()
-    engine.loadImage("hermes-sandbox/python:latest")
-  }, 180_000)
-
-  afterAll(async () => {
-    for (const e of executors) await e.close()
-    await engine.destroy()
-  }, 120_000)
-
-  const open = async (options: { diskQuotaUnsupported?: "fail" | "warn" } = {}) => {
-    // No watchdog: it would outlive the private engine this suite removes.
-    const executor = await createExecutor({ socketPath: engine.socketPath, diskSize: "64m", watchdog: false, sweepOnStart: false, ...options })
-    executors.push(executor)
-    return executor
-  }
+  const { open } = useEngine(engine, { ...ownEngineDefaults, diskSize: "64m" })
 
   const containers = async () => (await engine.client.listContainers({ all: true })).map((c) => c.Names[0])
 
