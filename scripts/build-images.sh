@@ -128,6 +128,28 @@ else
   BASE_DESC="offline ($OFFLINE_BASE)"
 fi
 
+# ---- the supervisor (images/runner/hermes-run.c), one static binary for every image ----------
+# Static, so it runs in any image whatever its libc; compiled here because the offline base has no
+# compiler. gcc and the static C library come from Debian (gcc, libc6-dev) when missing.
+SUPERVISOR_SRC=images/runner/hermes-run.c
+SUPERVISOR=images/runner/build/hermes-run
+if ! command -v gcc >/dev/null 2>&1 || [ ! -e /usr/lib/x86_64-linux-gnu/libc.a ] && [ ! -e /usr/lib/aarch64-linux-gnu/libc.a ] && [ ! -e /usr/lib/libc.a ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing gcc and libc6-dev from Debian (to compile the supervisor)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >"$WORKDIR/apt.log" 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >"$WORKDIR/apt.log" 2>&1; } ||
+      { tail -20 "$WORKDIR/apt.log" >&2; die "could not install gcc and libc6-dev"; }
+  else
+    die "compiling the supervisor needs gcc and a static C library (Debian: apt-get install gcc libc6-dev)"
+  fi
+fi
+if [ ! -x "$SUPERVISOR" ] || [ "$SUPERVISOR_SRC" -nt "$SUPERVISOR" ]; then
+  mkdir -p "$(dirname "$SUPERVISOR")"
+  gcc -static -O2 -s -Wall -Wextra -Werror -o "$SUPERVISOR.tmp" "$SUPERVISOR_SRC" || die "compiling $SUPERVISOR_SRC failed"
+  mv -f "$SUPERVISOR.tmp" "$SUPERVISOR"
+  step "compiled the supervisor $SUPERVISOR ($(wc -c < "$SUPERVISOR") bytes)"
+fi
+
 # ---- build the language images -----------------------------------------------------------
 OLD_IDS=()
 for l in "${LANGS[@]}"; do

@@ -66,14 +66,14 @@ describe("sessions on the real engine", () => {
     await expect(s.run("echo again")).rejects.toMatchObject({ _tag: "SessionEnded" })
   })
 
-  it("runs with the same hardening as one-shot sandboxes, `sleep infinity` under the init as its main process", async () => {
+  it("runs with the same hardening as one-shot sandboxes, the supervisor holding it as PID 1", async () => {
     const s = track(await createSession({ memory: "256m", pidsLimit: 64 }))
     const info = await docker.getContainer(s.containerName).inspect()
-    expect(info.Config.Cmd).toEqual(["sleep", "infinity"])
+    expect(info.Config.Cmd).toEqual(["/opt/hermes/hermes-run", "--hold"])
     expect(info.Config.User).toBe("1001:1001")
     expect(info.HostConfig.ReadonlyRootfs).toBe(true)
     expect(info.HostConfig.CapDrop).toEqual(["ALL"])
-    expect(info.HostConfig.Init).toBe(true)
+    expect(info.HostConfig.Init).toBe(false)
     expect(info.HostConfig.NetworkMode).toBe("none")
     expect(info.HostConfig.Memory).toBe(256 * 1024 * 1024)
     expect(info.HostConfig.PidsLimit).toBe(64)
@@ -132,10 +132,11 @@ describe("sessions on the real engine", () => {
     await s.close()
   })
 
-  it("a timed-out call that cannot be killed from inside (it holds every pid, so no killer process can start) kills the sandbox and ends the session", async () => {
+  it("a timed-out call holding every pid is still killed from inside (the supervisor's killer needs no new process); the session goes on", async () => {
     const s = track(await createSession())
-    // Threads count against the pids limit: take them all and keep them, so nothing new can start
-    // in the sandbox — not even the exec that would SIGKILL this call's processes.
+    // Threads count against the pids limit: take them all and keep them, so nothing new can fork in
+    // the sandbox. An exec's first process still joins (pids.max limits forks, not joins): the killer
+    // is one process that forks nothing.
     const hog = [
       "import threading, time",
       "n = 0",
@@ -151,6 +152,18 @@ describe("sessions on the real engine", () => {
     const r = await s.run(["python3", "-c", hog], { timeoutMs: 3_000 })
     expect(r).toMatchObject({ timedOut: true, exitCode: 137 })
     expect(r.stdout).toMatch(/^holding \d+\n$/)
+    const after = await s.run("echo after; ps -eo args | grep -c '[t]hreading' || true")
+    expect(after.stdout).toBe("after\n0\n")
+    await s.close()
+  }, 60_000)
+
+  it("a timed-out call that cannot be reached inside (the sandbox is frozen: no exec starts) kills the sandbox and ends the session", async () => {
+    const s = track(await createSession())
+    const call = s.run("sleep 100", { timeoutMs: 3_000 })
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    await docker.getContainer(s.containerName).pause()
+    const r = await call
+    expect(r).toMatchObject({ timedOut: true, exitCode: 137 })
     await expect(s.run("echo after")).rejects.toMatchObject({
       _tag: "SessionEnded",
       reason: "a timed-out command could not be killed inside; the sandbox was killed"

@@ -32,11 +32,23 @@ export class ImageNotFound extends Schema.TaggedError<ImageNotFound>()("ImageNot
   message: Schema.String
 }) {}
 
+/**
+ * Why a ContainerFailed happened, so no caller matches HTTP codes or message text:
+ * - "setup": the sandbox's supervisor could not set the run up (a file it could not write, a
+ *   missing interpreter); the program never ran
+ * - "protocol": the sandbox's report channel carried bytes its supervisor did not write, or the
+ *   image does not speak this SDK's runner protocol; nothing it reported was used
+ * - "session-locked": a session call never got the session's lock within its deadline
+ */
+export const ContainerFailureReason = Schema.Literal("setup", "protocol", "session-locked")
+export type ContainerFailureReason = typeof ContainerFailureReason.Type
+
 /** The engine refused or failed an operation on a container; carries the engine's own message. */
 export class ContainerFailed extends Schema.TaggedError<ContainerFailed>()("ContainerFailed", {
   operation: Schema.String,
   containerName: Schema.String,
   statusCode: Schema.optional(Schema.Number),
+  reason: Schema.optional(ContainerFailureReason),
   message: Schema.String
 }) {}
 

@@ -21,10 +21,10 @@ import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./Execut
 import { type ExecutionResult, toExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
-import { OutputCapture } from "./OutputCapture.js"
 import { makePublisher } from "./internal/publisher.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
-import { CompletionScanner, completionMarker, encodeRunnerPayload, makeReportNonce } from "./RunnerProtocol.js"
+import { encodeRunnerPayload } from "./RunnerProtocol.js"
+import { makeSupervisedRun } from "./internal/supervisedRun.js"
 import { sweep } from "./Sweep.js"
 import { type AttachedIO, type ExitStatus, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 import * as Removals from "./internal/removals.js"
@@ -70,10 +70,30 @@ export class Executor extends Context.Tag("@hermes-sandbox/core/Executor")<
 
 /** After the exit, how long to wait for the output streams to finish delivering. */
 const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
-/** After the runner reported its program's end, how long its own exit may take before the removal forces it. */
-const EXIT_BEFORE_REMOVAL_TIMEOUT = "2 seconds"
+/** After the supervisor reported the program's end, how long its own exit may take before the removal forces it. */
+const EXIT_BEFORE_REMOVAL_TIMEOUT_MS = 2_000
 /** After a kill, how long the engine may take to report the exit. */
 const KILL_EXIT_TIMEOUT = "15 seconds"
+const KILL_EXIT_TIMEOUT_MS = 15_000
+
+/**
+ * Wait for `effect` at most `ms`, from a finalizer: the wait runs in a child fiber that the bound
+ * can interrupt (a finalizer itself is uninterruptible, so `Effect.timeout` there would wait for
+ * the effect however long it takes), while the finalizer stays uninterruptible (so closing the
+ * executor cannot cut the removal that follows it). The OOM check after a report uses it too.
+ */
+const boundedWait = (effect: Effect.Effect<void>, ms: number): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    // Not Effect.raceFirst: raced from an uninterruptible fiber that is being interrupted, it ends
+    // with the interruption and the rest of the finalizer (the removal) would never run.
+    const done = yield* Deferred.make<void>()
+    const settle = Deferred.succeed(done, undefined)
+    const waiter = yield* Effect.forkDaemon(Effect.interruptible(effect).pipe(Effect.zipRight(settle)))
+    const timer = yield* Effect.forkDaemon(Effect.interruptible(Effect.sleep(ms)).pipe(Effect.zipRight(settle)))
+    yield* Deferred.await(done)
+    yield* Fiber.interruptFork(waiter)
+    yield* Fiber.interruptFork(timer)
+  })
 
 const inFlightGauge = Metric.gauge("hermes_sandbox_executions_in_flight")
 const queuedGauge = Metric.gauge("hermes_sandbox_executions_queued")
@@ -218,7 +238,7 @@ export const make = (options: ExecutorOptions = {}) =>
 
     /** Only a request that asks for exactly the pool's configuration may take a warm sandbox. */
     const poolEligible = (plan: ExecutionPlan, request: ExecuteRequest) =>
-      pool !== undefined && request.env === undefined && request.image === undefined &&
+      pool !== undefined && request.env === undefined && request.image === undefined && plan.timeoutMs <= config.timeoutMs &&
       plan.memoryBytes === config.memoryBytes && plan.nanoCpus === config.nanoCpus && plan.pidsLimit === config.pidsLimit
 
     /**
@@ -231,35 +251,24 @@ export const make = (options: ExecutorOptions = {}) =>
     const runExecution = (plan: ExecutionPlan, executionId: string, containerName: string, scope: Scope.Scope, hooks: ExecuteOptions, eligible: boolean) =>
       Effect.gen(function*() {
         const terminal = yield* Ref.make(false)
+        // Terminal only once the append committed: a failed append (the journal refused the event)
+        // leaves room for the ExecutionFailed that the error path records, never an open lifecycle.
         const recordTerminal = (event: JournalEvent) =>
-          Ref.getAndSet(terminal, true).pipe(Effect.flatMap((done) => done ? Effect.void : append(executionId, event)))
+          Ref.get(terminal).pipe(Effect.flatMap((done) => done ? Effect.void : append(executionId, event).pipe(Effect.zipRight(Ref.set(terminal, true)))))
         const destroyReason = yield* Ref.make<DestroyReason>("failed")
 
         const body = Effect.gen(function*() {
           yield* takeSlot(scope)
-          const stdout = new OutputCapture(plan.outputLimitBytes)
-          const stderr = new OutputCapture(plan.outputLimitBytes)
-          // The runner reports the program's end on both streams (RunnerProtocol.CompletionScanner),
-          // which saves waiting for the engine's exit report; the engine's report still counts when
-          // the runner cannot speak (killed, OOM), and the deadline bounds both.
-          const report = makeReportNonce()
-          const marker = completionMarker(report)
-          const runnerDone = yield* Deferred.make<number>()
-          const onMarker = () => {
-            if (outScan.done !== undefined && errScan.done !== undefined) Deferred.unsafeDone(runnerDone, Effect.succeed(outScan.done))
-          }
-          const outScan = new CompletionScanner(
-            marker,
-            hooks.onStdout ? (chunk) => (stdout.push(chunk), hooks.onStdout!(chunk)) : stdout.push,
-            onMarker
-          )
-          const errScan = new CompletionScanner(
-            marker,
-            hooks.onStderr ? (chunk) => (stderr.push(chunk), hooks.onStderr!(chunk)) : stderr.push,
-            onMarker
-          )
-          const receiver = { stdout: outScan.push, stderr: errScan.push }
-          // What the removal waits for first (see the runner-reported completion below).
+          // The supervisor in the sandbox reports the program's end in a frame only it can write
+          // (internal/supervisedRun.ts), which saves waiting for the engine's exit report; the
+          // engine's report still counts when the supervisor cannot speak (killed, OOM), and the
+          // deadline bounds both.
+          const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks)
+          const { stdout, stderr } = run
+          const receiver = run.receiver
+          let deadlineAtMs = Number.POSITIVE_INFINITY
+          // What the removal waits for first (see the supervisor-reported end below). Interruptible and
+          // bounded by the deadline: the removal runs in a finalizer, where nothing else could cut it short.
           let beforeRemoval: Effect.Effect<void> = Effect.void
           const removeOnRelease = (c: SandboxCreated) =>
             Scope.addFinalizer(
@@ -315,16 +324,30 @@ export const make = (options: ExecutorOptions = {}) =>
           }
           // The deadline counts from the start, or from the claim for a warm sandbox.
           const startedAtMs = Date.now()
+          deadlineAtMs = startedAtMs + plan.timeoutMs
+          const untilDeadline = () => Math.max(0, deadlineAtMs - Date.now())
 
           // Feed the program in the background: a program that never reads its stdin must not block us.
-          const payload = encodeRunnerPayload({ language: plan.language, code: plan.code, files: plan.files, stdin: plan.stdin, report })
+          const payload = encodeRunnerPayload({
+            key: run.key,
+            capBytes: plan.outputLimitBytes,
+            language: plan.language,
+            code: plan.code,
+            files: plan.files,
+            stdin: plan.stdin
+          })
           yield* io.write(payload).pipe(Effect.zipRight(io.end), Effect.ignore, Effect.forkIn(scope))
 
           // The host-side deadline is the authority: nothing inside the sandbox can outlive it.
           const exited = yield* Effect.raceFirst(
-            awaitExit.pipe(Effect.map((s) => ({ exitCode: s.exitCode, reportedBy: "engine" as const }))),
-            Deferred.await(runnerDone).pipe(Effect.map((exitCode) => ({ exitCode, reportedBy: "runner" as const })))
+            awaitExit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))),
+            Deferred.await(run.report)
           ).pipe(Effect.timeoutTo({ duration: plan.timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
+          const refuse = (reason: "setup" | "protocol", message: string) =>
+            Effect.gen(function*() {
+              yield* runtime.kill(container).pipe(Effect.ignore)
+              return yield* new ContainerFailed({ operation: reason === "setup" ? "setup" : "report", containerName: container.name, reason, message })
+            })
           let exitCode: number
           let timedOut = false
           let oomKilled = false
@@ -336,49 +359,59 @@ export const make = (options: ExecutorOptions = {}) =>
               Effect.map((s) => s.exitCode),
               Effect.timeoutTo({ duration: KILL_EXIT_TIMEOUT, onSuccess: (c) => c, onTimeout: () => 137 })
             )
-          } else {
-            exitCode = exited.value.exitCode
-            if (exited.value.reportedBy === "runner") {
-              // The runner reports before the engine's verdict: a program that trapped a signal from
-              // outside (an engine stopping, docker stop) and exited 0 did not produce a result.
-              const outside = yield* runtime.outsideKill(container)
-              if (Option.isSome(outside)) {
-                return yield* new ContainerFailed({
-                  operation: "wait",
-                  containerName: container.name,
-                  message: `${container.name} was killed from outside the SDK (signal ${outside.value}) while the program ran; the exit code it ` +
-                    `then reported (${exitCode}) is not its result: the engine is stopping or restarting, or someone ran docker stop/kill`
-                })
-              }
+          } else if (exited.value._tag === "SetupFailed") {
+            return yield* refuse("setup", `the sandbox ${container.name} could not be set up, so the program never ran: ${exited.value.message}`)
+          } else if (exited.value._tag === "Violation") {
+            return yield* refuse("protocol", `the report channel of ${container.name} carried bytes its supervisor did not write (${exited.value.reason}); nothing it reported was used`)
+          } else if (exited.value._tag === "Exited") {
+            exitCode = exited.value.exit.exitCode
+            // The supervisor reports before the engine's verdict: a sandbox killed from outside (an
+            // engine stopping, docker kill) did not produce a result, whatever was reported.
+            const signalled = exited.value.exit.outsideSignal
+            const outside = signalled > 0 ? Option.some(signalled) : yield* runtime.outsideKill(container)
+            if (Option.isSome(outside)) {
+              return yield* new ContainerFailed({
+                operation: "wait",
+                containerName: container.name,
+                message: `${container.name} was killed from outside the SDK (signal ${outside.value}) while the program ran; the exit code it ` +
+                  `then reported (${exitCode}) is not its result: the engine is stopping or restarting, or someone ran docker stop/kill`
+              })
             }
-            // Only a SIGKILL we did not send can be the OOM killer; inspect only then. When the runner
-            // reported it (the OOM killer chose the program's child process, the runner survived), the
-            // engine knows only once the sandbox has exited: wait for that first.
-            if (exitCode === 137 && exited.value.reportedBy === "engine") oomKilled = (yield* runtime.inspect(container)).oomKilled
-            if (exitCode === 137 && exited.value.reportedBy === "runner") {
-              // The program's result is known already: the OOM flag is best effort here.
-              oomKilled = yield* io.closed.pipe(
-                Effect.timeout(KILL_EXIT_TIMEOUT),
+            if (exitCode === 137) {
+              // The OOM killer chose the program; the engine knows only once the sandbox has exited
+              // (the supervisor exits right after its report). Best effort, and never past the deadline.
+              oomKilled = yield* boundedWait(io.closed, Math.min(untilDeadline(), KILL_EXIT_TIMEOUT_MS)).pipe(
                 Effect.zipRight(runtime.inspect(container)),
                 Effect.map((s) => s.oomKilled),
                 Effect.orElseSucceed(() => false)
               )
             }
             yield* Ref.set(destroyReason, "completed")
-            // The runner has reported and is exiting by itself: the (background) removal lets it
-            // finish first, which costs the engine less than force-removing a running container.
-            // Bounded, so a sandbox that lingers is still removed (forcibly) soon after. Its streams
-            // end when it exits; `awaitExit` would also ask the engine why it exited, which only
-            // matters when the engine's report is the result.
-            if (exited.value.reportedBy === "runner") beforeRemoval = io.closed.pipe(Effect.timeout(EXIT_BEFORE_REMOVAL_TIMEOUT), Effect.ignore)
+            // The supervisor exits right after its report, which ends the sandbox: the (background)
+            // removal lets it, which costs the engine less than force-removing a running container.
+            // Bounded by EXIT_BEFORE_REMOVAL_TIMEOUT and by the deadline, then the removal forces it.
+            beforeRemoval = Effect.suspend(() => boundedWait(io.closed, Math.min(untilDeadline(), EXIT_BEFORE_REMOVAL_TIMEOUT_MS)))
+          } else {
+            // The engine saw the exit first: the streams end once the output is delivered, and the
+            // supervisor's report may be among the last bytes (it is the program's result then).
+            yield* io.closed.pipe(Effect.timeout(OUTPUT_DRAIN_TIMEOUT), Effect.ignore)
+            const late = yield* Deferred.poll(run.report).pipe(Effect.flatMap((o) => Option.isSome(o) ? Effect.asSome(o.value) : Effect.succeedNone))
+            if (Option.isSome(late) && late.value._tag === "SetupFailed") {
+              return yield* refuse("setup", `the sandbox ${container.name} could not be set up, so the program never ran: ${late.value.message}`)
+            }
+            if (Option.isSome(late) && late.value._tag === "Violation") {
+              return yield* refuse("protocol", `the report channel of ${container.name} carried bytes its supervisor did not write (${late.value.reason}); nothing it reported was used`)
+            }
+            exitCode = Option.isSome(late) && late.value._tag === "Exited" ? late.value.exit.exitCode : exited.value.exitCode
+            if (Option.isNone(late) && (exitCode === 126 || exitCode === 127) && run.diagnostics() !== "") {
+              // The supervisor refused before it could frame anything (a malformed header: an SDK or image mismatch).
+              return yield* refuse("protocol", `the supervisor in ${container.name} refused the run: ${run.diagnostics()}`)
+            }
+            // Only a SIGKILL we did not send can be the OOM killer; inspect only then.
+            if (exitCode === 137) oomKilled = (yield* runtime.inspect(container)).oomKilled
+            yield* Ref.set(destroyReason, "completed")
           }
           const finishedAtMs = Date.now()
-          if (Option.isNone(exited) || exited.value.reportedBy === "engine") {
-            // The engine saw the exit first: the streams end once the output is delivered.
-            yield* io.closed.pipe(Effect.timeout(OUTPUT_DRAIN_TIMEOUT), Effect.ignore)
-            outScan.flush()
-            errScan.flush()
-          }
           const durationMs = finishedAtMs - startedAtMs
           yield* recordTerminal(
             timedOut

@@ -10,7 +10,7 @@
  * What a "program" does is read from its code: a first line `#!fake {json}`
  * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin } (see fakeProgram).
  */
-import { Context, Deferred, Effect, Fiber, FiberSet, Layer, Option, Ref } from "effect"
+import { Clock, Context, Deferred, Effect, Fiber, FiberSet, Layer, Option, Ref } from "effect"
 import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "./Errors.js"
 import {
   type AttachedIO,
@@ -23,6 +23,7 @@ import {
   type SandboxState
 } from "./SandboxRuntime.js"
 import { makeFakeExec } from "./internal/fakeExec.js"
+import { decodeRunnerPayload, encodeFrame } from "./RunnerProtocol.js"
 
 export interface FakeProgram {
   readonly stdout?: string
@@ -96,22 +97,12 @@ const endpoint = "fake://engine"
 const decoder = new TextDecoder()
 const encoder = new TextEncoder()
 
-const parseProgram = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array; report?: string } => {
-  // Decode the runner protocol (RunnerProtocol.ts): header line, code, files, stdin.
-  const newline = payload.indexOf(10)
-  if (newline < 0) return { program: { stderr: "hermes-runner: malformed header\n", exitCode: 126 }, stdin: new Uint8Array(0) }
-  const header = JSON.parse(decoder.decode(payload.subarray(payload.indexOf(32) + 1, newline))) as {
-    code: number
-    files: Array<[string, number]>
-    report?: string
-  }
-  const codeStart = newline + 1
-  const code = decoder.decode(payload.subarray(codeStart, codeStart + header.code))
-  const filesBytes = header.files.reduce((n, [, size]) => n + size, 0)
-  const stdin = payload.subarray(codeStart + header.code + filesBytes)
-  const first = code.split("\n", 1)[0] ?? ""
+const parseProgram = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array; key?: string } => {
+  const decoded = decodeRunnerPayload(payload)
+  if (decoded === undefined) return { program: { stderr: "hermes-run: stdin does not start with 'HERMES/2'\n", exitCode: 126 }, stdin: new Uint8Array(0) }
+  const first = decoder.decode(decoded.code ?? new Uint8Array(0)).split("\n", 1)[0] ?? ""
   const program: FakeProgram = first.startsWith("#!fake ") ? JSON.parse(first.slice(7)) as FakeProgram : {}
-  return header.report === undefined ? { program, stdin } : { program, stdin, report: header.report }
+  return decoded.key === undefined ? { program, stdin: decoded.stdin } : { program, stdin: decoded.stdin, key: decoded.key }
 }
 
 export const make = (initialFaults: FakeFaults = {}) =>
@@ -162,19 +153,21 @@ export const make = (initialFaults: FakeFaults = {}) =>
           payload.set(chunk, offset)
           offset += chunk.byteLength
         }
-        const { program, report, stdin } = parseProgram(payload)
-        if (program.stdout) s.output?.stdout(encoder.encode(program.stdout))
-        if (program.echoStdin) s.output?.stdout(stdin)
-        if (program.stderr) s.output?.stderr(encoder.encode(program.stderr))
+        const { program, key, stdin } = parseProgram(payload)
+        // Like the supervisor: the program's streams go out in frames on stdout, its report last.
+        const frame = (type: string, b: Uint8Array | string) => s.output?.stdout(key === undefined ? (typeof b === "string" ? encoder.encode(b) : b) : encodeFrame(key, type, b))
+        const out = program.stdout ? encoder.encode(program.stdout) : new Uint8Array(0)
+        const err = program.stderr ? encoder.encode(program.stderr) : new Uint8Array(0)
+        if (out.byteLength > 0) frame("o", out)
+        if (program.echoStdin) frame("o", stdin)
+        if (err.byteLength > 0) frame("e", err)
         if (program.hang) return yield* Effect.never
         if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
         // A frozen engine delivers no exit until it is back.
         while ((yield* Ref.get(faults)).engineDown) yield* Effect.sleep(50)
-        // Like the runner: report the end on both streams, unless the kernel killed the program.
-        if (report !== undefined && !program.oom) {
-          const marker = encoder.encode(`\x1eHERMES-DONE ${report} ${program.exitCode ?? 0}\n`)
-          s.output?.stdout(marker)
-          s.output?.stderr(marker)
+        // Like the supervisor: report the end, unless the kernel killed it with the program.
+        if (key !== undefined && !program.oom) {
+          frame("x", `${program.exitCode ?? 0} ${out.byteLength + (program.echoStdin ? stdin.byteLength : 0)} ${err.byteLength} 0`)
         }
         yield* finish(s, program.oom ? 137 : program.exitCode ?? 0, program.oom === true)
       })
@@ -208,7 +201,8 @@ export const make = (initialFaults: FakeFaults = {}) =>
             id: `fake${created.toString(16).padStart(12, "0")}`,
             name: spec.name,
             spec,
-            createdAt: Date.now(),
+            // The Effect clock, like the journal's timestamps (TestClock drives both in tests).
+            createdAt: yield* Clock.currentTimeMillis,
             status: "created",
             exitCode: 0,
             oomKilled: false,

@@ -1,6 +1,6 @@
 /**
  * The languages a request may name, and how each maps to an image and an
- * interpreter. Every image carries the runner (`/opt/hermes/runner.*`) that
+ * interpreter. Every image carries the supervisor (`/opt/hermes/hermes-run`) that
  * reads the program from standard input (see RunnerProtocol), so code never
  * touches the host filesystem and is never interpolated into a shell string.
  */
@@ -28,7 +28,7 @@ export interface LanguageRuntime {
 }
 
 export const defaultLanguageRuntimes: Record<Language, LanguageRuntime> = {
-  python: { image: "hermes-sandbox/python:latest", command: ["python3", "/opt/hermes/runner.py"] },
-  javascript: { image: "hermes-sandbox/node:latest", command: ["node", "/opt/hermes/runner.js"] },
-  bash: { image: "hermes-sandbox/bash:latest", command: ["python3", "/opt/hermes/runner.py"] }
+  python: { image: "hermes-sandbox/python:latest", command: ["/opt/hermes/hermes-run"] },
+  javascript: { image: "hermes-sandbox/node:latest", command: ["/opt/hermes/hermes-run"] },
+  bash: { image: "hermes-sandbox/bash:latest", command: ["/opt/hermes/hermes-run"] }
 }

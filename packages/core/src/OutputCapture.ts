@@ -1,10 +1,14 @@
 /**
  * A capped output buffer. Bytes past the cap are dropped as they arrive (only a
  * counter grows), so a program printing gigabytes never grows host memory past
- * the cap. Decoding is lenient: invalid UTF-8 becomes U+FFFD, never an exception.
+ * the cap; kept bytes go into ONE buffer that doubles up to the cap, so a program
+ * making a million one-byte writes costs the host the bytes, not an object per write.
+ * Decoding is lenient: invalid UTF-8 becomes U+FFFD, never an exception.
  */
+const INITIAL_BYTES = 4096
+
 export class OutputCapture {
-  private readonly chunks: Array<Uint8Array> = []
+  private buffer: Uint8Array = new Uint8Array(0)
   private kept = 0
   /** Total bytes the program wrote, kept or not. */
   total = 0
@@ -15,10 +19,22 @@ export class OutputCapture {
     this.total += chunk.byteLength
     const room = this.limitBytes - this.kept
     if (room <= 0) return
-    // Copy: the runtime may reuse its buffers, and a slice keeps only what we need.
-    const piece = chunk.byteLength <= room ? Uint8Array.from(chunk) : chunk.slice(0, room)
-    this.chunks.push(piece)
-    this.kept += piece.byteLength
+    const n = Math.min(room, chunk.byteLength)
+    if (this.kept + n > this.buffer.byteLength) {
+      // Copy: the runtime may reuse its buffers. Grow geometrically, never past the cap.
+      let size = Math.max(this.buffer.byteLength * 2, INITIAL_BYTES)
+      while (size < this.kept + n) size *= 2
+      const grown = new Uint8Array(Math.min(size, this.limitBytes))
+      grown.set(this.buffer.subarray(0, this.kept))
+      this.buffer = grown
+    }
+    this.buffer.set(n === chunk.byteLength ? chunk : chunk.subarray(0, n), this.kept)
+    this.kept += n
+  }
+
+  /** The program wrote this many bytes in all (the supervisor counts what it did not relay). */
+  readonly countAtLeast = (total: number): void => {
+    if (total > this.total) this.total = total
   }
 
   get truncated(): boolean {
@@ -26,17 +42,11 @@ export class OutputCapture {
   }
 
   get bytes(): Uint8Array {
-    const out = new Uint8Array(this.kept)
-    let offset = 0
-    for (const chunk of this.chunks) {
-      out.set(chunk, offset)
-      offset += chunk.byteLength
-    }
-    return out
+    return this.buffer.slice(0, this.kept)
   }
 
   text(): string {
     // stream: false flushes a trailing partial sequence as U+FFFD rather than throwing.
-    return new TextDecoder("utf-8", { fatal: false }).decode(this.bytes)
+    return new TextDecoder("utf-8", { fatal: false }).decode(this.buffer.subarray(0, this.kept))
   }
 }

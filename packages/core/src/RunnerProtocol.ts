@@ -1,44 +1,85 @@
 /**
- * How a program reaches the runner inside the container: one header line,
- * then the code, then each supplied file, then the program's own stdin.
+ * Runner protocol, version 2: how a program reaches the in-container supervisor
+ * (images/runner/hermes-run.c) and how the supervisor reports back.
  *
- *   HERMES/1 {"language":"python","code":<bytes>,"files":[["path",<bytes>],...]}\n
- *   <code><file 1>...<file n><stdin...>
+ * In, on the container's (or a session exec's) stdin: "HERMES/2\n", then header lines, each
+ * variable-length value following its line as exactly that many raw bytes (names may hold any
+ * byte, newlines included), then "run\n", then the program's own stdin, untouched:
  *
- * The runner (images/runner/) reads exactly these byte counts without
- * buffering, so not one byte of the program's stdin is consumed by it.
+ *   key <32 hex>  cap <n>  lang <language>  code <n>+bytes  file <pathlen> <n>+path+bytes
+ *   arg <n>+bytes  lock <n>+path  leftovers kill  run
+ *
+ * Out, on stdout, frames: <16-byte key><type><4-byte big-endian length><payload>. The key is
+ * drawn per run and never reaches the program (it is read by the supervisor, which is not
+ * dumpable and, in a one-shot sandbox, PID 1; the program's stdout and stderr are pipes to the
+ * supervisor, not the container's streams). So the decoder below takes nothing on trust that
+ * does not carry the key: a byte that does not parse ends the run as a protocol violation.
+ * Types: 'o'/'e' output, 'p' started (pid, start time), 'w' waiting for the lock (holder),
+ * 'l' lock held, 'x' exited (code, byte counts, a signal from outside), 'E' setup failed (message).
  */
 import { randomBytes } from "node:crypto"
 import type { Language } from "./Language.js"
 
-export const RUNNER_PROTOCOL_VERSION = 1
-/** The exit code the runner uses when the header or payload is malformed. */
+export const RUNNER_PROTOCOL_VERSION = 2
+/** The label every runner image carries, with the protocol version its supervisor speaks. */
+export const RUNNER_PROTOCOL_LABEL = "org.hermes-sandbox.runner-protocol"
+/** The supervisor's exit code for a malformed header or a failed setup. */
 export const RUNNER_PROTOCOL_ERROR_EXIT = 126
+/** Where the images keep the supervisor. */
+export const SUPERVISOR = "/opt/hermes/hermes-run"
+
+export const KEY_BYTES = 16
+const FRAME_HEAD = KEY_BYTES + 1 + 4
+/** Largest payload the supervisor writes in one frame. */
+export const MAX_FRAME_PAYLOAD = 65_536
+/** Control payloads are small; anything longer is not the supervisor's. */
+const MAX_CONTROL_PAYLOAD = 4_096
 
 const encoder = new TextEncoder()
 
 export interface RunnerPayload {
-  readonly language: Language
-  readonly code: Uint8Array
-  readonly files: ReadonlyArray<readonly [path: string, content: Uint8Array]>
+  /** Framed mode: the per-run key (32 hex digits, makeRunKey). Without it the supervisor execs the program in place. */
+  readonly key?: string | undefined
+  /** Bytes of each stream the supervisor relays; the rest it counts and drops. */
+  readonly capBytes?: number | undefined
+  /** Code mode. */
+  readonly language?: Language | undefined
+  readonly code?: Uint8Array | undefined
+  readonly files?: ReadonlyArray<readonly [path: string, content: Uint8Array]> | undefined
+  /** Argv mode (session calls). */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** A lock file the supervisor holds (flock) while the program runs. */
+  readonly lock?: string | undefined
+  /** End every process left by earlier calls, before and after this one. */
+  readonly killLeftovers?: boolean | undefined
   readonly stdin: Uint8Array
-  /**
-   * Ask the runner to report the program's end itself: after the program's output it writes
-   * `\x1eHERMES-DONE <report> <exit code>\n` on stdout and stderr (see CompletionScanner).
-   */
-  readonly report?: string | undefined
 }
 
+/** A fresh key for one run's frames. */
+export const makeRunKey = (): string => randomBytes(KEY_BYTES).toString("hex")
+
 export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
-  const header = encoder.encode(
-    `HERMES/${RUNNER_PROTOCOL_VERSION} ${JSON.stringify({
-      language: payload.language,
-      code: payload.code.byteLength,
-      files: payload.files.map(([path, content]) => [path, content.byteLength]),
-      ...(payload.report === undefined ? {} : { report: payload.report })
-    })}\n`
-  )
-  const parts = [header, payload.code, ...payload.files.map(([, content]) => content), payload.stdin]
+  const parts: Array<Uint8Array> = []
+  const line = (text: string) => parts.push(encoder.encode(text + "\n"))
+  const blob = (word: string, bytes: Uint8Array) => {
+    line(`${word} ${bytes.byteLength}`)
+    parts.push(bytes)
+  }
+  line(`HERMES/${RUNNER_PROTOCOL_VERSION}`)
+  if (payload.key !== undefined) line(`key ${payload.key}`)
+  if (payload.capBytes !== undefined) line(`cap ${payload.capBytes}`)
+  if (payload.lock !== undefined) blob("lock", encoder.encode(payload.lock))
+  if (payload.killLeftovers === true) line("leftovers kill")
+  for (const arg of payload.args ?? []) blob("arg", encoder.encode(arg))
+  if (payload.language !== undefined) line(`lang ${payload.language}`)
+  if (payload.code !== undefined) blob("code", payload.code)
+  for (const [path, content] of payload.files ?? []) {
+    const name = encoder.encode(path)
+    line(`file ${name.byteLength} ${content.byteLength}`)
+    parts.push(name, content)
+  }
+  line("run")
+  parts.push(payload.stdin)
   const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
   let offset = 0
   for (const part of parts) {
@@ -48,59 +89,192 @@ export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
   return out
 }
 
-/** A fresh nonce for a run's completion marker. */
-export const makeReportNonce = (): string => randomBytes(16).toString("hex")
+/** What the supervisor reported when the program's process exited. */
+export interface ReportedExit {
+  readonly exitCode: number
+  readonly stdoutBytes: number
+  readonly stderrBytes: number
+  /** The first signal sent to the sandbox from outside it (docker stop/kill), 0 if none. */
+  readonly outsideSignal: number
+}
 
-/** The bytes that open a completion marker for this nonce. */
-export const completionMarker = (nonce: string): Uint8Array => encoder.encode(`\x1eHERMES-DONE ${nonce} `)
+const EXIT_PAYLOAD = /^(0|[1-9][0-9]{0,2}) (0|[1-9][0-9]{0,19}) (0|[1-9][0-9]{0,19}) (0|[1-9][0-9]?)$/
+
+/** The 'x' payload; undefined unless it is exactly what the supervisor writes (codes 0-255). */
+export const parseExitPayload = (text: string): ReportedExit | undefined => {
+  const m = EXIT_PAYLOAD.exec(text)
+  if (m === null) return undefined
+  const exitCode = Number(m[1])
+  if (exitCode > 255) return undefined
+  return { exitCode, stdoutBytes: Number(m[2]), stderrBytes: Number(m[3]), outsideSignal: Number(m[4]) }
+}
+
+export interface FrameHandlers {
+  readonly stdout: (chunk: Uint8Array) => void
+  readonly stderr: (chunk: Uint8Array) => void
+  /** A control frame ('p', 'w', 'l', 'x', 'E') with its payload as text. */
+  readonly control: (type: string, payload: string) => void
+  /** The stream carried something the supervisor did not write; nothing more is decoded. */
+  readonly violation: (reason: string) => void
+}
+
+const latin1 = new TextDecoder("latin1")
+const utf8 = new TextDecoder("utf-8", { fatal: false })
 
 /**
- * Watches one output stream for the runner's completion marker. Output before the
- * marker is delivered as it arrives, except for a tail short enough to be the start
- * of a marker split across chunks; the marker itself is never delivered. Once the
- * marker is complete, `onDone` gets the exit code and later bytes are dropped.
+ * Decodes the supervisor's frames from the container's stdout as chunks arrive: linear in the
+ * input, and holding at most one frame header and one control payload (output payloads are
+ * delivered piecewise as they arrive, never buffered).
  */
-export class CompletionScanner {
-  private held: Buffer = Buffer.alloc(0)
-  private readonly marker: Buffer
-  /** The reported exit code, once the marker was seen. */
-  done: number | undefined
+export class FrameDecoder {
+  private readonly key: Buffer
+  private readonly head = Buffer.alloc(FRAME_HEAD)
+  private headFill = 0
+  private type = 0
+  private remaining = 0
+  private control: Array<Buffer> = []
+  /** Set once the stream carried something that is not a frame of this run. */
+  violated: string | undefined
+  /** Set once the 'x' frame arrived: nothing after it counts. */
+  ended = false
 
-  constructor(
-    marker: Uint8Array,
-    private readonly deliver: (chunk: Uint8Array) => void,
-    private readonly onDone: (exitCode: number) => void
-  ) {
-    this.marker = Buffer.from(marker)
+  constructor(keyHex: string, private readonly handlers: FrameHandlers) {
+    this.key = Buffer.from(keyHex, "hex")
+    if (this.key.length !== KEY_BYTES) throw new Error("a run key is 16 bytes (32 hex digits)")
+  }
+
+  private fail(reason: string): void {
+    this.violated = reason
+    this.handlers.violation(reason)
   }
 
   readonly push = (chunk: Uint8Array): void => {
-    if (this.done !== undefined) return
-    const data = this.held.length === 0 ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength) : Buffer.concat([this.held, chunk])
-    const at = data.indexOf(this.marker)
-    if (at >= 0) {
-      if (at > 0) this.deliver(data.subarray(0, at))
-      const end = data.indexOf(10, at + this.marker.length)
-      if (end < 0) {
-        this.held = Buffer.from(data.subarray(at)) // the marker's end has not arrived yet
-        return
+    let at = 0
+    const data = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    while (at < data.length && this.violated === undefined) {
+      if (this.ended) return this.fail("bytes after the end-of-run frame")
+      if (this.remaining === 0 && this.headFill < FRAME_HEAD) {
+        const n = Math.min(FRAME_HEAD - this.headFill, data.length - at)
+        data.copy(this.head, this.headFill, at, at + n)
+        this.headFill += n
+        at += n
+        if (this.headFill < FRAME_HEAD) return
+        if (!this.head.subarray(0, KEY_BYTES).equals(this.key)) return this.fail("a frame without this run's key")
+        this.type = this.head[KEY_BYTES]!
+        this.remaining = this.head.readUInt32BE(KEY_BYTES + 1)
+        const output = this.type === 0x6f || this.type === 0x65 // 'o' | 'e'
+        if (!output && "pwlxE".indexOf(String.fromCharCode(this.type)) < 0) return this.fail(`an unknown frame type ${this.type}`)
+        if (this.remaining > (output ? MAX_FRAME_PAYLOAD : MAX_CONTROL_PAYLOAD)) return this.fail(`a frame of ${this.remaining} bytes`)
+        if (this.remaining === 0) {
+          this.headFill = 0
+          if (!output) this.finishControl()
+          continue
+        }
       }
-      const code = Number(data.subarray(at + this.marker.length, end).toString("latin1"))
-      this.held = Buffer.alloc(0)
-      this.done = Number.isInteger(code) ? code : 1
-      this.onDone(this.done)
-      return
+      const n = Math.min(this.remaining, data.length - at)
+      const piece = data.subarray(at, at + n)
+      at += n
+      this.remaining -= n
+      if (this.type === 0x6f) this.handlers.stdout(piece)
+      else if (this.type === 0x65) this.handlers.stderr(piece)
+      else this.control.push(Buffer.from(piece))
+      if (this.remaining === 0) {
+        this.headFill = 0
+        if (this.type !== 0x6f && this.type !== 0x65) this.finishControl()
+      }
     }
-    // Keep the longest tail that could still become the marker.
-    let keep = Math.min(this.marker.length - 1, data.length)
-    while (keep > 0 && !this.marker.subarray(0, keep).equals(data.subarray(data.length - keep))) keep--
-    if (data.length > keep) this.deliver(data.subarray(0, data.length - keep))
-    this.held = keep === 0 ? Buffer.alloc(0) : Buffer.from(data.subarray(data.length - keep))
   }
 
-  /** The stream ended without a marker: deliver what was held back. */
-  readonly flush = (): void => {
-    if (this.done === undefined && this.held.length > 0) this.deliver(this.held)
-    this.held = Buffer.alloc(0)
+  private finishControl(): void {
+    const type = String.fromCharCode(this.type)
+    const payload = Buffer.concat(this.control)
+    this.control = []
+    const text = type === "E" || type === "w" ? utf8.decode(payload) : latin1.decode(payload)
+    if (type === "x") this.ended = true
+    this.handlers.control(type, text)
   }
+
+  /** The stream ended: a frame cut short is a violation only if the run had not ended. */
+  get incomplete(): boolean {
+    return !this.ended && (this.headFill > 0 || this.remaining > 0)
+  }
+}
+
+/** Frames as the supervisor writes them (for the fake runtime and tests). */
+export const encodeFrame = (keyHex: string, type: string, payload: Uint8Array | string): Uint8Array => {
+  const body = typeof payload === "string" ? encoder.encode(payload) : payload
+  const out = Buffer.alloc(FRAME_HEAD + body.byteLength)
+  Buffer.from(keyHex, "hex").copy(out, 0)
+  out[KEY_BYTES] = type.charCodeAt(0)
+  out.writeUInt32BE(body.byteLength, KEY_BYTES + 1)
+  Buffer.from(body.buffer, body.byteOffset, body.byteLength).copy(out, FRAME_HEAD)
+  return out
+}
+
+/** A decoded request (the fake runtime plays the supervisor with it). */
+export interface DecodedPayload {
+  readonly key?: string
+  readonly capBytes?: number
+  readonly language?: Language
+  readonly code?: Uint8Array
+  readonly files: ReadonlyArray<readonly [string, Uint8Array]>
+  readonly args: ReadonlyArray<string>
+  readonly lock?: string
+  readonly killLeftovers: boolean
+  readonly stdin: Uint8Array
+}
+
+/** The inverse of encodeRunnerPayload; undefined for anything else. */
+export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefined => {
+  const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  let at = 0
+  const readLine = (): string | undefined => {
+    const end = data.indexOf(10, at)
+    if (end < 0) return undefined
+    const text = data.subarray(at, end).toString("latin1")
+    at = end + 1
+    return text
+  }
+  const take = (n: number): Uint8Array | undefined => {
+    if (!Number.isSafeInteger(n) || n < 0 || at + n > data.length) return undefined
+    const out = data.subarray(at, at + n)
+    at += n
+    return out
+  }
+  if (readLine() !== `HERMES/${RUNNER_PROTOCOL_VERSION}`) return undefined
+  const decoded: {
+    key?: string
+    capBytes?: number
+    language?: Language
+    code?: Uint8Array
+    lock?: string
+    files: Array<readonly [string, Uint8Array]>
+    args: Array<string>
+    killLeftovers: boolean
+  } = { files: [], args: [], killLeftovers: false }
+  for (;;) {
+    const line = readLine()
+    if (line === undefined) return undefined
+    const [word, a, b] = line.split(" ")
+    if (word === "run") break
+    if (word === "key") decoded.key = a!
+    else if (word === "cap") decoded.capBytes = Number(a)
+    else if (word === "lang") decoded.language = a as Language
+    else if (word === "leftovers") decoded.killLeftovers = a === "kill"
+    else if (word === "code" || word === "arg" || word === "lock") {
+      const value = take(Number(a))
+      if (value === undefined) return undefined
+      if (word === "code") decoded.code = value
+      else if (word === "arg") decoded.args.push(Buffer.from(value).toString("utf8"))
+      else decoded.lock = Buffer.from(value).toString("utf8")
+    } else if (word === "file") {
+      const name = take(Number(a))
+      const content = take(Number(b))
+      if (name === undefined || content === undefined) return undefined
+      decoded.files.push([Buffer.from(name).toString("utf8"), content])
+    } else {
+      return undefined
+    }
+  }
+  return { ...decoded, stdin: data.subarray(at) }
 }

@@ -46,11 +46,11 @@ import { type ExecutionResult, toExecutionResult } from "./ExecutionResult.js"
 import { check, type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
 import * as Fingerprint from "./Fingerprint.js"
 import { makePublisher } from "./internal/publisher.js"
-import { SESSION_STATE_DIR, sessionInvocation } from "./internal/sessionShell.js"
+import { SESSION_LOCK, SESSION_STATE_DIR, sessionInvocation } from "./internal/sessionShell.js"
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
-import { OutputCapture } from "./OutputCapture.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
-import { CompletionScanner, completionMarker, encodeRunnerPayload, makeReportNonce } from "./RunnerProtocol.js"
+import { encodeRunnerPayload, SUPERVISOR } from "./RunnerProtocol.js"
+import { makeSupervisedRun } from "./internal/supervisedRun.js"
 import { type ExecProcess, type SandboxLimits, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 import * as SessionReaper from "./SessionReaper.js"
 import { sweep } from "./Sweep.js"
@@ -88,6 +88,15 @@ export interface SessionOptions {
   readonly pidsLimit?: number
   readonly network?: boolean
   readonly outputLimitBytes?: number
+  /**
+   * Let processes a call leaves running (`server &`, daemons) live on into later calls. Default
+   * false: each call starts by ending every process earlier calls left in the sandbox, and ends
+   * those it left itself, so no call can read, alter or wedge another (one process-free trust
+   * domain per call; files and the saved cwd/env carry over). With true, the Hermes agent's
+   * background jobs work, and a leftover can read a later call's environment, memory and output
+   * (same uid, no Yama) — but never forge its exit code or its end (docs/sessions.md).
+   */
+  readonly keepBackgroundProcesses?: boolean
 }
 
 export interface PersistentOptions extends SessionOptions {
@@ -181,9 +190,10 @@ export const scoped = (options?: SessionOptions) =>
   Effect.acquireRelease(Effect.flatMap(Sessions, (s) => s.open(options)), (session) => session.close)
 
 export const DEFAULT_SESSION_IMAGE = "hermes-sandbox/python:latest"
-export const DEFAULT_RUNNER: ReadonlyArray<string> = ["python3", "/opt/hermes/runner.py"]
-/** The sandbox's main process: idles under the engine's init until removed. */
-export const IDLE_COMMAND: ReadonlyArray<string> = ["sleep", "infinity"]
+/** Code snippets: the supervisor in plain mode (inside a call's supervisor), which execs the interpreter. */
+export const DEFAULT_RUNNER: ReadonlyArray<string> = [SUPERVISOR]
+/** The sandbox's main process, PID 1: the supervisor holding it open, reaping orphans, until removed. */
+export const IDLE_COMMAND: ReadonlyArray<string> = [SUPERVISOR, "--hold"]
 const DEFAULT_MAX_LIFETIME_MS = 24 * 3600_000
 /** After a kill, how long the call's process may take to end before the whole sandbox is killed. */
 const KILL_GRACE = "5 seconds"
@@ -204,6 +214,7 @@ interface SessionPlan {
   readonly outputLimitBytes: number
   readonly lifetimeMs: number | undefined
   readonly maxLifetimeMs: number
+  readonly keepBackgroundProcesses: boolean
 }
 
 const dangerousMount = (hostPath: string): string | undefined => {
@@ -323,7 +334,12 @@ export const make = (options: SessionsOptions = {}) =>
           timeoutMs: o.timeoutMs === undefined ? config.timeoutMs : yield* check.timeoutMs("timeoutMs", o.timeoutMs),
           outputLimitBytes: o.outputLimitBytes === undefined ? config.outputLimitBytes : yield* check.positiveInt("outputLimitBytes", o.outputLimitBytes, 1024 * 1024 * 1024),
           lifetimeMs,
-          maxLifetimeMs: o.maxLifetimeMs === undefined ? DEFAULT_MAX_LIFETIME_MS : yield* check.timeoutMs("maxLifetimeMs", o.maxLifetimeMs)
+          maxLifetimeMs: scope === "persistent"
+            ? o.maxLifetimeMs === undefined ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : yield* check.positiveInt("maxLifetimeMs", o.maxLifetimeMs, SessionReaper.MAX_PERSISTENT_LIFETIME_MS)
+            : o.maxLifetimeMs === undefined ? DEFAULT_MAX_LIFETIME_MS : yield* check.timeoutMs("maxLifetimeMs", o.maxLifetimeMs),
+          keepBackgroundProcesses: o.keepBackgroundProcesses === undefined ? false : o.keepBackgroundProcesses === true
+            ? true
+            : o.keepBackgroundProcesses === false ? false : yield* Effect.fail(invalidRequest("keepBackgroundProcesses", o.keepBackgroundProcesses, "true or false"))
         }
       })
 
@@ -469,35 +485,66 @@ export const make = (options: SessionsOptions = {}) =>
             const reason = yield* Ref.get(ended)
             if (Option.isSome(reason)) return yield* endedError(reason.value)
             lastActivityMs = yield* Clock.currentTimeMillis
-            const stdout = new OutputCapture(input.outputLimitBytes)
-            const stderr = new OutputCapture(input.outputLimitBytes)
-            const nonce = makeReportNonce()
-            const marker = completionMarker(nonce)
-            const shellDone = yield* Deferred.make<number>()
-            const onMarker = () => {
-              if (outScan.done !== undefined && errScan.done !== undefined) Deferred.unsafeDone(shellDone, Effect.succeed(outScan.done))
-            }
-            const outScan = new CompletionScanner(marker, hooks.onStdout ? (c) => (stdout.push(c), hooks.onStdout!(c)) : stdout.push, onMarker)
-            const errScan = new CompletionScanner(marker, hooks.onStderr ? (c) => (stderr.push(c), hooks.onStderr!(c)) : stderr.push, onMarker)
-            const command = sessionInvocation({ stateDir: SESSION_STATE_DIR, nonce, keep: Object.keys(input.env), mode: input.mode, args: input.args })
+            // The call's supervisor (framed argv mode) takes the session lock, relays the shell's output
+            // in frames and reports its exit: nothing left in the sandbox by an earlier call can forge it.
+            const sup = yield* makeSupervisedRun(input.outputLimitBytes, hooks)
+            const { stdout, stderr } = sup
+            const shell = sessionInvocation({ stateDir: SESSION_STATE_DIR, keep: Object.keys(input.env), mode: input.mode, args: input.args })
+            const payload = encodeRunnerPayload({
+              key: sup.key,
+              capBytes: input.outputLimitBytes,
+              lock: SESSION_LOCK,
+              killLeftovers: !plan.keepBackgroundProcesses,
+              args: shell,
+              stdin: input.stdin
+            })
             const startedAtMs = Date.now()
             const proc: ExecProcess = yield* Effect.acquireRelease(
-              runtime.exec(container, { command, env: input.env, stdin: true }, { stdout: outScan.push, stderr: errScan.push }),
+              runtime.exec(container, { command: [SUPERVISOR], env: input.env, stdin: true }, sup.receiver),
               (p, exit) => (exit._tag === "Failure" ? p.kill.pipe(Effect.ignore) : Effect.void).pipe(Effect.zipRight(p.detach))
             )
             // Feed stdin in the background: a command that never reads it must not block us.
-            yield* proc.write(input.stdin).pipe(Effect.zipRight(proc.end), Effect.ignore, Effect.forkScoped)
+            yield* proc.write(payload).pipe(Effect.zipRight(proc.end), Effect.ignore, Effect.forkScoped)
             const finished = yield* Effect.raceFirst(
-              Deferred.await(shellDone).pipe(Effect.map((exitCode) => ({ exitCode, reportedBy: "shell" as const }))),
-              proc.exit.pipe(Effect.map((s) => ({ exitCode: s.exitCode, reportedBy: "engine" as const })))
+              Deferred.await(sup.report),
+              proc.exit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode })))
             ).pipe(Effect.timeoutTo({ duration: input.timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
+            const refuse = (reason: "setup" | "protocol" | "session-locked", message: string) =>
+              proc.kill.pipe(Effect.ignore, Effect.zipRight(new ContainerFailed({ operation: reason === "setup" ? "setup" : "session call", containerName: container.name, reason, message })))
             let exitCode: number
             let timedOut = false
             let oomKilled = false
             if (Option.isNone(finished)) {
+              const holder = sup.lockWait()
+              if (holder !== undefined) {
+                // Never ran: the lock stayed held for the whole deadline (by another handle's call, or by a
+                // process left behind that holds it). Said as such, never as the command's own timeout.
+                const [pid, ...cmd] = holder.split(" ")
+                return yield* refuse(
+                  "session-locked",
+                  `the session lock in ${container.name} was held for the whole deadline (${input.timeoutMs} ms) by process ${pid} (${cmd.join(" ").trim() || "unknown command"}); ` +
+                    `the command never ran. Another handle's call is still running, or a process left in the sandbox holds ${SESSION_LOCK}: end it, or destroy the session`
+                )
+              }
               timedOut = true
-              yield* proc.kill.pipe(Effect.ignore)
-              const afterKill = yield* proc.exit.pipe(Effect.timeoutTo({ duration: KILL_GRACE, onSuccess: Option.some, onTimeout: Option.none }), Effect.either)
+              // Everything the call started dies now, escapees (setsid, double fork, env -i) included: every
+              // process started since the call began (all of them but PID 1 when leftovers are not kept).
+              const started = sup.started()
+              const killer = started === undefined
+                ? Option.none<ExecProcess>()
+                : yield* runtime.exec(
+                  container,
+                  { command: [SUPERVISOR, "--kill", String(started.pid), started.start, plan.keepBackgroundProcesses ? "since" : "all"], env: {}, stdin: false },
+                  { stdout: () => {}, stderr: () => {} }
+                ).pipe(Effect.option)
+              // Before the program started (no 'p' frame), its supervisor's own process tree is the call.
+              if (Option.isNone(killer)) yield* proc.kill.pipe(Effect.ignore)
+              // The call's supervisor reports once its child died, or the exec ends.
+              const afterKill = yield* Effect.raceFirst(Deferred.await(sup.report), proc.exit).pipe(
+                Effect.timeoutTo({ duration: KILL_GRACE, onSuccess: Option.some, onTimeout: Option.none }),
+                Effect.either,
+                Effect.ensuring(Option.isSome(killer) ? killer.value.detach : Effect.void)
+              )
               if (afterKill._tag === "Left" || Option.isNone(afterKill.right)) {
                 // Something in the sandbox outlived the kill: only killing the sandbox is sure. The
                 // session ends now (no new call starts); its cleanup waits until this call returned.
@@ -507,13 +554,29 @@ export const make = (options: SessionsOptions = {}) =>
               }
               exitCode = 137
             } else {
-              exitCode = finished.value.exitCode
-              if (finished.value.reportedBy === "engine" && exitCode === 137) {
+              // The exec ended before the report: the report may be among the last bytes.
+              const report = finished.value._tag === "Engine"
+                ? yield* Deferred.poll(sup.report).pipe(Effect.flatMap((o) => Option.isSome(o) ? Effect.asSome(o.value) : Effect.succeedNone))
+                : Option.some(finished.value)
+              if (Option.isSome(report) && report.value._tag === "SetupFailed") {
+                return yield* refuse("setup", `the call in ${container.name} could not be set up, so it never ran: ${report.value.message}`)
+              }
+              if (Option.isSome(report) && report.value._tag === "Violation") {
+                return yield* refuse("protocol", `the report channel of a call in ${container.name} carried bytes its supervisor did not write (${report.value.reason}); nothing it reported was used`)
+              }
+              if (Option.isNone(report)) {
+                const diagnostics = sup.diagnostics()
+                if (diagnostics !== "" && finished.value._tag === "Engine" && (finished.value.exitCode === 126 || finished.value.exitCode === 127)) {
+                  return yield* refuse("protocol", `the supervisor in ${container.name} refused the call: ${diagnostics}`)
+                }
+              }
+              exitCode = Option.isSome(report) && report.value._tag === "Exited"
+                ? report.value.exit.exitCode
+                : finished.value._tag === "Engine" ? finished.value.exitCode : 1
+              if (exitCode === 137) {
                 oomKilled = (yield* runtime.inspect(container).pipe(Effect.option)).pipe(Option.map((s) => s.oomKilled), Option.getOrElse(() => false))
               }
             }
-            outScan.flush()
-            errScan.flush()
             const finishedAtMs = Date.now()
             lastActivityMs = yield* Clock.currentTimeMillis
             const durationMs = finishedAtMs - startedAtMs

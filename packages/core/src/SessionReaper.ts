@@ -45,7 +45,7 @@ export const probeIdleSeconds = (container: { readonly id: string; readonly name
   Effect.gen(function*() {
     const runtime = yield* SandboxRuntime
     let out = ""
-    const command = sessionInvocation({ stateDir: SESSION_STATE_DIR, nonce: "idle-probe", keep: [], mode: "idle", args: [] })
+    const command = sessionInvocation({ stateDir: SESSION_STATE_DIR, keep: [], mode: "idle", args: [] })
     const proc = yield* runtime.exec(container, { command, env: {}, stdin: false }, { stdout: (b) => void (out += decoder.decode(b)), stderr: () => {} })
     const status = yield* proc.exit.pipe(Effect.timeout(PROBE_TIMEOUT), Effect.ensuring(proc.detach))
     if (status.exitCode !== 0) return undefined

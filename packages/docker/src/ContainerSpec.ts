@@ -72,8 +72,10 @@ export const toCreateOptions = (spec: SandboxSpec, hardening: HardeningOptions):
     ShmSize: SHM_BYTES,
     // Own cgroup namespace: the program does not learn the host's cgroup paths (Docker's default on cgroup v2).
     CgroupnsMode: "private",
-    // docker-init (tini) as PID 1: reaps zombies, forwards signals; the program cannot ignore its own kill.
-    Init: true,
+    // No docker-init: the image's supervisor (images/runner/hermes-run.c) is PID 1. It reaps orphans,
+    // and as PID 1 without signal handlers nothing inside can signal it; tini would hold the
+    // container's stdout open to a dumpable process the program could write through.
+    Init: false,
     // Output comes from the attach stream, capped by the SDK; the daemon keeps no log a flood could grow.
     LogConfig: { Type: "none", Config: {} },
     // A single-use sandbox is never restarted (CIS 5.15).

@@ -5,15 +5,17 @@
  * `exit` only completes once the process ended.
  *
  * What a process does is read from a `#!fake {json}` argument (the last one that starts so),
- * or, for the runner, from the RunnerProtocol payload on its stdin. The session shell
- * (internal/sessionShell.ts) is emulated from its argv: the saved cwd and exported variables
- * per state dir, keep-names that win and are never saved, the completion marker, and the
- * "idle" probe.
+ * or, for the runner, from the RunnerProtocol payload on its stdin. The supervisor of a session
+ * call (framed argv mode) is emulated: its argv comes from the payload, its output goes out in
+ * frames, its report last. The session shell (internal/sessionShell.ts) is emulated from that
+ * argv: the saved cwd and exported variables per state dir, keep-names that win and are never
+ * saved, and the "idle" probe.
  */
 import { Clock, Deferred, Effect, Fiber, FiberSet } from "effect"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
 import type { FakeProgram } from "../FakeRuntime.js"
 import type { ExecProcess, ExecSpec, ExitStatus, OutputReceiver, SandboxRef, SandboxSpec, SandboxState } from "../SandboxRuntime.js"
+import { decodeRunnerPayload, encodeFrame, SUPERVISOR } from "../RunnerProtocol.js"
 import { parseSessionInvocation } from "./sessionShell.js"
 
 /** The parts of a fake sandbox exec needs (read live: status changes in place). */
@@ -55,15 +57,11 @@ const lastProgramArg = (args: ReadonlyArray<string>): FakeProgram => {
   return {}
 }
 
-/** The program in a RunnerProtocol payload (header line, code, files, stdin), and the stdin after it. */
+/** The program in a RunnerProtocol payload (code mode), and the stdin after it. */
 const fromRunnerPayload = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array } => {
-  const newline = payload.indexOf(10)
-  if (newline < 0) return { program: { stderr: "hermes-runner: malformed header\n", exitCode: 126 }, stdin: new Uint8Array(0) }
-  const header = JSON.parse(decoder.decode(payload.subarray(payload.indexOf(32) + 1, newline))) as { code: number; files?: Array<[string, number]> }
-  const codeStart = newline + 1
-  const code = decoder.decode(payload.subarray(codeStart, codeStart + header.code))
-  const filesBytes = (header.files ?? []).reduce((n, [, size]) => n + size, 0)
-  return { program: programFrom(code) ?? {}, stdin: payload.subarray(codeStart + header.code + filesBytes) }
+  const decoded = decodeRunnerPayload(payload)
+  if (decoded === undefined) return { program: { stderr: "hermes-run: malformed header\n", exitCode: 126 }, stdin: new Uint8Array(0) }
+  return { program: programFrom(decoder.decode(decoded.code ?? new Uint8Array(0))) ?? {}, stdin: decoded.stdin }
 }
 
 export const makeFakeExec = (deps: FakeExecDeps) => {
@@ -83,8 +81,11 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       if (!spec.stdin) yield* Deferred.succeed(stdinClosed, undefined)
       const exited = yield* Deferred.make<ExitStatus, SandboxError>()
       let detached = false
-      const out = (b: Uint8Array) => detached || output.stdout(b)
-      const err = (b: Uint8Array) => detached || output.stderr(b)
+      // A framed supervisor (set once its payload is read) wraps output in frames, as the real one.
+      let key: string | undefined
+      const bytes = { out: 0, err: 0 }
+      const out = (b: Uint8Array) => detached || (bytes.out += b.byteLength, output.stdout(key === undefined ? b : encodeFrame(key, "o", b)))
+      const err = (b: Uint8Array) => detached || (bytes.err += b.byteLength, output.stdout(key === undefined ? b : encodeFrame(key, "e", b)))
       const readStdin = Deferred.await(stdinClosed).pipe(
         Effect.map(() => {
           const all = new Uint8Array(stdin.reduce((n, c) => n + c.byteLength, 0))
@@ -126,24 +127,41 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
         })
 
       const body = Effect.gen(function*() {
-        const invocation = parseSessionInvocation(spec.command)
+        let command = spec.command
+        let callStdin: Effect.Effect<Uint8Array> = readStdin
+        if (command.length === 1 && command[0] === SUPERVISOR) {
+          // A session call's supervisor: its argv and the command's stdin come from the payload.
+          const decoded = decodeRunnerPayload(yield* readStdin)
+          if (decoded === undefined) {
+            output.stderr(encoder.encode("hermes-run: stdin does not start with 'HERMES/2'\n"))
+            return 126
+          }
+          key = decoded.key
+          command = decoded.args
+          callStdin = Effect.succeed(decoded.stdin)
+        }
+        const report = (code: number) => {
+          if (key !== undefined && !detached) output.stdout(encodeFrame(key, "x", `${code} ${bytes.out} ${bytes.err} 0`))
+          return code
+        }
+        const invocation = parseSessionInvocation(command)
         if (invocation === undefined) {
           const view = { cwd: spec.workingDir ?? s.spec.workingDir, env: { ...s.spec.env, ...spec.env } }
-          return yield* runProgram(lastProgramArg(spec.command), view, readStdin)
+          return report(yield* runProgram(lastProgramArg(command), view, callStdin))
         }
-        const key = `${s.id}:${invocation.stateDir}`
-        const shell = shells.get(key) ?? { cwd: s.spec.workingDir, env: {}, lastActivityMs: undefined }
+        const shellKey = `${s.id}:${invocation.stateDir}`
+        const shell = shells.get(shellKey) ?? { cwd: s.spec.workingDir, env: {}, lastActivityMs: undefined }
         if (invocation.mode === "idle") {
           const now = yield* Clock.currentTimeMillis
           out(encoder.encode(shell.lastActivityMs === undefined ? "none\n" : `${Math.floor((now - shell.lastActivityMs) / 1000)}\n`))
-          return 0
+          return report(0)
         }
         const keep = new Set(invocation.keep)
         const view = { cwd: shell.cwd, env: { ...s.spec.env, ...shell.env, ...spec.env } }
         let program: FakeProgram
-        let programStdin: Effect.Effect<Uint8Array> = readStdin
+        let programStdin: Effect.Effect<Uint8Array> = callStdin
         if (invocation.mode === "runner") {
-          const parsed = fromRunnerPayload(yield* readStdin)
+          const parsed = fromRunnerPayload(yield* callStdin)
           program = parsed.program
           programStdin = Effect.succeed(parsed.stdin)
         } else {
@@ -153,11 +171,8 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
         // Save what the command changed, as the script's EXIT trap does.
         const saved: Record<string, string> = {}
         for (const [k, v] of Object.entries(view.env)) if (!keep.has(k) && s.spec.env[k] !== v) saved[k] = v
-        shells.set(key, { cwd: view.cwd, env: saved, lastActivityMs: yield* Clock.currentTimeMillis })
-        const marker = encoder.encode(`\x1eHERMES-DONE ${invocation.nonce} ${code}\n`)
-        out(marker)
-        err(marker)
-        return code
+        shells.set(shellKey, { cwd: view.cwd, env: saved, lastActivityMs: yield* Clock.currentTimeMillis })
+        return report(code)
       })
 
       // The process ends by itself, or with 137 when killed or when the sandbox's main process ends.

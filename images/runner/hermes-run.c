@@ -1,0 +1,642 @@
+/*
+ * hermes-run: the in-container supervisor of hermes-sandbox, runner protocol version 2.
+ *
+ * Why a separate supervisor (and why in C): the completion report must come from a process the
+ * program cannot read, write or signal. hermes-run is that process. It is not dumpable (the image
+ * installs it execute-only, 0711, and it calls prctl(PR_SET_DUMPABLE, 0) first), so a program of
+ * the same uid cannot open its /proc/<pid>/{mem,environ,fd}; in a one-shot sandbox it is PID 1,
+ * so nothing inside can signal it; the program runs as its child with stdout and stderr on PIPES,
+ * never on the container's streams, so nothing the program writes can be taken for a control
+ * message. Every frame carries the per-run key, read from stdin before the program exists (never
+ * in argv, the environment, a file or the program's memory: the child execs at once after fork).
+ * Written in C so that supervising costs the run ~1 ms, not an interpreter's start-up.
+ *
+ * stdin (from the SDK): "HERMES/2\n", then header lines "<word> [numbers]\n" (each < 4096 bytes),
+ * where every variable-length value follows its line as exactly that many raw bytes:
+ *   key <32 hex>              framed mode: the per-run key (without it: plain mode, see below)
+ *   cap <n>                   relay at most n bytes of each stream; the rest is counted, dropped
+ *   lang python|javascript|bash   code mode: run the code with that interpreter
+ *   code <n>                  + n bytes: the program
+ *   file <pathlen> <n>        + pathlen bytes of a relative path + n bytes of content
+ *   arg <n>                   + n bytes: one argv element (argv mode; sessions)
+ *   lock <n>                  + n bytes: a lock file to flock before running (sessions)
+ *   leftovers kill            sessions: end every process left by earlier calls, before and after
+ *   run                       end of header; the rest of stdin is the program's own stdin
+ *
+ * stdout (framed mode): frames  <16-byte key><1-byte type><4-byte big-endian length><payload>
+ *   'o' / 'e'  the program's stdout / stderr bytes (payload <= 65536)
+ *   'p'        "<pid> <start>": the program's pid and start time (clock ticks since boot)
+ *   'w'        "<pid> <command>": waiting for the lock, held by that process
+ *   'l'        the lock is held
+ *   'x'        "<exit code 0-255> <stdout bytes> <stderr bytes> <signal>": the program's process
+ *              has exited (and its pipes were drained); <signal> is the first signal sent to the
+ *              sandbox from outside (docker stop/kill, forwarded to the program), 0 if none;
+ *              nothing follows
+ *   'E'        "<message>": setup failed (bad header, a file that cannot be written); exit 126
+ * Plain mode (no key; sessions' code snippets, already inside a framed call): set up the files,
+ * then exec the interpreter in place.
+ *
+ * Other invocations:
+ *   hermes-run --hold                 a session sandbox's PID 1: reap orphans, exit on SIGTERM
+ *   hermes-run --kill PID START MODE  end a timed-out session call: PID (if its start time is
+ *                                     START), then every other process (MODE all) or every
+ *                                     process started at or after START (MODE since), sparing
+ *                                     PID 1 and processes entered from outside (parent pid 0)
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define KEY_BYTES 16
+#define FRAME_HEAD (KEY_BYTES + 1 + 4)
+#define CHUNK 65536
+#define LINE_MAX_BYTES 4096
+#define MAX_ARGS 4096
+#define MAX_FILES 100000
+#define PROTOCOL_ERROR 126
+#define INTERPRETER_MISSING 127
+
+static int framed = 0;
+static unsigned char key[KEY_BYTES];
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static int write_all(int fd, const void *data, size_t len) {
+  const unsigned char *p = data;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* One frame on the container's stdout; the host is gone if this fails, so the run ends. */
+static void frame(char type, const void *payload, size_t len) {
+  unsigned char head[FRAME_HEAD];
+  memcpy(head, key, KEY_BYTES);
+  head[KEY_BYTES] = (unsigned char)type;
+  head[KEY_BYTES + 1] = (unsigned char)(len >> 24);
+  head[KEY_BYTES + 2] = (unsigned char)(len >> 16);
+  head[KEY_BYTES + 3] = (unsigned char)(len >> 8);
+  head[KEY_BYTES + 4] = (unsigned char)len;
+  if (write_all(1, head, FRAME_HEAD) < 0 || (len > 0 && write_all(1, payload, len) < 0)) _exit(PROTOCOL_ERROR);
+}
+
+/* Setup failed: say why (a frame when framed, else one "hermes-run: " line on stderr) and exit. */
+static void fail(int code, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if ((size_t)n >= sizeof msg) n = sizeof msg - 1;
+  if (framed) {
+    frame('E', msg, (size_t)n);
+  } else {
+    write_all(2, "hermes-run: ", 12);
+    write_all(2, msg, (size_t)n);
+    write_all(2, "\n", 1);
+  }
+  _exit(code);
+}
+
+/* ---- reading the header ------------------------------------------------------------------ */
+
+static void read_exact(void *buf, size_t len, const char *what) {
+  unsigned char *p = buf;
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = read(0, p + got, len - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(PROTOCOL_ERROR, "stdin ended after %zu of %zu bytes of %s", got, len, what);
+    got += (size_t)n;
+  }
+}
+
+/* One header line, byte by byte: not one byte of the program's stdin is consumed. */
+static void read_line(char *line) {
+  size_t n = 0;
+  for (;;) {
+    char c;
+    ssize_t r = read(0, &c, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) fail(PROTOCOL_ERROR, "stdin ended inside the header");
+    if (c == '\n') break;
+    if (c == 0) fail(PROTOCOL_ERROR, "header line contains a NUL byte");
+    if (n + 1 >= LINE_MAX_BYTES) fail(PROTOCOL_ERROR, "header line longer than %d bytes", LINE_MAX_BYTES);
+    line[n++] = c;
+  }
+  line[n] = 0;
+}
+
+static size_t parse_size(const char *s, const char *what) {
+  if (*s < '0' || *s > '9') fail(PROTOCOL_ERROR, "%s: not a number", what);
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *end != 0 || v > (unsigned long long)SIZE_MAX / 2) fail(PROTOCOL_ERROR, "%s: bad number", what);
+  return (size_t)v;
+}
+
+static char *read_blob(size_t len, const char *what) {
+  char *buf = malloc(len + 1);
+  if (buf == NULL) fail(PROTOCOL_ERROR, "out of memory reading %s (%zu bytes)", what, len);
+  read_exact(buf, len, what);
+  buf[len] = 0;
+  return buf;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+static void copy_stdin_to(int fd, size_t len, const char *what) {
+  static unsigned char buf[CHUNK];
+  while (len > 0) {
+    size_t want = len < sizeof buf ? len : sizeof buf;
+    read_exact(buf, want, what);
+    if (write_all(fd, buf, want) < 0) fail(PROTOCOL_ERROR, "cannot write %s: %s", what, strerror(errno));
+    len -= want;
+  }
+}
+
+/*
+ * Open path (relative to dir_fd) for writing, creating parents, never following a symlink at any
+ * level: each directory is lstat'ed, opened O_NOFOLLOW|O_DIRECTORY and checked to be that very
+ * inode (gVisor 2022-12 follows a symlink despite O_NOFOLLOW when O_DIRECTORY is also given).
+ */
+static int open_in(int root_fd, const char *path, size_t path_len) {
+  if (path_len == 0 || memchr(path, 0, path_len) != NULL) fail(PROTOCOL_ERROR, "file path is empty or contains a NUL byte");
+  if (path[0] == '/') fail(PROTOCOL_ERROR, "file path must be relative to the workspace");
+  int dir = dup(root_fd);
+  if (dir < 0) fail(PROTOCOL_ERROR, "dup: %s", strerror(errno));
+  char *copy = strndup(path, path_len);
+  char *save = NULL;
+  char *seg = strtok_r(copy, "/", &save);
+  char *next;
+  int fd = -1;
+  if (seg == NULL) fail(PROTOCOL_ERROR, "file path names no file");
+  for (; seg != NULL; seg = next) {
+    next = strtok_r(NULL, "/", &save);
+    if (strcmp(seg, ".") == 0) {
+      if (next == NULL) fail(PROTOCOL_ERROR, "file path names no file");
+      continue;
+    }
+    if (strcmp(seg, "..") == 0) fail(PROTOCOL_ERROR, "file path must not contain '..'");
+    if (next == NULL) {
+      fd = openat(dir, seg, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd < 0) fail(PROTOCOL_ERROR, "cannot create file %s: %s", seg, strerror(errno));
+      break;
+    }
+    if (mkdirat(dir, seg, 0755) < 0 && errno != EEXIST) fail(PROTOCOL_ERROR, "cannot create directory %s: %s", seg, strerror(errno));
+    struct stat st, opened;
+    if (fstatat(dir, seg, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) fail(PROTOCOL_ERROR, "%s is a symlink or not a directory", seg);
+    int sub = openat(dir, seg, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0 || fstat(sub, &opened) < 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+      fail(PROTOCOL_ERROR, "%s is a symlink or not a directory", seg);
+    }
+    close(dir);
+    dir = sub;
+  }
+  close(dir);
+  free(copy);
+  return fd;
+}
+
+static void prepare_code_dir(const char *code_dir) {
+  if (mkdir(code_dir, 0700) < 0 && errno != EEXIST) fail(PROTOCOL_ERROR, "cannot create %s: %s", code_dir, strerror(errno));
+  struct stat st;
+  if (lstat(code_dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+    fail(PROTOCOL_ERROR, "%s is not a directory owned by this user", code_dir);
+  }
+  chmod(code_dir, 0700);
+}
+
+/* ---- processes --------------------------------------------------------------------------- */
+
+/* Parent pid, state and start time from /proc/<pid>/stat; 0 if it cannot be read. */
+static int proc_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the command may contain spaces and parentheses */
+  if (p == NULL) return 0;
+  int ppid_i;
+  unsigned long long st;
+  /* fields after ")": state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+     utime stime cutime cstime priority nice num_threads itrealvalue starttime */
+  if (sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", state, &ppid_i, &st) != 3) return 0;
+  *ppid = (pid_t)ppid_i;
+  *start = st;
+  return 1;
+}
+
+/*
+ * SIGKILL every process but PID 1, this one, `spare` and processes entered from outside the
+ * sandbox (parent pid 0: other calls' supervisors, waiting for the lock), optionally only those
+ * started at or after `since`; repeated until a pass finds none (a process may fork meanwhile).
+ */
+static void kill_others(pid_t spare, int only_since, unsigned long long since) {
+  pid_t self = getpid();
+  for (int pass = 0; pass < 100; pass++) {
+    int found = 0;
+    DIR *d = opendir("/proc");
+    if (d == NULL) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      if (!isdigit((unsigned char)e->d_name[0])) continue;
+      pid_t pid = (pid_t)atoi(e->d_name);
+      if (pid <= 1 || pid == self || pid == spare) continue;
+      pid_t ppid;
+      char state;
+      unsigned long long start;
+      if (!proc_stat(pid, &ppid, &state, &start)) continue;
+      if (ppid == 0 || state == 'Z' || state == 'X') continue;
+      if (only_since && start < since) continue;
+      if (kill(pid, SIGKILL) == 0) found = 1;
+    }
+    closedir(d);
+    if (!found) return;
+    usleep(1000);
+  }
+}
+
+/* The pid holding a flock on the file with this inode, from /proc/locks; 0 if none is found. */
+static pid_t lock_holder(ino_t ino) {
+  FILE *f = fopen("/proc/locks", "re");
+  if (f == NULL) return 0;
+  char line[512];
+  pid_t holder = 0;
+  while (holder == 0 && fgets(line, sizeof line, f) != NULL) {
+    int pid;
+    unsigned maj, min;
+    unsigned long long inode;
+    char *at = strstr(line, "FLOCK");
+    if (at == NULL || strstr(line, "->") != NULL) continue; /* "->" marks a waiter, not a holder */
+    if (sscanf(at, "FLOCK %*s %*s %d %x:%x:%llu", &pid, &maj, &min, &inode) == 4 && (ino_t)inode == ino) holder = pid;
+  }
+  fclose(f);
+  return holder;
+}
+
+static void take_lock(const char *path) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash != NULL && slash != dir) {
+    *slash = 0;
+    mkdir(dir, 0700);
+  }
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) fail(PROTOCOL_ERROR, "cannot open the session lock %s: %s", path, strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    struct stat st;
+    pid_t holder = fstat(fd, &st) == 0 ? lock_holder(st.st_ino) : 0;
+    char msg[600], cmd[400] = "";
+    if (holder > 0) {
+      char p[64];
+      snprintf(p, sizeof p, "/proc/%d/cmdline", (int)holder);
+      int c = open(p, O_RDONLY | O_CLOEXEC);
+      if (c >= 0) {
+        ssize_t n = read(c, cmd, sizeof cmd - 1);
+        close(c);
+        if (n < 0) n = 0;
+        cmd[n] = 0;
+        for (ssize_t i = 0; i < n; i++)
+          if (cmd[i] == 0) cmd[i] = ' ';
+          else if ((unsigned char)cmd[i] < 0x20) cmd[i] = '?';
+      }
+    }
+    int n = snprintf(msg, sizeof msg, "%d %s", (int)holder, cmd);
+    frame('w', msg, n < 0 ? 0 : (size_t)(n >= (int)sizeof msg ? (int)sizeof msg - 1 : n));
+    while (flock(fd, LOCK_EX) < 0) {
+      if (errno != EINTR) fail(PROTOCOL_ERROR, "cannot lock %s: %s", path, strerror(errno));
+    }
+  }
+  frame('l', NULL, 0);
+}
+
+/* ---- modes ------------------------------------------------------------------------------- */
+
+static int hold(void) {
+  sigset_t set;
+  sigfillset(&set);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  for (;;) {
+    int sig = sigwaitinfo(&set, NULL);
+    if (sig == SIGTERM || sig == SIGINT) return 0;
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+  }
+}
+
+static int kill_call(int argc, char **argv) {
+  if (argc != 5) return 2;
+  pid_t target = (pid_t)atoi(argv[2]);
+  unsigned long long start = strtoull(argv[3], NULL, 10);
+  int only_since = strcmp(argv[4], "since") == 0;
+  pid_t ppid;
+  char state;
+  unsigned long long st;
+  if (target > 1 && proc_stat(target, &ppid, &state, &st) && st == start) kill(target, SIGKILL);
+  kill_others(0, only_since, start);
+  return 0;
+}
+
+struct relay {
+  int fd;
+  char type;
+  unsigned long long total;
+};
+
+/* Read what is there; relay up to the cap, count the rest. 0 on EOF. */
+static int pump(struct relay *r, size_t cap, unsigned char *buf) {
+  ssize_t n = read(r->fd, buf, CHUNK);
+  if (n < 0) return errno == EINTR || errno == EAGAIN ? 1 : 0;
+  if (n == 0) return 0;
+  unsigned long long before = r->total;
+  r->total += (unsigned long long)n;
+  if (before < cap) {
+    unsigned long long room = cap - before;
+    frame(r->type, buf, (size_t)n < room ? (size_t)n : (size_t)room);
+  }
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  /* Before anything else: /proc/<pid>/{mem,environ,fd} of this process closed to the program. */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  signal(SIGPIPE, SIG_IGN);
+  if (argc >= 2 && strcmp(argv[1], "--hold") == 0) return hold();
+  if (argc >= 2 && strcmp(argv[1], "--kill") == 0) return kill_call(argc, argv);
+
+  char line[LINE_MAX_BYTES];
+  read_line(line);
+  if (strcmp(line, "HERMES/2") != 0) fail(PROTOCOL_ERROR, "stdin does not start with 'HERMES/2' (runner protocol version 2 expected)");
+
+  const char *workspace = getenv("HERMES_WORKSPACE");
+  const char *code_dir = getenv("HERMES_CODE_DIR");
+  if (workspace == NULL || *workspace == 0) workspace = "/workspace";
+  if (code_dir == NULL || *code_dir == 0) code_dir = "/tmp/.hermes";
+  const char *interpreter = NULL, *ext = NULL;
+  char *code = NULL, *lock = NULL;
+  size_t code_len = 0, cap = SIZE_MAX / 2;
+  int has_code = 0, kill_leftovers = 0, nargs = 0, workspace_fd = -1, nfiles = 0;
+  char **args = calloc(MAX_ARGS + 1, sizeof(char *));
+  if (args == NULL) fail(PROTOCOL_ERROR, "out of memory");
+
+  for (;;) {
+    read_line(line);
+    char *sp = strchr(line, ' ');
+    char *rest = sp == NULL ? line + strlen(line) : sp + 1;
+    if (sp != NULL) *sp = 0;
+    if (strcmp(line, "run") == 0) break;
+    if (strcmp(line, "key") == 0) {
+      if (strlen(rest) != 2 * KEY_BYTES) fail(PROTOCOL_ERROR, "key must be %d hex digits", 2 * KEY_BYTES);
+      for (int i = 0; i < KEY_BYTES; i++) {
+        int hi = hexval(rest[2 * i]), lo = hexval(rest[2 * i + 1]);
+        if (hi < 0 || lo < 0) fail(PROTOCOL_ERROR, "key must be lowercase hex");
+        key[i] = (unsigned char)(hi << 4 | lo);
+      }
+      framed = 1;
+      memset(rest, 0, strlen(rest)); /* the hex copy is not needed again */
+    } else if (strcmp(line, "cap") == 0) {
+      cap = parse_size(rest, "cap");
+    } else if (strcmp(line, "lang") == 0) {
+      if (strcmp(rest, "python") == 0) interpreter = "python3", ext = "main.py";
+      else if (strcmp(rest, "javascript") == 0) interpreter = "node", ext = "main.js";
+      else if (strcmp(rest, "bash") == 0) interpreter = "bash", ext = "main.sh";
+      else fail(PROTOCOL_ERROR, "unknown language '%.64s' (expected python, javascript or bash)", rest);
+    } else if (strcmp(line, "code") == 0) {
+      code_len = parse_size(rest, "code");
+      code = read_blob(code_len, "code");
+      has_code = 1;
+    } else if (strcmp(line, "file") == 0) {
+      char *sp2 = strchr(rest, ' ');
+      if (sp2 == NULL) fail(PROTOCOL_ERROR, "file: expected '<path length> <content length>'");
+      *sp2 = 0;
+      size_t path_len = parse_size(rest, "file path length"), len = parse_size(sp2 + 1, "file length");
+      if (path_len > PATH_MAX) fail(PROTOCOL_ERROR, "file path longer than %d bytes", PATH_MAX);
+      if (++nfiles > MAX_FILES) fail(PROTOCOL_ERROR, "more than %d files", MAX_FILES);
+      char *path = read_blob(path_len, "file path");
+      if (workspace_fd < 0) {
+        workspace_fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (workspace_fd < 0) fail(PROTOCOL_ERROR, "cannot open the workspace %s: %s", workspace, strerror(errno));
+      }
+      int fd = open_in(workspace_fd, path, path_len);
+      copy_stdin_to(fd, len, "a file");
+      close(fd);
+      free(path);
+    } else if (strcmp(line, "arg") == 0) {
+      if (nargs >= MAX_ARGS) fail(PROTOCOL_ERROR, "more than %d arguments", MAX_ARGS);
+      size_t len = parse_size(rest, "arg");
+      args[nargs] = read_blob(len, "an argument");
+      if (strlen(args[nargs]) != len) fail(PROTOCOL_ERROR, "an argument contains a NUL byte");
+      nargs++;
+    } else if (strcmp(line, "lock") == 0) {
+      size_t len = parse_size(rest, "lock");
+      if (len == 0 || len >= PATH_MAX) fail(PROTOCOL_ERROR, "lock path length");
+      lock = read_blob(len, "the lock path");
+    } else if (strcmp(line, "leftovers") == 0) {
+      kill_leftovers = strcmp(rest, "kill") == 0;
+    } else {
+      fail(PROTOCOL_ERROR, "unknown header line '%.64s'", line);
+    }
+  }
+  if (workspace_fd >= 0) close(workspace_fd);
+
+  char main_path[PATH_MAX];
+  if (has_code) {
+    if (interpreter == NULL) fail(PROTOCOL_ERROR, "code without a language");
+    prepare_code_dir(code_dir);
+    snprintf(main_path, sizeof main_path, "%s/%s", code_dir, ext);
+    int fd = open(main_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || fchmod(fd, 0600) < 0 || write_all(fd, code, code_len) < 0) fail(PROTOCOL_ERROR, "cannot write %s: %s", main_path, strerror(errno));
+    close(fd);
+    free(code);
+    args[0] = (char *)interpreter;
+    args[1] = main_path;
+    args[2] = NULL;
+    nargs = 2;
+    if (chdir(workspace) < 0) fail(PROTOCOL_ERROR, "cannot enter the workspace %s: %s", workspace, strerror(errno));
+  } else if (nargs == 0) {
+    fail(PROTOCOL_ERROR, "nothing to run (no code and no arguments)");
+  }
+  args[nargs] = NULL;
+
+  if (!framed) {
+    /* Plain mode: become the program. */
+    signal(SIGPIPE, SIG_DFL);
+    execvp(args[0], args);
+    fail(errno == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR, "cannot run %s: %s", args[0], strerror(errno));
+  }
+
+  if (lock != NULL) take_lock(lock);
+  if (kill_leftovers) kill_others(0, 0, 0);
+
+  int out[2], err[2], ready[2];
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
+  /* SIGCHLD, and the signals an operator or the engine sends the container (docker stop, docker kill
+     -s), which are forwarded to the program as docker-init would. Handling them means the program
+     can send them to PID 1 too: all it gets is the same signal back, which it could send itself. */
+  static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&chld, forwarded[i]);
+  sigprocmask(SIG_BLOCK, &chld, &old);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) fail(PROTOCOL_ERROR, "signalfd: %s", strerror(errno));
+
+  pid_t child = fork();
+  if (child < 0) fail(PROTOCOL_ERROR, "fork: %s", strerror(errno));
+  if (child == 0) {
+    /* The key is in this copy of memory until execvp replaces it, a few instructions from here. */
+    memset(key, 0, sizeof key);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    execvp(args[0], args);
+    int e = errno;
+    char msg[256];
+    int n = snprintf(msg, sizeof msg, "hermes-run: cannot run %s: %s\n", args[0], strerror(e));
+    write_all(ready[1], &e, sizeof e);
+    write_all(2, msg, n < 0 ? 0 : (size_t)n);
+    _exit(e == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR);
+  }
+  close(out[1]);
+  close(err[1]);
+  close(ready[1]);
+  /* The exec either happened (the pipe closes: EOF) or failed (errno arrives): a missing
+     interpreter is a setup failure, not the program's exit. */
+  int exec_errno = 0;
+  if (read(ready[0], &exec_errno, sizeof exec_errno) == (ssize_t)sizeof exec_errno) {
+    fail(exec_errno == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR, "cannot run %s: %s", args[0], strerror(exec_errno));
+  }
+  close(ready[0]);
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull >= 0) dup2(devnull, 0); /* the program's stdin is the program's alone now */
+
+  {
+    pid_t pp;
+    char state;
+    unsigned long long start = 0;
+    proc_stat(child, &pp, &state, &start);
+    char msg[64];
+    int n = snprintf(msg, sizeof msg, "%d %llu", (int)child, start);
+    frame('p', msg, (size_t)n);
+  }
+
+  static unsigned char buf[CHUNK];
+  struct relay streams[2] = {{out[0], 'o', 0}, {err[0], 'e', 0}};
+  int open_streams = 2, status = 0, exited = 0, outside_signal = 0;
+  while (!exited) {
+    struct pollfd fds[3];
+    int nfds = 0, idx[2];
+    for (int i = 0; i < 2; i++) {
+      if (streams[i].fd >= 0) {
+        fds[nfds].fd = streams[i].fd;
+        fds[nfds].events = POLLIN;
+        idx[i] = nfds++;
+      } else {
+        idx[i] = -1;
+      }
+    }
+    fds[nfds].fd = sfd;
+    fds[nfds].events = POLLIN;
+    int sig_at = nfds++;
+    if (poll(fds, (nfds_t)nfds, -1) < 0) {
+      if (errno == EINTR) continue;
+      fail(PROTOCOL_ERROR, "poll: %s", strerror(errno));
+    }
+    for (int i = 0; i < 2; i++) {
+      if (idx[i] >= 0 && (fds[idx[i]].revents & (POLLIN | POLLHUP | POLLERR))) {
+        if (!pump(&streams[i], cap, buf)) {
+          close(streams[i].fd);
+          streams[i].fd = -1;
+          open_streams--;
+        }
+      }
+    }
+    if (fds[sig_at].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGCHLD) continue;
+        /* Sent from outside the sandbox's pid namespace (the engine, docker kill/stop): the sender's
+           pid reads 0 here. The end that follows is then not the program's own result. */
+        if (si.ssi_pid == 0 && outside_signal == 0) outside_signal = (int)si.ssi_signo;
+        kill(child, (int)si.ssi_signo);
+      }
+      int st;
+      pid_t p;
+      while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (p == child) {
+          status = st;
+          exited = 1;
+        }
+      }
+    }
+  }
+  /* The program's process has exited: what it (or a child) wrote before is in the pipes now. Read
+     that much and no more (FIONREAD): a background process that keeps writing must not hold the
+     report back for ever. Only if the count is unknown, read until the pipe is empty. */
+  for (int i = 0; i < 2; i++) {
+    if (streams[i].fd < 0) continue;
+    int pending = -1;
+    if (ioctl(streams[i].fd, FIONREAD, &pending) < 0 || pending < 0) pending = -1;
+    fcntl(streams[i].fd, F_SETFL, O_NONBLOCK);
+    while (pending != 0) {
+      ssize_t n = read(streams[i].fd, buf, pending > 0 && pending < CHUNK ? (size_t)pending : CHUNK);
+      if (n <= 0) break;
+      if (pending > 0) pending = n >= pending ? 0 : pending - (int)n;
+      unsigned long long before = streams[i].total;
+      streams[i].total += (unsigned long long)n;
+      if (before < cap) {
+        unsigned long long room = cap - before;
+        frame(streams[i].type, buf, (size_t)n < room ? (size_t)n : (size_t)room);
+      }
+    }
+  }
+  (void)open_streams;
+  int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+  if (exit_code > 255) exit_code = 255;
+  if (kill_leftovers) kill_others(0, 0, 0);
+  char msg[96];
+  int n = snprintf(msg, sizeof msg, "%d %llu %llu %d", exit_code, streams[0].total, streams[1].total, outside_signal);
+  frame('x', msg, (size_t)n);
+  return exit_code;
+}

@@ -1,0 +1,89 @@
+/**
+ * The host's half of one supervised run (RunnerProtocol, version 2), shared by one-shot
+ * executions, warm-pool claims and session calls: a fresh key, the bounded captures, the frame
+ * decoder on the sandbox's stdout, and the supervisor's report as one Deferred.
+ *
+ * The report is built ONLY from frames that carry the run's key, written by the supervisor after
+ * the program's process exited; the program's own bytes arrive inside 'o'/'e' frames and can never
+ * be taken for anything else. What the program cannot forge is therefore: the exit code, the end of
+ * the run, the byte counts and the truncation flags. What arrives on the sandbox's stderr is the
+ * supervisor's own words from before it could frame (a bad header), kept (bounded) for diagnostics.
+ */
+import { Deferred, Effect } from "effect"
+import { OutputCapture } from "../OutputCapture.js"
+import { FrameDecoder, makeRunKey, parseExitPayload, type ReportedExit } from "../RunnerProtocol.js"
+import type { OutputReceiver } from "../SandboxRuntime.js"
+
+export type SupervisorReport =
+  | { readonly _tag: "Exited"; readonly exit: ReportedExit }
+  | { readonly _tag: "SetupFailed"; readonly message: string }
+  | { readonly _tag: "Violation"; readonly reason: string }
+
+export interface SupervisedRunHooks {
+  readonly onStdout?: ((chunk: Uint8Array) => void) | undefined
+  readonly onStderr?: ((chunk: Uint8Array) => void) | undefined
+}
+
+/** How much of the sandbox's own stderr (the supervisor's pre-frame messages) is kept. */
+const DIAGNOSTICS_BYTES = 8192
+
+export interface SupervisedRun {
+  readonly key: string
+  readonly receiver: OutputReceiver
+  readonly stdout: OutputCapture
+  readonly stderr: OutputCapture
+  /** The supervisor's report: the program exited, setup failed, or the channel was tampered with. */
+  readonly report: Deferred.Deferred<SupervisorReport>
+  /** The program's pid and start time inside the sandbox ('p'), once started. */
+  readonly started: () => { readonly pid: number; readonly start: string } | undefined
+  /** The session lock's holder while the supervisor waits for it ('w'), until it is held ('l'). */
+  readonly lockWait: () => string | undefined
+  /** The sandbox's own stderr (not the program's), for error messages. */
+  readonly diagnostics: () => string
+}
+
+export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRunHooks = {}): Effect.Effect<SupervisedRun> =>
+  Effect.map(Deferred.make<SupervisorReport>(), (report) => {
+    const key = makeRunKey()
+    const stdout = new OutputCapture(outputLimitBytes)
+    const stderr = new OutputCapture(outputLimitBytes)
+    const diagnostics = new OutputCapture(DIAGNOSTICS_BYTES)
+    let started: { pid: number; start: string } | undefined
+    let lockWait: string | undefined
+    const settle = (r: SupervisorReport) => Deferred.unsafeDone(report, Effect.succeed(r))
+    const decoder = new FrameDecoder(key, {
+      stdout: hooks.onStdout ? (c) => (stdout.push(c), hooks.onStdout!(c)) : stdout.push,
+      stderr: hooks.onStderr ? (c) => (stderr.push(c), hooks.onStderr!(c)) : stderr.push,
+      control: (type, payload) => {
+        if (type === "x") {
+          const exit = parseExitPayload(payload)
+          if (exit === undefined) return settle({ _tag: "Violation", reason: `an end-of-run frame that is not the supervisor's (${JSON.stringify(payload.slice(0, 80))})` })
+          stdout.countAtLeast(exit.stdoutBytes)
+          stderr.countAtLeast(exit.stderrBytes)
+          settle({ _tag: "Exited", exit })
+        } else if (type === "E") {
+          settle({ _tag: "SetupFailed", message: payload })
+        } else if (type === "p") {
+          const [pid, start] = payload.split(" ")
+          if (pid !== undefined && /^[1-9][0-9]*$/.test(pid) && start !== undefined && /^[0-9]+$/.test(start)) started = { pid: Number(pid), start }
+        } else if (type === "w") {
+          lockWait = payload
+        } else if (type === "l") {
+          lockWait = undefined
+        }
+      },
+      violation: (reason) => settle({ _tag: "Violation", reason })
+    })
+    return {
+      key,
+      receiver: { stdout: decoder.push, stderr: diagnostics.push },
+      stdout,
+      stderr,
+      report,
+      started: () => started,
+      lockWait: () => lockWait,
+      // A frame cut short when the stream ends is the supervisor killed mid-write (deadline, OOM):
+      // the engine's verdict decides then, and the partial frame is dropped.
+      diagnostics: () => diagnostics.text().trim()
+    }
+  })
