@@ -16,8 +16,10 @@
  *     (CLONE_NEW* flags masked out) and makes clone3 always fail with ENOSYS (libc falls back to
  *     clone, where the flag mask can be checked).
  *  4. Remove SECCOMP_REMOVED_SYSCALLS from every allow rule; drop rules that end up empty.
- *  5. Replace socket(2)'s rule by one rule per allowed address family (arg0 == family), and
- *     personality(2)'s rules by PER_LINUX and the 0xffffffff query only.
+ *  5. Replace socket(2)'s rule by one rule per allowed address family (arg0 == family; for a
+ *     family in SECCOMP_SOCKET_PROTOCOLS one rule per allowed protocol, arg0 == family and
+ *     arg2 == protocol: AF_NETLINK only with NETLINK_ROUTE), and personality(2)'s rules by
+ *     PER_LINUX and the 0xffffffff query only.
  *  6. Check: the syscalls upstream allows somewhere minus those we allow anywhere must equal
  *     SECCOMP_REMOVED_SYSCALLS exactly, and SECCOMP_NEVER_ALLOWED_SYSCALLS must stay absent.
  */
@@ -27,7 +29,8 @@ import {
   SECCOMP_ALLOWED_SOCKET_FAMILIES,
   SECCOMP_GRANTABLE_CAPABILITIES,
   SECCOMP_NEVER_ALLOWED_SYSCALLS,
-  SECCOMP_REMOVED_SYSCALLS
+  SECCOMP_REMOVED_SYSCALLS,
+  SECCOMP_SOCKET_PROTOCOLS
 } from "../src/Seccomp.js"
 
 interface Arg {
@@ -67,6 +70,7 @@ const outputUrl = new URL("./hermes-sandbox.json", import.meta.url)
 const grantable = new Set(SECCOMP_GRANTABLE_CAPABILITIES)
 const removed = new Set(SECCOMP_REMOVED_SYSCALLS)
 const FAMILY_NAMES: Record<number, string> = { 1: "AF_UNIX", 2: "AF_INET", 10: "AF_INET6", 16: "AF_NETLINK" }
+const PROTOCOL_NAMES: Record<number, Record<number, string>> = { 16: { 0: "NETLINK_ROUTE" } }
 const CLONE_NEW_MASK = 2114060288 // CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
 
 const isEmptyFilter = (f: Filter | undefined) =>
@@ -76,12 +80,25 @@ const allowedNames = (p: Profile): Set<string> =>
   new Set(p.syscalls.filter((r) => r.action === "SCMP_ACT_ALLOW").flatMap((r) => r.names))
 
 export const deriveProfile = (upstream: Profile): Profile => {
-  const socketRules: Array<Rule> = SECCOMP_ALLOWED_SOCKET_FAMILIES.map((family) => ({
-    names: ["socket"],
-    action: "SCMP_ACT_ALLOW",
-    args: [{ index: 0, value: family, op: "SCMP_CMP_EQ" }],
-    comment: `hermes: socket(2) for address family ${family}${FAMILY_NAMES[family] ? ` (${FAMILY_NAMES[family]})` : ""}; other families fail with EPERM`
-  }))
+  const familyName = (family: number) => `${family}${FAMILY_NAMES[family] ? ` (${FAMILY_NAMES[family]})` : ""}`
+  const socketRules: Array<Rule> = SECCOMP_ALLOWED_SOCKET_FAMILIES.flatMap((family): Array<Rule> => {
+    const protocols = SECCOMP_SOCKET_PROTOCOLS[family]
+    if (protocols === undefined) {
+      return [{
+        names: ["socket"],
+        action: "SCMP_ACT_ALLOW",
+        args: [{ index: 0, value: family, op: "SCMP_CMP_EQ" }],
+        comment: `hermes: socket(2) for address family ${familyName(family)}; other families fail with EPERM`
+      }]
+    }
+    // Both conditions in one rule: libseccomp ANDs the comparisons of a rule.
+    return protocols.map((protocol) => ({
+      names: ["socket"],
+      action: "SCMP_ACT_ALLOW",
+      args: [{ index: 0, value: family, op: "SCMP_CMP_EQ" }, { index: 2, value: protocol, op: "SCMP_CMP_EQ" }],
+      comment: `hermes: socket(2) for address family ${familyName(family)} with protocol ${protocol}${PROTOCOL_NAMES[family]?.[protocol] ? ` (${PROTOCOL_NAMES[family]![protocol]})` : ""} only; other protocols and families fail with EPERM`
+    }))
+  })
   const personalityRules: Array<Rule> = SECCOMP_ALLOWED_PERSONALITIES.map((value) => ({
     names: ["personality"],
     action: "SCMP_ACT_ALLOW",
@@ -153,8 +170,14 @@ const check = (upstream: Profile, profile: Profile) => {
   for (const r of profile.syscalls) {
     if ((r.includes?.caps ?? []).some((c) => !grantable.has(c))) problems.push(`rule needs a non-grantable capability: ${JSON.stringify(r)}`)
     if (r.includes?.minKernel !== undefined) problems.push(`kernel-gated rule left: ${JSON.stringify(r)}`)
-    if (r.names.includes("socket") && !(r.args?.length === 1 && r.args[0]!.index === 0 && r.args[0]!.op === "SCMP_CMP_EQ")) {
-      problems.push(`socket rule without an address-family filter: ${JSON.stringify(r)}`)
+    if (r.names.includes("socket")) {
+      const family = r.args?.find((a) => a.index === 0 && a.op === "SCMP_CMP_EQ")
+      const protocols = family === undefined ? undefined : SECCOMP_SOCKET_PROTOCOLS[family.value]
+      const protocol = r.args?.find((a) => a.index === 2 && a.op === "SCMP_CMP_EQ")
+      const expectedArgs = protocols === undefined ? 1 : 2
+      if (family === undefined || r.args?.length !== expectedArgs || (protocols !== undefined && (protocol === undefined || !protocols.includes(protocol.value)))) {
+        problems.push(`socket rule without its address-family (and, where limited, protocol) filter: ${JSON.stringify(r)}`)
+      }
     }
   }
   const cloneRules = profile.syscalls.filter((r) => r.names.includes("clone") && r.action === "SCMP_ACT_ALLOW")

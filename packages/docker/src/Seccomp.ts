@@ -12,7 +12,10 @@ import { readFileSync } from "node:fs"
  * System calls that Docker's upstream default profile allows (unconditionally, per kernel version,
  * or once a capability is granted) and that the hermes profile never allows. Sorted. The profile
  * derivation fails if this list and the derived profile disagree. (clone3 always fails with
- * ENOSYS, so libc falls back to clone(2), whose flags the profile can inspect.)
+ * ENOSYS, so libc falls back to clone(2), whose flags the profile can inspect.) Linux AIO (io_setup
+ * and the rest) is removed because its contexts are a host-wide table (fs.aio-max-nr, 65536): one
+ * sandbox could take them all and make every io_setup on the host fail with EAGAIN; python, node
+ * and bash never use it (glibc's POSIX aio_* uses threads).
  */
 export const SECCOMP_REMOVED_SYSCALLS: ReadonlyArray<string> = [
   "acct",
@@ -33,6 +36,13 @@ export const SECCOMP_REMOVED_SYSCALLS: ReadonlyArray<string> = [
   "fspick",
   "get_mempolicy",
   "init_module",
+  "io_cancel",
+  "io_destroy",
+  "io_getevents",
+  "io_pgetevents",
+  "io_pgetevents_time64",
+  "io_setup",
+  "io_submit",
   "io_uring_enter",
   "io_uring_register",
   "io_uring_setup",
@@ -89,6 +99,16 @@ export const SECCOMP_NEVER_ALLOWED_SYSCALLS: ReadonlyArray<string> = [
 
 /** socket(2) is allowed only for these address families: AF_UNIX, AF_INET, AF_INET6, AF_NETLINK. */
 export const SECCOMP_ALLOWED_SOCKET_FAMILIES: ReadonlyArray<number> = [1, 2, 10, 16]
+
+/**
+ * Families whose socket(2) is further limited to these protocols (argument 2): AF_NETLINK (16)
+ * only with NETLINK_ROUTE (0), which getifaddrs, if_nameindex, getaddrinfo(AI_ADDRCONFIG), node's
+ * os.networkInterfaces() and iproute2 use. Every other netlink protocol fails with EPERM:
+ * NETLINK_KOBJECT_UEVENT delivered the host's uevents to a sandbox (a network namespace owned by the
+ * initial user namespace gets them), and sock_diag, audit, netfilter, xfrm, connector and generic
+ * netlink are kernel surface no sandboxed program needs.
+ */
+export const SECCOMP_SOCKET_PROTOCOLS: Readonly<Record<number, ReadonlyArray<number>>> = { 16: [0] }
 
 /** personality(2) is allowed only for PER_LINUX (0) and the 0xffffffff query. */
 export const SECCOMP_ALLOWED_PERSONALITIES: ReadonlyArray<number> = [0, 4294967295]
