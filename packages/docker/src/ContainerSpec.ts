@@ -24,6 +24,56 @@ export const TMPFS_INODES = 16_384
 /** /dev/shm (POSIX shared memory, multiprocessing semaphores); like every tmpfs it counts against memory. */
 export const SHM_BYTES = 16 * 1024 * 1024
 
+/**
+ * The engine's own masked paths (Docker 20.10's default list, plus /sys/devices/virtual/powercap
+ * from later releases). Setting `HostConfig.MaskedPaths` replaces the engine's list, so they are
+ * repeated here; a hostile test checks this list holds every path the engine masks by default.
+ */
+export const ENGINE_DEFAULT_MASKED_PATHS: ReadonlyArray<string> = [
+  "/proc/asound",
+  "/proc/acpi",
+  "/proc/kcore",
+  "/proc/keys",
+  "/proc/latency_stats",
+  "/proc/timer_list",
+  "/proc/timer_stats",
+  "/proc/sched_debug",
+  "/proc/scsi",
+  "/sys/firmware",
+  "/sys/devices/virtual/powercap"
+]
+
+/**
+ * Host information no ordinary program reads, masked on top of the engine's list (a file: /dev/null
+ * bound on it; a directory: an empty read-only tmpfs; paths this kernel lacks are skipped): the
+ * kernel command line, the boot id (ties sandboxes to one host boot), host-wide interrupt, softirq,
+ * disk, pressure-stall and memory-zone statistics (side channels on co-tenants), and the host's
+ * block devices. /proc/stat, /proc/loadavg, /proc/vmstat, /proc/meminfo and /proc/cpuinfo stay:
+ * ps, top, vmstat, free, node's os.cpus() and glibc read them (SECURITY.md lists what is left).
+ */
+export const MASKED_HOST_INFO_PATHS: ReadonlyArray<string> = [
+  "/proc/cmdline",
+  "/proc/sys/kernel/random/boot_id",
+  "/proc/interrupts",
+  "/proc/softirqs",
+  "/proc/diskstats",
+  "/proc/partitions",
+  "/proc/pressure",
+  "/proc/zoneinfo",
+  "/proc/buddyinfo",
+  "/sys/block",
+  "/sys/class/block",
+  "/sys/dev/block"
+]
+
+/**
+ * /dev/pts: an empty read-only tmpfs instead of the container's devpts. Every devpts instance
+ * draws from the host-wide kernel.pty.max: one sandbox took all the ptys (ENOSPC for every other
+ * container's `docker exec -t`). Sandboxes have no TTY, so they get no pseudo-terminals: under runc
+ * /dev/ptmx (-> pts/ptmx) dangles (ENOENT); gVisor keeps its own devpts read-only (EROFS).
+ */
+export const DEV_PTS_TMPFS = "ro,nosuid,nodev,noexec,size=4096,nr_inodes=16,mode=0755"
+
 /** A private tmpfs: never setuid, never a device node, a size and an inode cap. */
 const tmpfs = (bytes: number, extra: string) => `rw,nosuid,nodev,size=${bytes},nr_inodes=${TMPFS_INODES}${extra}`
 
@@ -59,8 +109,12 @@ export const toCreateOptions = (spec: SandboxSpec, hardening: HardeningOptions):
       // The runner's code file lives here; programs are run by their interpreter, so noexec costs nothing.
       "/tmp": tmpfs(spec.limits.tmpBytes, ",noexec,mode=1777"),
       // exec kept: agents write scripts here and run them (`chmod +x run.sh && ./run.sh`).
-      "/workspace": tmpfs(spec.limits.workspaceBytes, `,exec,mode=0755,uid=${uid},gid=${gid}`)
+      "/workspace": tmpfs(spec.limits.workspaceBytes, `,exec,mode=0755,uid=${uid},gid=${gid}`),
+      // No pseudo-terminals: they are a host-wide table (see DEV_PTS_TMPFS).
+      "/dev/pts": DEV_PTS_TMPFS
     },
+    // The engine's masked paths and host information (see MASKED_HOST_INFO_PATHS).
+    MaskedPaths: [...ENGINE_DEFAULT_MASKED_PATHS, ...MASKED_HOST_INFO_PATHS],
     // Per-process caps (OWASP #7, CIS 5.19); no core dumps of the program's memory.
     Ulimits: [
       { Name: "nofile", Soft: NOFILE_LIMIT, Hard: NOFILE_LIMIT },
@@ -100,7 +154,7 @@ export const toCreateOptions = (spec: SandboxSpec, hardening: HardeningOptions):
       ...Object.entries(spec.env).map(([k, v]) => `${k}=${v}`)
     ],
     WorkingDir: spec.workingDir,
-    // Never root: uid/gid 1001 from the seeds (OWASP #2).
+    // Never root: uid/gid 1001 from the seeds (OWASP #2), or with sandboxUid "per-sandbox" a uid of its own (SandboxUid.ts).
     User: spec.user,
     Hostname: "sandbox",
     Labels: { ...spec.labels },
