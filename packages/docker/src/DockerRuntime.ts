@@ -28,6 +28,7 @@ import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
 import * as DiskQuota from "./DiskQuota.js"
 import * as ResourceLimits from "./ResourceLimits.js"
+import * as SandboxUid from "./SandboxUid.js"
 import { loadSeccompProfile } from "./Seccomp.js"
 
 export interface DockerRuntimeOptions {
@@ -41,6 +42,13 @@ export interface DockerRuntimeOptions {
    * the container is removed, the program never runs) or warn and run without the limit.
    */
   readonly limitsUnsupported?: "fail" | "warn"
+  /**
+   * "shared" (default): every sandbox runs as uid/gid 1001, and so shares the kernel's per-uid
+   * counters (inotify instances, POSIX mqueue bytes, pending signals) with every other one.
+   * "per-sandbox": each sandbox gets a uid (= gid) of its own from SandboxUid.RANGE, distinct from
+   * every live sandbox of this runtime; its /workspace belongs to that uid. See SandboxUid.ts.
+   */
+  readonly sandboxUid?: SandboxUid.SandboxUidMode
 }
 
 /** How long after an unexplained exit 137 an OOM event may still arrive in the engine's event log. */
@@ -119,6 +127,24 @@ export const make = (options: DockerRuntimeOptions = {}) =>
         )
     }
 
+    // sandboxUid "per-sandbox": the uid each live container holds, until its removal.
+    const uids = options.sandboxUid === "per-sandbox" ? SandboxUid.makeAllocator() : undefined
+    const uidOfContainer = new Map<string, number>()
+    const takeUid = (spec: SandboxSpec): Effect.Effect<{ readonly spec: SandboxSpec; readonly uid?: number }, ContainerFailed> => {
+      if (uids === undefined) return Effect.succeed({ spec })
+      const uid = uids.take()
+      return uid === undefined
+        ? Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, message: `every uid of the per-sandbox range ${SandboxUid.RANGE.first}-${SandboxUid.RANGE.last} is held by a live sandbox of this executor` }))
+        : Effect.succeed({ spec: { ...spec, user: `${uid}:${uid}` }, uid })
+    }
+    const releaseUid = (id: string) =>
+      Effect.sync(() => {
+        const uid = uidOfContainer.get(id)
+        if (uid === undefined) return
+        uidOfContainer.delete(id)
+        uids?.release(uid)
+      })
+
     const imageIds = new Map<string, string>()
     const resolveImage = (image: string) =>
       Effect.suspend(() => {
@@ -175,13 +201,16 @@ export const make = (options: DockerRuntimeOptions = {}) =>
     return SandboxRuntime.of({
       name: "docker",
       resolveImage,
-      create: (spec) =>
+      create: (requested) =>
         Effect.gen(function*() {
-          const imageId = yield* resolveImage(spec.image)
-          yield* checkEngineLimits(spec)
+          const imageId = yield* resolveImage(requested.image)
+          yield* checkEngineLimits(requested)
+          const { spec, uid } = yield* takeUid(requested)
+          const releaseOnFailure = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+            uid === undefined ? effect : Effect.tapError(effect, () => Effect.sync(() => uids?.release(uid)))
           const wantsQuota = spec.limits.diskBytes !== undefined
           if (wantsQuota && diskQuota._tag === "Unsupported") yield* withoutQuota(spec, diskQuota.storage)
-          const created = yield* createContainer(spec, wantsQuota && diskQuota._tag !== "Unsupported").pipe(
+          const created = yield* releaseOnFailure(createContainer(spec, wantsQuota && diskQuota._tag !== "Unsupported").pipe(
             // overlay2 on XFS mounted without pquota: the engine refuses the quota (and creates nothing).
             Effect.catchIf(
               (e) => wantsQuota && e._tag === "ContainerFailed" && DiskQuota.isQuotaRefusal(e.message),
@@ -190,10 +219,12 @@ export const make = (options: DockerRuntimeOptions = {}) =>
                 return withoutQuota(spec, DiskQuota.XFS_WITHOUT_PQUOTA).pipe(Effect.zipRight(createContainer(spec, false)))
               }
             )
-          )
-          yield* checkCreateKeptLimits(spec, created)
+          ))
+          if (uid !== undefined) uidOfContainer.set(created.id, uid)
+          const keptLimits: Effect.Effect<void, ContainerFailed> = checkCreateKeptLimits(spec, created)
+          yield* Effect.tapError(keptLimits, () => releaseUid(created.id))
           return { id: created.id, name: spec.name, imageId }
-        }).pipe(Effect.tapError((e) => e._tag === "ImageNotFound" ? Effect.sync(() => imageIds.delete(spec.image)) : Effect.void)),
+        }).pipe(Effect.tapError((e) => e._tag === "ImageNotFound" ? Effect.sync(() => imageIds.delete(requested.image)) : Effect.void)),
 
       attach: (ref, output) =>
         Effect.gen(function*() {
@@ -356,6 +387,8 @@ export const make = (options: DockerRuntimeOptions = {}) =>
         }).pipe(
           Effect.catchIf(isGone, () => Effect.void),
           Effect.tap(() => Effect.sync(() => armedWaits.delete(ref.id))),
+          // The container and its processes are gone: its uid may serve another sandbox.
+          Effect.tap(() => releaseUid(ref.id)),
           Effect.asVoid
         ),
 
