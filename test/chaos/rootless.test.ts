@@ -7,9 +7,10 @@
  * 512 MiB memory limit does not hold — and `doctor` fails its resource-limits check.
  */
 import { describe, expect, it } from "vitest"
+import { SandboxUid } from "@hermes-sandbox/docker"
 import { ownEngineDefaults, useEngine } from "./engineSuite.js"
 import { doctorChecks } from "./privateEngine.js"
-import { RootlessEngine, subordinateBase } from "./rootlessEngine.js"
+import { ROOTLESS_UID, RootlessEngine, subordinateBase } from "./rootlessEngine.js"
 
 describe("a rootless engine on cgroup v1", () => {
   const engine = new RootlessEngine()
@@ -49,13 +50,24 @@ describe("a rootless engine on cgroup v1", () => {
   it("with limitsUnsupported: \"warn\" it runs as an unprivileged host uid — and the memory limit does not hold", async () => {
     const executor = await open({ limitsUnsupported: "warn" })
     const ids = await executor.executeCode({ language: "python", code: "import os\nprint(os.getuid(), ' '.join(open('/proc/self/uid_map').read().split()))" })
-    // Container uid 1001 is the rootless user's namespace uid 1001, i.e. its subordinate range + 1000.
-    expect(ids).toMatchObject({ exitCode: 0, stdout: `1001 0 1001 1 1 ${subordinateBase()} 65536\n` })
+    // Container uid 1001 is the rootless user's namespace uid 1001, i.e. its subordinate range + 1000;
+    // the namespace's root is the user itself (host uid ROOTLESS_UID, not the sandboxes' 1001).
+    expect(ids).toMatchObject({ exitCode: 0, stdout: `1001 0 ${ROOTLESS_UID} 1 1 ${subordinateBase()} 65536\n` })
     const hog = await executor.executeCode({
       language: "python",
       code: "b = bytearray(700 * 1024 * 1024)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\nprint('700 MiB')"
     })
     expect(hog).toMatchObject({ exitCode: 0, oomKilled: false, stdout: "700 MiB\n" })
+  })
+
+  it("sandboxUid: \"per-sandbox\" uids are inside the user's 65536 subordinate ids: such a sandbox runs", async () => {
+    const executor = await open({ limitsUnsupported: "warn", sandboxUid: "per-sandbox" })
+    const r = await executor.executeCode({ language: "python", code: "import os\nopen('/workspace/f', 'w').write('x')\nprint(os.getuid(), os.getgid(), os.stat('/workspace').st_uid)" })
+    expect(r).toMatchObject({ exitCode: 0 })
+    const [uid, gid, owner] = r.stdout.trim().split(" ").map(Number)
+    expect(uid).toBeGreaterThanOrEqual(SandboxUid.RANGE.first)
+    expect(uid).toBeLessThanOrEqual(SandboxUid.RANGE.last)
+    expect([gid, owner]).toEqual([uid, uid])
   })
 
   it("doctor fails the resource-limits check with the same explanation", async () => {

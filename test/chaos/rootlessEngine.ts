@@ -13,6 +13,13 @@ import { readdirProc } from "./privateEngine.js"
 
 const SCRIPT = "/usr/share/docker.io/contrib/dockerd-rootless.sh"
 export const ROOTLESS_USER = "hermes-rootless"
+/**
+ * The user's host uid and gid: fixed, never useradd's next free uid (1001 on a fresh machine).
+ * Sandboxes run as host uid 1001 by default, and the kernel counts inotify instances, POSIX
+ * mqueue bytes and pending signals per host uid: a sandbox on the shared engine could exhaust the
+ * rootless engine's own. Outside SandboxUid.RANGE (the per-sandbox uids) too.
+ */
+export const ROOTLESS_UID = 1990
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -27,10 +34,26 @@ const have = (command: string) => {
 
 /** The user (created if missing, with subordinate ids) and its uid/gid. */
 const ensureUser = (): { uid: number; gid: number; home: string } => {
-  try {
-    execFileSync("id", ["-u", ROOTLESS_USER], { stdio: "pipe" })
-  } catch {
-    execFileSync("useradd", ["-m", "-s", "/bin/sh", ROOTLESS_USER], { stdio: "pipe" })
+  const id = (flag: string): number | undefined => {
+    try {
+      return Number(execFileSync("id", [flag, ROOTLESS_USER], { encoding: "utf8", stdio: "pipe" }).trim())
+    } catch {
+      return undefined
+    }
+  }
+  const holder = (db: string) => execFileSync("sh", ["-c", `getent ${db} ${ROOTLESS_UID} | cut -d: -f1`], { encoding: "utf8" }).trim()
+  const existing = id("-u")
+  if (existing === undefined) {
+    for (const db of ["passwd", "group"]) {
+      const taken = holder(db)
+      if (taken !== "") throw new Error(`id ${ROOTLESS_UID} (for ${ROOTLESS_USER}) is taken in ${db} by ${taken}`)
+    }
+    execFileSync("groupadd", ["-g", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
+    execFileSync("useradd", ["-m", "-s", "/bin/sh", "-u", String(ROOTLESS_UID), "-g", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
+  } else if (existing !== ROOTLESS_UID || id("-g") !== ROOTLESS_UID) {
+    // Made by an earlier version of this helper with useradd's next free uid (1001, the sandboxes' uid).
+    if (existing !== ROOTLESS_UID) execFileSync("usermod", ["-u", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
+    if (id("-g") !== ROOTLESS_UID) execFileSync("groupmod", ["-g", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
   }
   for (const file of ["/etc/subuid", "/etc/subgid"]) {
     if (!readFileSync(file, "utf8").split("\n").some((l) => l.startsWith(`${ROOTLESS_USER}:`))) {

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from "node:fs"
 import { beforeAll, describe, expect, it } from "vitest"
-import type { SandboxExecutor } from "@hermes-sandbox/docker"
+import { SandboxUid, type SandboxExecutor } from "@hermes-sandbox/docker"
 import { ownEngineDefaults, useEngine } from "./engineSuite.js"
 import { doctorChecks, PrivateEngine } from "./privateEngine.js"
 
@@ -64,6 +64,18 @@ describe("an engine with userns-remap (private dockerd)", () => {
     expect(new Set(uids)).toEqual(new Set([hostBase + 1001]))
     await container.kill({ signal: "SIGKILL" })
     await expect(run).rejects.toMatchObject({ _tag: "ContainerFailed" })
+  })
+
+  it("sandboxUid: \"per-sandbox\" uids are inside the remapped range too: such a sandbox runs", async () => {
+    const own = await open({ sandboxUid: "per-sandbox" })
+    const r = await own.executeCode({ language: "python", code: "import os\nopen('/workspace/f', 'w').write('x')\nprint(os.getuid(), os.getgid(), ' '.join(open('/proc/self/uid_map').read().split()))" })
+    await own.close()
+    expect(r).toMatchObject({ exitCode: 0 })
+    const [uid, gid, ...map] = r.stdout.trim().split(" ").map(Number)
+    expect(uid).toBeGreaterThanOrEqual(SandboxUid.RANGE.first)
+    expect(uid).toBeLessThanOrEqual(SandboxUid.RANGE.last)
+    expect(uid).toBeLessThan(rangeSize) // so it is host uid hostBase + uid, inside dockremap's range
+    expect([gid, ...map]).toEqual([uid, 0, hostBase, rangeSize])
   })
 
   it("the deadline still kills, and nothing is left", async () => {
