@@ -64,6 +64,12 @@ describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
     // Tmpfs: sized, inode-capped, nosuid, nodev; /tmp noexec.
     expect(hc.Tmpfs?.["/tmp"]).toBe(`rw,nosuid,nodev,size=${64 * MiB},nr_inodes=16384,noexec,mode=1777`)
     expect(hc.Tmpfs?.["/workspace"]).toBe(`rw,nosuid,nodev,size=${64 * MiB},nr_inodes=16384,exec,mode=0755,uid=1001,gid=1001`)
+    // No devpts (host-wide pty table) and host information masked on top of the engine's own list
+    // (test/hostile/shared-kernel.test.ts shows the effect).
+    expect(hc.Tmpfs?.["/dev/pts"]).toBe("ro,nosuid,nodev,noexec,size=4096,nr_inodes=16,mode=0755")
+    expect((hc as { MaskedPaths?: Array<string> }).MaskedPaths).toEqual(
+      expect.arrayContaining(["/proc/kcore", "/proc/keys", "/sys/firmware", "/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/interrupts", "/proc/diskstats", "/proc/pressure", "/proc/zoneinfo", "/sys/block"])
+    )
     expect([...(hc.Ulimits ?? [])].sort((a, b) => a.Name!.localeCompare(b.Name!))).toEqual([
       { Name: "core", Soft: 0, Hard: 0 },
       { Name: "fsize", Soft: 256 * MiB, Hard: 256 * MiB },
