@@ -114,7 +114,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     })
   sessionCommand
     .command("reap")
-    .description("remove persistent sandboxes idle longer than their lifetime that no process holds")
+    .description("remove persistent sandboxes idle longer than their lifetime (by the journal's records; none: since created) or past their maximum lifetime")
     .option("--json", "print the report as JSON")
     .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
     .option("--no-journal", "do not persist the lifecycle events")

@@ -12,7 +12,9 @@
  *   milliseconds. A changed configuration is never served by the old container: it is removed
  *   and replaced (default, journaled) or refused (`onConfigChange: "refuse"`). It carries no
  *   owner/executor labels (it must outlive its process); `close` detaches, `destroy` removes,
- *   and an idle one is removed by the SessionReaper when `lifetimeSeconds` is set.
+ *   and an idle one is removed by the SessionReaper when `lifetimeSeconds` is set — idleness as
+ *   the host recorded it (journal, engine), never as the sandbox reports it — and every one at
+ *   its maximum lifetime (`maxLifetimeMs`, default 7 days: the `deadline` label).
  *
  * Both are created through the same SandboxSpec path as one-shot containers (same hardening),
  * the main process being `sleep infinity` under the engine's init instead of the runner.
@@ -79,7 +81,12 @@ export interface SessionOptions {
   readonly workingDir?: string
   /** Idle seconds after which the sandbox is destroyed (Hermes `lifetime_seconds`). Default: never. */
   readonly lifetimeSeconds?: number
-  /** Session only: hard cap on its life. Default 24 h. */
+  /**
+   * Hard cap on the sandbox's life, counted from its creation, whatever it does. Session: default
+   * and at most 24 h. Persistent: default 7 days, at most 366 days; recorded as its `deadline`
+   * label when it is created (reopening with another value does not move it), past which the
+   * startup sweep, the reaper and its holder remove it (SessionReaper).
+   */
   readonly maxLifetimeMs?: number
   /** Default per-call deadline. Default: the Sessions' timeoutMs. */
   readonly timeoutMs?: number
@@ -180,7 +187,11 @@ export class Sessions extends Context.Tag("@hermes-sandbox/core/Sessions")<
     /** Sessions' events, each delivered after its append committed, from subscription on. */
     readonly events: Stream.Stream<EventEnvelope>
     readonly unsafeSubscribe: (listener: (event: EventEnvelope) => void) => () => void
-    /** Remove idle persistent sandboxes nobody here holds (SessionReaper). */
+    /**
+     * Remove persistent sandboxes nobody here holds that are idle longer than their limit (by the
+     * host's records: this service's journal, the engine's creation time) or past their maximum
+     * lifetime (SessionReaper). One the journal has no record of counts as idle since its creation.
+     */
     readonly reap: Effect.Effect<SessionReaper.ReapReport, SandboxError>
   }
 >() {}
@@ -279,17 +290,23 @@ export const make = (options: SessionsOptions = {}) =>
       yield* sweep({ executorId }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("session startup sweep failed; continuing", cause)))
     }
 
-    const reap = persistentLock.withPermits(1)(
-      SessionReaper.reapIdle({
-        skip: (name) => [...registry.values()].some((r) => r.containerName === name),
-        append: (streamId, ...evs) => appendQuietly(streamId, ...evs)
-      })
-    ).pipe(Effect.provideService(SandboxRuntime, runtime))
+    const reapWith = (unrecorded: SessionReaper.Unrecorded) =>
+      persistentLock.withPermits(1)(
+        SessionReaper.reapIdle({
+          skip: (name) => [...registry.values()].some((r) => r.containerName === name),
+          append: (streamId, ...evs) => appendQuietly(streamId, ...evs),
+          journal,
+          unrecorded
+        })
+      ).pipe(Effect.provideService(SandboxRuntime, runtime))
+    // Asked for: a sandbox this journal has no record of counts as idle since its creation. At
+    // start-up (every facade does it) such a one is left alone: another process may be using it.
+    const reap = reapWith("engine-time")
     if (options.reapOnStart !== false) {
-      yield* FiberSet.run(background, reap.pipe(Effect.catchAllCause((cause) => Effect.logWarning("session reaper failed; continuing", cause)), Effect.interruptible))
+      yield* FiberSet.run(background, reapWith("keep").pipe(Effect.catchAllCause((cause) => Effect.logWarning("session reaper failed; continuing", cause)), Effect.interruptible))
     }
 
-    const resolvePlan = (o: SessionOptions): Effect.Effect<SessionPlan, InvalidRequest> =>
+    const resolvePlan = (o: SessionOptions, scope: SessionScope): Effect.Effect<SessionPlan, InvalidRequest> =>
       Effect.gen(function*() {
         const image = o.image === undefined ? defaultImage : yield* check.image("image", o.image)
         const env = yield* check.env("env", { ...config.env, ...(o.env ?? {}) })
@@ -412,6 +429,8 @@ export const make = (options: SessionsOptions = {}) =>
       readonly fingerprint: string
       readonly reconnected: boolean
       readonly replaced: ReadonlyArray<string>
+      /** Persistent: its deadline (ms, from the label); the handle ends and removes it then. */
+      readonly deadlineMs?: number | undefined
     }
 
     const makeHandle = (h: HandleInput) =>
@@ -719,6 +738,16 @@ export const make = (options: SessionsOptions = {}) =>
             )
           })
 
+        // Timers longer than ~24.8 days count as "never" in Effect's clock: sleep in steps of a day.
+        const sleepChunked = (ms: number) => Effect.sleep(Math.min(ms, 86400_000))
+        /** Persistent: the latest use other processes' handles and calls recorded in this journal (see SessionReaper). */
+        const recordedByOthers = SessionReaper.journalActivity(journal, [{ sessionId, createdAtMs: openedAtMs }]).pipe(
+          Effect.map((m) => {
+            const a = m.get(sessionId)
+            return a === undefined ? undefined : Math.max(a.lastMs, a.busyUntilMs ?? -Infinity)
+          }),
+          Effect.catchAllCause(() => Effect.succeed(undefined))
+        )
         // The idle reaper: expires the session once no call ran or waited for `lifetimeMs`.
         const idleReaper = (lifetimeMs: number) =>
           Effect.gen(function*() {
@@ -726,7 +755,7 @@ export const make = (options: SessionsOptions = {}) =>
               const now = yield* Clock.currentTimeMillis
               const waitMs = pending > 0 ? lifetimeMs : lastActivityMs + lifetimeMs - now
               if (waitMs > 0) {
-                yield* Effect.sleep(waitMs)
+                yield* sleepChunked(waitMs)
                 continue
               }
               // Decide under the call lock, so no call starts while the sandbox goes away.
@@ -734,6 +763,14 @@ export const make = (options: SessionsOptions = {}) =>
                 Effect.gen(function*() {
                   const t = yield* Clock.currentTimeMillis
                   if (pending > 0 || t - lastActivityMs < lifetimeMs) return false
+                  if (h.scope === "persistent") {
+                    // Other processes may hold it too: their calls count as activity (host records only).
+                    const seen = yield* recordedByOthers
+                    if (seen !== undefined && seen > lastActivityMs && t - seen < lifetimeMs) {
+                      lastActivityMs = seen
+                      return false
+                    }
+                  }
                   const won = yield* markEnded("idle-expired")
                   if (won) yield* FiberSet.run(background, cleanup("idle-expired", true, t - lastActivityMs))
                   return true
@@ -742,12 +779,24 @@ export const make = (options: SessionsOptions = {}) =>
               if (expired) return
             }
           })
-        const hardCap = (ms: number) => Effect.sleep(ms).pipe(Effect.zipRight(endInBackground(`max-lifetime (${ms} ms)`, true)))
-        if (plan.lifetimeMs !== undefined || h.scope === "session") {
+        const hardCap = (deadlineMs: number, reason: string) =>
+          Effect.gen(function*() {
+            while (true) {
+              const left = deadlineMs - (yield* Clock.currentTimeMillis)
+              if (left <= 0) break
+              yield* sleepChunked(left)
+            }
+            yield* endInBackground(reason, true)
+          })
+        if (plan.lifetimeMs !== undefined || h.scope === "session" || h.deadlineMs !== undefined) {
           const watchers = Effect.all(
             [
               plan.lifetimeMs === undefined ? Effect.never : idleReaper(plan.lifetimeMs),
-              h.scope === "session" ? hardCap(Math.max(0, plan.maxLifetimeMs - ((yield* Clock.currentTimeMillis) - openedAtMs))) : Effect.never
+              h.scope === "session"
+                ? hardCap(openedAtMs + plan.maxLifetimeMs, `max-lifetime (${plan.maxLifetimeMs} ms)`)
+                : h.deadlineMs !== undefined
+                ? hardCap(h.deadlineMs, `max-lifetime (deadline ${new Date(h.deadlineMs).toISOString()})`)
+                : Effect.never
             ],
             { concurrency: "unbounded", discard: true }
           )
@@ -783,7 +832,7 @@ export const make = (options: SessionsOptions = {}) =>
     const open = (o: SessionOptions = {}): Effect.Effect<Session, SessionOpenError> =>
       Effect.gen(function*() {
         yield* refuseWhenClosed
-        const plan = yield* resolvePlan(o)
+        const plan = yield* resolvePlan(o, "session")
         const imageId = yield* runtime.resolveImage(plan.image)
         const { canonical, fingerprint } = fingerprintOf(plan, imageId)
         const sessionId = uuidv7()
@@ -816,7 +865,7 @@ export const make = (options: SessionsOptions = {}) =>
         if (!PROFILE.test(profile)) return yield* Effect.fail(invalidRequest("profile", profile, "1-63 characters [A-Za-z0-9_.-], starting with a letter or digit"))
         const policy = o.onConfigChange ?? "replace"
         if (policy !== "replace" && policy !== "refuse") return yield* Effect.fail(invalidRequest("onConfigChange", policy, `"replace" or "refuse"`))
-        const plan = yield* resolvePlan(o)
+        const plan = yield* resolvePlan(o, "persistent")
         const imageId = yield* runtime.resolveImage(plan.image)
         const { canonical, fingerprint } = fingerprintOf(plan, imageId)
         const sessionId = Fingerprint.persistentId(profile, fingerprint)
@@ -828,10 +877,16 @@ export const make = (options: SessionsOptions = {}) =>
           [Label.profile]: profile,
           [Label.fingerprint]: fingerprint,
           [Label.fingerprintSpec]: canonical,
+          // The maximum lifetime, fixed at create (labels cannot move): the sweep and the reaper remove it past it.
+          [Label.deadline]: String(Math.ceil(((yield* Clock.currentTimeMillis) + plan.maxLifetimeMs) / 1000)),
           ...(plan.lifetimeMs === undefined ? {} : { [Label.idleSeconds]: String(plan.lifetimeMs / 1000) })
         }
-        const handle = (container: { readonly id: string; readonly name: string; readonly imageId: string }, reconnected: boolean, replaced: ReadonlyArray<string>) =>
-          makeHandle({ sessionId, scope: "persistent", container, plan, fingerprint, reconnected, replaced })
+        const handle = (
+          container: { readonly id: string; readonly name: string; readonly imageId: string },
+          reconnected: boolean,
+          replaced: ReadonlyArray<string>,
+          deadlineMs: number | undefined
+        ) => makeHandle({ sessionId, scope: "persistent", container, plan, fingerprint, reconnected, replaced, deadlineMs })
 
         return yield* persistentLock.withPermits(1)(
           Effect.gen(function*() {
@@ -862,7 +917,7 @@ export const make = (options: SessionsOptions = {}) =>
               yield* appendQuietly(oldId, { type: "SessionClosed", data: { sessionId: oldId, reason: `configuration changed: ${diff.join("; ")}` } })
               replaced.push(old.name)
             }
-            const reconnect = (c: { readonly id: string; readonly name: string; readonly status: string }) =>
+            const reconnect = (c: { readonly id: string; readonly name: string; readonly status: string; readonly labels: Readonly<Record<string, string>>; readonly createdAt: number }) =>
               Effect.gen(function*() {
                 if (c.status === "exited" || c.status === "created") {
                   // The engine restarted (or the sandbox was stopped): its tmpfs state is gone, its identity is not.
@@ -871,17 +926,27 @@ export const make = (options: SessionsOptions = {}) =>
                   return Option.none()
                 }
                 yield* append(sessionId, { type: "SessionReconnected", data: { sessionId, containerName: c.name } })
-                return Option.some(yield* handle({ id: c.id, name: c.name, imageId }, true, replaced))
+                return Option.some(yield* handle({ id: c.id, name: c.name, imageId }, true, replaced, SessionReaper.deadlineOf(c.labels, c.createdAt)))
               })
             const match = found.find((c) => c.labels[Label.fingerprint] === fingerprint)
             if (match !== undefined) {
-              const again = yield* reconnect(match)
+              // Past its maximum lifetime it is not served again: removed, and a new one made.
+              const matchDeadline = SessionReaper.deadlineOf(match.labels, match.createdAt)
+              const expired = matchDeadline !== undefined && (yield* Clock.currentTimeMillis) > matchDeadline
+              const again = expired ? Option.none() : yield* reconnect(match)
               if (Option.isSome(again)) return again.value
               yield* removeContainer(match)
+              if (expired) {
+                yield* appendQuietly(
+                  sessionId,
+                  { type: "ContainerDestroyed", data: { containerName: match.name, containerId: match.id, reason: "orphan-reaped" } },
+                  { type: "SessionClosed", data: { sessionId, reason: "max-lifetime passed" } }
+                )
+              }
             }
             yield* append(sessionId, { type: "SessionOpened", data: { sessionId, scope: "persistent", containerName: name } })
             const created = yield* createStarted(sessionId, specFor(plan, name, labels)).pipe(Effect.either)
-            if (created._tag === "Right") return yield* handle(created.right, false, replaced)
+            if (created._tag === "Right") return yield* handle(created.right, false, replaced, SessionReaper.deadlineOf(labels, 0))
             // Another process created it a moment ago: take that one.
             if (created.left._tag === "ContainerFailed" && created.left.statusCode === 409) {
               const raced = (yield* runtime.list({ [Label.project]: ProjectName, [Label.session]: sessionId }))[0]

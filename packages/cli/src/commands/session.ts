@@ -1,10 +1,13 @@
 /**
  * `hermes-sandbox session list | reap`: the long-lived sandboxes on the engine (sessions and
- * persistent ones) and removal of idle persistent ones nobody holds. Sessions themselves are
- * opened from code (createSession / openPersistent); a CLI process would end them at once.
+ * persistent ones) and removal of persistent ones idle past their limit or past their maximum
+ * lifetime (SessionReaper: decided from the journal's records and the engine, never from inside
+ * the sandbox; a sandbox this journal has no record of counts as idle since its creation).
+ * Sessions themselves are opened from code (createSession / openPersistent); a CLI process
+ * would end them at once.
  */
 import { Effect, Layer, Logger } from "effect"
-import { Label, ProjectName, SandboxRuntime, Sessions } from "@hermes-sandbox/core"
+import { Label, ProjectName, SandboxRuntime, SessionReaper, Sessions } from "@hermes-sandbox/core"
 import { DockerExecutor, DockerSessions } from "@hermes-sandbox/docker"
 import { Journal, SqliteJournal } from "@hermes-sandbox/events"
 
@@ -29,6 +32,8 @@ export const sessionList = async (options: { json?: boolean }): Promise<number> 
           idleSeconds: c.labels[Label.idleSeconds] === undefined ? null : Number(c.labels[Label.idleSeconds]),
           ownerPid: c.labels[Label.ownerPid] === undefined ? null : Number(c.labels[Label.ownerPid]),
           createdAt: new Date(c.createdAt).toISOString(),
+          // When the sweep/reaper removes it whatever it does (the deadline label = creation + maximum lifetime).
+          deadline: ((d) => d === undefined ? null : new Date(d).toISOString())(SessionReaper.deadlineOf(c.labels, c.createdAt)),
           fingerprint: (c.labels[Label.fingerprint] ?? "").slice(0, 12)
         }))
     }).pipe(Effect.provide(DockerExecutor.runtimeLayer()), Effect.provide(logToStderr))
@@ -41,7 +46,8 @@ export const sessionList = async (options: { json?: boolean }): Promise<number> 
     for (const r of rows) {
       const who = r.scope === "persistent" ? `profile ${r.profile}` : `owner pid ${r.ownerPid}`
       const idle = r.idleSeconds === null ? "no idle limit" : `idle limit ${r.idleSeconds}s`
-      process.stdout.write(`${r.name}  ${r.scope.padEnd(10)}  ${r.status.padEnd(8)}  ${who}, ${idle}, created ${r.createdAt}, config ${r.fingerprint}\n`)
+      const until = r.deadline === null ? "" : `, removed by ${r.deadline}`
+      process.stdout.write(`${r.name}  ${r.scope.padEnd(10)}  ${r.status.padEnd(8)}  ${who}, ${idle}, created ${r.createdAt}${until}, config ${r.fingerprint}\n`)
     }
   }
   return 0
@@ -56,6 +62,12 @@ export const sessionReap = async (options: { json?: boolean; journal?: string | 
     )
   )
   if (options.json) process.stdout.write(`${JSON.stringify(report)}\n`)
-  else process.stdout.write(`checked ${report.checked} persistent sandbox(es) with an idle limit; removed ${report.removed.length}${report.removed.length > 0 ? `: ${report.removed.join(", ")}` : ""}\n`)
+  else {
+    process.stdout.write(`checked ${report.checked} persistent sandbox(es); removed ${report.removed.length}${report.removed.length > 0 ? `: ${report.removed.join(", ")}` : ""}\n`)
+    for (const d of report.decisions) {
+      const idle = d.idleMs === undefined ? "" : `, idle ${Math.round(d.idleMs / 1000)}s by the host's records`
+      process.stdout.write(`  ${d.name}: ${d.removed ? "removed" : "kept"} (${d.reason}${idle})\n`)
+    }
+  }
   return 0
 }
