@@ -47,7 +47,8 @@ describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
       IpcMode: "private",
       CgroupnsMode: "private",
       ShmSize: 16 * MiB,
-      Init: true,
+      // The supervisor is PID 1 (no docker-init): images/runner/hermes-run.c.
+      Init: false,
       AutoRemove: false,
       Runtime: runtime,
       PidMode: "",
@@ -137,7 +138,7 @@ print("ns", *(ns(n) for n in ("ipc", "pid", "net", "uts", "mnt", "cgroup")))
       caps: "0000000000000000 0000000000000000 0000000000000000 0000000000000000",
       "mount/": gvisor ? "9p:ro" : "overlay:ro",
       rlimits: `1024,1024 ${256 * MiB},${256 * MiB} 0,0`,
-      init: "/sbin/docker-init",
+      init: gvisor ? "/opt/hermes/hermes-run-readable" : "/opt/hermes/hermes-run",
       hostname: "sandbox"
     })
     // Namespaces differ from this (host) process's own.

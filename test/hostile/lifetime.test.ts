@@ -1,7 +1,7 @@
 /**
  * Hostile programs against the sandbox's lifetime: they try to run past the deadline,
  * ignore polite signals, outlive the main program, flood the process table with zombies,
- * or attack the sandbox's init (docker-init, PID 1). The host-side deadline is the
+ * or attack the sandbox's init (the supervisor, hermes-run, PID 1). The host-side deadline is the
  * authority (SIGKILL of the whole container, no grace period), and after each result the
  * container and every process of it are gone.
  */
@@ -99,7 +99,7 @@ print("init", open("/proc/1/cmdline").read().split("\0")[0])
       const f = facts(r.stdout)
       expect(f.orphans).toBe(String(orphans))
       expect(Number(f.zombies)).toBeLessThanOrEqual(2)
-      expect(f.init).toBe("/sbin/docker-init")
+      expect(f.init).toBe(gvisor ? "/opt/hermes/hermes-run-readable" : "/opt/hermes/hermes-run")
     })
   })
 
@@ -121,7 +121,7 @@ print("init", open("/proc/1/cmdline").read().split("\0")[0])
       }
     })
 
-    it("kill -TERM 1: docker-init forwards it to the program, which is the one that dies (143)", async () => {
+    it("kill -TERM 1: the supervisor forwards it to the program, which is the one that dies (143)", async () => {
       for (const language of ["bash", "python"] as const) {
         const code = language === "bash" ? "echo before\nkill -TERM 1\nsleep 5\necho after" : "import os, time\nprint('before', flush=True)\nos.kill(1, 15)\ntime.sleep(5)\nprint('after')"
         const r = await h.run({ language, code })

@@ -59,7 +59,7 @@ print("pids", rd("/sys/fs/cgroup/pids/pids.current"), rd("/sys/fs/cgroup/pids/pi
         expectOutcome(r, exited(0))
         const f = facts(r.stdout)
         expect(f.error).toBe("EAGAIN")
-        // 256 pids in all: docker-init and the program itself take two.
+        // 256 pids in all: the supervisor and the program itself take two.
         expect(Number(f.forks)).toBeLessThanOrEqual(254)
         expect(Number(f.forks)).toBeGreaterThan(200)
         expect(f.pids).toBe("256 256")

@@ -368,7 +368,7 @@ export const make = (options: ExecutorOptions = {}) =>
             // The supervisor reports before the engine's verdict: a sandbox killed from outside (an
             // engine stopping, docker kill) did not produce a result, whatever was reported.
             const signalled = exited.value.exit.outsideSignal
-            const outside = signalled > 0 ? Option.some(signalled) : yield* runtime.outsideKill(container)
+            const outside = signalled > 0 ? Option.some(String(signalled)) : yield* runtime.outsideKill(container)
             if (Option.isSome(outside)) {
               return yield* new ContainerFailed({
                 operation: "wait",

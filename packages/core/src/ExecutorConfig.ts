@@ -7,10 +7,28 @@ import { Effect } from "effect"
 import { type InvalidRequest, invalidRequest } from "./Errors.js"
 import { defaultLanguageRuntimes, type Language, type LanguageRuntime, Languages } from "./Language.js"
 import { MiB, parseSize } from "./Size.js"
+import { SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
 import type { WarmPoolOptions } from "./WarmPool.js"
 
 /** Docker refuses memory limits below 6 MiB. */
 export const DOCKER_MIN_MEMORY_BYTES = 6 * MiB
+
+/**
+ * One "NAME=value" string of a sandbox's environment, in bytes (UTF-8, without its NUL): the kernel's
+ * MAX_ARG_STRLEN (32 pages, 131072 bytes with the NUL) minus 1. A longer one makes the sandbox's
+ * first execve fail with E2BIG ("argument list too long").
+ */
+export const MAX_ENV_STRING_BYTES = 131_071
+
+/**
+ * A sandbox's environment in all: "NAME=value" strings with their NULs. The kernel takes at most a
+ * quarter of the stack limit (2 MiB under the usual 8 MiB) for argv and environment together; the
+ * SDK allows half of that, leaving room for the command, the image's own variables and, in a
+ * session, a call's variables over the session's.
+ */
+export const MAX_ENV_TOTAL_BYTES = 1 * MiB
+
+const envStringBytes = (name: string, value: string): number => Buffer.byteLength(name, "utf8") + 1 + Buffer.byteLength(value, "utf8")
 
 export type QueueFullBehaviour = "wait" | "fail"
 
@@ -160,7 +178,9 @@ export const resolveExecutorConfig = (options: ExecutorOptions = {}): Effect.Eff
       }
     }
     const languages = { ...defaultLanguageRuntimes }
+    const supervisor = supervisorFor(options.runtime)
     for (const language of Languages) {
+      languages[language] = { ...languages[language], command: languages[language].command.map((a) => a === SUPERVISOR ? supervisor : a) }
       const image = images[language]
       if (image !== undefined) {
         languages[language] = { ...languages[language], image: yield* check.image(`images.${language}`, image) }

@@ -155,7 +155,11 @@ export const make = (initialFaults: FakeFaults = {}) =>
         }
         const { program, key, stdin } = parseProgram(payload)
         // Like the supervisor: the program's streams go out in frames on stdout, its report last.
-        const frame = (type: string, b: Uint8Array | string) => s.output?.stdout(key === undefined ? (typeof b === "string" ? encoder.encode(b) : b) : encodeFrame(key, type, b))
+        const frame = (type: string, b: Uint8Array | string) => {
+          if (key !== undefined) return s.output?.stdout(encodeFrame(key, type, b))
+          const bytes = typeof b === "string" ? encoder.encode(b) : b
+          return type === "e" ? s.output?.stderr(bytes) : s.output?.stdout(bytes)
+        }
         const out = program.stdout ? encoder.encode(program.stdout) : new Uint8Array(0)
         const err = program.stderr ? encoder.encode(program.stderr) : new Uint8Array(0)
         if (out.byteLength > 0) frame("o", out)

@@ -25,8 +25,20 @@ export const RUNNER_PROTOCOL_VERSION = 2
 export const RUNNER_PROTOCOL_LABEL = "org.hermes-sandbox.runner-protocol"
 /** The supervisor's exit code for a malformed header or a failed setup. */
 export const RUNNER_PROTOCOL_ERROR_EXIT = 126
-/** Where the images keep the supervisor. */
+/**
+ * Where the images keep the supervisor: execute-only (0711), because a process that execs a file it
+ * cannot read is non-dumpable from its first instruction (no window before its prctl in which a
+ * process of the same uid could open its /proc/<pid>/mem).
+ */
 export const SUPERVISOR = "/opt/hermes/hermes-run"
+/**
+ * The same binary, readable (0755): gVisor's loader refuses an execute-only file ("failed to load:
+ * permission denied"). Under gVisor the supervisor is non-dumpable from its prctl on.
+ */
+export const SUPERVISOR_READABLE = "/opt/hermes/hermes-run-readable"
+
+/** The supervisor path for an OCI runtime. */
+export const supervisorFor = (runtime: string | undefined): string => runtime === "runsc" ? SUPERVISOR_READABLE : SUPERVISOR
 
 export const KEY_BYTES = 16
 const FRAME_HEAD = KEY_BYTES + 1 + 4

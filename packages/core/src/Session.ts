@@ -51,7 +51,7 @@ import { makePublisher } from "./internal/publisher.js"
 import { SESSION_LOCK, SESSION_STATE_DIR, sessionInvocation } from "./internal/sessionShell.js"
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
-import { encodeRunnerPayload, SUPERVISOR } from "./RunnerProtocol.js"
+import { encodeRunnerPayload, SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./internal/supervisedRun.js"
 import { type ExecProcess, type SandboxLimits, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 import * as SessionReaper from "./SessionReaper.js"
@@ -263,7 +263,9 @@ export const make = (options: SessionsOptions = {}) =>
     const journal = yield* Journal.Journal
     const executorId = options.executorId ?? uuidv7()
     const defaultImage = yield* check.image("sessionImage", options.sessionImage ?? DEFAULT_SESSION_IMAGE)
-    const runner = options.runner ?? DEFAULT_RUNNER
+    // The supervisor binary this runtime can load (gVisor needs the readable copy).
+    const supervisor = supervisorFor(config.runtime)
+    const runner = options.runner ?? DEFAULT_RUNNER.map((a) => a === SUPERVISOR ? supervisor : a)
     const serviceScope = yield* Effect.scope
     const closed = yield* Ref.make(false)
 
@@ -379,7 +381,7 @@ export const make = (options: SessionsOptions = {}) =>
     const specFor = (plan: SessionPlan, name: string, labels: Record<string, string>): SandboxSpec => ({
       name,
       image: plan.image,
-      command: IDLE_COMMAND,
+      command: IDLE_COMMAND.map((a) => a === SUPERVISOR ? supervisor : a),
       // Nothing of the session's env: values travel with each call's exec.
       env: {},
       workingDir: plan.workingDir,
@@ -519,7 +521,7 @@ export const make = (options: SessionsOptions = {}) =>
             })
             const startedAtMs = Date.now()
             const proc: ExecProcess = yield* Effect.acquireRelease(
-              runtime.exec(container, { command: [SUPERVISOR], env: input.env, stdin: true }, sup.receiver),
+              runtime.exec(container, { command: [supervisor], env: input.env, stdin: true }, sup.receiver),
               (p, exit) => (exit._tag === "Failure" ? p.kill.pipe(Effect.ignore) : Effect.void).pipe(Effect.zipRight(p.detach))
             )
             // Feed stdin in the background: a command that never reads it must not block us.
@@ -553,7 +555,7 @@ export const make = (options: SessionsOptions = {}) =>
                 ? Option.none<ExecProcess>()
                 : yield* runtime.exec(
                   container,
-                  { command: [SUPERVISOR, "--kill", String(started.pid), started.start, plan.keepBackgroundProcesses ? "since" : "all"], env: {}, stdin: false },
+                  { command: [supervisor, "--kill", String(started.pid), started.start, plan.keepBackgroundProcesses ? "since" : "all"], env: {}, stdin: false },
                   { stdout: () => {}, stderr: () => {} }
                 ).pipe(Effect.option)
               // Before the program started (no 'p' frame), its supervisor's own process tree is the call.

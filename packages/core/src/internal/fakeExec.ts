@@ -15,7 +15,7 @@ import { Clock, Deferred, Effect, Fiber, FiberSet } from "effect"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
 import type { FakeProgram } from "../FakeRuntime.js"
 import type { ExecProcess, ExecSpec, ExitStatus, OutputReceiver, SandboxRef, SandboxSpec, SandboxState } from "../SandboxRuntime.js"
-import { decodeRunnerPayload, encodeFrame, SUPERVISOR } from "../RunnerProtocol.js"
+import { decodeRunnerPayload, encodeFrame, SUPERVISOR, SUPERVISOR_READABLE } from "../RunnerProtocol.js"
 import { parseSessionInvocation } from "./sessionShell.js"
 
 /** The parts of a fake sandbox exec needs (read live: status changes in place). */
@@ -85,7 +85,7 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       let key: string | undefined
       const bytes = { out: 0, err: 0 }
       const out = (b: Uint8Array) => detached || (bytes.out += b.byteLength, output.stdout(key === undefined ? b : encodeFrame(key, "o", b)))
-      const err = (b: Uint8Array) => detached || (bytes.err += b.byteLength, output.stdout(key === undefined ? b : encodeFrame(key, "e", b)))
+      const err = (b: Uint8Array) => detached || (bytes.err += b.byteLength, key === undefined ? output.stderr(b) : output.stdout(encodeFrame(key, "e", b)))
       const readStdin = Deferred.await(stdinClosed).pipe(
         Effect.map(() => {
           const all = new Uint8Array(stdin.reduce((n, c) => n + c.byteLength, 0))
@@ -129,7 +129,7 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       const body = Effect.gen(function*() {
         let command = spec.command
         let callStdin: Effect.Effect<Uint8Array> = readStdin
-        if (command.length === 1 && command[0] === SUPERVISOR) {
+        if (command.length === 1 && (command[0] === SUPERVISOR || command[0] === SUPERVISOR_READABLE)) {
           // A session call's supervisor: its argv and the command's stdin come from the payload.
           const decoded = decodeRunnerPayload(yield* readStdin)
           if (decoded === undefined) {
