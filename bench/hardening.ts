@@ -18,16 +18,17 @@ export const EXPECTED_STDOUT = "1\n"
 export const SECCOMP_PROFILE_PATH = fileURLToPath(SECCOMP_PROFILE_URL)
 
 /**
- * The bytes the SDK writes to the runner's stdin for `print(1)`, with a completion-report nonce as
- * the SDK sends one: the runner then runs the program in its own interpreter (one interpreter start,
- * as the SDK gets) and ends both streams with `\x1eHERMES-DONE <nonce> <code>\n`. The CLI and
- * dockerode variants still wait for the container's exit; only the SDK returns on the marker.
+ * The bytes the baselines write to the supervisor's stdin for `print(1)`: runner protocol 2 in plain
+ * mode (no key), so the supervisor sets up the code and execs python3 in place (one interpreter
+ * start, as the SDK gets) and the program's own bytes are the container's stdout. The CLI and
+ * dockerode variants wait for the container's exit; the SDK (framed mode) returns on the supervisor's
+ * keyed end-of-run frame.
  */
-export const runnerPayload = (nonce: string): Buffer =>
-  Buffer.from(encodeRunnerPayload({ language: "python", code: new TextEncoder().encode(PROGRAM), files: [], stdin: new Uint8Array(), report: nonce }))
+export const runnerPayload = (): Buffer =>
+  Buffer.from(encodeRunnerPayload({ language: "python", code: new TextEncoder().encode(PROGRAM), files: [], stdin: new Uint8Array() }))
 
-/** What a runner variant's stdout must be: the program's output, then the end marker. */
-export const expectedRunnerStdout = (nonce: string) => `${EXPECTED_STDOUT}\x1eHERMES-DONE ${nonce} 0\n`
+/** What a runner variant's stdout must be: the program's output. */
+export const expectedRunnerStdout = () => EXPECTED_STDOUT
 
 export { BenchLabel } from "./benchLabel.js"
 

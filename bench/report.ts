@@ -191,7 +191,7 @@ export const renderSection = (r: RunResults): string => {
   p(`Engine CPU measured by ${r.cpuMethodNote ?? `polling /proc every ${r.cpuPollMs} ms`}.`)
   p()
   p(cgroup
-    ? `client = the variant's own process (\`process.cpuUsage()\`) + the children it reaped (docker CLI processes); engine processes = dockerd, containerd, every containerd-shim and runc invocation (the cpuacct group they were moved into, which every process they start is born in); sandbox processes = the containers' own cgroups (docker-init, the runner, python); kernel = kernel threads (network-namespace and cgroup teardown, RCU...) + softirq, read host-wide, so on a shared host it includes some of other people's work. `
+    ? `client = the variant's own process (\`process.cpuUsage()\`) + the children it reaped (docker CLI processes); engine processes = dockerd, containerd, every containerd-shim and runc invocation (the cpuacct group they were moved into, which every process they start is born in); sandbox processes = the containers' own cgroups (the supervisor, python); kernel = kernel threads (network-namespace and cgroup teardown, RCU...) + softirq, read host-wide, so on a shared host it includes some of other people's work. `
     : `client = the variant's own process (\`process.cpuUsage()\`) + the children it reaped (docker CLI processes); daemons = dockerd + containerd; shim+runc+sandbox = the container's containerd-shim, the runc invocations and the sandbox's own processes (python), which the shim reaps; kernel = kernel threads + softirq, host-wide. `)
   p(`Peak RSS is the client process's, and in parentheses what it adds to a process that loads no variant (node + tsx, which runs the drivers: ${mb(r.floorRssKb)}; tsx also adds memory to every module it loads, so the SDK rows overstate what the SDK takes in a plain-Node process loading its compiled build, \`pnpm build\`'s dist/); for the CLI variants add one docker CLI process (its peak RSS shown) per concurrent execution.`)
   p()
@@ -262,7 +262,7 @@ export const renderSection = (r: RunResults): string => {
 
   p(`#### Reading the figures`)
   p()
-  p(`- Where the SDK's cold path gains on \`docker run\`: no CLI process per execution (a Go binary that starts, talks to the engine and keeps the attach open: ~20 ms of CPU each, see the client column, and the CLI's requests cost the daemons about twice what the API clients' do); it returns as soon as the runner's end marker arrives instead of waiting for the engine to report the exit (the engine deletes the task and releases the container's streams before a wait returns, ~20–30 ms here); and the removal is off the caller's path. The raw dockerode flow makes the same Engine API calls as the SDK but waits for the engine's exit report, and removes inline.`)
+  p(`- Where the SDK's cold path gains on \`docker run\`: no CLI process per execution (a Go binary that starts, talks to the engine and keeps the attach open: ~20 ms of CPU each, see the client column, and the CLI's requests cost the daemons about twice what the API clients' do); it returns as soon as the supervisor's keyed end-of-run frame arrives instead of waiting for the engine to report the exit (the engine deletes the task and releases the container's streams before a wait returns, ~20–30 ms here); and the removal is off the caller's path. The raw dockerode flow makes the same Engine API calls as the SDK but waits for the engine's exit report, and removes inline.`)
   p(`- The warm pool takes create and start (~60–80 ms of engine work) off the request path: a claim only writes the program to a runner that is already waiting. It does not make the engine faster: every execution still costs one container, so under sustained load the pool drains and the throughput meets the engine's ceiling like the cold path does; what it absorbs is a burst up to its size.`)
   {
     // Why no variant reaches its engine ceiling: on this host the client runs on the same cores.
@@ -284,7 +284,7 @@ export const renderSection = (r: RunResults): string => {
       const [rawCpu, portCpu, sdkCpu] = [at("dockerode"), at("sdk-runtime"), at("sdk-cold")]
       if (rawCpu && portCpu && sdkCpu) {
         const bound = (x: { client: number; engine: number; kernel: number }) => `${((x.engine / (x.engine + x.client + x.kernel)) * 100).toFixed(0)}%`
-        p(`- Where the SDK's client CPU goes, layer by layer at c=8: the five Engine API calls written by hand ${ms(rawCpu.client * 1000)} per execution (bound ${bound(rawCpu)}); the same calls through the SDK's runtime port alone ${ms(portCpu.client * 1000)} (bound ${bound(portCpu)}), the port adding a deadline and abort per call and the engine-event witness that tells an outside kill from the program's own exit; the whole executor ${ms(sdkCpu.client * 1000)} (bound ${bound(sdkCpu)}), adding supervision (fibers, the request deadline, background removal), output capture, the runner's completion report and the journal with its live events. The runtime-port row is a decomposition, not a way to run programs: it has none of the executor's guarantees.`)
+        p(`- Where the SDK's client CPU goes, layer by layer at c=8: the five Engine API calls written by hand ${ms(rawCpu.client * 1000)} per execution (bound ${bound(rawCpu)}); the same calls through the SDK's runtime port alone ${ms(portCpu.client * 1000)} (bound ${bound(portCpu)}), the port adding a deadline and abort per call and the engine-event witness that tells an outside kill from the program's own exit; the whole executor ${ms(sdkCpu.client * 1000)} (bound ${bound(sdkCpu)}), adding supervision (fibers, the request deadline, background removal), output capture, the supervisor's end-of-run report and the journal with its live events. The runtime-port row is a decomposition, not a way to run programs: it has none of the executor's guarantees.`)
       }
     }
   }
@@ -332,10 +332,10 @@ so drift on the machine affects every variant alike:
 1. \`docker run --rm -i\` with the SDK's hardening flags — what the Hermes agent shells out to, and the **baseline**
    (every figure also appears as a ratio to it). The flags are derived from \`ContainerSpec.toCreateOptions\`
    (cap-drop ALL, no-new-privileges, the shipped seccomp profile, read-only rootfs, the two tmpfs mounts, user 1001:1001,
-   network none, 512m memory = memory-swap, 1 CPU, 256 pids, ulimits, private IPC and cgroup namespace, \`--init\`,
-   log driver none; the exact command is under the results);
-   the program goes to the in-container runner on stdin with the bytes the SDK sends (header line + code, with a
-   completion-report nonce, so the runner runs the program in its own interpreter, as for the SDK); \`docker run\`
+   network none, 512m memory = memory-swap, 1 CPU, 256 pids, ulimits, private IPC and cgroup namespace, the
+   supervisor as PID 1 (no \`--init\`), log driver none; the exact command is under the results);
+   the program goes to the in-container supervisor on stdin (runner protocol 2 in plain mode: the header and the
+   code, then the supervisor execs python3 in place, one interpreter start as for the SDK); \`docker run\`
    returns once the container has exited and been removed.
    Reference: the same \`docker run --rm\` running \`python3 -c 'print(1)'\` without the runner.
 2. \`docker exec -i\` into one long-lived container with the same flags (Hermes' persistent mode: no isolation
@@ -350,7 +350,7 @@ so drift on the machine affects every variant alike:
    benchmark gives it a wait strategy that uses the engine's own exit wait instead. stop+remove inline.
 5. This SDK, cold path: \`createExecutor()\` once, then \`executeCode\` per execution, default options except
    \`sweepOnStart: false\` (the startup sweep is not on the measured path and could remove other engineers' orphans
-   on a shared engine). It returns when the runner's end marker arrives (racing the engine's exit report) and
+   on a shared engine). It returns when the supervisor's end-of-run frame arrives (racing the engine's exit report) and
    removes the container in the background, off the caller's path (\`close()\` waits for it).
 6. This SDK with the warm pool: \`createExecutor({ warmPool: { size: N, languages: ["python"] } })\`. If the option is
    not accepted, the run prints "warm pool: not available" and skips it. In the sequential phase the pool is full

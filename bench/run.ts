@@ -17,7 +17,6 @@ import { parseArgs } from "node:util"
 import { DockerEngine } from "@hermes-sandbox/docker"
 import { Label } from "@hermes-sandbox/core"
 import { cgroupMethodUnavailable, type CpuWindow, EngineCpu, EngineEvents } from "./engine.js"
-import { makeReportNonce } from "@hermes-sandbox/core"
 import { BenchLabel, benchSpec, cliFlags, createOptionsFor, EXPECTED_STDOUT, expectedRunnerStdout, hardeningDiff, PROGRAM, PYTHON_IMAGE, RUNNER_COMMAND, runnerPayload } from "./hardening.js"
 import type { BatchResult, ClientCpu, FromDriver, ToDriver } from "./protocol.js"
 import { type BurstResult, type LevelResult, renderSection, type RunResults, type VariantResult, writeBenchmarksMd } from "./report.js"
@@ -109,8 +108,6 @@ const status = (s: string) => process.stderr.write(process.stderr.isTTY ? `\r\x1
 const endStatus = () => process.stderr.isTTY && process.stderr.write("\n")
 
 const runId = randomUUID().slice(0, 8)
-/** One completion-report nonce for the run's runner-protocol payloads (the SDK draws one per execution). */
-const REPORT_NONCE = makeReportNonce()
 const root = fileURLToPath(new URL("..", import.meta.url))
 const { docker } = DockerEngine.resolveEndpoint()
 
@@ -129,9 +126,9 @@ const contextFor = (name: string, executorId: string, poolSize: number): Variant
     image: PYTHON_IMAGE,
     program: PROGRAM,
     expectedStdout: EXPECTED_STDOUT,
-    expectedRunnerStdout: expectedRunnerStdout(REPORT_NONCE),
+    expectedRunnerStdout: expectedRunnerStdout(),
     runnerCommand: RUNNER_COMMAND,
-    payload: runnerPayload(REPORT_NONCE).toString("base64"),
+    payload: runnerPayload().toString("base64"),
     runnerFlags: cliFlags(runnerCreateOptions),
     programFlags: cliFlags(unnamed(createOptionsFor(benchSpec("-", labels, ["python3", "-c", PROGRAM], false)))),
     sleeperFlags: cliFlags(unnamed(createOptionsFor(benchSpec("-", labels, ["sleep", "infinity"], false)))),
@@ -485,7 +482,7 @@ const main = async () => {
 
   const command = `pnpm bench${argv.length > 0 ? ` -- ${argv.join(" ")}` : ""}`
   const dockerRunCommand = `docker run --rm ${cliFlags(createOptionsFor(benchSpec("hermes-bench-<run>-docker-run-<n>", { [BenchLabel.run]: "<run>", [BenchLabel.variant]: "docker-run" })))
-    .map((a) => (/[\s"'{}]/.test(a) ? `'${a}'` : a)).join(" ")} ${PYTHON_IMAGE} ${RUNNER_COMMAND.join(" ")}  # stdin: HERMES/1 {"language":"python","code":8,"files":[],"report":"<32 hex>"}\\nprint(1)`
+    .map((a) => (/[\s"'{}]/.test(a) ? `'${a}'` : a)).join(" ")} ${PYTHON_IMAGE} ${RUNNER_COMMAND.join(" ")}  # stdin: HERMES/2\\nlang python\\ncode 8\\nprint(1)run\\n`
   const run: RunResults = {
     runId,
     date: new Date().toISOString(),
