@@ -7,7 +7,6 @@ import { Effect } from "effect"
 import { type InvalidRequest, invalidRequest } from "./Errors.js"
 import { defaultLanguageRuntimes, type Language, type LanguageRuntime, Languages } from "./Language.js"
 import { MiB, parseSize } from "./Size.js"
-import { SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
 import type { WarmPoolOptions } from "./WarmPool.js"
 
 /** Docker refuses memory limits below 6 MiB. */
@@ -152,15 +151,39 @@ export const check = {
     typeof v === "string" && v.trim() !== "" && !/\s/.test(v)
       ? Effect.succeed(v)
       : Effect.fail(invalidRequest(field, v, "a non-empty image reference without spaces, e.g. hermes-sandbox/python:latest")),
-  env: (field: string, v: unknown): Effect.Effect<Readonly<Record<string, string>>, InvalidRequest> => {
+  /**
+   * An environment: names, values without NUL, each "NAME=value" under the kernel's MAX_ARG_STRLEN,
+   * and all of `{ ...base, ...v }` (the variables it is merged over) within MAX_ENV_TOTAL_BYTES.
+   * Values are never echoed in the error (they may be secrets): only their size.
+   */
+  env: (field: string, v: unknown, base: Readonly<Record<string, string>> = {}): Effect.Effect<Readonly<Record<string, string>>, InvalidRequest> => {
     if (typeof v !== "object" || v === null || Array.isArray(v)) {
       return Effect.fail(invalidRequest(field, v, "an object of NAME: value strings"))
     }
     for (const [k, value] of Object.entries(v)) {
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) return Effect.fail(invalidRequest(`${field}.${k}`, k, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
+      const name = k.length > 64 ? `${k.slice(0, 64)}...` : k
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) return Effect.fail(invalidRequest(`${field}.${name}`, k, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
       if (typeof value !== "string" || value.includes("\0")) {
-        return Effect.fail(invalidRequest(`${field}.${k}`, typeof value === "string" ? "(contains NUL)" : value, "a string without NUL bytes"))
+        return Effect.fail(invalidRequest(`${field}.${name}`, typeof value === "string" ? "(contains NUL)" : value, "a string without NUL bytes"))
       }
+      const bytes = envStringBytes(k, value)
+      if (bytes > MAX_ENV_STRING_BYTES) {
+        return Effect.fail(
+          invalidRequest(`${field}.${name}`, `"NAME=value" of ${bytes} bytes`, `"NAME=value" of at most ${MAX_ENV_STRING_BYTES} bytes in UTF-8 (the kernel's MAX_ARG_STRLEN, 131072 with its NUL)`)
+        )
+      }
+    }
+    const merged = { ...base, ...v } as Readonly<Record<string, string>>
+    let total = 0
+    for (const [k, value] of Object.entries(merged)) total += envStringBytes(k, value) + 1
+    if (total > MAX_ENV_TOTAL_BYTES) {
+      return Effect.fail(
+        invalidRequest(
+          field,
+          `${total} bytes in ${Object.keys(merged).length} variables${Object.keys(base).length > 0 ? " (counting the variables it is merged over)" : ""}`,
+          `at most ${MAX_ENV_TOTAL_BYTES} bytes (1 MiB) of "NAME=value" strings in all, each counted with its NUL`
+        )
+      )
     }
     return Effect.succeed(v as Readonly<Record<string, string>>)
   }
@@ -178,9 +201,7 @@ export const resolveExecutorConfig = (options: ExecutorOptions = {}): Effect.Eff
       }
     }
     const languages = { ...defaultLanguageRuntimes }
-    const supervisor = supervisorFor(options.runtime)
     for (const language of Languages) {
-      languages[language] = { ...languages[language], command: languages[language].command.map((a) => a === SUPERVISOR ? supervisor : a) }
       const image = images[language]
       if (image !== undefined) {
         languages[language] = { ...languages[language], image: yield* check.image(`images.${language}`, image) }
