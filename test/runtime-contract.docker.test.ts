@@ -5,7 +5,7 @@ import { runtimeContract } from "./support/runtimeContract.js"
 runtimeContract("docker", DockerExecutor.runtimeLayer(), {
   language: "python",
   image: "hermes-sandbox/python:latest",
-  command: ["python3", "/opt/hermes/runner.py"],
+  command: ["/opt/hermes/hermes-run"],
   exitWith: (code, stdout, stderr) =>
     `import sys\nsys.stdout.write(${JSON.stringify(stdout)})\nsys.stderr.write(${JSON.stringify(stderr)})\nsys.exit(${code})\n`,
   hang: "import time\nwhile True: time.sleep(1)\n",

@@ -4,7 +4,7 @@ import { runtimeContract } from "./support/runtimeContract.js"
 runtimeContract("fake", FakeRuntime.layer({ missingImages: ["hermes-sandbox/does-not-exist:0"] }), {
   language: "python",
   image: "hermes-sandbox/python:latest",
-  command: ["python3", "/opt/hermes/runner.py"],
+  command: ["/opt/hermes/hermes-run"],
   exitWith: (exitCode, stdout, stderr) => fakeProgram({ exitCode, stdout, stderr }),
   hang: fakeProgram({ hang: true }),
   echoStdin: fakeProgram({ echoStdin: true }),

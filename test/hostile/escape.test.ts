@@ -9,6 +9,7 @@
  * not loaded inside gVisor). Those differences are asserted as such and listed in SECURITY.md.
  */
 import { readFileSync } from "node:fs"
+import { RunnerProtocol } from "@hermes-sandbox/core"
 import { describe, expect, it } from "vitest"
 import { exited, expectOutcome, facts, hostFileSha256, useHostileExecutor, RUNTIMES } from "./support.js"
 
@@ -279,7 +280,7 @@ for name, path, value in targets:
 touch /etc/test 2>/dev/null; echo etc $?
 touch /test 2>/dev/null; echo root $?
 echo x 2>/dev/null > /usr/bin/python3; echo usr $?
-echo x 2>/dev/null > /opt/hermes/runner.py; echo runner $?
+echo x 2>/dev/null > /opt/hermes/hermes-run; echo runner $?
 test -e /etc/test; echo exists $?
 python3 -c 'import errno
 try:
@@ -354,47 +355,49 @@ if platform.machine() == "x86_64":
       expect(h.created.length).toBe(before)
     })
 
-    it("the in-container runners (python, node) refuse to write through a symlink escaping the workspace", async () => {
-      // The program plants attack/evil -> /tmp/outside and feeds the image's runner a file
-      // "evil/planted.txt", as a hostile earlier program could in a reused workspace.
+    it("the in-container supervisor refuses to write through a symlink escaping the workspace (from python and node programs)", async () => {
+      // The program plants attack/evil -> /tmp/outside and feeds the image's supervisor a runner
+      // protocol 2 payload (plain mode: no key) with a file "evil/planted.txt", as a hostile
+      // earlier program could in a reused workspace. Under gVisor the SDK runs the readable copy
+      // (RunnerProtocol.supervisorFor): its loader cannot load the execute-only one.
+      const supervisor = RunnerProtocol.supervisorFor(runtime)
       const plant = String.raw`
-import json, os, subprocess
+import os, subprocess
 os.makedirs("/workspace/attack")
 os.mkdir("/tmp/outside")
 os.symlink("/tmp/outside", "/workspace/attack/evil")
 code = b"print('the program must not run')"
-header = {"language": "python", "code": len(code), "files": [["evil/planted.txt", 5]]}
-payload = b"HERMES/1 " + json.dumps(header).encode() + b"\n" + code + b"owned"
+name = b"evil/planted.txt"
+payload = b"HERMES/2\nlang python\ncode %d\n" % len(code) + code + b"file %d 5\n" % len(name) + name + b"owned" + b"run\n"
 env = dict(os.environ, HERMES_WORKSPACE="/workspace/attack", HERMES_CODE_DIR="/tmp/code2")
-p = subprocess.run(["python3", "/opt/hermes/runner.py"], input=payload, env=env, capture_output=True)
+p = subprocess.run(["${supervisor}"], input=payload, env=env, capture_output=True)
 print("rc", p.returncode)
 print("stderr", p.stderr.decode().strip())
+print("stderr_lines", len(p.stderr.splitlines()))
 print("stdout", p.stdout.decode().strip())
 print("planted", os.path.exists("/tmp/outside/planted.txt"))
 `
-      // The node image's runner is runner.js (and it may have no python3): the same attack in JavaScript.
-      for (const language of ["python", "javascript"] as const) {
-        const runner = language === "python" ? "runner.py" : "runner.js"
-        const code = language === "python"
-          ? plant
-          : String.raw`
+      // The node image may have no python3: the same attack in JavaScript.
+      const plantJs = String.raw`
 const fs = require("fs"), cp = require("child_process")
 fs.mkdirSync("/workspace/attack"); fs.mkdirSync("/tmp/outside"); fs.symlinkSync("/tmp/outside", "/workspace/attack/evil")
 const code = Buffer.from("console.log('the program must not run')")
-const header = JSON.stringify({ language: "javascript", code: code.length, files: [["evil/planted.txt", 5]] })
-const payload = Buffer.concat([Buffer.from("HERMES/1 " + header + "\n"), code, Buffer.from("owned")])
+const name = Buffer.from("evil/planted.txt")
+const payload = Buffer.concat([Buffer.from("HERMES/2\nlang javascript\ncode " + code.length + "\n"), code, Buffer.from("file " + name.length + " 5\n"), name, Buffer.from("owned"), Buffer.from("run\n")])
 const env = { ...process.env, HERMES_WORKSPACE: "/workspace/attack", HERMES_CODE_DIR: "/tmp/code2" }
-const p = cp.spawnSync("node", ["/opt/hermes/runner.js"], { input: payload, env })
+const p = cp.spawnSync("${supervisor}", [], { input: payload, env })
 console.log("rc", p.status)
 console.log("stderr", p.stderr.toString().trim())
+console.log("stderr_lines", p.stderr.toString().split("\n").filter((l) => l !== "").length)
 console.log("stdout", p.stdout.toString().trim())
 console.log("planted", fs.existsSync("/tmp/outside/planted.txt") ? "True" : "False")
 `
-        const r = await h.run({ language, code })
+      for (const language of ["python", "javascript"] as const) {
+        const r = await h.run({ language, code: language === "python" ? plant : plantJs })
         expectOutcome(r, exited(0))
         const f = facts(r.stdout)
-        expect(f, runner).toMatchObject({ rc: "126", stdout: "", planted: "False" })
-        expect(f.stderr, runner).toMatch(/^hermes-runner: .*symlink/)
+        expect(f, language).toMatchObject({ rc: "126", stdout: "", planted: "False", stderr_lines: "1" })
+        expect(f.stderr, language).toMatch(/^hermes-run: .*symlink/)
       }
     })
   })

@@ -1,0 +1,1015 @@
+// Runs the in-container supervisor (hermes-run.c, runner protocol 2) directly on the host — no
+// Docker — with HERMES_WORKSPACE / HERMES_CODE_DIR pointing at temporary directories, in both
+// modes: framed (a `key`: everything comes back as frames, decoded with RunnerProtocol.FrameDecoder)
+// and plain (no key: the supervisor sets up the files and execs the interpreter in place).
+//
+// `lock`, `leftovers kill`, `--kill` and `--hold` run ONLY in a pid namespace of their own
+// (unshare --pid --mount-proc, entered with nsenter --pid --mount): kill_others SIGKILLs every
+// process whose parent pid is not 0, which in the host's namespace is everything of this user,
+// this test runner included. start() refuses such a request without a namespace.
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { RunnerProtocol } from "@hermes-sandbox/core"
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const SOURCE = path.join(here, "hermes-run.c")
+// HERMES_RUN_UNDER_TEST: another build of it (a modified copy, say), used as is.
+const SUPERVISOR = process.env.HERMES_RUN_UNDER_TEST ?? path.join(here, "build", "hermes-run")
+
+// scripts/build-images.sh compiles it; so does this suite when it is missing or older than its source.
+beforeAll(() => {
+  if (process.env.HERMES_RUN_UNDER_TEST !== undefined) return
+  if (fs.existsSync(SUPERVISOR) && fs.statSync(SUPERVISOR).mtimeMs >= fs.statSync(SOURCE).mtimeMs) return
+  fs.mkdirSync(path.dirname(SUPERVISOR), { recursive: true })
+  execFileSync("gcc", ["-static", "-O2", "-s", "-Wall", "-Wextra", "-Werror", "-o", `${SUPERVISOR}.tmp`, SOURCE], { stdio: "inherit" })
+  fs.renameSync(`${SUPERVISOR}.tmp`, SUPERVISOR)
+})
+
+type Mode = "framed" | "plain"
+type Language = "python" | "javascript" | "bash"
+const MODES: ReadonlyArray<Mode> = ["framed", "plain"]
+const LANGUAGES: ReadonlyArray<Language> = ["python", "javascript", "bash"]
+
+type Bytes = string | Uint8Array
+const bytes = (b: Bytes): Buffer => (typeof b === "string" ? Buffer.from(b, "utf8") : Buffer.from(b))
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+interface Request {
+  readonly language?: Language
+  readonly code?: Bytes
+  readonly files?: ReadonlyArray<readonly [string, Bytes]>
+  readonly args?: ReadonlyArray<string>
+  readonly stdin?: Bytes
+  readonly capBytes?: number
+  readonly lock?: string
+  readonly killLeftovers?: boolean
+}
+
+/** What the SDK writes (RunnerProtocol.encodeRunnerPayload), with the key only in framed mode. */
+const encode = (mode: Mode, key: string, r: Request): Buffer =>
+  Buffer.from(
+    RunnerProtocol.encodeRunnerPayload({
+      key: mode === "framed" ? key : undefined,
+      capBytes: r.capBytes,
+      language: r.language,
+      code: r.code === undefined ? undefined : bytes(r.code),
+      files: (r.files ?? []).map(([name, content]) => [name, bytes(content)] as const),
+      args: r.args,
+      lock: r.lock,
+      killLeftovers: r.killLeftovers,
+      stdin: bytes(r.stdin ?? "")
+    })
+  )
+
+/** The start of a hand-made header: the version line, and the key in framed mode. */
+const prefix = (mode: Mode, key: string) => `HERMES/2\n${mode === "framed" ? `key ${key}\n` : ""}`
+
+/** A frame as decoded: output pieces ('o', 'e') as they arrived, control frames whole. */
+interface Frame {
+  readonly type: string
+  readonly data: Buffer
+  readonly text: string
+  readonly at: number
+}
+
+interface Result {
+  readonly mode: Mode
+  /** The supervisor process's own exit (plain: the program's, it is the same process). */
+  readonly exitCode: number | null
+  readonly signal: NodeJS.Signals | null
+  /** The program's status: framed, the 'x' report; plain, the exit code or 128 + the signal. */
+  readonly status: number
+  /** The program's stdout and stderr: the 'o' / 'e' payloads (framed) or the raw streams (plain). */
+  readonly stdout: Buffer
+  readonly stderr: Buffer
+  /** Framed: every frame, in order. */
+  readonly frames: ReadonlyArray<Frame>
+  readonly report: RunnerProtocol.ReportedExit | undefined
+  /** Framed: what the supervisor itself wrote on its stderr (nothing, once the key is known). */
+  readonly supervisorStderr: string
+}
+
+interface Running {
+  readonly child: ChildProcess
+  readonly key: string
+  readonly frames: Array<Frame>
+  readonly stdoutSoFar: () => Buffer
+  readonly types: () => Array<string>
+  readonly end: (more?: Bytes) => void
+  readonly until: (what: string, test: () => boolean, ms?: number) => Promise<void>
+  readonly done: Promise<Result>
+}
+
+interface Options {
+  readonly env?: Record<string, string>
+  /** Words before the supervisor: unshare / nsenter (the only way lock and leftovers may run). */
+  readonly via?: ReadonlyArray<string>
+  /** Prefix the supervisor with these words instead of running it as is (setpriv). */
+  readonly wrap?: ReadonlyArray<string>
+  readonly stdinFd?: number
+  /** Write the payload but leave stdin open (end() closes it). */
+  readonly keepOpen?: boolean
+  readonly timeoutMs?: number
+  /** The run's key (default: a fresh one). */
+  readonly key?: string
+}
+
+let tmp = ""
+let workspace = ""
+let codeDir = ""
+beforeEach(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "hermes-run-test-"))
+  workspace = path.join(tmp, "workspace")
+  codeDir = path.join(tmp, "code")
+  fs.mkdirSync(workspace)
+})
+afterEach(() => {
+  fs.rmSync(tmp, { recursive: true, force: true })
+})
+
+/** Collapse consecutive output pieces of one stream: ['p', 'o', 'o', 'x'] -> ['p', 'o', 'x']. */
+const typesOf = (frames: ReadonlyArray<Frame>): Array<string> =>
+  frames.map((f) => f.type).filter((t, i, all) => !((t === "o" || t === "e") && all[i - 1] === t))
+
+const start = (mode: Mode, input: Request | ((key: string) => Bytes), opts: Options = {}): Running => {
+  const key = opts.key ?? RunnerProtocol.makeRunKey()
+  if (typeof input !== "function" && (input.lock !== undefined || input.killLeftovers === true) && opts.via === undefined) {
+    throw new Error("lock / leftovers kill only in a pid namespace of its own: kill_others would end every process of this user")
+  }
+  const payload = typeof input === "function" ? bytes(input(key)) : encode(mode, key, input)
+  const cap = typeof input === "function" ? Infinity : input.capBytes ?? Infinity
+  const argv = [...(opts.via ?? []), ...(opts.wrap ?? []), SUPERVISOR]
+  const child = spawn(argv[0]!, argv.slice(1), {
+    // The container sets PYTHONUNBUFFERED=1 (packages/docker/src/ContainerSpec.ts); so does the host here.
+    env: { ...process.env, PYTHONUNBUFFERED: "1", HERMES_WORKSPACE: workspace, HERMES_CODE_DIR: codeDir, ...opts.env },
+    stdio: [opts.stdinFd ?? "pipe", "pipe", "pipe"],
+    timeout: opts.timeoutMs ?? 60_000,
+    killSignal: "SIGKILL"
+  })
+  const frames: Array<Frame> = []
+  const out: Array<Buffer> = []
+  const err: Array<Buffer> = []
+  const own: Array<Buffer> = []
+  const violations: Array<string> = []
+  const decoder = new RunnerProtocol.FrameDecoder(key, {
+    stdout: (c) => {
+      out.push(Buffer.from(c))
+      frames.push({ type: "o", data: Buffer.from(c), text: "", at: Date.now() })
+    },
+    stderr: (c) => {
+      err.push(Buffer.from(c))
+      frames.push({ type: "e", data: Buffer.from(c), text: "", at: Date.now() })
+    },
+    control: (type, text) => frames.push({ type, data: Buffer.alloc(0), text, at: Date.now() }),
+    violation: (reason) => violations.push(reason)
+  })
+  child.stdout!.on("data", (c: Buffer) => {
+    if (mode === "framed") decoder.push(c)
+    else out.push(c)
+  })
+  child.stderr!.on("data", (c: Buffer) => (mode === "framed" ? own : err).push(c))
+  if (child.stdin) {
+    child.stdin.on("error", () => {}) // the supervisor may exit before reading everything (EPIPE)
+    child.stdin.write(payload)
+    if (opts.keepOpen !== true) child.stdin.end()
+  }
+  const done = new Promise<Result>((resolve, reject) => {
+    child.on("error", reject)
+    child.on("close", (exitCode, signal) => {
+      try {
+        resolve(finish(exitCode, signal))
+      } catch (e) {
+        reject(e)
+      }
+    })
+    const finish = (exitCode: number | null, signal: NodeJS.Signals | null): Result => {
+      const supervisorStderr = Buffer.concat(own).toString("utf8")
+      let report: RunnerProtocol.ReportedExit | undefined
+      if (mode === "framed") {
+        // Whatever the program did: every byte on stdout is a frame of this run, and the report
+        // (or the setup error) is the last one.
+        expect(violations, "frame violations").toEqual([])
+        expect(decoder.incomplete, "a frame cut short").toBe(false)
+        const types = frames.map((f) => f.type)
+        const x = types.indexOf("x")
+        const e = types.indexOf("E")
+        if (frames.length > 0) expect(supervisorStderr, "the supervisor's own stderr").toBe("")
+        if (x >= 0) {
+          expect(x, "the report is the last frame").toBe(frames.length - 1)
+          report = RunnerProtocol.parseExitPayload(frames[x]!.text)
+          expect(report, frames[x]!.text).toBeDefined()
+          expect(exitCode, "the supervisor exits with the program's code").toBe(report!.exitCode)
+          expect(Buffer.concat(out).length, "stdout relayed").toBe(Math.min(report!.stdoutBytes, cap))
+          expect(Buffer.concat(err).length, "stderr relayed").toBe(Math.min(report!.stderrBytes, cap))
+        }
+        if (e >= 0) {
+          expect(e, "the setup error is the last frame").toBe(frames.length - 1)
+          expect([126, 127]).toContain(exitCode)
+        }
+      }
+      const status = report?.exitCode ?? exitCode ?? 128 + (signal ? os.constants.signals[signal] : 0)
+      return { mode, exitCode, signal, status, stdout: Buffer.concat(out), stderr: Buffer.concat(err), frames, report, supervisorStderr }
+    }
+  })
+  const until = async (what: string, test: () => boolean, ms = 20_000) => {
+    const deadline = Date.now() + ms
+    while (!test()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; frames so far: ${JSON.stringify(typesOf(frames))}`)
+      await sleep(10)
+    }
+  }
+  return {
+    child,
+    key,
+    frames,
+    stdoutSoFar: () => Buffer.concat(out),
+    types: () => typesOf(frames),
+    end: (more) => child.stdin!.end(more === undefined ? undefined : bytes(more)),
+    until,
+    done
+  }
+}
+
+const run = (mode: Mode, input: Request | ((key: string) => Bytes), opts: Options = {}): Promise<Result> => start(mode, input, opts).done
+
+const expectRan = (r: Result, status = 0) => {
+  expect(r.status, r.stderr.toString() + r.supervisorStderr).toBe(status)
+  if (r.mode === "framed") {
+    expect(r.report, "an 'x' report").toBeDefined()
+    expect(typesOf(r.frames).filter((t) => t !== "w" && t !== "l")[0], "'p' first (after the lock's)").toBe("p")
+  }
+}
+
+/**
+ * Refused before any program ran: framed, one 'E' frame and nothing else (no 'p'); plain, one
+ * "hermes-run: " line on stderr and nothing on stdout. Returns the message.
+ */
+const expectRefused = (r: Result, code: 126 | 127, pattern?: RegExp): string => {
+  expect(r.exitCode, r.stderr.toString() + r.supervisorStderr).toBe(code)
+  let message: string
+  if (r.mode === "framed") {
+    expect(typesOf(r.frames)).toEqual(["E"])
+    expect(r.supervisorStderr).toBe("")
+    message = r.frames[0]!.text
+  } else {
+    expect(r.stdout.length).toBe(0)
+    const text = r.stderr.toString("utf8")
+    expect(text).toMatch(/^hermes-run: [^\n]+\n$/)
+    message = text.slice("hermes-run: ".length, -1)
+  }
+  if (pattern) expect(message).toMatch(pattern)
+  return message
+}
+
+// Programs that copy their stdin to stdout, byte for byte.
+const CAT: Record<Language, string> = {
+  python: "import sys\nsys.stdout.buffer.write(sys.stdin.buffer.read())\n",
+  javascript: "const c = []\nprocess.stdin.on('data', (d) => c.push(d)).on('end', () => process.stdout.write(Buffer.concat(c)))\n",
+  bash: "exec cat\n"
+}
+const EXIT_42: Record<Language, string> = {
+  python: "import sys\nsys.exit(42)\n",
+  javascript: "process.exit(42)\n",
+  bash: "exit 42\n"
+}
+const SELF_KILL: Record<Language, (signal: "SIGKILL" | "SIGTERM") => string> = {
+  python: (s) => `import os, signal, time\nos.kill(os.getpid(), signal.${s})\ntime.sleep(10)\n`,
+  javascript: (s) => `process.kill(process.pid, '${s}')\nsetTimeout(() => {}, 10000)\n`,
+  bash: (s) => `kill -${s.slice(3)} $$\nsleep 10\n`
+}
+const EXT: Record<Language, string> = { python: "py", javascript: "js", bash: "sh" }
+
+const binaryStdin = (): Buffer => {
+  const all = Buffer.alloc(256 * 64)
+  for (let i = 0; i < all.length; i++) all[i] = i % 256 // includes NUL, \n, \r, 0xff ...
+  return Buffer.concat([Buffer.from("HERMES/2\nkey 00000000000000000000000000000000\nrun\n\0\0"), all, Buffer.from([0, 10, 0])])
+}
+
+/** A python program printing its pid and its start time (field 22 of /proc/self/stat). */
+const PRINT_PID_AND_START =
+  "import os\nstat = open('/proc/self/stat').read()\nprint(os.getpid(), stat[stat.rindex(')') + 2:].split()[19])\n"
+
+describe.each(MODES)("%s mode", (mode) => {
+  describe.each(LANGUAGES)("running %s", (language) => {
+    it("passes the program's binary stdin through exactly (NUL bytes, a header look-alike)", async () => {
+      const stdin = binaryStdin()
+      const r = await run(mode, { language, code: CAT[language], stdin })
+      expect(r.stderr.toString()).toBe("")
+      expectRan(r)
+      expect(r.stdout.equals(stdin)).toBe(true)
+    })
+
+    it("passes empty stdin through as an immediate EOF", async () => {
+      const r = await run(mode, { language, code: CAT[language] })
+      expectRan(r)
+      expect(r.stdout.length).toBe(0)
+    })
+
+    it("propagates the exit code", async () => {
+      const r = await run(mode, { language, code: EXIT_42[language] })
+      expectRan(r, 42)
+    })
+
+    it.each([["SIGKILL", 9], ["SIGTERM", 15]] as const)("reports death by %s as 128 + %d", async (signal, n) => {
+      const r = await run(mode, { language, code: SELF_KILL[language](signal) })
+      expectRan(r, 128 + n)
+      // Plain mode: the supervisor became the program, so the process itself died by the signal;
+      // framed: the supervisor reports it and exits with 128 + n.
+      if (mode === "plain") expect(r.signal).toBe(signal)
+      else expect(r.exitCode).toBe(128 + n)
+    })
+
+    it("writes the supplied files under the workspace (truncating what was there) and runs there", async () => {
+      const blob = Buffer.from([0, 1, 2, 255, 10, 13, 0])
+      fs.writeFileSync(path.join(workspace, "data.txt"), "an older, longer content\n")
+      const files = [
+        ["data.txt", "hello\n"],
+        ["nested/deeper/blob.bin", blob],
+        ["./dot/./ok.txt", "dots"],
+        ["a//double/slash.txt", "slashes"],
+        ["empty", ""]
+      ] as const
+      const code: Record<Language, string> = {
+        python: "import os\nprint(os.getcwd())\nprint(open('data.txt').read(), end='')\n",
+        javascript: "console.log(process.cwd())\nprocess.stdout.write(require('fs').readFileSync('data.txt'))\n",
+        bash: "pwd\ncat data.txt\n"
+      }
+      const r = await run(mode, { language, code: code[language], files })
+      expect(r.stderr.toString()).toBe("")
+      expectRan(r)
+      expect(r.stdout.toString()).toBe(`${fs.realpathSync(workspace)}\nhello\n`)
+      expect(fs.readFileSync(path.join(workspace, "nested/deeper/blob.bin")).equals(blob)).toBe(true)
+      expect(fs.readFileSync(path.join(workspace, "dot/ok.txt"), "utf8")).toBe("dots")
+      expect(fs.readFileSync(path.join(workspace, "a/double/slash.txt"), "utf8")).toBe("slashes")
+      expect(fs.statSync(path.join(workspace, "empty")).size).toBe(0)
+    })
+
+    it("writes the code 0600 in a 0700 code directory, also over a looser one left before", async () => {
+      const main = path.join(codeDir, `main.${EXT[language]}`)
+      const r = await run(mode, { language, code: CAT[language] })
+      expectRan(r)
+      expect(fs.statSync(codeDir).mode & 0o777).toBe(0o700)
+      expect(fs.statSync(main).mode & 0o777).toBe(0o600)
+      expect(fs.readFileSync(main, "utf8")).toBe(CAT[language])
+      fs.chmodSync(codeDir, 0o755)
+      fs.writeFileSync(main, "# ".repeat(10_000), { mode: 0o644 })
+      fs.chmodSync(main, 0o644)
+      expectRan(await run(mode, { language, code: EXIT_42[language] }), 42)
+      expect(fs.statSync(codeDir).mode & 0o777).toBe(0o700)
+      expect(fs.statSync(main).mode & 0o777).toBe(0o600)
+      expect(fs.readFileSync(main, "utf8")).toBe(EXIT_42[language])
+    })
+
+    it("streams: the program starts before stdin ends and answers line by line", async () => {
+      const echo: Record<Language, string> = {
+        python: "import sys\nfor line in sys.stdin:\n    print('got ' + line.strip())\n",
+        javascript: "require('readline').createInterface({ input: process.stdin }).on('line', (l) => console.log('got ' + l))\n",
+        bash: "while IFS= read -r line; do echo \"got $line\"; done\n"
+      }
+      const p = start(mode, { language, code: echo[language], stdin: "first\n" }, { keepOpen: true })
+      await p.until("the first answer", () => p.stdoutSoFar().toString().includes("got first\n")) // stdin still open here
+      p.end("second\n")
+      const r = await p.done
+      expectRan(r)
+      expect(r.stdout.toString()).toBe("got first\ngot second\n")
+    }, 30_000)
+
+    if (language === "javascript") {
+      it("runs JavaScript as the main module with argv [node, main.js]", async () => {
+        const code = "console.log(require.main === module, JSON.stringify(process.argv.slice(1)), __filename)\n"
+        const r = await run(mode, { language, code })
+        const main = path.join(codeDir, "main.js")
+        expectRan(r)
+        expect(r.stdout.toString()).toBe(`true ${JSON.stringify([main])} ${main}\n`)
+      })
+
+      it("reports an uncaught exception like node does (exit 1, stack on stderr)", async () => {
+        const r = await run(mode, { language, code: "throw new Error('boom')\n" })
+        expectRan(r, 1)
+        expect(r.stderr.toString()).toContain("Error: boom")
+      })
+    }
+
+    if (language === "bash") {
+      it("restores SIGPIPE for the program (`yes | head -1` ends quietly)", async () => {
+        // The supervisor itself ignores SIGPIPE; the program must not inherit that.
+        const r = await run(mode, { language, code: "set -o pipefail\nyes | head -1\necho status=$?\n" })
+        expect(r.stderr.toString()).toBe("")
+        expectRan(r)
+        expect(r.stdout.toString()).toBe("y\nstatus=141\n")
+      })
+    }
+  })
+
+  it.each(["python", "javascript"] as const)("runs 1 MiB of %s code and reads exactly its length", async (language) => {
+    const filler = "x".repeat(1024 * 1024)
+    const code =
+      language === "python"
+        ? `s = "${filler}"\nimport sys\nprint(len(s), sys.stdin.read())\n`
+        : `const s = "${filler}"\nlet d = ""\nprocess.stdin.on("data", (c) => (d += c)).on("end", () => console.log(s.length, d))\n`
+    expect(Buffer.byteLength(code)).toBeGreaterThan(1024 * 1024)
+    const r = await run(mode, { language, code, stdin: "after-the-code" })
+    expect(r.stderr.toString()).toBe("")
+    expectRan(r)
+    expect(r.stdout.toString()).toBe(`${1024 * 1024} after-the-code\n`)
+  })
+
+  it("leaves a big binary stdin (2 MiB) intact after a big file", async () => {
+    const big = Buffer.alloc(2 * 1024 * 1024)
+    for (let i = 0; i < big.length; i++) big[i] = (i * 7919) & 0xff
+    const file = Buffer.alloc(3 * 65536 + 17, 0xab)
+    const r = await run(mode, { language: "python", code: CAT.python, files: [["big.bin", file]], stdin: big })
+    expectRan(r)
+    expect(createHash("sha256").update(r.stdout).digest("hex")).toBe(createHash("sha256").update(big).digest("hex"))
+    expect(fs.readFileSync(path.join(workspace, "big.bin")).equals(file)).toBe(true)
+  })
+
+  it("reads the header from a regular file on stdin without consuming the program's bytes", async () => {
+    const input = path.join(tmp, "stdin.bin")
+    const stdin = binaryStdin()
+    const key = RunnerProtocol.makeRunKey()
+    fs.writeFileSync(input, encode(mode, key, { language: "python", code: CAT.python, stdin }))
+    const fd = fs.openSync(input, "r")
+    try {
+      const r = await run(mode, () => "", { stdinFd: fd, key })
+      expectRan(r)
+      expect(r.stdout.equals(stdin)).toBe(true)
+    } finally {
+      fs.closeSync(fd)
+    }
+  })
+
+  it("writes and reads back names with any bytes (newline, unicode, spaces, a leading '-')", async () => {
+    const names = ["line\nbreak.txt", "ünïcødé 名前 🙂.txt", " with  spaces .txt", "-leading-dash", "--", "dir with space/-x\r\n.bin", "tab\there"]
+    const r = await run(mode, { language: "bash", code: "true\n", files: names.map((n) => [n, `content of ${n}`] as const) })
+    expectRan(r)
+    for (const n of names) expect(fs.readFileSync(path.join(workspace, n), "utf8"), JSON.stringify(n)).toBe(`content of ${n}`)
+    // A name that is not even UTF-8: the path is bytes.
+    const raw = Buffer.from([0x6e, 0xff, 0x0a, 0x2d, 0xfe])
+    const r2 = await run(mode, (key) =>
+      Buffer.concat([Buffer.from(`${prefix(mode, key)}lang bash\ncode 5\ntrue\nfile ${raw.length} 3\n`), raw, Buffer.from("rawrun\n")])
+    )
+    expectRan(r2)
+    const listed = fs.readdirSync(workspace, { encoding: "buffer" })
+    expect(listed.some((n) => n.equals(raw))).toBe(true)
+    // And through argv: every element arrives as it was sent.
+    const args = [...names, "", "-n", "--help", "a\u0001b"]
+    const r3 = await run(mode, { args: ["bash", "-c", 'printf "%s\\0" "$@"', "argv0", ...args] })
+    expectRan(r3)
+    expect(r3.stdout.toString("utf8")).toBe(args.map((a) => `${a}\0`).join(""))
+  })
+
+  it("argv mode (`arg` lines) runs the argv, with the program's stdin", async () => {
+    const r = await run(mode, { args: ["sh", "-c", 'echo "argv: $0 $1"; cat; exit 7', "zero", "one"], stdin: "from stdin\n" })
+    expectRan(r, 7)
+    expect(r.stdout.toString()).toBe("argv: zero one\nfrom stdin\n")
+  })
+
+  it(mode === "framed" ? "reports the program's pid and start time in the 'p' frame" : "execs the program in place (its pid is the supervisor's)", async () => {
+    const p = start(mode, { language: "python", code: PRINT_PID_AND_START })
+    const r = await p.done
+    expectRan(r)
+    const [pid, startTime] = r.stdout.toString().trim().split(" ")
+    if (mode === "framed") {
+      expect(r.frames[0]).toMatchObject({ type: "p", text: `${pid} ${startTime}` })
+      expect(Number(pid)).not.toBe(p.child.pid)
+    } else {
+      expect(Number(pid)).toBe(p.child.pid)
+    }
+  })
+
+  it("a missing interpreter or command is 127; a command that cannot be executed is 126", async () => {
+    const empty = path.join(tmp, "empty-bin")
+    fs.mkdirSync(empty)
+    expectRefused(await run(mode, { language: "python", code: "print(1)" }, { env: { PATH: empty } }), 127, /cannot run python3: No such file/)
+    expectRefused(await run(mode, { args: ["hermes-no-such-command", "x"] }), 127, /cannot run hermes-no-such-command/)
+    const notExecutable = path.join(tmp, "not-executable.sh")
+    fs.writeFileSync(notExecutable, "#!/bin/sh\necho ran\n", { mode: 0o644 })
+    fs.chmodSync(notExecutable, 0o644)
+    // As root, EACCES still holds for a file with no execute bit at all.
+    expectRefused(await run(mode, { args: [notExecutable] }), 126, /Permission denied/)
+  })
+
+  describe("path escapes are refused with 126, before the program runs", () => {
+    const outside = () => path.join(tmp, "outside")
+    const marker = () => path.join(tmp, "the-program-ran")
+    const program = (): Request => ({ language: "bash", code: `touch '${marker()}'\n` })
+
+    it.each([
+      ["an absolute path", "/etc/hermes-escape"],
+      ["a '..' segment", "../escape.txt"],
+      ["a '..' in the middle", "a/../../escape.txt"],
+      ["a trailing '..'", "a/.."],
+      ["an empty path", ""],
+      ["only dots and slashes", "./."],
+      ["a NUL byte", "a\u0000b"]
+    ])("%s", async (_what, name) => {
+      const r = await run(mode, { ...program(), files: [[name, "x"]] })
+      expectRefused(r, 126, /file path/)
+      expect(fs.existsSync(path.join(tmp, "escape.txt"))).toBe(false)
+      expect(fs.existsSync(marker())).toBe(false)
+    })
+
+    it("a symlinked directory pointing outside the workspace", async () => {
+      fs.mkdirSync(outside())
+      fs.symlinkSync(outside(), path.join(workspace, "link"))
+      const r = await run(mode, { ...program(), files: [["link/pwned.txt", "x"]] })
+      expectRefused(r, 126, /link is a symlink/)
+      expect(fs.readdirSync(outside())).toEqual([])
+      expect(fs.existsSync(marker())).toBe(false)
+    })
+
+    it("a symlinked directory deeper down, and one pointing inside the workspace (any symlink)", async () => {
+      fs.mkdirSync(outside())
+      fs.mkdirSync(path.join(workspace, "a/b"), { recursive: true })
+      fs.symlinkSync(outside(), path.join(workspace, "a/b/deep"))
+      expectRefused(await run(mode, { ...program(), files: [["a/b/deep/c/pwned.txt", "x"]] }), 126, /deep is a symlink/)
+      fs.mkdirSync(path.join(workspace, "real"))
+      fs.symlinkSync("real", path.join(workspace, "inside"))
+      expectRefused(await run(mode, { ...program(), files: [["inside/f.txt", "x"]] }), 126, /inside is a symlink/)
+      expect(fs.readdirSync(outside())).toEqual([])
+      expect(fs.readdirSync(path.join(workspace, "real"))).toEqual([])
+      expect(fs.existsSync(marker())).toBe(false)
+    })
+
+    it("a symlink as the file itself", async () => {
+      fs.mkdirSync(outside())
+      const target = path.join(outside(), "target.txt")
+      fs.writeFileSync(target, "original")
+      fs.symlinkSync(target, path.join(workspace, "file.txt"))
+      const r = await run(mode, { ...program(), files: [["file.txt", "overwritten"]] })
+      expectRefused(r, 126, /file\.txt: Too many levels of symbolic links/)
+      expect(fs.readFileSync(target, "utf8")).toBe("original")
+      expect(fs.existsSync(marker())).toBe(false)
+    })
+
+    it("a symlinked code directory", async () => {
+      fs.mkdirSync(outside())
+      fs.symlinkSync(outside(), codeDir)
+      const r = await run(mode, program())
+      expectRefused(r, 126, /not a directory owned by this user/)
+      expect(fs.readdirSync(outside())).toEqual([])
+      expect(fs.existsSync(marker())).toBe(false)
+    })
+  })
+
+  describe("malformed input is refused with 126", () => {
+    it.each([
+      ["an unknown header word", "frobnicate 1\nrun\n", /unknown header line 'frobnicate'/],
+      ["an unknown language", "lang ruby\ncode 0\nrun\n", /unknown language 'ruby'/],
+      ["a header line over 4096 bytes", `lang ${"x".repeat(5000)}\nrun\n`, /longer than 4096/],
+      ["stdin ending between header lines", "lang python\ncode 0\n", /stdin ended inside the header/],
+      ["stdin ending inside a header line", "lang pyt", /stdin ended inside the header/],
+      ["stdin ending inside the code", "lang python\ncode 100\nprint(1)", /stdin ended after 8 of 100 bytes of code/],
+      ["stdin ending inside a file", "lang python\ncode 0\nfile 1 10\naabc", /stdin ended after 3 of 10 bytes of a file/],
+      ["stdin ending inside a file path", "lang python\ncode 0\nfile 10 1\nabc", /of file path/],
+      ["stdin ending inside an argument", "arg 10\nabc", /of an argument/],
+      ["a negative length", "lang python\ncode -1\nrun\n", /code: not a number/],
+      ["a fractional length", "lang python\ncode 1.5\nrun\n", /code: bad number/],
+      ["a length with trailing garbage", "lang python\ncode 3x\nrun\n", /code: bad number/],
+      ["a length with a sign", "lang python\ncode +3\nrun\n", /code: not a number/],
+      ["an empty length", "lang python\ncode \nrun\n", /code: not a number/],
+      ["a missing length", "lang python\ncode\nrun\n", /code: not a number/],
+      ["a length that overflows", "lang python\ncode 99999999999999999999999\nrun\n", /code: bad number/],
+      ["a cap that is not a number", "cap lots\nlang python\ncode 0\nrun\n", /cap: not a number/],
+      ["a file line with one number", "file 3\nabcrun\n", /file: expected/],
+      ["a file line with three numbers", "file 1 1 1\nabrun\n", /file length: bad number/],
+      ["an argument with a NUL byte", "arg 3\na\u0000brun\n", /argument contains a NUL byte/],
+      ["a header line with a NUL byte", "lang python\u0000 ignored\ncode 0\nrun\n", /header line contains a NUL byte/],
+      ["a key that is too short", "key 0123abcd\nlang python\ncode 0\nrun\n", /key must be 32 hex digits/],
+      ["a key in upper case", `key ${"AB".repeat(16)}\nlang python\ncode 0\nrun\n`, /key must be lowercase hex/],
+      ["code without a language", "code 8\nprint(1)run\n", /code without a language/],
+      ["nothing to run", "run\n", /nothing to run/],
+      ["an empty lock path", "lock 0\nlang python\ncode 0\nrun\n", /lock path length/]
+    ])("%s", async (_what, rest, pattern) => {
+      expectRefused(await run(mode, (key) => prefix(mode, key) + rest), 126, pattern)
+    })
+
+    it("a long header line under the limit is fine (4000 bytes)", async () => {
+      const r = await run(mode, (key) => `${prefix(mode, key)}lang bash\ncode ${"0".repeat(3990)}8\necho ok\nrun\n`)
+      expectRan(r)
+      expect(r.stdout.toString()).toBe("ok\n")
+    })
+  })
+})
+
+describe("a first line that is not 'HERMES/2' is refused with 126 (no key yet: one stderr line)", () => {
+  it.each([
+    ["empty stdin", ""],
+    ["a bare program", "print('hi')\n"],
+    ["version 1", 'HERMES/1 {"language":"python","code":0}\n'],
+    ["version 3", "HERMES/3\nrun\n"],
+    ["no newline after the version", "HERMES/2"],
+    ["a trailing space", "HERMES/2 \nrun\n"],
+    ["lower case", "hermes/2\nrun\n"],
+    ["an empty first line", "\nHERMES/2\nrun\n"],
+    ["a first line over 4096 bytes", `HERMES/2${" ".repeat(5000)}\n`]
+  ])("%s", async (_what, input) => {
+    const r = await run("plain", () => input)
+    expect(r.exitCode).toBe(126)
+    expect(r.stdout.length).toBe(0)
+    expect(r.stderr.toString()).toMatch(/^hermes-run: [^\n]+\n$/)
+  })
+})
+
+describe("framed mode: the report", () => {
+  it("relays at most `cap` bytes of each stream and counts the rest", async () => {
+    const digits = Array.from({ length: 100_000 }, (_, i) => String(i % 10)).join("")
+    const code = `import sys\nd = ${JSON.stringify(digits)}\nfor i in range(0, len(d), 7000):\n    sys.stdout.write(d[i:i + 7000]); sys.stdout.flush()\nsys.stderr.write("b" * 2999 + "c")\n`
+    for (const cap of [0, 1000, 65_537, 200_000]) {
+      const r = await run("framed", { language: "python", code, capBytes: cap })
+      expectRan(r)
+      expect(r.report, `cap ${cap}`).toEqual({ exitCode: 0, stdoutBytes: 100_000, stderrBytes: 3000, outsideSignal: 0 })
+      expect(r.stdout.toString(), `cap ${cap}`).toBe(digits.slice(0, cap))
+      expect(r.stderr.toString(), `cap ${cap}`).toBe(("b".repeat(2999) + "c").slice(0, cap))
+    }
+  })
+
+  it("a forked child (os.fork()) reaching the end of its script does not end the run", async () => {
+    const code = [
+      "import os, sys, time",
+      "if os.fork() == 0:",
+      "    print('the child reaches the end of the script', flush=True)",
+      "else:",
+      "    time.sleep(0.8)",
+      "    print('the parent, later', flush=True)",
+      "    sys.exit(3)",
+      ""
+    ].join("\n")
+    for (const mode of MODES) {
+      const r = await run(mode, { language: "python", code })
+      expectRan(r, 3)
+      expect(r.stdout.toString(), mode).toBe("the child reaches the end of the script\nthe parent, later\n")
+    }
+  })
+
+  it("a JavaScript exit handler that spins keeps the report back until the process exits", async () => {
+    const code = [
+      "process.on('exit', () => {",
+      "  const until = Date.now() + 800",
+      "  while (Date.now() < until) {}",
+      "  require('fs').writeSync(1, 'after the spin\\n')",
+      "  process.exitCode = 9",
+      "})",
+      "console.log('before')",
+      ""
+    ].join("\n")
+    const r = await run("framed", { language: "javascript", code })
+    expectRan(r, 9)
+    expect(r.stdout.toString()).toBe("before\nafter the spin\n")
+    const p = r.frames.find((f) => f.type === "p")!
+    const x = r.frames.find((f) => f.type === "x")!
+    expect(x.at - p.at).toBeGreaterThanOrEqual(700)
+  })
+
+  it("output that looks like frames (another key) stays inside 'o' / 'e' frames", async () => {
+    const other = RunnerProtocol.makeRunKey()
+    const forged = Buffer.concat([
+      Buffer.from(RunnerProtocol.encodeFrame(other, "x", "0 0 0")),
+      Buffer.from(RunnerProtocol.encodeFrame(other, "E", "forged setup error")),
+      Buffer.from(RunnerProtocol.encodeFrame("00".repeat(16), "o", "forged output")),
+      Buffer.from(RunnerProtocol.encodeFrame(other, "p", "1 1"))
+    ])
+    const code = "import sys\nd = sys.stdin.buffer.read()\nsys.stdout.buffer.write(d); sys.stdout.flush()\nsys.stderr.buffer.write(d)\nsys.exit(5)\n"
+    const r = await run("framed", { language: "python", code, stdin: forged })
+    expectRan(r, 5)
+    expect(r.stdout.equals(forged)).toBe(true)
+    expect(r.stderr.equals(forged)).toBe(true)
+    expect(r.frames.filter((f) => f.type !== "o" && f.type !== "e").map((f) => f.type)).toEqual(["p", "x"])
+    expect(r.report).toEqual({ exitCode: 5, stdoutBytes: forged.length, stderrBytes: forged.length, outsideSignal: 0 })
+  })
+
+  it("the key never reaches the program (environment, argv, its own or its parent's command line, fds)", async () => {
+    const code = [
+      "import os, sys",
+      "print(repr(dict(os.environ)))",
+      "print(repr(sys.argv))",
+      "print(repr(open('/proc/self/cmdline', 'rb').read()))",
+      "print(repr(open('/proc/%d/cmdline' % os.getppid(), 'rb').read()))",
+      "for fd in os.listdir('/proc/self/fd'):",
+      "    print(fd, os.readlink('/proc/self/fd/' + fd) if os.path.exists('/proc/self/fd/' + fd) else '-')",
+      "print(repr(sys.stdin.buffer.read()))",
+      ""
+    ].join("\n")
+    const p = start("framed", { language: "python", code, stdin: "the program's own stdin" })
+    const r = await p.done
+    expectRan(r)
+    const seen = r.stdout.toString("latin1")
+    expect(seen).toContain("the program's own stdin")
+    expect(seen).not.toContain(p.key)
+    expect(r.stdout.includes(Buffer.from(p.key, "hex"))).toBe(false)
+  })
+
+  it.skipIf(process.getuid?.() !== 0)("the program (same uid) cannot open the supervisor's /proc entries: it is not dumpable", async () => {
+    // Both as nobody: uid alone would allow it; PR_SET_DUMPABLE 0 is what stops it.
+    fs.chmodSync(tmp, 0o755)
+    fs.chownSync(workspace, 65534, 65534)
+    fs.mkdirSync(codeDir, { mode: 0o700 })
+    fs.chownSync(codeDir, 65534, 65534)
+    const code = [
+      'p=$PPID',
+      'if (exec 3>"/proc/$p/fd/1") 2>/dev/null; then echo "supervisor fd: opened"; else echo "supervisor fd: denied"; fi',
+      'if cat "/proc/$p/environ" >/dev/null 2>&1; then echo "supervisor environ: read"; else echo "supervisor environ: denied"; fi',
+      // The control: the program's own child reads the program's (dumpable, same uid) entries.
+      'sh -c \'if cat "/proc/$PPID/environ" >/dev/null 2>&1 && (exec 3>"/proc/$PPID/fd/1"); then echo "own child: read"; else echo "own child: denied"; fi\'',
+      ""
+    ].join("\n")
+    const r = await run("framed", { language: "bash", code }, { wrap: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] })
+    expectRan(r)
+    expect(r.stdout.toString()).toBe("supervisor fd: denied\nsupervisor environ: denied\nown child: read\n")
+  })
+})
+
+// ---- in a pid namespace of its own (never the host's: kill_others) -----------------------------
+
+const canUnshare = (() => {
+  if (process.getuid?.() !== 0) return false
+  try {
+    execFileSync("unshare", ["--fork", "--pid", "--mount-proc", "--kill-child", "true"], { stdio: "ignore", timeout: 10_000 })
+    return true
+  } catch {
+    return false
+  }
+})()
+
+/** Host pids whose parent is `pid`. */
+const childrenOf = (pid: number): Array<number> =>
+  fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((d) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "latin1")
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid
+    } catch {
+      return false
+    }
+  }).map(Number)
+
+interface Exec {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** A pid namespace whose PID 1 is `hermes-run --hold`, as in a session sandbox. */
+class PidNamespace {
+  private constructor(
+    private readonly holder: ChildProcess,
+    /** PID 1 of the namespace, as the host sees it. */
+    readonly init: number,
+    private readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  ) {}
+
+  /** Entered from outside, like `docker exec`: whatever runs has parent pid 0 in the namespace. */
+  get via(): ReadonlyArray<string> {
+    return ["nsenter", `--target=${this.init}`, "--pid", "--mount", "--"]
+  }
+
+  static async open(): Promise<PidNamespace> {
+    const holder = spawn("unshare", ["--fork", "--pid", "--mount-proc", "--kill-child", SUPERVISOR, "--hold"], { stdio: "ignore" })
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => holder.on("exit", (code, signal) => resolve({ code, signal })))
+    const deadline = Date.now() + 10_000
+    let init: number | undefined
+    while (init === undefined) {
+      if (Date.now() > deadline) {
+        holder.kill("SIGKILL")
+        throw new Error("the namespace's PID 1 did not start")
+      }
+      init = childrenOf(holder.pid!).find((pid) => {
+        try {
+          return fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes("--hold")
+        } catch {
+          return false
+        }
+      })
+      if (init === undefined) await sleep(10)
+    }
+    const ns = new PidNamespace(holder, init, exited)
+    opened.push(ns)
+    // Everything that kills runs with the namespace's own /proc: make sure it is.
+    const pid1 = await ns.exec(["cat", "/proc/1/cmdline"])
+    const runnerVisible = (await ns.exec(["test", "-e", `/proc/${process.pid}`])).code === 0
+    if (!pid1.stdout.includes("--hold") || runnerVisible) {
+      await ns.close()
+      throw new Error("nsenter did not give the namespace's own /proc")
+    }
+    return ns
+  }
+
+  exec(argv: ReadonlyArray<string>): Promise<Exec> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.via[0]!, [...this.via.slice(1), ...argv], { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 })
+      const out: Array<Buffer> = []
+      const err: Array<Buffer> = []
+      child.stdout.on("data", (c: Buffer) => out.push(c))
+      child.stderr.on("data", (c: Buffer) => err.push(c))
+      child.on("error", reject)
+      child.on("close", (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }))
+    })
+  }
+
+  start(mode: Mode, req: Request, opts: Options = {}): Running {
+    return start(mode, req, { ...opts, via: this.via })
+  }
+
+  /** The state letter of a process in the namespace (R, S, Z, ...), or undefined if there is none. */
+  async state(pid: number): Promise<string | undefined> {
+    const r = await this.exec(["cat", `/proc/${pid}/stat`])
+    if (r.code !== 0) return undefined
+    return r.stdout.slice(r.stdout.lastIndexOf(")") + 2).split(" ")[0]
+  }
+
+  async alive(pid: number): Promise<boolean> {
+    const s = await this.state(pid)
+    return s !== undefined && s !== "Z" && s !== "X"
+  }
+
+  /** SIGTERM to its PID 1 (the supervisor in --hold), which ends the namespace; its exit. */
+  async close(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    const i = opened.indexOf(this)
+    if (i >= 0) opened.splice(i, 1)
+    try {
+      process.kill(this.init, "SIGTERM")
+    } catch {
+      // already gone
+    }
+    const timeout = sleep(10_000).then(() => undefined)
+    const ended = await Promise.race([this.exited, timeout])
+    if (ended !== undefined) return ended
+    this.holder.kill("SIGKILL") // --kill-child: its PID 1, and with it the namespace, goes too
+    return this.exited
+  }
+}
+
+const opened: Array<PidNamespace> = []
+afterEach(async () => {
+  for (const ns of [...opened]) await ns.close()
+})
+
+/** A one-shot sandbox's shape: the supervisor itself is PID 1 of a namespace of its own. */
+const ONE_SHOT = ["unshare", "--fork", "--pid", "--mount-proc", "--kill-child"]
+
+describe.skipIf(!canUnshare)("in a pid namespace of its own", () => {
+  it("as PID 1 (one-shot), an orphan it reaps does not end the run", async () => {
+    const code = [
+      "pidfile=orphan.pid",
+      '( sleep 0.3 </dev/null >/dev/null 2>&1 & echo $! > "$pidfile" )',
+      "sleep 0.1",
+      'echo "the orphan\'s parent: $(cut -d" " -f4 /proc/$(cat "$pidfile")/stat)"',
+      "sleep 0.8",
+      "echo later",
+      "exit 3",
+      ""
+    ].join("\n")
+    const r = await run("framed", { language: "bash", code }, { via: ONE_SHOT })
+    expectRan(r, 3)
+    expect(r.stdout.toString()).toBe("the orphan's parent: 1\nlater\n")
+  })
+
+  it("a background process that never stops writing does not hold the report back", async () => {
+    // The host reads slowly, through a pipe (64 KiB every 50 ms): the supervisor's relay blocks, the
+    // writer refills the program's pipe meanwhile, so a final drain "until the pipe is empty" never ends.
+    const slowReader = "import os, sys, time\nwhile True:\n    b = os.read(0, 65536)\n    if not b: break\n    sys.stdout.buffer.write(b); sys.stdout.buffer.flush(); time.sleep(0.05)\n"
+    const via = ["bash", "-c", 'set -o pipefail; r=$1; shift; "$@" | python3 -c "$r"', "bash", slowReader, ...ONE_SHOT]
+    const p = start("framed", { language: "bash", code: "yes &\nsleep 0.3\nexit 4\n" }, { via, timeoutMs: 30_000 })
+    await sleep(200)
+    const helpers = childrenOf(p.child.pid!) // unshare (and with it the namespace) and the reader
+    try {
+      await p.until("the report", () => p.frames.some((f) => f.type === "x"), 15_000)
+      const r = await p.done
+      expect(r.report?.exitCode).toBe(4)
+      expect(r.report!.stdoutBytes).toBeGreaterThan(0)
+    } finally {
+      for (const pid of helpers) {
+        try {
+          process.kill(pid, "SIGKILL")
+        } catch {
+          // ended with the run
+        }
+      }
+    }
+  }, 40_000)
+
+  it("a signal from outside is forwarded to the program and reported; one the program sends its supervisor is not 'outside'", async () => {
+    const code = "import os, sys, time\nif sys.stdin.read() == 'self':\n    os.kill(os.getppid(), 15)\nprint('ready', flush=True)\ntime.sleep(30)\n"
+    const outside = start("framed", { language: "python", code, stdin: "outside" }, { via: ONE_SHOT })
+    await outside.until("the program", () => outside.stdoutSoFar().toString() === "ready\n")
+    const supervisor = childrenOf(outside.child.pid!) // PID 1 of its namespace, as the host sees it
+    expect(supervisor).toHaveLength(1)
+    process.kill(supervisor[0]!, "SIGTERM")
+    const r = await outside.done
+    expectRan(r, 143)
+    expect(r.report?.outsideSignal).toBe(15)
+
+    const inside = await run("framed", { language: "python", code, stdin: "self" }, { via: ONE_SHOT })
+    expectRan(inside, 143)
+    expect(inside.report?.outsideSignal).toBe(0)
+  }, 30_000)
+
+  it("`lock`: a second supervisor sends 'w' naming the holder, waits, then 'l' once the first exits", async () => {
+    const ns = await PidNamespace.open()
+    const lock = path.join(tmp, "locks", "session.lock")
+    // The first call also ends leftovers: a supervisor waiting for the lock (parent pid 0) is spared.
+    const first = ns.start("framed", {
+      lock,
+      killLeftovers: true,
+      language: "python",
+      code: "import os, sys\nprint(os.getppid(), flush=True)\nsys.stdin.readline()\nprint('first done')\n"
+    }, { keepOpen: true })
+    await first.until("the first call's output", () => first.stdoutSoFar().toString().includes("\n"))
+    const holder = Number(first.stdoutSoFar().toString().trim()) // the first supervisor, in the namespace
+    expect(first.types().slice(0, 2)).toEqual(["l", "p"])
+
+    const second = ns.start("framed", { lock, language: "bash", code: "echo second ran\n" })
+    await second.until("the 'w' frame", () => second.types().includes("w"))
+    const w = second.frames.find((f) => f.type === "w")!
+    const [pid, ...command] = w.text.split(" ")
+    expect(Number(pid)).toBe(holder)
+    expect(command.join(" ")).toContain("hermes-run")
+    await sleep(500)
+    expect(second.types(), "the second call waits").toEqual(["w"])
+
+    first.end("go\n")
+    const a = await first.done
+    expectRan(a)
+    expect(a.stdout.toString()).toBe(`${holder}\nfirst done\n`)
+    const b = await second.done
+    expectRan(b)
+    expect(typesOf(b.frames)).toEqual(["w", "l", "p", "o", "x"])
+    expect(b.stdout.toString()).toBe("second ran\n")
+    expect(await ns.close()).toEqual({ code: 0, signal: null })
+  }, 60_000)
+
+  it("`leftovers kill` ends a background process left by an earlier run, before and after its own", async () => {
+    const ns = await PidNamespace.open()
+    const leave = "setsid sleep 1000 </dev/null >/dev/null 2>&1 &\necho $!\n"
+    const r1 = await ns.start("framed", { language: "bash", code: leave }).done
+    expectRan(r1)
+    const left = Number(r1.stdout.toString())
+    expect(await ns.alive(left), "without `leftovers kill` it stays").toBe(true)
+    expect((await ns.exec(["cat", `/proc/${left}/cmdline`])).stdout).toBe("sleep\u00001000\u0000")
+    // The second run ends it before its program starts, and what this program leaves after.
+    const code = `if [ -d /proc/${left} ] && [ "$(cut -d' ' -f3 /proc/${left}/stat)" != Z ]; then echo "first: alive"; else echo "first: gone"; fi\n${leave}`
+    const r2 = await ns.start("framed", { killLeftovers: true, language: "bash", code }).done
+    expectRan(r2)
+    const [seen, second] = r2.stdout.toString().trim().split("\n")
+    expect(seen).toBe("first: gone")
+    expect(await ns.alive(left)).toBe(false)
+    expect(await ns.alive(Number(second))).toBe(false)
+    // And PID 1 (--hold) reaps them.
+    const deadline = Date.now() + 5_000
+    while ((await ns.state(left)) !== undefined || (await ns.state(Number(second))) !== undefined) {
+      expect(Date.now() < deadline, "reaped by PID 1").toBe(true)
+      await sleep(50)
+    }
+  }, 60_000)
+
+  it("`--hold` as PID 1 reaps orphans, survives other signals and exits 0 on SIGTERM", async () => {
+    const ns = await PidNamespace.open()
+    const r = await ns.exec(["sh", "-c", "sleep 0.3 </dev/null >/dev/null 2>&1 & echo $!"])
+    const orphan = Number(r.stdout)
+    expect(await ns.alive(orphan)).toBe(true)
+    await sleep(1_000)
+    expect(await ns.state(orphan), "a zombie would still be listed").toBeUndefined()
+    process.kill(ns.init, "SIGUSR1") // would end a process that does not block it
+    process.kill(ns.init, "SIGHUP")
+    await sleep(200)
+    expect(await ns.alive(1)).toBe(true)
+    expect(await ns.close()).toEqual({ code: 0, signal: null })
+  }, 30_000)
+
+  it("`--kill PID START since` spares PID when START is not its start time, and kills it when it is", async () => {
+    const ns = await PidNamespace.open()
+    const target = Number((await ns.exec(["sh", "-c", "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"])).stdout)
+    const stat = (await ns.exec(["cat", `/proc/${target}/stat`])).stdout
+    const started = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19])
+    expect(await ns.alive(target)).toBe(true)
+    // A later start time: a different process than the one the caller meant (pid reused).
+    expect((await ns.exec([SUPERVISOR, "--kill", String(target), String(started + 1_000_000), "since"])).code).toBe(0)
+    await sleep(200)
+    expect(await ns.alive(target), "spared: wrong start time").toBe(true)
+    expect((await ns.exec([SUPERVISOR, "--kill", String(target), String(started), "since"])).code).toBe(0)
+    await sleep(200)
+    expect(await ns.alive(target), "killed: its start time").toBe(false)
+    expect(await ns.alive(1), "PID 1 is spared").toBe(true)
+  }, 30_000)
+})
+
+describe("--hold outside PID 1", () => {
+  it("exits 0 on SIGTERM and on SIGINT, not on other signals", async () => {
+    for (const signal of ["SIGTERM", "SIGINT"] as const) {
+      const child = spawn(SUPERVISOR, ["--hold"], { stdio: "ignore", timeout: 20_000 })
+      const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on("exit", (c, s) => resolve([c, s])))
+      await sleep(200)
+      child.kill("SIGUSR1")
+      child.kill("SIGHUP")
+      await sleep(200)
+      expect(child.exitCode, "still holding").toBeNull()
+      child.kill(signal)
+      expect(await exited).toEqual([0, null])
+    }
+  })
+})
