@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { SandboxExecutor } from "@hermes-sandbox/docker"
 import { poolOn, startSleeper, testExecutor as createExecutor } from "./support/executor.js"
 import Docker from "dockerode"
+import { readFileSync } from "node:fs"
 import { containerExists, sandboxContainers, waitFor } from "./support/docker.js"
 
 const NAME = /^hermes-sandbox-[0-9a-f-]{36}$/
@@ -200,6 +201,23 @@ describe("executeCode on the real engine", () => {
       await kill(container.id)
       await expect(run, how).rejects.toMatchObject({ _tag: "ContainerFailed", message: expect.stringMatching(/killed from outside the SDK \(signal 15\) while the program ran; the exit code it then reported \(0\)/) })
       expect(await waitFor(async () => !(await containerExists(container.name)), 10_000), how).toBe(true)
+    }
+  })
+
+  it("an image without the supervisor (no runner-protocol 2 label) is a typed ContainerFailed naming the image, before any container exists", async () => {
+    // The offline base the images are built FROM (scripts/build-images.sh): Debian, no supervisor.
+    const suite = /^VERSION_CODENAME=(.*)$/m.exec(readFileSync("/etc/os-release", "utf8"))?.[1] ?? "bookworm"
+    const bare = await createExecutor({ images: { python: `hermes-sandbox/base:${suite}` } })
+    try {
+      const before = await sandboxContainers()
+      await expect(bare.executeCode({ language: "python", code: "print(1)" })).rejects.toMatchObject({
+        _tag: "ContainerFailed",
+        reason: "protocol",
+        message: expect.stringMatching(/image hermes-sandbox\/base:\w+ does not speak runner protocol 2 .*org\.hermes-sandbox\.runner-protocol/)
+      })
+      expect(await sandboxContainers()).toEqual(before)
+    } finally {
+      await bare.close()
     }
   })
 

@@ -230,6 +230,12 @@ describe("Executor (fake runtime)", () => {
         // A request asking for other limits takes the cold path.
         const cold = yield* executor.executeCode({ language: "python", code: fakeProgram({}), memory: "64m" })
         expect(cold.containerName).toBe(`hermes-sandbox-${cold.executionId}`)
+        // So does one whose timeout is longer than the executor's: a pooled sandbox's deadline label
+        // was computed from the executor's timeout, and another process's sweep would take it mid-run.
+        const longer = yield* executor.executeCode({ language: "python", code: fakeProgram({}), timeoutMs: executor.config.timeoutMs + 600_000 })
+        expect(longer.containerName).toBe(`hermes-sandbox-${longer.executionId}`)
+        const shorter = yield* executor.executeCode({ language: "python", code: fakeProgram({}), timeoutMs: 1_000 })
+        expect(shorter.containerName).not.toBe(`hermes-sandbox-${shorter.executionId}`)
         yield* close
         expect(yield* control.alive).toEqual([])
         const states = Projection.project(all)

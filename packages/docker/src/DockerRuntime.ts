@@ -18,7 +18,10 @@ import {
   SandboxRuntime,
   type SandboxInfo,
   type SandboxSpec,
-  type SandboxState
+  type SandboxState,
+  RUNNER_PROTOCOL_LABEL,
+  RUNNER_PROTOCOL_VERSION,
+  SUPERVISOR
 } from "@hermes-sandbox/core"
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
@@ -151,6 +154,22 @@ export const make = (options: DockerRuntimeOptions = {}) =>
         const cached = imageIds.get(image)
         if (cached !== undefined) return Effect.succeed(cached)
         return dockerCall(ctx("inspect image", "", image), (signal) => docker.getImage(image).inspect({ abortSignal: signal } as object)).pipe(
+          // Every program runs through the image's supervisor (runner protocol 2): an image without
+          // it would fail at start or, worse, run something else; say so before any container exists.
+          Effect.filterOrFail(
+            (i) => i.Config?.Labels?.[RUNNER_PROTOCOL_LABEL] === String(RUNNER_PROTOCOL_VERSION),
+            (i) => {
+              const found = i.Config?.Labels?.[RUNNER_PROTOCOL_LABEL]
+              return new ContainerFailed({
+                operation: "inspect image",
+                containerName: "",
+                reason: "protocol",
+                message: `image ${image} does not speak runner protocol ${RUNNER_PROTOCOL_VERSION} (its label ${RUNNER_PROTOCOL_LABEL} is ` +
+                  `${found === undefined ? "absent" : JSON.stringify(found)}): every program runs through the supervisor ${SUPERVISOR}. ` +
+                  `Build it FROM a hermes-sandbox image (docs: images/README.md), or rebuild the SDK's images: ${IMAGE_BUILD_COMMAND}`
+              })
+            }
+          ),
           Effect.map((i) => i.Id),
           Effect.tap((id) => Effect.sync(() => imageIds.set(image, id))),
           Effect.catchIf(
