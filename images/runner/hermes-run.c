@@ -212,8 +212,13 @@ static int open_in(int root_fd, const char *path, size_t path_len) {
     }
     if (strcmp(seg, "..") == 0) fail(PROTOCOL_ERROR, "file path must not contain '..'");
     if (next == NULL) {
-      fd = openat(dir, seg, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+      /* O_NONBLOCK: a FIFO planted where the file goes (an earlier session call) must not block the
+         setup; only a regular file is written. */
+      fd = openat(dir, seg, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
       if (fd < 0) fail(PROTOCOL_ERROR, "cannot create file %s: %s", seg, strerror(errno));
+      struct stat fst;
+      if (fstat(fd, &fst) < 0 || !S_ISREG(fst.st_mode)) fail(PROTOCOL_ERROR, "%s exists and is not a regular file", seg);
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
       break;
     }
     if (mkdirat(dir, seg, 0755) < 0 && errno != EEXIST) fail(PROTOCOL_ERROR, "cannot create directory %s: %s", seg, strerror(errno));

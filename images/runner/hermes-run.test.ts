@@ -548,6 +548,13 @@ describe.each(MODES)("%s mode", (mode) => {
       expect(fs.existsSync(marker())).toBe(false)
     })
 
+    it("a FIFO (or any non-regular file) planted where a file goes: refused at once, never blocking the setup", async () => {
+      execFileSync("mkfifo", [path.join(workspace, "pipe.txt")])
+      const r = await run(mode, { ...program(), files: [["pipe.txt", "data"]] })
+      expectRefused(r, 126, /pipe\.txt: (No such device or address|.*not a regular file)/)
+      expect(fs.existsSync(marker())).toBe(false)
+    })
+
     it("a symlinked code directory", async () => {
       fs.mkdirSync(outside())
       fs.symlinkSync(outside(), codeDir)

@@ -116,7 +116,7 @@ export interface PersistentOptions extends SessionOptions {
 export interface SessionsOptions extends ExecutorOptions {
   /** Default image of session sandboxes. Default: the python image (bash, python3, the runner). */
   readonly sessionImage?: string
-  /** How code snippets are run (reads a RunnerProtocol payload on stdin). Default python3 /opt/hermes/runner.py. */
+  /** How code snippets are run (reads a RunnerProtocol payload on stdin). Default: the supervisor in plain mode (/opt/hermes/hermes-run). */
   readonly runner?: ReadonlyArray<string>
   /** Remove idle persistent sandboxes nobody holds when the service starts (in the background). Default true. */
   readonly reapOnStart?: boolean
