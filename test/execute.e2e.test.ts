@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { SandboxExecutor } from "@hermes-sandbox/docker"
 import { poolOn, startSleeper, testExecutor as createExecutor } from "./support/executor.js"
 import Docker from "dockerode"
+import { lastValueFrom, toArray } from "rxjs"
 import { readFileSync } from "node:fs"
 import { containerExists, sandboxContainers, waitFor } from "./support/docker.js"
 
@@ -162,8 +163,15 @@ describe("executeCode on the real engine", () => {
   it("abort mid-run removes the container", async () => {
     const controller = new AbortController()
     const { run, container } = await startSleeper(executor, { signal: controller.signal })
+    const seen: Array<{ type: string; executionId: string; data: unknown }> = []
+    const sub = executor.events$.subscribe((e) => seen.push(e))
     controller.abort("test abort")
-    await expect(run).rejects.toMatchObject({ _tag: "ExecutionAborted" })
+    const error = await run.then(() => undefined, (e: unknown) => e as { _tag: string; executionId: string; reason: string })
+    sub.unsubscribe()
+    // The error names the execution (its journal stream) and the journal keeps the abort's reason.
+    expect(error).toMatchObject({ _tag: "ExecutionAborted", reason: "test abort", executionId: expect.stringMatching(/^[0-9a-f-]{36}$/) })
+    expect(container.name).toBe(`hermes-sandbox-${error!.executionId}`)
+    expect(seen.find((e) => e.executionId === error!.executionId && e.type === "ExecutionInterrupted")?.data).toEqual({ reason: "interrupted by the caller: test abort" })
     expect(await containerExists(container.name)).toBe(false)
   })
 
@@ -264,6 +272,21 @@ describe("executeCode on the real engine", () => {
 })
 
 describe("executor lifecycle on the real engine", () => {
+  it("events$ completes once close() has removed every container; stats() reports pending removals apart from running executions", async () => {
+    const e = await createExecutor({ awaitRemoval: false })
+    const all = lastValueFrom(e.events$.pipe(toArray()))
+    const r = await e.executeCode({ language: "python", code: "print(1)" })
+    const stats = await e.stats()
+    // The result is back: nothing runs; its removal may still be pending (and then holds its slot).
+    expect(stats.inFlight).toBe(0)
+    expect(stats.removing).toBeLessThanOrEqual(1)
+    await e.close()
+    const events = await all
+    expect(events.filter((x) => x.executionId === r.executionId).map((x) => x.type).at(-1)).toBe("ContainerDestroyed")
+    // Subscribing after close completes at once.
+    expect(await lastValueFrom(e.events$.pipe(toArray()))).toEqual([])
+  })
+
   it("close() interrupts running executions and resolves only after their containers are gone", async () => {
     const executor = await createExecutor({ timeoutMs: 60_000 })
     const names: Array<string> = []

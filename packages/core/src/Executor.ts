@@ -35,7 +35,10 @@ import { startRecorded } from "./internal/startRecorded.js"
 export type ExecuteError = InvalidRequest | SandboxError | QueueFull | ExecutorClosed | JournalError
 
 export interface ExecutorStats {
+  /** Executions running (their result not yet returned). */
   readonly inFlight: number
+  /** Executions whose result was returned and whose sandbox is being removed (they still hold a slot). */
+  readonly removing: number
   readonly queued: number
   /** Warm-pool sandboxes ready to be claimed, per language (empty without a pool). */
   readonly warm: Readonly<Record<string, number>>
@@ -45,6 +48,10 @@ export interface ExecutorStats {
 export interface ExecuteOptions {
   readonly onStdout?: (chunk: Uint8Array) => void
   readonly onStderr?: (chunk: Uint8Array) => void
+  /** Called with the execution's id (its journal stream) once it is requested, before any container exists. */
+  readonly onExecutionId?: (executionId: string) => void
+  /** Why the caller interrupted it (an AbortSignal's reason), for the journal's ExecutionInterrupted. */
+  readonly interruptReason?: () => string | undefined
 }
 
 export type DestroyReason = "completed" | "timeout" | "interrupted" | "failed"
@@ -134,6 +141,8 @@ export const make = (options: ExecutorOptions = {}) =>
     // times per execution, and the combinators cost ~0.5 ms of CPU per execution under load
     // (BENCHMARKS.md). The metric labels in effect where the executor is built apply.
     let counters = { inFlight: 0, queued: 0 }
+    // Results returned, removal pending: counted in inFlight's slots until removed, reported apart.
+    let removing = 0
     const metricLabels = yield* FiberRef.get(FiberRef.currentMetricLabels)
     const publishStats = (f: (s: typeof counters) => typeof counters) =>
       Effect.sync(() => {
@@ -425,7 +434,8 @@ export const make = (options: ExecutorOptions = {}) =>
           Effect.onInterrupt(() =>
             Effect.gen(function*() {
               yield* Ref.set(destroyReason, "interrupted")
-              const reason = (yield* Ref.get(closed)) ? "executor closed" : "interrupted by the caller"
+              const asked = hooks.interruptReason?.()
+              const reason = (yield* Ref.get(closed)) ? "executor closed" : asked === undefined ? "interrupted by the caller" : `interrupted by the caller: ${asked}`
               yield* recordTerminal({ type: "ExecutionInterrupted", data: { reason } }).pipe(Effect.ignore)
             })
           ),
@@ -444,6 +454,7 @@ export const make = (options: ExecutorOptions = {}) =>
         const plan = yield* planExecution(request, config)
         const executionId = uuidv7()
         const containerName = `${ContainerNamePrefix}${executionId}`
+        hooks.onExecutionId?.(executionId)
         const supervised = Effect.gen(function*() {
           yield* append(executionId, {
             type: "ExecutionRequested",
@@ -466,7 +477,11 @@ export const make = (options: ExecutorOptions = {}) =>
             Effect.onExit((exit) =>
               Exit.isSuccess(exit) && !config.awaitRemoval
                 // Removal off the caller's critical path, still tracked: close() waits for it.
-                ? FiberSet.run(removals, Scope.close(scope, exit).pipe(Effect.uninterruptible)).pipe(Effect.asVoid)
+                ? Effect.sync(() => void removing++).pipe(
+                  Effect.zipRight(FiberSet.run(removals, Scope.close(scope, exit).pipe(Effect.ensuring(Effect.sync(() => void removing--)), Effect.uninterruptible))),
+                  Effect.asVoid,
+                  Effect.uninterruptible
+                )
                 : Scope.close(scope, exit)
             )
           )
@@ -485,7 +500,12 @@ export const make = (options: ExecutorOptions = {}) =>
       executeCode,
       events,
       unsafeSubscribe,
-      stats: pool === undefined ? Effect.sync(() => ({ ...counters, warm: {} })) : Effect.map(pool.ready, (warm) => ({ ...counters, warm })),
+      stats: Effect.map(pool === undefined ? Effect.succeed({}) : pool.ready, (warm) => ({
+        inFlight: counters.inFlight - removing,
+        removing,
+        queued: counters.queued,
+        warm
+      })),
       idle
     })
   })

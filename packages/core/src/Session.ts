@@ -625,6 +625,7 @@ export const make = (options: SessionsOptions = {}) =>
         const callAccepted = (input: CallInput, hooks: ExecuteOptions): Effect.Effect<SessionResult, SessionCallError> =>
           Effect.gen(function*() {
             const executionId = uuidv7()
+            hooks.onExecutionId?.(executionId)
             yield* append(executionId, {
               type: "ExecutionRequested",
               data: {
@@ -645,7 +646,11 @@ export const make = (options: SessionsOptions = {}) =>
             let terminal = false
             const supervised = lock.withPermits(1)(runCall(input, executionId, hooks).pipe(Effect.tap(() => Effect.sync(() => void (terminal = true))))).pipe(
               Effect.onInterrupt(() =>
-                terminal ? Effect.void : appendQuietly(executionId, { type: "ExecutionInterrupted", data: { reason: "interrupted (caller, or the session ended)" } })
+                terminal ? Effect.void : Effect.suspend(() => {
+                  const asked = hooks.interruptReason?.()
+                  const reason = asked === undefined ? "interrupted (caller, or the session ended)" : `interrupted by the caller: ${asked}`
+                  return appendQuietly(executionId, { type: "ExecutionInterrupted", data: { reason } })
+                })
               ),
               Effect.tapError((error) =>
                 terminal ? Effect.void : appendQuietly(executionId, { type: "ExecutionFailed", data: { errorTag: error._tag, message: error.message } })

@@ -166,7 +166,7 @@ describe("Executor (fake runtime)", () => {
         while ((yield* control.alive).length < 1) yield* TestClock.adjust("1 millis")
         const second = yield* Effect.fork(executor.executeCode({ language: "python", code: fakeProgram({ sleepMs: 1000 }) }))
         while ((yield* executor.stats).queued < 1) yield* Effect.yieldNow()
-        expect(yield* executor.stats).toEqual({ inFlight: 1, queued: 1, warm: {} })
+        expect(yield* executor.stats).toEqual({ inFlight: 1, removing: 0, queued: 1, warm: {} })
         const third = yield* Effect.flip(executor.executeCode({ language: "python", code: fakeProgram({}) }))
         expect(third._tag).toBe("QueueFull")
         // Never more than one container at a time.
@@ -175,7 +175,7 @@ describe("Executor (fake runtime)", () => {
         yield* Fiber.join(first)
         yield* TestClock.adjust("1 second")
         yield* Fiber.join(second)
-        expect(yield* executor.stats).toEqual({ inFlight: 0, queued: 0, warm: {} })
+        expect(yield* executor.stats).toEqual({ inFlight: 0, removing: 0, queued: 0, warm: {} })
       })))
 
   it.effect("the in-flight and queued gauges follow the stats, with the metric labels in effect where the executor was built", () =>

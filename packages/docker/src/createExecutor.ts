@@ -8,7 +8,7 @@
  * never Effect's wrappers. An AbortSignal cancels an execution and removes its container.
  */
 import { Cause, Exit, Layer, ManagedRuntime, Option } from "effect"
-import { Observable } from "rxjs"
+import { Observable, type Subscriber } from "rxjs"
 import { ExecutionAborted, ExecutorClosed, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
 import type { EventEnvelope } from "@hermes-sandbox/events"
 import * as DockerExecutor from "./DockerExecutor.js"
@@ -47,6 +47,14 @@ export interface SandboxExecutor extends AsyncDisposable {
 }
 
 
+/** An AbortSignal's reason as text: an Error's message, or the value itself. */
+export const abortReason = (signal: AbortSignal): string => {
+  const r: unknown = signal.reason
+  if (r === undefined) return "aborted"
+  if (r instanceof Error) return r.name === "TimeoutError" || r.name === "AbortError" ? `${r.name}: ${r.message}` : r.message
+  return String(r)
+}
+
 /** Turn an Effect failure into the typed error itself (not a FiberFailure wrapper). */
 export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
   const failure = Cause.failureOption(cause)
@@ -69,21 +77,46 @@ export const createExecutor = async (explicit: CreateExecutorOptions = {}): Prom
   const executeCode = async (request: ExecuteRequest, opts: ExecuteCallOptions = {}) => {
     if (closing !== undefined) throw new ExecutorClosed({ message: "the executor is closed" })
     if (opts.signal?.aborted) {
-      throw new ExecutionAborted({ executionId: "", reason: String(opts.signal.reason ?? "aborted"), message: "aborted before it started" })
+      throw new ExecutionAborted({ executionId: "", reason: abortReason(opts.signal), message: "aborted before it started (no execution was requested)" })
     }
-    const exit = await runtime.runPromiseExit(executor.executeCode(request, opts), opts.signal ? { signal: opts.signal } : undefined)
+    let executionId = ""
+    const signal = opts.signal
+    const hooks: ExecuteOptions = {
+      ...opts,
+      onExecutionId: (id) => {
+        executionId = id
+        opts.onExecutionId?.(id)
+      },
+      interruptReason: () => (signal?.aborted ? abortReason(signal) : undefined)
+    }
+    const exit = await runtime.runPromiseExit(executor.executeCode(request, hooks), signal ? { signal } : undefined)
     if (Exit.isSuccess(exit)) return exit.value
     if (Cause.isInterruptedOnly(exit.cause)) {
-      const reason = opts.signal?.aborted ? String(opts.signal.reason ?? "aborted") : "the executor was closed"
-      throw new ExecutionAborted({ executionId: "", reason, message: `execution aborted: ${reason}; its container was removed` })
+      const reason = signal?.aborted ? abortReason(signal) : "the executor was closed"
+      throw new ExecutionAborted({ executionId, reason, message: `execution ${executionId} aborted: ${reason}; its container was removed` })
     }
     throw squashCause(exit.cause)
   }
 
-  // Registered synchronously on subscribe, so an execution started right after sees all its events.
-  const events$ = new Observable<EventEnvelope>((subscriber) => executor.unsafeSubscribe((event) => subscriber.next(event)))
+  // Registered synchronously on subscribe, so an execution started right after sees all its events;
+  // completed once close() has removed every container (its last events delivered).
+  const subscribers = new Set<Subscriber<EventEnvelope>>()
+  let completed = false
+  const events$ = new Observable<EventEnvelope>((subscriber) => {
+    if (completed) return subscriber.complete()
+    subscribers.add(subscriber)
+    const unsubscribe = executor.unsafeSubscribe((event) => subscriber.next(event))
+    return () => {
+      subscribers.delete(subscriber)
+      unsubscribe()
+    }
+  })
 
-  const close = () => (closing ??= runtime.dispose())
+  const close = () =>
+    (closing ??= runtime.dispose().finally(() => {
+      completed = true
+      for (const s of [...subscribers]) s.complete()
+    }))
 
   return {
     executorId: executor.executorId,

@@ -31,7 +31,7 @@ import {
 } from "@hermes-sandbox/core"
 import type { Session } from "@hermes-sandbox/core/Session"
 import type { EventEnvelope } from "@hermes-sandbox/events"
-import { type CreateExecutorOptions, createExecutor, type SandboxExecutor, squashCause } from "./createExecutor.js"
+import { type CreateExecutorOptions, createExecutor, type SandboxExecutor, squashCause, abortReason } from "./createExecutor.js"
 import * as DockerSessions from "./DockerSessions.js"
 import { fromHermesConfig, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
@@ -106,16 +106,26 @@ const facade = async (
   const session: Session = opened.value
   let closing: Promise<void> | undefined
 
-  const call = async <A>(effect: Effect.Effect<A, unknown>, signal: AbortSignal | undefined): Promise<A> => {
+  /** One call; `make` gets the hooks that learn its execution id and give the journal the abort's reason. */
+  const call = async <A>(make: (hooks: ExecuteOptions) => Effect.Effect<A, unknown>, signal: AbortSignal | undefined, given: ExecuteOptions): Promise<A> => {
     if (closing !== undefined) {
       throw new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}); open a new one` })
     }
-    if (signal?.aborted) throw new ExecutionAborted({ executionId: "", reason: String(signal.reason ?? "aborted"), message: "aborted before it started" })
-    const exit = await runtime.runPromiseExit(effect, signal ? { signal } : undefined)
+    if (signal?.aborted) throw new ExecutionAborted({ executionId: "", reason: abortReason(signal), message: "aborted before it started (no call was requested)" })
+    let executionId = ""
+    const hooks: ExecuteOptions = {
+      ...given,
+      onExecutionId: (id) => {
+        executionId = id
+        given.onExecutionId?.(id)
+      },
+      interruptReason: () => (signal?.aborted ? abortReason(signal) : undefined)
+    }
+    const exit = await runtime.runPromiseExit(make(hooks), signal ? { signal } : undefined)
     if (Exit.isSuccess(exit)) return exit.value
     if (Cause.isInterruptedOnly(exit.cause)) {
-      const reason = signal?.aborted ? String(signal.reason ?? "aborted") : "the session was closed"
-      throw new ExecutionAborted({ executionId: "", reason, message: `call aborted: ${reason}; its processes were killed` })
+      const reason = signal?.aborted ? abortReason(signal) : "the session was closed"
+      throw new ExecutionAborted({ executionId, reason, message: `call ${executionId} aborted: ${reason}; its processes were killed` })
     }
     throw squashCause(exit.cause)
   }
@@ -134,11 +144,11 @@ const facade = async (
     replaced: session.replaced,
     run: (command, o = {}) => {
       const { signal, ...rest } = o
-      return call(session.run(command, rest), signal)
+      return call((hooks) => session.run(command, { ...rest, ...hooks }), signal, rest)
     },
     runCode: (request, o = {}) => {
-      const { signal, ...hooks } = o
-      return call(session.runCode(request, hooks), signal)
+      const { signal, ...given } = o
+      return call((hooks) => session.runCode(request, hooks), signal, given)
     },
     events$: new Observable<EventEnvelope>((subscriber) => sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))),
     close: () => end("close"),
