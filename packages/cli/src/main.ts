@@ -10,6 +10,7 @@ import { imageBuild } from "./commands/image.js"
 import { run, UsageError } from "./commands/run.js"
 import { sessionList, sessionReap } from "./commands/session.js"
 import { ExitCode } from "./exitCodes.js"
+import { writeCliLine } from "./terminal.js"
 
 const describeError = (error: unknown): { code: number; message: string } => {
   const e = error as { _tag?: string; message?: string; hint?: string; buildCommand?: string }
@@ -130,7 +131,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage
     }
     const { code, message } = describeError(error)
-    process.stderr.write(`hermes-sandbox: ${message}\n`)
+    writeCliLine(message)
     return code
   }
 }

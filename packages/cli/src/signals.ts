@@ -6,6 +6,7 @@
  * and forwarded again by npx/tsx — and must not cut the cleanup short.
  */
 import { ExitCode } from "./exitCodes.js"
+import { cliLine } from "./terminal.js"
 
 export interface SignalScope {
   readonly signal: AbortSignal
@@ -25,7 +26,8 @@ export const trapSignals = (): SignalScope => {
     }
     firstAt = Date.now()
     code = name === "SIGINT" ? ExitCode.sigint : ExitCode.sigterm
-    process.stderr.write(`\nhermes-sandbox: ${name}: stopping; removing sandboxes…\n`)
+    const message = `${name}: stopping; removing sandboxes…`
+    process.stderr.write(process.stderr.isTTY === true ? cliLine(message, { tty: true, atLineStart: false }) : `\nhermes-sandbox: ${message}\n`)
     controller.abort(name)
   }
   const onInt = handler("SIGINT")

@@ -1,7 +1,8 @@
 /**
  * `hermes-sandbox run [FILE|-]`: run a program in a single-use sandbox,
  * streaming its output, and exit with its exit code (124 on timeout, 125 when
- * the sandbox itself failed).
+ * the sandbox itself failed). On a terminal the program's output is sanitized
+ * and the CLI's own lines are marked (terminal.ts); elsewhere both are as before.
  */
 import { readFileSync } from "node:fs"
 import { extname } from "node:path"
@@ -10,6 +11,7 @@ import { parseDuration } from "../duration.js"
 import { ExitCode } from "../exitCodes.js"
 import { formatEvent } from "../formatEvent.js"
 import { trapSignals } from "../signals.js"
+import { TerminalSanitizer, writeCliLine } from "../terminal.js"
 
 export interface RunOptions {
   readonly language?: string
@@ -55,28 +57,81 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
     ...(options.stdin === undefined ? {} : { stdin: readFileSync(options.stdin, "utf8") })
   }
 
+  // The program's output, sanitized on a terminal; whether the terminal's cursor is at a line's
+  // start, so that the CLI's own lines (marked there) begin one.
+  const program = programOutput()
   const signals = trapSignals()
   const executor = await createExecutor(executorOptions)
-  const subscription = options.events ? executor.events$.subscribe((e) => process.stderr.write(`${formatEvent(e)}\n`)) : undefined
+  const subscription = options.events
+    ? executor.events$.subscribe((e) => {
+      if (process.stderr.isTTY !== true) {
+        process.stderr.write(`${formatEvent(e)}\n`)
+        return
+      }
+      writeCliLine(formatEvent(e), program.atLineStart())
+      program.lineStarted()
+    })
+    : undefined
   try {
     const result = await executor.executeCode(request, {
       signal: signals.signal,
-      ...(options.json ? {} : { onStdout: (chunk) => process.stdout.write(chunk), onStderr: (chunk) => process.stderr.write(chunk) })
-    })
+      ...(options.json ? {} : { onStdout: program.stdout, onStderr: program.stderr })
+    }).finally(program.end)
     if (options.json) process.stdout.write(`${JSON.stringify(result)}\n`)
     else {
-      if (result.timedOut) process.stderr.write(`hermes-sandbox: timed out after ${request.timeoutMs ?? "the default"} ms; the sandbox was killed\n`)
-      if (result.oomKilled) process.stderr.write("hermes-sandbox: the program ran out of memory (OOM kill)\n")
-      if (result.stdoutTruncated || result.stderrTruncated) process.stderr.write("hermes-sandbox: output past the cap was discarded\n")
+      const say = (message: string) => {
+        writeCliLine(message, program.atLineStart())
+        program.lineStarted()
+      }
+      if (result.timedOut) say(`timed out after ${request.timeoutMs ?? "the default"} ms; the sandbox was killed`)
+      if (result.oomKilled) say("the program ran out of memory (OOM kill)")
+      if (result.stdoutTruncated || result.stderrTruncated) say("output past the cap was discarded")
     }
     return result.timedOut ? ExitCode.timedOut : result.exitCode
   } catch (error) {
     const signalCode = signals.exitCode()
     if (signalCode !== undefined) return signalCode
+    // main prints the error as a line of its own.
+    if (!program.atLineStart() && process.stderr.isTTY === true) process.stderr.write("\n")
     throw error
   } finally {
     await executor.close()
     subscription?.unsubscribe()
     signals.dispose()
+  }
+}
+
+/**
+ * Where the program's output goes: each stream's bytes as they are where it is not a terminal;
+ * sanitized where it is. The terminal's line state follows what was written to it.
+ */
+const programOutput = () => {
+  const streams = [process.stdout, process.stderr] as const
+  const sanitizers = streams.map((s) => s.isTTY === true ? new TerminalSanitizer() : undefined)
+  let atLineStart = true
+  const write = (i: 0 | 1, text: string) => {
+    if (text === "") return
+    streams[i].write(text)
+    atLineStart = text.endsWith("\n")
+  }
+  const sink = (i: 0 | 1) => (chunk: Uint8Array) => {
+    const sanitizer = sanitizers[i]
+    if (sanitizer === undefined) streams[i].write(chunk)
+    else write(i, sanitizer.push(chunk))
+  }
+  return {
+    stdout: sink(0),
+    stderr: sink(1),
+    /** The program's output ended: what the sanitizers held back. */
+    end: () => {
+      for (const i of [0, 1] as const) {
+        const rest = sanitizers[i]?.end()
+        if (rest !== undefined) write(i, rest)
+      }
+    },
+    atLineStart: () => atLineStart,
+    lineStarted: () => {
+      atLineStart = true
+    }
   }
 }
