@@ -53,6 +53,7 @@ import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
 import { encodeRunnerPayload, SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./internal/supervisedRun.js"
+import { mountDanger } from "./Mounts.js"
 import { type ExecProcess, type SandboxLimits, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 import * as SessionReaper from "./SessionReaper.js"
 import { sweep } from "./Sweep.js"
@@ -228,12 +229,6 @@ interface SessionPlan {
   readonly keepBackgroundProcesses: boolean
 }
 
-const dangerousMount = (hostPath: string): string | undefined => {
-  const normalized = hostPath.replace(/\/+$/, "") || "/"
-  if (normalized === "/") return "it mounts the host's root directory"
-  if (/(^|\/)docker\.sock$/.test(normalized) || ["/var/run", "/run"].includes(normalized)) return "it exposes the Docker socket (full control of the host)"
-  return undefined
-}
 
 interface CallInput {
   readonly language: string
@@ -325,7 +320,7 @@ export const make = (options: SessionsOptions = {}) =>
             return yield* Effect.fail(invalidRequest(`mounts[${i}].containerPath`, m.containerPath, "an absolute container path other than /"))
           }
           if (m.mode !== undefined && m.mode !== "ro" && m.mode !== "rw") return yield* Effect.fail(invalidRequest(`mounts[${i}].mode`, m.mode, `"ro" (default) or "rw"`))
-          const danger = dangerousMount(m.hostPath)
+          const danger = mountDanger(m.hostPath)
           if (danger !== undefined && o.allowDangerousMounts !== true) {
             return yield* Effect.fail(invalidRequest(`mounts[${i}].hostPath`, m.hostPath, `a path that does not hand over the host (${danger}); pass allowDangerousMounts: true to force it`))
           }

@@ -3,7 +3,8 @@ const UNITS: Record<string, number> = { "": 1, b: 1, k: 1024, kb: 1024, m: 1024 
 
 /** Bytes for a size given as a number of bytes or a Docker-style string; undefined when it does not parse. */
 export const parseSize = (input: string | number): number | undefined => {
-  if (typeof input === "number") return Number.isFinite(input) ? input : undefined
+  // A number is a count of bytes: a whole one (the engine and the journal take integers only).
+  if (typeof input === "number") return Number.isSafeInteger(input) && input >= 0 ? input : undefined
   const match = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]{0,2})\s*$/.exec(input)
   if (!match) return undefined
   const unit = UNITS[(match[2] ?? "").toLowerCase()]

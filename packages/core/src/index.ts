@@ -17,6 +17,7 @@ export * as Sweep from "./Sweep.js"
 export * as WarmPool from "./WarmPool.js"
 export * as Fingerprint from "./Fingerprint.js"
 export * as Session from "./Session.js"
+export * as Mounts from "./Mounts.js"
 export {
   type PersistentOptions,
   type RunOptions,

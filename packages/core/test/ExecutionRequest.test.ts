@@ -23,6 +23,9 @@ describe("request and option validation", () => {
     [{ timeoutMs: -1 }, "timeoutMs"],
     [{ memory: "5m" }, "memory"],
     [{ memory: "lots" }, "memory"],
+    // A fractional byte count passed validation and then failed as a JournalError (or at the engine).
+    [{ memory: 536870912.5 }, "memory"],
+    [{ memory: -1 }, "memory"],
     [{ cpus: 0 }, "cpus"],
     [{ pidsLimit: 1.5 }, "pidsLimit"],
     [{ images: { python: "" } }, "images.python"],

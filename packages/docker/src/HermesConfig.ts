@@ -17,6 +17,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { Effect, Either, Redacted, Schema } from "effect"
+import { Mounts } from "@hermes-sandbox/core"
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Pair } from "yaml"
 import {
   BACKENDS,
@@ -482,33 +483,8 @@ interface Context {
   readonly warnings: Array<string>
 }
 
-const DOCKER_SOCKETS = ["/var/run/docker.sock", "/run/docker.sock"]
-
-/** Why mounting this host path would hand the sandbox the host; undefined when it is fine. */
-const dangerOf = (hostPath: string, ctx: Context): string | undefined => {
-  let real = hostPath
-  try {
-    real = fs.realpathSync(hostPath)
-  } catch {
-    // Does not exist (yet): judge the path as written.
-  }
-  const sockets = [...DOCKER_SOCKETS, ...(ctx.dockerHostSocket === undefined ? [] : [ctx.dockerHostSocket])]
-  for (const candidate of new Set([hostPath, real])) {
-    if (candidate === "/") return "it mounts the host's root directory"
-    for (const socket of sockets) {
-      if (candidate === socket) return "it mounts the Docker socket (full control of the host)"
-      if (socket.startsWith(`${candidate}/`)) return `it contains the Docker socket ${socket} (full control of the host)`
-    }
-    if (nodePath.basename(candidate) === "docker.sock") {
-      try {
-        if (fs.statSync(candidate).isSocket()) return "it mounts a Docker socket (full control of the host)"
-      } catch {
-        // not there: nothing to protect
-      }
-    }
-  }
-  return undefined
-}
+/** Why mounting this host path would hand the sandbox the host (core's one check); undefined when it is fine. */
+const dangerOf = (hostPath: string, ctx: Context): string | undefined => Mounts.mountDanger(hostPath, ctx.dockerHostSocket)
 
 const interpretVolumes = (entry: RawEntry, ctx: Context): ReadonlyArray<HermesVolume> => {
   const specs = must(checkStringList(entry.value), entry.origin)
@@ -731,7 +707,7 @@ const load = (options: LoadHermesConfigOptions): LoadedHermesConfig => {
   const dockerHost = env["DOCKER_HOST"]
   const ctx: Context = {
     allowDangerousMounts: options.allowDangerousMounts === true,
-    ...(dockerHost?.startsWith("unix://") ? { dockerHostSocket: nodePath.resolve(dockerHost.slice("unix://".length)) } : {}),
+    ...(Mounts.dockerHostSocket(dockerHost) === undefined ? {} : { dockerHostSocket: Mounts.dockerHostSocket(dockerHost)! }),
     warnings
   }
 
