@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import { type InvalidRequest, invalidRequest } from "./Errors.js"
 import { defaultLanguageRuntimes, type Language, type LanguageRuntime, Languages } from "./Language.js"
 import { MiB, parseSize } from "./Size.js"
+import { SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
 import type { WarmPoolOptions } from "./WarmPool.js"
 
 /** Docker refuses memory limits below 6 MiB. */
@@ -201,7 +202,9 @@ export const resolveExecutorConfig = (options: ExecutorOptions = {}): Effect.Eff
       }
     }
     const languages = { ...defaultLanguageRuntimes }
+    const supervisor = supervisorFor(options.runtime)
     for (const language of Languages) {
+      languages[language] = { ...languages[language], command: languages[language].command.map((a) => a === SUPERVISOR ? supervisor : a) }
       const image = images[language]
       if (image !== undefined) {
         languages[language] = { ...languages[language], image: yield* check.image(`images.${language}`, image) }

@@ -313,6 +313,12 @@ export const make = (options: SessionsOptions = {}) =>
           if (!Redacted.isRedacted(value)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, "(not Redacted)", "a Redacted value (Redacted.make)"))
           secretEnv[name] = value
         }
+        {
+          // The same bounds as env (NUL bytes, string and total sizes), the values never echoed.
+          const revealed = Object.fromEntries(Object.entries(secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
+          const checked = yield* Effect.either(check.env("secretEnv", revealed, env))
+          if (checked._tag === "Left") return yield* Effect.fail(invalidRequest(checked.left.field, "(redacted)", checked.left.allowed))
+        }
         const mounts: Array<SandboxSpec["mounts"][number]> = []
         for (const [i, m] of (o.mounts ?? []).entries()) {
           if (typeof m.hostPath !== "string" || !m.hostPath.startsWith("/")) return yield* Effect.fail(invalidRequest(`mounts[${i}].hostPath`, m.hostPath, "an absolute host path"))
@@ -670,8 +676,9 @@ export const make = (options: SessionsOptions = {}) =>
 
         const callEnv = (extra: Readonly<Record<string, string>> | undefined) =>
           Effect.gen(function*() {
-            const perCall = extra === undefined ? {} : yield* check.env("env", extra)
             const secrets = Object.fromEntries(Object.entries(plan.secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
+            // Checked with what it is merged over: the kernel's bound is on the call's whole environment.
+            const perCall = extra === undefined ? {} : yield* check.env("env", extra, { ...plan.env, ...secrets })
             return { ...plan.env, ...secrets, ...perCall }
           })
 
@@ -721,7 +728,9 @@ export const make = (options: SessionsOptions = {}) =>
                 ...(request.outputLimitBytes === undefined ? {} : { outputLimitBytes: request.outputLimitBytes }),
                 timeoutMs: request.timeoutMs ?? plan.timeoutMs
               },
-              config
+              config,
+              // Its files land in the session's current directory, which may be a larger mount.
+              { checkSandboxSizes: false }
             )
             return yield* call(
               {

@@ -6,7 +6,7 @@
  * run on the engine in test/hostile/setup-failures.test.ts.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, Layer, Scope } from "effect"
+import { Effect, Either, Exit, Layer, Redacted, Scope } from "effect"
 import {
   check,
   Executor,
@@ -246,6 +246,14 @@ describe("refused before any sandbox exists (fake runtime)", () => {
         expect(yield* Effect.flip(s.run(fakeProgram({ stdout: "x\n" }), { env: many(24, 100 * KiB) }))).toMatchObject({ _tag: "InvalidRequest", field: "env" })
         expect(yield* Effect.flip(s.runCode({ language: "python", code: "1", env: { LONG: "v".repeat(131_072) } }))).toMatchObject({ _tag: "InvalidRequest", field: "env.LONG" })
         expect((yield* s.run(fakeProgram({ stdout: "still here\n" }))).stdout).toBe("still here\n")
+        // Secrets get the same bounds, their values never echoed; and the call's env counts what it is merged over.
+        const nul = yield* Effect.flip(sessions.open({ secretEnv: { TOKEN: Redacted.make("a\0b") } }))
+        expect(nul).toMatchObject({ _tag: "InvalidRequest", field: "secretEnv.TOKEN", value: "(redacted)" })
+        expect(nul.message).not.toContain("a\0b")
+        const heavy = yield* sessions.open({ secretEnv: Object.fromEntries(Object.entries(many(9, 100 * KiB)).map(([k, v]) => [k, Redacted.make(v)])) })
+        const extra = Object.fromEntries(Object.entries(many(3, 100 * KiB)).map(([k, v]) => [`CALL_${k}`, v]))
+        expect(yield* Effect.flip(heavy.run(fakeProgram({}), { env: extra }))).toMatchObject({ _tag: "InvalidRequest", field: "env" })
+        expect((yield* heavy.run(fakeProgram({ stdout: "fits\n" }), { env: { SMALL: "x" } })).stdout).toBe("fits\n")
       }).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
     }))
 })
