@@ -37,6 +37,13 @@ describe("hermes-sandbox CLI", () => {
     expect(r.stdout).toBe(`${256 * 1024 * 1024}\n50000\n`)
   })
 
+  it("runs a ~600 KB program piped into run - (it exited 125 with EAGAIN)", async () => {
+    const program = `x = "${"a".repeat(600_000)}"\nprint(len(x))\n`
+    const r = await cli(["run", "--no-journal", "-"], { stdin: program })
+    expect(r.stderr).not.toMatch(/EAGAIN/)
+    expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: "600000\n" })
+  })
+
   it("exits 124 on timeout", async () => {
     const r = await cli(["run", "--timeout", "1s", "--no-journal", "-"], { stdin: "while True: pass" })
     expect(r.code).toBe(124)

@@ -5,6 +5,7 @@
  * and the CLI's own lines are marked (terminal.ts); elsewhere both are as before.
  */
 import { readFileSync } from "node:fs"
+import { isatty } from "node:tty"
 import { extname } from "node:path"
 import { createExecutor, type CreateExecutorOptions, type ExecuteRequest } from "@hermes-sandbox/docker"
 import { parseDuration } from "../duration.js"
@@ -34,7 +35,9 @@ export class UsageError extends Error {}
 
 export const run = async (file: string | undefined, options: RunOptions): Promise<number> => {
   const fromStdin = file === undefined || file === "-"
-  if (fromStdin && process.stdin.isTTY) throw new UsageError("no program: give a FILE, or pipe the program into standard input ('-')")
+  // isatty(0), not process.stdin.isTTY: touching process.stdin makes fd 0 non-blocking when it is a
+  // pipe, and the synchronous read then fails with EAGAIN for programs over ~64 KiB.
+  if (fromStdin && isatty(0)) throw new UsageError("no program: give a FILE, or pipe the program into standard input ('-')")
   const code = fromStdin ? readStdin() : readFileSync(file, "utf8")
   const language = options.language ?? (fromStdin ? "python" : byExtension[extname(file).toLowerCase()] ?? "python")
   const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout)
