@@ -276,7 +276,9 @@ static int proc_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *st
  */
 static void kill_others(pid_t spare, int only_since, unsigned long long since) {
   pid_t self = getpid();
-  for (int pass = 0; pass < 100; pass++) {
+  /* A killed process stays visible (not yet a zombie) until the kernel has torn it down, which takes
+     longer on a loaded host: passes repeat until none is left, backing off, for about 4 s at most. */
+  for (int pass = 0; pass < 200; pass++) {
     int found = 0;
     DIR *d = opendir("/proc");
     if (d == NULL) return;
@@ -295,7 +297,7 @@ static void kill_others(pid_t spare, int only_since, unsigned long long since) {
     }
     closedir(d);
     if (!found) return;
-    usleep(1000);
+    usleep(1000 * (pass < 20 ? pass + 1 : 20));
   }
 }
 

@@ -33,13 +33,14 @@ describe("the engine's live events are late (held by a proxy)", () => {
   const heldDie = (containerName: string) =>
     proxy.heldEvents().some((e) => e.Action === "die" && e.Actor?.Attributes?.["name"] === containerName)
 
-  it("a program's own exit that only the engine reports (the runner never does) is still its result", async () => {
-    // os._exit skips the runner's completion report: the exit code comes from the engine's wait.
+  it("a program's own exit is its result while the engine's events are held: the supervisor's report needs none of them", async () => {
+    // Before runner protocol 2, os._exit skipped the runner's report and only the engine's exit could
+    // tell; the supervisor reports every exit of its program, so nothing waits for the held die.
     const r = await executor.executeCode({ language: "python", code: "import os\nprint('partial', flush=True)\nos._exit(3)" })
     expect(r).toMatchObject({ exitCode: 3, timedOut: false, oomKilled: false, stdout: "partial\n" })
     // The die event did come from the engine, and the SDK never received it.
     expect(proxy.subscriptions).toBeGreaterThan(0)
-    expect(heldDie(r.containerName)).toBe(true)
+    expect(await waitFor(async () => heldDie(r.containerName), 10_000)).toBe(true)
     expect(await waitFor(async () => !(await containerExists(r.containerName)), 15_000)).toBe(true)
   }, 60_000)
 
