@@ -114,6 +114,9 @@ export const cliFlags = (o: Docker.ContainerCreateOptions): Array<string> => {
   if (devices.length > 0) throw new Error("bench: devices are not mapped to docker run flags")
   const runtime = take("Runtime")
   if (runtime !== undefined) flags.push("--runtime", runtime)
+  // No docker run flag exists for MaskedPaths: the CLI baseline keeps the engine's default masked
+  // paths (the SDK adds host-information paths; runc bind-mounts /dev/null over each, a few µs).
+  take("MaskedPaths")
   const mounts = take("Mounts") ?? []
   if (mounts.length > 0) throw new Error("bench: mounts are not mapped to docker run flags")
   const unmapped = Object.keys(h).filter((k) => !handled.has(k))

@@ -403,12 +403,118 @@ static int pump(struct relay *r, size_t cap, unsigned char *buf) {
   return 1;
 }
 
+/*
+ * Fork the program with stdout and stderr on pipes and every forwarded signal blocked in this
+ * process (delivered through a signalfd). With `preload`, the child also gets fd 3, a pipe on which
+ * it later learns where to go ("<cwd>\0<program path>"): the interpreter starts before the request
+ * arrives (warm pool), so it is forked before the key is read and never holds it.
+ */
+struct started {
+  pid_t pid;
+  int out, err, sfd, go;
+};
+
+/* SIGCHLD, and the signals an operator or the engine sends the container (docker stop, docker kill
+   -s), which are forwarded to the program as docker-init would. Handling them means the program
+   can send them to PID 1 too: all it gets is the same signal back, which it could send itself. */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+static sigset_t old_mask;
+static int signal_fd = -1;
+
+static struct started start_child(char **argv, int preload) {
+  int out[2], err[2], ready[2], go[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
+  if (preload && pipe2(go, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
+  if (signal_fd < 0) {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&chld, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &chld, &old_mask);
+    signal_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd < 0) fail(PROTOCOL_ERROR, "signalfd: %s", strerror(errno));
+  }
+  pid_t child = fork();
+  if (child < 0) fail(PROTOCOL_ERROR, "fork: %s", strerror(errno));
+  if (child == 0) {
+    /* The key is in this copy of memory until execvp replaces it, a few instructions from here. */
+    memset(key, 0, sizeof key);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    if (preload) dup2(go[0], 3);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    execvp(argv[0], argv);
+    int e = errno;
+    char msg[256];
+    int n = snprintf(msg, sizeof msg, "hermes-run: cannot run %s: %s\n", argv[0], strerror(e));
+    write_all(ready[1], &e, sizeof e);
+    write_all(2, msg, n < 0 ? 0 : (size_t)n);
+    _exit(e == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR);
+  }
+  close(out[1]);
+  close(err[1]);
+  close(ready[1]);
+  if (preload) close(go[0]);
+  /* The exec either happened (the pipe closes: EOF) or failed (errno arrives): a missing
+     interpreter is a setup failure, not the program's exit. */
+  int exec_errno = 0;
+  if (read(ready[0], &exec_errno, sizeof exec_errno) == (ssize_t)sizeof exec_errno) {
+    fail(exec_errno == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR, "cannot run %s: %s", argv[0], strerror(exec_errno));
+  }
+  close(ready[0]);
+  struct started st = {child, out[0], err[0], signal_fd, go[1]};
+  return st;
+}
+
+/*
+ * The preloaded Python's first steps: wait on fd 3 for "<cwd>\0<path>", then run the program as
+ * `python3 <path>` would (sys.argv, sys.path[0], __main__, tracebacks that start in the program; an
+ * uncaught exception exits 1 through the interpreter's own shutdown: threads joined, atexit run).
+ */
+static const char PYTHON_PRELOAD[] =
+  "import os, sys\n"
+  "d = b''\n"
+  "while True:\n"
+  "    b = os.read(3, 65536)\n"
+  "    if not b: break\n"
+  "    d += b\n"
+  "os.close(3)\n"
+  "if not d: os._exit(0)\n"
+  "cwd, path = os.fsdecode(d).split('\\0')\n"
+  "os.chdir(cwd)\n"
+  "sys.argv = [path]\n"
+  "sys.path[0] = os.path.dirname(path)\n"
+  "del d, b, cwd\n"
+  "import runpy, traceback\n"
+  "try:\n"
+  "    runpy.run_path(path, run_name='__main__')\n"
+  "except SystemExit:\n"
+  "    raise\n"
+  "except BaseException as e:\n"
+  "    tb = e.__traceback__\n"
+  "    while tb is not None and tb.tb_frame.f_code.co_filename != path:\n"
+  "        tb = tb.tb_next\n"
+  "    traceback.print_exception(type(e), e, tb)\n"
+  "    sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1)\n";
+
 int main(int argc, char **argv) {
   /* Before anything else: /proc/<pid>/{mem,environ,fd} of this process closed to the program. */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && strcmp(argv[1], "--hold") == 0) return hold();
   if (argc >= 2 && strcmp(argv[1], "--kill") == 0) return kill_call(argc, argv);
+
+  /* --preload python: start the interpreter now, before the request (a warm pool's sandbox waits
+     with it ready); it runs the program only if the request is Python code. */
+  const char *preload_lang = NULL, *preload_interpreter = NULL;
+  struct started preloaded = {0, -1, -1, -1, -1};
+  if (argc >= 3 && strcmp(argv[1], "--preload") == 0 && strcmp(argv[2], "python") == 0) {
+    preload_lang = "python";
+    preload_interpreter = "python3";
+    char *boot[] = {"python3", "-c", (char *)PYTHON_PRELOAD, NULL};
+    preloaded = start_child(boot, 1);
+  }
 
   char line[LINE_MAX_BYTES];
   read_line(line);
@@ -514,47 +620,26 @@ int main(int argc, char **argv) {
   if (lock != NULL) take_lock(lock);
   if (kill_leftovers) kill_others(0, 0, 0);
 
-  int out[2], err[2], ready[2];
-  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
-  /* SIGCHLD, and the signals an operator or the engine sends the container (docker stop, docker kill
-     -s), which are forwarded to the program as docker-init would. Handling them means the program
-     can send them to PID 1 too: all it gets is the same signal back, which it could send itself. */
-  static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-  sigset_t chld, old;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&chld, forwarded[i]);
-  sigprocmask(SIG_BLOCK, &chld, &old);
-  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) fail(PROTOCOL_ERROR, "signalfd: %s", strerror(errno));
-
-  pid_t child = fork();
-  if (child < 0) fail(PROTOCOL_ERROR, "fork: %s", strerror(errno));
-  if (child == 0) {
-    /* The key is in this copy of memory until execvp replaces it, a few instructions from here. */
-    memset(key, 0, sizeof key);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    execvp(args[0], args);
-    int e = errno;
-    char msg[256];
-    int n = snprintf(msg, sizeof msg, "hermes-run: cannot run %s: %s\n", args[0], strerror(e));
-    write_all(ready[1], &e, sizeof e);
-    write_all(2, msg, n < 0 ? 0 : (size_t)n);
-    _exit(e == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR);
+  struct started run;
+  if (preloaded.pid > 0 && preload_lang != NULL && interpreter != NULL && strcmp(interpreter, preload_interpreter) == 0 && has_code) {
+    /* The interpreter started before the request arrived (warm pool): tell it where to go. */
+    run = preloaded;
+    char go[2 * PATH_MAX + 2];
+    int n = snprintf(go, sizeof go, "%s%c%s", workspace, 0, main_path);
+    if (n < 0 || (size_t)n >= sizeof go || write_all(run.go, go, (size_t)n) < 0) fail(PROTOCOL_ERROR, "cannot hand the program to the interpreter");
+    close(run.go);
+  } else {
+    if (preloaded.pid > 0) {
+      /* Preloaded for another language: not this run's. */
+      kill(preloaded.pid, SIGKILL);
+      waitpid(preloaded.pid, NULL, 0);
+      close(preloaded.out);
+      close(preloaded.err);
+      close(preloaded.go);
+    }
+    run = start_child(args, 0);
   }
-  close(out[1]);
-  close(err[1]);
-  close(ready[1]);
-  /* The exec either happened (the pipe closes: EOF) or failed (errno arrives): a missing
-     interpreter is a setup failure, not the program's exit. */
-  int exec_errno = 0;
-  if (read(ready[0], &exec_errno, sizeof exec_errno) == (ssize_t)sizeof exec_errno) {
-    fail(exec_errno == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR, "cannot run %s: %s", args[0], strerror(exec_errno));
-  }
-  close(ready[0]);
+  pid_t child = run.pid;
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull >= 0) dup2(devnull, 0); /* the program's stdin is the program's alone now */
 
@@ -569,7 +654,8 @@ int main(int argc, char **argv) {
   }
 
   static unsigned char buf[CHUNK];
-  struct relay streams[2] = {{out[0], 'o', 0}, {err[0], 'e', 0}};
+  int sfd = run.sfd;
+  struct relay streams[2] = {{run.out, 'o', 0}, {run.err, 'e', 0}};
   int open_streams = 2, status = 0, exited = 0, outside_signal = 0;
   while (!exited) {
     struct pollfd fds[3];

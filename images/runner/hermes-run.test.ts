@@ -111,6 +111,8 @@ interface Options {
   readonly via?: ReadonlyArray<string>
   /** Prefix the supervisor with these words instead of running it as is (setpriv). */
   readonly wrap?: ReadonlyArray<string>
+  /** Arguments after the supervisor's path (e.g. --preload python). */
+  readonly args?: ReadonlyArray<string>
   readonly stdinFd?: number
   /** Write the payload but leave stdin open (end() closes it). */
   readonly keepOpen?: boolean
@@ -143,7 +145,7 @@ const start = (mode: Mode, input: Request | ((key: string) => Bytes), opts: Opti
   }
   const payload = typeof input === "function" ? bytes(input(key)) : encode(mode, key, input)
   const cap = typeof input === "function" ? Infinity : input.capBytes ?? Infinity
-  const argv = [...(opts.via ?? []), ...(opts.wrap ?? []), SUPERVISOR]
+  const argv = [...(opts.via ?? []), ...(opts.wrap ?? []), SUPERVISOR, ...(opts.args ?? [])]
   const child = spawn(argv[0]!, argv.slice(1), {
     // The container sets PYTHONUNBUFFERED=1 (packages/docker/src/ContainerSpec.ts); so does the host here.
     env: { ...process.env, PYTHONUNBUFFERED: "1", HERMES_WORKSPACE: workspace, HERMES_CODE_DIR: codeDir, ...opts.env },
@@ -1018,5 +1020,27 @@ describe("--hold outside PID 1", () => {
       child.kill(signal)
       expect(await exited).toEqual([0, null])
     }
+  })
+})
+
+describe("--preload python (a warm pool's sandbox: the interpreter starts before the request)", () => {
+  it("runs a Python request as python3 main.py would: argv, sys.path[0], __main__, cwd, stdin, a traceback that starts in the program, exit 1", async () => {
+    const code = "import os, sys\nprint(sys.argv == [__file__], sys.path[0] == os.path.dirname(__file__), __name__, os.getcwd() == os.environ['HERMES_WORKSPACE'], sys.stdin.read())\nraise ValueError('boom')\n"
+    const r = await run("framed", { language: "python", code, stdin: "in" }, { args: ["--preload", "python"] })
+    expect(r.stdout.toString()).toBe("True True __main__ True in\n")
+    expect(r.stderr.toString()).toMatch(/^Traceback \(most recent call last\):\n {2}File "[^"]*main\.py", line 3, in <module>\n.*\nValueError: boom\n$/s)
+    expect(r.report?.exitCode).toBe(1)
+  })
+
+  it("SystemExit codes and atexit handlers behave as in a fresh interpreter", async () => {
+    const r = await run("framed", { language: "python", code: "import atexit, sys\natexit.register(lambda: print('atexit ran'))\nsys.exit(7)\n" }, { args: ["--preload", "python"] })
+    expect(r.stdout.toString()).toBe("atexit ran\n")
+    expect(r.report?.exitCode).toBe(7)
+  })
+
+  it("a request in another language runs as without the preload (the preloaded interpreter is discarded)", async () => {
+    const r = await run("framed", { language: "bash", code: "echo bash; exit 4\n" }, { args: ["--preload", "python"] })
+    expect(r.stdout.toString()).toBe("bash\n")
+    expect(r.report?.exitCode).toBe(4)
   })
 })

@@ -23,7 +23,7 @@ import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfi
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import { makePublisher } from "./internal/publisher.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
-import { encodeRunnerPayload } from "./RunnerProtocol.js"
+import { encodeRunnerPayload, preloadedCommand } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./internal/supervisedRun.js"
 import { sweep } from "./Sweep.js"
 import { type AttachedIO, type ExitStatus, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
@@ -232,7 +232,8 @@ export const make = (options: ExecutorOptions = {}) =>
           {
             language,
             image: config.languages[language].image,
-            command: config.languages[language].command,
+            // The interpreter waits ready in the sandbox, so a claim costs no interpreter start.
+            command: preloadedCommand(config.languages[language].command, language),
             env: config.env,
             memoryBytes: config.memoryBytes,
             nanoCpus: config.nanoCpus,
