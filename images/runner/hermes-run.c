@@ -468,12 +468,13 @@ static struct started start_child(char **argv, int preload) {
 }
 
 /*
- * The preloaded Python's first steps: wait on fd 3 for "<cwd>\0<path>", then run the program as
- * `python3 <path>` would (sys.argv, sys.path[0], __main__, tracebacks that start in the program; an
- * uncaught exception exits 1 through the interpreter's own shutdown: threads joined, atexit run).
+ * The preloaded Python's first steps (its imports done before it waits, off the request's path): wait on fd 3 for "<cwd>\0<path>", then run the program as
+ * `python3 <path>` would (sys.argv, sys.path[0], __main__, tracebacks that start in the program,
+ * SystemExit codes, non-daemon threads joined and atexit handlers run, streams flushed), then leave
+ * with os._exit: the interpreter's module teardown, which nothing observes, is not worth its ms.
  */
 static const char PYTHON_PRELOAD[] =
-  "import os, sys\n"
+  "import atexit, os, sys, runpy, threading, traceback\n"
   "d = b''\n"
   "while True:\n"
   "    b = os.read(3, 65536)\n"
@@ -486,17 +487,32 @@ static const char PYTHON_PRELOAD[] =
   "sys.argv = [path]\n"
   "sys.path[0] = os.path.dirname(path)\n"
   "del d, b, cwd\n"
-  "import runpy, traceback\n"
+  "code = 0\n"
   "try:\n"
   "    runpy.run_path(path, run_name='__main__')\n"
-  "except SystemExit:\n"
-  "    raise\n"
+  "except SystemExit as e:\n"
+  "    c = e.code\n"
+  "    if c is None: code = 0\n"
+  "    elif isinstance(c, int): code = c & 0xFF\n"
+  "    else:\n"
+  "        try: sys.stderr.write(str(c) + '\\n')\n"
+  "        except Exception: pass\n"
+  "        code = 1\n"
   "except BaseException as e:\n"
   "    tb = e.__traceback__\n"
   "    while tb is not None and tb.tb_frame.f_code.co_filename != path:\n"
   "        tb = tb.tb_next\n"
-  "    traceback.print_exception(type(e), e, tb)\n"
-  "    sys.exit(130 if isinstance(e, KeyboardInterrupt) else 1)\n";
+  "    try: traceback.print_exception(type(e), e, tb)\n"
+  "    except Exception: pass\n"
+  "    code = 130 if isinstance(e, KeyboardInterrupt) else 1\n"
+  "try: threading._shutdown()\n"
+  "except Exception: pass\n"
+  "try: atexit._run_exitfuncs()\n"
+  "except Exception: pass\n"
+  "for s in (sys.stdout, sys.stderr):\n"
+  "    try: s.flush()\n"
+  "    except Exception: pass\n"
+  "os._exit(code)\n";
 
 int main(int argc, char **argv) {
   /* Before anything else: /proc/<pid>/{mem,environ,fd} of this process closed to the program. */
