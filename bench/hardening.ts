@@ -141,6 +141,8 @@ export const hardeningDiff = (a: Docker.ContainerInspectInfo, b: Docker.Containe
       ? (v as { Type?: string } | undefined)?.Type
       : k === "CapDrop" || k === "CapAdd"
       ? [...((v as Array<string> | null) ?? [])].sort()
+      : k === "Init"
+      ? v === true // docker create without --init leaves it null; the API's false means the same
       : k === "Ulimits"
       ? [...((v as Array<{ Name: string }> | null) ?? [])].sort((x, y) => x.Name.localeCompare(y.Name))
       : v
