@@ -1,20 +1,9 @@
 /** `hermes-sandbox session list | reap` on the real engine. */
-import { spawn } from "node:child_process"
 import { afterAll, describe, expect, it } from "vitest"
 import { openPersistent } from "@hermes-sandbox/docker"
+import { cli } from "./support/cli.js"
 import { containerExists, docker } from "./support/docker.js"
 
-const root = new URL("..", import.meta.url).pathname
-const cli = (args: Array<string>) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn("npx", ["tsx", "packages/cli/src/bin.ts", ...args], { cwd: root })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d) => (stdout += d))
-    child.stderr.on("data", (d) => (stderr += d))
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end()
-  })
 
 const names: Array<string> = []
 afterAll(async () => {

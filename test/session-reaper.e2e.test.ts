@@ -4,7 +4,6 @@
  * the deadline label), never from state inside the sandbox — so nothing a program does inside
  * can postpone its removal (hostile review 1, finding 6). Every test removes what it created.
  */
-import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -12,19 +11,9 @@ import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { Effect, Layer } from "effect"
 import { Journal, SqliteJournal } from "@hermes-sandbox/events"
 import { DockerSessions, openPersistent, Sessions } from "@hermes-sandbox/docker"
+import { cli } from "./support/cli.js"
 import { containerExists, docker } from "./support/docker.js"
 
-const root = new URL("..", import.meta.url).pathname
-const cli = (args: Array<string>) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn("npx", ["tsx", "packages/cli/src/bin.ts", ...args], { cwd: root })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d) => (stdout += d))
-    child.stderr.on("data", (d) => (stderr += d))
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end()
-  })
 
 interface Report {
   readonly checked: number

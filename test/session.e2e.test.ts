@@ -14,17 +14,10 @@ import { Effect, Layer, Stream } from "effect"
 import { type EventEnvelope, Journal, SqliteJournal } from "@hermes-sandbox/events"
 import { createExecutor, createSession, DockerSessions, openHermesSandbox, openPersistent, type SandboxSession, Sessions } from "@hermes-sandbox/docker"
 import { containerExists, docker, waitFor } from "./support/docker.js"
+import { sessionTracker } from "./support/sessions.js"
 
 const run = promisify(execFile)
-const created = new Set<string>()
-const track = <S extends SandboxSession>(s: S): S => {
-  created.add(s.containerName)
-  return s
-}
-const removeTracked = async () => {
-  await Promise.all([...created].map((name) => docker.getContainer(name).remove({ force: true }).catch(() => {})))
-  created.clear()
-}
+const { track, trackName, removeTracked } = sessionTracker()
 afterEach(removeTracked)
 afterAll(removeTracked)
 
@@ -207,7 +200,7 @@ describe("sessions on the real engine", () => {
       child.on("exit", () => reject(new Error(`child exited early: ${out}`)))
     })
     const { containerName } = JSON.parse(line) as { containerName: string }
-    created.add(containerName)
+    trackName(containerName)
     expect((await docker.getContainer(containerName).inspect()).State.Running).toBe(true)
     child.kill("SIGKILL")
     expect(await waitFor(async () => !(await containerExists(containerName)), 15_000)).toBe(true)

@@ -11,19 +11,11 @@
  * opts out: the trust model docs/sessions.md states for that mode is tested too).
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { createSession, type SandboxSession } from "@hermes-sandbox/docker"
-import { docker } from "../support/docker.js"
+import { createSession } from "@hermes-sandbox/docker"
+import { sessionTracker } from "../support/sessions.js"
 import { facts } from "./support.js"
 
-const created = new Set<string>()
-const track = <S extends SandboxSession>(s: S): S => {
-  created.add(s.containerName)
-  return s
-}
-const removeTracked = async () => {
-  await Promise.all([...created].map((name) => docker.getContainer(name).remove({ force: true }).catch(() => {})))
-  created.clear()
-}
+const { track, removeTracked } = sessionTracker()
 afterEach(removeTracked)
 afterAll(removeTracked)
 

@@ -7,13 +7,14 @@
  * Errors are the SDK's typed error classes (check `error._tag` or `instanceof`),
  * never Effect's wrappers. An AbortSignal cancels an execution and removes its container.
  */
-import { Cause, Exit, Layer, ManagedRuntime, Option } from "effect"
+import { Exit, Layer, ManagedRuntime } from "effect"
 import { Observable, type Subscriber } from "rxjs"
-import { ExecutionAborted, ExecutorClosed, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
+import { ExecutorClosed, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
 import type { EventEnvelope } from "@hermes-sandbox/events"
 import * as DockerExecutor from "./DockerExecutor.js"
 import { executorOptionsFromHermes, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
+import { runAbortable, squashCause } from "./internal/facadeCall.js"
 import { withFacadeLogger } from "./internal/facadeLogger.js"
 
 export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOptions {
@@ -47,20 +48,7 @@ export interface SandboxExecutor extends AsyncDisposable {
 }
 
 
-/** An AbortSignal's reason as text: an Error's message, or the value itself. */
-export const abortReason = (signal: AbortSignal): string => {
-  const r: unknown = signal.reason
-  if (r === undefined) return "aborted"
-  if (r instanceof Error) return r.name === "TimeoutError" || r.name === "AbortError" ? `${r.name}: ${r.message}` : r.message
-  return String(r)
-}
-
-/** Turn an Effect failure into the typed error itself (not a FiberFailure wrapper). */
-export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
-  const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure)) return failure.value
-  return Cause.squash(cause)
-}
+export { abortReason, squashCause } from "./internal/facadeCall.js"
 
 export const createExecutor = async (explicit: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
   const options = explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
@@ -76,26 +64,12 @@ export const createExecutor = async (explicit: CreateExecutorOptions = {}): Prom
 
   const executeCode = async (request: ExecuteRequest, opts: ExecuteCallOptions = {}) => {
     if (closing !== undefined) throw new ExecutorClosed({ message: "the executor is closed" })
-    if (opts.signal?.aborted) {
-      throw new ExecutionAborted({ executionId: "", reason: abortReason(opts.signal), message: "aborted before it started (no execution was requested)" })
-    }
-    let executionId = ""
-    const signal = opts.signal
-    const hooks: ExecuteOptions = {
-      ...opts,
-      onExecutionId: (id) => {
-        executionId = id
-        opts.onExecutionId?.(id)
-      },
-      interruptReason: () => (signal?.aborted ? abortReason(signal) : undefined)
-    }
-    const exit = await runtime.runPromiseExit(executor.executeCode(request, hooks), signal ? { signal } : undefined)
-    if (Exit.isSuccess(exit)) return exit.value
-    if (Cause.isInterruptedOnly(exit.cause)) {
-      const reason = signal?.aborted ? abortReason(signal) : "the executor was closed"
-      throw new ExecutionAborted({ executionId, reason, message: `execution ${executionId} aborted: ${reason}; its container was removed` })
-    }
-    throw squashCause(exit.cause)
+    const { signal, ...given } = opts
+    return runAbortable(runtime, (hooks) => executor.executeCode(request, hooks), signal, given, {
+      noun: "execution",
+      closedReason: "the executor was closed",
+      cleaned: "its container was removed"
+    })
   }
 
   // Registered synchronously on subscribe, so an execution started right after sees all its events;

@@ -15,11 +15,10 @@
  * sandbox if this process is killed); `close()` releases them. Errors are the SDK's typed
  * error classes, never Effect's wrappers.
  */
-import { Cause, type Effect, Exit, Layer, ManagedRuntime } from "effect"
+import { type Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { Observable } from "rxjs"
 import {
   type ExecuteOptions,
-  ExecutionAborted,
   type PersistentOptions,
   type RunOptions,
   type SessionCodeRequest,
@@ -31,7 +30,8 @@ import {
 } from "@hermes-sandbox/core"
 import type { Session } from "@hermes-sandbox/core/Session"
 import type { EventEnvelope } from "@hermes-sandbox/events"
-import { type CreateExecutorOptions, createExecutor, type SandboxExecutor, squashCause, abortReason } from "./createExecutor.js"
+import { type CreateExecutorOptions, createExecutor, type SandboxExecutor } from "./createExecutor.js"
+import { runAbortable, squashCause } from "./internal/facadeCall.js"
 import * as DockerSessions from "./DockerSessions.js"
 import { fromHermesConfig, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
@@ -107,27 +107,11 @@ const facade = async (
   let closing: Promise<void> | undefined
 
   /** One call; `make` gets the hooks that learn its execution id and give the journal the abort's reason. */
-  const call = async <A>(make: (hooks: ExecuteOptions) => Effect.Effect<A, unknown>, signal: AbortSignal | undefined, given: ExecuteOptions): Promise<A> => {
+  const call = <A>(make: (hooks: ExecuteOptions) => Effect.Effect<A, unknown>, signal: AbortSignal | undefined, given: ExecuteOptions): Promise<A> => {
     if (closing !== undefined) {
-      throw new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}); open a new one` })
+      return Promise.reject(new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}); open a new one` }))
     }
-    if (signal?.aborted) throw new ExecutionAborted({ executionId: "", reason: abortReason(signal), message: "aborted before it started (no call was requested)" })
-    let executionId = ""
-    const hooks: ExecuteOptions = {
-      ...given,
-      onExecutionId: (id) => {
-        executionId = id
-        given.onExecutionId?.(id)
-      },
-      interruptReason: () => (signal?.aborted ? abortReason(signal) : undefined)
-    }
-    const exit = await runtime.runPromiseExit(make(hooks), signal ? { signal } : undefined)
-    if (Exit.isSuccess(exit)) return exit.value
-    if (Cause.isInterruptedOnly(exit.cause)) {
-      const reason = signal?.aborted ? abortReason(signal) : "the session was closed"
-      throw new ExecutionAborted({ executionId, reason, message: `call ${executionId} aborted: ${reason}; its processes were killed` })
-    }
-    throw squashCause(exit.cause)
+    return runAbortable(runtime, make, signal, given, { noun: "call", closedReason: "the session was closed", cleaned: "its processes were killed" })
   }
   let endReason = "closed"
   const end = (how: "close" | "destroy"): Promise<void> => {
