@@ -106,7 +106,7 @@ const main = async () => {
       const ms = await timed(async () => {
         for (let i = 0; i < n; i++) {
           const t = performance.now()
-          await client.append({ executionId: `exec-${i % 50}`, executorId: "bench", events: [event(i)] })
+          await client.append({ streamId: `exec-${i % 50}`, executorId: "bench", events: [event(i)] })
           latencies.push(performance.now() - t)
         }
       })
@@ -123,7 +123,7 @@ const main = async () => {
       const tx = 300
       const ms = await timed(async () => {
         for (let t = 0; t < tx; t++) {
-          await client.append({ executionId: `exec-${t}`, executorId: "bench", events: Array.from({ length: 100 }, (_, i) => event(i)) })
+          await client.append({ streamId: `exec-${t}`, executorId: "bench", events: Array.from({ length: 100 }, (_, i) => event(i)) })
         }
       })
       rows.push(`| append, 100 events/tx, synchronous=FULL | ${fmt(tx)} tx | ${fmt(tx / (ms / 1000))} | ${fmt((tx * 100) / (ms / 1000))} | |`)
@@ -131,7 +131,7 @@ const main = async () => {
         for (let t = 0; t < tx; t++) {
           await client.appendBatch(
             Array.from({ length: 10 }, (_, s) => ({
-              executionId: `batch-${t}-${s}`,
+              streamId: `batch-${t}-${s}`,
               executorId: "bench",
               events: Array.from({ length: 10 }, (_, i) => event(i))
             }))
@@ -151,7 +151,7 @@ const main = async () => {
       for (let done = 0; done < replayEvents; done += perTx) {
         await load!.appendBatch(
           Array.from({ length: 10 }, (_, s) => ({
-            executionId: `exec-${(done / perTx) * 10 + s}`,
+            streamId: `exec-${(done / perTx) * 10 + s}`,
             executorId: "bench",
             events: Array.from({ length: Math.min(perTx, replayEvents - done) / 10 }, (_, i) => event(done + i))
           }))

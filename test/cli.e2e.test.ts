@@ -73,11 +73,11 @@ describe("hermes-sandbox CLI", () => {
       expect(text.stdout).toContain(type)
     }
     const json = await cli(["events", "--json", "--journal", journal])
-    const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l) as { sequence: number; executionId: string; type: string })
+    const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l) as { sequence: number; streamId: string; type: string })
     expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1))
-    const one = events[0]!.executionId
+    const one = events[0]!.streamId
     const only = await cli(["events", "--json", "--execution", one, "--journal", journal])
-    expect(only.stdout.trim().split("\n").every((l) => JSON.parse(l).executionId === one)).toBe(true)
+    expect(only.stdout.trim().split("\n").every((l) => JSON.parse(l).streamId === one)).toBe(true)
     const summary = await cli(["events", "summary", "--json", "--journal", journal])
     const s = JSON.parse(summary.stdout)
     expect(s.total).toBe(2)

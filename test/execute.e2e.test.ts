@@ -163,7 +163,7 @@ describe("executeCode on the real engine", () => {
   it("abort mid-run removes the container", async () => {
     const controller = new AbortController()
     const { run, container } = await startSleeper(executor, { signal: controller.signal })
-    const seen: Array<{ type: string; executionId: string; data: unknown }> = []
+    const seen: Array<{ type: string; streamId: string; data: unknown }> = []
     const sub = executor.events$.subscribe((e) => seen.push(e))
     controller.abort("test abort")
     const error = await run.then(() => undefined, (e: unknown) => e as { _tag: string; executionId: string; reason: string })
@@ -171,7 +171,7 @@ describe("executeCode on the real engine", () => {
     // The error names the execution (its journal stream) and the journal keeps the abort's reason.
     expect(error).toMatchObject({ _tag: "ExecutionAborted", reason: "test abort", executionId: expect.stringMatching(/^[0-9a-f-]{36}$/) })
     // (A pooled sandbox keeps its pool name: the journal, not the name, ties it to the execution.)
-    expect(seen.find((e) => e.executionId === error!.executionId && e.type === "ExecutionInterrupted")?.data).toEqual({ reason: "interrupted by the caller: test abort" })
+    expect(seen.find((e) => e.streamId === error!.executionId && e.type === "ExecutionInterrupted")?.data).toEqual({ reason: "interrupted by the caller: test abort" })
     expect(await containerExists(container.name)).toBe(false)
   })
 
@@ -258,12 +258,12 @@ describe("executeCode on the real engine", () => {
   })
 
   it("records the lifecycle: requested, created, started, exited, destroyed", async () => {
-    const seen: Array<{ executionId: string; type: string }> = []
+    const seen: Array<{ streamId: string; type: string }> = []
     const subscription = executor.events$.subscribe((e) => seen.push(e))
     // This suite's executor removes inline (awaitRemoval), so ContainerDestroyed precedes the result.
     const r = await executor.executeCode({ language: "python", code: "print('x')" })
     subscription.unsubscribe()
-    const types = seen.filter((e) => e.executionId === r.executionId).map((e) => e.type)
+    const types = seen.filter((e) => e.streamId === r.executionId).map((e) => e.type)
     const cold = ["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ContainerDestroyed"]
     // With a pool, a ready sandbox is claimed; an empty pool (still filling) falls back to the cold path.
     const warm = ["ExecutionRequested", "ContainerClaimed", "ContainerExited", "ContainerDestroyed"]
@@ -282,7 +282,7 @@ describe("executor lifecycle on the real engine", () => {
     expect(stats.removing).toBeLessThanOrEqual(1)
     await e.close()
     const events = await all
-    expect(events.filter((x) => x.executionId === r.executionId).map((x) => x.type).at(-1)).toBe("ContainerDestroyed")
+    expect(events.filter((x) => x.streamId === r.executionId).map((x) => x.type).at(-1)).toBe("ContainerDestroyed")
     // Subscribing after close completes at once.
     expect(await lastValueFrom(e.events$.pipe(toArray()))).toEqual([])
   })

@@ -51,7 +51,7 @@ describe("sessions on the real engine", () => {
     await s.close()
     seen.stop()
     expect(await containerExists(s.containerName)).toBe(false)
-    const ofSession = seen.events.filter((e) => e.executionId === s.sessionId).map((e) => e.type)
+    const ofSession = seen.events.filter((e) => e.streamId === s.sessionId).map((e) => e.type)
     expect(ofSession).toEqual(["ContainerDestroyed", "SessionClosed"]) // opened before we subscribed
     const requested = seen.events.filter((e) => e.type === "ExecutionRequested")
     expect(requested.length).toBeGreaterThanOrEqual(9)
@@ -181,7 +181,7 @@ describe("sessions on the real engine", () => {
     expect(await waitFor(async () => !(await containerExists(s.containerName)), 8_000)).toBe(true)
     await waitFor(async () => seen.events.some((e) => e.type === "SessionClosed"), 3_000)
     seen.stop()
-    const types = seen.events.filter((e) => e.executionId === s.sessionId).map((e) => e.type)
+    const types = seen.events.filter((e) => e.streamId === s.sessionId).map((e) => e.type)
     expect(types).toEqual(["SessionIdleExpired", "ContainerDestroyed", "SessionClosed"])
     await expect(s.run("echo late")).rejects.toMatchObject({ _tag: "SessionEnded", reason: "idle-expired" })
     await s.close()
@@ -211,7 +211,7 @@ describe("sessions on the real engine", () => {
       Effect.gen(function*() {
         yield* Sessions
         const journal = yield* Journal.Journal
-        return yield* journal.read({ executionId: sessionId }).pipe(Stream.map((e) => e.type), Stream.runCollect)
+        return yield* journal.read({ streamId: sessionId }).pipe(Stream.map((e) => e.type), Stream.runCollect)
       }).pipe(Effect.scoped, Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provideMerge(SqliteJournal.layer({ path: journalPath })))))
     )
     expect([...types]).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "ContainerDestroyed", "SessionClosed"])
@@ -319,7 +319,7 @@ describe("Hermes configuration: mounts and forwarded secrets", () => {
       const sub = executor.events$.subscribe((e) => {
         events.push(e)
         if (e.type === "ContainerStarted") {
-          const name = events.find((x) => x.type === "ContainerCreated" && x.executionId === e.executionId)
+          const name = events.find((x) => x.type === "ContainerCreated" && x.streamId === e.streamId)
           if (name?.type === "ContainerCreated") {
             inspected = docker.getContainer(name.data.containerName).inspect().then((i) => ({ Cmd: i.Config.Cmd, Args: i.Args, Env: i.Config.Env ?? [] }))
           }

@@ -26,10 +26,10 @@ const run = <A, E>(path: string, program: Effect.Effect<A, E, Journal.Journal | 
 
 /** Open a lifecycle (a request, nothing after it) as if executor `executorId` in this process wrote it. */
 const openLifecycle = (path: string, executionId: string, executorId: string) =>
-  run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ executionId, executorId, events: [requested] })))
+  run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: executionId, executorId, events: [requested] })))
 
 const eventsOf = (path: string, executionId: string) =>
-  run(path, Effect.flatMap(Journal.Journal, (j) => Stream.runCollect(j.read({ executionId }))).pipe(Effect.map((c) => [...c])))
+  run(path, Effect.flatMap(Journal.Journal, (j) => Stream.runCollect(j.read({ streamId: executionId }))).pipe(Effect.map((c) => [...c])))
 
 const sweep = (path: string) => run(path, Sweep.sweep({ executorId: "sweeper" }))
 

@@ -98,7 +98,7 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     const events = await expectCleanAfterwards(executor, journal)
     const failed = events.filter((e) => e.type === "ExecutionFailed")
     expect(failed.length).toBeGreaterThanOrEqual(3)
-    for (const f of failed.slice(0, 3)) expect(typesOf(events, f.executionId).at(-1)).toBe("ContainerDestroyed")
+    for (const f of failed.slice(0, 3)) expect(typesOf(events, f.streamId).at(-1)).toBe("ContainerDestroyed")
   }, 240_000)
 
   it("a graceful restart (SIGTERM, which stops the containers, then start): the engine's kill is not mistaken for the program's exit", async () => {

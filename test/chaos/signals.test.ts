@@ -41,8 +41,8 @@ const closedExecution = async (journal: string) => {
   let executionId: string | undefined
   const done = await waitFor(async () => {
     const events = await readJournal(journal).catch(() => [])
-    executionId = events.find((e) => e.type === "ExecutionRequested")?.executionId
-    return executionId !== undefined && events.some((e) => e.executionId === executionId && e.type === "ContainerDestroyed")
+    executionId = events.find((e) => e.type === "ExecutionRequested")?.streamId
+    return executionId !== undefined && events.some((e) => e.streamId === executionId && e.type === "ContainerDestroyed")
   }, 20_000, 100)
   const events = await readJournal(journal)
   expect(done, `journal: ${events.map((e) => e.type).join(", ")}`).toBe(true)
@@ -91,7 +91,7 @@ describe("the CLI on SIGINT / SIGTERM", () => {
       expect(created).toBe(true)
       const containerId = (events.find((e) => e.type === "ContainerCreated")!.data as { containerId: string }).containerId
       expect(await waitFor(async () => !(await containerExists(containerId)), 15_000)).toBe(true)
-      const executionId = events.find((e) => e.type === "ExecutionRequested")!.executionId
+      const executionId = events.find((e) => e.type === "ExecutionRequested")!.streamId
       const closedByCli = await waitFor(async () => typesOf(await readJournal(journal), executionId).includes("ContainerDestroyed"), 15_000, 100)
       if (!closedByCli) {
         console.warn(`${signal} via npx: the CLI exited before recording the removal (signal delivered twice by the wrappers; see signals.ts); the next sweep closes it\n${cli.stderr()}`)

@@ -148,10 +148,10 @@ export const readJournal = (path: string): Promise<Array<EventEnvelope>> =>
 export const journalProblems = (events: ReadonlyArray<EventEnvelope>, only?: ReadonlySet<string>): Array<string> => {
   const streams = new Map<string, Array<EventEnvelope>>()
   for (const e of events) {
-    if (only !== undefined && !only.has(e.executionId)) continue
-    const list = streams.get(e.executionId) ?? []
+    if (only !== undefined && !only.has(e.streamId)) continue
+    const list = streams.get(e.streamId) ?? []
     list.push(e)
-    streams.set(e.executionId, list)
+    streams.set(e.streamId, list)
   }
   const problems: Array<string> = []
   const states = project(events)
@@ -164,8 +164,8 @@ export const journalProblems = (events: ReadonlyArray<EventEnvelope>, only?: Rea
   return problems
 }
 
-export const typesOf = (events: ReadonlyArray<EventEnvelope>, executionId: string) =>
-  events.filter((e) => e.executionId === executionId).map((e) => e.type)
+export const typesOf = (events: ReadonlyArray<EventEnvelope>, streamId: string) =>
+  events.filter((e) => e.streamId === streamId).map((e) => e.type)
 
 /** A process by pid and kernel start time: a later process given the same pid is not it. */
 export interface TrackedProcess {

@@ -95,7 +95,7 @@ describe("crash recovery by the startup sweep (real engine, SQLite journal)", ()
           ? ["ExecutionRequested", "ContainerClaimed", "ExecutionInterrupted", "ContainerDestroyed"]
           : ["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ExecutionInterrupted", "ContainerDestroyed"]
       )
-      const destroyed = events.find((e) => e.executionId === c.executionId && e.type === "ContainerDestroyed")
+      const destroyed = events.find((e) => e.streamId === c.executionId && e.type === "ContainerDestroyed")
       expect(destroyed?.data).toMatchObject({ reason: "orphan-reaped", containerName: c.containerName })
     }
     expect(journalProblems(events)).toEqual([])

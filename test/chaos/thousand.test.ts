@@ -56,9 +56,9 @@ describe(`${N} executions at concurrency ${CONCURRENCY}`, () => {
     expect(summary.containersAlive).toBe(0)
     // One destroy per execution (a claimed pooled container is destroyed in the claiming execution's
     // stream); pool containers never claimed are destroyed in their own streams, closed above.
-    const executionStreams = new Set(events.filter((e) => e.type === "ExecutionRequested").map((e) => e.executionId))
+    const executionStreams = new Set(events.filter((e) => e.type === "ExecutionRequested").map((e) => e.streamId))
     expect(executionStreams.size).toBe(N)
-    expect(events.filter((e) => e.type === "ContainerDestroyed" && executionStreams.has(e.executionId))).toHaveLength(N)
+    expect(events.filter((e) => e.type === "ContainerDestroyed" && executionStreams.has(e.streamId))).toHaveLength(N)
     const claimed = events.filter((e) => e.type === "ContainerClaimed").length
     if (poolOn) expect(claimed, `with a warm pool of ${warmPoolSize}, some executions claim a pooled sandbox`).toBeGreaterThan(0)
     else expect(claimed).toBe(0)

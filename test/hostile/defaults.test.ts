@@ -27,7 +27,7 @@ describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
     const started = firstValueFrom(h.executor.events$.pipe(filter((e) => e.type === "ContainerStarted"), take(1)))
     const run = h.run({ language: "python", code: "import time\ntime.sleep(2)\nprint('done')" })
     const event = await started
-    const info: Docker.ContainerInspectInfo = await docker.getContainer(`hermes-sandbox-${event.executionId}`).inspect()
+    const info: Docker.ContainerInspectInfo = await docker.getContainer(`hermes-sandbox-${event.streamId}`).inspect()
     const r = await run
     expectOutcome(r, exited(0))
 

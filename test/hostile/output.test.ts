@@ -56,8 +56,8 @@ describe.each(RUNTIMES)("output floods are capped by the SDK (%s)", (runtime) =>
     void firstValueFrom(
       h.executor.events$.pipe(
         filter((e) => {
-          if (e.type === "ExecutionRequested") executionId ??= e.executionId
-          return e.executionId === executionId && (e.type === "ContainerStarted" || e.type === "ContainerClaimed")
+          if (e.type === "ExecutionRequested") executionId ??= e.streamId
+          return e.streamId === executionId && (e.type === "ContainerStarted" || e.type === "ContainerClaimed")
         }),
         take(1)
       )

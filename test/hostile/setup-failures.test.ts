@@ -21,7 +21,7 @@ const expectRefused = async (h: HostileExecutor, request: ExecuteRequest, field:
   const before = h.created.length
   const began: Array<string> = []
   const subscription = h.executor.events$.subscribe((e) => {
-    if (e.type === "ExecutionRequested") began.push(e.executionId)
+    if (e.type === "ExecutionRequested") began.push(e.streamId)
   })
   const outcome = await h.run(request).then(
     (r) => ({ result: { exitCode: r.exitCode, oomKilled: r.oomKilled, stdout: r.stdout.slice(-300), stderr: r.stderr.slice(-300) } }),

@@ -30,4 +30,4 @@ const details = (e: EventEnvelope): string => {
 }
 
 export const formatEvent = (e: EventEnvelope): string =>
-  `${new Date(e.timestamp).toISOString()}  #${String(e.sequence).padStart(6)}  ${short(e.executionId)}  ${e.type.padEnd(20)}  ${details(e)}`.trimEnd()
+  `${new Date(e.timestamp).toISOString()}  #${String(e.sequence).padStart(6)}  ${short(e.streamId)}  ${e.type.padEnd(20)}  ${details(e)}`.trimEnd()

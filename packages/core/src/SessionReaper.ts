@@ -133,7 +133,7 @@ export const journalActivity = (
     const stream = new Map<string, { lastMs: number | undefined; firstSequence: number | undefined }>()
     for (const s of sandboxes) {
       const seen = { lastMs: undefined as number | undefined, firstSequence: undefined as number | undefined }
-      yield* journal.read({ executionId: s.sessionId, fromSequence: windowStart }).pipe(
+      yield* journal.read({ streamId: s.sessionId, fromSequence: windowStart }).pipe(
         Stream.runForEach((e) =>
           Effect.sync(() => {
             // Older events belong to an earlier sandbox of the same profile + fingerprint (same stream).
@@ -155,9 +155,9 @@ export const journalActivity = (
             const sessionId = e.data.sessionId
             const createdAtMs = sessionId === undefined ? undefined : since.get(sessionId)
             if (sessionId === undefined || createdAtMs === undefined || e.timestamp < createdAtMs) return
-            calls.set(e.executionId, { sessionId, requestedMs: e.timestamp, timeoutMs: e.data.timeoutMs, endedMs: undefined })
+            calls.set(e.streamId, { sessionId, requestedMs: e.timestamp, timeoutMs: e.data.timeoutMs, endedMs: undefined })
           } else {
-            const call = calls.get(e.executionId)
+            const call = calls.get(e.streamId)
             if (call !== undefined && call.endedMs === undefined) call.endedMs = e.timestamp
           }
         })

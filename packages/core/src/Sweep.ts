@@ -87,15 +87,15 @@ export const sweep = (options: SweepOptions) =>
       Stream.runForEach((e) =>
         Effect.sync(() => {
           projector.apply(e)
-          if (e.type === "SessionOpened") sessionStreams.add(e.executionId)
-          if (!owners.has(e.executionId)) owners.set(e.executionId, e.metadata)
+          if (e.type === "SessionOpened") sessionStreams.add(e.streamId)
+          if (!owners.has(e.streamId)) owners.set(e.streamId, e.metadata)
         })
       )
     )
     const closed: Array<string> = []
-    for (const [executionId, state] of projector.states) {
+    for (const [streamId, state] of projector.states) {
       if (Projection.isClosed(state) || state.requestedAt === undefined && state.createdAt === undefined) continue
-      const owner = owners.get(executionId)
+      const owner = owners.get(streamId)
       if (owner === undefined || owner.executorId === options.executorId) continue
       const containerRemovedNow = state.containerName !== undefined && removedNames.has(state.containerName)
       if (!containerRemovedNow && !ProcessIdentity.isGone(owner)) continue
@@ -108,16 +108,16 @@ export const sweep = (options: SweepOptions) =>
           type: "ContainerDestroyed",
           data: { containerName: state.containerName ?? "", containerId: state.containerId, reason: "orphan-reaped" }
         })
-        if (sessionStreams.has(executionId)) events.push({ type: "SessionClosed", data: { sessionId: executionId, reason: ownerGoneReason } })
+        if (sessionStreams.has(streamId)) events.push({ type: "SessionClosed", data: { sessionId: streamId, reason: ownerGoneReason } })
       }
       if (events.length === 0) continue
       // Another executor starting at the same moment may sweep the same stream: the expected
       // version makes exactly one of the two appends win, so the lifecycle closes once.
-      const appended = yield* journal.append({ executionId, events, executorId: options.executorId, expectedVersion: state.lastVersion }).pipe(
+      const appended = yield* journal.append({ streamId, events, executorId: options.executorId, expectedVersion: state.lastVersion }).pipe(
         Effect.as(true),
         Effect.catchTag("VersionConflict", () => Effect.succeed(false))
       )
-      if (appended) closed.push(executionId)
+      if (appended) closed.push(streamId)
     }
     const report: SweepReport = { removed: removed.map((c) => c.name), live, closed, failed, durationMs: Date.now() - startedAt }
     if (report.removed.length > 0 || report.closed.length > 0 || report.failed.length > 0) {

@@ -37,7 +37,7 @@ const withExecutor = <A, E>(
   })
 
 const typesOf = (journal: Journal.Journal["Type"], executionId: string) =>
-  journal.read({ executionId }).pipe(Stream.map((e) => e.type), Stream.runCollect, Effect.map((c) => [...c]))
+  journal.read({ streamId: executionId }).pipe(Stream.map((e) => e.type), Stream.runCollect, Effect.map((c) => [...c]))
 
 describe("Executor (fake runtime)", () => {
   it.effect("returns the program's output and exit code, and removes the container", () =>
@@ -225,7 +225,7 @@ describe("Executor (fake runtime)", () => {
         expect(results.map((r) => r.stdout)).toEqual(["1", "2", "3"])
         // Never the same container twice.
         expect(new Set(results.map((r) => r.containerName)).size).toBe(3)
-        const first = all.filter((e) => e.executionId === results[0]!.executionId).map((e) => e.type)
+        const first = all.filter((e) => e.streamId === results[0]!.executionId).map((e) => e.type)
         expect(first).toEqual(["ExecutionRequested", "ContainerClaimed", "ContainerExited", "ContainerDestroyed"])
         // A request asking for other limits takes the cold path.
         const cold = yield* executor.executeCode({ language: "python", code: fakeProgram({}), memory: "64m" })

@@ -42,7 +42,7 @@ const withEngine = <A, E>(
   })
 
 const typesOf = (journal: Journal.Journal["Type"], streamId: string) =>
-  journal.read({ executionId: streamId }).pipe(Stream.map((e) => e.type), Stream.runCollect, Effect.map((c) => [...c]))
+  journal.read({ streamId }).pipe(Stream.map((e) => e.type), Stream.runCollect, Effect.map((c) => [...c]))
 const allEvents = (journal: Journal.Journal["Type"]) => journal.read().pipe(Stream.runCollect, Effect.map((c): Array<EventEnvelope> => [...c]))
 
 describe("Session (fake runtime)", () => {
@@ -65,7 +65,7 @@ describe("Session (fake runtime)", () => {
         expect(yield* control.alive).toEqual([])
         expect(yield* typesOf(journal, s.sessionId)).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "ContainerDestroyed", "SessionClosed"])
         expect(yield* typesOf(journal, first.executionId)).toEqual(["ExecutionRequested", "ContainerExited"])
-        const requested = (yield* allEvents(journal)).find((e) => e.executionId === first.executionId && e.type === "ExecutionRequested")
+        const requested = (yield* allEvents(journal)).find((e) => e.streamId === first.executionId && e.type === "ExecutionRequested")
         expect(requested?.data).toMatchObject({ scope: "session", sessionId: s.sessionId, language: "bash" })
         const error = yield* Effect.flip(s.run("echo after close"))
         expect(error).toMatchObject({ _tag: "SessionEnded", sessionId: s.sessionId, reason: "closed" })
@@ -131,7 +131,7 @@ describe("Session (fake runtime)", () => {
           "ContainerDestroyed",
           "SessionClosed"
         ])
-        const destroyed = (yield* allEvents(journal)).find((e) => e.executionId === s.sessionId && e.type === "ContainerDestroyed")
+        const destroyed = (yield* allEvents(journal)).find((e) => e.streamId === s.sessionId && e.type === "ContainerDestroyed")
         expect(destroyed?.data).toMatchObject({ reason: "idle-expired" })
         expect(yield* Effect.flip(s.run("echo"))).toMatchObject({ _tag: "SessionEnded", reason: "idle-expired" })
         yield* close
@@ -170,7 +170,7 @@ describe("Session (fake runtime)", () => {
         const s = yield* sessions.open()
         let executionId = ""
         const unsubscribe = sessions.unsafeSubscribe((e) => {
-          if (e.type === "ExecutionRequested") executionId = e.executionId
+          if (e.type === "ExecutionRequested") executionId = e.streamId
         })
         const fiber = yield* Effect.fork(s.run(fakeProgram({ hang: true })))
         yield* Effect.yieldNow().pipe(Effect.repeatN(10))

@@ -54,7 +54,7 @@ const withEngine = <A, E>(
   })
 
 const typesOf = (journal: Journal.Journal["Type"], streamId: string) =>
-  journal.read({ executionId: streamId }).pipe(Stream.map((e) => e.type), Stream.runCollect, Effect.map((c) => [...c]))
+  journal.read({ streamId }).pipe(Stream.map((e) => e.type), Stream.runCollect, Effect.map((c) => [...c]))
 const settle = Effect.yieldNow().pipe(Effect.repeatN(30))
 const decisionOf = (report: SessionReaper.ReapReport, name: string) => report.decisions.find((d) => d.name === name)
 

@@ -9,7 +9,7 @@ import { DEFAULT_MEMORY_EVENTS, facadeJournalLayer } from "../src/internal/facad
 
 const fill = (journal: Journal.Journal["Type"], n: number) =>
   Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) =>
-    journal.append({ executionId: `e${i % 500}`, executorId: "x", events: [Event.make("ContainerStarted", { containerId: `c${i}` })] }), { discard: true })
+    journal.append({ streamId: `e${i % 500}`, executorId: "x", events: [Event.make("ContainerStarted", { containerId: `c${i}` })] }), { discard: true })
 
 const retained = (layer: Layer.Layer<Journal.Journal, unknown>, appends: number) =>
   Effect.scoped(Effect.gen(function*() {

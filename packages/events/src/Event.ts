@@ -418,7 +418,7 @@ export type EventMetadata = typeof EventMetadata.Type
 const headerFields = {
   id: Schema.String,
   sequence: Schema.Int.pipe(Schema.positive()),
-  executionId: Schema.String,
+  streamId: Schema.String,
   version: Schema.Int.pipe(Schema.positive()),
   timestamp: Schema.Finite,
   schemaVersion: Schema.Literal(SCHEMA_VERSION),
@@ -431,7 +431,7 @@ const envelopeOf = <Type extends string, Data extends Schema.Struct.Fields>(
   Schema.Struct({
     id: headerFields.id,
     sequence: headerFields.sequence,
-    executionId: headerFields.executionId,
+    streamId: headerFields.streamId,
     version: headerFields.version,
     timestamp: headerFields.timestamp,
     type: member.fields.type,
@@ -442,7 +442,7 @@ const envelopeOf = <Type extends string, Data extends Schema.Struct.Fields>(
 
 /**
  * A committed event: the event plus its position in the journal (`sequence`, global,
- * gap-free from 1) and in its stream (`version`, from 1).
+ * gap-free from 1) and in its stream (`streamId`; `version`, from 1).
  *
  * @since 0.1.0
  * @category schemas

@@ -27,7 +27,8 @@ export { JournalError, VersionConflict } from "./JournalError.js"
  * @category models
  */
 export interface AppendInput {
-  readonly executionId: string
+  /** The stream appended to: an execution, session, pool container or executor id. */
+  readonly streamId: string
   readonly events: ReadonlyArray<JournalEvent>
   readonly executorId: string
   /**
@@ -44,7 +45,7 @@ export interface AppendInput {
  * @category models
  */
 export interface BatchAppendInput {
-  readonly executionId: string
+  readonly streamId: string
   readonly events: ReadonlyArray<JournalEvent>
   readonly executorId: string
 }
@@ -58,7 +59,7 @@ export interface BatchAppendInput {
 export interface ReplayOptions {
   readonly fromSequence?: number | undefined
   readonly toSequence?: number | undefined
-  readonly executionId?: string | undefined
+  readonly streamId?: string | undefined
   readonly types?: ReadonlyArray<EventType> | undefined
 }
 
@@ -69,7 +70,7 @@ export interface ReplayOptions {
 export interface FollowOptions {
   /** First sequence to deliver (inclusive); default 1, the whole history. */
   readonly fromSequence?: number | undefined
-  readonly executionId?: string | undefined
+  readonly streamId?: string | undefined
   readonly types?: ReadonlyArray<EventType> | undefined
 }
 
@@ -103,7 +104,7 @@ export interface JournalService {
   /** Sequence of the last committed event (0 for an empty journal). */
   readonly lastSequence: Effect.Effect<number, JournalError>
   /** Version of the stream's last event (0 when the stream does not exist). */
-  readonly streamVersion: (executionId: string) => Effect.Effect<number, JournalError>
+  readonly streamVersion: (streamId: string) => Effect.Effect<number, JournalError>
 }
 
 /**

@@ -30,12 +30,12 @@ export class JournalError extends Schema.TaggedError<JournalError>("@hermes-sand
 export class VersionConflict extends Schema.TaggedError<VersionConflict>("@hermes-sandbox/events/VersionConflict")(
   "VersionConflict",
   {
-    executionId: Schema.String,
+    streamId: Schema.String,
     expected: Schema.Number,
     actual: Schema.Number
   }
 ) {
   override get message(): string {
-    return `stream ${this.executionId} is at version ${this.actual}, expected ${this.expected}`
+    return `stream ${this.streamId} is at version ${this.actual}, expected ${this.expected}`
   }
 }

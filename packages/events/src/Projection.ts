@@ -36,7 +36,7 @@ export type Outcome = "exited" | "timedOut" | "interrupted" | "failed"
  * @category models
  */
 export interface ExecutionState {
-  readonly executionId: string
+  readonly streamId: string
   readonly kind: "execution" | "container"
   /** After `ContainerDestroyed` this stays `"destroyed"`; `outcome` keeps how it ended. */
   readonly phase: Phase
@@ -96,8 +96,8 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] }
  * @since 0.1.0
  * @category constructors
  */
-export const initial = (executionId: string): ExecutionState => ({
-  executionId,
+export const initial = (streamId: string): ExecutionState => ({
+  streamId,
   kind: "container",
   phase: "requested",
   lastSequence: 0,
@@ -116,9 +116,9 @@ const hasContainer = (s: ExecutionState): boolean => s.containerId !== undefined
  * @category folding
  */
 export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelope): ExecutionState => {
-  const current = state ?? initial(envelope.executionId)
-  if (envelope.executionId !== current.executionId) {
-    return withViolation(current, `event ${envelope.sequence} belongs to stream ${envelope.executionId}`)
+  const current = state ?? initial(envelope.streamId)
+  if (envelope.streamId !== current.streamId) {
+    return withViolation(current, `event ${envelope.sequence} belongs to stream ${envelope.streamId}`)
   }
   if (!isLifecycleEvent(envelope)) return current
   if (envelope.sequence <= current.lastSequence) {
@@ -284,7 +284,7 @@ export const isContainerAlive = (state: ExecutionState): boolean =>
 export interface Projector {
   /** Applies an envelope; returns the updated state (undefined for non-lifecycle events). */
   readonly apply: (envelope: EventEnvelope) => ExecutionState | undefined
-  readonly get: (executionId: string) => ExecutionState | undefined
+  readonly get: (streamId: string) => ExecutionState | undefined
   readonly states: ReadonlyMap<string, ExecutionState>
   readonly summary: () => Summary
 }
@@ -297,21 +297,21 @@ export const makeProjector = (): Projector => {
   const states = new Map<string, ExecutionState>()
   const apply = (envelope: EventEnvelope): ExecutionState | undefined => {
     if (!isLifecycleEvent(envelope)) return undefined
-    const next = evolve(states.get(envelope.executionId), envelope)
-    states.set(envelope.executionId, next)
+    const next = evolve(states.get(envelope.streamId), envelope)
+    states.set(envelope.streamId, next)
     // The warm container now belongs to the claiming execution: the pool stream hands it
     // over (so it is not counted alive twice).
     if (envelope.type === "ContainerClaimed") {
       const pool = states.get(envelope.data.poolStreamId)
-      if (pool !== undefined && pool.claimedBy === undefined && pool.executionId !== envelope.executionId) {
-        states.set(pool.executionId, { ...pool, claimedBy: envelope.executionId })
+      if (pool !== undefined && pool.claimedBy === undefined && pool.streamId !== envelope.streamId) {
+        states.set(pool.streamId, { ...pool, claimedBy: envelope.streamId })
       }
     }
     return next
   }
   return {
     apply,
-    get: (executionId) => states.get(executionId),
+    get: (streamId) => states.get(streamId),
     states,
     summary: () => summarize(states.values())
   }
@@ -442,13 +442,13 @@ const isMap = (u: unknown): u is ReadonlyMap<string, ExecutionState> => u instan
 export const checkLifecycle = (events: Iterable<EventEnvelope>): ReadonlyArray<string> => {
   const violations: Array<string> = []
   let state: ExecutionState | undefined
-  let executionId: string | undefined
+  let streamId: string | undefined
   let expectedVersion = 1
   let lastSequence = 0
   for (const envelope of events) {
-    if (executionId === undefined) executionId = envelope.executionId
-    else if (envelope.executionId !== executionId) {
-      violations.push(`sequence ${envelope.sequence} belongs to stream ${envelope.executionId}, not ${executionId}`)
+    if (streamId === undefined) streamId = envelope.streamId
+    else if (envelope.streamId !== streamId) {
+      violations.push(`sequence ${envelope.sequence} belongs to stream ${envelope.streamId}, not ${streamId}`)
       continue
     }
     if (envelope.version !== expectedVersion) {

@@ -118,7 +118,7 @@ export interface JournalClient extends AsyncDisposable {
   readonly append: (input: AppendInput) => Promise<ReadonlyArray<EventEnvelope>>
   readonly appendBatch: (input: ReadonlyArray<BatchAppendInput>) => Promise<ReadonlyArray<EventEnvelope>>
   readonly lastSequence: () => Promise<number>
-  readonly streamVersion: (executionId: string) => Promise<number>
+  readonly streamVersion: (streamId: string) => Promise<number>
   /** Open readers/followers/subscriptions: lets callers check they released everything. */
   readonly stats: () => Promise<JournalStats>
   /** Ends every running Observable (they complete), then closes the journal. Idempotent. */
@@ -189,7 +189,7 @@ export const openJournal = async (options: OpenJournalOptions = {}): Promise<Jou
     append: (input) => run(journal.append(input)),
     appendBatch: (input) => run(journal.appendBatch(input)),
     lastSequence: () => run(journal.lastSequence),
-    streamVersion: (executionId) => run(journal.streamVersion(executionId)),
+    streamVersion: (streamId) => run(journal.streamVersion(streamId)),
     stats: () => run(diagnostics.stats),
     close,
     [Symbol.asyncDispose]: close

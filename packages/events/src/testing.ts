@@ -398,7 +398,7 @@ const uuidV7 = (timestamp: number, n: number): string => {
  * @category constructors
  */
 export const toEnvelopes = (
-  executionId: string,
+  streamId: string,
   events: ReadonlyArray<JournalEvent>,
   options: { readonly startSequence?: number; readonly startVersion?: number; readonly timestamp?: number } = {}
 ): ReadonlyArray<EventEnvelope> => {
@@ -408,7 +408,7 @@ export const toEnvelopes = (
     ({
       id: uuidV7(timestamp + i, start + i),
       sequence: start + i,
-      executionId,
+      streamId,
       version: (options.startVersion ?? 1) + i,
       timestamp: timestamp + i,
       type: event.type,

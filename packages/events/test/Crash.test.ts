@@ -64,7 +64,7 @@ describe("SqliteJournal crash consistency", () => {
         expect(sequences(all)).toEqual(range(1, all.length))
         const bySequence = new Map(all.map((e) => [e.sequence, e]))
         for (let r = 0; r <= round; r++) {
-          const stream = all.filter((e) => e.executionId === `w-r${r}`)
+          const stream = all.filter((e) => e.streamId === `w-r${r}`)
           const appends = checkWriterStream(stream)
           const mine = allReported.get(r)!
           // Everything reported is there; at most one more append (committed, killed before
@@ -74,7 +74,7 @@ describe("SqliteJournal crash consistency", () => {
           for (const commit of mine) {
             for (const sequence of range(commit.first, commit.last)) {
               const envelope = bySequence.get(sequence)
-              expect(envelope?.executionId).toBe(`w-r${r}`)
+              expect(envelope?.streamId).toBe(`w-r${r}`)
               expect(envelope?.type === "ExecutorStats" && envelope.data.inFlight).toBe(commit.append)
             }
             expect(commit.last - commit.first + 1).toBe(commit.size)

@@ -27,7 +27,7 @@ const readAll = (options?: ReplayOptions) =>
 const load = (history: ReadonlyArray<EventEnvelope>) =>
   Effect.flatMap(Journal, (journal) =>
     Effect.forEach(history, (e) =>
-      journal.append({ executionId: e.executionId, executorId: "loader", events: [{ type: e.type, data: e.data } as Event.JournalEvent] }), { discard: true }))
+      journal.append({ streamId: e.streamId, executorId: "loader", events: [{ type: e.type, data: e.data } as Event.JournalEvent] }), { discard: true }))
 
 for (const impl of implementations) {
   describe(`Journal contract: ${impl.name}`, () => {
@@ -38,11 +38,11 @@ for (const impl of implementations) {
     it.live("append commits in order with sequence, version, ids and metadata", () =>
       provide(Effect.gen(function*() {
         const journal = yield* Journal
-        const first = yield* journal.append({ executionId: "a", executorId: "ex-1", events: [stats(1), stats(2)] })
-        const second = yield* journal.append({ executionId: "b", executorId: "ex-2", events: [started("c")] })
-        const third = yield* journal.append({ executionId: "a", executorId: "ex-1", events: [stats(3)] })
+        const first = yield* journal.append({ streamId: "a", executorId: "ex-1", events: [stats(1), stats(2)] })
+        const second = yield* journal.append({ streamId: "b", executorId: "ex-2", events: [started("c")] })
+        const third = yield* journal.append({ streamId: "a", executorId: "ex-1", events: [stats(3)] })
         const all = [...first, ...second, ...third]
-        expect(all.map((e) => [e.executionId, e.sequence, e.version])).toEqual([
+        expect(all.map((e) => [e.streamId, e.sequence, e.version])).toEqual([
           ["a", 1, 1],
           ["a", 2, 2],
           ["b", 3, 1],
@@ -69,7 +69,7 @@ for (const impl of implementations) {
         const journal = yield* Journal
         expect(yield* readAll()).toEqual([])
         expect(yield* journal.lastSequence).toBe(0)
-        expect(yield* journal.append({ executionId: "a", executorId: "x", events: [] })).toEqual([])
+        expect(yield* journal.append({ streamId: "a", executorId: "x", events: [] })).toEqual([])
         expect(yield* journal.appendBatch([])).toEqual([])
         expect(yield* journal.lastSequence).toBe(0)
       })))
@@ -77,23 +77,23 @@ for (const impl of implementations) {
     it.live("expectedVersion: matches append, mismatch fails with VersionConflict and writes nothing", () =>
       provide(Effect.gen(function*() {
         const journal = yield* Journal
-        yield* journal.append({ executionId: "s", executorId: "x", events: [stats(1)], expectedVersion: 0 })
-        yield* journal.append({ executionId: "s", executorId: "x", events: [stats(2), stats(3)], expectedVersion: 1 })
+        yield* journal.append({ streamId: "s", executorId: "x", events: [stats(1)], expectedVersion: 0 })
+        yield* journal.append({ streamId: "s", executorId: "x", events: [stats(2), stats(3)], expectedVersion: 1 })
         const conflict = yield* Effect.flip(
-          journal.append({ executionId: "s", executorId: "x", events: [stats(4)], expectedVersion: 1 })
+          journal.append({ streamId: "s", executorId: "x", events: [stats(4)], expectedVersion: 1 })
         )
         expect(conflict).toBeInstanceOf(VersionConflict)
-        expect(conflict).toMatchObject({ _tag: "VersionConflict", executionId: "s", expected: 1, actual: 3 })
+        expect(conflict).toMatchObject({ _tag: "VersionConflict", streamId: "s", expected: 1, actual: 3 })
         const fresh = yield* Effect.flip(
-          journal.append({ executionId: "new", executorId: "x", events: [stats(1)], expectedVersion: 2 })
+          journal.append({ streamId: "new", executorId: "x", events: [stats(1)], expectedVersion: 2 })
         )
-        expect(fresh).toMatchObject({ _tag: "VersionConflict", executionId: "new", expected: 2, actual: 0 })
+        expect(fresh).toMatchObject({ _tag: "VersionConflict", streamId: "new", expected: 2, actual: 0 })
         expect(yield* journal.lastSequence).toBe(3)
         expect(yield* journal.streamVersion("new")).toBe(0)
         // Conflicting writers: exactly one of several appends expecting version 3 wins.
         const results = yield* Effect.all(
           range(1, 5).map((i) =>
-            Effect.either(journal.append({ executionId: "s", executorId: `w${i}`, events: [stats(i)], expectedVersion: 3 }))
+            Effect.either(journal.append({ streamId: "s", executorId: `w${i}`, events: [stats(i)], expectedVersion: 3 }))
           ),
           { concurrency: "unbounded" }
         )
@@ -104,9 +104,9 @@ for (const impl of implementations) {
     it.live("append is all or nothing: one invalid event rejects the whole append", () =>
       provide(Effect.gen(function*() {
         const journal = yield* Journal
-        yield* journal.append({ executionId: "a", executorId: "x", events: [stats(0)] })
+        yield* journal.append({ streamId: "a", executorId: "x", events: [stats(0)] })
         const error = yield* Effect.flip(journal.append({
-          executionId: "a",
+          streamId: "a",
           executorId: "x",
           events: [stats(1), { type: "ContainerStarted", data: { containerId: 42 } } as unknown as Event.JournalEvent, stats(3)]
         }))
@@ -120,19 +120,19 @@ for (const impl of implementations) {
       provide(Effect.gen(function*() {
         const journal = yield* Journal
         const committed = yield* journal.appendBatch([
-          { executionId: "a", executorId: "x", events: [stats(1), stats(2)] },
-          { executionId: "b", executorId: "y", events: [stats(3)] },
-          { executionId: "a", executorId: "x", events: [stats(4)] }
+          { streamId: "a", executorId: "x", events: [stats(1), stats(2)] },
+          { streamId: "b", executorId: "y", events: [stats(3)] },
+          { streamId: "a", executorId: "x", events: [stats(4)] }
         ])
-        expect(committed.map((e) => [e.executionId, e.sequence, e.version, e.metadata.executorId])).toEqual([
+        expect(committed.map((e) => [e.streamId, e.sequence, e.version, e.metadata.executorId])).toEqual([
           ["a", 1, 1, "x"],
           ["a", 2, 2, "x"],
           ["b", 3, 1, "y"],
           ["a", 4, 3, "x"]
         ])
         const error = yield* Effect.flip(journal.appendBatch([
-          { executionId: "c", executorId: "x", events: [stats(5)] },
-          { executionId: "d", executorId: "x", events: [{ type: "Bogus", data: {} } as unknown as Event.JournalEvent] }
+          { streamId: "c", executorId: "x", events: [stats(5)] },
+          { streamId: "d", executorId: "x", events: [{ type: "Bogus", data: {} } as unknown as Event.JournalEvent] }
         ]))
         expect(error).toBeInstanceOf(JournalError)
         expect(yield* journal.lastSequence).toBe(4)
@@ -141,7 +141,7 @@ for (const impl of implementations) {
       })))
 
     it.live.prop(
-      "read filters (executionId, types, from/toSequence) select exactly the matching events, in order",
+      "read filters (streamId, types, from/toSequence) select exactly the matching events, in order",
       {
         history: arbJournalHistory,
         filter: fc.record({
@@ -155,20 +155,20 @@ for (const impl of implementations) {
         provide(Effect.gen(function*() {
           yield* load(history)
           const all = yield* readAll()
-          expect(all.map((e) => [e.sequence, e.executionId, e.version, e.type])).toEqual(
-            history.map((e) => [e.sequence, e.executionId, e.version, e.type])
+          expect(all.map((e) => [e.sequence, e.streamId, e.version, e.type])).toEqual(
+            history.map((e) => [e.sequence, e.streamId, e.version, e.type])
           )
-          const executionId = filter.pick === undefined ? undefined : history[filter.pick % history.length]!.executionId
+          const streamId = filter.pick === undefined ? undefined : history[filter.pick % history.length]!.streamId
           const options: ReplayOptions = {
             ...(filter.fromSequence === undefined ? {} : { fromSequence: filter.fromSequence }),
             ...(filter.toSequence === undefined ? {} : { toSequence: filter.toSequence }),
             ...(filter.types === undefined ? {} : { types: filter.types }),
-            ...(executionId === undefined ? {} : { executionId })
+            ...(streamId === undefined ? {} : { streamId })
           }
           const expected = all.filter((e) =>
             (options.fromSequence === undefined || e.sequence >= options.fromSequence) &&
             (options.toSequence === undefined || e.sequence <= options.toSequence) &&
-            (options.executionId === undefined || e.executionId === options.executionId) &&
+            (options.streamId === undefined || e.streamId === options.streamId) &&
             (options.types === undefined || options.types.includes(e.type))
           )
           expect(yield* readAll(options)).toEqual(expected)
@@ -179,12 +179,12 @@ for (const impl of implementations) {
     it.live("read is bounded by what was committed when it started", () =>
       provide(Effect.gen(function*() {
         const journal = yield* Journal
-        for (let i = 0; i < 20; i++) yield* journal.append({ executionId: "a", executorId: "x", events: [stats(i)] })
+        for (let i = 0; i < 20; i++) yield* journal.append({ streamId: "a", executorId: "x", events: [stats(i)] })
         // Append while the replay is running (between pages): the replay still ends at 20.
         const seen = yield* journal.read().pipe(
           Stream.tap((e) =>
             e.sequence % 7 === 0
-              ? journal.append({ executionId: "a", executorId: "x", events: [stats(100 + e.sequence)] })
+              ? journal.append({ streamId: "a", executorId: "x", events: [stats(100 + e.sequence)] })
               : Effect.void
           ),
           Stream.runCollect
@@ -197,7 +197,7 @@ for (const impl of implementations) {
       provide(Effect.gen(function*() {
         const journal = yield* Journal
         const diagnostics = yield* JournalDiagnostics
-        yield* journal.append({ executionId: "a", executorId: "x", events: [stats(0)] }) // before subscribing
+        yield* journal.append({ streamId: "a", executorId: "x", events: [stats(0)] }) // before subscribing
         const received: Array<{ envelope: EventEnvelope; visible: boolean }> = []
         const fiber = yield* journal.live.pipe(
           Stream.take(4),
@@ -213,14 +213,14 @@ for (const impl of implementations) {
           Effect.fork
         )
         yield* eventually(Effect.map(diagnostics.stats, (s) => s.liveSubscribers === 1), "the live subscription")
-        yield* Effect.flip(journal.append({ executionId: "a", executorId: "x", events: [stats(1)], expectedVersion: 9 }))
+        yield* Effect.flip(journal.append({ streamId: "a", executorId: "x", events: [stats(1)], expectedVersion: 9 }))
         yield* Effect.flip(journal.append({
-          executionId: "a",
+          streamId: "a",
           executorId: "x",
           events: [stats(1), { type: "ExecutorStats", data: { inFlight: -1, queued: 0 } }]
         }))
-        yield* journal.append({ executionId: "a", executorId: "x", events: [stats(2), stats(3)] })
-        yield* journal.appendBatch([{ executionId: "b", executorId: "x", events: [stats(4), stats(5)] }])
+        yield* journal.append({ streamId: "a", executorId: "x", events: [stats(2), stats(3)] })
+        yield* journal.appendBatch([{ streamId: "b", executorId: "x", events: [stats(4), stats(5)] }])
         yield* Fiber.join(fiber)
         expect(received.map((r) => r.envelope.sequence)).toEqual([2, 3, 4, 5])
         expect(received.every((r) => r.visible)).toBe(true)
@@ -233,7 +233,7 @@ for (const impl of implementations) {
         const diagnostics = yield* JournalDiagnostics
         const prefill = 300
         const extra = 200
-        yield* journal.appendBatch(range(1, prefill).map((i) => ({ executionId: `e${i % 13}`, executorId: "x", events: [stats(i)] })))
+        yield* journal.appendBatch(range(1, prefill).map((i) => ({ streamId: `e${i % 13}`, executorId: "x", events: [stats(i)] })))
         const gate = yield* Deferred.make<void>()
         const follower = yield* journal.follow().pipe(
           // Let the writer go as soon as the replay is under way (pages of 7).
@@ -248,7 +248,7 @@ for (const impl of implementations) {
           let written = 0
           while (written < extra) {
             const n = Math.min(extra - written, 1 + (written % 4))
-            yield* journal.append({ executionId: `w${written % 3}`, executorId: "w", events: range(1, n).map((i) => stats(written + i)) })
+            yield* journal.append({ streamId: `w${written % 3}`, executorId: "w", events: range(1, n).map((i) => stats(written + i)) })
             written += n
             yield* Effect.yieldNow()
           }
@@ -263,25 +263,25 @@ for (const impl of implementations) {
         )
       })))
 
-    it.live("follow honours fromSequence, executionId and types, across replay and live", () =>
+    it.live("follow honours fromSequence, streamId and types, across replay and live", () =>
       provide(Effect.gen(function*() {
         const journal = yield* Journal
         for (let i = 1; i <= 30; i++) {
-          yield* journal.append({ executionId: i % 2 === 0 ? "even" : "odd", executorId: "x", events: [i % 3 === 0 ? started(`c${i}`) : stats(i)] })
+          yield* journal.append({ streamId: i % 2 === 0 ? "even" : "odd", executorId: "x", events: [i % 3 === 0 ? started(`c${i}`) : stats(i)] })
         }
         const expected = range(5, 60).filter((i) => i % 2 === 0 && i % 3 !== 0).slice(0, 12)
-        const evenStats = yield* journal.follow({ executionId: "even", types: ["ExecutorStats"], fromSequence: 5 }).pipe(
+        const evenStats = yield* journal.follow({ streamId: "even", types: ["ExecutorStats"], fromSequence: 5 }).pipe(
           Stream.takeUntil((e) => e.sequence >= expected.at(-1)!),
           Stream.runCollect,
           Effect.fork
         )
         yield* Effect.yieldNow()
         for (let i = 31; i <= 60; i++) {
-          yield* journal.append({ executionId: i % 2 === 0 ? "even" : "odd", executorId: "x", events: [i % 3 === 0 ? started(`c${i}`) : stats(i)] })
+          yield* journal.append({ streamId: i % 2 === 0 ? "even" : "odd", executorId: "x", events: [i % 3 === 0 ? started(`c${i}`) : stats(i)] })
         }
         const got = Chunk.toArray(yield* Fiber.join(evenStats))
         expect(sequences(got)).toEqual(expected)
-        expect(got.every((e) => e.executionId === "even" && e.type === "ExecutorStats")).toBe(true)
+        expect(got.every((e) => e.streamId === "even" && e.type === "ExecutorStats")).toBe(true)
       })))
 
     it.live.prop(
@@ -297,7 +297,7 @@ for (const impl of implementations) {
                 Effect.zipRight(
                   Effect.yieldNow(),
                   journal.append({
-                    executionId: `writer-${w}`,
+                    streamId: `writer-${w}`,
                     executorId: `writer-${w}`,
                     events: range(1, size).map((k) => stats(b, k))
                   })
@@ -308,7 +308,7 @@ for (const impl of implementations) {
           const total = writers.flat().reduce((a, b) => a + b, 0)
           expect(sequences(all)).toEqual(range(1, total))
           writers.forEach((batches, w) => {
-            const mine = all.filter((e) => e.executionId === `writer-${w}`)
+            const mine = all.filter((e) => e.streamId === `writer-${w}`)
             const expected = batches.flatMap((size, b) => range(1, size).map((k) => [b, k]))
             expect(mine.map((e) => e.type === "ExecutorStats" ? [e.data.inFlight, e.data.queued] : [])).toEqual(expected)
             expect(mine.map((e) => e.version)).toEqual(range(1, expected.length))
@@ -324,7 +324,7 @@ for (const impl of implementations) {
         const run = <A, E>(effect: Effect.Effect<A, E, Journal | JournalDiagnostics>) => Effect.provide(effect, context)
         const journal = yield* run(Journal)
         const diagnostics = yield* run(JournalDiagnostics)
-        yield* journal.append({ executionId: "a", executorId: "x", events: [stats(1)] })
+        yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
         const followed: Array<EventEnvelope> = []
         const lived: Array<EventEnvelope> = []
         const follower = yield* Effect.fork(Stream.runForEach(journal.follow(), (e) => Effect.sync(() => followed.push(e))))
@@ -333,7 +333,7 @@ for (const impl of implementations) {
           Effect.map(diagnostics.stats, (s) => s.activeFollowers === 1 && s.liveSubscribers === 1),
           "follower and live subscriptions"
         )
-        yield* journal.append({ executionId: "a", executorId: "x", events: [stats(2)] })
+        yield* journal.append({ streamId: "a", executorId: "x", events: [stats(2)] })
         yield* eventually(Effect.sync(() => followed.length === 2 && lived.length === 1), "delivery")
         yield* Scope.close(scope, Exit.void)
         // Both end normally: not failed, not hanging.
@@ -343,7 +343,7 @@ for (const impl of implementations) {
         expect(sequences(lived)).toEqual([2])
         const after = yield* diagnostics.stats
         expect(after).toMatchObject({ open: false, activeFollowers: 0, activeReaders: 0, liveSubscribers: 0 })
-        const error = yield* Effect.flip(journal.append({ executionId: "a", executorId: "x", events: [stats(3)] }))
+        const error = yield* Effect.flip(journal.append({ streamId: "a", executorId: "x", events: [stats(3)] }))
         expect(error).toBeInstanceOf(JournalError)
         expect(yield* Effect.flip(Stream.runCollect(journal.read()))).toBeInstanceOf(JournalError)
       }))
@@ -351,7 +351,7 @@ for (const impl of implementations) {
     it.live.prop("any valid event appends and reads back unchanged", [fc.array(arbEvent, { minLength: 1, maxLength: 10 })], ([events]) =>
       provide(Effect.gen(function*() {
         const journal = yield* Journal
-        const committed = yield* journal.append({ executionId: "any", executorId: "x", events })
+        const committed = yield* journal.append({ streamId: "any", executorId: "x", events })
         expect(committed.map((e) => ({ type: e.type, data: e.data }))).toEqual(events)
         expect(yield* readAll()).toEqual(committed)
       })), { fastCheck: { numRuns: 25 } })

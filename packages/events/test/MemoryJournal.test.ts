@@ -12,7 +12,7 @@ const withJournal = <A, E>(options: MemoryJournal.Options, f: (journal: Journal[
   Effect.scoped(Effect.flatMap(Layer.build(MemoryJournal.layer(options)), (ctx) => f(ctx.unsafeMap.get(Journal.key) as Journal["Type"])))
 
 const appendMany = (journal: Journal["Type"], n: number, streams: number) =>
-  Effect.forEach(range(1, n), (i) => journal.append({ executionId: `s${i % streams}`, executorId: "x", events: [started(`c${i}`)] }), { discard: true })
+  Effect.forEach(range(1, n), (i) => journal.append({ streamId: `s${i % streams}`, executorId: "x", events: [started(`c${i}`)] }), { discard: true })
 
 describe("MemoryJournal maxEvents", () => {
   it.effect("keeps about the last maxEvents events; sequences go on; a replay starts at the oldest retained", () =>
@@ -28,9 +28,9 @@ describe("MemoryJournal maxEvents", () => {
         // A replay from before the window starts at its oldest event; bounds still apply.
         expect(sequences(Chunk.toArray(yield* Stream.runCollect(journal.read({ fromSequence: 1, toSequence: 950 }))))).toEqual(range(1_001 - all.length, 950))
         // Per-stream reads see only the retained events of that stream, in order, with their versions going on.
-        const s3 = Chunk.toArray(yield* Stream.runCollect(journal.read({ executionId: "s3" })))
-        expect(s3.every((e) => e.executionId === "s3")).toBe(true)
-        expect(sequences(s3)).toEqual(sequences(all.filter((e) => e.executionId === "s3")))
+        const s3 = Chunk.toArray(yield* Stream.runCollect(journal.read({ streamId: "s3" })))
+        expect(s3.every((e) => e.streamId === "s3")).toBe(true)
+        expect(sequences(s3)).toEqual(sequences(all.filter((e) => e.streamId === "s3")))
         expect(s3.at(-1)!.version).toBe(Math.floor(1_000 / 7) + (1_000 % 7 >= 3 ? 1 : 0))
         expect(yield* journal.streamVersion("s3")).toBe(s3.at(-1)!.version)
       })))
@@ -38,11 +38,11 @@ describe("MemoryJournal maxEvents", () => {
   it.effect("a stream whose every event was evicted is forgotten; appending to it starts a new history", () =>
     withJournal({ maxEvents: 10 }, (journal) =>
       Effect.gen(function*() {
-        yield* journal.append({ executionId: "old", executorId: "x", events: [started("a"), started("b")] })
+        yield* journal.append({ streamId: "old", executorId: "x", events: [started("a"), started("b")] })
         yield* appendMany(journal, 50, 3)
-        expect(Chunk.toArray(yield* Stream.runCollect(journal.read({ executionId: "old" })))).toEqual([])
+        expect(Chunk.toArray(yield* Stream.runCollect(journal.read({ streamId: "old" })))).toEqual([])
         expect(yield* journal.streamVersion("old")).toBe(0)
-        const [again] = yield* journal.append({ executionId: "old", executorId: "x", events: [started("c")] })
+        const [again] = yield* journal.append({ streamId: "old", executorId: "x", events: [started("c")] })
         expect(again!.version).toBe(1)
         expect(again!.sequence).toBe(53)
       })))

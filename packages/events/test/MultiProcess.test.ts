@@ -38,7 +38,7 @@ describe("SqliteJournal across processes", () => {
       expect(new Set(all.map((e) => e.id)).size).toBe(total)
       expect(new Set(all.map((e) => e.metadata.pid)).size).toBe(WRITERS)
       for (let w = 1; w <= WRITERS; w++) {
-        expect(checkWriterStream(all.filter((e) => e.executionId === `w-${w}`))).toBe(APPENDS)
+        expect(checkWriterStream(all.filter((e) => e.streamId === `w-${w}`))).toBe(APPENDS)
       }
       // (How much the writers interleave depends on scheduling, so it is not asserted; they
       // are released together after all of them opened the file.)

@@ -33,9 +33,9 @@ const fold = (events: ReadonlyArray<JournalEvent>, id = "x") =>
 const byStream = (history: ReadonlyArray<EventEnvelope>) => {
   const streams = new Map<string, Array<EventEnvelope>>()
   for (const e of history) {
-    const list = streams.get(e.executionId) ?? []
+    const list = streams.get(e.streamId) ?? []
     list.push(e)
-    streams.set(e.executionId, list)
+    streams.set(e.streamId, list)
   }
   return streams
 }
@@ -227,9 +227,9 @@ describe("Projection", () => {
         while (i < history.length) {
           const head = history[i]!
           let j = i + 1
-          while (j < history.length && history[j]!.executionId === head.executionId && j - i < 3) j++
+          while (j < history.length && history[j]!.streamId === head.streamId && j - i < 3) j++
           yield* journal.append({
-            executionId: head.executionId,
+            streamId: head.streamId,
             executorId: "x",
             events: history.slice(i, j).map((e) => ({ type: e.type, data: e.data }) as JournalEvent)
           })
@@ -241,7 +241,7 @@ describe("Projection", () => {
         expect(Projection.summarize(replayed)).toEqual(live.summary())
         // The same states also come out of Projection.states, one per lifecycle event.
         yield* Fiber.join(viaStates)
-        const lastById = new Map(updates.map((s) => [s.executionId, s]))
+        const lastById = new Map(updates.map((s) => [s.streamId, s]))
         for (const [id, state] of replayed) {
           if (state.claimedBy === undefined) expect(lastById.get(id)).toEqual(state)
         }

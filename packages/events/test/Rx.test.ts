@@ -52,12 +52,12 @@ describe("Rx", () => {
 
       it("append / replay / lastSequence / streamVersion; replay completes", async () => {
         const client = await open()
-        const committed = await client.append({ executionId: "a", executorId: "x", events: [stats(1), stats(2)] })
-        await client.appendBatch([{ executionId: "b", executorId: "x", events: [stats(3)] }])
+        const committed = await client.append({ streamId: "a", executorId: "x", events: [stats(1), stats(2)] })
+        await client.appendBatch([{ streamId: "b", executorId: "x", events: [stats(3)] }])
         expect(sequences(committed)).toEqual([1, 2])
         const replayed = await lastValueFrom(client.replay().pipe(toArray()))
         expect(sequences(replayed)).toEqual([1, 2, 3])
-        expect(sequences(await lastValueFrom(client.replay({ executionId: "b" }).pipe(toArray())))).toEqual([3])
+        expect(sequences(await lastValueFrom(client.replay({ streamId: "b" }).pipe(toArray())))).toEqual([3])
         expect(await client.lastSequence()).toBe(3)
         expect(await client.streamVersion("a")).toBe(2)
         await client.close()
@@ -65,8 +65,8 @@ describe("Rx", () => {
 
       it("rejects with the typed error objects", async () => {
         const client = await open()
-        await client.append({ executionId: "a", executorId: "x", events: [stats(1)] })
-        const conflict = await client.append({ executionId: "a", executorId: "x", events: [stats(2)], expectedVersion: 0 })
+        await client.append({ streamId: "a", executorId: "x", events: [stats(1)] })
+        const conflict = await client.append({ streamId: "a", executorId: "x", events: [stats(2)], expectedVersion: 0 })
           .catch((e: unknown) => e)
         expect(conflict).toBeInstanceOf(VersionConflict)
         expect(conflict).toMatchObject({ expected: 0, actual: 1 })
@@ -76,11 +76,11 @@ describe("Rx", () => {
 
       it("live$ sees appends made after subscribing", async () => {
         const client = await open()
-        await client.append({ executionId: "a", executorId: "x", events: [stats(0)] })
+        await client.append({ streamId: "a", executorId: "x", events: [stats(0)] })
         const received = firstValueFrom(client.live$.pipe(take(2), toArray()))
         // The stream starts synchronously inside subscribe: the subscription is in place.
         expect((await client.stats()).liveSubscribers).toBe(1)
-        await client.append({ executionId: "a", executorId: "x", events: [stats(1), stats(2)] })
+        await client.append({ streamId: "a", executorId: "x", events: [stats(1), stats(2)] })
         expect(sequences(await received)).toEqual([2, 3])
         await until(async () => (await client.stats()).liveSubscribers === 0, "the live subscription's release")
         await client.close()
@@ -88,10 +88,10 @@ describe("Rx", () => {
 
       it("follow: history then live; unsubscribe stops polling and releases the follower", async () => {
         const client = await open()
-        await client.appendBatch(range(1, 10).map((i) => ({ executionId: `s${i % 2}`, executorId: "x", events: [stats(i)] })))
+        await client.appendBatch(range(1, 10).map((i) => ({ streamId: `s${i % 2}`, executorId: "x", events: [stats(i)] })))
         const seen: Array<EventEnvelope> = []
         const subscription = client.follow().subscribe((e) => seen.push(e))
-        await client.append({ executionId: "s", executorId: "x", events: [stats(11)] })
+        await client.append({ streamId: "s", executorId: "x", events: [stats(11)] })
         await until(() => seen.length === 11, "11 events")
         expect(sequences(seen)).toEqual(range(1, 11))
         expect((await client.stats()).activeFollowers).toBe(1)
@@ -106,7 +106,7 @@ describe("Rx", () => {
         const stopped = await client.stats()
         await new Promise((resolve) => setTimeout(resolve, 60))
         expect(await client.stats()).toEqual(stopped)
-        await client.append({ executionId: "s", executorId: "x", events: [stats(12)] })
+        await client.append({ streamId: "s", executorId: "x", events: [stats(12)] })
         expect(seen).toHaveLength(11)
         await client.close()
       })
@@ -114,7 +114,7 @@ describe("Rx", () => {
       it("close completes running observables and releases the journal", async () => {
         const path = kind === "sqlite" ? tempJournalPath("rx-close") : undefined
         const client = await (path === undefined ? open() : openJournal({ path }))
-        await client.append({ executionId: "a", executorId: "x", events: [stats(1)] })
+        await client.append({ streamId: "a", executorId: "x", events: [stats(1)] })
         const followed: Array<EventEnvelope> = []
         const lived: Array<EventEnvelope> = []
         const completions = [client.follow(), client.live$].map((observable, i) =>
@@ -126,7 +126,7 @@ describe("Rx", () => {
             })
           )
         )
-        await client.append({ executionId: "a", executorId: "x", events: [stats(2)] })
+        await client.append({ streamId: "a", executorId: "x", events: [stats(2)] })
         await until(() => followed.length === 2 && lived.length === 1, "delivery")
         await client[Symbol.asyncDispose]()
         // Both complete rather than erroring or hanging.

@@ -51,7 +51,7 @@ describe("SqliteJournal", () => {
     Effect.gen(function*() {
       const file = path.join(path.dirname(tempJournalPath()), "nested", "deeper", "j.sqlite")
       const first = yield* open({ path: file })
-      const written = yield* first.journal.append({ executionId: "a", executorId: "x", events: [stats(1), stats(2)] })
+      const written = yield* first.journal.append({ streamId: "a", executorId: "x", events: [stats(1), stats(2)] })
       yield* first.close
       const raw = new Database(file, { readonly: true })
       expect(raw.pragma("journal_mode", { simple: true })).toBe("wal")
@@ -62,17 +62,43 @@ describe("SqliteJournal", () => {
       raw.close()
       const second = yield* open({ path: file })
       expect(Chunk.toArray(yield* Stream.runCollect(second.journal.read()))).toEqual(written)
-      expect(yield* second.journal.append({ executionId: "a", executorId: "x", events: [stats(3)] })).toMatchObject([
+      expect(yield* second.journal.append({ streamId: "a", executorId: "x", events: [stats(3)] })).toMatchObject([
         { sequence: 3, version: 3 }
       ])
       yield* second.close
+    }))
+
+  it.live("reads files written before the streamId rename: the execution_id column is the stream id", () =>
+    Effect.gen(function*() {
+      // A layout-1 file as earlier releases wrote it (the envelope then called the stream
+      // `executionId`); the row is inserted by hand so the test does not depend on this
+      // library's own writer.
+      const file = tempJournalPath()
+      const raw = new Database(file)
+      raw.exec(`CREATE TABLE events (
+        sequence INTEGER PRIMARY KEY, id TEXT NOT NULL, execution_id TEXT NOT NULL, version INTEGER NOT NULL,
+        timestamp INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, schema_version INTEGER NOT NULL,
+        metadata TEXT NOT NULL) STRICT`)
+      raw.prepare("INSERT INTO events VALUES (1, 'id-1', 'session-1', 1, 1700000000000, 'ExecutorStats', ?, 1, ?)")
+        .run(JSON.stringify({ inFlight: 1, queued: 0 }), JSON.stringify({ executorId: "old", host: "h", pid: 1 }))
+      raw.pragma("user_version = 1")
+      raw.close()
+      const { close, journal } = yield* open({ path: file })
+      expect(Chunk.toArray(yield* Stream.runCollect(journal.read({ streamId: "session-1" })))).toMatchObject([
+        { sequence: 1, streamId: "session-1", version: 1, type: "ExecutorStats" }
+      ])
+      expect(yield* journal.streamVersion("session-1")).toBe(1)
+      expect(yield* journal.append({ streamId: "session-1", executorId: "x", events: [stats(2)] })).toMatchObject([
+        { sequence: 2, streamId: "session-1", version: 2 }
+      ])
+      yield* close
     }))
 
   it.live("closing the layer closes the database, even with a follower running", () =>
     Effect.gen(function*() {
       const file = tempJournalPath()
       const { close, diagnostics, journal } = yield* open({ path: file })
-      yield* journal.append({ executionId: "a", executorId: "x", events: [stats(1)] })
+      yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
       const follower = yield* Effect.fork(Stream.runDrain(journal.follow()))
       yield* eventually(Effect.map(diagnostics.stats, (s) => s.activeFollowers === 1), "the follower")
       expect(fs.existsSync(`${file}-wal`)).toBe(true)
@@ -89,14 +115,14 @@ describe("SqliteJournal", () => {
       const file = tempJournalPath()
       const reader = yield* open({ path: file, pageSize: 10, pollInterval: "5 millis" })
       const writer = yield* open({ path: file })
-      yield* writer.journal.appendBatch(range(1, 95).map((i) => ({ executionId: `s${i % 4}`, executorId: "w", events: [stats(i)] })))
+      yield* writer.journal.appendBatch(range(1, 95).map((i) => ({ streamId: `s${i % 4}`, executorId: "w", events: [stats(i)] })))
       const seen: Array<EventEnvelope> = []
       const follower = yield* Effect.fork(
         Stream.runForEach(reader.journal.follow({ fromSequence: 1 }), (e) => Effect.sync(() => seen.push(e)))
       )
       // Append from the other connection while the follower is still replaying.
       for (let i = 96; i <= 250; i += 5) {
-        yield* writer.journal.append({ executionId: `s${i % 4}`, executorId: "w", events: range(i, i + 4).map((n) => stats(n)) })
+        yield* writer.journal.append({ streamId: `s${i % 4}`, executorId: "w", events: range(i, i + 4).map((n) => stats(n)) })
         if (i % 25 === 1) yield* Effect.sleep("1 millis")
       }
       yield* eventually(Effect.sync(() => seen.length >= 250), "250 events")
@@ -120,12 +146,12 @@ describe("SqliteJournal", () => {
       const { close, journal } = yield* open({ path: file, busyTimeoutMs: 30 })
       const blocker = new Database(file)
       blocker.exec("BEGIN IMMEDIATE")
-      const error = yield* Effect.flip(journal.append({ executionId: "a", executorId: "x", events: [stats(1)] }))
+      const error = yield* Effect.flip(journal.append({ streamId: "a", executorId: "x", events: [stats(1)] }))
       expect(error).toBeInstanceOf(JournalError)
       expect(error.message).toMatch(/locked|busy/i)
       blocker.exec("COMMIT")
       blocker.close()
-      expect(sequences(yield* journal.append({ executionId: "a", executorId: "x", events: [stats(1)] }))).toEqual([1])
+      expect(sequences(yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] }))).toEqual([1])
       yield* close
     }))
 
@@ -133,7 +159,7 @@ describe("SqliteJournal", () => {
     Effect.gen(function*() {
       const file = tempJournalPath()
       const { close, journal } = yield* open({ path: file })
-      yield* journal.append({ executionId: "a", executorId: "x", events: [stats(1)] })
+      yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
       const raw = new Database(file)
       raw.prepare(
         "INSERT INTO events (sequence, id, execution_id, version, timestamp, type, data, schema_version, metadata) VALUES (2, 'x', 'a', 2, 0, 'ExecutorStats', '{}', 2, '{}')"
@@ -160,7 +186,7 @@ describe("SqliteJournal", () => {
     Effect.gen(function*() {
       const file = tempJournalPath()
       const { close, journal } = yield* open({ path: file })
-      yield* journal.append({ executionId: "a", executorId: "x", events: [stats(1)] })
+      yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
       yield* close
       const raw = new Database(file)
       const insert = raw.prepare(

@@ -50,13 +50,13 @@ describe("testing arbitraries", () => {
     for (const e of history) {
       expect(Schema.is(Event.EventEnvelope)(e)).toBe(true)
       expect(e.id).toMatch(UUID_V7)
-      expect(e.version).toBe((versions.get(e.executionId) ?? 0) + 1)
-      versions.set(e.executionId, e.version)
+      expect(e.version).toBe((versions.get(e.streamId) ?? 0) + 1)
+      versions.set(e.streamId, e.version)
       expect(e.timestamp).toBeGreaterThanOrEqual(time)
       time = e.timestamp
       if (e.type === "ContainerClaimed") {
         // The claimed container's pool stream was started before the claim.
-        const pool = history.filter((p) => p.executionId === e.data.poolStreamId && p.sequence < e.sequence)
+        const pool = history.filter((p) => p.streamId === e.data.poolStreamId && p.sequence < e.sequence)
         expect(pool.map((p) => p.type)).toEqual(["ContainerCreated", "ContainerStarted"])
       }
     }
@@ -65,6 +65,6 @@ describe("testing arbitraries", () => {
 
   it("toEnvelopes numbers from the given sequence and version", () => {
     const envelopes = toEnvelopes("s", [Event.make("ExecutorStats", { inFlight: 0, queued: 0 })], { startSequence: 5, startVersion: 3 })
-    expect(envelopes).toMatchObject([{ sequence: 5, version: 3, executionId: "s", schemaVersion: 1 }])
+    expect(envelopes).toMatchObject([{ sequence: 5, version: 3, streamId: "s", schemaVersion: 1 }])
   })
 })

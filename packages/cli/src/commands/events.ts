@@ -16,7 +16,7 @@ export interface EventsOptions {
 export const events = async (options: EventsOptions): Promise<number> => {
   const journal = await openJournal(options.journal === undefined ? {} : { path: options.journal })
   const filter = {
-    ...(options.execution === undefined ? {} : { executionId: options.execution }),
+    ...(options.execution === undefined ? {} : { streamId: options.execution }),
     ...(options.from === undefined ? {} : { fromSequence: Number(options.from) })
   }
   const print = tap((e: Parameters<typeof formatEvent>[0]) => process.stdout.write(`${options.json ? JSON.stringify(e) : formatEvent(e)}\n`))

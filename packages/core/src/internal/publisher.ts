@@ -37,7 +37,7 @@ export const makePublisher = (journal: Journal.Journal["Type"], executorId: stri
   return {
     // No expected version is given, so a VersionConflict cannot happen: it would be a defect.
     append: (streamId, ...events) =>
-      journal.append({ executionId: streamId, events, executorId }).pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish)),
+      journal.append({ streamId, events, executorId }).pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish)),
     unsafeSubscribe,
     events: Stream.asyncPush<EventEnvelope>((emit) =>
       Effect.acquireRelease(Effect.sync(() => unsafeSubscribe((e) => emit.single(e))), (unsubscribe) => Effect.sync(unsubscribe))

@@ -278,9 +278,9 @@ export const finish = async (
   const events = [...await run(real, real.system.journal.read().pipe(Stream.runCollect))]
   const streams = new Map<string, Array<EventEnvelope>>()
   for (const e of events) {
-    const list = streams.get(e.executionId) ?? []
+    const list = streams.get(e.streamId) ?? []
     list.push(e)
-    streams.set(e.executionId, list)
+    streams.set(e.streamId, list)
   }
   const states = project(events)
   for (const [id, list] of streams) {

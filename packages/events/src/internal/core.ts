@@ -23,7 +23,7 @@ export interface PageQuery {
   readonly after: number
   /** Inclusive upper bound. */
   readonly to: number | undefined
-  readonly executionId: string | undefined
+  readonly streamId: string | undefined
   readonly types: ReadonlyArray<EventType> | undefined
   readonly limit: number
 }
@@ -50,7 +50,7 @@ export interface Backend {
   /** One page of a consistent snapshot, ascending by sequence. */
   readonly readPage: (query: PageQuery) => Either.Either<Page, JournalError>
   readonly lastSequence: () => Either.Either<number, JournalError>
-  readonly streamVersion: (executionId: string) => Either.Either<number, JournalError>
+  readonly streamVersion: (streamId: string) => Either.Either<number, JournalError>
   readonly close: () => void
   readonly pageSize: number
   /**
@@ -138,7 +138,7 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
                 backend.readPage({
                   after,
                   to,
-                  executionId: options.executionId,
+                  streamId: options.streamId,
                   types: options.types,
                   limit: backend.pageSize
                 })
@@ -189,7 +189,7 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
                   const page = backend.readPage({
                     after: cursor,
                     to: undefined,
-                    executionId: options.executionId,
+                    streamId: options.streamId,
                     types,
                     limit: backend.pageSize
                   })
@@ -228,7 +228,7 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
       follow,
       live,
       lastSequence: guarded(backend.lastSequence),
-      streamVersion: (executionId) => guarded(() => backend.streamVersion(executionId))
+      streamVersion: (streamId) => guarded(() => backend.streamVersion(streamId))
     }
 
     const diagnostics = {

@@ -11,7 +11,7 @@ import { startTimeOf } from "../ProcessStart.js"
 
 /** One stream's events, validated, ready to be numbered and committed. */
 export interface PreparedAppend {
-  readonly executionId: string
+  readonly streamId: string
   readonly events: ReadonlyArray<JournalEvent>
   readonly metadata: EventMetadata
   readonly expectedVersion: number | undefined
@@ -45,8 +45,8 @@ export const prepare = (
 ): Either.Either<ReadonlyArray<PreparedAppend>, JournalError> => {
   const prepared: Array<PreparedAppend> = []
   for (const input of inputs) {
-    if (typeof input.executionId !== "string" || input.executionId.length === 0) {
-      return Either.left(new JournalError({ message: "executionId must be a non-empty string" }))
+    if (typeof input.streamId !== "string" || input.streamId.length === 0) {
+      return Either.left(new JournalError({ message: "streamId must be a non-empty string" }))
     }
     if (typeof input.executorId !== "string") {
       return Either.left(new JournalError({ message: "executorId must be a string" }))
@@ -61,7 +61,7 @@ export const prepare = (
       if (Either.isLeft(result)) {
         return Either.left(
           new JournalError({
-            message: `invalid ${describe(event)} event for stream ${input.executionId}: ${
+            message: `invalid ${describe(event)} event for stream ${input.streamId}: ${
               ParseResult.TreeFormatter.formatErrorSync(result.left)
             }`,
             cause: result.left
@@ -70,7 +70,7 @@ export const prepare = (
       }
       events.push(result.right)
     }
-    prepared.push({ executionId: input.executionId, events, metadata: metadataFor(input.executorId), expectedVersion: expected })
+    prepared.push({ streamId: input.streamId, events, metadata: metadataFor(input.executorId), expectedVersion: expected })
   }
   return Either.right(prepared)
 }
@@ -80,7 +80,7 @@ const describe = (event: unknown): string =>
 
 export const makeEnvelope = (
   sequence: number,
-  executionId: string,
+  streamId: string,
   version: number,
   timestamp: number,
   event: JournalEvent,
@@ -90,7 +90,7 @@ export const makeEnvelope = (
   ({
     id,
     sequence,
-    executionId,
+    streamId,
     version,
     timestamp,
     type: event.type,
@@ -102,8 +102,8 @@ export const makeEnvelope = (
 /** Filter predicate shared by the in-memory backend and post-checks. */
 export const matches = (
   envelope: EventEnvelope,
-  executionId: string | undefined,
+  streamId: string | undefined,
   types: ReadonlySet<EventType> | undefined
 ): boolean =>
-  (executionId === undefined || envelope.executionId === executionId) &&
+  (streamId === undefined || envelope.streamId === streamId) &&
   (types === undefined || types.has(envelope.type))

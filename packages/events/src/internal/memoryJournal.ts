@@ -18,7 +18,7 @@ export const make = (options: MemoryJournalOptions = {}) =>
     let log: Array<EventEnvelope> = []
     let base = 0
     const versions = new Map<string, number>()
-    // Per-stream sequences (ascending) make `executionId` filters cheap on large in-memory journals.
+    // Per-stream sequences (ascending) make `streamId` filters cheap on large in-memory journals.
     const byStream = new Map<string, Array<number>>()
     const maxEvents = options.maxEvents
     if (maxEvents !== undefined && !(Number.isSafeInteger(maxEvents) && maxEvents > 0)) {
@@ -37,12 +37,12 @@ export const make = (options: MemoryJournalOptions = {}) =>
       const drop = log.length - maxEvents
       for (let i = 0; i < drop; i++) {
         const envelope = log[i]!
-        const sequences = byStream.get(envelope.executionId)
+        const sequences = byStream.get(envelope.streamId)
         if (sequences === undefined) continue
         sequences.shift()
         if (sequences.length === 0) {
-          byStream.delete(envelope.executionId)
-          versions.delete(envelope.executionId)
+          byStream.delete(envelope.streamId)
+          versions.delete(envelope.streamId)
         }
       }
       log = log.slice(drop)
@@ -56,46 +56,46 @@ export const make = (options: MemoryJournalOptions = {}) =>
         // Check every expectation before writing anything: all or nothing.
         const next = new Map<string, number>()
         for (const append of appends) {
-          const current = next.get(append.executionId) ?? versions.get(append.executionId) ?? 0
+          const current = next.get(append.streamId) ?? versions.get(append.streamId) ?? 0
           if (append.expectedVersion !== undefined && append.expectedVersion !== current) {
             return Either.left(
-              new VersionConflict({ executionId: append.executionId, expected: append.expectedVersion, actual: current })
+              new VersionConflict({ streamId: append.streamId, expected: append.expectedVersion, actual: current })
             )
           }
-          next.set(append.executionId, current + append.events.length)
+          next.set(append.streamId, current + append.events.length)
         }
         const out: Array<EventEnvelope> = []
         for (const append of appends) {
-          let version = versions.get(append.executionId) ?? 0
-          let positions = byStream.get(append.executionId)
+          let version = versions.get(append.streamId) ?? 0
+          let positions = byStream.get(append.streamId)
           if (positions === undefined) {
             positions = []
-            byStream.set(append.executionId, positions)
+            byStream.set(append.streamId, positions)
           }
           for (const event of append.events) {
             version++
-            const envelope = makeEnvelope(last() + 1, append.executionId, version, timestamp, event, append.metadata)
+            const envelope = makeEnvelope(last() + 1, append.streamId, version, timestamp, event, append.metadata)
             positions.push(envelope.sequence)
             log.push(envelope)
             out.push(envelope)
           }
-          versions.set(append.executionId, version)
+          versions.set(append.streamId, version)
         }
         evict()
         return Either.right(out)
       },
-      readPage: ({ after, executionId, limit, to, types }) => {
+      readPage: ({ after, streamId, limit, to, types }) => {
         const end = Math.min(to ?? last(), last())
         // Evicted events are gone: a reader from before the window starts at its oldest event.
         const from = Math.max(after, base)
         const typeSet: ReadonlySet<EventType> | undefined = types === undefined ? undefined : new Set(types)
         const rows: Array<EventEnvelope> = []
-        if (executionId === undefined && typeSet === undefined) {
+        if (streamId === undefined && typeSet === undefined) {
           for (let seq = from + 1; seq <= end && rows.length < limit; seq++) rows.push(at(seq))
           return Either.right({ rows, scannedTo: rows.at(-1)?.sequence ?? Math.max(after, end) })
         }
-        if (executionId !== undefined) {
-          const sequences = byStream.get(executionId) ?? []
+        if (streamId !== undefined) {
+          const sequences = byStream.get(streamId) ?? []
           // Binary search for the first sequence > from (ascending).
           let lo = 0
           let hi = sequences.length
@@ -119,7 +119,7 @@ export const make = (options: MemoryJournalOptions = {}) =>
         return Either.right({ rows, scannedTo: Math.max(after, seq - 1) })
       },
       lastSequence: () => Either.right(last()),
-      streamVersion: (executionId) => Either.right(versions.get(executionId) ?? 0),
+      streamVersion: (streamId) => Either.right(versions.get(streamId) ?? 0),
       close: () => {}
     }
     return core.make(backend)

@@ -22,6 +22,10 @@ export interface SqliteJournalOptions {
 /** Bumped (with a migration) whenever the table layout changes. */
 const USER_VERSION = 1
 
+// `execution_id` holds the stream id (`streamId`: an execution, session, pool container or
+// executor). The column keeps its layout-1 name: renaming it would be a layout change, which
+// processes running an older library against the same file would refuse.
+
 const DDL = `
 CREATE TABLE IF NOT EXISTS events (
   sequence       INTEGER PRIMARY KEY, -- rowid alias: unique, and pages are b-tree range scans
@@ -35,7 +39,7 @@ CREATE TABLE IF NOT EXISTS events (
   metadata       TEXT    NOT NULL     -- JSON
 ) STRICT;
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_version ON events (execution_id, version);
--- Per-stream paging by sequence (follow/read with executionId) without sorting the stream.
+-- Per-stream paging by sequence (follow/read with streamId) without sorting the stream.
 CREATE INDEX IF NOT EXISTS events_stream_sequence ON events (execution_id, sequence);
 `
 
@@ -52,7 +56,7 @@ interface PreparedRow {
 }
 
 interface PreparedRows {
-  readonly executionId: string
+  readonly streamId: string
   readonly expectedVersion: number | undefined
   readonly metadata: EventMetadata
   readonly metadataJson: string
@@ -145,7 +149,7 @@ export const make = (options: SqliteJournalOptions) =>
     }
 
     const toEnvelope = (row: Row): EventEnvelope => {
-      const [sequence, id, executionId, version, timestamp, type, data, schemaVersion, metadata] = row
+      const [sequence, id, streamId, version, timestamp, type, data, schemaVersion, metadata] = row
       if (schemaVersion !== SCHEMA_VERSION) {
         throw new Error(`event ${sequence} has schemaVersion ${schemaVersion}; this library reads ${SCHEMA_VERSION}`)
       }
@@ -153,7 +157,7 @@ export const make = (options: SqliteJournalOptions) =>
       return {
         id,
         sequence,
-        executionId,
+        streamId,
         version,
         timestamp,
         type,
@@ -169,10 +173,10 @@ export const make = (options: SqliteJournalOptions) =>
       let sequence = maxSequence.get() as number
       const versions = new Map<string, number>()
       for (const append of appends) {
-        let version = versions.get(append.executionId) ?? (streamVersion.get(append.executionId) as number)
+        let version = versions.get(append.streamId) ?? (streamVersion.get(append.streamId) as number)
         if (append.expectedVersion !== undefined && append.expectedVersion !== version) {
           throw new Conflict(
-            new VersionConflict({ executionId: append.executionId, expected: append.expectedVersion, actual: version })
+            new VersionConflict({ streamId: append.streamId, expected: append.expectedVersion, actual: version })
           )
         }
         for (const row of append.rows) {
@@ -183,7 +187,7 @@ export const make = (options: SqliteJournalOptions) =>
           insert.run(
             sequence,
             row.id,
-            append.executionId,
+            append.streamId,
             version,
             timestamp,
             row.event.type,
@@ -192,7 +196,7 @@ export const make = (options: SqliteJournalOptions) =>
             append.metadataJson
           )
         }
-        versions.set(append.executionId, version)
+        versions.set(append.streamId, version)
       }
     })
 
@@ -211,7 +215,7 @@ export const make = (options: SqliteJournalOptions) =>
       commit: (appends, timestamp) => {
         // Serialise outside the transaction: the write lock is shared by every process.
         const prepared = appends.map((append): PreparedRows => ({
-          executionId: append.executionId,
+          streamId: append.streamId,
           expectedVersion: append.expectedVersion,
           metadata: append.metadata,
           metadataJson: JSON.stringify(append.metadata),
@@ -236,21 +240,21 @@ export const make = (options: SqliteJournalOptions) =>
         for (const append of prepared) {
           for (const row of append.rows) {
             envelopes.push(
-              makeEnvelope(row.sequence, append.executionId, row.version, timestamp, row.event, append.metadata, row.id)
+              makeEnvelope(row.sequence, append.streamId, row.version, timestamp, row.event, append.metadata, row.id)
             )
           }
         }
         return Either.right(envelopes)
       },
-      readPage: ({ after, executionId, limit, to, types }) =>
+      readPage: ({ after, streamId, limit, to, types }) =>
         attempt("replay failed", () => {
           const typeList: ReadonlyArray<EventType> = types ?? []
-          const statement = pageStatement(to !== undefined, executionId !== undefined, typeList.length)
+          const statement = pageStatement(to !== undefined, streamId !== undefined, typeList.length)
           const params: Array<string | number> = [after]
           if (to !== undefined) params.push(to)
-          if (executionId !== undefined) params.push(executionId)
+          if (streamId !== undefined) params.push(streamId)
           params.push(...typeList, limit)
-          const filtered = executionId !== undefined || typeList.length > 0
+          const filtered = streamId !== undefined || typeList.length > 0
           if (!filtered) {
             const rows = (statement.all(...params) as Array<Row>).map(toEnvelope)
             return { rows, scannedTo: rows.at(-1)?.sequence ?? after }
@@ -260,8 +264,8 @@ export const make = (options: SqliteJournalOptions) =>
           return filteredPage(statement, params, after, to, limit)
         }),
       lastSequence: () => attempt("cannot read the last sequence", () => maxSequence.get() as number),
-      streamVersion: (executionId) =>
-        attempt("cannot read the stream version", () => streamVersion.get(executionId) as number),
+      streamVersion: (streamId) =>
+        attempt("cannot read the stream version", () => streamVersion.get(streamId) as number),
       close: () => {
         if (db.open) db.close()
       }
