@@ -49,6 +49,7 @@ describe("the engine's live events are late (held by a proxy)", () => {
     await docker.getContainer(target.id).kill({ signal: "SIGKILL" })
     await expect(run).rejects.toMatchObject({
       _tag: "ContainerFailed",
+      reason: "killed-externally",
       message: expect.stringMatching(/killed from outside the SDK \(signal (9|SIGKILL), exit code 137\)/)
     })
     expect(heldDie(target.name)).toBe(true)

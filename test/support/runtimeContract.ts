@@ -105,7 +105,7 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
         expect(Exit.isFailure(second)).toBe(true)
         if (Exit.isFailure(second)) {
           const error = second.cause._tag === "Fail" ? second.cause.error : undefined
-          expect(error).toMatchObject({ _tag: "ContainerFailed", statusCode: 409 })
+          expect(error).toMatchObject({ _tag: "ContainerFailed", statusCode: 409, reason: "conflict" })
         }
       }).pipe(Effect.provide(layer)))
 
@@ -142,7 +142,7 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
         expect(Exit.isFailure(after)).toBe(true)
         if (Exit.isFailure(after)) {
           const error = after.cause._tag === "Fail" ? after.cause.error : undefined
-          expect(error).toMatchObject({ _tag: "ContainerFailed", statusCode: 404 })
+          expect(error).toMatchObject({ _tag: "ContainerFailed", statusCode: 404, reason: "not-found" })
         }
         yield* runtime.remove(c)
         yield* io.closed
@@ -246,10 +246,10 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
           const runtime = yield* SandboxRuntime
           const c = yield* created({ ...spec(), command: programs.idleCommand, openStdin: false })
           const notStarted = yield* Effect.flip(runtime.exec(c, { command: programs.exec.printCwd, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} }))
-          expect(notStarted).toMatchObject({ _tag: "ContainerFailed", statusCode: 409 })
+          expect(notStarted).toMatchObject({ _tag: "ContainerFailed", statusCode: 409, reason: "conflict" })
           yield* runtime.remove(c)
           const gone = yield* Effect.flip(runtime.exec(c, { command: programs.exec.printCwd, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} }))
-          expect(gone).toMatchObject({ _tag: "ContainerFailed", statusCode: 404 })
+          expect(gone).toMatchObject({ _tag: "ContainerFailed", statusCode: 404, reason: "not-found" })
         }).pipe(Effect.provide(layer)), 30_000)
 
       it.scopedLive("killing the sandbox ends its running execs", () =>

@@ -39,16 +39,43 @@ export class ImageNotFound extends Schema.TaggedError<ImageNotFound>()("ImageNot
  * - "protocol": the sandbox's report channel carried bytes its supervisor did not write, or the
  *   image does not speak this SDK's runner protocol; nothing it reported was used
  * - "session-locked": a session call never got the session's lock within its deadline
+ * - "conflict": the engine refused the operation as conflicting with the container's name or
+ *   state (HTTP 409): on create, the name is taken; on kill or exec, it is not running
+ * - "not-found": the container does not exist (any more) (HTTP 404)
+ * - "already-started": a start of a container that already runs (HTTP 304)
+ * - "killed-externally": something outside the SDK (the engine stopping, docker stop/kill)
+ *   killed the sandbox; the program did not finish
+ * - "limits-unsupported": the engine cannot apply, or discarded, a hard resource limit
+ *   (memory, swap, pids, CPU); the program was not run
+ * - "quota-unsupported": a disk quota was asked for and the engine's storage cannot apply it
+ * - "uids-exhausted": sandboxUid "per-sandbox" and every uid of the range is held by a live sandbox
+ * - "engine": any other failure the engine reported (its message says which), e.g. a full disk
  */
-export const ContainerFailureReason = Schema.Literal("setup", "protocol", "session-locked")
+export const ContainerFailureReason = Schema.Literal(
+  "setup",
+  "protocol",
+  "session-locked",
+  "conflict",
+  "not-found",
+  "already-started",
+  "killed-externally",
+  "limits-unsupported",
+  "quota-unsupported",
+  "uids-exhausted",
+  "engine"
+)
 export type ContainerFailureReason = typeof ContainerFailureReason.Type
 
-/** The engine refused or failed an operation on a container; carries the engine's own message. */
+/**
+ * The engine refused or failed an operation on a container; carries the engine's own message.
+ * Branch on `reason`; `statusCode` (the engine's HTTP status, when it answered) is diagnostic.
+ */
 export class ContainerFailed extends Schema.TaggedError<ContainerFailed>()("ContainerFailed", {
   operation: Schema.String,
   containerName: Schema.String,
   statusCode: Schema.optional(Schema.Number),
-  reason: Schema.optional(ContainerFailureReason),
+  /** Defaults to "engine": a failure nobody classified is the engine's (and old encodings lack it). */
+  reason: Schema.optionalWith(ContainerFailureReason, { default: () => "engine" }),
   message: Schema.String
 }) {}
 

@@ -129,7 +129,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
         const s = lookup(ref)
         return s
           ? Effect.succeed(s)
-          : Effect.fail(new ContainerFailed({ operation, containerName: ref.name, statusCode: 404, message: `No such container: ${ref.id}` }))
+          : Effect.fail(new ContainerFailed({ operation, containerName: ref.name, statusCode: 404, reason: "not-found", message: `No such container: ${ref.id}` }))
       })
 
     const finish = (s: FakeSandbox, exitCode: number, oomKilled: boolean) =>
@@ -196,9 +196,9 @@ export const make = (initialFaults: FakeFaults = {}) =>
           if (f.missingImages?.includes(spec.image)) {
             return yield* new ImageNotFound({ image: spec.image, buildCommand: "pnpm hermes-sandbox image build", message: `No such image: ${spec.image}` })
           }
-          if (f.createFails) return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 500, message: "injected create failure" })
+          if (f.createFails) return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 500, reason: "engine", message: "injected create failure" })
           if (byName.has(spec.name)) {
-            return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 409, message: `Conflict. The container name "/${spec.name}" is already in use` })
+            return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 409, reason: "conflict", message: `Conflict. The container name "/${spec.name}" is already in use` })
           }
           created += 1
           const s: FakeSandbox = {
@@ -248,7 +248,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
           yield* engineCheck("start")
           const s = yield* find(ref, "start")
           if ((yield* Ref.get(faults)).startFails) {
-            return yield* new ContainerFailed({ operation: "start", containerName: s.name, statusCode: 500, message: "injected start failure" })
+            return yield* new ContainerFailed({ operation: "start", containerName: s.name, statusCode: 500, reason: "engine", message: "injected start failure" })
           }
           if (s.status !== "created") return
           s.status = "running"
@@ -280,7 +280,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
           yield* finish(s, 137, false)
           // Waiters armed on a removed container see it disappear, as with the engine.
           for (const w of s.exitWaiters) {
-            yield* Deferred.fail(w, new ContainerFailed({ operation: "wait", containerName: s.name, statusCode: 404, message: "container removed" }))
+            yield* Deferred.fail(w, new ContainerFailed({ operation: "wait", containerName: s.name, statusCode: 404, reason: "not-found", message: "container removed" }))
           }
           yield* Deferred.succeed(s.outputClosed, undefined)
           sandboxes.delete(s.id)

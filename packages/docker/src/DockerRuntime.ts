@@ -25,7 +25,7 @@ import {
 } from "@hermes-sandbox/core"
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
-import { dockerCall, IMAGE_BUILD_COMMAND, isGone } from "./internal/dockerCall.js"
+import { dockerCall, IMAGE_BUILD_COMMAND, isGone, isNotRunning } from "./internal/dockerCall.js"
 import { queryEvents } from "./internal/engineEvents.js"
 import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
@@ -79,7 +79,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
     const withoutQuota = (spec: SandboxSpec, storage: string) =>
       options.diskQuotaUnsupported === "warn"
         ? Effect.logWarning(`${DiskQuota.unsupportedMessage(storage)}; running without it because diskQuotaUnsupported is "warn"`)
-        : Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, message: DiskQuota.unsupportedMessage(storage) }))
+        : Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, reason: "quota-unsupported", message: DiskQuota.unsupportedMessage(storage) }))
     // Raw, not dockerode's createContainer, which drops the engine's Warnings and (docker-modem)
     // copies the whole create body, seccomp profile included, into the query string as well.
     const createContainer = (spec: SandboxSpec, applyDiskQuota: boolean) =>
@@ -107,6 +107,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       new ContainerFailed({
         operation: "create",
         containerName: spec.name,
+        reason: "limits-unsupported",
         message: `${why}. The program was not run: a sandbox without its hard limits is not one. Run 'hermes-sandbox doctor'; to run anyway, set ${ResourceLimits.WARN_OPTION}.`
       })
     let warnedMissingLimits = false
@@ -137,7 +138,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       if (uids === undefined) return Effect.succeed({ spec })
       const uid = uids.take()
       return uid === undefined
-        ? Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, message: `every uid of the per-sandbox range ${SandboxUid.RANGE.first}-${SandboxUid.RANGE.last} is held by a live sandbox of this executor` }))
+        ? Effect.fail(new ContainerFailed({ operation: "create", containerName: spec.name, reason: "uids-exhausted", message: `every uid of the per-sandbox range ${SandboxUid.RANGE.first}-${SandboxUid.RANGE.last} is held by a live sandbox of this executor` }))
         : Effect.succeed({ spec: { ...spec, user: `${uid}:${uid}` }, uid })
     }
     const releaseUid = (id: string) =>
@@ -173,7 +174,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           Effect.map((i) => i.Id),
           Effect.tap((id) => Effect.sync(() => imageIds.set(image, id))),
           Effect.catchIf(
-            (e): e is ContainerFailed => e._tag === "ContainerFailed" && e.statusCode === 404,
+            (e): e is ContainerFailed => e._tag === "ContainerFailed" && e.reason === "not-found",
             () =>
               Effect.fail(new ImageNotFound({ image, buildCommand: IMAGE_BUILD_COMMAND, message: `image ${image} is not on the engine; build it with: ${IMAGE_BUILD_COMMAND}` }))
           )
@@ -232,7 +233,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           const created = yield* releaseOnFailure(createContainer(spec, wantsQuota && diskQuota._tag !== "Unsupported").pipe(
             // overlay2 on XFS mounted without pquota: the engine refuses the quota (and creates nothing).
             Effect.catchIf(
-              (e) => wantsQuota && e._tag === "ContainerFailed" && DiskQuota.isQuotaRefusal(e.message),
+              (e) => wantsQuota && e._tag === "ContainerFailed" && e.reason === "quota-unsupported",
               () => {
                 diskQuota = { _tag: "Unsupported", storage: DiskQuota.XFS_WITHOUT_PQUOTA }
                 return withoutQuota(spec, DiskQuota.XFS_WITHOUT_PQUOTA).pipe(Effect.zipRight(createContainer(spec, false)))
@@ -266,7 +267,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
             write: (data) =>
               Effect.async<void, SandboxError>((resume) => {
                 stream.write(data, (error) =>
-                  resume(error ? Effect.fail(new ContainerFailed({ operation: "write stdin", containerName: ref.name, message: error.message })) : Effect.void))
+                  resume(error ? Effect.fail(new ContainerFailed({ operation: "write stdin", containerName: ref.name, reason: "engine", message: error.message })) : Effect.void))
               }),
             end: Effect.sync(() => { stream.end() }),
             closed: Effect.promise(() => closed)
@@ -326,6 +327,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
               new ContainerFailed({
                 operation: "wait",
                 containerName: ref.name,
+                reason: "killed-externally",
                 message: `${ref.name} was killed from outside the SDK (signal ${signal}, exit code ${exitCode}): ` +
                   "the engine is stopping or restarting, or someone ran docker stop/kill; the program did not finish"
               })
@@ -345,7 +347,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
               return lost(`the engine ended the wait without an exit status (${JSON.stringify(body.slice(0, 200))}); it may have restarted`)
             }
             if (parsed.Error?.Message) {
-              return settle(Effect.fail(new ContainerFailed({ operation: "wait", containerName: ref.name, message: parsed.Error.Message })))
+              return settle(Effect.fail(new ContainerFailed({ operation: "wait", containerName: ref.name, reason: "engine", message: parsed.Error.Message })))
             }
             const exitCode = parsed.StatusCode ?? -1
             if (armed.killedByUs) return settle(Effect.succeed({ exitCode }))
@@ -366,8 +368,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
 
       start: (ref) =>
         dockerCall(ctx("start", ref.name), (signal) => docker.getContainer(ref.id).start({ abortSignal: signal })).pipe(
-          // 304: already started.
-          Effect.catchIf((e) => e._tag === "ContainerFailed" && e.statusCode === 304, () => Effect.void),
+          Effect.catchIf((e) => e._tag === "ContainerFailed" && e.reason === "already-started", () => Effect.void),
           Effect.asVoid
         ),
 
@@ -376,8 +377,8 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           markKilledByUs(ref.id)
           return dockerCall(ctx("kill", ref.name), (signal) => docker.getContainer(ref.id).kill({ signal: "SIGKILL", abortSignal: signal }))
         }).pipe(
-          // 409: not running; 404: already gone. Either way it is not running any more.
-          Effect.catchIf((e) => e._tag === "ContainerFailed" && (e.statusCode === 409 || e.statusCode === 404), () => Effect.void),
+          // Not running, or already gone: either way it is not running any more.
+          Effect.catchIf(isNotRunning, () => Effect.void),
           Effect.asVoid
         ),
 

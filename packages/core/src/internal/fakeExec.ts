@@ -74,7 +74,7 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       yield* deps.engineCheck("exec")
       const s = yield* deps.find(ref, "exec")
       if (s.status !== "running") {
-        return yield* new ContainerFailed({ operation: "exec", containerName: s.name, statusCode: 409, message: `Container ${s.id} is not running` })
+        return yield* new ContainerFailed({ operation: "exec", containerName: s.name, statusCode: 409, reason: "conflict", message: `Container ${s.id} is not running` })
       }
       const stdin: Array<Uint8Array> = []
       const stdinClosed = yield* Deferred.make<void>()

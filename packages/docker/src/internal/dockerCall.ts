@@ -5,7 +5,8 @@
  */
 import { Effect } from "effect"
 import { inspect } from "node:util"
-import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "@hermes-sandbox/core"
+import { ContainerFailed, type ContainerFailureReason, DockerUnavailable, ImageNotFound, type SandboxError } from "@hermes-sandbox/core"
+import { isQuotaRefusal } from "../DiskQuota.js"
 
 export interface CallContext {
   readonly endpoint: string
@@ -50,15 +51,28 @@ export const mapDockerError = (ctx: CallContext, error: unknown): SandboxError =
     })
   }
   if (/no space left on device/i.test(message)) {
-    return new ContainerFailed({ operation: ctx.operation, containerName: ctx.containerName, statusCode: e?.statusCode ?? 500, message: `the engine's disk is full: ${message}` })
+    return new ContainerFailed({ operation: ctx.operation, containerName: ctx.containerName, statusCode: e?.statusCode ?? 500, reason: "engine", message: `the engine's disk is full: ${message}` })
   }
   return new ContainerFailed({
     operation: ctx.operation,
     containerName: ctx.containerName,
     ...(e?.statusCode === undefined ? {} : { statusCode: e.statusCode }),
+    reason: reasonOf(e?.statusCode, message),
     message: `${ctx.operation} ${ctx.containerName}: ${message}`
   })
 }
+
+/** The one place the engine's status codes and words are read; callers branch on the reason. */
+const reasonOf = (statusCode: number | undefined, message: string): ContainerFailureReason =>
+  statusCode === 404
+    ? "not-found"
+    : statusCode === 409
+    ? "conflict"
+    : statusCode === 304
+    ? "already-started"
+    : isQuotaRefusal(message)
+    ? "quota-unsupported"
+    : "engine"
 
 /**
  * One engine call with a deadline; interruption or the deadline aborts the request.
@@ -112,5 +126,9 @@ export const dockerCall = <A>(ctx: CallContext, f: (signal: AbortSignal) => Prom
 
 const inspectAsName = () => "AbortSignal"
 
-/** Status codes that mean "already in the state you want" for idempotent operations. */
-export const isGone = (error: SandboxError) => error._tag === "ContainerFailed" && error.statusCode === 404
+/** The container no longer exists: "already in the state you want" for idempotent operations. */
+export const isGone = (error: SandboxError) => error._tag === "ContainerFailed" && error.reason === "not-found"
+
+/** Killing it is moot: it is not running (conflict) or gone (not found). */
+export const isNotRunning = (error: SandboxError) =>
+  error._tag === "ContainerFailed" && (error.reason === "conflict" || error.reason === "not-found")

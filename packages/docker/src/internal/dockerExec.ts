@@ -27,7 +27,7 @@ import {
   type SandboxError,
   type SandboxRef
 } from "@hermes-sandbox/core"
-import { type CallContext, dockerCall } from "./dockerCall.js"
+import { type CallContext, dockerCall, isNotRunning } from "./dockerCall.js"
 
 /**
  * Kills the process tree of one exec from inside: $1 = the marker assignment to look for.
@@ -110,7 +110,7 @@ export const makeDockerExec = (docker: Docker, context: (operation: string, cont
         const state = yield* inspectExec(ref, exec)
         if (!state.Running) return { exitCode: state.ExitCode ?? -1 } satisfies ExitStatus
         if (i >= polls) {
-          return yield* new ContainerFailed({ operation: "exec inspect", containerName: ref.name, message: `the exec in ${ref.name} still runs although its streams ended` })
+          return yield* new ContainerFailed({ operation: "exec inspect", containerName: ref.name, reason: "engine", message: `the exec in ${ref.name} still runs although its streams ended` })
         }
         yield* Effect.sleep(POLL_MS)
       }
@@ -134,7 +134,7 @@ export const makeDockerExec = (docker: Docker, context: (operation: string, cont
         write: (data) =>
           Effect.async<void, SandboxError>((resume) => {
             started.stream.write(data, (error) =>
-              resume(error ? Effect.fail(new ContainerFailed({ operation: "exec write stdin", containerName: ref.name, message: error.message })) : Effect.void))
+              resume(error ? Effect.fail(new ContainerFailed({ operation: "exec write stdin", containerName: ref.name, reason: "engine", message: error.message })) : Effect.void))
           }),
         end: Effect.sync(() => {
           started.stream.end()
@@ -152,8 +152,8 @@ export const makeDockerExec = (docker: Docker, context: (operation: string, cont
           killer.detach()
           yield* Deferred.succeed(killed, undefined)
         }).pipe(
-          // The sandbox already stopped (409) or is gone (404): so is the process.
-          Effect.catchIf((e) => e._tag === "ContainerFailed" && (e.statusCode === 409 || e.statusCode === 404), () => Deferred.succeed(killed, undefined)),
+          // The sandbox already stopped or is gone: so is the process.
+          Effect.catchIf(isNotRunning, () => Deferred.succeed(killed, undefined)),
           Effect.asVoid
         ),
         detach: Effect.sync(started.detach)
