@@ -13,10 +13,10 @@
  * finalizers remove the containers) and then waits for background removals,
  * so `close()` resolves only when every container is gone.
  */
-import { Context, Deferred, Effect, Exit, Fiber, FiberRef, FiberMap, FiberSet, Layer, Metric, Option, Ref, Scope, Stream } from "effect"
+import { Clock, Context, Effect, Exit, Fiber, FiberRef, FiberMap, FiberSet, Layer, Metric, Option, Ref, Scope, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
-import { ContainerFailed, ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
+import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
 import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./ExecutionRequest.js"
 import { type ExecutionResult, toExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
@@ -24,13 +24,14 @@ import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import { makePublisher } from "./internal/publisher.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
 import { encodeRunnerPayload, preloadedCommand } from "./RunnerProtocol.js"
-import { makeSupervisedRun } from "./internal/supervisedRun.js"
+import { makeSupervisedRun } from "./kernel/SupervisedRun.js"
+import { boundedWait, runToCompletion, withTerminalEvent } from "./kernel/Run.js"
+import * as Sandbox from "./kernel/Sandbox.js"
 import { sweep } from "./Sweep.js"
-import { type AttachedIO, type ExitStatus, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
-import * as Removals from "./internal/removals.js"
+import { type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
+import * as Removals from "./kernel/Removals.js"
 import * as WarmPool from "./WarmPool.js"
 import type { Language } from "./Language.js"
-import { startRecorded } from "./internal/startRecorded.js"
 
 export type ExecuteError = InvalidRequest | SandboxError | QueueFull | ExecutorClosed | JournalError
 
@@ -75,37 +76,19 @@ export class Executor extends Context.Tag("@hermes-sandbox/core/Executor")<
   }
 >() {}
 
-/** After the exit, how long to wait for the output streams to finish delivering. */
-const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
 /** After the supervisor reported the program's end, how long its own exit may take before the removal forces it. */
 const EXIT_BEFORE_REMOVAL_TIMEOUT_MS = 2_000
 /** After a kill, how long the engine may take to report the exit. */
 const KILL_EXIT_TIMEOUT = "15 seconds"
 const KILL_EXIT_TIMEOUT_MS = 15_000
 
-/**
- * Wait for `effect` at most `ms`, from a finalizer: the wait runs in a child fiber that the bound
- * can interrupt (a finalizer itself is uninterruptible, so `Effect.timeout` there would wait for
- * the effect however long it takes), while the finalizer stays uninterruptible (so closing the
- * executor cannot cut the removal that follows it). The OOM check after a report uses it too.
- */
-const boundedWait = (effect: Effect.Effect<void>, ms: number): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    // Not Effect.raceFirst: raced from an uninterruptible fiber that is being interrupted, it ends
-    // with the interruption and the rest of the finalizer (the removal) would never run.
-    const done = yield* Deferred.make<void>()
-    const settle = Deferred.succeed(done, undefined)
-    const waiter = yield* Effect.forkDaemon(Effect.interruptible(effect).pipe(Effect.zipRight(settle)))
-    const timer = yield* Effect.forkDaemon(Effect.interruptible(Effect.sleep(ms)).pipe(Effect.zipRight(settle)))
-    yield* Deferred.await(done)
-    yield* Fiber.interruptFork(waiter)
-    yield* Fiber.interruptFork(timer)
-  })
-
 const inFlightGauge = Metric.gauge("hermes_sandbox_executions_in_flight")
 const queuedGauge = Metric.gauge("hermes_sandbox_executions_queued")
 
-/** Epoch-seconds deadline label: after this the container is certainly garbage (timeout + a generous margin). */
+/**
+ * Epoch-seconds deadline label: after this the container is certainly garbage (timeout + a generous
+ * margin). Wall-clock time on purpose, not Clock: other processes read it.
+ */
 const deadlineLabel = (timeoutMs: number) => String(Math.ceil((Date.now() + timeoutMs) / 1000) + 300)
 
 
@@ -122,7 +105,7 @@ export const make = (options: ExecutorOptions = {}) =>
     // running executions (their scopes remove containers inline), then wait for
     // background removals (uninterruptible, so "interrupting" them awaits them),
     // then stop the slow retries of removals that outlasted their first minute
-    // and give each of those a last attempt (internal/removals.ts).
+    // and give each of those a last attempt (kernel/Removals.ts).
     const { destroy, removeUnrecorded } = yield* Removals.make({ runtime, append: (streamId, event) => append(streamId, event) })
     const removals = yield* FiberSet.make<void, never>()
     const executions = yield* FiberMap.make<string, ExecutionResult, ExecuteError>()
@@ -251,201 +234,100 @@ export const make = (options: ExecutorOptions = {}) =>
       pool !== undefined && request.env === undefined && request.image === undefined && plan.timeoutMs <= config.timeoutMs &&
       plan.memoryBytes === config.memoryBytes && plan.nanoCpus === config.nanoCpus && plan.pidsLimit === config.pidsLimit
 
-    /**
-     * A create that got no answer (the engine died, the call timed out) may still have created the
-     * container, which nothing else would remove while this process lives: remove it by name,
-     * retrying like `destroy`. No event: the journal never saw it created.
-     */
-    const removeUnconfirmed = (containerName: string) => removeUnrecorded({ id: containerName, name: containerName })
+    const kernel = { runtime, append }
 
     const runExecution = (plan: ExecutionPlan, executionId: string, containerName: string, scope: Scope.Scope, hooks: ExecuteOptions, eligible: boolean) =>
       Effect.gen(function*() {
-        const terminal = yield* Ref.make(false)
-        // Terminal only once the append committed: a failed append (the journal refused the event)
-        // leaves room for the ExecutionFailed that the error path records, never an open lifecycle.
-        const recordTerminal = (event: JournalEvent) =>
-          Ref.get(terminal).pipe(Effect.flatMap((done) => done ? Effect.void : append(executionId, event).pipe(Effect.zipRight(Ref.set(terminal, true)))))
-        const destroyReason = yield* Ref.make<DestroyReason>("failed")
-
-        const body = Effect.gen(function*() {
+        let destroyReason: DestroyReason = "failed"
+        const interruptReason = Effect.map(Ref.get(closed), (isClosed) => {
+          const asked = hooks.interruptReason?.()
+          return isClosed ? "executor closed" : asked === undefined ? "interrupted by the caller" : `interrupted by the caller: ${asked}`
+        })
+        const body = (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) => Effect.gen(function*() {
           yield* takeSlot(scope)
-          // The supervisor in the sandbox reports the program's end in a frame only it can write
-          // (internal/supervisedRun.ts), which saves waiting for the engine's exit report; the
-          // engine's report still counts when the supervisor cannot speak (killed, OOM), and the
-          // deadline bounds both.
           const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks)
-          const { stdout, stderr } = run
-          const receiver = run.receiver
-          let deadlineAtMs = Number.POSITIVE_INFINITY
-          // What the removal waits for first (see the supervisor-reported end below). Interruptible and
-          // bounded by the deadline: the removal runs in a finalizer, where nothing else could cut it short.
+          // What the removal waits for first (see `reported` below). Interruptible and bounded by the
+          // deadline: the removal runs in a finalizer, where nothing else could cut it short.
           let beforeRemoval: Effect.Effect<void> = Effect.void
-          const removeOnRelease = (c: SandboxCreated) =>
-            Scope.addFinalizer(
-              scope,
-              Effect.suspend(() => beforeRemoval).pipe(Effect.zipRight(Ref.get(destroyReason)), Effect.flatMap((r) => destroy(executionId, c, r)))
-            )
+          const own = (c: SandboxCreated) =>
+            Scope.addFinalizer(scope, Effect.suspend(() => beforeRemoval.pipe(Effect.zipRight(destroy(executionId, c, destroyReason)))))
 
-          // Claimed, owned and recorded in one uninterruptible step (as for a create below): an
-          // interruption in between could neither orphan the sandbox nor destroy an unrecorded claim.
+          // A warm sandbox (already created and started, its supervisor waiting for this one program) or a fresh one.
           const warm = pool !== undefined && eligible
-            ? yield* pool.claim(plan.language).pipe(
-              Effect.tap((w) =>
-                Option.isSome(w)
-                  ? removeOnRelease(w.value.container).pipe(
-                    Effect.zipRight(append(executionId, {
-                      type: "ContainerClaimed",
-                      data: { containerName: w.value.container.name, containerId: w.value.container.id, poolStreamId: w.value.poolStreamId }
-                    }))
-                  )
-                  : Effect.void
-              ),
-              Effect.uninterruptible
-            )
-            : Option.none<WarmPool.WarmSandbox>()
-          let container: SandboxCreated
-          let io: AttachedIO
-          let awaitExit: Effect.Effect<ExitStatus, SandboxError>
-          if (Option.isSome(warm)) {
-            // Already created and started, its runner waiting for this one program.
-            container = warm.value.container
-            warm.value.bind(receiver)
-            io = warm.value.io
-            awaitExit = warm.value.awaitExit
-          } else {
-            // Acquire holds only the create; the release removes the container on every path.
-            // Created, owned and recorded in one uninterruptible step: an interruption in between would
-            // destroy (and record destroying) a container the journal never saw created.
-            container = yield* runtime.create(specFor({ ...plan, lifetimeMs: plan.timeoutMs }, executionId, containerName)).pipe(
-              Effect.tap(removeOnRelease),
-              Effect.tap((c) =>
-                append(executionId, {
-                  type: "ContainerCreated",
-                  data: { containerName: c.name, containerId: c.id, imageId: c.imageId }
-                })
-              ),
-              // In the background, so the caller gets the error now; close() still waits for it.
-              Effect.tapErrorTag("DockerUnavailable", () => FiberSet.run(removals, removeUnconfirmed(containerName))),
-              Effect.uninterruptible
-            )
-            io = yield* runtime.attach(container, receiver)
-            awaitExit = yield* runtime.armExit(container)
-            yield* startRecorded(runtime, container, (event) => append(executionId, event))
-          }
-          // The deadline counts from the start, or from the claim for a warm sandbox.
-          const startedAtMs = Date.now()
-          deadlineAtMs = startedAtMs + plan.timeoutMs
-          const untilDeadline = () => Math.max(0, deadlineAtMs - Date.now())
-
-          // Feed the program in the background: a program that never reads its stdin must not block us.
-          const payload = encodeRunnerPayload({
-            key: run.key,
-            capBytes: plan.outputLimitBytes,
-            language: plan.language,
-            code: plan.code,
-            files: plan.files,
-            stdin: plan.stdin
+            ? yield* Sandbox.claim(kernel, { streamId: executionId, take: pool.claim(plan.language), own, receiver: run.receiver })
+            : Option.none<Sandbox.StartedSandbox>()
+          const sandbox = Option.isSome(warm) ? warm.value : yield* Sandbox.createStarted(kernel, {
+            streamId: executionId,
+            spec: specFor({ ...plan, lifetimeMs: plan.timeoutMs }, executionId, containerName),
+            own,
+            receiver: run.receiver,
+            // In the background, so the caller gets the error now; close() still waits for it.
+            unanswered: (name) => FiberSet.run(removals, removeUnrecorded({ id: name, name })).pipe(Effect.asVoid)
           })
-          yield* io.write(payload).pipe(Effect.zipRight(io.end), Effect.ignore, Effect.forkIn(scope))
+          const { container, io } = sandbox
 
-          // The host-side deadline is the authority: nothing inside the sandbox can outlive it.
-          const exited = yield* Effect.raceFirst(
-            awaitExit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))),
-            Deferred.await(run.report)
-          ).pipe(Effect.timeoutTo({ duration: plan.timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
-          const refuse = (reason: "setup" | "protocol", message: string) =>
-            Effect.gen(function*() {
-              yield* runtime.kill(container).pipe(Effect.ignore)
-              return yield* new ContainerFailed({ operation: reason === "setup" ? "setup" : "report", containerName: container.name, reason, message })
-            })
-          let exitCode: number
-          let timedOut = false
-          let oomKilled = false
-          if (Option.isNone(exited)) {
-            timedOut = true
-            yield* Ref.set(destroyReason, "timeout")
-            yield* runtime.kill(container)
-            exitCode = yield* awaitExit.pipe(
-              Effect.map((s) => s.exitCode),
-              Effect.timeoutTo({ duration: KILL_EXIT_TIMEOUT, onSuccess: (c) => c, onTimeout: () => 137 })
-            )
-          } else if (exited.value._tag === "SetupFailed") {
-            return yield* refuse("setup", `the sandbox ${container.name} could not be set up, so the program never ran: ${exited.value.message}`)
-          } else if (exited.value._tag === "Violation") {
-            return yield* refuse("protocol", `the report channel of ${container.name} carried bytes its supervisor did not write (${exited.value.reason}); nothing it reported was used`)
-          } else if (exited.value._tag === "Exited") {
-            exitCode = exited.value.exit.exitCode
-            // The supervisor reports before the engine's verdict: a sandbox killed from outside (an
-            // engine stopping, docker kill) did not produce a result, whatever was reported.
-            const signalled = exited.value.exit.outsideSignal
-            const outside = signalled > 0 ? Option.some(String(signalled)) : yield* runtime.outsideKill(container)
-            if (Option.isSome(outside)) {
-              return yield* new ContainerFailed({
-                operation: "wait",
-                containerName: container.name,
-                message: `${container.name} was killed from outside the SDK (signal ${outside.value}) while the program ran; the exit code it ` +
-                  `then reported (${exitCode}) is not its result: the engine is stopping or restarting, or someone ran docker stop/kill`
-              })
-            }
-            if (exitCode === 137) {
+          // The deadline counts from the start, or from the claim for a warm sandbox.
+          const done = yield* runToCompletion({
+            target: {
+              containerName: container.name,
+              kind: "run",
+              write: io.write,
+              end: io.end,
+              exit: sandbox.exit,
+              drained: io.closed,
+              kill: sandbox.kill.pipe(Effect.ignore),
+              atDeadline: () =>
+                Effect.sync(() => void (destroyReason = "timeout")).pipe(
+                  Effect.zipRight(sandbox.kill),
+                  Effect.zipRight(sandbox.exit.pipe(Effect.map((s) => s.exitCode), Effect.timeoutTo({ duration: KILL_EXIT_TIMEOUT, onSuccess: (c) => c, onTimeout: () => 137 })))
+                ),
+              outsideKill: runtime.outsideKill(container),
               // The OOM killer chose the program; the engine knows only once the sandbox has exited
-              // (the supervisor exits right after its report). Best effort, and never past the deadline.
-              oomKilled = yield* boundedWait(io.closed, Math.min(untilDeadline(), KILL_EXIT_TIMEOUT_MS)).pipe(
-                Effect.zipRight(runtime.inspect(container)),
-                Effect.map((s) => s.oomKilled),
-                Effect.orElseSucceed(() => false)
-              )
-            }
-            yield* Ref.set(destroyReason, "completed")
+              // (after a report the supervisor exits right after it). Best effort, never past the deadline.
+              oomKilled: (reported, untilDeadlineMs) =>
+                reported
+                  ? boundedWait(io.closed, Math.min(untilDeadlineMs, KILL_EXIT_TIMEOUT_MS)).pipe(
+                    Effect.zipRight(runtime.inspect(container)),
+                    Effect.map((s) => s.oomKilled),
+                    Effect.orElseSucceed(() => false)
+                  )
+                  : Effect.map(runtime.inspect(container), (s) => s.oomKilled)
+            },
+            run,
+            payload: encodeRunnerPayload({
+              key: run.key,
+              capBytes: plan.outputLimitBytes,
+              language: plan.language,
+              code: plan.code,
+              files: plan.files,
+              stdin: plan.stdin
+            }),
+            timeoutMs: plan.timeoutMs,
+            record
+          }).pipe(Scope.extend(scope))
+          if (!done.timedOut) destroyReason = "completed"
+          if (done.reported && !done.timedOut) {
             // The supervisor exits right after its report, which ends the sandbox: the (background)
             // removal lets it, which costs the engine less than force-removing a running container.
             // Bounded by EXIT_BEFORE_REMOVAL_TIMEOUT and by the deadline, then the removal forces it.
-            beforeRemoval = Effect.suspend(() => boundedWait(io.closed, Math.min(untilDeadline(), EXIT_BEFORE_REMOVAL_TIMEOUT_MS)))
-          } else {
-            // The engine saw the exit first: the streams end once the output is delivered, and the
-            // supervisor's report may be among the last bytes (it is the program's result then).
-            yield* io.closed.pipe(Effect.timeout(OUTPUT_DRAIN_TIMEOUT), Effect.ignore)
-            const late = yield* Deferred.poll(run.report).pipe(Effect.flatMap((o) => Option.isSome(o) ? Effect.asSome(o.value) : Effect.succeedNone))
-            if (Option.isSome(late) && late.value._tag === "SetupFailed") {
-              return yield* refuse("setup", `the sandbox ${container.name} could not be set up, so the program never ran: ${late.value.message}`)
-            }
-            if (Option.isSome(late) && late.value._tag === "Violation") {
-              return yield* refuse("protocol", `the report channel of ${container.name} carried bytes its supervisor did not write (${late.value.reason}); nothing it reported was used`)
-            }
-            exitCode = Option.isSome(late) && late.value._tag === "Exited" ? late.value.exit.exitCode : exited.value.exitCode
-            if (Option.isNone(late) && (exitCode === 126 || exitCode === 127) && run.diagnostics() !== "") {
-              // The supervisor refused before it could frame anything (a malformed header: an SDK or image mismatch).
-              return yield* refuse("protocol", `the supervisor in ${container.name} refused the run: ${run.diagnostics()}`)
-            }
-            // Only a SIGKILL we did not send can be the OOM killer; inspect only then.
-            if (exitCode === 137) oomKilled = (yield* runtime.inspect(container)).oomKilled
-            yield* Ref.set(destroyReason, "completed")
+            beforeRemoval = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              boundedWait(io.closed, Math.min(Math.max(0, done.deadlineAtMs - now), EXIT_BEFORE_REMOVAL_TIMEOUT_MS)))
           }
-          const finishedAtMs = Date.now()
-          const durationMs = finishedAtMs - startedAtMs
-          yield* recordTerminal(
-            timedOut
-              ? { type: "ExecutionTimedOut", data: { timeoutMs: plan.timeoutMs, durationMs } }
-              : { type: "ContainerExited", data: { exitCode, oomKilled, durationMs } }
-          )
-          return toExecutionResult({ executionId, containerName: container.name, exitCode, timedOut, oomKilled, stdout, stderr, startedAtMs, finishedAtMs })
+          return toExecutionResult({
+            executionId,
+            containerName: container.name,
+            exitCode: done.exitCode,
+            timedOut: done.timedOut,
+            oomKilled: done.oomKilled,
+            stdout: run.stdout,
+            stderr: run.stderr,
+            startedAtMs: done.startedAtMs,
+            finishedAtMs: done.finishedAtMs
+          })
         })
-
-        return yield* body.pipe(
-          Effect.onInterrupt(() =>
-            Effect.gen(function*() {
-              yield* Ref.set(destroyReason, "interrupted")
-              const asked = hooks.interruptReason?.()
-              const reason = (yield* Ref.get(closed)) ? "executor closed" : asked === undefined ? "interrupted by the caller" : `interrupted by the caller: ${asked}`
-              yield* recordTerminal({ type: "ExecutionInterrupted", data: { reason } }).pipe(Effect.ignore)
-            })
-          ),
-          Effect.tapError((error) =>
-            Ref.set(destroyReason, "failed").pipe(
-              Effect.zipRight(recordTerminal({ type: "ExecutionFailed", data: { errorTag: error._tag, message: error.message } })),
-              Effect.ignore
-            )
-          )
+        return yield* withTerminalEvent((event) => append(executionId, event), interruptReason, body).pipe(
+          Effect.onInterrupt(() => Effect.sync(() => void (destroyReason = "interrupted"))),
+          Effect.tapError(() => Effect.sync(() => void (destroyReason = "failed")))
         )
       })
 

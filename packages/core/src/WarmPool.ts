@@ -13,15 +13,14 @@
  * (pool-recycled), when their runner dies, and when the pool drains on close
  * (pool-drained).
  */
-import { Effect, Exit, Fiber, FiberSet, Option, Queue, Ref, type Scope } from "effect"
+import { Clock, Effect, Exit, Fiber, FiberSet, Option, Queue, Ref, type Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import type { JournalEvent } from "@hermes-sandbox/events"
-import type { SandboxError } from "./Errors.js"
-import * as Removals from "./internal/removals.js"
+import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
+import * as Removals from "./kernel/Removals.js"
+import * as Sandbox from "./kernel/Sandbox.js"
 import { ContainerNamePrefix } from "./Labels.js"
 import type { Language } from "./Language.js"
-import { type AttachedIO, type ExitStatus, type OutputReceiver, type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
-import { startRecorded } from "./internal/startRecorded.js"
+import { type OutputReceiver, type SandboxRef, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 
 export interface WarmPoolOptions {
   /** Ready sandboxes kept per language. */
@@ -32,15 +31,8 @@ export interface WarmPoolOptions {
   readonly idleTtlMs?: number
 }
 
-/** A started sandbox whose runner waits for its one program. */
-export interface WarmSandbox {
-  readonly poolStreamId: string
-  readonly container: SandboxCreated
-  readonly io: AttachedIO
-  readonly awaitExit: Effect.Effect<ExitStatus, SandboxError>
-  /** Where output goes once claimed (before: discarded — the runner writes nothing before its program). */
-  readonly bind: (receiver: OutputReceiver) => void
-}
+/** A started sandbox whose supervisor waits for its one program. */
+export type WarmSandbox = Sandbox.WarmSandbox
 
 export interface WarmPool {
   /** A ready sandbox for this language, if one is waiting; never waits for one to be made. */
@@ -55,7 +47,7 @@ interface Entry extends WarmSandbox {
 export interface WarmPoolDeps {
   readonly options: WarmPoolOptions
   readonly specFor: (language: Language, poolStreamId: string, containerName: string) => SandboxSpec
-  readonly append: (streamId: string, ...events: ReadonlyArray<JournalEvent>) => Effect.Effect<unknown, unknown>
+  readonly append: (streamId: string, event: JournalEvent) => Effect.Effect<unknown, JournalError>
 }
 
 const discard = () => {}
@@ -65,7 +57,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const runtime = yield* SandboxRuntime
     const languages = deps.options.languages ?? (["python", "javascript", "bash"] as const)
     const idleTtlMs = deps.options.idleTtlMs ?? 300_000
-    // Made first, so its stragglers get their last attempt after the drain below (internal/removals.ts).
+    // Made first, so its stragglers get their last attempt after the drain below (kernel/Removals.ts).
     const removals = yield* Removals.make({ runtime, append: (streamId, event) => deps.append(streamId, event), logPrefix: "warm pool: " })
     const ready = new Map<Language, Array<Entry>>(languages.map((l) => [l, []]))
     // Every made, unclaimed sandbox, registered in the same uninterruptible step that made it,
@@ -77,7 +69,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const background = yield* FiberSet.make()
 
     type PoolDestroyReason = "pool-recycled" | "pool-drained"
-    const destroy = (entry: { readonly poolStreamId: string; readonly container: SandboxCreated }, reason: PoolDestroyReason) =>
+    const destroy = (entry: { readonly poolStreamId: string; readonly container: SandboxRef }, reason: PoolDestroyReason) =>
       removals.destroy(entry.poolStreamId, entry.container, reason).pipe(Effect.uninterruptible)
 
     const takeOut = (language: Language, entry: Entry): boolean => {
@@ -88,26 +80,22 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
       return true
     }
 
+    const kernel = { runtime, append: deps.append }
     const produce = (language: Language) =>
       Effect.gen(function*() {
         const poolStreamId = uuidv7()
         const containerName = `${ContainerNamePrefix}${poolStreamId}`
-        const container = yield* runtime.create(deps.specFor(language, poolStreamId, containerName))
+        // Owned by this step: whatever fails after the create (its record included) destroys it.
+        let created: SandboxRef | undefined
+        const own = (c: SandboxRef) => Effect.sync(() => void (created = c))
         const made = Effect.gen(function*() {
-          yield* deps.append(poolStreamId, {
-            type: "ContainerCreated",
-            data: { containerName, containerId: container.id, imageId: container.imageId, pooled: true }
-          })
+          const container = yield* Sandbox.create(kernel, { streamId: poolStreamId, spec: deps.specFor(language, poolStreamId, containerName), own, pooled: true })
           let target: OutputReceiver = { stdout: discard, stderr: discard }
-          const io = yield* runtime.attach(container, { stdout: (b) => target.stdout(b), stderr: (b) => target.stderr(b) })
-          const awaitExit = yield* runtime.armExit(container)
-          yield* startRecorded(runtime, container, (event) => deps.append(poolStreamId, event))
+          const started = yield* Sandbox.start(kernel, poolStreamId, container, { stdout: (b) => target.stdout(b), stderr: (b) => target.stderr(b) })
           const entry: Entry = {
+            ...started,
             poolStreamId,
-            container,
-            io,
-            awaitExit,
-            readyAt: Date.now(),
+            readyAt: yield* Clock.currentTimeMillis,
             bind: (receiver) => {
               target = receiver
             }
@@ -116,7 +104,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
           return entry
         })
         return yield* made.pipe(
-          Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : destroy({ poolStreamId, container }, "pool-recycled"))
+          Effect.onExit((exit) => Exit.isSuccess(exit) || created === undefined ? Effect.void : destroy({ poolStreamId, container: created }, "pool-recycled"))
         )
       }).pipe(Effect.uninterruptible)
 
@@ -124,7 +112,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const refill = Effect.gen(function*() {
       let failures = 0
       while (!(yield* Ref.get(draining))) {
-        const now = Date.now()
+        const now = yield* Clock.currentTimeMillis
         for (const language of languages) {
           // Recycle the idle ones first, so the pool never serves a stale sandbox.
           for (const entry of [...(ready.get(language) ?? [])]) {
@@ -152,7 +140,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
             }
             ready.get(language)?.push(entry)
             // A runner that dies before its claim leaves the pool. (Its streams end when it exits;
-            // awaiting `awaitExit` would also ask the engine why, for every pooled sandbox.)
+            // awaiting `exit` would also ask the engine why, for every pooled sandbox.)
             yield* FiberSet.run(
               background,
               entry.io.closed.pipe(

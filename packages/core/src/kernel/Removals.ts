@@ -1,6 +1,6 @@
 /**
- * How a sandbox is removed and its end recorded, shared by the executor (an execution's
- * sandbox) and the warm pool (an unclaimed one).
+ * How a sandbox is removed and its end recorded: the one removal policy of the kernel, shared by
+ * the executor (an execution's sandbox), the warm pool (an unclaimed one) and sessions.
  *
  * A removal retries while the engine is away (about a minute, the caller waits); then it is not
  * given up while its owner lives: retried every 10 s in the background, and once more when the
@@ -10,7 +10,8 @@
  */
 import { Effect, FiberSet, Schedule, type Scope } from "effect"
 import type { JournalEvent } from "@hermes-sandbox/events"
-import type { SandboxCreated, SandboxRef, SandboxRuntime } from "../SandboxRuntime.js"
+import { ContainerFailed, type SandboxError } from "../Errors.js"
+import type { SandboxRef, SandboxRuntime } from "../SandboxRuntime.js"
 
 /** Why a sandbox was destroyed, as ContainerDestroyed records it. */
 type DestroyReason = Extract<JournalEvent, { readonly type: "ContainerDestroyed" }>["data"]["reason"]
@@ -23,14 +24,19 @@ const rideOutEngineRestart = Schedule.exponential("100 millis").pipe(Schedule.ei
 
 export interface Removals {
   /** Remove the sandbox, then record `ContainerDestroyed` in `streamId`; never fails. */
-  readonly destroy: (streamId: string, container: SandboxCreated, reason: DestroyReason) => Effect.Effect<void>
+  readonly destroy: (streamId: string, container: SandboxRef, reason: DestroyReason) => Effect.Effect<void>
   /** Make sure a sandbox the journal never saw does not exist (retried like `destroy`, no event); never fails. */
   readonly removeUnrecorded: (ref: SandboxRef) => Effect.Effect<void>
+  /**
+   * Remove it now, retried like `destroy`, failing if the engine never confirms: for a caller that
+   * cannot go on while it exists (a persistent sandbox replaced under the same name). No event.
+   */
+  readonly removeNow: (ref: SandboxRef) => Effect.Effect<void, SandboxError>
 }
 
 interface Straggler {
   readonly streamId: string
-  readonly container: SandboxCreated
+  readonly container: SandboxRef
   readonly reason: DestroyReason
 }
 
@@ -49,7 +55,10 @@ export const make = (deps: {
     const prefix = deps.logPrefix ?? ""
     const stragglers = new Map<string, Straggler>()
     const attempt = (container: SandboxRef) =>
-      deps.runtime.remove(container).pipe(Effect.timeoutFail({ duration: REMOVE_ATTEMPT_TIMEOUT, onTimeout: () => "remove timed out" as const }))
+      deps.runtime.remove(container).pipe(Effect.timeoutFail({
+        duration: REMOVE_ATTEMPT_TIMEOUT,
+        onTimeout: () => new ContainerFailed({ operation: "remove", containerName: container.name, message: `remove ${container.name}: no answer within ${REMOVE_ATTEMPT_TIMEOUT}` })
+      }))
     const record = (s: Straggler) =>
       deps.append(s.streamId, { type: "ContainerDestroyed", data: { containerName: s.container.name, containerId: s.container.id, reason: s.reason } })
 
@@ -68,7 +77,7 @@ export const make = (deps: {
     // Made after that finalizer, so closed (its retries interrupted) before the last attempts.
     const late = yield* FiberSet.make<void, never>()
 
-    const destroy = (streamId: string, container: SandboxCreated, reason: DestroyReason) =>
+    const destroy = (streamId: string, container: SandboxRef, reason: DestroyReason) =>
       attempt(container).pipe(
         Effect.retry(rideOutEngineRestart),
         Effect.zipRight(record({ streamId, container, reason })),
@@ -84,11 +93,12 @@ export const make = (deps: {
         )
       )
 
+    const removeNow = (ref: SandboxRef) => attempt(ref).pipe(Effect.retry(rideOutEngineRestart))
+
     const removeUnrecorded = (ref: SandboxRef) =>
-      attempt(ref).pipe(
-        Effect.retry(rideOutEngineRestart),
+      removeNow(ref).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning(`${prefix}could not make sure ${ref.name} does not exist; the sweep will reap it`, cause))
       )
 
-    return { destroy, removeUnrecorded }
+    return { destroy, removeUnrecorded, removeNow }
   })

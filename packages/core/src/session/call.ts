@@ -1,0 +1,236 @@
+/**
+ * One session call: what a `run` or `runCode` asks for, validated into a CallInput, and its run on
+ * the kernel (kernel/Run.ts) — an exec of the supervisor (framed argv mode) whose child is the
+ * session shell (internal/sessionShell.ts), given the user's command as an ARGUMENT.
+ *
+ * The call's supervisor takes the session lock, relays the shell's output in frames and reports
+ * its exit: nothing left in the sandbox by an earlier call can forge it. An exec cannot be killed
+ * through the engine's API, so the deadline's kill is a second exec, `hermes-run --kill`, which
+ * SIGKILLs every process the call started (or every process but PID 1); if the call's supervisor
+ * does not report within KILL_GRACE after that, the whole sandbox is killed and the session ends.
+ */
+import { Deferred, Effect, Option, Redacted, type Scope } from "effect"
+import { createHash } from "node:crypto"
+import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
+import { ContainerFailed, type InvalidRequest, invalidRequest, type SandboxError } from "../Errors.js"
+import { planExecution } from "../ExecutionRequest.js"
+import { check, type ResolvedExecutorConfig } from "../ExecutorConfig.js"
+import type { ExecuteOptions } from "../Executor.js"
+import { SESSION_LOCK, SESSION_STATE_DIR, sessionInvocation } from "../internal/sessionShell.js"
+import { type Completion, runToCompletion } from "../kernel/Run.js"
+import { makeSupervisedRun, type SupervisedRun } from "../kernel/SupervisedRun.js"
+import { encodeRunnerPayload } from "../RunnerProtocol.js"
+import type { ExecProcess, SandboxRef, SandboxRuntime } from "../SandboxRuntime.js"
+import type { SessionPlan } from "./plan.js"
+
+export interface RunOptions extends ExecuteOptions {
+  readonly stdin?: string
+  /** Variables for this call only (they win over exported ones and are not carried). */
+  readonly env?: Readonly<Record<string, string>>
+  readonly timeoutMs?: number
+}
+
+export interface SessionCodeRequest {
+  readonly language: string
+  readonly code: string
+  readonly stdin?: string
+  /** Written into the session's current directory before the program runs. */
+  readonly files?: Readonly<Record<string, string | Uint8Array>>
+  readonly env?: Readonly<Record<string, string>>
+  readonly timeoutMs?: number
+  readonly outputLimitBytes?: number
+}
+
+export interface CallInput {
+  readonly language: string
+  readonly mode: "eval" | "argv" | "runner"
+  readonly args: ReadonlyArray<string>
+  readonly stdin: Uint8Array
+  readonly codeBytes: number
+  readonly codeSha256: string
+  readonly fileCount: number
+  readonly timeoutMs: number
+  readonly outputLimitBytes: number
+  readonly env: Readonly<Record<string, string>>
+}
+
+/** After a kill, how long the call's process may take to end before the whole sandbox is killed. */
+const KILL_GRACE = "5 seconds"
+const encoder = new TextEncoder()
+
+/** The call's environment: the session's, its secrets, then the call's own (checked with what it is merged over). */
+const callEnv = (plan: SessionPlan, extra: Readonly<Record<string, string>> | undefined) =>
+  Effect.gen(function*() {
+    const secrets = Object.fromEntries(Object.entries(plan.secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
+    // Checked with what it is merged over: the kernel's bound is on the call's whole environment.
+    const perCall = extra === undefined ? {} : yield* check.env("env", extra, { ...plan.env, ...secrets })
+    return { ...plan.env, ...secrets, ...perCall }
+  })
+
+/** `run(command)`: a shell command string (run by bash) or an argv run as is. */
+export const commandInput = (
+  plan: SessionPlan,
+  config: ResolvedExecutorConfig,
+  command: string | ReadonlyArray<string>,
+  o: RunOptions
+): Effect.Effect<CallInput, InvalidRequest> =>
+  Effect.gen(function*() {
+    const argv = typeof command === "string" ? undefined : command
+    if (argv !== undefined && (argv.length === 0 || argv.some((a) => typeof a !== "string" || a.includes("\0")))) {
+      return yield* Effect.fail(invalidRequest("command", argv, "a non-empty argv of strings without NUL bytes, or a shell command string"))
+    }
+    if (typeof command === "string" && (command.trim() === "" || command.includes("\0"))) {
+      return yield* Effect.fail(invalidRequest("command", command, "a non-empty shell command without NUL bytes"))
+    }
+    const text = typeof command === "string" ? command : JSON.stringify(command)
+    const bytes = encoder.encode(text)
+    if (bytes.byteLength > config.maxCodeBytes) return yield* Effect.fail(invalidRequest("command", `${bytes.byteLength} bytes`, `at most ${config.maxCodeBytes} bytes (maxCodeBytes)`))
+    if (o.stdin !== undefined && typeof o.stdin !== "string") return yield* Effect.fail(invalidRequest("stdin", o.stdin, "a string"))
+    return {
+      language: "bash",
+      mode: argv === undefined ? "eval" : "argv",
+      args: argv === undefined ? [command as string] : argv,
+      stdin: o.stdin === undefined ? new Uint8Array(0) : encoder.encode(o.stdin),
+      codeBytes: bytes.byteLength,
+      codeSha256: createHash("sha256").update(bytes).digest("hex"),
+      fileCount: 0,
+      timeoutMs: o.timeoutMs === undefined ? plan.timeoutMs : yield* check.timeoutMs("timeoutMs", o.timeoutMs),
+      outputLimitBytes: plan.outputLimitBytes,
+      env: yield* callEnv(plan, o.env)
+    }
+  })
+
+/** `runCode(request)`: a snippet through the runner, in the session's current directory and environment. */
+export const codeInput = (
+  plan: SessionPlan,
+  config: ResolvedExecutorConfig,
+  runner: ReadonlyArray<string>,
+  request: SessionCodeRequest
+): Effect.Effect<CallInput, InvalidRequest> =>
+  Effect.gen(function*() {
+    for (const field of ["memory", "cpus", "pidsLimit", "image"] as const) {
+      if ((request as unknown as Record<string, unknown>)[field] !== undefined) {
+        return yield* Effect.fail(invalidRequest(field, (request as unknown as Record<string, unknown>)[field], "nothing per call in a session: set it when opening the session"))
+      }
+    }
+    const p = yield* planExecution(
+      {
+        language: request.language,
+        code: request.code,
+        ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
+        ...(request.files === undefined ? {} : { files: request.files }),
+        ...(request.outputLimitBytes === undefined ? {} : { outputLimitBytes: request.outputLimitBytes }),
+        timeoutMs: request.timeoutMs ?? plan.timeoutMs
+      },
+      config,
+      // Its files land in the session's current directory, which may be a larger mount.
+      { checkSandboxSizes: false }
+    )
+    return {
+      language: p.language,
+      mode: "runner",
+      args: runner,
+      stdin: encodeRunnerPayload({ language: p.language, code: p.code, files: p.files, stdin: p.stdin }),
+      codeBytes: p.code.byteLength,
+      codeSha256: p.codeSha256,
+      fileCount: p.files.length,
+      timeoutMs: p.timeoutMs,
+      outputLimitBytes: request.outputLimitBytes === undefined ? plan.outputLimitBytes : p.outputLimitBytes,
+      env: yield* callEnv(plan, request.env)
+    }
+  })
+
+export interface CallDeps {
+  readonly runtime: SandboxRuntime["Type"]
+  readonly container: SandboxRef
+  readonly plan: SessionPlan
+  /** The supervisor binary this runtime can load. */
+  readonly supervisor: string
+  /** Something in the sandbox outlived a kill: the sandbox was killed; the session must end. */
+  readonly sandboxKilled: (reason: string) => Effect.Effect<void>
+}
+
+/** Run one call to its end on the kernel; records ContainerExited | ExecutionTimedOut through `record`. */
+export const runCall = (
+  deps: CallDeps,
+  input: CallInput,
+  hooks: ExecuteOptions,
+  record: (event: JournalEvent) => Effect.Effect<void, JournalError>
+): Effect.Effect<{ readonly done: Completion; readonly run: SupervisedRun }, ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const { runtime, container, plan, supervisor } = deps
+    const run = yield* makeSupervisedRun(input.outputLimitBytes, hooks)
+    const shell = sessionInvocation({ stateDir: SESSION_STATE_DIR, keep: Object.keys(input.env), mode: input.mode, args: input.args })
+    const proc: ExecProcess = yield* Effect.acquireRelease(
+      runtime.exec(container, { command: [supervisor], env: input.env, stdin: true }, run.receiver),
+      (p, exit) => (exit._tag === "Failure" ? p.kill.pipe(Effect.ignore) : Effect.void).pipe(Effect.zipRight(p.detach))
+    )
+    const atDeadline = (sup: SupervisedRun) =>
+      Effect.gen(function*() {
+        const holder = sup.lockWait()
+        if (holder !== undefined) {
+          // Never ran: the lock stayed held for the whole deadline (by another handle's call, or by a
+          // process left behind that holds it). Said as such, never as the command's own timeout.
+          const [pid, ...cmd] = holder.split(" ")
+          yield* proc.kill.pipe(Effect.ignore)
+          return yield* new ContainerFailed({
+            operation: "session call",
+            containerName: container.name,
+            reason: "session-locked",
+            message: `the session lock in ${container.name} was held for the whole deadline (${input.timeoutMs} ms) by process ${pid} (${cmd.join(" ").trim() || "unknown command"}); ` +
+              `the command never ran. Another handle's call is still running, or a process left in the sandbox holds ${SESSION_LOCK}: end it, or destroy the session`
+          })
+        }
+        // Everything the call started dies now, escapees (setsid, double fork, env -i) included: every
+        // process started since the call began (all of them but PID 1 when leftovers are not kept).
+        const started = sup.started()
+        const killer = started === undefined
+          ? Option.none<ExecProcess>()
+          : yield* runtime.exec(
+            container,
+            { command: [supervisor, "--kill", String(started.pid), started.start, plan.keepBackgroundProcesses ? "since" : "all"], env: {}, stdin: false },
+            { stdout: () => {}, stderr: () => {} }
+          ).pipe(Effect.option)
+        // Before the program started (no 'p' frame), its supervisor's own process tree is the call.
+        if (Option.isNone(killer)) yield* proc.kill.pipe(Effect.ignore)
+        // The call's supervisor reports once its child died, or the exec ends.
+        const afterKill = yield* Effect.raceFirst(Effect.asVoid(Deferred.await(sup.report)), Effect.asVoid(proc.exit)).pipe(
+          Effect.timeoutTo({ duration: KILL_GRACE, onSuccess: () => true, onTimeout: () => false }),
+          Effect.orElseSucceed(() => false),
+          Effect.ensuring(Option.isSome(killer) ? killer.value.detach : Effect.void)
+        )
+        if (!afterKill) {
+          // Something in the sandbox outlived the kill: only killing the sandbox is sure.
+          yield* runtime.kill(container).pipe(Effect.ignore)
+          yield* deps.sandboxKilled("a timed-out command could not be killed inside; the sandbox was killed")
+        }
+        return 137
+      })
+    const done = yield* runToCompletion({
+      target: {
+        containerName: container.name,
+        kind: "call",
+        write: proc.write,
+        end: proc.end,
+        exit: proc.exit,
+        // The exec's exit comes after its output streams ended.
+        drained: Effect.void,
+        kill: proc.kill.pipe(Effect.ignore),
+        atDeadline,
+        outsideKill: Effect.succeedNone,
+        oomKilled: () => runtime.inspect(container).pipe(Effect.option, Effect.map((s) => Option.isSome(s) && s.value.oomKilled))
+      },
+      run,
+      payload: encodeRunnerPayload({
+        key: run.key,
+        capBytes: input.outputLimitBytes,
+        lock: SESSION_LOCK,
+        killLeftovers: !plan.keepBackgroundProcesses,
+        args: shell,
+        stdin: input.stdin
+      }),
+      timeoutMs: input.timeoutMs,
+      record
+    })
+    return { done, run }
+  })

@@ -1,0 +1,326 @@
+/**
+ * A session's handle: its lifecycle as one explicit state, its calls (serialized, each with exactly
+ * one terminal event) and the watchers that end it (idle expiry, maximum lifetime).
+ *
+ *   Open --end(reason)--> Ending --cleanup--> Ended(removed?)
+ *
+ * `Ending` refuses new calls; its cleanup interrupts running and queued calls (each kills its
+ * process tree first), removes the sandbox through the kernel's removal policy (kernel/Removals.ts)
+ * unless it is a persistent sandbox being detached, and records SessionClosed. A call that had to
+ * kill the whole sandbox ends the session from inside itself: its cleanup (which interrupts calls)
+ * starts once that call returned (`afterCall`).
+ */
+import { Clock, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Scope } from "effect"
+import { v7 as uuidv7 } from "uuid"
+import type { JournalError, JournalEvent, JournalService } from "@hermes-sandbox/events"
+import { type InvalidRequest, type SandboxError, SessionEnded } from "../Errors.js"
+import type { ExecuteOptions } from "../Executor.js"
+import { type ExecutionResult, toExecutionResult } from "../ExecutionResult.js"
+import type { ResolvedExecutorConfig } from "../ExecutorConfig.js"
+import type { Removals } from "../kernel/Removals.js"
+import { withTerminalEvent } from "../kernel/Run.js"
+import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
+import * as SessionReaper from "../SessionReaper.js"
+import { type CallInput, codeInput, commandInput, type RunOptions, runCall, type SessionCodeRequest } from "./call.js"
+import type { SessionPlan, SessionScope } from "./plan.js"
+
+export interface SessionResult extends ExecutionResult {
+  readonly sessionId: string
+}
+
+export type SessionCallError = InvalidRequest | SandboxError | SessionEnded | JournalError
+
+export interface SessionStatus {
+  readonly open: boolean
+  /** Why it ended ("closed", "idle-expired", "detached", ...). */
+  readonly endReason: string | undefined
+  /** Calls accepted and not finished (running or queued). */
+  readonly pending: number
+}
+
+export interface Session {
+  readonly sessionId: string
+  readonly scope: SessionScope
+  readonly containerName: string
+  readonly fingerprint: string
+  /** Persistent: an existing sandbox was found (and possibly restarted) instead of created. */
+  readonly reconnected: boolean
+  /** Persistent: containers of this profile removed because their configuration differed. */
+  readonly replaced: ReadonlyArray<string>
+  /** A shell command (string, run by bash: `cd`, `export`, pipes...) or an argv run as is. */
+  readonly run: (command: string | ReadonlyArray<string>, options?: RunOptions) => Effect.Effect<SessionResult, SessionCallError>
+  /** A code snippet through the runner, in the session's current directory and environment. */
+  readonly runCode: (request: SessionCodeRequest, options?: ExecuteOptions) => Effect.Effect<SessionResult, SessionCallError>
+  /** Session: destroy the sandbox. Persistent: detach, leaving it for the next process. Idempotent. */
+  readonly close: Effect.Effect<void>
+  /** Destroy the sandbox (persistent too). Idempotent. */
+  readonly destroy: Effect.Effect<void>
+  readonly status: Effect.Effect<SessionStatus>
+}
+
+type HandleState =
+  | { readonly _tag: "Open" }
+  | { readonly _tag: "Ending"; readonly reason: string; readonly afterCall: boolean }
+  | { readonly _tag: "Ended"; readonly reason: string; readonly removed: boolean }
+
+/** What a handle needs of the Sessions service. */
+export interface HandleDeps {
+  readonly runtime: SandboxRuntime["Type"]
+  readonly journal: JournalService
+  readonly config: ResolvedExecutorConfig
+  readonly supervisor: string
+  readonly runner: ReadonlyArray<string>
+  readonly serviceScope: Scope.Scope
+  /** Cleanups and watchers run here; the service's close waits for them. */
+  readonly background: FiberSet.FiberSet<unknown, unknown>
+  readonly removals: Removals
+  readonly append: (streamId: string, event: JournalEvent) => Effect.Effect<void, JournalError>
+  /** For bookkeeping on paths that must not fail (cleanup): a journal failure is logged. */
+  readonly appendQuietly: (streamId: string, ...events: ReadonlyArray<JournalEvent>) => Effect.Effect<void>
+  /** The handle is gone (its cleanup ran). */
+  readonly forget: (sessionId: string) => void
+}
+
+export interface HandleInput {
+  readonly sessionId: string
+  readonly scope: SessionScope
+  readonly container: SandboxCreated
+  readonly plan: SessionPlan
+  readonly fingerprint: string
+  readonly reconnected: boolean
+  readonly replaced: ReadonlyArray<string>
+  /** Persistent: its deadline (ms, from the label); the handle ends and removes it then. */
+  readonly deadlineMs?: number | undefined
+}
+
+export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ readonly session: Session; readonly shutdown: Effect.Effect<void> }> =>
+  Effect.gen(function*() {
+    const { container, plan, sessionId } = h
+    const lock = yield* Effect.makeSemaphore(1)
+    const cleaned = yield* Deferred.make<void>()
+    let state: HandleState = { _tag: "Open" }
+    let pending = 0
+    let lastActivityMs = yield* Clock.currentTimeMillis
+    const openedAtMs = lastActivityMs
+    const callScope = yield* Scope.fork(deps.serviceScope, ExecutionStrategy.sequential)
+    const calls = yield* FiberSet.make<SessionResult, SessionCallError>().pipe(Scope.extend(callScope))
+    let watchers: Fiber.RuntimeFiber<unknown, unknown> | undefined
+
+    /** Open -> Ending (the first reason wins); true if this call ended it. */
+    const end = (reason: string, afterCall = false) =>
+      Effect.sync(() => {
+        if (state._tag !== "Open") return false
+        state = { _tag: "Ending", reason, afterCall }
+        return true
+      })
+    const endReason = () => state._tag === "Open" ? undefined : state.reason
+
+    const destroyed = (reason: "idle-expired" | "session-closed") =>
+      deps.removals.destroy(sessionId, container, reason).pipe(Effect.zipRight(Effect.sync(() => {
+        if (state._tag === "Ended") state = { ...state, removed: true }
+      })))
+
+    const cleanup = (reason: string, remove: boolean, idleMs?: number) =>
+      Effect.gen(function*() {
+        // Running and queued calls are interrupted (each kills its process tree first).
+        yield* Scope.close(callScope, Exit.void)
+        if (watchers !== undefined) yield* Fiber.interrupt(watchers)
+        if (idleMs !== undefined) yield* deps.appendQuietly(sessionId, { type: "SessionIdleExpired", data: { sessionId, idleMs } })
+        state = { _tag: "Ended", reason, removed: false }
+        if (remove) yield* destroyed(idleMs !== undefined ? "idle-expired" : "session-closed")
+        yield* deps.appendQuietly(sessionId, { type: "SessionClosed", data: { sessionId, reason } })
+        deps.forget(sessionId)
+      }).pipe(Effect.ensuring(Deferred.succeed(cleaned, undefined)), Effect.uninterruptible)
+
+    /** End from anywhere (a call, a watcher): the cleanup runs in the background, never in the caller's fiber. */
+    const endInBackground = (reason: string, remove: boolean, idleMs?: number) =>
+      end(reason).pipe(Effect.flatMap((won) => won ? FiberSet.run(deps.background, cleanup(reason, remove, idleMs)).pipe(Effect.asVoid) : Effect.void))
+
+    const endAndWait = (reason: string, remove: boolean) =>
+      Effect.gen(function*() {
+        if (yield* end(reason)) yield* FiberSet.run(deps.background, cleanup(reason, remove))
+        yield* Deferred.await(cleaned)
+        // Ended earlier without removal (persistent detach): destroy now.
+        if (remove && state._tag === "Ended" && !state.removed) yield* destroyed("session-closed")
+      })
+
+    const endedError = (reason: string) =>
+      new SessionEnded({ sessionId, reason, message: `session ${sessionId} has ended (${reason}); open a new one` })
+    const refuseWhenEnded = Effect.suspend(() => {
+      const reason = endReason()
+      return reason === undefined ? Effect.void : Effect.fail(endedError(reason))
+    })
+
+    const callDeps = {
+      runtime: deps.runtime,
+      container,
+      plan,
+      supervisor: deps.supervisor,
+      // The session ends now (no new call starts); its cleanup waits until this call returned.
+      sandboxKilled: (reason: string) => Effect.asVoid(end(reason, true))
+    }
+
+    const runLocked = (input: CallInput, executionId: string, hooks: ExecuteOptions, record: (event: JournalEvent) => Effect.Effect<void, JournalError>) =>
+      Effect.gen(function*() {
+        yield* refuseWhenEnded
+        lastActivityMs = yield* Clock.currentTimeMillis
+        const { done, run } = yield* runCall(callDeps, input, hooks, record)
+        lastActivityMs = yield* Clock.currentTimeMillis
+        const result: SessionResult = {
+          ...toExecutionResult({
+            executionId,
+            containerName: container.name,
+            exitCode: done.exitCode,
+            timedOut: done.timedOut,
+            oomKilled: done.oomKilled,
+            stdout: run.stdout,
+            stderr: run.stderr,
+            startedAtMs: done.startedAtMs,
+            finishedAtMs: done.finishedAtMs
+          }),
+          sessionId
+        }
+        return result
+      }).pipe(Effect.scoped)
+
+    const call = (input: CallInput, hooks: ExecuteOptions): Effect.Effect<SessionResult, SessionCallError> =>
+      Effect.gen(function*() {
+        yield* refuseWhenEnded
+        pending++
+        return yield* callAccepted(input, hooks).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
+      })
+
+    const callAccepted = (input: CallInput, hooks: ExecuteOptions): Effect.Effect<SessionResult, SessionCallError> =>
+      Effect.gen(function*() {
+        const executionId = uuidv7()
+        hooks.onExecutionId?.(executionId)
+        yield* deps.append(executionId, {
+          type: "ExecutionRequested",
+          data: {
+            language: input.language,
+            image: plan.image,
+            codeBytes: input.codeBytes,
+            codeSha256: input.codeSha256,
+            stdinBytes: input.stdin.byteLength,
+            fileCount: input.fileCount,
+            timeoutMs: input.timeoutMs,
+            limits: { memoryBytes: plan.limits.memoryBytes, nanoCpus: plan.limits.nanoCpus, pidsLimit: plan.limits.pidsLimit, outputLimitBytes: input.outputLimitBytes },
+            network: plan.network,
+            runtime: deps.config.runtime ?? "runc",
+            scope: h.scope,
+            sessionId
+          }
+        })
+        const interruptReason = Effect.sync(() => {
+          const asked = hooks.interruptReason?.()
+          return asked === undefined ? "interrupted (caller, or the session ended)" : `interrupted by the caller: ${asked}`
+        })
+        const supervised = withTerminalEvent(
+          (event) => deps.append(executionId, event),
+          interruptReason,
+          (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record))
+        ).pipe(
+          Effect.ensuring(Effect.suspend(() => {
+            if (state._tag !== "Ending" || !state.afterCall) return Effect.void
+            const reason = state.reason
+            state = { _tag: "Ending", reason, afterCall: false }
+            return FiberSet.run(deps.background, cleanup(reason, true)).pipe(Effect.asVoid)
+          }))
+        )
+        const fiber = yield* FiberSet.run(calls, supervised).pipe(
+          Effect.catchAllDefect(() => Effect.fail(endedError("closing")))
+        )
+        return yield* Fiber.join(fiber).pipe(
+          Effect.onInterrupt(() => Fiber.interrupt(fiber)),
+          Effect.catchAllCause((cause) => Effect.suspend(() => {
+            const reason = endReason()
+            return reason !== undefined ? Effect.fail(endedError(reason)) : Effect.failCause(cause)
+          }))
+        )
+      })
+
+    const run = (command: string | ReadonlyArray<string>, o: RunOptions = {}) =>
+      Effect.flatMap(commandInput(plan, deps.config, command, o), (input) => call(input, o))
+    const runCode = (request: SessionCodeRequest, hooks: ExecuteOptions = {}) =>
+      Effect.flatMap(codeInput(plan, deps.config, deps.runner, request), (input) => call(input, hooks))
+
+    // Timers longer than ~24.8 days count as "never" in Effect's clock: sleep in steps of a day.
+    const sleepChunked = (ms: number) => Effect.sleep(Math.min(ms, 86400_000))
+    /** Persistent: the latest use other processes' handles and calls recorded in this journal (see SessionReaper). */
+    const recordedByOthers = SessionReaper.journalActivity(deps.journal, [{ sessionId, createdAtMs: openedAtMs }]).pipe(
+      Effect.map((m) => {
+        const a = m.get(sessionId)
+        return a === undefined ? undefined : Math.max(a.lastMs, a.busyUntilMs ?? -Infinity)
+      }),
+      Effect.catchAllCause(() => Effect.succeed(undefined))
+    )
+    // Expires the session once no call ran or waited for `lifetimeMs`.
+    const idleExpiry = (lifetimeMs: number) =>
+      Effect.gen(function*() {
+        while (true) {
+          const now = yield* Clock.currentTimeMillis
+          const waitMs = pending > 0 ? lifetimeMs : lastActivityMs + lifetimeMs - now
+          if (waitMs > 0) {
+            yield* sleepChunked(waitMs)
+            continue
+          }
+          // Decide under the call lock, so no call starts while the sandbox goes away.
+          const expired = yield* lock.withPermits(1)(
+            Effect.gen(function*() {
+              const t = yield* Clock.currentTimeMillis
+              if (pending > 0 || t - lastActivityMs < lifetimeMs) return false
+              if (h.scope === "persistent") {
+                // Other processes may hold it too: their calls count as activity (host records only).
+                const seen = yield* recordedByOthers
+                if (seen !== undefined && seen > lastActivityMs && t - seen < lifetimeMs) {
+                  lastActivityMs = seen
+                  return false
+                }
+              }
+              if (yield* end("idle-expired")) yield* FiberSet.run(deps.background, cleanup("idle-expired", true, t - lastActivityMs))
+              return true
+            })
+          )
+          if (expired) return
+        }
+      })
+    const hardCap = (deadlineMs: number, reason: string) =>
+      Effect.gen(function*() {
+        while (true) {
+          const left = deadlineMs - (yield* Clock.currentTimeMillis)
+          if (left <= 0) break
+          yield* sleepChunked(left)
+        }
+        yield* endInBackground(reason, true)
+      })
+    if (plan.lifetimeMs !== undefined || h.scope === "session" || h.deadlineMs !== undefined) {
+      const watching = Effect.all(
+        [
+          plan.lifetimeMs === undefined ? Effect.never : idleExpiry(plan.lifetimeMs),
+          h.scope === "session"
+            ? hardCap(openedAtMs + plan.maxLifetimeMs, `max-lifetime (${plan.maxLifetimeMs} ms)`)
+            : h.deadlineMs !== undefined
+            ? hardCap(h.deadlineMs, `max-lifetime (deadline ${new Date(h.deadlineMs).toISOString()})`)
+            : Effect.never
+        ],
+        { concurrency: "unbounded", discard: true }
+      )
+      // Interruptible although forked from the (uninterruptible) open: cleanup interrupts it.
+      watchers = yield* FiberSet.run(deps.background, Effect.interruptible(watching))
+    }
+
+    const session: Session = {
+      sessionId,
+      scope: h.scope,
+      containerName: container.name,
+      fingerprint: h.fingerprint,
+      reconnected: h.reconnected,
+      replaced: h.replaced,
+      run,
+      runCode,
+      close: endAndWait(h.scope === "session" ? "closed" : "detached", h.scope === "session"),
+      destroy: endAndWait("destroyed", true),
+      status: Effect.sync(() => ({ open: state._tag === "Open", endReason: endReason(), pending }))
+    }
+    return { session, shutdown: endAndWait(h.scope === "session" ? "service closed" : "detached", h.scope === "session") }
+  })

@@ -1,0 +1,243 @@
+/**
+ * Planning a session: its options as users write them, validated into a SessionPlan, and what the
+ * plan becomes on the engine — the sandbox's spec, its labels and its fingerprint. Nothing here
+ * talks to the engine or the journal.
+ */
+import { Effect, Redacted } from "effect"
+import { type InvalidRequest, invalidRequest } from "../Errors.js"
+import { check, type ResolvedExecutorConfig } from "../ExecutorConfig.js"
+import * as Fingerprint from "../Fingerprint.js"
+import { Label, ProjectName } from "../Labels.js"
+import { mountDanger } from "../Mounts.js"
+import * as ProcessIdentity from "../ProcessIdentity.js"
+import { SUPERVISOR } from "../RunnerProtocol.js"
+import type { SandboxLimits, SandboxSpec } from "../SandboxRuntime.js"
+import * as SessionReaper from "../SessionReaper.js"
+
+export type SessionScope = "session" | "persistent"
+
+export interface SessionMount {
+  readonly hostPath: string
+  readonly containerPath: string
+  /** Read-only unless "rw". */
+  readonly mode?: "ro" | "rw"
+}
+
+export interface SessionOptions {
+  /** Image of the sandbox. It needs bash; code snippets need the runner. Default: the Sessions' image. */
+  readonly image?: string
+  /** Variables for every call (exec environment; not in the container's configuration). */
+  readonly env?: Readonly<Record<string, string>>
+  /** Forwarded variables (Hermes `docker_forward_env`): like `env`, and their values are never printed. */
+  readonly secretEnv?: Readonly<Record<string, Redacted.Redacted<string>>>
+  /** Bind mounts, read-only unless mode "rw". The Docker socket and "/" are refused unless allowDangerousMounts. */
+  readonly mounts?: ReadonlyArray<SessionMount>
+  readonly allowDangerousMounts?: boolean
+  /** Working directory of the first call. Default /workspace. */
+  readonly workingDir?: string
+  /** Idle seconds after which the sandbox is destroyed (Hermes `lifetime_seconds`). Default: never. */
+  readonly lifetimeSeconds?: number
+  /**
+   * Hard cap on the sandbox's life, counted from its creation, whatever it does. Session: default
+   * and at most 24 h. Persistent: default 7 days, at most 366 days; recorded as its `deadline`
+   * label when it is created (reopening with another value does not move it), past which the
+   * startup sweep, the reaper and its holder remove it (SessionReaper).
+   */
+  readonly maxLifetimeMs?: number
+  /** Default per-call deadline. Default: the Sessions' timeoutMs. */
+  readonly timeoutMs?: number
+  readonly memory?: number | string
+  readonly cpus?: number
+  readonly pidsLimit?: number
+  readonly network?: boolean
+  readonly outputLimitBytes?: number
+  /**
+   * Let processes a call leaves running (`server &`, daemons) live on into later calls. Default
+   * false: each call starts by ending every process earlier calls left in the sandbox, and ends
+   * those it left itself, so no call can read, alter or wedge another (one process-free trust
+   * domain per call; files and the saved cwd/env carry over). With true, the Hermes agent's
+   * background jobs work, and a leftover can read a later call's environment, memory and output
+   * (same uid, no Yama) — but never forge its exit code or its end (docs/sessions.md).
+   */
+  readonly keepBackgroundProcesses?: boolean
+}
+
+export interface PersistentOptions extends SessionOptions {
+  /** Which persistent sandbox (Hermes profile). Default "default". */
+  readonly profile?: string
+  /** When the profile's sandbox was made with another configuration. Default "replace". */
+  readonly onConfigChange?: "replace" | "refuse"
+}
+
+export interface SessionPlan {
+  readonly image: string
+  readonly env: Readonly<Record<string, string>>
+  readonly secretEnv: Readonly<Record<string, Redacted.Redacted<string>>>
+  readonly mounts: SandboxSpec["mounts"]
+  readonly workingDir: string
+  readonly limits: SandboxLimits
+  readonly network: boolean
+  readonly timeoutMs: number
+  readonly outputLimitBytes: number
+  readonly lifetimeMs: number | undefined
+  readonly maxLifetimeMs: number
+  readonly keepBackgroundProcesses: boolean
+}
+
+/** The sandbox's main process, PID 1: the supervisor holding it open, reaping orphans, until removed. */
+export const IDLE_COMMAND: ReadonlyArray<string> = [SUPERVISOR, "--hold"]
+/** A session's hard cap on its life, by default and at most. */
+export const DEFAULT_MAX_LIFETIME_MS = 24 * 3600_000
+const PROFILE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/** Validate session options over the service's defaults; InvalidRequest before any resource exists. */
+export const resolvePlan = (
+  o: SessionOptions,
+  scope: SessionScope,
+  config: ResolvedExecutorConfig,
+  defaultImage: string
+): Effect.Effect<SessionPlan, InvalidRequest> =>
+  Effect.gen(function*() {
+    const image = o.image === undefined ? defaultImage : yield* check.image("image", o.image)
+    const env = yield* check.env("env", { ...config.env, ...(o.env ?? {}) })
+    const secretEnv: Record<string, Redacted.Redacted<string>> = {}
+    for (const [name, value] of Object.entries(o.secretEnv ?? {})) {
+      if (!ENV_NAME.test(name)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
+      if (!Redacted.isRedacted(value)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, "(not Redacted)", "a Redacted value (Redacted.make)"))
+      secretEnv[name] = value
+    }
+    {
+      // The same bounds as env (NUL bytes, string and total sizes), the values never echoed.
+      const revealed = Object.fromEntries(Object.entries(secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
+      const checked = yield* Effect.either(check.env("secretEnv", revealed, env))
+      if (checked._tag === "Left") return yield* Effect.fail(invalidRequest(checked.left.field, "(redacted)", checked.left.allowed))
+    }
+    const mounts: Array<SandboxSpec["mounts"][number]> = []
+    for (const [i, m] of (o.mounts ?? []).entries()) {
+      if (typeof m.hostPath !== "string" || !m.hostPath.startsWith("/")) return yield* Effect.fail(invalidRequest(`mounts[${i}].hostPath`, m.hostPath, "an absolute host path"))
+      if (typeof m.containerPath !== "string" || !m.containerPath.startsWith("/") || m.containerPath === "/") {
+        return yield* Effect.fail(invalidRequest(`mounts[${i}].containerPath`, m.containerPath, "an absolute container path other than /"))
+      }
+      if (m.mode !== undefined && m.mode !== "ro" && m.mode !== "rw") return yield* Effect.fail(invalidRequest(`mounts[${i}].mode`, m.mode, `"ro" (default) or "rw"`))
+      const danger = mountDanger(m.hostPath)
+      if (danger !== undefined && o.allowDangerousMounts !== true) {
+        return yield* Effect.fail(invalidRequest(`mounts[${i}].hostPath`, m.hostPath, `a path that does not hand over the host (${danger}); pass allowDangerousMounts: true to force it`))
+      }
+      if (mounts.some((x) => x.containerPath === m.containerPath)) return yield* Effect.fail(invalidRequest(`mounts[${i}].containerPath`, m.containerPath, "a container path mounted once"))
+      mounts.push({ hostPath: m.hostPath, containerPath: m.containerPath, mode: m.mode ?? "ro" })
+    }
+    const workingDir = o.workingDir ?? config.workingDir
+    if (!workingDir.startsWith("/")) return yield* Effect.fail(invalidRequest("workingDir", workingDir, "an absolute path"))
+    const lifetimeMs = o.lifetimeSeconds === undefined ? undefined : (yield* check.positiveInt("lifetimeSeconds", o.lifetimeSeconds, 366 * 86400)) * 1000
+    return {
+      image,
+      env,
+      secretEnv,
+      mounts,
+      workingDir,
+      limits: {
+        memoryBytes: o.memory === undefined ? config.memoryBytes : yield* check.memory("memory", o.memory),
+        nanoCpus: o.cpus === undefined ? config.nanoCpus : yield* check.cpus("cpus", o.cpus),
+        pidsLimit: o.pidsLimit === undefined ? config.pidsLimit : yield* check.positiveInt("pidsLimit", o.pidsLimit, 1 << 22),
+        tmpBytes: config.tmpBytes,
+        workspaceBytes: config.workspaceBytes,
+        diskBytes: config.diskBytes
+      },
+      network: o.network ?? config.network,
+      timeoutMs: o.timeoutMs === undefined ? config.timeoutMs : yield* check.timeoutMs("timeoutMs", o.timeoutMs),
+      outputLimitBytes: o.outputLimitBytes === undefined ? config.outputLimitBytes : yield* check.positiveInt("outputLimitBytes", o.outputLimitBytes, 1024 * 1024 * 1024),
+      lifetimeMs,
+      maxLifetimeMs: scope === "persistent"
+        ? o.maxLifetimeMs === undefined ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : yield* check.positiveInt("maxLifetimeMs", o.maxLifetimeMs, SessionReaper.MAX_PERSISTENT_LIFETIME_MS)
+        : o.maxLifetimeMs === undefined ? DEFAULT_MAX_LIFETIME_MS : yield* check.timeoutMs("maxLifetimeMs", o.maxLifetimeMs),
+      keepBackgroundProcesses: o.keepBackgroundProcesses === undefined ? false : o.keepBackgroundProcesses === true
+        ? true
+        : o.keepBackgroundProcesses === false ? false : yield* Effect.fail(invalidRequest("keepBackgroundProcesses", o.keepBackgroundProcesses, "true or false"))
+    }
+  })
+
+/** The persistent options beyond a session's: which profile, and what a changed configuration does. */
+export const resolvePersistent = (o: PersistentOptions): Effect.Effect<{ readonly profile: string; readonly policy: "replace" | "refuse" }, InvalidRequest> =>
+  Effect.gen(function*() {
+    const profile = o.profile ?? "default"
+    if (!PROFILE.test(profile)) return yield* Effect.fail(invalidRequest("profile", profile, "1-63 characters [A-Za-z0-9_.-], starting with a letter or digit"))
+    const policy = o.onConfigChange ?? "replace"
+    if (policy !== "replace" && policy !== "refuse") return yield* Effect.fail(invalidRequest("onConfigChange", policy, `"replace" or "refuse"`))
+    return { profile, policy }
+  })
+
+/** What a persistent sandbox is found again by: image, limits, mounts, env NAMES and the sandbox's shape. */
+export const fingerprintOf = (plan: SessionPlan, imageId: string, config: ResolvedExecutorConfig) => {
+  const canonical = Fingerprint.canonical({
+    image: plan.image,
+    imageId,
+    limits: plan.limits,
+    mounts: plan.mounts,
+    envNames: [...Object.keys(plan.env), ...Object.keys(plan.secretEnv)],
+    network: plan.network,
+    runtime: config.runtime,
+    capAdd: config.capAdd,
+    user: config.user,
+    workingDir: plan.workingDir
+  })
+  return { canonical, fingerprint: Fingerprint.fingerprintOf(canonical) }
+}
+
+/** The session sandbox's spec: the one-shot hardening, the supervisor holding it as PID 1, no env. */
+export const sandboxSpec = (
+  plan: SessionPlan,
+  name: string,
+  labels: Readonly<Record<string, string>>,
+  config: ResolvedExecutorConfig,
+  supervisor: string
+): SandboxSpec => ({
+  name,
+  image: plan.image,
+  command: IDLE_COMMAND.map((a) => a === SUPERVISOR ? supervisor : a),
+  // Nothing of the session's env: values travel with each call's exec.
+  env: {},
+  workingDir: plan.workingDir,
+  user: config.user,
+  labels,
+  limits: plan.limits,
+  network: plan.network,
+  openStdin: false,
+  capAdd: config.capAdd,
+  runtime: config.runtime,
+  mounts: plan.mounts
+})
+
+const fingerprintLabels = (plan: SessionPlan, fp: { readonly canonical: string; readonly fingerprint: string }) => ({
+  [Label.fingerprint]: fp.fingerprint,
+  [Label.fingerprintSpec]: fp.canonical,
+  ...(plan.lifetimeMs === undefined ? {} : { [Label.idleSeconds]: String(plan.lifetimeMs / 1000) })
+})
+
+/**
+ * A session's labels: owned by this process (the startup sweep and the watchdog cover its death)
+ * and capped at its maximum lifetime. Wall-clock time on purpose: other processes read the deadline.
+ */
+export const sessionLabels = (plan: SessionPlan, sessionId: string, executorId: string, fp: { readonly canonical: string; readonly fingerprint: string }): Record<string, string> => ({
+  [Label.project]: ProjectName,
+  [Label.scope]: "session",
+  [Label.session]: sessionId,
+  [Label.executor]: executorId,
+  [Label.ownerPid]: String(ProcessIdentity.self.pid),
+  [Label.ownerHost]: ProcessIdentity.self.host,
+  [Label.ownerStarted]: ProcessIdentity.self.started,
+  // Hard cap (+ margin): a label cannot move, so it is not the idle deadline (see SessionReaper).
+  [Label.deadline]: String(Math.ceil((Date.now() + plan.maxLifetimeMs) / 1000) + 300),
+  ...fingerprintLabels(plan, fp)
+})
+
+/** A persistent sandbox's labels: no owner (it outlives its process), its maximum lifetime fixed at create. */
+export const persistentLabels = (plan: SessionPlan, sessionId: string, profile: string, fp: { readonly canonical: string; readonly fingerprint: string }, nowMs: number): Record<string, string> => ({
+  [Label.project]: ProjectName,
+  [Label.scope]: "persistent",
+  [Label.session]: sessionId,
+  [Label.profile]: profile,
+  // The maximum lifetime, fixed at create (labels cannot move): the sweep and the reaper remove it past it.
+  [Label.deadline]: String(Math.ceil((nowMs + plan.maxLifetimeMs) / 1000)),
+  ...fingerprintLabels(plan, fp)
+})
