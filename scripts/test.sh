@@ -26,15 +26,23 @@ fi
 printf '\n==== seccomp profile matches its derivation\n' >&2
 npx tsx packages/docker/seccomp/build-profile.ts --check
 printf '\n==== tests (pnpm test)\n' >&2
+# Each run's output is also kept, so the failures can be repeated at the very end (CI shows the tail).
+logs="$(mktemp -d /tmp/hermes-sandbox-test-logs.XXXXXX)"
 set +e
-npx -y pnpm@10.34.0 test
-rc=$?
+npx -y pnpm@10.34.0 test 2>&1 | tee "$logs/test.log"
+rc=${PIPESTATUS[0]}
 # The same real-engine and hostile suites again, with every executor keeping a warm pool.
 printf '\n==== tests with the warm pool on (pnpm test:pool)\n' >&2
-npx -y pnpm@10.34.0 test:pool
-pool_rc=$?
+npx -y pnpm@10.34.0 test:pool 2>&1 | tee "$logs/test-pool.log"
+pool_rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] && rc=$pool_rc
 set -e
+for run in test test-pool; do
+  # vitest marks a failed file or test with FAIL / ×; tsc prints "error TS".
+  failed="$(sed 's/\x1b\[[0-9;]*m//g' "$logs/$run.log" | grep -E '^ *(FAIL|×) |error TS[0-9]+|^ *(Test Files|Tests) .*failed' | head -40 || true)"
+  if [ -n "$failed" ]; then printf '\n==== failures in pnpm %s (repeated from above)\n%s\n' "${run/-/:}" "$failed" >&2; fi
+done
+rm -rf "$logs"
 left="$(docker ps -aq --filter name=hermes-sandbox-)"
 if [ -n "$left" ]; then
   echo "hermes-sandbox-* containers left behind:" >&2
