@@ -7,7 +7,7 @@
 import { Effect, Layer } from "effect"
 import { Executor } from "@hermes-sandbox/core"
 import { DockerExecutor } from "@hermes-sandbox/docker"
-import { Journal } from "@hermes-sandbox/events"
+import { MemoryJournal } from "@hermes-sandbox/events"
 
 const program = Effect.gen(function*() {
   const executor = yield* Executor.Executor
@@ -21,7 +21,7 @@ const program = Effect.gen(function*() {
   return result.stdout
 })
 
-const layer = DockerExecutor.layer({ timeoutMs: 10_000 }).pipe(Layer.provide(Journal.layerMemory))
+const layer = DockerExecutor.layer({ timeoutMs: 10_000 }).pipe(Layer.provide(MemoryJournal.layer()))
 
 const stdout = await Effect.runPromise(program.pipe(Effect.provide(layer)))
 console.log(stdout.trim())

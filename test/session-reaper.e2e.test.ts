@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { Effect, Layer } from "effect"
-import { Journal, SqliteJournal } from "@hermes-sandbox/events"
+import { Journal, MemoryJournal, SqliteJournal } from "@hermes-sandbox/events"
 import { DockerSessions, openPersistent, Sessions } from "@hermes-sandbox/docker"
 import { cli } from "./support/cli.js"
 import { containerExists, docker } from "./support/docker.js"
@@ -102,7 +102,7 @@ describe("the persistent-sandbox reaper decides on the host", () => {
     await Effect.runPromise(
       Effect.flatMap(Sessions, () => Effect.void).pipe(
         Effect.scoped,
-        Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(Journal.layerMemory)))
+        Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(MemoryJournal.layer())))
       )
     )
     expect(await containerExists(bySweep.containerName)).toBe(false)

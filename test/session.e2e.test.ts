@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { Effect, Layer, Stream } from "effect"
-import { type EventEnvelope, Journal, SqliteJournal } from "@hermes-sandbox/events"
+import { type EventEnvelope, Journal, MemoryJournal, SqliteJournal } from "@hermes-sandbox/events"
 import { createExecutor, createSession, DockerSessions, openHermesSandbox, openPersistent, type SandboxSession, Sessions } from "@hermes-sandbox/docker"
 import { containerExists, docker, waitFor } from "./support/docker.js"
 import { sessionTracker } from "./support/sessions.js"
@@ -382,7 +382,7 @@ describe("persistent sandboxes on the real engine", () => {
           expect(s.reconnected).toBe(true)
           yield* s.close
         }
-      }).pipe(Effect.scoped, Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(Journal.layerMemory))))
+      }).pipe(Effect.scoped, Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(MemoryJournal.layer()))))
     )
 
     // In a NEW process (a restart).
@@ -452,7 +452,7 @@ describe("persistent sandboxes on the real engine", () => {
     await p.close()
     await new Promise((r) => setTimeout(r, 2_500))
     const report = await Effect.runPromise(
-      Effect.flatMap(Sessions, (s) => s.reap).pipe(Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(Journal.layerMemory))))
+      Effect.flatMap(Sessions, (s) => s.reap).pipe(Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(MemoryJournal.layer()))))
     )
     expect(report.removed).toContain(p.containerName)
     expect(await containerExists(p.containerName)).toBe(false)

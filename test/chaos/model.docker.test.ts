@@ -9,7 +9,7 @@ import { Context, Effect, Exit, Layer, Runtime, Scope } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { DockerExecutor, Executor } from "@hermes-sandbox/docker"
-import { Journal } from "@hermes-sandbox/events"
+import { Journal, MemoryJournal } from "@hermes-sandbox/events"
 import { commands, finish, initialModel, initialReal, type ModelSystem, type ProgramSpec } from "../../packages/core/test/support/executorModel.js"
 import { ExecutorLabel, removeContainersOf } from "./support.js"
 
@@ -31,7 +31,7 @@ const realSystem = async (options: { maxConcurrency: number; maxQueue: number; w
   return Runtime.runPromise(runtime)(
     Effect.gen(function*() {
       const journalScope = yield* Scope.make()
-      const journalContext = yield* Layer.buildWithScope(Journal.layerMemory, journalScope)
+      const journalContext = yield* Layer.buildWithScope(MemoryJournal.layer(), journalScope)
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
         DockerExecutor.layer({ ...options, timeoutMs: 3_000 }).pipe(Layer.provide(Layer.succeedContext(journalContext))),

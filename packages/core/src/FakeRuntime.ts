@@ -8,7 +8,7 @@
  * real engine, so the two cannot drift apart.
  *
  * What a "program" does is read from its code: a first line `#!fake {json}`
- * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin } (see fakeProgram).
+ * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin } (see internal/fakeProgram).
  */
 import { Clock, Context, Deferred, Effect, Fiber, FiberSet, Layer, Option, Ref } from "effect"
 import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "./Errors.js"
@@ -23,31 +23,10 @@ import {
   type SandboxState
 } from "./SandboxRuntime.js"
 import { makeFakeExec } from "./internal/fakeExec.js"
-import { decodeRunnerPayload, encodeFrame } from "./RunnerProtocol.js"
+import { fromRunnerPayload } from "./internal/fakeProgram.js"
+import { encodeFrame } from "./RunnerProtocol.js"
 
-export interface FakeProgram {
-  readonly stdout?: string
-  readonly stderr?: string
-  readonly exitCode?: number
-  readonly sleepMs?: number
-  /** Never exits by itself (only a kill ends it). */
-  readonly hang?: boolean
-  /** Exits 137 with oomKilled set, as the kernel's OOM killer would. */
-  readonly oom?: boolean
-  /** Copies the program's stdin to stdout. */
-  readonly echoStdin?: boolean
-  /** exec only: change the working directory (kept by a session's shell). */
-  readonly cd?: string
-  /** exec only: export variables (kept by a session's shell). */
-  readonly export?: Readonly<Record<string, string>>
-  /** exec only: print the working directory and a newline. */
-  readonly printCwd?: boolean
-  /** exec only: print this variable's value (empty when unset) and a newline. */
-  readonly printEnv?: string
-}
-
-/** The code a test sends to make the fake behave as `program`. */
-export const fakeProgram = (program: FakeProgram): string => `#!fake ${JSON.stringify(program)}\n`
+export { type FakeProgram, fakeProgram } from "./internal/fakeProgram.js"
 
 export interface FakeFaults {
   createFails?: boolean
@@ -75,7 +54,7 @@ interface FakeSandbox {
   program: Fiber.RuntimeFiber<void> | undefined
 }
 
-export interface FakeRuntimeControl {
+export interface FakeRuntimeControlService {
   readonly faults: Ref.Ref<FakeFaults>
   /** Sandboxes that exist now (not removed), any state. */
   readonly alive: Effect.Effect<ReadonlyArray<{ readonly name: string; readonly status: SandboxState["status"] }>>
@@ -91,19 +70,11 @@ export interface FakeRuntimeControl {
   readonly crashEngine: Effect.Effect<void>
 }
 
-export class FakeRuntimeControlTag extends Effect.Tag("@hermes-sandbox/core/FakeRuntimeControl")<FakeRuntimeControlTag, FakeRuntimeControl>() {}
+/** The fake's control handle, next to the SandboxRuntime it controls (see `layer`). */
+export class FakeRuntimeControl extends Context.Tag("@hermes-sandbox/core/FakeRuntimeControl")<FakeRuntimeControl, FakeRuntimeControlService>() {}
 
 const endpoint = "fake://engine"
-const decoder = new TextDecoder()
 const encoder = new TextEncoder()
-
-const parseProgram = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array; key?: string } => {
-  const decoded = decodeRunnerPayload(payload)
-  if (decoded === undefined) return { program: { stderr: "hermes-run: stdin does not start with 'HERMES/2'\n", exitCode: 126 }, stdin: new Uint8Array(0) }
-  const first = decoder.decode(decoded.code ?? new Uint8Array(0)).split("\n", 1)[0] ?? ""
-  const program: FakeProgram = first.startsWith("#!fake ") ? JSON.parse(first.slice(7)) as FakeProgram : {}
-  return decoded.key === undefined ? { program, stdin: decoded.stdin } : { program, stdin: decoded.stdin, key: decoded.key }
-}
 
 export const make = (initialFaults: FakeFaults = {}) =>
   Effect.gen(function*() {
@@ -153,7 +124,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
           payload.set(chunk, offset)
           offset += chunk.byteLength
         }
-        const { program, key, stdin } = parseProgram(payload)
+        const { program, key, stdin } = fromRunnerPayload(payload)
         // Like the supervisor: the program's streams go out in frames on stdout, its report last.
         const frame = (type: string, b: Uint8Array | string) => {
           if (key !== undefined) return s.output?.stdout(encodeFrame(key, type, b))
@@ -297,7 +268,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
       exec: fakeExec.exec
     })
 
-    const control: FakeRuntimeControl = {
+    const control: FakeRuntimeControlService = {
       faults,
       alive: Effect.sync(() => [...sandboxes.values()].map((s) => ({ name: s.name, status: s.status }))),
       createdCount: Effect.sync(() => created),
@@ -325,9 +296,9 @@ export const make = (initialFaults: FakeFaults = {}) =>
   })
 
 /** The fake runtime and its control handle (for fault injection and leak checks). */
-export const layer = (faults: FakeFaults = {}): Layer.Layer<SandboxRuntime | FakeRuntimeControlTag> =>
+export const layer = (faults: FakeFaults = {}): Layer.Layer<SandboxRuntime | FakeRuntimeControl> =>
   Layer.scopedContext(
     make(faults).pipe(
-      Effect.map(({ control, runtime }) => Context.make(SandboxRuntime, runtime).pipe(Context.add(FakeRuntimeControlTag, control)))
+      Effect.map(({ control, runtime }) => Context.make(SandboxRuntime, runtime).pipe(Context.add(FakeRuntimeControl, control)))
     )
   )

@@ -1,3 +1,3 @@
 /** For tests (yours and ours): the in-memory runtime and its fault controls. */
 export * as FakeRuntime from "./FakeRuntime.js"
-export { fakeProgram, type FakeFaults, type FakeProgram, FakeRuntimeControlTag } from "./FakeRuntime.js"
+export { fakeProgram, type FakeFaults, type FakeProgram, FakeRuntimeControl } from "./FakeRuntime.js"

@@ -6,14 +6,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Metric, Ref, Scope, Stream, TestClock } from "effect"
 import { Executor, type ExecutorOptions } from "@hermes-sandbox/core"
-import { fakeProgram, FakeRuntime, FakeRuntimeControlTag } from "@hermes-sandbox/core/testing"
-import { type EventEnvelope, Journal, Projection } from "@hermes-sandbox/events"
+import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import { type EventEnvelope, Journal, MemoryJournal, Projection } from "@hermes-sandbox/events"
 
 const setup = (options: ExecutorOptions = {}) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
     const context = yield* Layer.buildWithScope(
-      Executor.layer({ awaitRemoval: true, ...options }).pipe(Layer.provideMerge(FakeRuntime.layer()), Layer.provideMerge(Journal.layerMemory)),
+      Executor.layer({ awaitRemoval: true, ...options }).pipe(Layer.provideMerge(FakeRuntime.layer()), Layer.provideMerge(MemoryJournal.layer())),
       scope
     )
     return { scope, context }
@@ -23,7 +23,7 @@ const withExecutor = <A, E>(
   options: ExecutorOptions,
   f: (ctx: {
     executor: Executor.Executor["Type"]
-    control: FakeRuntimeControlTag["Type"]
+    control: FakeRuntimeControl["Type"]
     journal: Journal.Journal["Type"]
     close: Effect.Effect<void>
   }) => Effect.Effect<A, E>
@@ -31,7 +31,7 @@ const withExecutor = <A, E>(
   Effect.gen(function*() {
     const { context, scope } = yield* setup(options)
     const executor = yield* Effect.provide(Executor.Executor, context)
-    const control = yield* Effect.provide(FakeRuntimeControlTag, context)
+    const control = yield* Effect.provide(FakeRuntimeControl, context)
     const journal = yield* Effect.provide(Journal.Journal, context)
     return yield* f({ executor, control, journal, close: Scope.close(scope, Exit.void) }).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
   })

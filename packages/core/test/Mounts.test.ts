@@ -5,7 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Mounts, Session } from "@hermes-sandbox/core"
 import { FakeRuntime } from "@hermes-sandbox/core/testing"
-import { Journal } from "@hermes-sandbox/events"
+import { MemoryJournal } from "@hermes-sandbox/events"
 import { Layer } from "effect"
 
 describe("dangerous mounts: one check on every path", () => {
@@ -28,5 +28,5 @@ describe("dangerous mounts: one check on every path", () => {
       const sessions = yield* Session.Sessions
       const error = yield* Effect.flip(sessions.open({ mounts: [{ hostPath: "/var", containerPath: "/data" }] }))
       expect(error).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath", message: expect.stringMatching(/Docker socket/) })
-    }).pipe(Effect.provide(Session.layer({ sweepOnStart: false, reapOnStart: false }).pipe(Layer.provide(FakeRuntime.layer()), Layer.provide(Journal.layerMemory))), Effect.scoped))
+    }).pipe(Effect.provide(Session.layer({ sweepOnStart: false, reapOnStart: false }).pipe(Layer.provide(FakeRuntime.layer()), Layer.provide(MemoryJournal.layer()))), Effect.scoped))
 })

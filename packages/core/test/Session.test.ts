@@ -7,12 +7,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Redacted, Scope, Stream, TestClock } from "effect"
 import fc from "fast-check"
 import { Label, Session, type SessionsOptions } from "@hermes-sandbox/core"
-import { fakeProgram, FakeRuntime, FakeRuntimeControlTag } from "@hermes-sandbox/core/testing"
-import { type EventEnvelope, Journal } from "@hermes-sandbox/events"
+import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import { type EventEnvelope, Journal, MemoryJournal } from "@hermes-sandbox/events"
 import { SandboxRuntime } from "@hermes-sandbox/core"
 
 /** A sessions service over a given runtime + journal (so a second service can play "the next process"). */
-const service = (options: SessionsOptions, base: Layer.Layer<SandboxRuntime | FakeRuntimeControlTag | Journal.Journal>) =>
+const service = (options: SessionsOptions, base: Layer.Layer<SandboxRuntime | FakeRuntimeControl | Journal.Journal>) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
     const context = yield* Layer.buildWithScope(Session.layer(options).pipe(Layer.provide(base)), scope)
@@ -23,19 +23,19 @@ const service = (options: SessionsOptions, base: Layer.Layer<SandboxRuntime | Fa
 const withEngine = <A, E>(
   f: (ctx: {
     open: (options?: SessionsOptions) => Effect.Effect<{ sessions: Session.Sessions["Type"]; close: Effect.Effect<void> }, unknown>
-    control: FakeRuntimeControlTag["Type"]
+    control: FakeRuntimeControl["Type"]
     journal: Journal.Journal["Type"]
     runtime: SandboxRuntime["Type"]
   }) => Effect.Effect<A, E>
 ) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const base = yield* Layer.buildWithScope(Layer.merge(FakeRuntime.layer(), Journal.layerMemory), scope)
+    const base = yield* Layer.buildWithScope(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()), scope)
     const baseLayer = Layer.succeedContext(base)
     const open = (options: SessionsOptions = {}) => service({ sweepOnStart: false, ...options }, baseLayer)
     return yield* f({
       open,
-      control: yield* Effect.provide(FakeRuntimeControlTag, base),
+      control: yield* Effect.provide(FakeRuntimeControl, base),
       journal: yield* Effect.provide(Journal.Journal, base),
       runtime: yield* Effect.provide(SandboxRuntime, base)
     }).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))

@@ -8,10 +8,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Scope, Stream, TestClock } from "effect"
 import { Label, SandboxRuntime, Session, SessionReaper, type SessionsOptions } from "@hermes-sandbox/core"
-import { fakeProgram, FakeRuntime, FakeRuntimeControlTag } from "@hermes-sandbox/core/testing"
-import { Journal } from "@hermes-sandbox/events"
+import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import { Journal, MemoryJournal } from "@hermes-sandbox/events"
 
-type Base = Context.Context<SandboxRuntime | FakeRuntimeControlTag | Journal.Journal>
+type Base = Context.Context<SandboxRuntime | FakeRuntimeControl | Journal.Journal>
 
 /** One fake engine; services may share its journal (one host, one durable journal) or get their own. */
 const withEngine = <A, E>(
@@ -19,7 +19,7 @@ const withEngine = <A, E>(
     /** A sessions service on the shared journal (or on `journal`, e.g. a fresh one). */
     open: (options?: SessionsOptions, journal?: Journal.Journal["Type"]) => Effect.Effect<{ sessions: Session.Sessions["Type"]; close: Effect.Effect<void> }, unknown>
     freshJournal: Effect.Effect<Journal.Journal["Type"]>
-    control: FakeRuntimeControlTag["Type"]
+    control: FakeRuntimeControl["Type"]
     journal: Journal.Journal["Type"]
     runtime: SandboxRuntime["Type"]
     /** While true, every exec answers "0" (the seconds-since-last-call a lying sandbox would print). */
@@ -28,7 +28,7 @@ const withEngine = <A, E>(
 ) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const base: Base = yield* Layer.buildWithScope(Layer.merge(FakeRuntime.layer(), Journal.layerMemory), scope)
+    const base: Base = yield* Layer.buildWithScope(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()), scope)
     const real = Context.get(base, SandboxRuntime)
     const lie = { on: false, execs: 0 }
     const lying: SandboxRuntime["Type"] = {
@@ -47,8 +47,8 @@ const withEngine = <A, E>(
         const built = yield* Layer.buildWithScope(Session.layer({ sweepOnStart: false, reapOnStart: false, ...options }).pipe(Layer.provide(Layer.succeedContext(ctx))), s)
         return { sessions: Context.get(built, Session.Sessions), close: Scope.close(s, Exit.void) }
       })
-    const freshJournal = Layer.buildWithScope(Journal.layerMemory, scope).pipe(Effect.map((c) => Context.get(c, Journal.Journal)))
-    return yield* f({ open, freshJournal, control: Context.get(base, FakeRuntimeControlTag), journal: Context.get(base, Journal.Journal), runtime: real, lie }).pipe(
+    const freshJournal = Layer.buildWithScope(MemoryJournal.layer(), scope).pipe(Effect.map((c) => Context.get(c, Journal.Journal)))
+    return yield* f({ open, freshJournal, control: Context.get(base, FakeRuntimeControl), journal: Context.get(base, Journal.Journal), runtime: real, lie }).pipe(
       Effect.ensuring(Scope.close(scope, Exit.void))
     )
   })

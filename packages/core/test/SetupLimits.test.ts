@@ -17,8 +17,8 @@ import {
   Session,
   validateWorkspacePath
 } from "@hermes-sandbox/core"
-import { fakeProgram, FakeRuntime, FakeRuntimeControlTag } from "@hermes-sandbox/core/testing"
-import { Journal } from "@hermes-sandbox/events"
+import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import { MemoryJournal } from "@hermes-sandbox/events"
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -198,11 +198,11 @@ describe("refused before any sandbox exists (fake runtime)", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
-        Executor.layer({ awaitRemoval: true, ...options }).pipe(Layer.provideMerge(FakeRuntime.layer()), Layer.provideMerge(Journal.layerMemory)),
+        Executor.layer({ awaitRemoval: true, ...options }).pipe(Layer.provideMerge(FakeRuntime.layer()), Layer.provideMerge(MemoryJournal.layer())),
         scope
       )
       const executor = yield* Effect.provide(Executor.Executor, context)
-      const control = yield* Effect.provide(FakeRuntimeControlTag, context)
+      const control = yield* Effect.provide(FakeRuntimeControl, context)
       return yield* f(executor, control.createdCount).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
     })
 
@@ -235,7 +235,7 @@ describe("refused before any sandbox exists (fake runtime)", () => {
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
-        Session.layer({ sweepOnStart: false }).pipe(Layer.provide(Layer.merge(FakeRuntime.layer(), Journal.layerMemory))),
+        Session.layer({ sweepOnStart: false }).pipe(Layer.provide(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()))),
         scope
       )
       const sessions = yield* Effect.provide(Session.Sessions, context)

@@ -10,8 +10,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Ref, Runtime, Scope, TestClock } from "effect"
 import fc from "fast-check"
 import { Executor, type ExecutorOptions } from "@hermes-sandbox/core"
-import { fakeProgram, FakeRuntime, FakeRuntimeControlTag } from "@hermes-sandbox/core/testing"
-import { Journal } from "@hermes-sandbox/events"
+import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import { Journal, MemoryJournal } from "@hermes-sandbox/events"
 import { commands, finish, initialModel, initialReal, type ModelSystem, type ProgramSpec } from "./support/executorModel.js"
 
 const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0))
@@ -21,14 +21,14 @@ const fakeSystem = (runtime: Runtime.Runtime<never>, options: ExecutorOptions & 
     Effect.gen(function*() {
       // The journal outlives the executor, so the end-of-run checks can read it.
       const journalScope = yield* Scope.make()
-      const journalContext = yield* Layer.buildWithScope(Journal.layerMemory, journalScope)
+      const journalContext = yield* Layer.buildWithScope(MemoryJournal.layer(), journalScope)
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
         Executor.layer(options).pipe(Layer.provideMerge(FakeRuntime.layer()), Layer.provide(Layer.succeedContext(journalContext))),
         scope
       )
       const executor = Context.get(context, Executor.Executor)
-      const control = Context.get(context, FakeRuntimeControlTag)
+      const control = Context.get(context, FakeRuntimeControl)
       const journal = Context.get(journalContext, Journal.Journal)
       const system: ModelSystem = {
         runtime,

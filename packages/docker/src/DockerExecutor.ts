@@ -1,7 +1,7 @@
 /**
  * Layers that compose the Executor over Docker, for Effect users:
  *
- *   program.pipe(Effect.provide(DockerExecutor.layer({ timeoutMs: 10_000 })), Effect.provide(Journal.layerMemory))
+ *   program.pipe(Effect.provide(DockerExecutor.layer({ timeoutMs: 10_000 })), Effect.provide(MemoryJournal.layer()))
  *
  * Composition: engine connection -> runtime + watchdog -> executor. The
  * executor is built last and closed first, so its finalizers (remove every
@@ -24,7 +24,7 @@ export interface DockerExecutorOptions extends ExecutorOptions, DockerEngine.Doc
 export const runtimeLayer = (options: DockerEngine.DockerEngineOptions & DockerRuntime.DockerRuntimeOptions = {}) =>
   DockerRuntime.layer(options).pipe(Layer.provideMerge(DockerEngine.layer(options)))
 
-/** An Executor over Docker. Needs a Journal (Journal.layerMemory or SqliteJournal.layer). */
+/** An Executor over Docker. Needs a Journal (MemoryJournal.layer() or SqliteJournal.layer). */
 export const layer = (
   options: DockerExecutorOptions = {}
 ): Layer.Layer<Executor.Executor | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {

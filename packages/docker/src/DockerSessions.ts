@@ -5,7 +5,7 @@
  *     const sessions = yield* Sessions
  *     const s = yield* sessions.open({ lifetimeSeconds: 300 })
  *     yield* s.run("cd /tmp && export A=1")
- *   }).pipe(Effect.provide(DockerSessions.layer()), Effect.provide(Journal.layerMemory))
+ *   }).pipe(Effect.provide(DockerSessions.layer()), Effect.provide(MemoryJournal.layer()))
  *
  * Composition as in DockerExecutor: engine connection -> runtime + watchdog -> sessions. The
  * watchdog removes this process's SESSION sandboxes if it dies (executor label); persistent
@@ -24,7 +24,7 @@ export interface DockerSessionsOptions extends SessionsOptions, DockerEngine.Doc
   readonly watchdog?: boolean
 }
 
-/** Sessions over Docker. Needs a Journal (Journal.layerMemory or SqliteJournal.layer). */
+/** Sessions over Docker. Needs a Journal (MemoryJournal.layer() or SqliteJournal.layer). */
 export const layer = (
   options: DockerSessionsOptions = {}
 ): Layer.Layer<Sessions | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {

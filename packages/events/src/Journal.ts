@@ -13,11 +13,9 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
 import type { EventEnvelope, EventType, JournalEvent } from "./Event.js"
-import * as internalMemory from "./internal/memoryJournal.js"
 import type { JournalError, VersionConflict } from "./JournalError.js"
 
 export { JournalError, VersionConflict } from "./JournalError.js"
@@ -144,16 +142,3 @@ export class JournalDiagnostics extends Context.Tag("@hermes-sandbox/events/Jour
   JournalDiagnostics,
   { readonly stats: Effect.Effect<JournalStats> }
 >() {}
-
-/**
- * An in-memory journal (tests, single-process tools). Same guarantees as SQLite except
- * durability; its `follow` never polls, it is woken by appends.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerMemory: Layer.Layer<Journal | JournalDiagnostics> = Layer.scopedContext(
-  internalMemory.make().pipe(
-    Effect.map((impl) => Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics)))
-  )
-)

@@ -23,10 +23,10 @@ import {
   Journal,
   JournalDiagnostics,
   type JournalStats,
-  layerMemory,
   type ReplayOptions
 } from "./Journal.js"
 import type { JournalError } from "./JournalError.js"
+import * as MemoryJournal from "./MemoryJournal.js"
 import * as SqliteJournal from "./SqliteJournal.js"
 
 type AnyRuntime<R> = Runtime.Runtime<R> | ManagedRuntime.ManagedRuntime<R, unknown>
@@ -144,7 +144,7 @@ export type OpenJournalOptions = SqliteJournal.Options | { readonly memory: true
  * @category constructors
  */
 export const openJournal = async (options: OpenJournalOptions = {}): Promise<JournalClient> => {
-  const layer = "memory" in options && options.memory ? layerMemory : SqliteJournal.layer(options as SqliteJournal.Options)
+  const layer = "memory" in options && options.memory ? MemoryJournal.layer() : SqliteJournal.layer(options as SqliteJournal.Options)
   const managed = ManagedRuntime.make(layer)
   const runtime = await managed.runtime().catch(async (error: unknown) => {
     await managed.dispose()

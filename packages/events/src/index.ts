@@ -1,7 +1,7 @@
 /**
  * @hermes-sandbox/events — the container-lifecycle journal.
  *
- * Modules are re-exported as namespaces (`Event.make(...)`, `Journal.layerMemory`,
+ * Modules are re-exported as namespaces (`Event.make(...)`, `MemoryJournal.layer()`,
  * `SqliteJournal.layer(...)`, `Projection.project(...)`, `Rx.openJournal(...)`), and the
  * most used names also flat.
  *

@@ -13,9 +13,9 @@
  */
 import { Clock, Deferred, Effect, Fiber, FiberSet } from "effect"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
-import type { FakeProgram } from "../FakeRuntime.js"
+import { type FakeProgram, fromRunnerPayload, lastProgramArg, MALFORMED_PAYLOAD_MESSAGE } from "./fakeProgram.js"
 import type { ExecProcess, ExecSpec, ExitStatus, OutputReceiver, SandboxRef, SandboxSpec, SandboxState } from "../SandboxRuntime.js"
-import { decodeRunnerPayload, encodeFrame, SUPERVISOR, SUPERVISOR_READABLE } from "../RunnerProtocol.js"
+import { decodeRunnerPayload, encodeFrame, RUNNER_PROTOCOL_ERROR_EXIT, SUPERVISOR, SUPERVISOR_READABLE } from "../RunnerProtocol.js"
 import { parseSessionInvocation } from "./sessionShell.js"
 
 /** The parts of a fake sandbox exec needs (read live: status changes in place). */
@@ -41,28 +41,6 @@ interface ShellState {
 }
 
 const encoder = new TextEncoder()
-const decoder = new TextDecoder()
-
-const programFrom = (text: string | undefined): FakeProgram | undefined => {
-  if (text === undefined) return undefined
-  const first = text.split("\n", 1)[0] ?? ""
-  return first.startsWith("#!fake ") ? JSON.parse(first.slice(7)) as FakeProgram : undefined
-}
-
-const lastProgramArg = (args: ReadonlyArray<string>): FakeProgram => {
-  for (let i = args.length - 1; i >= 0; i--) {
-    const p = programFrom(args[i])
-    if (p !== undefined) return p
-  }
-  return {}
-}
-
-/** The program in a RunnerProtocol payload (code mode), and the stdin after it. */
-const fromRunnerPayload = (payload: Uint8Array): { program: FakeProgram; stdin: Uint8Array } => {
-  const decoded = decodeRunnerPayload(payload)
-  if (decoded === undefined) return { program: { stderr: "hermes-run: malformed header\n", exitCode: 126 }, stdin: new Uint8Array(0) }
-  return { program: programFrom(decoder.decode(decoded.code ?? new Uint8Array(0))) ?? {}, stdin: decoded.stdin }
-}
 
 export const makeFakeExec = (deps: FakeExecDeps) => {
   const shells = new Map<string, ShellState>()
@@ -133,8 +111,8 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           // A session call's supervisor: its argv and the command's stdin come from the payload.
           const decoded = decodeRunnerPayload(yield* readStdin)
           if (decoded === undefined) {
-            output.stderr(encoder.encode("hermes-run: stdin does not start with 'HERMES/2'\n"))
-            return 126
+            output.stderr(encoder.encode(MALFORMED_PAYLOAD_MESSAGE))
+            return RUNNER_PROTOCOL_ERROR_EXIT
           }
           key = decoded.key
           command = decoded.args

@@ -1,0 +1,64 @@
+/**
+ * The fake runtime's programs: a test writes what the program does as its code's first line,
+ * `#!fake {json}` (fakeProgram), and the fake reads it back from the code of a runner payload
+ * (one-shot sandboxes, a session's runner mode) or from an exec's argv. One parser for
+ * FakeRuntime and internal/fakeExec, which both depend on this module and not on each other.
+ */
+import { decodeRunnerPayload, RUNNER_PROTOCOL_ERROR_EXIT } from "../RunnerProtocol.js"
+
+export interface FakeProgram {
+  readonly stdout?: string
+  readonly stderr?: string
+  readonly exitCode?: number
+  readonly sleepMs?: number
+  /** Never exits by itself (only a kill ends it). */
+  readonly hang?: boolean
+  /** Exits 137 with oomKilled set, as the kernel's OOM killer would. */
+  readonly oom?: boolean
+  /** Copies the program's stdin to stdout. */
+  readonly echoStdin?: boolean
+  /** exec only: change the working directory (kept by a session's shell). */
+  readonly cd?: string
+  /** exec only: export variables (kept by a session's shell). */
+  readonly export?: Readonly<Record<string, string>>
+  /** exec only: print the working directory and a newline. */
+  readonly printCwd?: boolean
+  /** exec only: print this variable's value (empty when unset) and a newline. */
+  readonly printEnv?: string
+}
+
+const PREFIX = "#!fake "
+
+/** The code a test sends to make the fake behave as `program`. */
+export const fakeProgram = (program: FakeProgram): string => `${PREFIX}${JSON.stringify(program)}\n`
+
+/** The program a text's first line describes, if it is a `#!fake` line. */
+export const programFrom = (text: string): FakeProgram | undefined => {
+  const first = text.split("\n", 1)[0] ?? ""
+  return first.startsWith(PREFIX) ? JSON.parse(first.slice(PREFIX.length)) as FakeProgram : undefined
+}
+
+/** The program of an exec's argv: the last argument that is a `#!fake` line; none does nothing. */
+export const lastProgramArg = (args: ReadonlyArray<string>): FakeProgram => {
+  for (let i = args.length - 1; i >= 0; i--) {
+    const p = programFrom(args[i]!)
+    if (p !== undefined) return p
+  }
+  return {}
+}
+
+/** What the supervisor writes to stderr (and exits RUNNER_PROTOCOL_ERROR_EXIT with) for a payload that is not its protocol's. */
+export const MALFORMED_PAYLOAD_MESSAGE = "hermes-run: stdin does not start with 'HERMES/2'\n"
+
+const decoder = new TextDecoder()
+
+/**
+ * The program in a runner payload's code, the program's stdin after it, and the run's frame key
+ * (framed mode). A payload the supervisor would refuse becomes a program that fails as it does.
+ */
+export const fromRunnerPayload = (payload: Uint8Array): { readonly program: FakeProgram; readonly stdin: Uint8Array; readonly key?: string } => {
+  const decoded = decodeRunnerPayload(payload)
+  if (decoded === undefined) return { program: { stderr: MALFORMED_PAYLOAD_MESSAGE, exitCode: RUNNER_PROTOCOL_ERROR_EXIT }, stdin: new Uint8Array(0) }
+  const program = programFrom(decoder.decode(decoded.code ?? new Uint8Array(0))) ?? {}
+  return decoded.key === undefined ? { program, stdin: decoded.stdin } : { program, stdin: decoded.stdin, key: decoded.key }
+}
