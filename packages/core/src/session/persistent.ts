@@ -101,7 +101,7 @@ export const findOrCreate = <S>(deps: FindDeps, input: FindInput<S>): Effect.Eff
     const created = yield* input.create.pipe(Effect.either)
     if (created._tag === "Right") return yield* input.handle(created.right, false, replaced, input.newDeadlineMs)
     // Another process created it a moment ago (the name is taken): take that one.
-    if (created.left._tag === "ContainerFailed" && (created.left.reason === "conflict" || created.left.statusCode === 409)) {
+    if (created.left._tag === "ContainerFailed" && created.left.reason === "conflict") {
       const raced = (yield* deps.runtime.list({ [Label.project]: ProjectName, [Label.session]: sessionId }))[0]
       if (raced !== undefined) {
         const again = yield* reconnect(raced)
