@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
-import * as fc from "fast-check"
+// effect ships fast-check (effect/FastCheck): the arbitraries need no dependency of their own, and
+// they are the same instances @effect/vitest's it.prop and Schema's Arbitrary use.
+import * as fc from "effect/FastCheck"
 import { DestroyReason as DestroyReasonSchema, type DestroyReason, type EventData, type EventEnvelope, type EventMetadata, type EventType, type JournalEvent } from "./Event.js"
 import { make, SCHEMA_VERSION } from "./Event.js"
 
