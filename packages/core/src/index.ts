@@ -1,7 +1,7 @@
 export * as Errors from "./Errors.js"
 export * from "./Errors.js"
 export * as Executor from "./Executor.js"
-export { type ExecuteError, type ExecuteOptions, type ExecutorStats } from "./Executor.js"
+export type { ExecuteError, ExecuteOptions, ExecutorStats } from "./Executor.js"
 export * from "./ExecutionRequest.js"
 export * from "./ExecutionResult.js"
 export * from "./ExecutorConfig.js"

@@ -49,7 +49,7 @@ describe("Projection", () => {
       E("ContainerExited", { exitCode: 3, oomKilled: false, durationMs: 5 }),
       E("ContainerDestroyed", { ...container, reason: "completed" })
     ]
-    const phases = toEnvelopes("x", events).reduce<Array<string>>((acc, e, i, all) => {
+    const phases = toEnvelopes("x", events).reduce<Array<string>>((acc, _e, i, all) => {
       acc.push(all.slice(0, i + 1).reduce<Projection.ExecutionState | undefined>(Projection.evolve, undefined)!.phase)
       return acc
     }, [])
@@ -134,9 +134,9 @@ describe("Projection", () => {
     const t0 = 1_700_000_000_000
     const envelopes: Array<EventEnvelope> = []
     const add = (id: string, events: ReadonlyArray<JournalEvent>, times: ReadonlyArray<number>) => {
-      toEnvelopes(id, events, { startSequence: envelopes.length + 1 }).forEach((e, i) =>
+      toEnvelopes(id, events, { startSequence: envelopes.length + 1 }).forEach((e, i) => {
         envelopes.push({ ...e, timestamp: t0 + times[i]! })
-      )
+      })
     }
     const run = (code: number, oom = false) => [
       request,
