@@ -8,7 +8,7 @@
  * real engine, so the two cannot drift apart.
  *
  * What a "program" does is read from its code: a first line `#!fake {json}`
- * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin } (see internal/fakeProgram).
+ * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin, printFile } (see internal/fakeProgram).
  */
 import { Clock, Context, Deferred, Effect, Fiber, FiberSet, Layer, Option, Ref } from "effect"
 import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "./Errors.js"
@@ -23,7 +23,7 @@ import {
   type SandboxState
 } from "./SandboxRuntime.js"
 import { makeFakeExec } from "./internal/fakeExec.js"
-import { fromRunnerPayload } from "./internal/fakeProgram.js"
+import { fromRunnerPayload, outputFrames } from "./internal/fakeProgram.js"
 import { encodeFrame } from "./RunnerProtocol.js"
 
 export { type FakeProgram, fakeProgram } from "./internal/fakeProgram.js"
@@ -124,27 +124,35 @@ export const make = (initialFaults: FakeFaults = {}) =>
           payload.set(chunk, offset)
           offset += chunk.byteLength
         }
-        const { program, key, stdin } = fromRunnerPayload(payload)
+        const { files, program, key, stdin } = fromRunnerPayload(payload)
         // Like the supervisor: the program's streams go out in frames on stdout, its report last.
-        const frame = (type: string, b: Uint8Array | string) => {
-          if (key !== undefined) return s.output?.stdout(encodeFrame(key, type, b))
+        const frame = (type: "o" | "e" | "x", b: Uint8Array | string) => {
           const bytes = typeof b === "string" ? encoder.encode(b) : b
-          return type === "e" ? s.output?.stderr(bytes) : s.output?.stdout(bytes)
+          if (key === undefined) return type === "e" ? s.output?.stderr(bytes) : s.output?.stdout(bytes)
+          if (type === "x") return s.output?.stdout(encodeFrame(key, type, bytes))
+          for (const f of outputFrames(key, type, bytes)) s.output?.stdout(f)
         }
+        // The runner writes the request's files into /workspace (the working directory).
+        const file = program.printFile === undefined
+          ? undefined
+          : files.find(([path]) => `/workspace/${path}` === program.printFile || path === program.printFile)?.[1]
+        const missing = program.printFile !== undefined && file === undefined
         const out = program.stdout ? encoder.encode(program.stdout) : new Uint8Array(0)
-        const err = program.stderr ? encoder.encode(program.stderr) : new Uint8Array(0)
+        const err = encoder.encode(`${program.stderr ?? ""}${missing ? `${program.printFile}: No such file or directory\n` : ""}`)
         if (out.byteLength > 0) frame("o", out)
         if (program.echoStdin) frame("o", stdin)
+        if (file !== undefined) frame("o", file)
         if (err.byteLength > 0) frame("e", err)
         if (program.hang) return yield* Effect.never
         if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
         // A frozen engine delivers no exit until it is back.
         while ((yield* Ref.get(faults)).engineDown) yield* Effect.sleep(50)
+        const exitCode = missing ? 1 : program.exitCode ?? 0
         // Like the supervisor: report the end, unless the kernel killed it with the program.
         if (key !== undefined && !program.oom) {
-          frame("x", `${program.exitCode ?? 0} ${out.byteLength + (program.echoStdin ? stdin.byteLength : 0)} ${err.byteLength} 0`)
+          frame("x", `${exitCode} ${out.byteLength + (program.echoStdin ? stdin.byteLength : 0) + (file?.byteLength ?? 0)} ${err.byteLength} 0`)
         }
-        yield* finish(s, program.oom ? 137 : program.exitCode ?? 0, program.oom === true)
+        yield* finish(s, program.oom ? 137 : exitCode, program.oom === true)
       })
 
     const fakeExec = makeFakeExec({ engineCheck, find, programs })

@@ -13,7 +13,7 @@
  */
 import { Clock, Deferred, Effect, Fiber, FiberSet } from "effect"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
-import { type FakeProgram, fromRunnerPayload, lastProgramArg, MALFORMED_PAYLOAD_MESSAGE } from "./fakeProgram.js"
+import { type FakeProgram, fromRunnerPayload, lastProgramArg, MALFORMED_PAYLOAD_MESSAGE, outputFrames } from "./fakeProgram.js"
 import type { ExecProcess, ExecSpec, ExitStatus, OutputReceiver, SandboxRef, SandboxSpec, SandboxState } from "../SandboxRuntime.js"
 import { decodeRunnerPayload, encodeFrame, RUNNER_PROTOCOL_ERROR_EXIT, SUPERVISOR, SUPERVISOR_READABLE } from "../RunnerProtocol.js"
 import { parseSessionInvocation } from "./sessionShell.js"
@@ -62,8 +62,9 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       // A framed supervisor (set once its payload is read) wraps output in frames, as the real one.
       let key: string | undefined
       const bytes = { out: 0, err: 0 }
-      const out = (b: Uint8Array) => detached || (bytes.out += b.byteLength, output.stdout(key === undefined ? b : encodeFrame(key, "o", b)))
-      const err = (b: Uint8Array) => detached || (bytes.err += b.byteLength, key === undefined ? output.stderr(b) : output.stdout(encodeFrame(key, "e", b)))
+      const framed = (k: string, type: "o" | "e", b: Uint8Array) => outputFrames(k, type, b).forEach(output.stdout)
+      const out = (b: Uint8Array) => detached || (bytes.out += b.byteLength, key === undefined ? output.stdout(b) : framed(key, "o", b))
+      const err = (b: Uint8Array) => detached || (bytes.err += b.byteLength, key === undefined ? output.stderr(b) : framed(key, "e", b))
       const readStdin = Deferred.await(stdinClosed).pipe(
         Effect.map(() => {
           const all = new Uint8Array(stdin.reduce((n, c) => n + c.byteLength, 0))

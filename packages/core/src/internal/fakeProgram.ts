@@ -4,7 +4,7 @@
  * (one-shot sandboxes, a session's runner mode) or from an exec's argv. One parser for
  * FakeRuntime and internal/fakeExec, which both depend on this module and not on each other.
  */
-import { decodeRunnerPayload, RUNNER_PROTOCOL_ERROR_EXIT } from "../RunnerProtocol.js"
+import { decodeRunnerPayload, encodeFrame, MAX_FRAME_PAYLOAD, RUNNER_PROTOCOL_ERROR_EXIT } from "../RunnerProtocol.js"
 
 export interface FakeProgram {
   readonly stdout?: string
@@ -17,6 +17,8 @@ export interface FakeProgram {
   readonly oom?: boolean
   /** Copies the program's stdin to stdout. */
   readonly echoStdin?: boolean
+  /** one-shot only: prints this file of the request's files (under /workspace, or relative to it); missing: exit 1. */
+  readonly printFile?: string
   /** exec only: change the working directory (kept by a session's shell). */
   readonly cd?: string
   /** exec only: export variables (kept by a session's shell). */
@@ -56,9 +58,22 @@ const decoder = new TextDecoder()
  * The program in a runner payload's code, the program's stdin after it, and the run's frame key
  * (framed mode). A payload the supervisor would refuse becomes a program that fails as it does.
  */
-export const fromRunnerPayload = (payload: Uint8Array): { readonly program: FakeProgram; readonly stdin: Uint8Array; readonly key?: string } => {
+export const fromRunnerPayload = (payload: Uint8Array): {
+  readonly program: FakeProgram
+  readonly stdin: Uint8Array
+  readonly files: ReadonlyArray<readonly [string, Uint8Array]>
+  readonly key?: string
+} => {
   const decoded = decodeRunnerPayload(payload)
-  if (decoded === undefined) return { program: { stderr: MALFORMED_PAYLOAD_MESSAGE, exitCode: RUNNER_PROTOCOL_ERROR_EXIT }, stdin: new Uint8Array(0) }
+  if (decoded === undefined) return { program: { stderr: MALFORMED_PAYLOAD_MESSAGE, exitCode: RUNNER_PROTOCOL_ERROR_EXIT }, stdin: new Uint8Array(0), files: [] }
   const program = programFrom(decoder.decode(decoded.code ?? new Uint8Array(0))) ?? {}
-  return decoded.key === undefined ? { program, stdin: decoded.stdin } : { program, stdin: decoded.stdin, key: decoded.key }
+  const parsed = { program, stdin: decoded.stdin, files: decoded.files }
+  return decoded.key === undefined ? parsed : { ...parsed, key: decoded.key }
+}
+
+/** Output in frames of the run's key, as the supervisor sends it: none longer than the protocol allows. */
+export const outputFrames = (key: string, type: "o" | "e", bytes: Uint8Array): Array<Uint8Array> => {
+  const frames: Array<Uint8Array> = []
+  for (let at = 0; at < bytes.byteLength; at += MAX_FRAME_PAYLOAD) frames.push(encodeFrame(key, type, bytes.subarray(at, at + MAX_FRAME_PAYLOAD)))
+  return frames
 }
