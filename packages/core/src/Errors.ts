@@ -120,13 +120,19 @@ export class SessionConfigMismatch extends Schema.TaggedError<SessionConfigMisma
 /** What the runtime port can fail with. */
 export type SandboxError = DockerUnavailable | ImageNotFound | ContainerFailed
 
-const describeValue = (value: unknown): string => {
+/**
+ * How a message quotes a value ("got ..."), the one way for every message: short strings and
+ * structures as JSON, long ones summarised (they may be code, or worse), null and undefined as "nothing".
+ */
+export const describeValue = (value: unknown): string => {
   if (typeof value === "string") return value.length > 80 ? `a string of ${value.length} characters` : JSON.stringify(value)
-  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value)
+  if (value === null || value === undefined) return "nothing"
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return String(value)
   try {
     const json = JSON.stringify(value)
-    return json.length > 80 ? `${json.slice(0, 77)}...` : json
+    if (json !== undefined) return json.length > 80 ? `${json.slice(0, 77)}...` : json
   } catch {
-    return typeof value
+    // a cycle: fall through
   }
+  return typeof value
 }

@@ -3,12 +3,14 @@
  * language resolved to an image and interpreter, limits resolved against the
  * executor's defaults. Invalid input stops here, before any resource exists.
  */
-import { Effect } from "effect"
+import { Effect, Either, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { type InvalidRequest, invalidRequest } from "./Errors.js"
-import { check, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
-import { type Language, LanguageAliases } from "./Language.js"
-import { MiB } from "./Size.js"
+import type { ResolvedSandboxDefaults } from "./ExecutorConfig.js"
+import type { Language } from "./Language.js"
+import * as Schemas from "./Schemas.js"
+
+export { MAX_PATH_BYTES, MAX_PATH_SEGMENT_BYTES } from "./Schemas.js"
 
 export interface ExecuteRequest {
   readonly language: string
@@ -45,17 +47,13 @@ export interface ExecutionPlan {
 
 const encoder = new TextEncoder()
 const MAX_FILES = 1000
-const MAX_FILES_BYTES = 16 * MiB
-/** A path's bytes (UTF-8), as the kernel counts them: PATH_MAX (4096) with the NUL. */
-export const MAX_PATH_BYTES = 4095
-/** One segment (file or directory name), as the kernel counts it: NAME_MAX. */
-export const MAX_PATH_SEGMENT_BYTES = 255
+const MAX_FILES_BYTES = 16 * Schemas.MiB
 /**
  * The paths of a request's files together (UTF-8 bytes). The SDK's own bound on what the runner
  * reads before the program starts (protocol 1's runner refused a header over 1 MiB; protocol 2's
  * reads each path on its own), well above any real tree of at most 1000 files.
  */
-export const MAX_FILES_PATH_BYTES = 1 * MiB
+export const MAX_FILES_PATH_BYTES = 1 * Schemas.MiB
 /**
  * tmpfs (the sandbox's /workspace and /tmp) allocates whole pages: a file of n bytes takes
  * ceil(n / 4096) pages of the mount's size and of the memory limit; directories take none. Pages
@@ -73,24 +71,9 @@ const fileField = (path: string): string => path.length > 100 ? `files[${JSON.st
 /**
  * A relative path that stays inside /workspace and that the filesystem takes: no absolute paths,
  * no "..", no empty or "." segments (so one file has one spelling), at most 4095 bytes, each
- * segment at most 255 bytes.
+ * segment at most 255 bytes. Undefined when it is one; else what is allowed.
  */
-export const validateWorkspacePath = (path: string): string | undefined => {
-  if (path === "" || path.includes("\0") || path.includes("\\")) return "a non-empty relative path without NUL or backslashes"
-  if (path.startsWith("/")) return "a path relative to /workspace (absolute paths are refused)"
-  const segments = path.split("/")
-  if (segments.some((s) => s === "..")) return "a path without '..' segments (it must stay inside /workspace)"
-  if (segments.some((s) => s === "" || s === ".")) return "a normalized path (no empty or '.' segments)"
-  const bytes = utf8Bytes(path)
-  if (bytes > MAX_PATH_BYTES) return `a path of at most ${MAX_PATH_BYTES} bytes in UTF-8 (PATH_MAX); this one has ${bytes}`
-  for (const segment of segments) {
-    const n = utf8Bytes(segment)
-    if (n > MAX_PATH_SEGMENT_BYTES) {
-      return `path segments (file and directory names) of at most ${MAX_PATH_SEGMENT_BYTES} bytes in UTF-8 (NAME_MAX); ${JSON.stringify(segment.length > 40 ? `${segment.slice(0, 40)}...` : segment)} has ${n}`
-    }
-  }
-  return undefined
-}
+export const validateWorkspacePath: (path: string) => string | undefined = Schemas.workspacePathProblem
 
 /**
  * The first path that the others make impossible: a file that is also another file's directory
@@ -108,6 +91,93 @@ const fileDirectoryConflict = (paths: ReadonlyArray<string>): { readonly path: s
   return undefined
 }
 
+type FileContent = string | Uint8Array
+
+/**
+ * Why these files cannot be written into /workspace before the program starts; undefined when
+ * they can. Checks across the entries (counts, totals, a file that is another's directory), so
+ * one pass over them, in order, naming the first bad one.
+ */
+const filesIssue = (files: object, ast: Schema.Schema.AnyNoContext["ast"]): ParseResult.ParseIssue | undefined => {
+  const at = (path: string, actual: unknown, allowed: string) => new ParseResult.Pointer(path, files, new ParseResult.Type(ast, actual, allowed))
+  const entries = Object.entries(files)
+  if (entries.length > MAX_FILES) return new ParseResult.Type(ast, `${entries.length} files`, `at most ${MAX_FILES} files`)
+  let filesBytes = 0
+  let pathBytes = 0
+  for (const [path, content] of entries) {
+    const problem = Schemas.workspacePathProblem(path)
+    if (problem !== undefined) return at(path, path, problem)
+    if (typeof content === "string") filesBytes += utf8Bytes(content)
+    else if (content instanceof Uint8Array) filesBytes += content.byteLength
+    else return at(path, content, "a string or Uint8Array")
+    pathBytes += utf8Bytes(path)
+  }
+  if (filesBytes > MAX_FILES_BYTES) return new ParseResult.Type(ast, `${filesBytes} bytes`, `at most ${MAX_FILES_BYTES} bytes in all`)
+  if (pathBytes > MAX_FILES_PATH_BYTES) {
+    return new ParseResult.Type(ast, `paths of ${pathBytes} bytes in all (${entries.length} files)`, `paths of at most ${MAX_FILES_PATH_BYTES} bytes (1 MiB) in all, in UTF-8`)
+  }
+  const conflict = fileDirectoryConflict(entries.map(([path]) => path))
+  if (conflict !== undefined) {
+    return at(conflict.path, conflict.path, `a path whose directories are not also files: ${JSON.stringify(conflict.file)} is a file of this request, so it cannot be a directory`)
+  }
+  return undefined
+}
+
+/** The files of a request (relative path -> content), checked as {@link filesIssue} says. */
+export const Files: Schema.Schema<Readonly<Record<string, FileContent>>> = Schema.declare(
+  [],
+  {
+    decode: () => (input, _, ast) => {
+      if (typeof input !== "object" || input === null || Array.isArray(input)) return ParseResult.fail(new ParseResult.Type(ast, input))
+      const issue = filesIssue(input, ast)
+      return issue === undefined ? ParseResult.succeed(input as Readonly<Record<string, FileContent>>) : ParseResult.fail(issue)
+    },
+    encode: () => (input) => ParseResult.succeed(input as Readonly<Record<string, FileContent>>)
+  },
+  {
+    identifier: "Files",
+    message: () => "an object of relative path -> content",
+    // Directories are d*, files anything else: no file is another's directory.
+    arbitrary: () => (fc) =>
+      fc.dictionary(
+        fc.stringMatching(/^(d[a-z0-9]{0,3}\/){0,3}[a-ce-z0-9_][a-z0-9_.-]{0,9}$/),
+        fc.oneof(fc.string({ maxLength: 200 }), fc.uint8Array({ maxLength: 200 })),
+        { maxKeys: 8 }
+      )
+  }
+)
+
+const aString = Schema.String.annotations({ message: () => "a string" })
+
+/**
+ * An execute_code request as users write it, each field decoded to what the plan holds (the
+ * language resolved from its alias, memory in bytes, CPUs in nanoCPUs, the timeout in whole
+ * milliseconds). What depends on the executor (code and files against its sizes, the env merged
+ * over its env) is checked by planExecution.
+ */
+export const ExecuteRequestSchema = Schema.Struct({
+  language: Schemas.LanguageName,
+  code: aString,
+  stdin: Schema.optional(aString),
+  files: Schema.optional(Files),
+  env: Schema.optional(Schemas.EnvEntries),
+  memory: Schema.optional(Schemas.Memory),
+  image: Schema.optional(Schemas.Image),
+  timeoutMs: Schema.optional(Schemas.TimeoutMs),
+  cpus: Schema.optional(Schemas.Cpus),
+  pidsLimit: Schema.optional(Schemas.PositiveInt(1 << 22)),
+  outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * Schemas.MiB))
+}).annotations({ identifier: "ExecuteRequest", message: () => "an object { language, code, ... }" })
+
+// Compiled once: planning runs per execution.
+const decodeRequest = Schema.decodeUnknownEither(ExecuteRequestSchema)
+
+/** A request's field: `files["a/b"]` for a file, else the path's keys (see Schemas.fieldOf). */
+const requestField = (path: ReadonlyArray<PropertyKey>): string =>
+  path[0] === "files" && path.length > 1 ? fileField(String(path[1])) : Schemas.fieldOf("", path)
+
+const refuse = (field: string, value: unknown, allowed: string): Effect.Effect<never, InvalidRequest> => Effect.fail(invalidRequest(field, value, allowed))
+
 export interface PlanOptions {
   /**
    * Refuse code larger than the /tmp tmpfs, files larger than the /workspace tmpfs, and files and
@@ -120,97 +190,58 @@ export interface PlanOptions {
 
 export const planExecution = (
   request: ExecuteRequest,
-  config: ResolvedExecutorConfig,
+  config: ResolvedSandboxDefaults,
   options: PlanOptions = {}
-): Effect.Effect<ExecutionPlan, InvalidRequest> =>
-  Effect.gen(function*() {
-    if (typeof request !== "object" || request === null) {
-      return yield* Effect.fail(invalidRequest("request", request, "an object { language, code, ... }"))
+): Effect.Effect<ExecutionPlan, InvalidRequest> => {
+  const decoded = decodeRequest(request)
+  if (Either.isLeft(decoded)) return Effect.fail(Schemas.toInvalidRequest(decoded.left.issue, "", requestField, "request"))
+  const r = decoded.right
+  const code = encoder.encode(r.code)
+  if (code.byteLength > config.maxCodeBytes) return refuse("code", `${code.byteLength} bytes`, `at most ${config.maxCodeBytes} bytes (maxCodeBytes)`)
+  const files: Array<readonly [string, Uint8Array]> = []
+  for (const [path, content] of Object.entries(r.files ?? {})) {
+    files.push([path, typeof content === "string" ? encoder.encode(content) : content])
+  }
+  let env = config.env
+  if (r.env !== undefined) {
+    env = { ...config.env, ...r.env }
+    const tooLarge = Schemas.envTotalIssue(env, Object.keys(config.env).length, ExecuteRequestSchema.ast)
+    if (tooLarge !== undefined) return Effect.fail(Schemas.toInvalidRequest(tooLarge, "env"))
+  }
+  const memoryBytes = r.memory ?? config.memoryBytes
+  if (options.checkSandboxSizes !== false) {
+    // The runner writes the code to /tmp and the files to /workspace, both tmpfs, whose pages
+    // also count against the memory limit (no swap): past either size, setup fails for sure.
+    const filesPages = files.reduce((n, [, bytes]) => n + tmpfsBytes(bytes.byteLength), 0)
+    const codePages = tmpfsBytes(code.byteLength)
+    if (codePages > config.tmpBytes) {
+      return refuse("code", `${code.byteLength} bytes`, `at most the /tmp tmpfs it is written to: ${config.tmpBytes} bytes (tmpSize), counted in 4 KiB pages`)
     }
-    const language = typeof request.language === "string" ? LanguageAliases[request.language.toLowerCase()] : undefined
-    if (language === undefined) {
-      return yield* Effect.fail(invalidRequest("language", request.language, "python, javascript or bash (aliases: py, js, node, sh)"))
+    if (filesPages > config.workspaceBytes) {
+      return refuse("files", `${files.length} files taking ${filesPages} bytes of tmpfs pages`, `at most the /workspace tmpfs: ${config.workspaceBytes} bytes (workspaceSize), each file counted in whole 4 KiB pages`)
     }
-    if (typeof request.code !== "string") {
-      return yield* Effect.fail(invalidRequest("code", request.code, "a string"))
+    if (filesPages + codePages > memoryBytes) {
+      return refuse(
+        files.length > 0 ? "files" : "code",
+        `${files.length > 0 ? `${files.length} files and the code` : "the code"}, taking ${filesPages + codePages} bytes of tmpfs pages`,
+        `at most the memory limit those pages count against: ${memoryBytes} bytes (memory)`
+      )
     }
-    const code = encoder.encode(request.code)
-    if (code.byteLength > config.maxCodeBytes) {
-      return yield* Effect.fail(invalidRequest("code", `${code.byteLength} bytes`, `at most ${config.maxCodeBytes} bytes (maxCodeBytes)`))
-    }
-    if (request.stdin !== undefined && typeof request.stdin !== "string") {
-      return yield* Effect.fail(invalidRequest("stdin", request.stdin, "a string"))
-    }
-    const files: Array<readonly [string, Uint8Array]> = []
-    let filesBytes = 0
-    if (request.files !== undefined) {
-      if (typeof request.files !== "object" || request.files === null) {
-        return yield* Effect.fail(invalidRequest("files", request.files, "an object of relative path -> content"))
-      }
-      const entries = Object.entries(request.files)
-      if (entries.length > MAX_FILES) return yield* Effect.fail(invalidRequest("files", `${entries.length} files`, `at most ${MAX_FILES} files`))
-      let pathBytes = 0
-      for (const [path, content] of entries) {
-        const problem = validateWorkspacePath(path)
-        if (problem) return yield* Effect.fail(invalidRequest(fileField(path), path, problem))
-        const bytes = typeof content === "string" ? encoder.encode(content) : content instanceof Uint8Array ? content : undefined
-        if (bytes === undefined) return yield* Effect.fail(invalidRequest(fileField(path), content, "a string or Uint8Array"))
-        filesBytes += bytes.byteLength
-        pathBytes += utf8Bytes(path)
-        files.push([path, bytes])
-      }
-      if (filesBytes > MAX_FILES_BYTES) return yield* Effect.fail(invalidRequest("files", `${filesBytes} bytes`, `at most ${MAX_FILES_BYTES} bytes in all`))
-      if (pathBytes > MAX_FILES_PATH_BYTES) {
-        return yield* Effect.fail(invalidRequest("files", `paths of ${pathBytes} bytes in all (${entries.length} files)`, `paths of at most ${MAX_FILES_PATH_BYTES} bytes (1 MiB) in all, in UTF-8`))
-      }
-      const conflict = fileDirectoryConflict(entries.map(([path]) => path))
-      if (conflict !== undefined) {
-        return yield* Effect.fail(
-          invalidRequest(fileField(conflict.path), conflict.path, `a path whose directories are not also files: ${JSON.stringify(conflict.file)} is a file of this request, so it cannot be a directory`)
-        )
-      }
-    }
-    const runtime = config.languages[language]
-    const env = request.env === undefined ? config.env : { ...config.env, ...(yield* check.env("env", request.env, config.env)) }
-    const memoryBytes = request.memory === undefined ? config.memoryBytes : yield* check.memory("memory", request.memory)
-    if (options.checkSandboxSizes !== false) {
-      // The runner writes the code to /tmp and the files to /workspace, both tmpfs, whose pages
-      // also count against the memory limit (no swap): past either size, setup fails for sure.
-      const filesPages = files.reduce((n, [, bytes]) => n + tmpfsBytes(bytes.byteLength), 0)
-      const codePages = tmpfsBytes(code.byteLength)
-      if (codePages > config.tmpBytes) {
-        return yield* Effect.fail(invalidRequest("code", `${code.byteLength} bytes`, `at most the /tmp tmpfs it is written to: ${config.tmpBytes} bytes (tmpSize), counted in 4 KiB pages`))
-      }
-      if (filesPages > config.workspaceBytes) {
-        return yield* Effect.fail(
-          invalidRequest("files", `${files.length} files taking ${filesPages} bytes of tmpfs pages`, `at most the /workspace tmpfs: ${config.workspaceBytes} bytes (workspaceSize), each file counted in whole 4 KiB pages`)
-        )
-      }
-      if (filesPages + codePages > memoryBytes) {
-        return yield* Effect.fail(
-          invalidRequest(
-            files.length > 0 ? "files" : "code",
-            `${files.length > 0 ? `${files.length} files and the code` : "the code"}, taking ${filesPages + codePages} bytes of tmpfs pages`,
-            `at most the memory limit those pages count against: ${memoryBytes} bytes (memory)`
-          )
-        )
-      }
-    }
-    return {
-      language,
-      image: request.image === undefined ? runtime.image : yield* check.image("image", request.image),
-      command: runtime.command,
-      code,
-      codeSha256: createHash("sha256").update(code).digest("hex"),
-      stdin: request.stdin === undefined ? new Uint8Array(0) : encoder.encode(request.stdin),
-      files,
-      env,
-      timeoutMs: request.timeoutMs === undefined ? config.timeoutMs : yield* check.timeoutMs("timeoutMs", request.timeoutMs),
-      memoryBytes,
-      nanoCpus: request.cpus === undefined ? config.nanoCpus : yield* check.cpus("cpus", request.cpus),
-      pidsLimit: request.pidsLimit === undefined ? config.pidsLimit : yield* check.positiveInt("pidsLimit", request.pidsLimit, 1 << 22),
-      outputLimitBytes: request.outputLimitBytes === undefined
-        ? config.outputLimitBytes
-        : yield* check.positiveInt("outputLimitBytes", request.outputLimitBytes, 1024 * MiB)
-    }
+  }
+  const runtime = config.languages[r.language]
+  return Effect.succeed({
+    language: r.language,
+    image: r.image ?? runtime.image,
+    command: runtime.command,
+    code,
+    codeSha256: createHash("sha256").update(code).digest("hex"),
+    stdin: r.stdin === undefined ? new Uint8Array(0) : encoder.encode(r.stdin),
+    files,
+    env,
+    timeoutMs: r.timeoutMs ?? config.timeoutMs,
+    memoryBytes,
+    nanoCpus: r.cpus ?? config.nanoCpus,
+    pidsLimit: r.pidsLimit ?? config.pidsLimit,
+    outputLimitBytes: r.outputLimitBytes ?? config.outputLimitBytes
   })
+}

@@ -2,40 +2,29 @@
  * Executor options as users write them, and the resolved, validated form the
  * executor runs with. Defaults come from the seeds: 300 s timeout, 512 MiB of
  * memory with no extra swap, 1 CPU, 256 pids, /workspace, uid/gid 1001, no network.
+ *
+ * Two layers: the sandbox defaults (limits, images, env, network: what every sandbox gets, also
+ * a session's) and the executor's own options (concurrency, queue, warm pool). Both are decoded
+ * through Schemas, so their refusals read like a request's.
  */
-import { Effect } from "effect"
-import { type InvalidRequest, invalidRequest } from "./Errors.js"
+import { Effect, Either, Schema } from "effect"
+import type { InvalidRequest } from "./Errors.js"
 import { defaultLanguageRuntimes, type Language, type LanguageRuntime, Languages } from "./Language.js"
-import { MiB, parseSize } from "./Size.js"
 import { SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
+import * as Schemas from "./Schemas.js"
 import type { WarmPoolOptions } from "./WarmPool.js"
 
-/** Docker refuses memory limits below 6 MiB. */
-export const DOCKER_MIN_MEMORY_BYTES = 6 * MiB
+export { DOCKER_MIN_MEMORY_BYTES, MAX_ENV_STRING_BYTES, MAX_ENV_TOTAL_BYTES } from "./Schemas.js"
 
-/**
- * One "NAME=value" string of a sandbox's environment, in bytes (UTF-8, without its NUL): the kernel's
- * MAX_ARG_STRLEN (32 pages, 131072 bytes with the NUL) minus 1. A longer one makes the sandbox's
- * first execve fail with E2BIG ("argument list too long").
- */
-export const MAX_ENV_STRING_BYTES = 131_071
-
-/**
- * A sandbox's environment in all: "NAME=value" strings with their NULs. The kernel takes at most a
- * quarter of the stack limit (2 MiB under the usual 8 MiB) for argv and environment together; the
- * SDK allows half of that, leaving room for the command, the image's own variables and, in a
- * session, a call's variables over the session's.
- */
-export const MAX_ENV_TOTAL_BYTES = 1 * MiB
-
-const envStringBytes = (name: string, value: string): number => Buffer.byteLength(name, "utf8") + 1 + Buffer.byteLength(value, "utf8")
+const { MiB } = Schemas
 
 export type QueueFullBehaviour = "wait" | "fail"
 
 /** Capabilities that may be added back (the Hermes agent's set); everything else stays dropped. */
 export const AllowedCapabilities = ["DAC_OVERRIDE", "CHOWN", "FOWNER"] as const
 
-export interface ExecutorOptions {
+/** What every sandbox gets: limits, images, environment, network. Sessions take these too. */
+export interface SandboxDefaults {
   /** Default per-request timeout. Default 300 000 (300 s). */
   readonly timeoutMs?: number
   /** Memory limit, bytes or "512m". Swap is set equal to it (no extra swap). Default 512m. */
@@ -64,23 +53,28 @@ export interface ExecutorOptions {
   readonly capAdd?: ReadonlyArray<(typeof AllowedCapabilities)[number]>
   /** Environment for every sandbox. */
   readonly env?: Readonly<Record<string, string>>
+  /** Identity of this executor (labels, journal metadata). Default: a fresh UUID v7. */
+  readonly executorId?: string
+  /** Remove orphans of dead owners and close their journal lifecycles when the executor starts. Default true. */
+  readonly sweepOnStart?: boolean
+}
+
+/** The executor's options: the sandbox defaults, and how it schedules executions. */
+export interface ExecutorOptions extends SandboxDefaults {
   /** Concurrent executions. Default 8. */
   readonly maxConcurrency?: number
   /** Requests waiting for a slot before QueueFull. Default 1000. */
   readonly maxQueue?: number
   /** When the queue is full: wait anyway, or fail with QueueFull. Default "fail". */
   readonly whenQueueFull?: QueueFullBehaviour
-  /** Identity of this executor (labels, journal metadata). Default: a fresh UUID v7. */
-  readonly executorId?: string
   /** Keep sandboxes created and started ahead of demand (opt-in); each still serves exactly one execution. */
   readonly warmPool?: WarmPoolOptions
-  /** Remove orphans of dead owners and close their journal lifecycles when the executor starts. Default true. */
-  readonly sweepOnStart?: boolean
   /** Wait for container removal before returning each result. Default false: removal runs in the background and close() waits for it. */
   readonly awaitRemoval?: boolean
 }
 
-export interface ResolvedExecutorConfig {
+/** The sandbox defaults, validated and resolved. */
+export interface ResolvedSandboxDefaults {
   readonly timeoutMs: number
   readonly memoryBytes: number
   readonly nanoCpus: number
@@ -95,12 +89,15 @@ export interface ResolvedExecutorConfig {
   readonly runtime: string | undefined
   readonly capAdd: ReadonlyArray<string>
   readonly env: Readonly<Record<string, string>>
+  readonly workingDir: string
+  readonly user: string
+}
+
+export interface ResolvedExecutorConfig extends ResolvedSandboxDefaults {
   readonly maxConcurrency: number
   readonly maxQueue: number
   readonly whenQueueFull: QueueFullBehaviour
   readonly awaitRemoval: boolean
-  readonly workingDir: string
-  readonly user: string
 }
 
 export const defaults = {
@@ -118,139 +115,137 @@ export const defaults = {
   user: "1001:1001"
 } as const
 
-/** Validators shared by executor options and per-request overrides, so both say the same thing. */
+// The decoders behind `check`, compiled once (sessions call them per call).
+const timeoutMs = Schemas.decoderFor(Schemas.TimeoutMs)
+const memory = Schemas.decoderFor(Schemas.Memory)
+const cpus = Schemas.decoderFor(Schemas.Cpus)
+const nonNegativeInt = Schemas.decoderFor(Schemas.NonNegativeInt)
+const image = Schemas.decoderFor(Schemas.Image)
+const envEntries = Schemas.decoderFor(Schemas.EnvEntries)
+const sizes = new Map<number, ReturnType<typeof Schemas.decoderFor<number, number | string>>>()
+const positiveInts = new Map<number, ReturnType<typeof Schemas.decoderFor<number, number>>>()
+const memo = <D>(cache: Map<number, D>, key: number, make: () => D): D => {
+  let d = cache.get(key)
+  if (d === undefined) cache.set(key, d = make())
+  return d
+}
+
+/**
+ * Field-by-field validators over Schemas, for callers that check options one at a time (sessions,
+ * per-call overrides), so they say what a request says. Each returns an Either (an Effect).
+ */
 export const check = {
-  timeoutMs: (field: string, v: unknown): Effect.Effect<number, InvalidRequest> =>
-    typeof v === "number" && Number.isFinite(v) && v > 0 && v <= 24 * 3600_000
-      ? Effect.succeed(Math.ceil(v))
-      : Effect.fail(invalidRequest(field, v, "a number of milliseconds > 0 and <= 86400000 (24 h)")),
-  memory: (field: string, v: unknown): Effect.Effect<number, InvalidRequest> => {
-    const bytes = typeof v === "number" || typeof v === "string" ? parseSize(v) : undefined
-    return bytes !== undefined && bytes >= DOCKER_MIN_MEMORY_BYTES
-      ? Effect.succeed(bytes)
-      : Effect.fail(invalidRequest(field, v, `bytes or a size like "512m", at least 6m (Docker's minimum)`))
-  },
-  size: (field: string, v: unknown, min: number): Effect.Effect<number, InvalidRequest> => {
-    const bytes = typeof v === "number" || typeof v === "string" ? parseSize(v) : undefined
-    return bytes !== undefined && bytes >= min
-      ? Effect.succeed(bytes)
-      : Effect.fail(invalidRequest(field, v, `bytes or a size like "64m", at least ${min} bytes`))
-  },
-  cpus: (field: string, v: unknown): Effect.Effect<number, InvalidRequest> =>
-    typeof v === "number" && Number.isFinite(v) && v >= 0.01 && v <= 1024
-      ? Effect.succeed(Math.round(v * 1e9))
-      : Effect.fail(invalidRequest(field, v, "a number of CPUs from 0.01 to 1024")),
+  timeoutMs: (field: string, v: unknown): Effect.Effect<number, InvalidRequest> => timeoutMs(field, v),
+  memory: (field: string, v: unknown): Effect.Effect<number, InvalidRequest> => memory(field, v),
+  size: (field: string, v: unknown, min: number): Effect.Effect<number, InvalidRequest> => memo(sizes, min, () => Schemas.decoderFor(Schemas.sizeOfAtLeast(min)))(field, v),
+  cpus: (field: string, v: unknown): Effect.Effect<number, InvalidRequest> => cpus(field, v),
   positiveInt: (field: string, v: unknown, max = Number.MAX_SAFE_INTEGER): Effect.Effect<number, InvalidRequest> =>
-    typeof v === "number" && Number.isInteger(v) && v > 0 && v <= max
-      ? Effect.succeed(v)
-      : Effect.fail(invalidRequest(field, v, `an integer from 1 to ${max}`)),
-  nonNegativeInt: (field: string, v: unknown): Effect.Effect<number, InvalidRequest> =>
-    typeof v === "number" && Number.isInteger(v) && v >= 0
-      ? Effect.succeed(v)
-      : Effect.fail(invalidRequest(field, v, "an integer >= 0")),
-  image: (field: string, v: unknown): Effect.Effect<string, InvalidRequest> =>
-    typeof v === "string" && v.trim() !== "" && !/\s/.test(v)
-      ? Effect.succeed(v)
-      : Effect.fail(invalidRequest(field, v, "a non-empty image reference without spaces, e.g. hermes-sandbox/python:latest")),
+    memo(positiveInts, max, () => Schemas.decoderFor(Schemas.PositiveInt(max)))(field, v),
+  nonNegativeInt: (field: string, v: unknown): Effect.Effect<number, InvalidRequest> => nonNegativeInt(field, v),
+  image: (field: string, v: unknown): Effect.Effect<string, InvalidRequest> => image(field, v),
   /**
    * An environment: names, values without NUL, each "NAME=value" under the kernel's MAX_ARG_STRLEN,
    * and all of `{ ...base, ...v }` (the variables it is merged over) within MAX_ENV_TOTAL_BYTES.
    * Values are never echoed in the error (they may be secrets): only their size.
    */
-  env: (field: string, v: unknown, base: Readonly<Record<string, string>> = {}): Effect.Effect<Readonly<Record<string, string>>, InvalidRequest> => {
-    if (typeof v !== "object" || v === null || Array.isArray(v)) {
-      return Effect.fail(invalidRequest(field, v, "an object of NAME: value strings"))
+  env: (field: string, v: unknown, base: Readonly<Record<string, string>> = {}): Effect.Effect<Readonly<Record<string, string>>, InvalidRequest> =>
+    Either.flatMap(envEntries(field, v), (env) => {
+      const tooLarge = Schemas.envTotalIssue({ ...base, ...env }, Object.keys(base).length, Schemas.EnvEntries.ast)
+      return tooLarge === undefined ? Either.right(env) : Either.left(Schemas.toInvalidRequest(tooLarge, field))
+    })
+}
+
+/** Exactly one of `keys`, said the way the options' messages say it. */
+const oneOf = <const K extends ReadonlyArray<string>>(keys: K, text = `one of ${keys.join(", ")}`) => Schema.Literal(...keys).annotations({ message: () => text })
+
+const Images = Schema.Struct({
+  python: Schema.optional(Schemas.Image),
+  javascript: Schema.optional(Schemas.Image),
+  bash: Schema.optional(Schemas.Image)
+}).annotations({ message: () => `one of ${Languages.join(", ")}`, parseOptions: { onExcessProperty: "error" } })
+
+const RuntimeName = Schema.String.pipe(
+  Schema.pattern(/^[a-zA-Z0-9._-]+$/),
+  Schema.annotations({ message: () => `an OCI runtime name registered with the engine, e.g. "runc" or "runsc"`, arbitrary: () => (fc) => fc.constantFrom("runc", "runsc") })
+)
+
+/** The sandbox defaults as users write them, each field decoded (sizes to bytes, CPUs to nanoCPUs). */
+export const SandboxDefaultsSchema = Schema.Struct({
+  images: Schema.optional(Images),
+  capAdd: Schema.optional(Schema.Array(oneOf(AllowedCapabilities, `only ${AllowedCapabilities.join(", ")} may be added back`))),
+  runtime: Schema.optional(RuntimeName),
+  timeoutMs: Schema.optional(Schemas.TimeoutMs),
+  memory: Schema.optional(Schemas.Memory),
+  cpus: Schema.optional(Schemas.Cpus),
+  pidsLimit: Schema.optional(Schemas.PositiveInt(1 << 22)),
+  outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * MiB)),
+  maxCodeBytes: Schema.optional(Schemas.PositiveInt(64 * MiB)),
+  tmpSize: Schema.optional(Schemas.sizeOfAtLeast(MiB)),
+  workspaceSize: Schema.optional(Schemas.sizeOfAtLeast(MiB)),
+  diskSize: Schema.optional(Schemas.sizeOfAtLeast(MiB)),
+  network: Schema.optional(Schemas.Flag),
+  env: Schema.optional(Schemas.EnvMap),
+  executorId: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.annotations({ message: () => "a non-empty string" }))),
+  sweepOnStart: Schema.optional(Schemas.Flag)
+}).annotations({ identifier: "SandboxDefaults", message: () => "an object of options" })
+
+const WarmPool = Schema.Struct({
+  size: Schemas.PositiveInt(256),
+  idleTtlMs: Schema.optional(Schemas.PositiveInt()),
+  languages: Schema.optional(Schema.Array(Schemas.LanguageLiteral))
+}).annotations({ message: () => "an object { size, languages?, idleTtlMs? }" })
+
+/** The executor's options as users write them: the sandbox defaults and its scheduling. */
+export const ExecutorOptionsSchema = Schema.Struct({
+  ...SandboxDefaultsSchema.fields,
+  warmPool: Schema.optional(WarmPool),
+  whenQueueFull: Schema.optional(oneOf(["wait", "fail"], `"wait" or "fail"`)),
+  maxConcurrency: Schema.optional(Schemas.PositiveInt(1024)),
+  maxQueue: Schema.optional(Schemas.NonNegativeInt),
+  awaitRemoval: Schema.optional(Schemas.Flag)
+}).annotations({ identifier: "ExecutorOptions", message: () => "an object of options" })
+
+const decodeSandboxDefaults = Schemas.decoderFor(SandboxDefaultsSchema, "options")
+const decodeExecutorOptions = Schemas.decoderFor(ExecutorOptionsSchema, "options")
+
+const resolved = (o: typeof SandboxDefaultsSchema.Type): ResolvedSandboxDefaults => {
+  const supervisor = supervisorFor(o.runtime)
+  const languages = { ...defaultLanguageRuntimes }
+  for (const language of Languages) {
+    languages[language] = {
+      image: o.images?.[language] ?? languages[language].image,
+      command: languages[language].command.map((a) => a === SUPERVISOR ? supervisor : a)
     }
-    for (const [k, value] of Object.entries(v)) {
-      const name = k.length > 64 ? `${k.slice(0, 64)}...` : k
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) return Effect.fail(invalidRequest(`${field}.${name}`, k, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
-      if (typeof value !== "string" || value.includes("\0")) {
-        return Effect.fail(invalidRequest(`${field}.${name}`, typeof value === "string" ? "(contains NUL)" : value, "a string without NUL bytes"))
-      }
-      const bytes = envStringBytes(k, value)
-      if (bytes > MAX_ENV_STRING_BYTES) {
-        return Effect.fail(
-          invalidRequest(`${field}.${name}`, `"NAME=value" of ${bytes} bytes`, `"NAME=value" of at most ${MAX_ENV_STRING_BYTES} bytes in UTF-8 (the kernel's MAX_ARG_STRLEN, 131072 with its NUL)`)
-        )
-      }
-    }
-    const merged = { ...base, ...v } as Readonly<Record<string, string>>
-    let total = 0
-    for (const [k, value] of Object.entries(merged)) total += envStringBytes(k, value) + 1
-    if (total > MAX_ENV_TOTAL_BYTES) {
-      return Effect.fail(
-        invalidRequest(
-          field,
-          `${total} bytes in ${Object.keys(merged).length} variables${Object.keys(base).length > 0 ? " (counting the variables it is merged over)" : ""}`,
-          `at most ${MAX_ENV_TOTAL_BYTES} bytes (1 MiB) of "NAME=value" strings in all, each counted with its NUL`
-        )
-      )
-    }
-    return Effect.succeed(v as Readonly<Record<string, string>>)
+  }
+  return {
+    timeoutMs: o.timeoutMs ?? defaults.timeoutMs,
+    memoryBytes: o.memory ?? defaults.memoryBytes,
+    nanoCpus: o.cpus ?? defaults.cpus * 1e9,
+    pidsLimit: o.pidsLimit ?? defaults.pidsLimit,
+    outputLimitBytes: o.outputLimitBytes ?? defaults.outputLimitBytes,
+    maxCodeBytes: o.maxCodeBytes ?? defaults.maxCodeBytes,
+    tmpBytes: o.tmpSize ?? defaults.tmpBytes,
+    workspaceBytes: o.workspaceSize ?? defaults.workspaceBytes,
+    diskBytes: o.diskSize,
+    languages,
+    network: o.network ?? false,
+    runtime: o.runtime === "runc" ? undefined : o.runtime,
+    capAdd: o.capAdd ?? [],
+    env: o.env ?? {},
+    workingDir: defaults.workingDir,
+    user: defaults.user
   }
 }
 
-const optional = <A>(v: unknown, f: (v: unknown) => Effect.Effect<A, InvalidRequest>, fallback: A) =>
-  v === undefined ? Effect.succeed(fallback) : f(v)
+/** The sandbox defaults (of an executor or of a session service), validated; executor-only options are not read. */
+export const resolveSandboxDefaults = (options: SandboxDefaults = {}): Effect.Effect<ResolvedSandboxDefaults, InvalidRequest> =>
+  Either.map(decodeSandboxDefaults("", options), resolved)
 
 export const resolveExecutorConfig = (options: ExecutorOptions = {}): Effect.Effect<ResolvedExecutorConfig, InvalidRequest> =>
-  Effect.gen(function*() {
-    const images = options.images ?? {}
-    for (const key of Object.keys(images)) {
-      if (!(Languages as ReadonlyArray<string>).includes(key)) {
-        return yield* Effect.fail(invalidRequest(`images.${key}`, key, `one of ${Languages.join(", ")}`))
-      }
-    }
-    const languages = { ...defaultLanguageRuntimes }
-    const supervisor = supervisorFor(options.runtime)
-    for (const language of Languages) {
-      languages[language] = { ...languages[language], command: languages[language].command.map((a) => a === SUPERVISOR ? supervisor : a) }
-      const image = images[language]
-      if (image !== undefined) {
-        languages[language] = { ...languages[language], image: yield* check.image(`images.${language}`, image) }
-      }
-    }
-    const capAdd = options.capAdd ?? []
-    for (const cap of capAdd) {
-      if (!(AllowedCapabilities as ReadonlyArray<string>).includes(cap)) {
-        return yield* Effect.fail(invalidRequest("capAdd", cap, `only ${AllowedCapabilities.join(", ")} may be added back`))
-      }
-    }
-    if (options.warmPool !== undefined) {
-      yield* check.positiveInt("warmPool.size", options.warmPool.size, 256)
-      if (options.warmPool.idleTtlMs !== undefined) yield* check.positiveInt("warmPool.idleTtlMs", options.warmPool.idleTtlMs)
-      for (const language of options.warmPool.languages ?? []) {
-        if (!(Languages as ReadonlyArray<string>).includes(language)) {
-          return yield* Effect.fail(invalidRequest("warmPool.languages", language, `one of ${Languages.join(", ")}`))
-        }
-      }
-    }
-    if (options.whenQueueFull !== undefined && options.whenQueueFull !== "wait" && options.whenQueueFull !== "fail") {
-      return yield* Effect.fail(invalidRequest("whenQueueFull", options.whenQueueFull, `"wait" or "fail"`))
-    }
-    if (options.runtime !== undefined && !/^[a-zA-Z0-9._-]+$/.test(options.runtime)) {
-      return yield* Effect.fail(invalidRequest("runtime", options.runtime, `an OCI runtime name registered with the engine, e.g. "runc" or "runsc"`))
-    }
-    return {
-      timeoutMs: yield* optional(options.timeoutMs, (v) => check.timeoutMs("timeoutMs", v), defaults.timeoutMs),
-      memoryBytes: yield* optional(options.memory, (v) => check.memory("memory", v), defaults.memoryBytes),
-      nanoCpus: yield* optional(options.cpus, (v) => check.cpus("cpus", v), defaults.cpus * 1e9),
-      pidsLimit: yield* optional(options.pidsLimit, (v) => check.positiveInt("pidsLimit", v, 1 << 22), defaults.pidsLimit),
-      outputLimitBytes: yield* optional(options.outputLimitBytes, (v) => check.positiveInt("outputLimitBytes", v, 1024 * MiB), defaults.outputLimitBytes),
-      maxCodeBytes: yield* optional(options.maxCodeBytes, (v) => check.positiveInt("maxCodeBytes", v, 64 * MiB), defaults.maxCodeBytes),
-      tmpBytes: yield* optional(options.tmpSize, (v) => check.size("tmpSize", v, MiB), defaults.tmpBytes),
-      workspaceBytes: yield* optional(options.workspaceSize, (v) => check.size("workspaceSize", v, MiB), defaults.workspaceBytes),
-      diskBytes: options.diskSize === undefined ? undefined : yield* check.size("diskSize", options.diskSize, MiB),
-      languages,
-      network: options.network ?? false,
-      runtime: options.runtime === "runc" ? undefined : options.runtime,
-      capAdd,
-      env: yield* optional(options.env, (v) => check.env("env", v), {}),
-      maxConcurrency: yield* optional(options.maxConcurrency, (v) => check.positiveInt("maxConcurrency", v, 1024), defaults.maxConcurrency),
-      maxQueue: yield* optional(options.maxQueue, (v) => check.nonNegativeInt("maxQueue", v), defaults.maxQueue),
-      whenQueueFull: options.whenQueueFull ?? "fail",
-      awaitRemoval: options.awaitRemoval ?? false,
-      workingDir: defaults.workingDir,
-      user: defaults.user
-    }
-  })
+  Either.map(decodeExecutorOptions("", options), (o) => ({
+    ...resolved(o),
+    maxConcurrency: o.maxConcurrency ?? defaults.maxConcurrency,
+    maxQueue: o.maxQueue ?? defaults.maxQueue,
+    whenQueueFull: o.whenQueueFull ?? "fail",
+    awaitRemoval: o.awaitRemoval ?? false
+  }))

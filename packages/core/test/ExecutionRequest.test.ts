@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { parseSize, planExecution, resolveExecutorConfig, validateWorkspacePath } from "@hermes-sandbox/core"
+import { planExecution, resolveExecutorConfig, Schemas, validateWorkspacePath } from "@hermes-sandbox/core"
 
 describe("request and option validation", () => {
   it.effect("resolves the seeds' defaults", () =>
@@ -49,11 +49,11 @@ describe("request and option validation", () => {
     }))
 
   it("parses Docker-style sizes", () => {
-    expect(parseSize("512m")).toBe(512 * 1024 * 1024)
-    expect(parseSize("1g")).toBe(1024 ** 3)
-    expect(parseSize("64K")).toBe(65536)
-    expect(parseSize(1234)).toBe(1234)
-    expect(parseSize("12x")).toBeUndefined()
+    expect(Schemas.parseSize("512m")).toBe(512 * 1024 * 1024)
+    expect(Schemas.parseSize("1g")).toBe(1024 ** 3)
+    expect(Schemas.parseSize("64K")).toBe(65536)
+    expect(Schemas.parseSize(1234)).toBe(1234)
+    expect(Schemas.parseSize("12x")).toBeUndefined()
   })
 
   it("refuses workspace paths that escape", () => {
