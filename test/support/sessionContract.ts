@@ -1,0 +1,324 @@
+/**
+ * One contract for sessions and persistent sandboxes, written once with the Effect API and run on
+ * the fake runtime (session-contract.fake.test.ts) and on the engine (session-contract.docker.test.ts),
+ * as the executor contract is (executorContract.ts).
+ *
+ * A world says how to build a Sessions service over its runtime and journal, how a shell command
+ * and a code snippet do a thing, and how time passes. What only one side can show stays in that
+ * side's suite: the fake engine's exec count, TestClock-only timing, secrets and the model check
+ * in packages/core/test/Session.test.ts; bash itself, files, process trees, hardening, the
+ * watchdog, new processes and the Hermes configuration in test/session.e2e.test.ts.
+ */
+import { describe, expect } from "@effect/vitest"
+import { Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { ContainerNamePrefix, Label, SandboxRuntime, Sessions, type SessionsOptions } from "@hermes-sandbox/core"
+import { Journal } from "@hermes-sandbox/events"
+import { eventsOf, gone, typesOf } from "./contractChecks.js"
+import { type ContractTime, eventually, joinPassing } from "./contractTime.js"
+
+/** What a shell command does, in the order given here; each world writes it in its own vocabulary. */
+export interface ShellProgram {
+  readonly stdout?: string
+  readonly stderr?: string
+  /** Changes the working directory (made first if it does not exist). */
+  readonly cd?: string
+  readonly export?: Readonly<Record<string, string>>
+  /** Prints the working directory and a newline. */
+  readonly printCwd?: boolean
+  /** Prints the variable's value (empty when unset) and a newline. */
+  readonly printEnv?: string
+  /** Never exits by itself. */
+  readonly hang?: boolean
+  readonly sleepMs?: number
+  readonly exitCode?: number
+}
+
+/** What a code snippet does: print its working directory, or a variable's value, and a newline. */
+export interface SnippetProgram {
+  readonly printCwd?: boolean
+  readonly printEnv?: string
+}
+
+export interface SessionWorld {
+  /** The runtime and journal of one case: its services run over them, and the checks read them. */
+  readonly base: Layer.Layer<SandboxRuntime | Journal.Journal, unknown>
+  /** A Sessions service with these options over the base ("the next process" is a second one). */
+  readonly sessions: (options: SessionsOptions) => Layer.Layer<Sessions, unknown, SandboxRuntime | Journal.Journal>
+  readonly command: (program: ShellProgram) => string
+  readonly snippet: (program: SnippetProgram) => { readonly language: string; readonly code: string }
+  readonly time: ContractTime
+}
+
+const runId = `${process.pid}-${Date.now().toString(36)}`
+
+export const sessionContract = (name: string, world: SessionWorld) => {
+  const { time } = world
+  const test = time.it
+  const sh = world.command
+
+  /** Services over one base (one engine, one journal); every one is closed with the case at the latest. */
+  const withBase = <A, E>(
+    f: (ctx: {
+      readonly open: (options?: SessionsOptions) => Effect.Effect<{ readonly sessions: Sessions["Type"]; readonly close: Effect.Effect<void> }, unknown, Scope.Scope>
+      readonly runtime: SandboxRuntime["Type"]
+      readonly journal: Journal.Journal["Type"]
+      /** A profile of this case's own; its persistent sandboxes are removed when the case ends. */
+      readonly profile: (suffix: string) => Effect.Effect<string, never, Scope.Scope>
+    }) => Effect.Effect<A, E, Scope.Scope>
+  ) =>
+    Effect.gen(function*() {
+      const base = yield* Layer.build(world.base)
+      const runtime = Context.get(base, SandboxRuntime)
+      const open = (options: SessionsOptions = {}) =>
+        Effect.gen(function*() {
+          const scope = yield* Scope.make()
+          const close = Scope.close(scope, Exit.void)
+          yield* Effect.addFinalizer(() => close)
+          const context = yield* Layer.buildWithScope(world.sessions(options), scope).pipe(Effect.provide(base))
+          return { sessions: Context.get(context, Sessions), close }
+        })
+      const profile = (suffix: string) =>
+        Effect.as(
+          Effect.addFinalizer(() =>
+            runtime.list({ [Label.profile]: `c-${suffix}-${runId}` }).pipe(
+              Effect.flatMap((left) => Effect.forEach(left, (c) => runtime.remove(c), { discard: true })),
+              Effect.ignore
+            )
+          ),
+          `c-${suffix}-${runId}`
+        )
+      return yield* f({ open, runtime, journal: Context.get(base, Journal.Journal), profile })
+    })
+
+  /** The fingerprint's record of what the sandbox was created with (its label), as data. */
+  const createdWith = (runtime: SandboxRuntime["Type"], sessionId: string) =>
+    Effect.map(runtime.list({ [Label.session]: sessionId }), (found) => {
+      expect(found).toHaveLength(1)
+      return JSON.parse(found[0]!.labels[Label.fingerprintSpec]!) as { mounts: unknown; limits: { memoryBytes: number } }
+    })
+
+  describe(`Sessions contract: ${name}`, () => {
+    test("carries the working directory and exported variables from call to call (also after exit N); snippets see them; close removes the sandbox", () =>
+      withBase(({ journal, open, runtime }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const s = yield* sessions.open()
+          expect(s.containerName).toBe(`${ContainerNamePrefix}${s.sessionId}`)
+          expect(s.containerName).toMatch(/^hermes-sandbox-[0-9a-f-]{36}$/)
+          const first = yield* s.run(sh({ cd: "/tmp/project", export: { GREETING: "hello world" }, stdout: "moved\n" }))
+          expect(first).toMatchObject({ exitCode: 0, stdout: "moved\n", stderr: "", timedOut: false, sessionId: s.sessionId, containerName: s.containerName })
+          const exit3 = yield* s.run(sh({ cd: "/tmp/project/sub", stderr: "bad\n", exitCode: 3 }))
+          expect(exit3).toMatchObject({ exitCode: 3, stderr: "bad\n" })
+          expect((yield* s.run(sh({ printCwd: true }))).stdout).toBe("/tmp/project/sub\n")
+          expect((yield* s.run(sh({ printEnv: "GREETING" }))).stdout).toBe("hello world\n")
+          // A code snippet sees the same directory and variables.
+          expect((yield* s.runCode(world.snippet({ printCwd: true }))).stdout).toBe("/tmp/project/sub\n")
+          expect((yield* s.runCode(world.snippet({ printEnv: "GREETING" })))).toMatchObject({ exitCode: 0, stdout: "hello world\n" })
+
+          yield* s.close
+          expect(yield* gone(runtime, s.containerName)).toBe(true)
+          expect(yield* typesOf(journal, s.sessionId)).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "ContainerDestroyed", "SessionClosed"])
+          expect(yield* typesOf(journal, first.executionId)).toEqual(["ExecutionRequested", "ContainerExited"])
+          const requested = (yield* eventsOf(journal)).filter((e) => e.type === "ExecutionRequested")
+          expect(requested).toHaveLength(6)
+          for (const e of requested) expect(e.data).toMatchObject({ scope: "session", sessionId: s.sessionId })
+          expect(requested.find((e) => e.streamId === first.executionId)?.data).toMatchObject({ language: "bash" })
+          const error = yield* Effect.flip(s.run(sh({ stdout: "after close" })))
+          expect(error).toMatchObject({ _tag: "SessionEnded", sessionId: s.sessionId, reason: "closed" })
+          yield* s.close // idempotent
+        })), 60_000)
+
+    test("two sessions never share a sandbox, its directory or its variables; closing the service ends both", () =>
+      withBase(({ open, runtime }) =>
+        Effect.gen(function*() {
+          const { close, sessions } = yield* open()
+          const [a, b] = yield* Effect.all([sessions.open(), sessions.open()], { concurrency: 2 })
+          expect(a.containerName).not.toBe(b.containerName)
+          yield* a.run(sh({ cd: "/tmp", export: { WHO: "a" } }))
+          expect((yield* b.run(sh({ printCwd: true }))).stdout).toBe("/workspace\n")
+          expect((yield* b.run(sh({ printEnv: "WHO" }))).stdout).toBe("\n")
+          expect((yield* a.run(sh({ printEnv: "WHO" }))).stdout).toBe("a\n")
+          expect([yield* gone(runtime, a.containerName), yield* gone(runtime, b.containerName)]).toEqual([false, false])
+          yield* close
+          expect([yield* gone(runtime, a.containerName), yield* gone(runtime, b.containerName)]).toEqual([true, true])
+        })), 60_000)
+
+    test("parallel calls on one session run one at a time, in order, with no crossed directory or variables", () =>
+      withBase(({ open }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const s = yield* sessions.open()
+          const n = 8
+          const fiber = yield* Effect.fork(Effect.forEach(
+            Array.from({ length: n }, (_, i) => i),
+            (i) => s.run(sh({ cd: `/workspace/d${i}`, export: { MINE: String(i) }, sleepMs: 50, printCwd: true, printEnv: "MINE" })),
+            { concurrency: "unbounded" }
+          ))
+          const results = yield* joinPassing(time, fiber, 10)
+          expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: n }, (_, i) => `/workspace/d${i}\n${i}\n`))
+          // Every call started after the previous one finished.
+          for (let i = 1; i < results.length; i++) {
+            expect(Date.parse(results[i]!.startedAt)).toBeGreaterThanOrEqual(Date.parse(results[i - 1]!.finishedAt))
+          }
+        })), 60_000)
+
+    test("the host-side deadline kills the call (137, timedOut, its output so far); the session stays usable", () =>
+      withBase(({ journal, open }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const s = yield* sessions.open({ timeoutMs: 1_500 })
+          const t0 = yield* Clock.currentTimeMillis
+          const r = yield* joinPassing(time, yield* Effect.fork(s.run(sh({ stdout: "started\n", hang: true }))))
+          const elapsed = (yield* Clock.currentTimeMillis) - t0
+          expect(r).toMatchObject({ timedOut: true, exitCode: 137, stdout: "started\n" })
+          expect(elapsed).toBeGreaterThanOrEqual(1_500)
+          expect(elapsed).toBeLessThan(6_000)
+          expect(yield* typesOf(journal, r.executionId)).toEqual(["ExecutionRequested", "ExecutionTimedOut"])
+          expect((yield* s.run(sh({ stdout: "next\n" }))).stdout).toBe("next\n")
+        })), 60_000)
+
+    test("interrupting a call records it and leaves the session open", () =>
+      withBase(({ journal, open }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const s = yield* sessions.open()
+          let executionId = ""
+          let up = false
+          const fiber = yield* Effect.fork(s.run(sh({ stdout: "up\n", hang: true }), {
+            onExecutionId: (id) => void (executionId = id),
+            onStdout: () => void (up = true)
+          }))
+          yield* eventually(time, "the call printed", Effect.sync(() => up))
+          yield* Fiber.interrupt(fiber)
+          expect(yield* typesOf(journal, executionId)).toEqual(["ExecutionRequested", "ExecutionInterrupted"])
+          expect((yield* s.status).open).toBe(true)
+          expect((yield* s.run(sh({ stdout: "ok" }))).stdout).toBe("ok")
+        })), 60_000)
+
+    test("expires after lifetimeSeconds without a call (every call resets the timer): removed, and the journal says why", () =>
+      withBase(({ journal, open, runtime }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const s = yield* sessions.open({ lifetimeSeconds: 2 })
+          yield* s.run(sh({ stdout: "hi" }))
+          yield* time.pass(1_200)
+          expect((yield* s.run(sh({ stdout: "still here" }))).stdout).toBe("still here")
+          yield* time.pass(1_200)
+          expect((yield* s.status).open).toBe(true)
+          yield* eventually(time, "the session expired", Effect.map(s.status, (st) => !st.open), 10_000)
+          expect(yield* s.status).toMatchObject({ open: false, endReason: "idle-expired" })
+          // The cleanup runs in the background.
+          yield* eventually(time, "the sandbox is gone", gone(runtime, s.containerName), 15_000)
+          yield* eventually(time, "the session stream is closed", Effect.map(typesOf(journal, s.sessionId), (t) => t.includes("SessionClosed")), 5_000)
+          expect(yield* typesOf(journal, s.sessionId)).toEqual([
+            "SessionOpened",
+            "ContainerCreated",
+            "ContainerStarted",
+            "SessionIdleExpired",
+            "ContainerDestroyed",
+            "SessionClosed"
+          ])
+          const destroyed = (yield* eventsOf(journal, s.sessionId)).find((e) => e.type === "ContainerDestroyed")
+          expect(destroyed?.data).toMatchObject({ reason: "idle-expired" })
+          expect(yield* Effect.flip(s.run(sh({ stdout: "late" })))).toMatchObject({ _tag: "SessionEnded", reason: "idle-expired" })
+        })), 60_000)
+
+    test("mounts are read-only unless rw; the Docker socket and / are refused unless forced", () =>
+      withBase(({ journal, open, runtime }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const socket = yield* Effect.flip(sessions.open({ mounts: [{ hostPath: "/var/run/docker.sock", containerPath: "/var/run/docker.sock" }] }))
+          expect(socket).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
+          expect(socket.message).toContain("Docker socket")
+          const root = yield* Effect.flip(sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host" }] }))
+          expect(root).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
+          expect(root.message).toContain("root directory")
+          const rootRw = yield* Effect.flip(sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host", mode: "rw" }] }))
+          expect(rootRw).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
+          // Refused before any sandbox exists.
+          expect((yield* eventsOf(journal)).map((e) => e.type)).not.toContain("SessionOpened")
+          const forced = yield* sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host" }], allowDangerousMounts: true })
+          yield* forced.close
+
+          const dir = yield* Effect.acquireRelease(
+            Effect.sync(() => mkdtempSync(join(tmpdir(), "hs-contract-"))),
+            (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
+          )
+          const s = yield* sessions.open({ mounts: [{ hostPath: dir, containerPath: "/data" }, { hostPath: dir, containerPath: "/out", mode: "rw" }] })
+          expect((yield* createdWith(runtime, s.sessionId)).mounts).toEqual([
+            { hostPath: dir, containerPath: "/data", mode: "ro" },
+            { hostPath: dir, containerPath: "/out", mode: "rw" }
+          ])
+          yield* s.close
+        })), 60_000)
+
+    test("persistent: a new service finds the sandbox again by its labels, with its state; another profile is another sandbox", () =>
+      withBase(({ journal, open, profile, runtime }) =>
+        Effect.gen(function*() {
+          const dev = yield* profile("dev")
+          const first = yield* open()
+          const p = yield* first.sessions.openPersistent({ profile: dev })
+          expect(p).toMatchObject({ scope: "persistent", reconnected: false })
+          yield* p.run(sh({ cd: "/tmp/state", export: { INSTALLED: "yes" } }))
+          yield* first.close // detaches: the sandbox stays
+          expect(yield* gone(runtime, p.containerName)).toBe(false)
+
+          const second = yield* open()
+          const again = yield* second.sessions.openPersistent({ profile: dev })
+          expect(again).toMatchObject({ reconnected: true, containerName: p.containerName, sessionId: p.sessionId, fingerprint: p.fingerprint })
+          expect((yield* again.run(sh({ printCwd: true }))).stdout).toBe("/tmp/state\n")
+          expect((yield* again.run(sh({ printEnv: "INSTALLED" }))).stdout).toBe("yes\n")
+          expect(yield* typesOf(journal, p.sessionId)).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "SessionClosed", "SessionReconnected"])
+          const other = yield* second.sessions.openPersistent({ profile: yield* profile("ops") })
+          expect(other.containerName).not.toBe(p.containerName)
+          yield* other.destroy
+          yield* again.destroy
+          expect([yield* gone(runtime, p.containerName), yield* gone(runtime, other.containerName)]).toEqual([true, true])
+        })), 60_000)
+
+    test("persistent: a changed configuration replaces the old sandbox (default) or is refused, naming what changed; env values are not configuration", () =>
+      withBase(({ open, profile, runtime }) =>
+        Effect.gen(function*() {
+          const dev = yield* profile("fp")
+          const { sessions } = yield* open()
+          const ofProfile = Effect.map(runtime.list({ [Label.profile]: dev }), (list) => list.map((c) => c.name))
+          const p = yield* sessions.openPersistent({ profile: dev, memory: "256m", env: { A: "1" } })
+          yield* p.close
+          // Values are not fingerprinted (they travel with each call): same names, new value = same sandbox.
+          const sameNames = yield* sessions.openPersistent({ profile: dev, memory: "256m", env: { A: "2" } })
+          expect(sameNames.reconnected).toBe(true)
+          expect((yield* sameNames.run(sh({ printEnv: "A" }))).stdout).toBe("2\n")
+          yield* sameNames.close
+          const refused = yield* Effect.flip(sessions.openPersistent({ profile: dev, memory: "128m", env: { A: "1" }, onConfigChange: "refuse" }))
+          expect(refused).toMatchObject({ _tag: "SessionConfigMismatch", profile: dev, containerName: p.containerName })
+          if (refused._tag === "SessionConfigMismatch") expect(refused.differences).toEqual(["limits.memoryBytes: 268435456 -> 134217728"])
+          expect(yield* ofProfile).toEqual([p.containerName])
+          const replaced = yield* sessions.openPersistent({ profile: dev, memory: "128m", env: { A: "1", B: "new name" } })
+          expect(replaced).toMatchObject({ reconnected: false, replaced: [p.containerName] })
+          expect(replaced.containerName).not.toBe(p.containerName)
+          expect(yield* ofProfile).toEqual([replaced.containerName])
+          expect((yield* createdWith(runtime, replaced.sessionId)).limits.memoryBytes).toBe(128 * 1024 * 1024)
+          yield* replaced.destroy
+          expect(yield* gone(runtime, replaced.containerName)).toBe(true)
+        })), 60_000)
+
+    test("persistent: the reaper removes one idle longer than lifetimeSeconds that nobody holds", () =>
+      withBase(({ journal, open, profile, runtime }) =>
+        Effect.gen(function*() {
+          const idle = yield* profile("idle")
+          const first = yield* open({ reapOnStart: false })
+          const p = yield* first.sessions.openPersistent({ profile: idle, lifetimeSeconds: 3 })
+          yield* p.run(sh({ stdout: "x" }))
+          yield* first.close
+          const second = yield* open({ reapOnStart: false })
+          expect((yield* second.sessions.reap).removed).not.toContain(p.containerName)
+          yield* time.pass(3_500)
+          expect((yield* second.sessions.reap).removed).toContain(p.containerName)
+          expect(yield* gone(runtime, p.containerName)).toBe(true)
+          expect((yield* typesOf(journal, p.sessionId)).slice(-3)).toEqual(["SessionIdleExpired", "ContainerDestroyed", "SessionClosed"])
+        })), 60_000)
+  })
+}
