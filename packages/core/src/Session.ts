@@ -44,9 +44,9 @@
 import { Clock, Context, Effect, FiberSet, Layer, Ref, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
-import type { InvalidRequest, SandboxError, SessionConfigMismatch } from "./Errors.js"
+import { type InvalidRequest, invalidRequest, type SandboxError, type SessionConfigMismatch } from "./Errors.js"
 import { SessionEnded } from "./Errors.js"
-import { check, type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
+import { check, resolveSandboxDefaults, type ResolvedSandboxDefaults, type SandboxDefaults } from "./ExecutorConfig.js"
 import * as Fingerprint from "./Fingerprint.js"
 import { makePublisher } from "./internal/publisher.js"
 import * as Removals from "./kernel/Removals.js"
@@ -76,7 +76,8 @@ export type { Session, SessionCallError, SessionResult, SessionStatus } from "./
 export { IDLE_COMMAND } from "./session/plan.js"
 export type { PersistentOptions, SessionMount, SessionOptions, SessionScope } from "./session/plan.js"
 
-export interface SessionsOptions extends ExecutorOptions {
+/** The sessions service's options: the sandbox defaults (no scheduling: sessions have no queue, slots or pool). */
+export interface SessionsOptions extends SandboxDefaults {
   /** Default image of session sandboxes. Default: the python image (bash, python3, the runner). */
   readonly sessionImage?: string
   /** How code snippets are run (reads a RunnerProtocol payload on stdin). Default: the supervisor in plain mode (/opt/hermes/hermes-run). */
@@ -91,7 +92,7 @@ export class Sessions extends Context.Tag("@hermes-sandbox/core/Sessions")<
   Sessions,
   {
     readonly executorId: string
-    readonly config: ResolvedExecutorConfig
+    readonly config: ResolvedSandboxDefaults
     /** A fresh sandbox for one session; ends with the Sessions service at the latest. */
     readonly open: (options?: SessionOptions) => Effect.Effect<Session, SessionOpenError>
     /** The profile's persistent sandbox: reconnected when its fingerprint matches, else created. */
@@ -122,9 +123,19 @@ interface Registered {
   readonly shutdown: Effect.Effect<void>
 }
 
+/** Options only an executor reads: a session service refuses them rather than ignoring them. */
+const EXECUTOR_ONLY = ["maxConcurrency", "maxQueue", "whenQueueFull", "warmPool", "awaitRemoval"] as const
+const refuseExecutorOnly = (options: SessionsOptions): Effect.Effect<void, InvalidRequest> => {
+  const given = EXECUTOR_ONLY.find((k) => (options as Record<string, unknown>)[k] !== undefined)
+  return given === undefined
+    ? Effect.void
+    : Effect.fail(invalidRequest(given, (options as Record<string, unknown>)[given], "nothing: it is an executor option (createExecutor); sessions run one call at a time per session"))
+}
+
 export const make = (options: SessionsOptions = {}) =>
   Effect.gen(function*() {
-    const config = yield* resolveExecutorConfig(options)
+    yield* refuseExecutorOnly(options)
+    const config = yield* resolveSandboxDefaults(options)
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
     const executorId = options.executorId ?? uuidv7()

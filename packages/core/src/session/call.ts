@@ -14,7 +14,7 @@ import { createHash } from "node:crypto"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import { ContainerFailed, type InvalidRequest, invalidRequest, type SandboxError } from "../Errors.js"
 import { planExecution } from "../ExecutionRequest.js"
-import { check, type ResolvedExecutorConfig } from "../ExecutorConfig.js"
+import { check, type ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import type { ExecuteOptions } from "../Executor.js"
 import { SESSION_LOCK, SESSION_STATE_DIR, sessionInvocation } from "../internal/sessionShell.js"
 import { type Completion, runToCompletion } from "../kernel/Run.js"
@@ -70,7 +70,7 @@ const callEnv = (plan: SessionPlan, extra: Readonly<Record<string, string>> | un
 /** `run(command)`: a shell command string (run by bash) or an argv run as is. */
 export const commandInput = (
   plan: SessionPlan,
-  config: ResolvedExecutorConfig,
+  config: ResolvedSandboxDefaults,
   command: string | ReadonlyArray<string>,
   o: RunOptions
 ): Effect.Effect<CallInput, InvalidRequest> =>
@@ -103,7 +103,7 @@ export const commandInput = (
 /** `runCode(request)`: a snippet through the runner, in the session's current directory and environment. */
 export const codeInput = (
   plan: SessionPlan,
-  config: ResolvedExecutorConfig,
+  config: ResolvedSandboxDefaults,
   runner: ReadonlyArray<string>,
   request: SessionCodeRequest
 ): Effect.Effect<CallInput, InvalidRequest> =>

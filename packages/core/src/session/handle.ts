@@ -16,7 +16,7 @@ import type { JournalError, JournalEvent, JournalService } from "@hermes-sandbox
 import { type InvalidRequest, type SandboxError, SessionEnded } from "../Errors.js"
 import type { ExecuteOptions } from "../Executor.js"
 import { type ExecutionResult, toExecutionResult } from "../ExecutionResult.js"
-import type { ResolvedExecutorConfig } from "../ExecutorConfig.js"
+import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import type { Removals } from "../kernel/Removals.js"
 import { withTerminalEvent } from "../kernel/Run.js"
 import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
@@ -67,7 +67,7 @@ type HandleState =
 export interface HandleDeps {
   readonly runtime: SandboxRuntime["Type"]
   readonly journal: JournalService
-  readonly config: ResolvedExecutorConfig
+  readonly config: ResolvedSandboxDefaults
   readonly supervisor: string
   readonly runner: ReadonlyArray<string>
   readonly serviceScope: Scope.Scope

@@ -5,7 +5,7 @@
  */
 import { Effect, Redacted } from "effect"
 import { type InvalidRequest, invalidRequest } from "../Errors.js"
-import { check, type ResolvedExecutorConfig } from "../ExecutorConfig.js"
+import { check, type ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import * as Fingerprint from "../Fingerprint.js"
 import { Label, ProjectName } from "../Labels.js"
 import { mountDanger } from "../Mounts.js"
@@ -95,7 +95,7 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 export const resolvePlan = (
   o: SessionOptions,
   scope: SessionScope,
-  config: ResolvedExecutorConfig,
+  config: ResolvedSandboxDefaults,
   defaultImage: string
 ): Effect.Effect<SessionPlan, InvalidRequest> =>
   Effect.gen(function*() {
@@ -168,7 +168,7 @@ export const resolvePersistent = (o: PersistentOptions): Effect.Effect<{ readonl
   })
 
 /** What a persistent sandbox is found again by: image, limits, mounts, env NAMES and the sandbox's shape. */
-export const fingerprintOf = (plan: SessionPlan, imageId: string, config: ResolvedExecutorConfig) => {
+export const fingerprintOf = (plan: SessionPlan, imageId: string, config: ResolvedSandboxDefaults) => {
   const canonical = Fingerprint.canonical({
     image: plan.image,
     imageId,
@@ -189,7 +189,7 @@ export const sandboxSpec = (
   plan: SessionPlan,
   name: string,
   labels: Readonly<Record<string, string>>,
-  config: ResolvedExecutorConfig,
+  config: ResolvedSandboxDefaults,
   supervisor: string
 ): SandboxSpec => ({
   name,
