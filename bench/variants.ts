@@ -230,7 +230,8 @@ const rawDockerode = async (ctx: VariantContext): Promise<Variant> => {
  */
 const sdkRuntime = async (ctx: VariantContext): Promise<Variant> => {
   const { Effect, Layer, ManagedRuntime } = await import("effect")
-  const { DockerEngine, DockerRuntime, Label, ProcessIdentity, ProjectName, SandboxRuntime } = await import("@hermes-sandbox/docker")
+  const { Label, ProcessIdentity, ProjectName, SandboxRuntime } = await import("@hermes-sandbox/core")
+  const { DockerEngine, DockerRuntime } = await import("@hermes-sandbox/docker")
   const runtime = ManagedRuntime.make(DockerRuntime.layer().pipe(Layer.provide(DockerEngine.layer())))
   const payload = Buffer.from(ctx.payload, "base64")
   // The project label lets the runtime's exit witness see the container's events; the owner labels

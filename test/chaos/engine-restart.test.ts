@@ -8,7 +8,8 @@
  */
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { type ExecutionResult, type SandboxExecutor, Watchdog } from "@hermes-sandbox/docker"
+import type { ExecutionResult } from "@hermes-sandbox/core"
+import { type SandboxExecutor, Watchdog } from "@hermes-sandbox/docker"
 import { poolOn, warmPoolSize } from "../support/executor.js"
 import { executionMilestones } from "./executionMilestones.js"
 import { bounded, useEngine } from "./engineSuite.js"

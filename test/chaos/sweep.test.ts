@@ -7,7 +7,8 @@
 import { join } from "node:path"
 import { Effect } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { createExecutor, DockerExecutor, Sweep } from "@hermes-sandbox/docker"
+import { Sweep } from "@hermes-sandbox/core"
+import { createExecutor, DockerExecutor } from "@hermes-sandbox/docker"
 import { poolOn } from "../support/executor.js"
 import { SqliteJournal } from "@hermes-sandbox/events"
 import {

@@ -1,10 +1,23 @@
+/**
+ * @hermes-sandbox/core — the executor, sessions, the SandboxRuntime port and the errors.
+ *
+ * Modules are re-exported as namespaces (`Executor.Executor`, `Sweep.sweep`, `Labels.Label`), except
+ * ExecutionResult, Language, OutputCapture and SandboxRuntime, whose main export carries the
+ * module's name (a namespace would shadow it). The names of the errors, the request, result and
+ * option types, the port, the labels and the runner protocol are also exported flat: that is the
+ * contract the docker package, the CLI and users import by name. The fake runtime is only in
+ * `./testing`.
+ */
 export * as Errors from "./Errors.js"
 export * from "./Errors.js"
 export * as Executor from "./Executor.js"
 export type { ExecuteError, ExecuteOptions, ExecutorStats } from "./Executor.js"
+export * as ExecutionRequest from "./ExecutionRequest.js"
 export * from "./ExecutionRequest.js"
 export * from "./ExecutionResult.js"
+export * as ExecutorConfig from "./ExecutorConfig.js"
 export * from "./ExecutorConfig.js"
+export * as Labels from "./Labels.js"
 export * from "./Labels.js"
 export * from "./Language.js"
 export * from "./OutputCapture.js"

@@ -1,10 +1,28 @@
-export { createExecutor, type CreateExecutorOptions, type SandboxExecutor } from "./createExecutor.js"
+/**
+ * @hermes-sandbox/docker — the SandboxRuntime over a Docker engine, its Effect layers, and the
+ * Promise facades.
+ *
+ * Its modules are re-exported as namespaces (`DockerExecutor.layer(...)`, `HermesConfig.load(...)`);
+ * the Promise facades (createExecutor, createSession, openPersistent, openHermesSandbox,
+ * fromHermesConfig) and their option and result types also by name. Nothing of
+ * @hermes-sandbox/core is re-exported: the executor, the session service, the errors and the
+ * port come from core (`import { Executor, ContainerFailed } from "@hermes-sandbox/core"`).
+ */
 export * as ContainerSpec from "./ContainerSpec.js"
+export * as DiskQuota from "./DiskQuota.js"
 export * as DockerEngine from "./DockerEngine.js"
 export * as DockerExecutor from "./DockerExecutor.js"
 export * as DockerRuntime from "./DockerRuntime.js"
-export * from "@hermes-sandbox/core"
+export * as DockerSessions from "./DockerSessions.js"
+export * as HermesConfig from "./HermesConfig.js"
+export * as HermesOptions from "./HermesOptions.js"
+export * as ImageBuild from "./ImageBuild.js"
+export * as ResourceLimits from "./ResourceLimits.js"
+export * as SandboxUid from "./SandboxUid.js"
+export * as Seccomp from "./Seccomp.js"
 export * as Watchdog from "./Watchdog.js"
+
+export { createExecutor, type CreateExecutorOptions, type ExecuteCallOptions, type SandboxExecutor } from "./createExecutor.js"
 export {
   createSession,
   type CreateSessionOptions,
@@ -15,10 +33,5 @@ export {
   type SandboxSession,
   type SessionCallOptions
 } from "./createSession.js"
-export * as DiskQuota from "./DiskQuota.js"
-export * as DockerSessions from "./DockerSessions.js"
-export * as HermesConfig from "./HermesConfig.js"
-export * as ResourceLimits from "./ResourceLimits.js"
-export * as SandboxUid from "./SandboxUid.js"
 export { fromHermesConfig, type HermesConfigSource, type HermesSandboxOptions } from "./HermesOptions.js"
 export { DEFAULT_MEMORY_EVENTS, type FacadeJournal } from "./internal/facadeJournal.js"
