@@ -1,8 +1,9 @@
 /**
- * Sessions and persistent sandboxes on the real engine: state carried between calls,
- * isolation, serialization under parallel calls, deadlines, idle expiry, persistent reconnect
- * (measured) and fingerprints, secrets kept out of everything but the command's environment,
- * mounts, and cleanup. Every test removes what it created.
+ * Sessions and persistent sandboxes on the real engine, where only the engine can show it: bash
+ * itself, files, process trees under the deadline, hardening, frozen sandboxes, the watchdog,
+ * reconnects from a new process (measured), two handles on one sandbox, the Hermes configuration
+ * (mounts, forwarded secrets). What the fake shows too is the sessions contract
+ * (test/session-contract.docker.test.ts). Every test removes what it created.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { execFile, spawn } from "node:child_process"
@@ -30,12 +31,10 @@ const collect = (s: SandboxSession) => {
 const runId = `${process.pid}-${Date.now().toString(36)}`
 
 describe("sessions on the real engine", () => {
-  it("carries cwd and exported variables between calls (also after exit N); snippets run there too; close removes the sandbox", async () => {
+  // State carried between calls (also after exit N), snippets, close and the journal: the sessions contract.
+  it("the session shell is bash: relative cd, multi-line values, argv commands, stdin, pipes, unset is carried; snippet files land in the current directory", async () => {
     const s = track(await createSession())
-    const seen = collect(s)
-    expect(s.containerName).toMatch(/^hermes-sandbox-[0-9a-f-]{36}$/)
-    const first = await s.run('mkdir -p /tmp/proj/sub && cd /tmp/proj && export GREETING="hello world" MULTI="a\nb"; echo started')
-    expect(first).toMatchObject({ exitCode: 0, stdout: "started\n", stderr: "", timedOut: false, sessionId: s.sessionId })
+    await s.run('mkdir -p /tmp/proj/sub && cd /tmp/proj && export GREETING="hello world" MULTI="a\nb"; echo started')
     const second = await s.run('cd sub; echo "$PWD|$GREETING"; exit 3')
     expect(second).toMatchObject({ exitCode: 3, stdout: "/tmp/proj/sub|hello world\n" })
     expect((await s.run('printf "%s|%s" "$PWD" "$MULTI"')).stdout).toBe("/tmp/proj/sub|a\nb")
@@ -48,15 +47,8 @@ describe("sessions on the real engine", () => {
     const unset = await s.run("unset GREETING; echo ${GREETING-gone}")
     expect(unset.stdout).toBe("gone\n")
     expect((await s.run("echo ${GREETING-gone}")).stdout).toBe("gone\n")
-
     await s.close()
-    seen.stop()
-    expect(await containerExists(s.containerName)).toBe(false)
-    const ofSession = seen.events.filter((e) => e.streamId === s.sessionId).map((e) => e.type)
-    expect(ofSession).toEqual(["ContainerDestroyed", "SessionClosed"]) // opened before we subscribed
-    const requested = seen.events.filter((e) => e.type === "ExecutionRequested")
-    expect(requested.length).toBeGreaterThanOrEqual(9)
-    for (const e of requested) expect(e.data).toMatchObject({ sessionId: s.sessionId, scope: "session" })
+    // The facade's promise rejects with the typed error itself.
     await expect(s.run("echo again")).rejects.toMatchObject({ _tag: "SessionEnded" })
   })
 
@@ -81,40 +73,32 @@ describe("sessions on the real engine", () => {
     await s.close()
   })
 
-  it("two sessions never share a sandbox, files, directory or variables", async () => {
+  // Their sandboxes, directories and variables: the sessions contract.
+  it("two sessions never share files", async () => {
     const [a, b] = await Promise.all([createSession(), createSession()])
     track(a!)
     track(b!)
-    expect(a!.containerName).not.toBe(b!.containerName)
-    await a!.run("cd /tmp && export WHO=a && echo secret-of-a > /workspace/a.txt")
-    expect((await b!.run('echo "$PWD|${WHO-unset}"; ls /workspace')).stdout).toBe("/workspace|unset\n")
-    expect((await a!.run("cat /workspace/a.txt; echo $WHO")).stdout).toBe("secret-of-a\na\n")
+    await a!.run("echo secret-of-a > /workspace/a.txt")
+    expect((await b!.run("ls /workspace")).stdout).toBe("")
+    expect((await a!.run("cat /workspace/a.txt")).stdout).toBe("secret-of-a\n")
     await Promise.all([a!.close(), b!.close()])
   })
 
-  it("serializes parallel calls: no lost update, no crossed cd or variables", async () => {
+  // Order, no crossed cd or variables, no overlap in time: the sessions contract.
+  it("serializes parallel calls: no lost update of the sandbox's files", async () => {
     const s = track(await createSession())
     await s.run("echo 0 > /workspace/counter")
     const n = 8
-    const results = await Promise.all(
-      Array.from({ length: n }, (_, i) =>
-        s.run(`cd /workspace && mkdir -p d${i} && cd d${i} && export MINE=${i}; x=$(cat ../counter); sleep 0.05; echo $((x+1)) > ../counter; echo "$MINE|$(basename "$PWD")"`)
-      )
-    )
-    expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: n }, (_, i) => `${i}|d${i}\n`))
+    await Promise.all(Array.from({ length: n }, () => s.run("x=$(cat /workspace/counter); sleep 0.05; echo $((x+1)) > /workspace/counter")))
     expect((await s.run("cat /workspace/counter")).stdout).toBe(`${n}\n`)
-    // Calls did not overlap in time.
-    const spans = results.map((r) => [Date.parse(r.startedAt), Date.parse(r.finishedAt)] as const).sort((x, y) => x[0] - y[0])
-    for (let i = 1; i < spans.length; i++) expect(spans[i]![0]).toBeGreaterThanOrEqual(spans[i - 1]![1])
     await s.close()
   })
 
-  it("the host-side deadline kills the command and its children; the session stays usable; background jobs do not hold a call", async () => {
+  // The deadline's result (137, timedOut, output so far, in time) and the session going on: the sessions contract.
+  it("the host-side deadline kills the command and its children; background jobs do not hold a call", async () => {
     const s = track(await createSession({ timeoutMs: 1_500 }))
-    const t0 = Date.now()
     const r = await s.run("(sleep 300 &) ; setsid sleep 301 & echo started; sleep 299")
-    expect(r).toMatchObject({ timedOut: true, exitCode: 137, stdout: "started\n" })
-    expect(Date.now() - t0).toBeLessThan(6_000)
+    expect(r.timedOut).toBe(true)
     const ps = await s.run("ps -eo comm,args | grep -c '[s]leep 29[9]\\|[s]leep 30[01]' || true")
     expect(ps.stdout.trim()).toBe("0")
     const bg = Date.now()
@@ -175,19 +159,6 @@ describe("sessions on the real engine", () => {
     await s.close()
   })
 
-  it("expires after lifetimeSeconds idle: the sandbox is removed and the journal says why", async () => {
-    const s = track(await createSession({ lifetimeSeconds: 1 }))
-    const seen = collect(s)
-    await s.run("echo hi")
-    expect(await waitFor(async () => !(await containerExists(s.containerName)), 8_000)).toBe(true)
-    await waitFor(async () => seen.events.some((e) => e.type === "SessionClosed"), 3_000)
-    seen.stop()
-    const types = seen.events.filter((e) => e.streamId === s.sessionId).map((e) => e.type)
-    expect(types).toEqual(["SessionIdleExpired", "ContainerDestroyed", "SessionClosed"])
-    await expect(s.run("echo late")).rejects.toMatchObject({ _tag: "SessionEnded", reason: "idle-expired" })
-    await s.close()
-  })
-
   it("a session whose owner process is SIGKILLed is removed while running (watchdog); the next start's sweep closes its journal streams", async () => {
     const journalDir = mkdtempSync(join(tmpdir(), "hs-kill-"))
     const journalPath = join(journalDir, "journal.sqlite")
@@ -219,12 +190,8 @@ describe("sessions on the real engine", () => {
     rmSync(journalDir, { recursive: true, force: true })
   })
 
-  it("refuses the Docker socket and / as mounts unless forced", async () => {
-    await expect(createSession({ mounts: [{ hostPath: "/var/run/docker.sock", containerPath: "/var/run/docker.sock" }] })).rejects.toMatchObject({
-      _tag: "InvalidRequest",
-      field: "mounts[0].hostPath"
-    })
-    await expect(createSession({ mounts: [{ hostPath: "/", containerPath: "/host", mode: "rw" }] })).rejects.toMatchObject({ _tag: "InvalidRequest" })
+  // The Docker socket and / given as mounts: the sessions contract.
+  it("refuses a Hermes configuration that mounts the Docker socket", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hs-sock-"))
     try {
       writeFileSync(join(dir, "config.yaml"), "terminal:\n  backend: docker\n  docker_volumes:\n    - /var/run/docker.sock:/var/run/docker.sock\n")
@@ -420,44 +387,6 @@ describe("persistent sandboxes on the real engine", () => {
     await a.close()
     await b.destroy()
   }, 120_000)
-
-  it("a changed configuration is refused on request, else the old sandbox is replaced (never served)", async () => {
-    const profile = `e2e-fp-${runId}`
-    const old = track(await openPersistent({ profile, memory: "256m", env: { A: "1" } }))
-    await old.close()
-    // Same names, another value: same sandbox (values travel with each call).
-    const sameNames = track(await openPersistent({ profile, memory: "256m", env: { A: "2" } }))
-    expect(sameNames.reconnected).toBe(true)
-    expect((await sameNames.run("echo $A")).stdout).toBe("2\n")
-    await sameNames.close()
-
-    await expect(openPersistent({ profile, memory: "128m", env: { A: "1" }, onConfigChange: "refuse" })).rejects.toMatchObject({
-      _tag: "SessionConfigMismatch",
-      containerName: old.containerName,
-      differences: ["limits.memoryBytes: 268435456 -> 134217728"]
-    })
-    expect(await containerExists(old.containerName)).toBe(true)
-
-    const replaced = track(await openPersistent({ profile, memory: "128m", env: { A: "1", TOKEN_NAME_ADDED: "x" } }))
-    expect(replaced).toMatchObject({ reconnected: false, replaced: [old.containerName] })
-    expect(await containerExists(old.containerName)).toBe(false)
-    expect((await docker.getContainer(replaced.containerName).inspect()).HostConfig.Memory).toBe(128 * 1024 * 1024)
-    await replaced.destroy()
-    expect(await containerExists(replaced.containerName)).toBe(false)
-  }, 60_000)
-
-  it("the reaper removes a persistent sandbox idle longer than its lifetime that nobody holds", async () => {
-    const profile = `e2e-idle-${runId}`
-    const p = track(await openPersistent({ profile, lifetimeSeconds: 1 }))
-    await p.run("echo used")
-    await p.close()
-    await new Promise((r) => setTimeout(r, 2_500))
-    const report = await Effect.runPromise(
-      Effect.flatMap(Sessions, (s) => s.reap).pipe(Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(MemoryJournal.layer()))))
-    )
-    expect(report.removed).toContain(p.containerName)
-    expect(await containerExists(p.containerName)).toBe(false)
-  }, 30_000)
 
   it("an exited persistent sandbox (engine restart) is started again on reconnect", async () => {
     const profile = `e2e-restart-${runId}`
