@@ -2,59 +2,68 @@
  * `hermes-sandbox`: composes the packages' layers behind a command line;
  * nothing here decides how sandboxes behave.
  */
+import { readFileSync } from "node:fs"
 import { Command, CommanderError, Option } from "commander"
-import { config } from "./commands/config.js"
-import { doctor } from "./commands/doctor.js"
-import { events, eventsSummary } from "./commands/events.js"
-import { imageBuild } from "./commands/image.js"
-import { run, UsageError } from "./commands/run.js"
-import { sessionList, sessionReap } from "./commands/session.js"
 import { ExitCode } from "./exitCodes.js"
+import { describeError, errorJson } from "./reportError.js"
 import { writeCliLine } from "./terminal.js"
 
-const describeError = (error: unknown): { code: number; message: string } => {
-  const e = error as { _tag?: string; message?: string; hint?: string; buildCommand?: string }
-  if (error instanceof UsageError) return { code: ExitCode.usage, message: error.message }
-  switch (e?._tag) {
-    case "InvalidRequest":
-    case "HermesConfigError":
-      return { code: ExitCode.usage, message: e.message ?? String(error) }
-    case "DockerUnavailable":
-      return { code: ExitCode.sandboxFailed, message: `${e.message}\n  fix: ${e.hint}` }
-    case "ImageNotFound":
-      return { code: ExitCode.sandboxFailed, message: `${e.message}\n  fix: ${e.buildCommand}` }
-    default:
-      return { code: ExitCode.sandboxFailed, message: e?.message ?? String(error) }
-  }
+// Each command's module is imported when the command runs: the SDK (Effect, dockerode, the SQLite
+// driver) takes most of a run's startup, and --help, --version or a usage error need none of it.
+const commands = {
+  run: () => import("./commands/run.js"),
+  image: () => import("./commands/image.js"),
+  doctor: () => import("./commands/doctor.js"),
+  events: () => import("./commands/events.js"),
+  config: () => import("./commands/config.js"),
+  session: () => import("./commands/session.js")
 }
+
+/** This package's version (package.json is one level above src/ and dist/ alike). */
+const version = (): string => (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version
+
+const collect = (value: string, previous: ReadonlyArray<string> = []): ReadonlyArray<string> => [...previous, value]
 
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   let exitCode: number = ExitCode.ok
+  // Whether the running command was given --json: its failure is then also a JSON object on stdout.
+  let json = false
   const program = new Command("hermes-sandbox")
     .description("Run untrusted code in single-use, hardened Docker sandboxes, and read their lifecycle journal.")
+    .version(version(), "-V, --version", "print the version")
     .exitOverride()
     .showHelpAfterError()
 
   program
     .command("run")
-    .description("run a program (FILE, or '-' / piped standard input) in a fresh sandbox; exits with its exit code, 124 on timeout, 125 when the sandbox failed")
-    .argument("[file]", "program file, or - for standard input")
-    .option("-l, --language <language>", "python, javascript or bash (default: from the file extension, else python)")
+    .description("run a program (FILE, -e CODE, or '-' / piped standard input) in a fresh sandbox; exits with its exit code, 124 on timeout, 125 when the sandbox failed, 2 on a usage error")
+    .argument("[file]", "program file (relative to the current directory), or - for standard input")
+    .option("-e, --eval <code>", "the program's code, inline")
+    .option("-l, --language <language>", "python, javascript or bash (default: from the file extension, else its #! line; python for standard input and -e)")
     .option("-t, --timeout <duration>", "e.g. 5s, 500ms, 2m (default 300s)")
     .option("-m, --memory <size>", "memory limit, e.g. 256m (default 512m)")
     .option("-c, --cpus <n>", "CPUs (default 1)")
+    .option("--env <NAME=VALUE>", "environment variable for the program (repeatable)", collect)
+    .option("--file <path=localpath>", "copy a local file to path inside /workspace before the program starts (repeatable)", collect)
+    .option("--image <image>", "the sandbox image (default: the language's hermes-sandbox image)")
+    .option("--network", "give the sandbox network access (default: none)")
+    .option("--no-network", "no network access, even if the Hermes configuration enables it")
     .option("--stdin <file>", "file fed to the program's standard input")
     .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
     .addOption(
       new Option("--limits-unsupported <policy>", "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them")
         .choices(["fail", "warn"])
     )
-    .option("--json", "print the result as one JSON line instead of streaming the output")
+    .option("--config <path>", "apply this Hermes agent config file's terminal: section (image, limits, timeout, network, env); options given here win")
+    .option("--hermes", "apply the Hermes agent configuration at its default place ($HERMES_CONFIG, $HERMES_HOME/config.yaml or ~/.hermes/config.yaml)")
+    .option("--env-file <path>", "with --config/--hermes: .env file for the forwarded variables")
+    .option("--json", "print the result as one JSON line instead of streaming the output; a failure as {\"error\": {\"_tag\": ...}}")
     .option("--events", "print the lifecycle events to standard error as they happen")
     .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
     .option("--no-journal", "do not persist the lifecycle events")
     .action(async (file: string | undefined, options) => {
-      exitCode = await run(file, options)
+      json = options.json === true
+      exitCode = await (await commands.run()).run(file, options)
     })
 
   const image = program.command("image").description("sandbox images")
@@ -64,7 +73,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .addOption(new Option("--base <base>", "where the base image comes from").choices(["auto", "registry", "offline"]).default("auto"))
     .option("--rebuild", "rebuild the base even if it exists")
     .action(async (options) => {
-      exitCode = await imageBuild(options)
+      exitCode = await (await commands.image()).imageBuild(options)
     })
 
   program
@@ -72,7 +81,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .description("check the engine, API version, images, runtimes and hardening support; print what is missing and how to fix it")
     .option("--json", "machine-readable report")
     .action(async (options) => {
-      exitCode = await doctor(options)
+      json = options.json === true
+      exitCode = await (await commands.doctor()).doctor(options)
     })
 
   const eventsCommand = program
@@ -84,7 +94,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--from <sequence>", "start at this sequence number")
     .option("--json", "one JSON object per line")
     .action(async (options) => {
-      exitCode = await events(options)
+      json = options.json === true
+      exitCode = await (await commands.events()).events(options)
     })
   eventsCommand
     .command("summary")
@@ -92,7 +103,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--journal <path>", "SQLite journal (default: the user's state directory)")
     .option("--json", "print as JSON")
     .action(async (options, command: Command) => {
-      exitCode = await eventsSummary({ ...command.parent?.opts(), ...options })
+      const given = { ...command.parent?.opts(), ...options }
+      json = given.json === true
+      exitCode = await (await commands.events()).eventsSummary(given)
     })
 
   const configCommand = program.command("config").description("Hermes agent configuration (the terminal: section)")
@@ -102,7 +115,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--config <path>", "config file (default: $HERMES_CONFIG or ~/.hermes/config.yaml)")
     .option("--env-file <path>", ".env file for forwarded variables")
     .action(async (options) => {
-      exitCode = await config(options)
+      exitCode = await (await commands.config()).config(options)
     })
 
   const sessionCommand = program.command("session").description("long-lived sandboxes (sessions, persistent) on the engine")
@@ -111,7 +124,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .description("list session and persistent sandboxes with their scope, status, profile and idle limit")
     .option("--json", "one JSON object per line")
     .action(async (options) => {
-      exitCode = await sessionList(options)
+      json = options.json === true
+      exitCode = await (await commands.session()).sessionList(options)
     })
   sessionCommand
     .command("reap")
@@ -120,7 +134,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
     .option("--no-journal", "do not persist the lifecycle events")
     .action(async (options) => {
-      exitCode = await sessionReap(options)
+      json = options.json === true
+      exitCode = await (await commands.session()).sessionReap(options)
     })
 
   try {
@@ -128,10 +143,14 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     return exitCode
   } catch (error) {
     if (error instanceof CommanderError) {
-      return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage
+      if (error.exitCode === 0) return ExitCode.ok
+      // Commander has said what was wrong on stderr; a wrapper that asked for JSON gets it as JSON too.
+      if (argv.includes("--json")) process.stdout.write(`${JSON.stringify({ error: { _tag: "UsageError", code: error.code, message: error.message } })}\n`)
+      return ExitCode.usage
     }
     const { code, message } = describeError(error)
     writeCliLine(message)
+    if (json) process.stdout.write(`${JSON.stringify(errorJson(error))}\n`)
     return code
   }
 }

@@ -6,7 +6,8 @@ export const config = async (options: { config?: string; envFile?: string }): Pr
     ...(options.config === undefined ? {} : { path: options.config }),
     ...(options.envFile === undefined ? {} : { envFile: options.envFile })
   })
-  process.stdout.write(`${formatConfig(loaded)}\n`)
+  // Warnings once, on standard error: the report on standard output leaves them out.
+  process.stdout.write(`${formatConfig({ ...loaded, warnings: [] })}\n`)
   for (const warning of loaded.warnings) process.stderr.write(`warning: ${warning}\n`)
   return 0
 }

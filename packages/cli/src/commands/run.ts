@@ -6,49 +6,108 @@
  */
 import { readFileSync } from "node:fs"
 import { isatty } from "node:tty"
-import { extname } from "node:path"
 import type { ExecuteRequest } from "@hermes-sandbox/core"
-import { createExecutor, type CreateExecutorOptions } from "@hermes-sandbox/docker"
+import type { CreateExecutorOptions, HermesConfigSource } from "@hermes-sandbox/docker"
 import { parseDuration } from "../duration.js"
 import { ExitCode } from "../exitCodes.js"
 import { formatEvent } from "../formatEvent.js"
+import { detectLanguage } from "../language.js"
+import { errorJson } from "../reportError.js"
 import { trapSignals } from "../signals.js"
 import { TerminalSanitizer, writeCliLine } from "../terminal.js"
+import { UsageError } from "../errors.js"
 
 export interface RunOptions {
+  readonly eval?: string
   readonly language?: string
   readonly timeout?: string
   readonly memory?: string
   readonly cpus?: string
+  readonly env?: ReadonlyArray<string>
+  readonly file?: ReadonlyArray<string>
+  readonly image?: string
+  readonly network?: boolean
   readonly json?: boolean
   readonly journal?: string | boolean
   readonly runtime?: string
   readonly limitsUnsupported?: "fail" | "warn"
   readonly events?: boolean
   readonly stdin?: string
+  readonly config?: string
+  readonly envFile?: string
+  readonly hermes?: boolean
 }
-
-const byExtension: Record<string, string> = { ".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".sh": "bash", ".bash": "bash" }
 
 const readStdin = (): string => readFileSync(0, "utf8")
 
-export class UsageError extends Error {}
+/** A file the command line names, read; one that cannot be read is a usage error, not a sandbox failure. */
+const readLocal = (path: string, what: string): Buffer => {
+  try {
+    return readFileSync(path)
+  } catch (error) {
+    const code = (error as { code?: string }).code
+    const why = code === "ENOENT" ? "no such file" : code === "EISDIR" ? "is a directory" : code === "EACCES" ? "permission denied" : (error as Error).message
+    throw new UsageError(`${what}${path}: ${why}`)
+  }
+}
+
+/** `--env K=V` (repeatable), later ones winning like in `docker run`. */
+const parseEnv = (pairs: ReadonlyArray<string>): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const pair of pairs) {
+    const at = pair.indexOf("=")
+    if (at <= 0) throw new UsageError(`--env: expected NAME=VALUE, got ${JSON.stringify(pair)}`)
+    env[pair.slice(0, at)] = pair.slice(at + 1)
+  }
+  return env
+}
+
+/** `--file path=localpath` (repeatable): the local file's bytes at path inside /workspace. */
+const parseFiles = (pairs: ReadonlyArray<string>): Record<string, Uint8Array> => {
+  const files: Record<string, Uint8Array> = {}
+  for (const pair of pairs) {
+    const at = pair.indexOf("=")
+    if (at <= 0 || at === pair.length - 1) throw new UsageError(`--file: expected PATH=LOCALPATH (PATH inside /workspace), got ${JSON.stringify(pair)}`)
+    // "/workspace/data.csv" and "data.csv" are the same place; anything else is the request's to refuse.
+    const path = pair.slice(0, at).replace(/^\/workspace\/+/, "")
+    if (path in files) throw new UsageError(`--file: ${path} is given twice`)
+    files[path] = readLocal(pair.slice(at + 1), `--file ${path}: `)
+  }
+  return files
+}
+
+/** --config PATH / --hermes: the Hermes agent's `terminal:` configuration, as `config show` reads it. */
+const hermesSource = (options: RunOptions): HermesConfigSource | undefined => {
+  const envFile = options.envFile === undefined ? {} : { envFile: options.envFile }
+  if (options.config !== undefined) return { path: options.config, ...envFile }
+  if (options.hermes === true) return options.envFile === undefined ? true : envFile
+  if (options.envFile !== undefined) throw new UsageError("--env-file: only with --config PATH or --hermes")
+  return undefined
+}
 
 export const run = async (file: string | undefined, options: RunOptions): Promise<number> => {
-  const fromStdin = file === undefined || file === "-"
+  // Everything the command line can get wrong is found before the SDK loads (usage errors stay fast).
+  if (options.eval !== undefined && file !== undefined) throw new UsageError("give the program as FILE or as -e CODE, not both")
+  const fromStdin = options.eval === undefined && (file === undefined || file === "-")
   // isatty(0), not process.stdin.isTTY: touching process.stdin makes fd 0 non-blocking when it is a
   // pipe, and the synchronous read then fails with EAGAIN for programs over ~64 KiB.
-  if (fromStdin && isatty(0)) throw new UsageError("no program: give a FILE, or pipe the program into standard input ('-')")
-  const code = fromStdin ? readStdin() : readFileSync(file, "utf8")
-  const language = options.language ?? (fromStdin ? "python" : byExtension[extname(file).toLowerCase()] ?? "python")
+  if (fromStdin && isatty(0)) throw new UsageError("no program: give a FILE, -e CODE, or pipe the program into standard input ('-')")
+  const programFile = fromStdin || options.eval !== undefined ? undefined : file
+  const code = options.eval ?? (programFile === undefined ? readStdin() : readLocal(programFile, "").toString("utf8"))
+  const language = detectLanguage(code, programFile === undefined ? {} : { file: programFile }, options.language)
   const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout)
   if (options.timeout !== undefined && timeoutMs === undefined) throw new UsageError(`--timeout: expected a duration like 5s, 500ms or 2m, got ${JSON.stringify(options.timeout)}`)
   const cpus = options.cpus === undefined ? undefined : Number(options.cpus)
   if (options.cpus !== undefined && !Number.isFinite(cpus)) throw new UsageError(`--cpus: expected a number, got ${JSON.stringify(options.cpus)}`)
+  const env = parseEnv(options.env ?? [])
+  const files = parseFiles(options.file ?? [])
+  const hermes = hermesSource(options)
 
   const executorOptions: CreateExecutorOptions = {
     journal: options.journal === false ? "memory" : typeof options.journal === "string" ? { path: options.journal } : "default",
     awaitRemoval: true,
+    ...(hermes === undefined ? {} : { hermesConfig: hermes }),
+    ...(options.network === undefined ? {} : { network: options.network }),
     ...(options.runtime === undefined ? {} : { runtime: options.runtime }),
     ...(options.limitsUnsupported === undefined ? {} : { limitsUnsupported: options.limitsUnsupported })
   }
@@ -58,8 +117,15 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
     ...(timeoutMs === undefined ? {} : { timeoutMs }),
     ...(options.memory === undefined ? {} : { memory: options.memory }),
     ...(cpus === undefined ? {} : { cpus }),
-    ...(options.stdin === undefined ? {} : { stdin: readFileSync(options.stdin, "utf8") })
+    ...(options.stdin === undefined ? {} : { stdin: readLocal(options.stdin, "--stdin ").toString("utf8") }),
+    ...(Object.keys(env).length === 0 ? {} : { env }),
+    ...(Object.keys(files).length === 0 ? {} : { files }),
+    ...(options.image === undefined ? {} : { image: options.image })
   }
+
+  const { createExecutor, fromHermesConfig } = await import("@hermes-sandbox/docker")
+  // The configuration's warnings, once (createExecutor applies the same file and says nothing).
+  if (hermes !== undefined) for (const warning of fromHermesConfig(hermes).loaded.warnings) writeCliLine(`warning: ${warning}`)
 
   // The program's output, sanitized on a terminal; whether the terminal's cursor is at a line's
   // start, so that the CLI's own lines (marked there) begin one.
@@ -94,7 +160,10 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
     return result.timedOut ? ExitCode.timedOut : result.exitCode
   } catch (error) {
     const signalCode = signals.exitCode()
-    if (signalCode !== undefined) return signalCode
+    if (signalCode !== undefined) {
+      if (options.json && !signals.stdoutClosed()) process.stdout.write(`${JSON.stringify(errorJson(error))}\n`)
+      return signalCode
+    }
     // main prints the error as a line of its own.
     if (!program.atLineStart() && process.stderr.isTTY === true) process.stderr.write("\n")
     throw error
