@@ -1,6 +1,6 @@
 /**
  * Loads the Docker-backend settings of a Hermes agent — the `terminal:` section of
- * `~/.hermes/config.yaml` — and turns them into hermes-sandbox executor options.
+ * `~/.hermes/config.yaml` — and turns them into this SDK's own executor and session options.
  *
  * Sources, lowest to highest precedence: built-in defaults < the YAML file <
  * `TERMINAL_<KEY>` environment variables < explicit `overrides`. A field is taken
@@ -11,42 +11,22 @@
  * environment variables are held as `Redacted` and never appear in messages, warnings,
  * `formatConfig` output or JSON.
  *
- * See docs/hermes-config.md for the table of keys.
+ * See docs/hermes-config.md for the table of keys. Here: the public types, the precedence of the
+ * layers and the mapping to options; the YAML file with its line numbers is internal/hermesYaml.ts,
+ * the key table (key -> field and schema) internal/hermesConfigKeys.ts, the `.env` file
+ * internal/dotEnv.ts, the printing internal/hermesPrint.ts.
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as nodePath from "node:path"
-import { Effect, Either, Redacted, Schema } from "effect"
-import { Mounts } from "@hermes-sandbox/core"
-import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Pair } from "yaml"
-import {
-  BACKENDS,
-  checkAbsolutePath,
-  checkBackend,
-  checkBoolean,
-  checkDockerNetwork,
-  checkEnvMap,
-  checkEnvName,
-  checkImage,
-  checkInteger,
-  checkMemoryLimit,
-  checkPositiveNumber,
-  checkStringList,
-  checkVolumeSpec,
-  type Check,
-  describeUnknownKey,
-  describeValue,
-  envVarFor,
-  type HermesBackend,
-  type HermesKey,
-  isKnownKey,
-  KNOWN_KEYS,
-  looksSecret,
-  MiB,
-  MIN_MEMORY_MB
-} from "./internal/hermesConfigKeys.js"
+import { Effect, Either, Redacted } from "effect"
+import { type ExecutorOptions, Mounts, type SessionOptions } from "@hermes-sandbox/core"
+import { parseDotEnv } from "./internal/dotEnv.js"
+import { BACKENDS, describeUnknownKey, envVarFor, fieldOf, HERMES_CONFIG_FIELDS, type HermesBackend, type HermesKey, interpretEntry, isKnownKey, KNOWN_KEYS } from "./internal/hermesConfigKeys.js"
+import { displayPath, expandHome, failAt, HermesConfigError, home, type Origin, type RawEntry } from "./internal/hermesOrigin.js"
+import { readConfigFile } from "./internal/hermesYaml.js"
 
-export { BACKENDS, KNOWN_KEYS, type HermesBackend, type HermesKey }
+export { BACKENDS, HERMES_CONFIG_FIELDS, HermesConfigError, KNOWN_KEYS, type HermesBackend, type HermesKey }
+export { formatConfig } from "./internal/hermesPrint.js"
 
 // ---------------------------------------------------------------------------------------
 // Public types
@@ -122,22 +102,6 @@ export interface HermesTerminalConfig {
 
 export type HermesConfigField = keyof HermesTerminalConfig
 
-export const HERMES_CONFIG_FIELDS: ReadonlyArray<HermesConfigField> = [
-  "backend",
-  "image",
-  "volumes",
-  "forwardEnv",
-  "env",
-  "cpus",
-  "memoryBytes",
-  "diskBytes",
-  "scope",
-  "lifetimeSeconds",
-  "timeoutMs",
-  "cwd",
-  "network"
-]
-
 export interface HermesFieldSource {
   readonly source: "default" | "file" | "env" | "option"
   /** "path:line", "TERMINAL_X" or "overrides.key"; absent for defaults. */
@@ -170,51 +134,9 @@ export interface LoadHermesConfigOptions {
   readonly allowDangerousMounts?: boolean
 }
 
-/** The configuration is invalid (or an explicitly named file cannot be read). */
-export class HermesConfigError extends Schema.TaggedError<HermesConfigError>()("HermesConfigError", {
-  /** The `terminal:` key at fault, when there is one. */
-  key: Schema.optional(Schema.String),
-  /** Where the bad value came from; "config" = the normalized values given to `toExecutorOptions`. */
-  source: Schema.Literal("file", "env", "option", "config"),
-  /** The config (or .env) file, when the problem is in one. */
-  path: Schema.optional(Schema.String),
-  line: Schema.optional(Schema.Number),
-  envVar: Schema.optional(Schema.String),
-  message: Schema.String
-}) {}
-
-/** Options for the executor, as a plain object. */
-export interface HermesExecutorOptions {
-  readonly image?: string
-  readonly timeoutMs?: number
-  readonly memoryBytes?: number
-  readonly nanoCpus?: number
-  readonly network: boolean
-  readonly workingDir: string
-  readonly env: Record<string, string>
-  readonly volumes: Array<HermesVolume>
-  readonly diskBytes?: number
-  readonly scope: HermesScope
-  readonly lifetimeSeconds?: number
-  /** Names of forwarded variables (their values are in `secretEnv`). */
-  readonly forwardEnvNames: Array<string>
-  /** Forwarded values, still redacted: unwrap with `Redacted.value` only when creating the container. */
-  readonly secretEnv: Record<string, Redacted.Redacted<string>>
-}
-
 // ---------------------------------------------------------------------------------------
 // Paths
 // ---------------------------------------------------------------------------------------
-
-const home = (): string => os.homedir()
-
-const expandHome = (p: string): string => (p === "~" ? home() : p.startsWith("~/") ? nodePath.join(home(), p.slice(2)) : p)
-
-/** `/home/me/.hermes/config.yaml` → `~/.hermes/config.yaml` for messages. */
-const displayPath = (p: string): string => {
-  const h = home()
-  return h !== "/" && (p === h || p.startsWith(`${h}/`)) ? `~${p.slice(h.length)}` : p
-}
 
 /** `$HERMES_CONFIG`, else `$HERMES_HOME/config.yaml`, else `~/.hermes/config.yaml`. */
 export const defaultHermesConfigPath = (env: Readonly<Record<string, string | undefined>> = process.env): string => {
@@ -226,190 +148,7 @@ export const defaultHermesConfigPath = (env: Readonly<Record<string, string | un
 }
 
 // ---------------------------------------------------------------------------------------
-// Raw entries and their origins
-// ---------------------------------------------------------------------------------------
-
-interface Origin {
-  readonly source: "file" | "env" | "option"
-  readonly key: HermesKey
-  /** "path:line", "TERMINAL_X" or "overrides.key". */
-  readonly where: string
-  readonly path?: string
-  readonly line?: number
-  /** Line of each list item (file lists only). */
-  readonly itemLines?: ReadonlyArray<number>
-}
-
-interface RawEntry {
-  readonly value: unknown
-  readonly origin: Origin
-}
-
-/** Thrown inside the synchronous core, turned into a failure at its edge. */
-const failAt = (origin: Origin, problem: string, item?: number): never => {
-  const suffix = item === undefined ? "" : `[${item}]`
-  switch (origin.source) {
-    case "file": {
-      const line = (item === undefined ? undefined : origin.itemLines?.[item]) ?? origin.line
-      const fileRef = `${displayPath(origin.path ?? "")}${line === undefined ? "" : `:${line}`}`
-      throw new HermesConfigError({
-        key: origin.key,
-        source: "file",
-        ...(origin.path === undefined ? {} : { path: origin.path }),
-        ...(line === undefined ? {} : { line }),
-        message: `${fileRef}: terminal.${origin.key}${suffix}: ${problem}`
-      })
-    }
-    case "env":
-      throw new HermesConfigError({
-        key: origin.key,
-        source: "env",
-        envVar: origin.where,
-        message: `environment variable ${origin.where}${suffix}: ${problem}`
-      })
-    case "option":
-      throw new HermesConfigError({ key: origin.key, source: "option", message: `${origin.where}${suffix}: ${problem}` })
-  }
-}
-
-const must = <A>(check: Check<A>, origin: Origin, item?: number): A =>
-  Either.isRight(check) ? check.right : failAt(origin, check.left, item)
-
-/** How a warning names its place. */
-const placeOf = (origin: Origin): string => {
-  switch (origin.source) {
-    case "file":
-      return `${origin.where}: terminal.${origin.key}`
-    case "env":
-      return `environment variable ${origin.where}`
-    case "option":
-      return origin.where
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Layer 1: the YAML file
-// ---------------------------------------------------------------------------------------
-
-interface FileLayer {
-  readonly entries: ReadonlyArray<RawEntry>
-  readonly found: boolean
-}
-
-const readConfigFile = (path: string, explicit: boolean, warnings: Array<string>, notes: Array<string>): FileLayer => {
-  const shown = displayPath(path)
-  let text: string
-  try {
-    text = fs.readFileSync(path, "utf8")
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    if (code === "ENOENT" && !explicit) {
-      notes.push(`no config file at ${shown}; using defaults`)
-      return { entries: [], found: false }
-    }
-    throw new HermesConfigError({
-      source: "file",
-      path,
-      message:
-        code === "ENOENT"
-          ? `${shown}: config file not found`
-          : `${shown}: cannot read the config file (${code ?? (error instanceof Error ? error.message : String(error))})`
-    })
-  }
-
-  const lineCounter = new LineCounter()
-  const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true })
-  const firstError = doc.errors[0]
-  if (firstError !== undefined) {
-    const line = firstError.linePos?.[0].line ?? lineCounter.linePos(firstError.pos[0]).line
-    const summary = firstError.message.split("\n")[0]?.replace(/ at line \d+, column \d+:?$/, "") ?? firstError.code
-    throw new HermesConfigError({ source: "file", path, line, message: `${shown}:${line}: YAML syntax error: ${summary}` })
-  }
-  for (const warning of doc.warnings) {
-    const line = warning.linePos?.[0].line ?? lineCounter.linePos(warning.pos[0]).line
-    warnings.push(`${shown}:${line}: YAML: ${warning.message.split("\n")[0] ?? warning.code}`)
-  }
-
-  const lineOf = (node: unknown): number | undefined => {
-    const range = isNode(node) ? node.range : undefined
-    return range === undefined || range === null ? undefined : lineCounter.linePos(range[0]).line
-  }
-  const toJS = (node: unknown, line: number | undefined, key: string): unknown => {
-    if (!isNode(node)) return node ?? null
-    try {
-      return node.toJS(doc as Document, { maxAliasCount: 100 })
-    } catch (error) {
-      throw new HermesConfigError({
-        source: "file",
-        path,
-        ...(line === undefined ? {} : { line }),
-        message: `${shown}${line === undefined ? "" : `:${line}`}: ${key}: ${error instanceof Error ? error.message : String(error)}`
-      })
-    }
-  }
-
-  const root = doc.contents
-  if (root === null || (isScalar(root) && (root.value === null || root.value === undefined))) {
-    notes.push(`${shown} is empty; using defaults`)
-    return { entries: [], found: true }
-  }
-  if (!isMap(root)) {
-    const line = lineOf(root) ?? 1
-    throw new HermesConfigError({ source: "file", path, line, message: `${shown}:${line}: expected a mapping at the top level (with a terminal: section)` })
-  }
-  const terminalPair = root.items.find((pair) => isScalar(pair.key) && pair.key.value === "terminal")
-  if (terminalPair === undefined) {
-    notes.push(`${shown} has no terminal: section; using defaults`)
-    return { entries: [], found: true }
-  }
-  const section = terminalPair.value
-  const sectionLine = lineOf(terminalPair.key)
-  if (section === null || section === undefined || (isScalar(section) && section.value === null)) {
-    notes.push(`${shown}: the terminal: section is empty; using defaults`)
-    return { entries: [], found: true }
-  }
-  if (!isMap(section)) {
-    const line = lineOf(section) ?? sectionLine
-    throw new HermesConfigError({
-      key: "terminal",
-      source: "file",
-      path,
-      ...(line === undefined ? {} : { line }),
-      message: `${shown}${line === undefined ? "" : `:${line}`}: terminal: expected a mapping of settings, got ${describeValue(toJS(section, line, "terminal"))}`
-    })
-  }
-
-  const entries: Array<RawEntry> = []
-  for (const pair of section.items as ReadonlyArray<Pair<unknown, unknown>>) {
-    const keyLine = lineOf(pair.key)
-    const at = `${shown}${keyLine === undefined ? "" : `:${keyLine}`}`
-    const keyName = isScalar(pair.key) ? pair.key.value : undefined
-    if (typeof keyName !== "string") {
-      warnings.push(`${at}: terminal: ignoring a key that is not a string (${describeValue(toJS(pair.key, keyLine, "terminal"))})`)
-      continue
-    }
-    if (!isKnownKey(keyName)) {
-      warnings.push(`${at}: terminal.${keyName} ${describeUnknownKey(keyName)}`)
-      continue
-    }
-    const itemLines = isSeq(pair.value) ? pair.value.items.map((item) => lineOf(item) ?? keyLine ?? 0) : undefined
-    entries.push({
-      value: toJS(pair.value, keyLine, `terminal.${keyName}`),
-      origin: {
-        source: "file",
-        key: keyName,
-        where: at,
-        path,
-        ...(keyLine === undefined ? {} : { line: keyLine }),
-        ...(itemLines === undefined ? {} : { itemLines })
-      }
-    })
-  }
-  return { entries, found: true }
-}
-
-// ---------------------------------------------------------------------------------------
-// Layers 2 and 3: TERMINAL_* variables and overrides
+// Layers 2 and 3: TERMINAL_* variables and overrides (layer 1, the file: internal/hermesYaml.ts)
 // ---------------------------------------------------------------------------------------
 
 const envEntries = (env: Readonly<Record<string, string | undefined>>, warnings: Array<string>): ReadonlyArray<RawEntry> => {
@@ -442,7 +181,7 @@ const overrideEntries = (overrides: Partial<HermesTerminalConfigInput>, warnings
 }
 
 // ---------------------------------------------------------------------------------------
-// Interpreting a layer
+// Interpreting a layer: each entry through its key's schema (internal/hermesConfigKeys.ts)
 // ---------------------------------------------------------------------------------------
 
 interface FieldValue {
@@ -451,25 +190,6 @@ interface FieldValue {
 }
 
 type Layer = Map<HermesConfigField, FieldValue>
-
-const FIELD_OF: Record<HermesKey, HermesConfigField> = {
-  backend: "backend",
-  docker_image: "image",
-  docker_volumes: "volumes",
-  docker_forward_env: "forwardEnv",
-  docker_env: "env",
-  container_cpu: "cpus",
-  cpu_quota: "cpus",
-  container_memory: "memoryBytes",
-  memory_limit: "memoryBytes",
-  container_disk: "diskBytes",
-  container_persistent: "scope",
-  lifetime_seconds: "lifetimeSeconds",
-  timeout: "timeoutMs",
-  cwd: "cwd",
-  docker_network: "network",
-  network_enabled: "network"
-}
 
 const FIELD_MEANING: Partial<Record<HermesConfigField, string>> = {
   cpus: "the CPU limit",
@@ -483,99 +203,10 @@ interface Context {
   readonly warnings: Array<string>
 }
 
-/** Why mounting this host path would hand the sandbox the host (core's one check); undefined when it is fine. */
-const dangerOf = (hostPath: string, ctx: Context): string | undefined => Mounts.mountDanger(hostPath, ctx.dockerHostSocket)
-
-const interpretVolumes = (entry: RawEntry, ctx: Context): ReadonlyArray<HermesVolume> => {
-  const specs = must(checkStringList(entry.value), entry.origin)
-  const volumes: Array<HermesVolume> = []
-  for (const [index, text] of specs.entries()) {
-    const spec = must(checkVolumeSpec(text), entry.origin, index)
-    const expanded = expandHome(spec.host)
-    if (!expanded.startsWith("/")) {
-      failAt(
-        entry.origin,
-        `expected an absolute host path (or one starting with ~/), got ${describeValue(spec.host)}; named volumes are not supported`,
-        index
-      )
-    }
-    const hostPath = nodePath.resolve(expanded)
-    const danger = dangerOf(hostPath, ctx)
-    if (danger !== undefined) {
-      if (!ctx.allowDangerousMounts) {
-        failAt(entry.origin, `refusing to mount ${hostPath}: ${danger}; pass allowDangerousMounts: true to force it`, index)
-      }
-      ctx.warnings.push(`${placeOf(entry.origin)}[${index}]: mounting ${hostPath} although ${danger} (allowDangerousMounts is on)`)
-    }
-    if (volumes.some((volume) => volume.containerPath === spec.containerPath)) {
-      failAt(entry.origin, `the container path ${spec.containerPath} is mounted twice`, index)
-    }
-    volumes.push({ hostPath, containerPath: spec.containerPath, mode: spec.mode })
-  }
-  return volumes
-}
-
-/** The value one key contributes to its field (validated). */
-const interpretEntry = (entry: RawEntry, ctx: Context): unknown => {
-  const { origin, value } = entry
-  switch (origin.key) {
-    case "backend":
-      return must(checkBackend(value), origin)
-    case "docker_image":
-      return must(checkImage(value), origin)
-    case "docker_volumes":
-      return interpretVolumes(entry, ctx)
-    case "docker_forward_env": {
-      const names = must(checkStringList(value), origin)
-      return [...new Set(names.map((name, index) => must(checkEnvName(name), origin, index)))]
-    }
-    case "docker_env": {
-      const env = must(checkEnvMap(value), origin)
-      for (const name of Object.keys(env)) {
-        if (looksSecret(name)) {
-          ctx.warnings.push(
-            `${placeOf(origin)}: ${name} looks like a secret; list it in docker_forward_env instead so its value stays out of the configuration`
-          )
-        }
-      }
-      return env
-    }
-    case "container_cpu":
-    case "cpu_quota":
-      return must(checkPositiveNumber("a number of CPUs")(value), origin)
-    case "container_memory":
-      return must(checkInteger("an integer number of MB", MIN_MEMORY_MB)(value), origin) * MiB
-    case "memory_limit":
-      return must(checkMemoryLimit(value), origin)
-    case "container_disk":
-      return must(checkInteger("an integer number of MB", 1)(value), origin) * MiB
-    case "container_persistent":
-      return must(checkBoolean(value), origin) ? "persistent" : "session"
-    case "lifetime_seconds":
-      return must(checkInteger("an integer number of seconds", 1)(value), origin)
-    case "timeout":
-      return Math.round(must(checkPositiveNumber("a number of seconds")(value), origin) * 1000)
-    case "cwd":
-      return must(checkAbsolutePath(value), origin)
-    case "network_enabled":
-      return must(checkBoolean(value), origin)
-    case "docker_network": {
-      const network = must(checkDockerNetwork(value), origin)
-      const name = network.name?.toLowerCase()
-      if (name !== undefined && name !== "none" && name !== "bridge" && name !== "default") {
-        ctx.warnings.push(
-          `${placeOf(origin)}: network ${JSON.stringify(network.name)} only turns network access on; the sandbox always uses its own network${name === "host" ? " (host networking is never used)" : ""}`
-        )
-      }
-      return network.enabled
-    }
-  }
-}
-
 const interpretLayer = (entries: ReadonlyArray<RawEntry>, ctx: Context): Layer => {
   const layer: Layer = new Map()
   for (const entry of entries) {
-    const field = FIELD_OF[entry.origin.key]
+    const field = fieldOf(entry.origin.key)
     const value = interpretEntry(entry, ctx)
     const previous = layer.get(field)
     if (previous !== undefined) {
@@ -595,45 +226,6 @@ const interpretLayer = (entries: ReadonlyArray<RawEntry>, ctx: Context): Layer =
 // ---------------------------------------------------------------------------------------
 // Forwarded environment
 // ---------------------------------------------------------------------------------------
-
-/** Parses a `.env` file: `KEY=VALUE`, `export KEY=VALUE`, `#` comments, optional quotes. */
-const parseDotEnv = (text: string, shown: string, warnings: Array<string>): Map<string, string> => {
-  const values = new Map<string, string>()
-  for (const [index, rawLine] of text.split(/\r?\n/).entries()) {
-    const line = rawLine.trim()
-    if (line === "" || line.startsWith("#")) continue
-    const match = /^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/.exec(line)
-    if (match === null) {
-      warnings.push(`${shown}:${index + 1}: ignoring a line that is not KEY=VALUE`)
-      continue
-    }
-    const name = match[1] ?? ""
-    const rest = match[2] ?? ""
-    let value: string
-    const quote = rest[0]
-    if (quote === '"' || quote === "'") {
-      const end = quote === '"' ? findClosingDoubleQuote(rest) : rest.indexOf("'", 1)
-      if (end < 0) {
-        warnings.push(`${shown}:${index + 1}: ignoring ${name}: unterminated quote`)
-        continue
-      }
-      const inner = rest.slice(1, end)
-      value = quote === '"' ? inner.replace(/\\([nrt"\\])/g, (_, c: string) => ({ n: "\n", r: "\r", t: "\t" })[c] ?? c) : inner
-    } else {
-      value = rest.replace(/\s+#.*$/, "").trim()
-    }
-    values.set(name, value)
-  }
-  return values
-}
-
-const findClosingDoubleQuote = (text: string): number => {
-  for (let i = 1; i < text.length; i++) {
-    if (text[i] === "\\") i++
-    else if (text[i] === '"') return i
-  }
-  return -1
-}
 
 const resolveForwardEnv = (
   names: ReadonlyArray<string>,
@@ -766,7 +358,8 @@ const load = (options: LoadHermesConfigOptions): LoadedHermesConfig => {
   }
 }
 
-const loadEither = (options: LoadHermesConfigOptions): Either.Either<LoadedHermesConfig, HermesConfigError> => {
+/** Loads and validates the Hermes terminal configuration: the one implementation, as an Either. */
+export const loadHermesConfigEither = (options: LoadHermesConfigOptions = {}): Either.Either<LoadedHermesConfig, HermesConfigError> => {
   try {
     return Either.right(load(options))
   } catch (error) {
@@ -777,24 +370,41 @@ const loadEither = (options: LoadHermesConfigOptions): Either.Either<LoadedHerme
 
 /** Loads and validates the Hermes terminal configuration. */
 export const loadHermesConfig = (options: LoadHermesConfigOptions = {}): Effect.Effect<LoadedHermesConfig, HermesConfigError> =>
-  Effect.suspend(() => loadEither(options))
+  Effect.suspend(() => loadHermesConfigEither(options))
+
+// The facades' spellings (the CLI and docs use them): the Either, thrown or rejected as itself.
 
 /** Synchronous variant: throws {@link HermesConfigError}. */
-export const loadHermesConfigSync = (options: LoadHermesConfigOptions = {}): LoadedHermesConfig => {
-  const result = loadEither(options)
-  if (Either.isLeft(result)) throw result.left
-  return result.right
-}
+export const loadHermesConfigSync = (options: LoadHermesConfigOptions = {}): LoadedHermesConfig =>
+  Either.getOrThrowWith(loadHermesConfigEither(options), (error) => error)
 
 /** Promise variant: rejects with {@link HermesConfigError}. */
 export const loadHermesConfigAsync = (options: LoadHermesConfigOptions = {}): Promise<LoadedHermesConfig> =>
   Promise.resolve().then(() => loadHermesConfigSync(options))
 
 // ---------------------------------------------------------------------------------------
-// Executor options
+// This SDK's options
 // ---------------------------------------------------------------------------------------
 
-const toExecutorOptionsEither = (values: HermesTerminalConfig): Either.Either<HermesExecutorOptions, HermesConfigError> => {
+/**
+ * The configuration as this SDK's own options, field for field: no intermediate shape and no
+ * unit left to convert (memory is bytes, CPUs are CPUs; each is validated once more by the
+ * executor or the sessions, as every option is).
+ */
+export interface HermesMappedOptions {
+  readonly scope: HermesScope
+  /**
+   * For createExecutor (one-shot executions). The forwarded variables are NOT in its env: they
+   * stay redacted in `session.secretEnv` until a container is made (fromHermesConfig's `executor`
+   * has them added, for its facade).
+   */
+  readonly executor: ExecutorOptions
+  /** For createSession / openPersistent; the forwarded variables redacted in `secretEnv`. */
+  readonly session: SessionOptions
+}
+
+/** Maps the normalized values to executor and session options; refuses a backend other than "docker". */
+export const toExecutorOptionsEither = (values: HermesTerminalConfig): Either.Either<HermesMappedOptions, HermesConfigError> => {
   if (values.backend !== "docker") {
     return Either.left(
       new HermesConfigError({
@@ -804,105 +414,37 @@ const toExecutorOptionsEither = (values: HermesTerminalConfig): Either.Either<He
       })
     )
   }
-  return Either.right({
-    ...(values.image === undefined ? {} : { image: values.image }),
+  const limits = {
     ...(values.timeoutMs === undefined ? {} : { timeoutMs: values.timeoutMs }),
-    ...(values.memoryBytes === undefined ? {} : { memoryBytes: values.memoryBytes }),
-    ...(values.cpus === undefined ? {} : { nanoCpus: Math.round(values.cpus * 1e9) }),
-    network: values.network,
-    workingDir: values.cwd,
-    env: { ...values.env },
-    volumes: values.volumes.map((volume) => ({ ...volume })),
-    ...(values.diskBytes === undefined ? {} : { diskBytes: values.diskBytes }),
+    ...(values.memoryBytes === undefined ? {} : { memory: values.memoryBytes }),
+    ...(values.cpus === undefined ? {} : { cpus: values.cpus }),
+    network: values.network
+  }
+  const image = values.image
+  return Either.right({
     scope: values.scope,
-    ...(values.lifetimeSeconds === undefined ? {} : { lifetimeSeconds: values.lifetimeSeconds }),
-    forwardEnvNames: values.forwardEnv.map((forwarded) => forwarded.name),
-    secretEnv: Object.fromEntries(values.forwardEnv.map((forwarded) => [forwarded.name, forwarded.value]))
+    executor: {
+      ...limits,
+      ...(image === undefined ? {} : { images: { python: image, javascript: image, bash: image } }),
+      ...(values.diskBytes === undefined ? {} : { diskSize: values.diskBytes }),
+      env: { ...values.env }
+    },
+    session: {
+      ...limits,
+      ...(image === undefined ? {} : { image }),
+      env: { ...values.env },
+      secretEnv: Object.fromEntries(values.forwardEnv.map((forwarded) => [forwarded.name, forwarded.value])),
+      mounts: values.volumes.map((volume) => ({ ...volume })),
+      workingDir: values.cwd,
+      ...(values.lifetimeSeconds === undefined ? {} : { lifetimeSeconds: values.lifetimeSeconds })
+    }
   })
 }
 
-/** Plain executor options. Throws {@link HermesConfigError} when the backend is not "docker". */
-export const toExecutorOptions = (values: HermesTerminalConfig): HermesExecutorOptions => {
-  const result = toExecutorOptionsEither(values)
-  if (Either.isLeft(result)) throw result.left
-  return result.right
-}
-
 /** Effect variant of {@link toExecutorOptions}. */
-export const toExecutorOptionsEffect = (values: HermesTerminalConfig): Effect.Effect<HermesExecutorOptions, HermesConfigError> =>
+export const toExecutorOptionsEffect = (values: HermesTerminalConfig): Effect.Effect<HermesMappedOptions, HermesConfigError> =>
   Effect.suspend(() => toExecutorOptionsEither(values))
 
-// ---------------------------------------------------------------------------------------
-// Printing
-// ---------------------------------------------------------------------------------------
-
-const formatBytes = (bytes: number): string => {
-  for (const [unit, factor] of [["g", 1024 * MiB], ["m", MiB], ["k", 1024]] as const) {
-    if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit} (${bytes} bytes)`
-  }
-  return `${bytes} bytes`
-}
-
-const formatValue = (values: HermesTerminalConfig, field: HermesConfigField): string => {
-  switch (field) {
-    case "backend":
-      return values.backend
-    case "image":
-      return values.image ?? "(executor default)"
-    case "volumes":
-      return values.volumes.length === 0
-        ? "(none)"
-        : values.volumes.map((volume) => `${volume.hostPath} -> ${volume.containerPath} (${volume.mode})`).join(", ")
-    case "forwardEnv":
-      return values.forwardEnv.length === 0
-        ? "(none)"
-        : values.forwardEnv.map((forwarded) => `${forwarded.name}=<redacted, from ${forwarded.from}>`).join(", ")
-    case "env": {
-      const entries = Object.entries(values.env)
-      return entries.length === 0
-        ? "(none)"
-        : entries.map(([name, value]) => `${name}=${looksSecret(name) ? "<redacted>" : JSON.stringify(value)}`).join(", ")
-    }
-    case "cpus":
-      return values.cpus === undefined ? "(executor default)" : String(values.cpus)
-    case "memoryBytes":
-      return values.memoryBytes === undefined ? "(executor default)" : formatBytes(values.memoryBytes)
-    case "diskBytes":
-      return values.diskBytes === undefined ? "(no limit)" : formatBytes(values.diskBytes)
-    case "scope":
-      return values.scope
-    case "lifetimeSeconds":
-      return values.lifetimeSeconds === undefined ? "(no idle reaper)" : `${values.lifetimeSeconds}s`
-    case "timeoutMs":
-      return values.timeoutMs === undefined ? "(executor default)" : `${values.timeoutMs}ms`
-    case "cwd":
-      return values.cwd
-    case "network":
-      return values.network ? "on" : "off"
-  }
-}
-
-const formatSource = (source: HermesFieldSource): string => {
-  switch (source.source) {
-    case "default":
-      return "default"
-    case "file":
-      return `${source.where ?? "file"} (terminal.${source.key ?? "?"})`
-    case "env":
-      return `env ${source.where ?? ""}`
-    case "option":
-      return `option ${source.where ?? ""}`
-  }
-}
-
-/** What `hermes-sandbox config show` prints: one line per field with its value and origin; secrets redacted. */
-export const formatConfig = (loaded: LoadedHermesConfig): string => {
-  const rows = HERMES_CONFIG_FIELDS.map((field) => [field, formatValue(loaded.values, field), formatSource(loaded.sources[field])] as const)
-  const nameWidth = Math.max(...rows.map(([field]) => field.length))
-  const valueWidth = Math.min(48, Math.max(...rows.map(([, value]) => value.length)))
-  const lines = [`# Hermes terminal config: ${displayPath(loaded.path)}${loaded.fileFound ? "" : " (not found; defaults)"}`]
-  for (const [field, value, source] of rows) lines.push(`${field.padEnd(nameWidth)}  ${value.padEnd(valueWidth)}  # ${source}`)
-  for (const note of loaded.notes) lines.push(`# note: ${note}`)
-  for (const warning of loaded.warnings) lines.push(`# warning: ${warning}`)
-  return lines.join("\n")
-}
+/** Executor and session options. Throws {@link HermesConfigError} when the backend is not "docker". */
+export const toExecutorOptions = (values: HermesTerminalConfig): HermesMappedOptions =>
+  Either.getOrThrowWith(toExecutorOptionsEither(values), (error) => error)

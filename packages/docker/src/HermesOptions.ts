@@ -32,7 +32,7 @@ import { HermesConfigError, type HermesScope, loadHermesConfigSync, type LoadedH
 export interface HermesSandboxOptions {
   readonly scope: HermesScope
   readonly loaded: LoadedHermesConfig
-  /** For createExecutor (one-shot). */
+  /** For createExecutor (one-shot), the forwarded variables in its env. */
   readonly executor: ExecutorOptions
   /** For createSession / openPersistent. */
   readonly session: SessionOptions
@@ -44,31 +44,17 @@ export type HermesConfigSource = true | LoadHermesConfigOptions
 /** Loads and maps the Hermes terminal configuration. Throws HermesConfigError. */
 export const fromHermesConfig = (source: HermesConfigSource = true): HermesSandboxOptions => {
   const loaded = loadHermesConfigSync(source === true ? {} : source)
-  const o = toExecutorOptions(loaded.values)
-  const common = {
-    ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }),
-    ...(o.memoryBytes === undefined ? {} : { memory: o.memoryBytes }),
-    ...(o.nanoCpus === undefined ? {} : { cpus: o.nanoCpus / 1e9 }),
-    network: o.network
-  }
-  const session: SessionOptions = {
-    ...common,
-    ...(o.image === undefined ? {} : { image: o.image }),
-    env: o.env,
-    secretEnv: o.secretEnv,
-    mounts: o.volumes.map((v) => ({ hostPath: v.hostPath, containerPath: v.containerPath, mode: v.mode })),
-    workingDir: o.workingDir,
-    ...(o.lifetimeSeconds === undefined ? {} : { lifetimeSeconds: o.lifetimeSeconds }),
+  const { scope, executor, session } = toExecutorOptions(loaded.values)
+  const forwarded = session.secretEnv ?? {}
+  return {
+    scope,
+    loaded,
+    // One-shot executions have no exec to pass variables to: the forwarded values go into the
+    // container's environment at create, so here is where they are unwrapped.
+    executor: { ...executor, env: { ...executor.env, ...Object.fromEntries(Object.entries(forwarded).map(([name, value]) => [name, Redacted.value(value)])) } },
     // The loader already refused dangerous mounts unless its allowDangerousMounts was set.
-    ...(source !== true && source.allowDangerousMounts === true ? { allowDangerousMounts: true } : {})
+    session: source !== true && source.allowDangerousMounts === true ? { ...session, allowDangerousMounts: true } : session
   }
-  const executor: ExecutorOptions = {
-    ...common,
-    ...(o.diskBytes === undefined ? {} : { diskSize: o.diskBytes }),
-    ...(o.image === undefined ? {} : { images: { python: o.image, javascript: o.image, bash: o.image } }),
-    env: { ...o.env, ...Object.fromEntries(Object.entries(o.secretEnv).map(([k, v]) => [k, Redacted.value(v)])) }
-  }
-  return { scope: o.scope, loaded, executor, session }
 }
 
 /** Executor options with the Hermes configuration under the explicit ones; refuses mounts (see above). */

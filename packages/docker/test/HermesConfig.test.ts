@@ -18,6 +18,7 @@ import {
   toExecutorOptions,
   toExecutorOptionsEffect
 } from "../src/HermesConfig.js"
+import { fromHermesConfig } from "../src/HermesOptions.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const fixture = (name: string) => path.join(here, "fixtures", name)
@@ -93,22 +94,32 @@ describe("seed configuration", () => {
     ])
     expect(v.env).toEqual({ PYTHONUNBUFFERED: "1" })
     expect(v.diskBytes).toBe(10240 * MiB)
+    // Straight to the core options (memory in bytes, CPUs as CPUs: no conversion left).
     const options = toExecutorOptions(v)
-    expect(options).toMatchObject({
-      image: "nikolaik/python-nodejs:python3.11-nodejs20",
-      timeoutMs: 300_000,
-      memoryBytes: 5120 * MiB,
-      nanoCpus: 1e9,
-      network: false,
+    const image = "nikolaik/python-nodejs:python3.11-nodejs20"
+    const limits = { timeoutMs: 300_000, memory: 5120 * MiB, cpus: 1, network: false }
+    expect(options.scope).toBe("session")
+    expect(options.session).toMatchObject({
+      ...limits,
+      image,
       workingDir: "/workspace",
       env: { PYTHONUNBUFFERED: "1" },
-      diskBytes: 10240 * MiB,
-      scope: "session",
       lifetimeSeconds: 300,
-      forwardEnvNames: ["GITHUB_TOKEN"]
+      mounts: v.volumes
     })
-    expect(Redacted.value(options.secretEnv["GITHUB_TOKEN"]!)).toBe("tok")
+    expect(options.executor).toMatchObject({ ...limits, images: { python: image, javascript: image, bash: image }, env: { PYTHONUNBUFFERED: "1" }, diskSize: 10240 * MiB })
+    expect(Object.keys(options.session.secretEnv ?? {})).toEqual(["GITHUB_TOKEN"])
+    expect(Redacted.value(options.session.secretEnv!["GITHUB_TOKEN"]!)).toBe("tok")
     expect(JSON.stringify(options)).not.toContain("tok\"")
+  })
+
+  it("fromHermesConfig: the executor's options carry the forwarded values (its containers' env), the session's keep them redacted", () => {
+    const hermes = fromHermesConfig({ path: example, env: { GITHUB_TOKEN: "tok" } })
+    expect(hermes.scope).toBe("session")
+    expect(hermes.executor.env).toEqual({ PYTHONUNBUFFERED: "1", GITHUB_TOKEN: "tok" })
+    expect(hermes.executor).toMatchObject({ memory: 5120 * MiB, cpus: 1, diskSize: 10240 * MiB })
+    expect(Redacted.isRedacted(hermes.session.secretEnv?.["GITHUB_TOKEN"])).toBe(true)
+    expect(hermes.session.env).toEqual({ PYTHONUNBUFFERED: "1" })
   })
 })
 
