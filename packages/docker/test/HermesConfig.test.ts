@@ -458,6 +458,17 @@ describe("TERMINAL_* parsing", () => {
     expect(fromEnv({ TERMINAL_MEMORY_LIMIT: "1g" }).memoryBytes).toBe(1024 * MiB)
   })
 
+  it("sizes use core's one grammar: fractions that are whole bytes, k/m/g/t with b or ib; never a fraction of a byte", () => {
+    expect(fromEnv({ TERMINAL_MEMORY_LIMIT: "1.5g" }).memoryBytes).toBe(1536 * MiB)
+    expect(fromEnv({ TERMINAL_MEMORY_LIMIT: "64MiB" }).memoryBytes).toBe(64 * MiB)
+    expect(fromEnv({ TERMINAL_MEMORY_LIMIT: "8 mb" }).memoryBytes).toBe(8 * MiB)
+    for (const size of ["536870912.5", "7340032.5", "6.1m"]) {
+      expect(failure({ env: { HERMES_HOME: none, TERMINAL_MEMORY_LIMIT: size } }).message).toBe(
+        `environment variable TERMINAL_MEMORY_LIMIT: expected a Docker-style size such as "512m" or "1g", or a number of bytes, of at least 6m, got ${JSON.stringify(size)}`
+      )
+    }
+  })
+
   it("lists: JSON array or comma-separated", () => {
     expect(fromEnv({ TERMINAL_DOCKER_FORWARD_ENV: '["A", "B"]', A: "1", B: "2" }).forwardEnv.map((f) => f.name)).toEqual(["A", "B"])
     expect(fromEnv({ TERMINAL_DOCKER_FORWARD_ENV: " A, B ,,", A: "1", B: "2" }).forwardEnv.map((f) => f.name)).toEqual(["A", "B"])
