@@ -202,13 +202,14 @@ export const sessionContract = (name: string, world: SessionWorld) => {
       withBase(({ journal, open, runtime }) =>
         Effect.gen(function*() {
           const { sessions } = yield* open()
-          const s = yield* sessions.open({ lifetimeSeconds: 2 })
+          // Margins of 1.5 s either side: the engine's time is live, and the host may be loaded.
+          const s = yield* sessions.open({ lifetimeSeconds: 3 })
           yield* s.run(sh({ stdout: "hi" }))
-          yield* time.pass(1_200)
+          yield* time.pass(1_500)
           expect((yield* s.run(sh({ stdout: "still here" }))).stdout).toBe("still here")
-          yield* time.pass(1_200)
+          yield* time.pass(1_500)
           expect((yield* s.status).open).toBe(true)
-          yield* eventually(time, "the session expired", Effect.map(s.status, (st) => !st.open), 10_000)
+          yield* eventually(time, "the session expired", Effect.map(s.status, (st) => !st.open), 10_000, 100)
           expect(yield* s.status).toMatchObject({ open: false, endReason: "idle-expired" })
           // The cleanup runs in the background.
           yield* eventually(time, "the sandbox is gone", gone(runtime, s.containerName), 15_000)
@@ -310,12 +311,13 @@ export const sessionContract = (name: string, world: SessionWorld) => {
         Effect.gen(function*() {
           const idle = yield* profile("idle")
           const first = yield* open({ reapOnStart: false })
-          const p = yield* first.sessions.openPersistent({ profile: idle, lifetimeSeconds: 3 })
+          // Long enough that a second service starts (and reaps once) well within it, on a loaded host too.
+          const p = yield* first.sessions.openPersistent({ profile: idle, lifetimeSeconds: 5 })
           yield* p.run(sh({ stdout: "x" }))
           yield* first.close
           const second = yield* open({ reapOnStart: false })
           expect((yield* second.sessions.reap).removed).not.toContain(p.containerName)
-          yield* time.pass(3_500)
+          yield* time.pass(5_500)
           expect((yield* second.sessions.reap).removed).toContain(p.containerName)
           expect(yield* gone(runtime, p.containerName)).toBe(true)
           expect((yield* typesOf(journal, p.sessionId)).slice(-3)).toEqual(["SessionIdleExpired", "ContainerDestroyed", "SessionClosed"])
