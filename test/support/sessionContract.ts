@@ -281,7 +281,7 @@ export const sessionContract = (name: string, world: SessionWorld) => {
         })), 60_000)
 
     test("persistent: a changed configuration replaces the old sandbox (default) or is refused, naming what changed; env values are not configuration", () =>
-      withBase(({ open, profile, runtime }) =>
+      withBase(({ journal, open, profile, runtime }) =>
         Effect.gen(function*() {
           const dev = yield* profile("fp")
           const { sessions } = yield* open()
@@ -300,6 +300,16 @@ export const sessionContract = (name: string, world: SessionWorld) => {
           const replaced = yield* sessions.openPersistent({ profile: dev, memory: "128m", env: { A: "1", B: "new name" } })
           expect(replaced).toMatchObject({ reconnected: false, replaced: [p.containerName] })
           expect(replaced.containerName).not.toBe(p.containerName)
+          // Said loudly in the old sandbox's stream: what changed and what replaced it, before its removal.
+          const oldStream = yield* eventsOf(journal, p.sessionId)
+          expect(oldStream.map((e) => e.type).slice(-3)).toEqual(["SessionReplaced", "ContainerDestroyed", "SessionClosed"])
+          expect(oldStream.at(-3)?.data).toEqual({
+            sessionId: p.sessionId,
+            profile: dev,
+            containerName: p.containerName,
+            differences: ["limits.memoryBytes: 268435456 -> 134217728", `envNames: ["A"] -> ["A","B"]`],
+            replacedBy: replaced.sessionId
+          })
           expect(yield* ofProfile).toEqual([replaced.containerName])
           expect((yield* createdWith(runtime, replaced.sessionId)).limits.memoryBytes).toBe(128 * 1024 * 1024)
           yield* replaced.destroy

@@ -205,6 +205,24 @@ export const SessionReconnected = event("SessionReconnected", {
 })
 
 /**
+ * A persistent sandbox made with another configuration was removed (with whatever its
+ * `/workspace` held) and replaced by a new one: recorded in the OLD sandbox's stream, before
+ * its ContainerDestroyed and SessionClosed.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const SessionReplaced = event("SessionReplaced", {
+  sessionId: Schema.String,
+  profile: Schema.String,
+  containerName: Schema.String,
+  /** What changed, e.g. "limits.memoryBytes: 536870912 -> 268435456". */
+  differences: Schema.Array(Schema.String),
+  /** The session id of the sandbox that replaces it. */
+  replacedBy: Schema.String
+})
+
+/**
  * @since 0.1.0
  * @category schemas
  */
@@ -254,6 +272,7 @@ export const members = [
   ExecutionCompleted,
   SessionOpened,
   SessionReconnected,
+  SessionReplaced,
   SessionIdleExpired,
   SessionClosed,
   ExecutorStats
@@ -323,6 +342,7 @@ export const eventTypes = [
   ...lifecycleEventTypes,
   "SessionOpened",
   "SessionReconnected",
+  "SessionReplaced",
   "SessionIdleExpired",
   "SessionClosed",
   "ExecutorStats"
@@ -460,6 +480,7 @@ export const EventEnvelope = Schema.Union(
   envelopeOf(ExecutionCompleted),
   envelopeOf(SessionOpened),
   envelopeOf(SessionReconnected),
+  envelopeOf(SessionReplaced),
   envelopeOf(SessionIdleExpired),
   envelopeOf(SessionClosed),
   envelopeOf(ExecutorStats)

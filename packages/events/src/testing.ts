@@ -148,6 +148,13 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
   ExecutionCompleted: arbCompleted,
   SessionOpened: fc.record({ sessionId: fc.uuid(), scope: fc.constantFrom("session", "persistent"), containerName: arbContainerName }),
   SessionReconnected: fc.record({ sessionId: fc.uuid(), containerName: arbContainerName }),
+  SessionReplaced: fc.record({
+    sessionId: fc.uuid(),
+    profile: fc.constantFrom("default", "dev"),
+    containerName: arbContainerName,
+    differences: fc.array(fc.constantFrom("image", "limits.memoryBytes: 536870912 -> 268435456"), { maxLength: 3 }),
+    replacedBy: fc.uuid()
+  }),
   SessionIdleExpired: fc.record({ sessionId: fc.uuid(), idleMs: arbMillis }),
   SessionClosed: fc.record({ sessionId: fc.uuid(), reason: arbText }),
   ExecutorStats: fc.record({ inFlight: arbCount, queued: arbCount })

@@ -61,7 +61,15 @@ export const findOrCreate = <S>(deps: FindDeps, input: FindInput<S>): Effect.Eff
     for (const old of others) {
       const oldId = old.labels[Label.session] ?? old.name.slice(ContainerNamePrefix.length)
       const diff = Fingerprint.differences(old.labels[Label.fingerprintSpec], canonical)
-      yield* Effect.logWarning(`persistent sandbox ${old.name} (profile ${profile}) was made with another configuration; replacing it: ${diff.join("; ")}`)
+      // Loud on purpose: whatever its /workspace held is gone with it (onConfigChange: "refuse" keeps it).
+      yield* Effect.logError(
+        `persistent sandbox ${old.name} (profile ${profile}) was made with another configuration; it is REMOVED, with its files, and replaced ` +
+          `(${diff.join("; ")}); open with onConfigChange: "refuse" to keep it`
+      )
+      yield* deps.appendQuietly(oldId, {
+        type: "SessionReplaced",
+        data: { sessionId: oldId, profile, containerName: old.name, differences: diff, replacedBy: sessionId }
+      })
       yield* deps.removals.removeNow(old)
       yield* deps.appendQuietly(
         oldId,
