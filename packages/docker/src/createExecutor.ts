@@ -7,15 +7,14 @@
  * Errors are the SDK's typed error classes (check `error._tag` or `instanceof`),
  * never Effect's wrappers. An AbortSignal cancels an execution and removes its container.
  */
-import { Exit, Layer, ManagedRuntime } from "effect"
-import { Observable, type Subscriber } from "rxjs"
-import { ExecutorClosed, type ExecuteOptions, type ExecuteRequest, type ExecutionResult, Executor, type ExecutorStats } from "@hermes-sandbox/core"
+import { Layer } from "effect"
+import type { Observable } from "rxjs"
+import type { ExecuteOptions, ExecuteRequest, ExecutionResult, ExecutorStats } from "@hermes-sandbox/core"
 import type { EventEnvelope } from "@hermes-sandbox/events"
 import * as DockerExecutor from "./DockerExecutor.js"
 import { executorOptionsFromHermes, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
-import { runAbortable, squashCause } from "./internal/facadeCall.js"
-import { withFacadeLogger } from "./internal/facadeLogger.js"
+import { openExecutorFacade } from "./internal/executorFacade.js"
 
 export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOptions {
   /**
@@ -53,51 +52,5 @@ export { abortReason, squashCause } from "./internal/facadeCall.js"
 export const createExecutor = async (explicit: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
   const options = explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
   const layer = DockerExecutor.layer(options).pipe(Layer.provide(facadeJournalLayer(options.journal)))
-  const runtime = ManagedRuntime.make(withFacadeLogger(layer))
-  const built = await runtime.runPromiseExit(Executor.Executor)
-  if (Exit.isFailure(built)) {
-    await runtime.dispose()
-    throw squashCause(built.cause)
-  }
-  const executor = built.value
-  let closing: Promise<void> | undefined
-
-  const executeCode = async (request: ExecuteRequest, opts: ExecuteCallOptions = {}) => {
-    if (closing !== undefined) throw new ExecutorClosed({ message: "the executor is closed" })
-    const { signal, ...given } = opts
-    return runAbortable(runtime, (hooks) => executor.executeCode(request, hooks), signal, given, {
-      noun: "execution",
-      closedReason: "the executor was closed",
-      cleaned: "its container was removed"
-    })
-  }
-
-  // Registered synchronously on subscribe, so an execution started right after sees all its events;
-  // completed once close() has removed every container (its last events delivered).
-  const subscribers = new Set<Subscriber<EventEnvelope>>()
-  let completed = false
-  const events$ = new Observable<EventEnvelope>((subscriber) => {
-    if (completed) return subscriber.complete()
-    subscribers.add(subscriber)
-    const unsubscribe = executor.unsafeSubscribe((event) => subscriber.next(event))
-    return () => {
-      subscribers.delete(subscriber)
-      unsubscribe()
-    }
-  })
-
-  const close = () =>
-    (closing ??= runtime.dispose().finally(() => {
-      completed = true
-      for (const s of [...subscribers]) s.complete()
-    }))
-
-  return {
-    executorId: executor.executorId,
-    executeCode,
-    events$,
-    stats: () => runtime.runPromise(executor.stats),
-    close,
-    [Symbol.asyncDispose]: close
-  }
+  return (await openExecutorFacade(layer)).executor
 }

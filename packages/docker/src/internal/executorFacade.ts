@@ -1,0 +1,72 @@
+/**
+ * The executor's Promise facade over any layer that provides an Executor: createExecutor hands it
+ * the Docker layer, createFakeExecutor (./testing) the fake runtime's, so what a test sees of the
+ * fake (errors, abort, events$, stats, close) is what the real facade does, by construction.
+ */
+import { Exit, type Layer, ManagedRuntime } from "effect"
+import { Observable, type Subscriber } from "rxjs"
+import { ExecutorClosed, type ExecuteRequest, Executor } from "@hermes-sandbox/core"
+import type { EventEnvelope } from "@hermes-sandbox/events"
+import type { ExecuteCallOptions, SandboxExecutor } from "../createExecutor.js"
+import { runAbortable, squashCause } from "./facadeCall.js"
+import { withFacadeLogger } from "./facadeLogger.js"
+
+export interface ExecutorFacade<R> {
+  readonly executor: SandboxExecutor
+  /** The built runtime, for a caller that needs more of the layer's services (the fake's control handle). */
+  readonly runtime: ManagedRuntime.ManagedRuntime<Executor.Executor | R, unknown>
+}
+
+/** Build `layer` (with the facades' stderr logger) and wrap its Executor; a failure to build rejects with the typed error. */
+export const openExecutorFacade = async <R>(layer: Layer.Layer<Executor.Executor | R, unknown>): Promise<ExecutorFacade<R>> => {
+  const runtime = ManagedRuntime.make(withFacadeLogger(layer))
+  const built = await runtime.runPromiseExit(Executor.Executor)
+  if (Exit.isFailure(built)) {
+    await runtime.dispose()
+    throw squashCause(built.cause)
+  }
+  const executor = built.value
+  let closing: Promise<void> | undefined
+
+  const executeCode = async (request: ExecuteRequest, opts: ExecuteCallOptions = {}) => {
+    if (closing !== undefined) throw new ExecutorClosed({ message: "the executor is closed" })
+    const { signal, ...given } = opts
+    return runAbortable(runtime, (hooks) => executor.executeCode(request, hooks), signal, given, {
+      noun: "execution",
+      closedReason: "the executor was closed",
+      cleaned: "its container was removed"
+    })
+  }
+
+  // Registered synchronously on subscribe, so an execution started right after sees all its events;
+  // completed once close() has removed every container (its last events delivered).
+  const subscribers = new Set<Subscriber<EventEnvelope>>()
+  let completed = false
+  const events$ = new Observable<EventEnvelope>((subscriber) => {
+    if (completed) return subscriber.complete()
+    subscribers.add(subscriber)
+    const unsubscribe = executor.unsafeSubscribe((event) => subscriber.next(event))
+    return () => {
+      subscribers.delete(subscriber)
+      unsubscribe()
+    }
+  })
+
+  const close = () =>
+    (closing ??= runtime.dispose().finally(() => {
+      completed = true
+      for (const s of [...subscribers]) s.complete()
+    }))
+
+  return {
+    runtime,
+    executor: {
+      executorId: executor.executorId,
+      executeCode,
+      events$,
+      stats: () => runtime.runPromise(executor.stats),
+      close,
+      [Symbol.asyncDispose]: close
+    }
+  }
+}
