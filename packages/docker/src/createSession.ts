@@ -9,7 +9,8 @@
  *   const dev = await openPersistent({ profile: "dev" })     // found again after a restart
  *   await dev.close()                                        // detach (it stays); dev.destroy() removes it
  *
- *   const h = await openHermesSandbox()                      // ~/.hermes/config.yaml decides the scope
+ *   await using h = await openHermesSandbox()                // ~/.hermes/config.yaml decides the scope
+ *   await h.run("ls /workspace")                             // whatever the scope
  *
  * Each facade owns its engine connection (and, for a session, the watchdog that removes its
  * sandbox if this process is killed); `close()` releases them. Errors are the SDK's typed
@@ -19,6 +20,7 @@ import { type Effect, Exit, Layer, ManagedRuntime } from "effect"
 import { Observable } from "rxjs"
 import {
   type ExecuteOptions,
+  type ExecutionResult,
   type PersistentOptions,
   type RunOptions,
   type SessionCodeRequest,
@@ -29,19 +31,27 @@ import {
   type SessionScope
 } from "@hermes-sandbox/core"
 import type { Session } from "@hermes-sandbox/core/Session"
-import type { EventEnvelope } from "@hermes-sandbox/events"
+import type { EventEnvelope, ReplayOptions } from "@hermes-sandbox/events"
 import { type CreateExecutorOptions, createExecutor, type SandboxExecutor } from "./createExecutor.js"
 import { runAbortable, squashCause } from "./internal/facadeCall.js"
 import * as DockerSessions from "./DockerSessions.js"
 import { fromHermesConfig, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
 import { withFacadeLogger } from "./internal/facadeLogger.js"
+import { facadeReplay } from "./internal/facadeReplay.js"
 
 interface FacadeOptions extends Omit<DockerSessions.DockerSessionsOptions, keyof SessionOptions> {
   /** Where lifecycle events are recorded: as for createExecutor (default: the last 10,000 events in memory). */
   readonly journal?: FacadeJournal
   /** Apply the Hermes agent's `terminal:` configuration under these options (see HermesOptions). */
   readonly hermesConfig?: HermesConfigSource
+  /**
+   * When the sandbox was removed for being idle (`lifetimeSeconds`), the next call opens a new one
+   * with the same options and runs there, as the Hermes agent re-creates its sandbox, instead of
+   * failing with SessionEnded. What the old one held (files, cwd, exported variables) is gone;
+   * `sessionId` and `containerName` then name the new one. Default false.
+   */
+  readonly reopenWhenIdleExpired?: boolean
 }
 
 export interface CreateSessionOptions extends FacadeOptions, SessionOptions {}
@@ -53,6 +63,7 @@ export interface SessionCallOptions extends RunOptions {
 }
 
 export interface SandboxSession extends AsyncDisposable {
+  /** The current sandbox's session (a new one after a reopen, see `reopenWhenIdleExpired`). */
   readonly sessionId: string
   readonly scope: SessionScope
   readonly containerName: string
@@ -67,6 +78,8 @@ export interface SandboxSession extends AsyncDisposable {
   runCode(request: SessionCodeRequest, options?: ExecuteOptions & { readonly signal?: AbortSignal }): Promise<SessionResult>
   /** Live session events (committed to the journal first). */
   readonly events$: Observable<EventEnvelope>
+  /** Past events of this facade's journal (the in-memory one too), completing after the last stored one. */
+  replay(options?: ReplayOptions): Observable<EventEnvelope>
   /** Session: remove the sandbox. Persistent: detach (it stays for the next process). Idempotent. */
   close(): Promise<void>
   /** Remove the sandbox (persistent too), then close. Idempotent. */
@@ -90,7 +103,7 @@ const facade = async (
     ...options,
     // Persistent sandboxes outlive this process by design: no watchdog for them.
     watchdog: options.watchdog ?? scope === "session"
-  }).pipe(Layer.provide(facadeJournalLayer(options.journal)))
+  }).pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
   const runtime = ManagedRuntime.make(withFacadeLogger(layer))
   const built = await runtime.runPromiseExit(Sessions)
   if (Exit.isFailure(built)) {
@@ -103,38 +116,72 @@ const facade = async (
     await runtime.dispose()
     throw squashCause(opened.cause)
   }
-  const session: Session = opened.value
+  let session: Session = opened.value
   let closing: Promise<void> | undefined
+  /** A reopen in progress: concurrent calls wait for the same new session. */
+  let reopening: Promise<void> | undefined
+
+  const idleExpired = (e: unknown) => e instanceof SessionEnded && e.reason === "idle-expired"
+  /** Replace an idle-expired session by a new one with the same options (once, whoever asks first). */
+  const reopen = (expired: Session): Promise<void> =>
+    session !== expired ? Promise.resolve() : (reopening ??= runtime.runPromiseExit(open(sessions)).then((exit) => {
+      reopening = undefined
+      if (Exit.isFailure(exit)) throw squashCause(exit.cause)
+      session = exit.value
+    }))
 
   /** One call; `make` gets the hooks that learn its execution id and give the journal the abort's reason. */
-  const call = <A>(make: (hooks: ExecuteOptions) => Effect.Effect<A, unknown>, signal: AbortSignal | undefined, given: ExecuteOptions): Promise<A> => {
+  const call = async <A>(make: (s: Session, hooks: ExecuteOptions) => Effect.Effect<A, unknown>, signal: AbortSignal | undefined, given: ExecuteOptions): Promise<A> => {
     if (closing !== undefined) {
-      return Promise.reject(new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}); open a new one` }))
+      throw new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}); open a new one` })
     }
-    return runAbortable(runtime, make, signal, given, { noun: "call", closedReason: "the session was closed", cleaned: "its processes were killed" })
+    const attempt = (s: Session) =>
+      runAbortable(runtime, (hooks) => make(s, hooks), signal, given, { noun: "call", closedReason: "the session was closed", cleaned: "its processes were killed" })
+    if (options.reopenWhenIdleExpired !== true) return attempt(session)
+    const current = session
+    if ((await runtime.runPromise(current.status)).endReason === "idle-expired") await reopen(current)
+    try {
+      return await attempt(session)
+    } catch (e) {
+      // Expired between the check and the call (the call never ran): once more, in a new sandbox.
+      if (!idleExpired(e)) throw e
+      await reopen(current)
+      return attempt(session)
+    }
   }
   let endReason = "closed"
   const end = (how: "close" | "destroy"): Promise<void> => {
     if (closing === undefined) endReason = how === "destroy" ? "destroyed" : scope === "session" ? "closed" : "detached"
-    return (closing ??= runtime.runPromise(how === "close" ? session.close : session.destroy).finally(() => runtime.dispose()))
+    return (closing ??= Promise.resolve(reopening).catch(() => {}).then(() => runtime.runPromise(how === "close" ? session.close : session.destroy)).finally(() => runtime.dispose()))
   }
 
   return {
-    sessionId: session.sessionId,
+    get sessionId() {
+      return session.sessionId
+    },
     scope: session.scope,
-    containerName: session.containerName,
-    fingerprint: session.fingerprint,
-    reconnected: session.reconnected,
-    replaced: session.replaced,
+    get containerName() {
+      return session.containerName
+    },
+    get fingerprint() {
+      return session.fingerprint
+    },
+    get reconnected() {
+      return session.reconnected
+    },
+    get replaced() {
+      return session.replaced
+    },
     run: (command, o = {}) => {
       const { signal, ...rest } = o
-      return call((hooks) => session.run(command, { ...rest, ...hooks }), signal, rest)
+      return call((s, hooks) => s.run(command, { ...rest, ...hooks }), signal, rest)
     },
     runCode: (request, o = {}) => {
       const { signal, ...given } = o
-      return call((hooks) => session.runCode(request, hooks), signal, given)
+      return call((s, hooks) => s.runCode(request, hooks), signal, given)
     },
     events$: new Observable<EventEnvelope>((subscriber) => sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))),
+    replay: facadeReplay(runtime),
     close: () => end("close"),
     destroy: async () => {
       if (closing !== undefined && scope === "persistent") {
@@ -161,27 +208,73 @@ export const openPersistent = async (options: OpenPersistentOptions = {}): Promi
   return facade(o, "persistent", (sessions) => sessions.openPersistent(o))
 }
 
-export type HermesSandbox =
-  | { readonly scope: "oneShot"; readonly executor: SandboxExecutor; close(): Promise<void> }
-  | { readonly scope: "session" | "persistent"; readonly session: SandboxSession; close(): Promise<void> }
+/** What `openHermesSandbox` opened: one-shot executions, a session, or a persistent sandbox. */
+export type HermesSandbox = HermesSandboxCommon & (
+  | { readonly scope: "oneShot"; readonly executor: SandboxExecutor }
+  | { readonly scope: "session" | "persistent"; readonly session: SandboxSession }
+)
+
+interface HermesSandboxCommon extends AsyncDisposable {
+  /**
+   * A shell command (bash), whatever the scope: a one-shot sandbox of its own (nothing carries
+   * over), or the next call of the session (cwd and exported variables carry over).
+   */
+  run(command: string, options?: SessionCallOptions): Promise<ExecutionResult>
+  /** A code snippet, whatever the scope (`files` land in /workspace, or in the session's directory). */
+  runCode(request: SessionCodeRequest, options?: ExecuteOptions & { readonly signal?: AbortSignal }): Promise<ExecutionResult>
+  close(): Promise<void>
+}
 
 /**
  * The drop-in for Hermes agent users: reads the `terminal:` configuration and opens what it
  * asks for — `container_persistent` absent: one-shot executions; false: a fresh session;
- * true: the persistent sandbox of `profile` (default "default").
+ * true: the persistent sandbox of `profile` (default "default"). `run`/`runCode` work the same
+ * on each; `await using` closes it.
  */
 export const openHermesSandbox = async (
-  options: { readonly hermesConfig?: HermesConfigSource; readonly profile?: string; readonly journal?: FacadeOptions["journal"] } = {}
+  options: {
+    readonly hermesConfig?: HermesConfigSource
+    readonly profile?: string
+    readonly journal?: FacadeOptions["journal"]
+    /** As for createSession: after an idle expiry the next call runs in a new sandbox (what Hermes does). Default true. */
+    readonly reopenWhenIdleExpired?: boolean
+  } = {}
 ): Promise<HermesSandbox> => {
   const source = options.hermesConfig ?? true
   const hermes = fromHermesConfig(source)
   const journal = options.journal === undefined ? {} : { journal: options.journal }
   if (hermes.scope === "oneShot") {
     const executor = await createExecutor({ ...journal, hermesConfig: source } as CreateExecutorOptions)
-    return { scope: "oneShot", executor, close: () => executor.close() }
+    const close = () => executor.close()
+    return {
+      scope: "oneShot",
+      executor,
+      run: (command, o = {}) => {
+        const { env, stdin, timeoutMs, ...call } = o
+        return executor.executeCode({
+          language: "bash",
+          code: command,
+          ...(env === undefined ? {} : { env }),
+          ...(stdin === undefined ? {} : { stdin }),
+          ...(timeoutMs === undefined ? {} : { timeoutMs })
+        }, call)
+      },
+      runCode: (request, o) => executor.executeCode(request, o),
+      close,
+      [Symbol.asyncDispose]: close
+    }
   }
+  const reopen = { reopenWhenIdleExpired: options.reopenWhenIdleExpired ?? true }
   const session = hermes.scope === "session"
-    ? await createSession({ ...journal, hermesConfig: source })
-    : await openPersistent({ ...journal, hermesConfig: source, ...(options.profile === undefined ? {} : { profile: options.profile }) })
-  return { scope: hermes.scope, session, close: () => session.close() }
+    ? await createSession({ ...journal, ...reopen, hermesConfig: source })
+    : await openPersistent({ ...journal, ...reopen, hermesConfig: source, ...(options.profile === undefined ? {} : { profile: options.profile }) })
+  const close = () => session.close()
+  return {
+    scope: hermes.scope,
+    session,
+    run: (command, o) => session.run(command, o),
+    runCode: (request, o) => session.runCode(request, o),
+    close,
+    [Symbol.asyncDispose]: close
+  }
 }

@@ -1,0 +1,89 @@
+/**
+ * The Promise facades' completeness, on the real engine: past events next to the live ones,
+ * one `run` whatever scope openHermesSandbox opened (and `await using`), and a session whose
+ * idle lifetime ended reopened on the next call when asked (as the Hermes agent re-creates its
+ * sandbox) instead of failing.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { lastValueFrom, toArray } from "rxjs"
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { createSession, openHermesSandbox } from "@hermes-sandbox/docker"
+import { containerExists } from "./support/docker.js"
+import { sessionTracker } from "./support/sessions.js"
+
+const { track, trackName, removeTracked } = sessionTracker()
+afterEach(removeTracked)
+const dir = mkdtempSync(join(tmpdir(), "hs-facade-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const hermesConfig = (name: string, lines: ReadonlyArray<string>) => {
+  const path = join(dir, `${name}.yaml`)
+  writeFileSync(path, ["terminal:", "  backend: docker", ...lines.map((l) => `  ${l}`), ""].join("\n"))
+  return { path, env: {} }
+}
+
+describe("Promise facades", () => {
+  it("a session's past events can be replayed from the default in-memory journal, completing after the last one", async () => {
+    const s = track(await createSession())
+    const r = await s.run("echo replayed")
+    const stream = await lastValueFrom(s.replay({ streamId: r.executionId }).pipe(toArray()))
+    expect(stream.map((e) => e.type)).toEqual(["ExecutionRequested", "ContainerExited"])
+    const session = await lastValueFrom(s.replay({ streamId: s.sessionId }).pipe(toArray()))
+    expect(session.map((e) => e.type)).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted"])
+    await s.close()
+  })
+
+  it("with reopenWhenIdleExpired, the call after an idle expiry runs in a new sandbox (nothing of the old one carried); without it, SessionEnded", async () => {
+    const s = track(await createSession({ lifetimeSeconds: 1, reopenWhenIdleExpired: true }))
+    const first = { sessionId: s.sessionId, containerName: s.containerName }
+    await s.run("cd /tmp && export CARRIED=yes && echo data > /tmp/file")
+    expect((await s.run('echo "$PWD $CARRIED"')).stdout).toBe("/tmp yes\n")
+    await new Promise((r) => setTimeout(r, 3_000))
+    const after = await s.run('echo "$PWD ${CARRIED:-unset}"; ls /tmp/file 2>&1 | head -1')
+    trackName(s.containerName)
+    expect(after.exitCode).toBe(0)
+    expect(after.stdout).toMatch(/^\/workspace unset\n.*No such file/)
+    expect(s.sessionId).not.toBe(first.sessionId)
+    expect(s.containerName).not.toBe(first.containerName)
+    expect(await containerExists(first.containerName)).toBe(false)
+    const old = await lastValueFrom(s.replay({ streamId: first.sessionId }).pipe(toArray()))
+    expect(old.map((e) => e.type).slice(-3)).toEqual(["SessionIdleExpired", "ContainerDestroyed", "SessionClosed"])
+    await s.close()
+    expect(await containerExists(s.containerName)).toBe(false)
+
+    const plain = track(await createSession({ lifetimeSeconds: 1 }))
+    await plain.run("true")
+    await new Promise((r) => setTimeout(r, 3_000))
+    await expect(plain.run("true")).rejects.toMatchObject({ _tag: "SessionEnded", reason: "idle-expired" })
+    await plain.close()
+  }, 30_000)
+
+  it("openHermesSandbox: `run` and `runCode` whatever the scope, and `await using` closes it", async () => {
+    let oneShotContainer = ""
+    {
+      await using h = await openHermesSandbox({ hermesConfig: hermesConfig("oneshot", ["container_memory: 256"]) })
+      expect(h.scope).toBe("oneShot")
+      const r = await h.run("cd /tmp && echo $PWD")
+      expect(r).toMatchObject({ exitCode: 0, stdout: "/tmp\n" })
+      // One-shot: nothing carries over.
+      expect((await h.run("echo $PWD")).stdout).toBe("/workspace\n")
+      expect((await h.runCode({ language: "python", code: "print(6*7)" })).stdout).toBe("42\n")
+      oneShotContainer = r.containerName
+    }
+    expect(await containerExists(oneShotContainer)).toBe(false)
+
+    let sessionContainer = ""
+    {
+      await using h = await openHermesSandbox({ hermesConfig: hermesConfig("session", ["container_persistent: false"]) })
+      expect(h.scope).toBe("session")
+      if (h.scope !== "oneShot") track(h.session)
+      await h.run("cd /tmp")
+      expect((await h.run("echo $PWD")).stdout).toBe("/tmp\n")
+      expect((await h.runCode({ language: "python", code: "import os; print(os.getcwd())" })).stdout).toBe("/tmp\n")
+      sessionContainer = (await h.run("true")).containerName
+    }
+    expect(await containerExists(sessionContainer)).toBe(false)
+  }, 60_000)
+})
