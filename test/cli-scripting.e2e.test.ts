@@ -232,7 +232,7 @@ describe("hermes-sandbox events for scripts", () => {
   /** The CLI's stdout into `head`, as a shell pipeline: its exit status and stderr. */
   const intoHead = (args: Array<string>, lines: number) =>
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      const quoted = [...cliCommand, ...args].map((a) => `'${a}'`).join(" ")
+      const quoted = [...cliCommand, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ")
       const child = spawn("bash", ["-c", `${quoted} | head -${lines}; exit "\${PIPESTATUS[0]}"`], { cwd: root })
       let stdout = ""
       let stderr = ""
@@ -249,6 +249,14 @@ describe("hermes-sandbox events for scripts", () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ sequence: 1 })
     const follow = await intoHead(["events", "--follow", "--journal", journal], 1)
     expect({ code: follow.code, stderr: follow.stderr }).toEqual({ code: 0, stderr: "" })
+  })
+
+  it("run | head: the program is stopped, its sandbox removed, and the CLI exits 141 without a stack trace", async () => {
+    const pipeJournal = join(dir, "pipe.sqlite")
+    const r = await intoHead(["run", "--journal", pipeJournal, "-e", 'while True: print("x" * 1000, flush=True)'], 1)
+    expect({ code: r.code, stderr: ownStderr(r.stderr) }).toEqual({ code: 141, stderr: "" })
+    const summary = await cli(["events", "summary", "--json", "--journal", pipeJournal])
+    expect(JSON.parse(summary.stdout)).toMatchObject({ total: 1, byOutcome: { interrupted: 1 }, containersAlive: 0, openLifecycles: 0 })
   })
 
   it("--execution takes the short id the timeline prints (a unique suffix or prefix); none or several matching fail and say so", async () => {
