@@ -5,6 +5,7 @@
 import * as Core from "@hermes-sandbox/core"
 import * as CoreTesting from "@hermes-sandbox/core/testing"
 import * as Docker from "@hermes-sandbox/docker"
+import * as DockerTesting from "@hermes-sandbox/docker/testing"
 import * as Events from "@hermes-sandbox/events"
 import * as EventsTesting from "@hermes-sandbox/events/testing"
 import { describe, expect, it } from "vitest"
@@ -21,5 +22,8 @@ describe("package entry points", () => {
   it("the testing entries have them", () => {
     expect(Object.keys(CoreTesting)).toEqual(expect.arrayContaining(["FakeRuntime", "FakeRuntimeControl", "fakeProgram"]))
     expect(Object.keys(EventsTesting)).toEqual(expect.arrayContaining(["arbLifecycle", "arbJournalHistory", "toEnvelopes"]))
+    expect(Object.keys(DockerTesting)).toEqual(
+      expect.arrayContaining(["createFakeExecutor", "fakeProgram", "arbFakeProgram", "arbExecuteRequest", "arbExecutorOptions", "arbLifecycle", "arbJournalHistory"])
+    )
   })
 })
