@@ -17,6 +17,10 @@ const byStream = (events: ReadonlyArray<EventEnvelope>) => {
 }
 
 describe("createFakeExecutor", () => {
+  it("invalid executor options reject with InvalidRequest, as createExecutor's do", async () => {
+    await expect(createFakeExecutor({ maxConcurrency: 0 })).rejects.toBeInstanceOf(InvalidRequest)
+  })
+
   it("a result mirrors the code's #!fake program", async () => {
     await using executor = await createFakeExecutor()
     const r = await executor.executeCode({ language: "python", code: fakeProgram({ stdout: "42\n", stderr: "warn\n", exitCode: 3 }), stdin: "in" })
