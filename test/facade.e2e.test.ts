@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { lastValueFrom, toArray } from "rxjs"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
-import { createSession, openHermesSandbox } from "@hermes-sandbox/docker"
+import { createExecutor, createSession, openHermesSandbox } from "@hermes-sandbox/docker"
 import { containerExists } from "./support/docker.js"
 import { sessionTracker } from "./support/sessions.js"
 
@@ -25,6 +25,20 @@ const hermesConfig = (name: string, lines: ReadonlyArray<string>) => {
 }
 
 describe("Promise facades", () => {
+  it("an executor's past events can be replayed from the default in-memory journal: one execution's whole lifecycle after the fact; after close() it is ExecutorClosed", async () => {
+    const executor = await createExecutor()
+    const r = await executor.executeCode({ language: "python", code: "print(1)" })
+    // The removal is recorded after the result (in the background): read until it is there.
+    const lifecycle = async () => (await lastValueFrom(executor.replay({ streamId: r.executionId }).pipe(toArray()))).map((e) => e.type)
+    const deadline = Date.now() + 10_000
+    while (!(await lifecycle()).includes("ContainerDestroyed") && Date.now() < deadline) await new Promise((ok) => setTimeout(ok, 50))
+    const history = await lastValueFrom(executor.replay({ streamId: r.executionId }).pipe(toArray()))
+    expect(history.map((e) => e.type)).toEqual(["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ContainerDestroyed"])
+    await executor.close()
+    await expect(lastValueFrom(executor.replay())).rejects.toMatchObject({ _tag: "ExecutorClosed" })
+    expect(history.every((e) => e.streamId === r.executionId)).toBe(true)
+  })
+
   it("a session's past events can be replayed from the default in-memory journal, completing after the last one", async () => {
     const s = track(await createSession())
     const r = await s.run("echo replayed")

@@ -10,7 +10,7 @@
 import { Layer } from "effect"
 import type { Observable } from "rxjs"
 import type { ExecuteOptions, ExecuteRequest, ExecutionResult, ExecutorStats } from "@hermes-sandbox/core"
-import type { EventEnvelope } from "@hermes-sandbox/events"
+import type { EventEnvelope, ReplayOptions } from "@hermes-sandbox/events"
 import * as DockerExecutor from "./DockerExecutor.js"
 import { executorOptionsFromHermes, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
@@ -41,6 +41,12 @@ export interface SandboxExecutor extends AsyncDisposable {
   executeCode(request: ExecuteRequest, options?: ExecuteCallOptions): Promise<ExecutionResult>
   /** Live lifecycle events (committed to the journal first). */
   readonly events$: Observable<EventEnvelope>
+  /**
+   * Past events of this executor's journal (the in-memory one too; `{ streamId }` for one
+   * execution), completing after the last stored one. While open: after close() it errors with
+   * ExecutorClosed (its journal closed with it; a SQLite journal can be read with openJournal).
+   */
+  replay(options?: ReplayOptions): Observable<EventEnvelope>
   stats(): Promise<ExecutorStats>
   /** Interrupts running executions and resolves once every container is removed. Idempotent. */
   close(): Promise<void>
@@ -51,6 +57,6 @@ export { abortReason, squashCause } from "./internal/facadeCall.js"
 
 export const createExecutor = async (explicit: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
   const options = explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
-  const layer = DockerExecutor.layer(options).pipe(Layer.provide(facadeJournalLayer(options.journal)))
+  const layer = DockerExecutor.layer(options).pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
   return (await openExecutorFacade(layer)).executor
 }

@@ -181,7 +181,11 @@ const facade = async (
       return call((s, hooks) => s.runCode(request, hooks), signal, given)
     },
     events$: new Observable<EventEnvelope>((subscriber) => sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))),
-    replay: facadeReplay(runtime),
+    replay: facadeReplay(
+      runtime,
+      () => closing !== undefined,
+      () => new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}): replay while it is open (its journal closed with it)` })
+    ),
     close: () => end("close"),
     destroy: async () => {
       if (closing !== undefined && scope === "persistent") {

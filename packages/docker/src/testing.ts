@@ -88,7 +88,7 @@ const scripted = (script: NonNullable<CreateFakeExecutorOptions["program"]>) => 
 /** A SandboxExecutor over the fake runtime: createExecutor's facade, with scripted programs and injectable faults. */
 export const createFakeExecutor = async (options: CreateFakeExecutorOptions = {}): Promise<FakeSandboxExecutor> => {
   const { program, faults, journal, ...executorOptions } = options
-  const base = Executor.layer(executorOptions).pipe(Layer.provideMerge(FakeRuntime.layer(faults)), Layer.provide(facadeJournalLayer(journal)))
+  const base = Executor.layer(executorOptions).pipe(Layer.provideMerge(FakeRuntime.layer(faults)), Layer.provideMerge(facadeJournalLayer(journal)))
   const layer = program === undefined ? base : Layer.map(base, (ctx) => Context.add(ctx, Executor.Executor, scripted(program)(Context.get(ctx, Executor.Executor))))
   const { executor, runtime } = await openExecutorFacade(layer)
   // The control's effects need nothing of the runtime, so they still answer once it is disposed.

@@ -6,19 +6,23 @@
 import { Exit, type Layer, ManagedRuntime } from "effect"
 import { Observable, type Subscriber } from "rxjs"
 import { ExecutorClosed, type ExecuteRequest, Executor } from "@hermes-sandbox/core"
-import type { EventEnvelope } from "@hermes-sandbox/events"
+import type { EventEnvelope, Journal } from "@hermes-sandbox/events"
 import type { ExecuteCallOptions, SandboxExecutor } from "../createExecutor.js"
 import { runAbortable, squashCause } from "./facadeCall.js"
 import { withFacadeLogger } from "./facadeLogger.js"
+import { facadeReplay } from "./facadeReplay.js"
 
 export interface ExecutorFacade<R> {
   readonly executor: SandboxExecutor
   /** The built runtime, for a caller that needs more of the layer's services (the fake's control handle). */
-  readonly runtime: ManagedRuntime.ManagedRuntime<Executor.Executor | R, unknown>
+  readonly runtime: ManagedRuntime.ManagedRuntime<Executor.Executor | Journal.Journal | R, unknown>
 }
 
-/** Build `layer` (with the facades' stderr logger) and wrap its Executor; a failure to build rejects with the typed error. */
-export const openExecutorFacade = async <R>(layer: Layer.Layer<Executor.Executor | R, unknown>): Promise<ExecutorFacade<R>> => {
+/**
+ * Build `layer` (with the facades' stderr logger) and wrap its Executor, and its Journal for
+ * replay; a failure to build rejects with the typed error.
+ */
+export const openExecutorFacade = async <R>(layer: Layer.Layer<Executor.Executor | Journal.Journal | R, unknown>): Promise<ExecutorFacade<R>> => {
   const runtime = ManagedRuntime.make(withFacadeLogger(layer))
   const built = await runtime.runPromiseExit(Executor.Executor)
   if (Exit.isFailure(built)) {
@@ -64,6 +68,7 @@ export const openExecutorFacade = async <R>(layer: Layer.Layer<Executor.Executor
       executorId: executor.executorId,
       executeCode,
       events$,
+      replay: facadeReplay(runtime, () => closing !== undefined, () => new ExecutorClosed({ message: "the executor is closed: replay while it is open (its journal closed with it)" })),
       stats: () => runtime.runPromise(executor.stats),
       close,
       [Symbol.asyncDispose]: close
