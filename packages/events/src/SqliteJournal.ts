@@ -29,6 +29,7 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -51,6 +52,33 @@ export interface Options {
   readonly pageSize?: number | undefined
   /** How often followers look for rows committed by other processes (default 25 ms). */
   readonly pollInterval?: Duration.DurationInput | undefined
+}
+
+/**
+ * The journal could not be opened because better-sqlite3's native addon cannot be loaded:
+ * `"not-built"` (its build script never ran: pnpm 10 runs dependencies' build scripts only once
+ * approved) or `"incompatible"` (built for another Node.js). The message says how to fix it; the
+ * in-memory journal needs no addon.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SqliteAddonMissing extends Schema.TaggedError<SqliteAddonMissing>("@hermes-sandbox/events/SqliteAddonMissing")(
+  "SqliteAddonMissing",
+  {
+    path: Schema.String,
+    reason: Schema.Literal("not-built", "incompatible"),
+    cause: Schema.optional(Schema.Defect)
+  }
+) {
+  override get message(): string {
+    const what = this.reason === "not-built"
+      ? "the native SQLite addon of better-sqlite3 is not built (pnpm 10 skips dependencies' build scripts until they are approved)"
+      : "the native SQLite addon of better-sqlite3 was built for another Node.js version"
+    return `cannot open journal ${this.path}: ${what}. Fix: with pnpm, \`pnpm approve-builds\` (choose better-sqlite3; ` +
+      `or list it in onlyBuiltDependencies) then \`pnpm rebuild better-sqlite3\`; with npm, \`npm rebuild better-sqlite3\` ` +
+      `(building from source needs python3, make and a C++ compiler). The in-memory journal needs no addon.`
+  }
 }
 
 /**
@@ -81,22 +109,29 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<
   { readonly journal: JournalService; readonly diagnostics: { readonly stats: Effect.Effect<JournalStats> } },
-  JournalError,
+  JournalError | SqliteAddonMissing,
   Scope.Scope
-> =>
-  internal.make({
-    path: options.path ?? defaultJournalPath(),
+> => {
+  const path = options.path ?? defaultJournalPath()
+  return internal.make({
+    path,
     synchronous: options.synchronous,
     busyTimeoutMs: options.busyTimeoutMs,
     pageSize: options.pageSize,
     pollInterval: options.pollInterval
-  })
+  }).pipe(
+    Effect.mapError((error) => {
+      const reason = internal.addonFailure(error.cause)
+      return reason === undefined ? error : new SqliteAddonMissing({ path, reason, cause: error.cause })
+    })
+  )
+}
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<Journal | JournalDiagnostics, JournalError> =>
+export const layer = (options: Options = {}): Layer.Layer<Journal | JournalDiagnostics, JournalError | SqliteAddonMissing> =>
   Layer.scopedContext(
     Effect.map(make(options), (impl) =>
       Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics)))

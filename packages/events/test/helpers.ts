@@ -31,7 +31,7 @@ export const tempJournalPath = (name = "journal"): string => {
 export interface Implementation {
   readonly name: string
   /** A fresh, empty journal each time it is built. */
-  readonly layer: (options?: { readonly pageSize?: number }) => Layer.Layer<Journal | JournalDiagnostics, JournalError>
+  readonly layer: (options?: { readonly pageSize?: number }) => Layer.Layer<Journal | JournalDiagnostics, JournalError | SqliteJournal.SqliteAddonMissing>
 }
 
 export const implementations: ReadonlyArray<Implementation> = [

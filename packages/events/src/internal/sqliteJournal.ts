@@ -78,6 +78,23 @@ const attempt = <A>(message: string, f: () => A): Either.Either<A, JournalError>
   }
 }
 
+/**
+ * Whether opening failed because better-sqlite3's native addon cannot be loaded: "not-built" when
+ * its build script never ran (pnpm 10 runs dependencies' build scripts only once approved; the
+ * `bindings` package then says "Could not locate the bindings file"), "incompatible" when it was
+ * built for another Node.js (dlopen refuses it). The addon loads on the first `new Database`, so
+ * importing better-sqlite3 (and the in-memory journal) works without it.
+ */
+export const addonFailure = (cause: unknown): "not-built" | "incompatible" | undefined => {
+  const message = cause instanceof Error ? cause.message : String(cause)
+  if (message.includes("Could not locate the bindings file")) return "not-built"
+  const code = (cause as { readonly code?: unknown } | null)?.code
+  if (message.includes("better_sqlite3.node") && (code === "ERR_DLOPEN_FAILED" || message.includes("NODE_MODULE_VERSION"))) {
+    return "incompatible"
+  }
+  return undefined
+}
+
 const open = (options: SqliteJournalOptions): Database.Database => {
   if (options.path !== ":memory:" && options.path !== "") {
     fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true })
