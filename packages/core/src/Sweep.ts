@@ -7,7 +7,7 @@
  * It never touches a live sibling's containers: a container is only an orphan
  * when its owner is proven gone, never merely because it is not ours.
  */
-import { Effect, Either, Schedule, Stream } from "effect"
+import { Clock, Effect, Either, Schedule, Stream } from "effect"
 import { type EventMetadata, Journal, type JournalEvent, Projection } from "@hermes-sandbox/events"
 import { Label, ProjectName } from "./Labels.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
@@ -32,6 +32,10 @@ export interface SweepReport {
   readonly durationMs: number
 }
 
+/**
+ * Whether a container's owner is provably gone. Its deadline label is wall-clock epoch seconds,
+ * written by whichever process created it, so it is judged against the wall clock, not `Clock`.
+ */
 export const isOrphan = (labels: Readonly<Record<string, string>>, nowMs = Date.now()): boolean => {
   const deadline = Number(labels[Label.deadline])
   if (Number.isFinite(deadline) && deadline > 0 && nowMs / 1000 > deadline) return true
@@ -48,7 +52,7 @@ export const sweep = (options: SweepOptions) =>
   Effect.gen(function*() {
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
-    const startedAt = Date.now()
+    const startedAt = yield* Clock.currentTimeMillis
 
     const containers = yield* runtime.list({ [Label.project]: ProjectName })
     const orphans: Array<SandboxInfo> = []
@@ -119,7 +123,7 @@ export const sweep = (options: SweepOptions) =>
       )
       if (appended) closed.push(streamId)
     }
-    const report: SweepReport = { removed: removed.map((c) => c.name), live, closed, failed, durationMs: Date.now() - startedAt }
+    const report: SweepReport = { removed: removed.map((c) => c.name), live, closed, failed, durationMs: (yield* Clock.currentTimeMillis) - startedAt }
     if (report.removed.length > 0 || report.closed.length > 0 || report.failed.length > 0) {
       yield* Effect.logInfo(
         `startup sweep: removed ${report.removed.length} orphaned container(s), closed ${report.closed.length} lifecycle(s)` +
