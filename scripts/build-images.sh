@@ -16,6 +16,8 @@
 # Idempotent: with the images present it only re-runs `docker build`, which hits the cache.
 set -euo pipefail
 
+# images/ is ../images from here: at the repository root, and in an installed @hermes-sandbox/docker,
+# whose assets/ hold a copy of this script and of images/ in the same layout.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 BASE_MODE=auto
@@ -133,6 +135,16 @@ fi
 # compiler. gcc and the static C library come from Debian (gcc, libc6-dev) when missing.
 SUPERVISOR_SRC=images/runner/hermes-run.c
 SUPERVISOR=images/runner/build/hermes-run
+# The build context. Run from an installed @hermes-sandbox/docker (its assets/ hold this script
+# and images/) the package may be read-only: then the supervisor is compiled into a copy of images/.
+CONTEXT=images
+if ! { mkdir -p "$(dirname "$SUPERVISOR")" 2>/dev/null && [ -w "$(dirname "$SUPERVISOR")" ]; }; then
+  CONTEXT="$WORKDIR/context"
+  mkdir -p "$CONTEXT"
+  cp -R images/. "$CONTEXT/"
+  SUPERVISOR="$CONTEXT/runner/build/hermes-run"
+  step "images/ is read-only here; building from a copy in $CONTEXT"
+fi
 if ! command -v gcc >/dev/null 2>&1 || [ ! -e /usr/lib/x86_64-linux-gnu/libc.a ] && [ ! -e /usr/lib/aarch64-linux-gnu/libc.a ] && [ ! -e /usr/lib/libc.a ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     step "installing gcc and libc6-dev from Debian (to compile the supervisor)"
@@ -159,7 +171,7 @@ for l in "${LANGS[@]}"; do
   log="$WORKDIR/build-$l.log"
   before=$(docker image inspect --format '{{.Id}}' "$img" 2>/dev/null || true)
   set +e
-  docker build --network none --build-arg "BASE=$base" -t "$img" -f "images/$l/Dockerfile" images 2>&1 | tee "$log" | {
+  docker build --network none --build-arg "BASE=$base" -t "$img" -f "$CONTEXT/$l/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | {
     # Show each step that does work (cached steps and bare ARG lines are skipped).
     pending=""
     while IFS= read -r line; do

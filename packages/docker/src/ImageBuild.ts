@@ -1,6 +1,11 @@
 /**
  * Builds the hermes-sandbox language images by running scripts/build-images.sh (see images/README.md):
  * hermes-sandbox/python:latest, hermes-sandbox/node:latest, hermes-sandbox/bash:latest.
+ *
+ * The script and what it builds from (images/: the Dockerfiles, the supervisor's C source) have one
+ * source of truth, the repository root. An installed package carries a copy in its assets/ (same
+ * layout, copied there when it is packed: packages/docker/scripts/assets.mjs), so images build
+ * from node_modules without a checkout.
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
@@ -23,16 +28,38 @@ export interface BuildImagesResult {
   readonly images: ReadonlyArray<string>
 }
 
-export const BUILD_SCRIPT_URL = new URL("../../../scripts/build-images.sh", import.meta.url)
+/**
+ * Where the build script and images/ are found, relative to this module (src/ and dist/ alike),
+ * in order: a checkout of the repository (packages/docker/{src,dist} -> the root; preferred, so a
+ * stale packed copy never shadows the sources), then the package's own assets/.
+ */
+export const IMAGE_SOURCES_URLS: ReadonlyArray<URL> = [
+  new URL("../../../", import.meta.url),
+  new URL("../assets/", import.meta.url)
+]
 
-/** What a user runs, from the repository root, to build the images. */
-export const imageBuildCommand = (): string => "pnpm hermes-sandbox image build"
+const isImageSources = (root: URL): boolean =>
+  existsSync(new URL("scripts/build-images.sh", root)) && existsSync(new URL("images/runner/hermes-run.c", root))
+
+/** The directory holding scripts/build-images.sh and images/, or undefined when neither place has them. */
+export const imageSources = (): URL | undefined => IMAGE_SOURCES_URLS.find(isImageSources)
+
+/** The build script that {@link buildImages} runs, or undefined when it cannot be found. */
+export const buildScript = (): string | undefined => {
+  const root = imageSources()
+  return root === undefined ? undefined : fileURLToPath(new URL("scripts/build-images.sh", root))
+}
+
+/** What a user runs to build the images: the workspace's script in a checkout, the installed bin otherwise. */
+export const imageBuildCommand = (): string =>
+  imageSources() === IMAGE_SOURCES_URLS[0] ? "pnpm hermes-sandbox image build" : "npx hermes-sandbox image build"
 
 export const buildImages = (options: BuildImagesOptions = {}): Promise<BuildImagesResult> =>
   new Promise((resolve, reject) => {
-    const script = fileURLToPath(BUILD_SCRIPT_URL)
-    if (!existsSync(script)) {
-      reject(new Error(`image build script not found at ${script} (run from a checkout of the repository)`))
+    const script = buildScript()
+    if (script === undefined) {
+      const looked = IMAGE_SOURCES_URLS.map((u) => fileURLToPath(new URL("scripts/build-images.sh", u))).join(", ")
+      reject(new Error(`image build script not found (looked for ${looked}); reinstall @hermes-sandbox/docker`))
       return
     }
     const args = [script, "--base", options.base ?? "auto"]
