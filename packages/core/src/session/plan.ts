@@ -3,12 +3,13 @@
  * plan becomes on the engine — the sandbox's spec, its labels and its fingerprint. Nothing here
  * talks to the engine or the journal.
  */
-import { Effect, Redacted } from "effect"
+import { Effect, Redacted, Schema } from "effect"
 import { type InvalidRequest, invalidRequest } from "../Errors.js"
 import { check, type ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import * as Fingerprint from "../Fingerprint.js"
 import { Label, ProjectName } from "../Labels.js"
 import { mountDanger } from "../Mounts.js"
+import * as Schemas from "../Schemas.js"
 import * as ProcessIdentity from "../ProcessIdentity.js"
 import { SUPERVISOR } from "../RunnerProtocol.js"
 import type { SandboxLimits, SandboxSpec } from "../SandboxRuntime.js"
@@ -89,21 +90,44 @@ export const IDLE_COMMAND: ReadonlyArray<string> = [SUPERVISOR, "--hold"]
 /** A session's hard cap on its life, by default and at most. */
 export const DEFAULT_MAX_LIFETIME_MS = 24 * 3600_000
 const PROFILE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * A session's options as users write them, each field decoded with core's shared schemas (the
+ * same messages as an executor's options); what needs more than one field (the environment over
+ * the service's, dangerous and duplicate mounts, secrets) is checked after the decode.
+ */
+export const SessionOptionsSchema = Schema.Struct({
+  image: Schema.optional(Schemas.Image),
+  env: Schema.optional(Schemas.EnvEntries),
+  mounts: Schema.optional(Schema.Array(Schemas.Mount)),
+  allowDangerousMounts: Schema.optional(Schemas.Flag),
+  workingDir: Schema.optional(Schema.String.pipe(Schema.startsWith("/"), Schema.annotations({ message: () => "an absolute path" }))),
+  lifetimeSeconds: Schema.optional(Schemas.PositiveInt(366 * 86400)),
+  maxLifetimeMs: Schema.optional(Schemas.PositiveInt(SessionReaper.MAX_PERSISTENT_LIFETIME_MS)),
+  timeoutMs: Schema.optional(Schemas.TimeoutMs),
+  memory: Schema.optional(Schemas.Memory),
+  cpus: Schema.optional(Schemas.Cpus),
+  pidsLimit: Schema.optional(Schemas.PositiveInt(1 << 22)),
+  network: Schema.optional(Schemas.Flag),
+  outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * Schemas.MiB)),
+  keepBackgroundProcesses: Schema.optional(Schemas.Flag)
+}).annotations({ identifier: "SessionOptions", message: () => "an object of session options" })
+
+const decodeSessionOptions = Schemas.decoderFor(SessionOptionsSchema, "options")
 
 /** Validate session options over the service's defaults; InvalidRequest before any resource exists. */
 export const resolvePlan = (
-  o: SessionOptions,
+  input: SessionOptions,
   scope: SessionScope,
   config: ResolvedSandboxDefaults,
   defaultImage: string
 ): Effect.Effect<SessionPlan, InvalidRequest> =>
   Effect.gen(function*() {
-    const image = o.image === undefined ? defaultImage : yield* check.image("image", o.image)
+    const o = yield* decodeSessionOptions("", input)
     const env = yield* check.env("env", { ...config.env, ...(o.env ?? {}) })
     const secretEnv: Record<string, Redacted.Redacted<string>> = {}
-    for (const [name, value] of Object.entries(o.secretEnv ?? {})) {
-      if (!ENV_NAME.test(name)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
+    for (const [name, value] of Object.entries(input.secretEnv ?? {})) {
+      if (!Schemas.ENV_NAME.test(name)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
       if (!Redacted.isRedacted(value)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, "(not Redacted)", "a Redacted value (Redacted.make)"))
       secretEnv[name] = value
     }
@@ -115,11 +139,6 @@ export const resolvePlan = (
     }
     const mounts: Array<SandboxSpec["mounts"][number]> = []
     for (const [i, m] of (o.mounts ?? []).entries()) {
-      if (typeof m.hostPath !== "string" || !m.hostPath.startsWith("/")) return yield* Effect.fail(invalidRequest(`mounts[${i}].hostPath`, m.hostPath, "an absolute host path"))
-      if (typeof m.containerPath !== "string" || !m.containerPath.startsWith("/") || m.containerPath === "/") {
-        return yield* Effect.fail(invalidRequest(`mounts[${i}].containerPath`, m.containerPath, "an absolute container path other than /"))
-      }
-      if (m.mode !== undefined && m.mode !== "ro" && m.mode !== "rw") return yield* Effect.fail(invalidRequest(`mounts[${i}].mode`, m.mode, `"ro" (default) or "rw"`))
       const danger = mountDanger(m.hostPath)
       if (danger !== undefined && o.allowDangerousMounts !== true) {
         return yield* Effect.fail(invalidRequest(`mounts[${i}].hostPath`, m.hostPath, `a path that does not hand over the host (${danger}); pass allowDangerousMounts: true to force it`))
@@ -127,33 +146,28 @@ export const resolvePlan = (
       if (mounts.some((x) => x.containerPath === m.containerPath)) return yield* Effect.fail(invalidRequest(`mounts[${i}].containerPath`, m.containerPath, "a container path mounted once"))
       mounts.push({ hostPath: m.hostPath, containerPath: m.containerPath, mode: m.mode ?? "ro" })
     }
-    const workingDir = o.workingDir ?? config.workingDir
-    if (!workingDir.startsWith("/")) return yield* Effect.fail(invalidRequest("workingDir", workingDir, "an absolute path"))
-    const lifetimeMs = o.lifetimeSeconds === undefined ? undefined : (yield* check.positiveInt("lifetimeSeconds", o.lifetimeSeconds, 366 * 86400)) * 1000
+    // A session's hard cap is a deadline like a call's (at most 24 h); a persistent sandbox's may be a year.
+    if (scope === "session" && o.maxLifetimeMs !== undefined) yield* check.timeoutMs("maxLifetimeMs", o.maxLifetimeMs)
     return {
-      image,
+      image: o.image ?? defaultImage,
       env,
       secretEnv,
       mounts,
-      workingDir,
+      workingDir: o.workingDir ?? config.workingDir,
       limits: {
-        memoryBytes: o.memory === undefined ? config.memoryBytes : yield* check.memory("memory", o.memory),
-        nanoCpus: o.cpus === undefined ? config.nanoCpus : yield* check.cpus("cpus", o.cpus),
-        pidsLimit: o.pidsLimit === undefined ? config.pidsLimit : yield* check.positiveInt("pidsLimit", o.pidsLimit, 1 << 22),
+        memoryBytes: o.memory ?? config.memoryBytes,
+        nanoCpus: o.cpus ?? config.nanoCpus,
+        pidsLimit: o.pidsLimit ?? config.pidsLimit,
         tmpBytes: config.tmpBytes,
         workspaceBytes: config.workspaceBytes,
         diskBytes: config.diskBytes
       },
       network: o.network ?? config.network,
-      timeoutMs: o.timeoutMs === undefined ? config.timeoutMs : yield* check.timeoutMs("timeoutMs", o.timeoutMs),
-      outputLimitBytes: o.outputLimitBytes === undefined ? config.outputLimitBytes : yield* check.positiveInt("outputLimitBytes", o.outputLimitBytes, 1024 * 1024 * 1024),
-      lifetimeMs,
-      maxLifetimeMs: scope === "persistent"
-        ? o.maxLifetimeMs === undefined ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : yield* check.positiveInt("maxLifetimeMs", o.maxLifetimeMs, SessionReaper.MAX_PERSISTENT_LIFETIME_MS)
-        : o.maxLifetimeMs === undefined ? DEFAULT_MAX_LIFETIME_MS : yield* check.timeoutMs("maxLifetimeMs", o.maxLifetimeMs),
-      keepBackgroundProcesses: o.keepBackgroundProcesses === undefined ? false : o.keepBackgroundProcesses === true
-        ? true
-        : o.keepBackgroundProcesses === false ? false : yield* Effect.fail(invalidRequest("keepBackgroundProcesses", o.keepBackgroundProcesses, "true or false"))
+      timeoutMs: o.timeoutMs ?? config.timeoutMs,
+      outputLimitBytes: o.outputLimitBytes ?? config.outputLimitBytes,
+      lifetimeMs: o.lifetimeSeconds === undefined ? undefined : o.lifetimeSeconds * 1000,
+      maxLifetimeMs: o.maxLifetimeMs ?? (scope === "persistent" ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : DEFAULT_MAX_LIFETIME_MS),
+      keepBackgroundProcesses: o.keepBackgroundProcesses ?? false
     }
   })
 
