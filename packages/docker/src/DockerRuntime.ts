@@ -167,7 +167,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
                 reason: "protocol",
                 message: `image ${image} does not speak runner protocol ${RUNNER_PROTOCOL_VERSION} (its label ${RUNNER_PROTOCOL_LABEL} is ` +
                   `${found === undefined ? "absent" : JSON.stringify(found)}): every program runs through the supervisor ${SUPERVISOR}. ` +
-                  `Build it FROM a hermes-sandbox image (docs: images/README.md), or rebuild the SDK's images: ${IMAGE_BUILD_COMMAND}`
+                  `Build it FROM a hermes-sandbox image (docs/custom-images.md), or rebuild the SDK's images: ${IMAGE_BUILD_COMMAND}`
               })
             }
           ),

@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import { inspect } from "node:util"
 import { ContainerFailed, type ContainerFailureReason, DockerUnavailable, ImageNotFound, type SandboxError } from "@hermes-sandbox/core"
 import { isQuotaRefusal } from "../DiskQuota.js"
+import { imageBuildCommand } from "../ImageBuild.js"
 
 export interface CallContext {
   readonly endpoint: string
@@ -16,7 +17,8 @@ export interface CallContext {
   readonly image?: string
 }
 
-export const IMAGE_BUILD_COMMAND = "pnpm hermes-sandbox image build"
+/** How this install builds the images: the workspace's script in a checkout, the installed CLI otherwise. */
+export const IMAGE_BUILD_COMMAND = imageBuildCommand()
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ENOENT", "EACCES", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND"])
 
 interface DockerodeError {
