@@ -18,14 +18,14 @@ import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
 import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./ExecutionRequest.js"
-import { type ExecutionResult, toExecutionResult } from "./ExecutionResult.js"
+import type { ExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
 import { makePublisher } from "./internal/publisher.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
 import { encodeRunnerPayload, preloadedCommand } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./kernel/SupervisedRun.js"
-import { boundedWait, runToCompletion, withTerminalEvent } from "./kernel/Run.js"
+import { boundedWait, resultOf, runToCompletion, withTerminalEvent } from "./kernel/Run.js"
 import * as Sandbox from "./kernel/Sandbox.js"
 import { sweep } from "./Sweep.js"
 import { type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
@@ -313,17 +313,7 @@ export const make = (options: ExecutorOptions = {}) =>
             beforeRemoval = Effect.flatMap(Clock.currentTimeMillis, (now) =>
               boundedWait(io.closed, Math.min(Math.max(0, done.deadlineAtMs - now), EXIT_BEFORE_REMOVAL_TIMEOUT_MS)))
           }
-          return toExecutionResult({
-            executionId,
-            containerName: container.name,
-            exitCode: done.exitCode,
-            timedOut: done.timedOut,
-            oomKilled: done.oomKilled,
-            stdout: run.stdout,
-            stderr: run.stderr,
-            startedAtMs: done.startedAtMs,
-            finishedAtMs: done.finishedAtMs
-          })
+          return resultOf(executionId, container.name, done, run)
         })
         return yield* withTerminalEvent((event) => append(executionId, event), interruptReason, body).pipe(
           Effect.onInterrupt(() => Effect.sync(() => void (destroyReason = "interrupted"))),

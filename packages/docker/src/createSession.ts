@@ -62,16 +62,12 @@ export interface SessionCallOptions extends RunOptions {
   readonly signal?: AbortSignal
 }
 
-export interface SandboxSession extends AsyncDisposable {
-  /** The current sandbox's session (a new one after a reopen, see `reopenWhenIdleExpired`). */
-  readonly sessionId: string
-  readonly scope: SessionScope
-  readonly containerName: string
-  readonly fingerprint: string
-  /** Persistent: an existing sandbox was found again. */
-  readonly reconnected: boolean
-  /** Persistent: sandboxes of the profile removed because their configuration differed. */
-  readonly replaced: ReadonlyArray<string>
+/**
+ * A session in Promise form. Its identity (`sessionId`, `containerName`, `fingerprint`,
+ * `reconnected`, `replaced`) is the current sandbox's: a new one after a reopen (see
+ * `reopenWhenIdleExpired`).
+ */
+export interface SandboxSession extends AsyncDisposable, Pick<Session, "sessionId" | "scope" | "containerName" | "fingerprint" | "reconnected" | "replaced"> {
   /** A shell command (bash: cd, export, pipes...) or an argv; serialized with the session's other calls. */
   run(command: string | ReadonlyArray<string>, options?: SessionCallOptions): Promise<SessionResult>
   /** A code snippet through the runner, in the session's directory and environment. */

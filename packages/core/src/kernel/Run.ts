@@ -18,6 +18,7 @@ import { Clock, Deferred, Effect, Fiber, Option, type Scope } from "effect"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
 import type { ExitStatus } from "../SandboxRuntime.js"
+import { type ExecutionResult, toExecutionResult } from "../ExecutionResult.js"
 import type { SupervisedRun, SupervisorReport } from "./SupervisedRun.js"
 
 /** What one run happens on: a one-shot sandbox's PID 1, or a session call's exec. */
@@ -55,6 +56,20 @@ export interface Completion {
 }
 
 const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
+
+/** The result of a run that ended or timed out: its completion and what the supervisor relayed. */
+export const resultOf = (executionId: string, containerName: string, done: Completion, run: SupervisedRun): ExecutionResult =>
+  toExecutionResult({
+    executionId,
+    containerName,
+    exitCode: done.exitCode,
+    timedOut: done.timedOut,
+    oomKilled: done.oomKilled,
+    stdout: run.stdout,
+    stderr: run.stderr,
+    startedAtMs: done.startedAtMs,
+    finishedAtMs: done.finishedAtMs
+  })
 
 const polled = (run: SupervisedRun): Effect.Effect<Option.Option<SupervisorReport>> =>
   Deferred.poll(run.report).pipe(Effect.flatMap((o) => Option.isSome(o) ? Effect.asSome(o.value) : Effect.succeedNone))

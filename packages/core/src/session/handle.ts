@@ -15,10 +15,10 @@ import { v7 as uuidv7 } from "uuid"
 import type { JournalError, JournalEvent, JournalService } from "@hermes-sandbox/events"
 import { type InvalidRequest, type SandboxError, SessionEnded } from "../Errors.js"
 import type { ExecuteOptions } from "../Executor.js"
-import { type ExecutionResult, toExecutionResult } from "../ExecutionResult.js"
+import type { ExecutionResult } from "../ExecutionResult.js"
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import type { Removals } from "../kernel/Removals.js"
-import { withTerminalEvent } from "../kernel/Run.js"
+import { resultOf, withTerminalEvent } from "../kernel/Run.js"
 import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
 import { type CallInput, codeInput, commandInput, type RunOptions, runCall, type SessionCodeRequest } from "./call.js"
@@ -166,20 +166,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
         lastActivityMs = yield* Clock.currentTimeMillis
         const { done, run } = yield* runCall(callDeps, input, hooks, record)
         lastActivityMs = yield* Clock.currentTimeMillis
-        const result: SessionResult = {
-          ...toExecutionResult({
-            executionId,
-            containerName: container.name,
-            exitCode: done.exitCode,
-            timedOut: done.timedOut,
-            oomKilled: done.oomKilled,
-            stdout: run.stdout,
-            stderr: run.stderr,
-            startedAtMs: done.startedAtMs,
-            finishedAtMs: done.finishedAtMs
-          }),
-          sessionId
-        }
+        const result: SessionResult = { ...resultOf(executionId, container.name, done, run), sessionId }
         return result
       }).pipe(Effect.scoped)
 
