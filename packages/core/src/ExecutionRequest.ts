@@ -124,16 +124,8 @@ const filesIssue = (files: object, ast: Schema.Schema.AnyNoContext["ast"]): Pars
 }
 
 /** The files of a request (relative path -> content), checked as {@link filesIssue} says. */
-export const Files: Schema.Schema<Readonly<Record<string, FileContent>>> = Schema.declare(
-  [],
-  {
-    decode: () => (input, _, ast) => {
-      if (typeof input !== "object" || input === null || Array.isArray(input)) return ParseResult.fail(new ParseResult.Type(ast, input))
-      const issue = filesIssue(input, ast)
-      return issue === undefined ? ParseResult.succeed(input as Readonly<Record<string, FileContent>>) : ParseResult.fail(issue)
-    },
-    encode: () => (input) => ParseResult.succeed(input as Readonly<Record<string, FileContent>>)
-  },
+export const Files: Schema.Schema<Readonly<Record<string, FileContent>>> = Schemas.checkedObject(
+  filesIssue,
   {
     identifier: "Files",
     message: () => "an object of relative path -> content",

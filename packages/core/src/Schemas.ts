@@ -219,6 +219,28 @@ export const EnvName = Schema.String.pipe(Schema.pattern(ENV_NAME), Schema.annot
 const envStringBytes = (name: string, value: string): number => Buffer.byteLength(name, "utf8") + 1 + Buffer.byteLength(value, "utf8")
 
 /** The first variable execve would refuse (its name, a NUL, its size), as an issue that never echoes a value. */
+/**
+ * A plain object (not an array, not null) taken as it is when `issueOf` finds nothing wrong with
+ * it as a whole: one pass over the entries naming the first bad one, cheaper and more precise than
+ * a Record schema of refinements (files of a request, variables).
+ */
+export const checkedObject = <A extends object>(
+  issueOf: (input: object, ast: SchemaAST.AST) => ParseResult.ParseIssue | undefined,
+  annotations: Schema.Annotations.Schema<A>
+): Schema.Schema<A> =>
+  Schema.declare(
+    [],
+    {
+      decode: () => (input, _, ast) => {
+        if (typeof input !== "object" || input === null || Array.isArray(input)) return ParseResult.fail(new ParseResult.Type(ast, input))
+        const issue = issueOf(input, ast)
+        return issue === undefined ? ParseResult.succeed(input as A) : ParseResult.fail(issue)
+      },
+      encode: () => (input) => ParseResult.succeed(input as A)
+    },
+    annotations
+  )
+
 const envEntriesIssue = (env: object, ast: SchemaAST.AST): ParseResult.ParseIssue | undefined => {
   for (const [name, value] of Object.entries(env)) {
     if (!ENV_NAME.test(name)) return new ParseResult.Pointer(name, env, new ParseResult.Type(ast, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
@@ -266,16 +288,8 @@ const arbEnv = (fc: FastCheck) =>
  * is this with its own total). One pass over the entries, in order, naming the first bad one;
  * values are never echoed (they may be secrets), only their size.
  */
-export const EnvEntries: Schema.Schema<Readonly<Record<string, string>>> = Schema.declare(
-  [],
-  {
-    decode: () => (input, _, ast) => {
-      if (typeof input !== "object" || input === null || Array.isArray(input)) return ParseResult.fail(new ParseResult.Type(ast, input))
-      const issue = envEntriesIssue(input, ast)
-      return issue === undefined ? ParseResult.succeed(input as Readonly<Record<string, string>>) : ParseResult.fail(issue)
-    },
-    encode: () => (input) => ParseResult.succeed(input as Readonly<Record<string, string>>)
-  },
+export const EnvEntries: Schema.Schema<Readonly<Record<string, string>>> = checkedObject(
+  envEntriesIssue,
   { identifier: "EnvEntries", ...allowed("an object of NAME: value strings"), arbitrary: () => (fc) => arbEnv(fc) }
 )
 
