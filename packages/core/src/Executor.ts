@@ -53,6 +53,8 @@ export interface ExecuteOptions {
   readonly onExecutionId?: (executionId: string) => void
   /** Why the caller interrupted it (an AbortSignal's reason), for the journal's ExecutionInterrupted. */
   readonly interruptReason?: () => string | undefined
+  /** The caller's labels, recorded in the run's ExecutionRequested (e.g. which client and tool asked). */
+  readonly tags?: Readonly<Record<string, string>>
 }
 
 export type DestroyReason = "completed" | "timeout" | "interrupted" | "failed"
@@ -342,7 +344,8 @@ export const make = (options: ExecutorOptions = {}) =>
               limits: { memoryBytes: plan.memoryBytes, nanoCpus: plan.nanoCpus, pidsLimit: plan.pidsLimit, outputLimitBytes: plan.outputLimitBytes },
               network: config.network,
               runtime: config.runtime ?? "runc",
-              scope: "oneShot"
+              scope: "oneShot",
+              ...(hooks.tags === undefined ? {} : { tags: hooks.tags })
             }
           })
           const scope = yield* Scope.make()

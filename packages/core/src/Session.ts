@@ -232,7 +232,7 @@ export const make = (options: SessionsOptions = {}) =>
         const fp = fingerprintOf(plan, imageId, config)
         const sessionId = uuidv7()
         const name = `${ContainerNamePrefix}${sessionId}`
-        yield* append(sessionId, { type: "SessionOpened", data: { sessionId, scope: "session", containerName: name } })
+        yield* append(sessionId, { type: "SessionOpened", data: { sessionId, scope: "session", containerName: name, ...(plan.tags === undefined ? {} : { tags: plan.tags }) } })
         const container = yield* createStarted(sessionId, plan, name, sessionLabels(plan, sessionId, executorId, fp)).pipe(
           Effect.tapError((e) => appendQuietly(sessionId, { type: "SessionClosed", data: { sessionId, reason: `failed to start: ${e._tag}` } }))
         )
@@ -257,6 +257,7 @@ export const make = (options: SessionsOptions = {}) =>
             sessionId,
             fingerprint: fp,
             imageId,
+            tags: plan.tags,
             create: createStarted(sessionId, plan, `${ContainerNamePrefix}${sessionId}`, labels),
             newDeadlineMs: SessionReaper.deadlineOf(labels, 0),
             handle: (container, reconnected, replaced, deadlineMs) =>

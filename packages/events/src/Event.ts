@@ -60,6 +60,15 @@ export type DestroyReason = typeof DestroyReason.Type
  */
 export const SessionScope = Schema.Literal("session", "persistent")
 
+/**
+ * The caller's labels for a run or a session (e.g. the MCP server's `mcp.session`,
+ * `mcp.tool`): recorded as given, for filtering and auditing; never interpreted.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Tags = Schema.Record({ key: Schema.String, value: Schema.String })
+
 const event = <const Type extends string, Fields extends Schema.Struct.Fields>(type: Type, fields: Fields) =>
   Schema.Struct({ type: Schema.tag(type), data: Schema.Struct(fields) }).annotations({ identifier: type })
 
@@ -84,7 +93,8 @@ export const ExecutionRequested = event("ExecutionRequested", {
   network: Schema.Boolean,
   runtime: Schema.String,
   scope: Schema.optional(Schema.String),
-  sessionId: Schema.optional(Schema.String)
+  sessionId: Schema.optional(Schema.String),
+  tags: Schema.optional(Tags)
 })
 
 /**
@@ -192,7 +202,8 @@ export const ExecutionCompleted = event("ExecutionCompleted", {
 export const SessionOpened = event("SessionOpened", {
   sessionId: Schema.String,
   scope: SessionScope,
-  containerName: Schema.String
+  containerName: Schema.String,
+  tags: Schema.optional(Tags)
 })
 
 /**

@@ -195,7 +195,8 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
             network: plan.network,
             runtime: deps.config.runtime ?? "runc",
             scope: h.scope,
-            sessionId
+            sessionId,
+            ...(plan.tags === undefined && hooks.tags === undefined ? {} : { tags: { ...plan.tags, ...hooks.tags } })
           }
         })
         const interruptReason = Effect.sync(() => {

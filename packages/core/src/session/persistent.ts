@@ -28,6 +28,8 @@ export interface FindInput<S> {
   readonly sessionId: string
   readonly fingerprint: { readonly canonical: string; readonly fingerprint: string }
   readonly imageId: string
+  /** The caller's labels, for SessionOpened. */
+  readonly tags: Readonly<Record<string, string>> | undefined
   /** Create, start and record a new one (kernel/Sandbox.ts). */
   readonly create: Effect.Effect<SandboxCreated, SandboxError | JournalError>
   /** Its labels' deadline (ms), for the new one. */
@@ -105,7 +107,7 @@ export const findOrCreate = <S>(deps: FindDeps, input: FindInput<S>): Effect.Eff
         )
       }
     }
-    yield* deps.append(sessionId, { type: "SessionOpened", data: { sessionId, scope: "persistent", containerName: `${ContainerNamePrefix}${sessionId}` } })
+    yield* deps.append(sessionId, { type: "SessionOpened", data: { sessionId, scope: "persistent", containerName: `${ContainerNamePrefix}${sessionId}`, ...(input.tags === undefined ? {} : { tags: input.tags }) } })
     const created = yield* input.create.pipe(Effect.either)
     if (created._tag === "Right") return yield* input.handle(created.right, false, replaced, input.newDeadlineMs)
     // Another process created it a moment ago (the name is taken): take that one.

@@ -61,6 +61,8 @@ export interface SessionOptions {
    * (same uid, no Yama) — but never forge its exit code or its end (docs/sessions.md).
    */
   readonly keepBackgroundProcesses?: boolean
+  /** The caller's labels, recorded in SessionOpened and in every call's ExecutionRequested. */
+  readonly tags?: Readonly<Record<string, string>>
 }
 
 export interface PersistentOptions extends SessionOptions {
@@ -83,6 +85,7 @@ export interface SessionPlan {
   readonly lifetimeMs: number | undefined
   readonly maxLifetimeMs: number
   readonly keepBackgroundProcesses: boolean
+  readonly tags: Readonly<Record<string, string>> | undefined
 }
 
 /** The sandbox's main process, PID 1: the supervisor holding it open, reaping orphans, until removed. */
@@ -110,7 +113,8 @@ export const SessionOptionsSchema = Schema.Struct({
   pidsLimit: Schema.optional(Schemas.PositiveInt(1 << 22)),
   network: Schema.optional(Schemas.Flag),
   outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * Schemas.MiB)),
-  keepBackgroundProcesses: Schema.optional(Schemas.Flag)
+  keepBackgroundProcesses: Schema.optional(Schemas.Flag),
+  tags: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
 }).annotations({ identifier: "SessionOptions", message: () => "an object of session options" })
 
 const decodeSessionOptions = Schemas.decoderFor(SessionOptionsSchema, "options")
@@ -167,7 +171,8 @@ export const resolvePlan = (
       outputLimitBytes: o.outputLimitBytes ?? config.outputLimitBytes,
       lifetimeMs: o.lifetimeSeconds === undefined ? undefined : o.lifetimeSeconds * 1000,
       maxLifetimeMs: o.maxLifetimeMs ?? (scope === "persistent" ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : DEFAULT_MAX_LIFETIME_MS),
-      keepBackgroundProcesses: o.keepBackgroundProcesses ?? false
+      keepBackgroundProcesses: o.keepBackgroundProcesses ?? false,
+      tags: o.tags
     }
   })
 
