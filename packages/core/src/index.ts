@@ -10,6 +10,7 @@
  */
 export * as Errors from "./Errors.js"
 export * from "./Errors.js"
+export { errorJson } from "./ErrorJson.js"
 export * as Executor from "./Executor.js"
 export type { ExecuteError, ExecuteOptions, ExecutorStats } from "./Executor.js"
 export * as ExecutionRequest from "./ExecutionRequest.js"
