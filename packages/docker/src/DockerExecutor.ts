@@ -9,7 +9,7 @@
  */
 import { Effect, Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { Executor, type ExecutorOptions, type InvalidRequest, type SandboxError, type SandboxRuntime } from "@hermes-sandbox/core"
+import { Executor, type ExecutorOptions, type InvalidRequest, type SandboxError, type SandboxRuntime, Session, type Sessions, type SessionsOptions } from "@hermes-sandbox/core"
 import type { Journal } from "@hermes-sandbox/events"
 import * as DockerEngine from "./DockerEngine.js"
 import * as DockerRuntime from "./DockerRuntime.js"
@@ -24,16 +24,39 @@ export interface DockerExecutorOptions extends ExecutorOptions, DockerEngine.Doc
 export const runtimeLayer = (options: DockerEngine.DockerEngineOptions & DockerRuntime.DockerRuntimeOptions = {}) =>
   DockerRuntime.layer(options).pipe(Layer.provideMerge(DockerEngine.layer(options)))
 
-/** An Executor over Docker. Needs a Journal (MemoryJournal.layer() or SqliteJournal.layer). */
-export const layer = (
-  options: DockerExecutorOptions = {}
-): Layer.Layer<Executor.Executor | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
-  const executorId = options.executorId ?? uuidv7()
+/** The engine connection, the runtime and (unless turned off) the watchdog of `executorId`. */
+const infraLayer = (options: DockerExecutorOptions, executorId: string) => {
   const watchdog = options.watchdog === false
     ? Layer.empty
     : Layer.scopedDiscard(
       Effect.flatMap(DockerEngine.DockerEngine, (engine) => Watchdog.start(executorId, engine.endpoint))
     )
-  const infra = Layer.merge(DockerRuntime.layer(options), watchdog).pipe(Layer.provideMerge(DockerEngine.layer(options)))
-  return Executor.layer({ ...options, executorId }).pipe(Layer.provideMerge(infra))
+  return Layer.merge(DockerRuntime.layer(options), watchdog).pipe(Layer.provideMerge(DockerEngine.layer(options)))
+}
+
+/** An Executor over Docker. Needs a Journal (MemoryJournal.layer() or SqliteJournal.layer). */
+export const layer = (
+  options: DockerExecutorOptions = {}
+): Layer.Layer<Executor.Executor | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
+  const executorId = options.executorId ?? uuidv7()
+  return Executor.layer({ ...options, executorId }).pipe(Layer.provideMerge(infraLayer(options, executorId)))
+}
+
+/**
+ * An Executor and Sessions over ONE engine connection, runtime, watchdog and identity (the MCP
+ * server: one-shot runs and session sandboxes in one journal, both covered by one watchdog and
+ * one startup sweep, the executor's). `sessions` are the session service's own options (its
+ * image, runner); the sandbox defaults (limits, network, runtime, env) are the executor's.
+ */
+export type SessionServiceOptions = Pick<SessionsOptions, "sessionImage" | "runner" | "reapOnStart">
+
+export const layerWithSessions = (
+  options: DockerExecutorOptions & { readonly sessions?: SessionServiceOptions } = {}
+): Layer.Layer<Executor.Executor | Sessions | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
+  const executorId = options.executorId ?? uuidv7()
+  const { sessions, maxConcurrency: _c, maxQueue: _q, whenQueueFull: _w, warmPool: _p, awaitRemoval: _r, ...defaults } = options
+  return Layer.merge(
+    Executor.layer({ ...options, executorId }),
+    Session.layer({ ...defaults, ...sessions, executorId, sweepOnStart: false })
+  ).pipe(Layer.provideMerge(infraLayer(options, executorId)))
 }

@@ -55,8 +55,12 @@ export interface SandboxExecutor extends AsyncDisposable {
 
 export { abortReason, squashCause } from "./internal/facadeCall.js"
 
+/** The options as given over the Hermes configuration's, when one is named (options given win). */
+export const withHermesDefaults = <O extends CreateExecutorOptions>(explicit: O): O =>
+  explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
+
 export const createExecutor = async (explicit: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
-  const options = explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
+  const options = withHermesDefaults(explicit)
   const layer = DockerExecutor.layer(options).pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
   return (await openExecutorFacade(layer)).executor
 }

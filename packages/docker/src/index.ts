@@ -19,6 +19,7 @@ export * as HermesOptions from "./HermesOptions.js"
 export * as ImageBuild from "./ImageBuild.js"
 export * as ResourceLimits from "./ResourceLimits.js"
 export * as SandboxUid from "./SandboxUid.js"
+export * as SandboxServices from "./SandboxServices.js"
 export * as Seccomp from "./Seccomp.js"
 export * as Watchdog from "./Watchdog.js"
 

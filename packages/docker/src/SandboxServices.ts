@@ -1,0 +1,30 @@
+/**
+ * The services behind the Promise facades, for a facade of one's own built on them (the MCP
+ * server): an Executor and Sessions over one engine connection, runtime, watchdog and journal,
+ * configured like createExecutor (Hermes configuration, journal choice), logging to standard
+ * error (a stdio protocol owns standard output); and the facades' bridge from an Effect call to a
+ * Promise, so an AbortSignal interrupts a call the same way everywhere.
+ */
+import { Layer } from "effect"
+import type { Executor, InvalidRequest, SandboxError, SandboxRuntime, Sessions } from "@hermes-sandbox/core"
+import type { Journal } from "@hermes-sandbox/events"
+import { type CreateExecutorOptions, withHermesDefaults } from "./createExecutor.js"
+import type * as DockerEngine from "./DockerEngine.js"
+import * as DockerExecutor from "./DockerExecutor.js"
+import { facadeJournalLayer } from "./internal/facadeJournal.js"
+import { withFacadeLogger } from "./internal/facadeLogger.js"
+
+export { abortReason, type CallWording, runAbortable, squashCause } from "./internal/facadeCall.js"
+
+export interface SandboxServicesOptions extends CreateExecutorOptions {
+  /** The session service's own options (the sandbox defaults are the executor's). */
+  readonly sessions?: DockerExecutor.SessionServiceOptions
+}
+
+export type SandboxServices = Executor.Executor | Sessions | Journal.Journal | DockerEngine.DockerEngine | SandboxRuntime
+
+/** Executor + Sessions + Journal, built as createExecutor builds its executor. */
+export const layer = (explicit: SandboxServicesOptions = {}): Layer.Layer<SandboxServices, InvalidRequest | SandboxError | unknown> => {
+  const options = withHermesDefaults(explicit)
+  return withFacadeLogger(DockerExecutor.layerWithSessions(options).pipe(Layer.provideMerge(facadeJournalLayer(options.journal))))
+}
