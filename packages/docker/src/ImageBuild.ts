@@ -11,6 +11,7 @@ import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { forEachLine } from "./internal/lines.js"
+import { packageRoot } from "./internal/packageRoot.js"
 
 export interface BuildImagesOptions {
   /** "auto" (default): registry bases when reachable, else an offline Debian base built with mmdebstrap. */
@@ -29,13 +30,13 @@ export interface BuildImagesResult {
 }
 
 /**
- * Where the build script and images/ are found, relative to this module (src/ and dist/ alike),
- * in order: a checkout of the repository (packages/docker/{src,dist} -> the root; preferred, so a
- * stale packed copy never shadows the sources), then the package's own assets/.
+ * Where the build script and images/ are found, relative to the package's root, in order: a
+ * checkout of the repository (packages/docker -> the root; preferred, so a stale packed copy never
+ * shadows the sources), then the package's own assets/.
  */
 export const IMAGE_SOURCES_URLS: ReadonlyArray<URL> = [
-  new URL("../../../", import.meta.url),
-  new URL("../assets/", import.meta.url)
+  new URL("../../", packageRoot),
+  new URL("assets/", packageRoot)
 ]
 
 const isImageSources = (root: URL): boolean =>

@@ -7,6 +7,7 @@
  * Docker's API takes the profile as JSON text: `HostConfig.SecurityOpt: ["seccomp=<json text>"]`.
  */
 import { readFileSync } from "node:fs"
+import { packageRoot } from "./internal/packageRoot.js"
 
 /**
  * System calls that Docker's upstream default profile allows (unconditionally, per kernel version,
@@ -116,7 +117,7 @@ export const SECCOMP_ALLOWED_PERSONALITIES: ReadonlyArray<number> = [0, 42949672
 /** Capabilities a sandbox may be given back (everything else stays dropped). */
 export const SECCOMP_GRANTABLE_CAPABILITIES: ReadonlyArray<string> = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"]
 
-export const SECCOMP_PROFILE_URL = new URL("../seccomp/hermes-sandbox.json", import.meta.url)
+export const SECCOMP_PROFILE_URL = new URL("seccomp/hermes-sandbox.json", packageRoot)
 
 let cached: string | undefined
 

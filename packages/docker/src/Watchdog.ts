@@ -10,8 +10,9 @@
 import { Effect, Layer } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { packageRoot } from "./internal/packageRoot.js"
 
-export const watchdogScript = fileURLToPath(new URL("../watchdog/watchdog.mjs", import.meta.url))
+export const watchdogScript = fileURLToPath(new URL("watchdog/watchdog.mjs", packageRoot))
 
 export interface WatchdogHandle {
   readonly executorId: string
