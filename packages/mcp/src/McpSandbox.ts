@@ -1,0 +1,145 @@
+/**
+ * What every MCP session of one server shares: the services (ONE executor, so the concurrency
+ * limit and queue hold across clients, and the session service, over one journal), the tools'
+ * limits, and the count of live session sandboxes against the server's cap. Each MCP session
+ * (McpSession.ts) is opened from here and closed with it at the latest.
+ */
+import { Effect, type Layer, ManagedRuntime } from "effect"
+import { Executor, type Sessions, Session as SessionService } from "@hermes-sandbox/core"
+import { SandboxServices } from "@hermes-sandbox/docker"
+import type { Journal } from "@hermes-sandbox/events"
+import { SessionLimitReached } from "./errors.js"
+import { McpSession, type McpSessionContext } from "./McpSession.js"
+import { DEFAULT_RESULT_CAPS, type ResultCaps } from "./tools/results.js"
+
+export type Services = Executor.Executor | Sessions | Journal.Journal
+
+export interface McpToolLimits {
+  /** execute_code's and terminal's timeout_s when none is given. Default 50: inside the 60 s request timeout most clients use. */
+  readonly defaultTimeoutS?: number
+  /** The largest timeout_s accepted. Default 300 (a client must then allow as long, or reset its timeout on progress). */
+  readonly maxTimeoutS?: number
+  /** Idle seconds after which a session sandbox (terminal, read_file, write_file) is removed. Default 600. */
+  readonly sessionIdleS?: number
+  /** Live session sandboxes this server holds at most, over all its MCP sessions. Default 16. */
+  readonly maxSessionSandboxes?: number
+  /** Bytes of a file read_file returns at most per call. Default 256 KiB. */
+  readonly maxReadBytes?: number
+  /** Bytes write_file writes at most. Default 8 MiB. */
+  readonly maxWriteBytes?: number
+  /** Bytes of stdout and stderr a result carries. Default the Hermes agent's: 50,000 and 10,000. */
+  readonly resultCaps?: ResultCaps
+  /** How often a long call sends "still running" progress (when the client asked for progress). Default 5000 ms. */
+  readonly progressIntervalMs?: number
+}
+
+export type ResolvedLimits = Required<McpToolLimits>
+
+export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => ({
+  defaultTimeoutS: l.defaultTimeoutS ?? 50,
+  maxTimeoutS: l.maxTimeoutS ?? 300,
+  sessionIdleS: l.sessionIdleS ?? 600,
+  maxSessionSandboxes: l.maxSessionSandboxes ?? 16,
+  maxReadBytes: l.maxReadBytes ?? 256 * 1024,
+  maxWriteBytes: l.maxWriteBytes ?? 8 * 1024 * 1024,
+  resultCaps: l.resultCaps ?? DEFAULT_RESULT_CAPS,
+  progressIntervalMs: l.progressIntervalMs ?? 5000
+})
+
+export interface McpSandboxOptions extends SandboxServices.SandboxServicesOptions {
+  readonly limits?: McpToolLimits
+  /** Options of every session sandbox (terminal): its image, env... Its idle limit is limits.sessionIdleS. */
+  readonly session?: Omit<SessionService.SessionOptions, "lifetimeSeconds" | "tags">
+}
+
+export class McpSandbox {
+  readonly limits: ResolvedLimits
+  private readonly sessions = new Set<McpSession>()
+  /** Session ids of the session sandboxes alive now (released by their SessionClosed). */
+  private readonly liveSandboxes = new Set<string>()
+  private opening = 0
+  private closing: Promise<void> | undefined
+  private readonly unsubscribe: () => void
+
+  private constructor(
+    readonly runtime: ManagedRuntime.ManagedRuntime<Services, unknown>,
+    readonly executorId: string,
+    /** Live events of the executor and of the sessions service (each delivered after it committed). */
+    readonly subscribe: Sessions["Type"]["unsafeSubscribe"],
+    readonly sessionOptions: McpSandboxOptions["session"],
+    limits: McpToolLimits | undefined
+  ) {
+    this.limits = resolveLimits(limits)
+    this.unsubscribe = subscribe((e) => {
+      if (e.type === "SessionClosed") this.liveSandboxes.delete(e.streamId)
+    })
+  }
+
+  /** Build the services of `layer` (the Docker ones by default; a fake runtime's in tests). */
+  static async open(options: McpSandboxOptions = {}, layer?: Layer.Layer<Services, unknown>): Promise<McpSandbox> {
+    const runtime = ManagedRuntime.make(layer ?? SandboxServices.layer(options))
+    try {
+      const { executorId, subscribe } = await runtime.runPromise(Effect.gen(function*() {
+        const executor = yield* Executor.Executor
+        const sessions = yield* SessionService.Sessions
+        const subscribe: Sessions["Type"]["unsafeSubscribe"] = (listener) => {
+          const fromExecutor = executor.unsafeSubscribe(listener)
+          const fromSessions = sessions.unsafeSubscribe(listener)
+          return () => {
+            fromExecutor()
+            fromSessions()
+          }
+        }
+        return { executorId: executor.executorId, subscribe }
+      }))
+      return new McpSandbox(runtime, executorId, subscribe, options.session, options.limits)
+    } catch (error) {
+      await runtime.dispose()
+      throw error
+    }
+  }
+
+  /** A new MCP session (one per stdio connection, one per HTTP session). */
+  openSession(context: McpSessionContext): McpSession {
+    if (this.closing !== undefined) throw new Error("the MCP sandbox is closed")
+    const session = new McpSession(this, context, () => this.sessions.delete(session))
+    this.sessions.add(session)
+    return session
+  }
+
+  /**
+   * Open a session sandbox counted against the server's cap: refused when the cap is reached,
+   * counted from the moment it is asked for (two first calls at once cannot both pass), and
+   * uncounted when its SessionClosed is recorded (closed, reset, idle-expired).
+   */
+  withSandboxReserved = <A extends { readonly sessionId: string }, E, R>(open: Effect.Effect<A, E, R>): Effect.Effect<A, E | SessionLimitReached, R> =>
+    Effect.suspend((): Effect.Effect<A, E | SessionLimitReached, R> => {
+      const held = this.liveSandboxes.size + this.opening
+      if (held >= this.limits.maxSessionSandboxes) {
+        return Effect.fail(new SessionLimitReached({
+          limit: this.limits.maxSessionSandboxes,
+          scope: "server",
+          message: `this server already holds ${held} session sandboxes (at most ${this.limits.maxSessionSandboxes}): end another MCP session, call reset_session in one, or wait for an idle one to expire (${this.limits.sessionIdleS} s)`
+        }))
+      }
+      this.opening++
+      return open.pipe(
+        Effect.tap((s) => Effect.sync(() => void this.liveSandboxes.add(s.sessionId))),
+        Effect.ensuring(Effect.sync(() => void this.opening--))
+      )
+    })
+
+  get liveSessionSandboxes(): number {
+    return this.liveSandboxes.size
+  }
+
+  /** Close every MCP session (their calls interrupted, their sandboxes removed), then the services. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await Promise.allSettled([...this.sessions].map((s) => s.close("the server is stopping")))
+      this.unsubscribe()
+      await this.runtime.dispose()
+    })()
+    return this.closing
+  }
+}

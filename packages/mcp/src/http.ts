@@ -1,0 +1,211 @@
+/**
+ * MCP over Streamable HTTP at /mcp, for clients that cannot spawn a process. The endpoint runs
+ * code, so it is closed by default:
+ *
+ * - a bearer token on every request (compared in constant time); without it 401, nothing runs;
+ * - loopback only unless `allowRemote`; the Host header must name this server and a browser's
+ *   Origin must be this server's (DNS rebinding: a page cannot reach 127.0.0.1 under its own name);
+ * - request bodies are bounded; MCP sessions are bounded per client address and in all;
+ * - one MCP server instance per MCP session (the SDK requires it); a session that ends — DELETE,
+ *   idle expiry, the server's shutdown — closes its calls and removes its session sandbox.
+ */
+import { randomUUID, timingSafeEqual } from "node:crypto"
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
+import type { McpSandbox } from "./McpSandbox.js"
+import type { McpSession } from "./McpSession.js"
+import { createServer } from "./server.js"
+
+export interface HttpOptions {
+  /** Default 127.0.0.1. */
+  readonly host?: string
+  /** Default 0: a free port (see `url`). */
+  readonly port?: number
+  /** The bearer token every request must carry. */
+  readonly token: string
+  /** Listen on a non-loopback address. Without it such a host is refused. */
+  readonly allowRemote?: boolean
+  /** More Host header values to accept (host:port), e.g. a reverse proxy's name. */
+  readonly allowedHosts?: ReadonlyArray<string>
+  /** More browser origins to accept, e.g. "https://inspector.example". */
+  readonly allowedOrigins?: ReadonlyArray<string>
+  /** Largest request body. Default 16 MiB. */
+  readonly maxBodyBytes?: number
+  /** An MCP session with no request for this long is closed. Default 1800 s. */
+  readonly sessionIdleS?: number
+  /** MCP sessions open at once per client address. Default 8. */
+  readonly maxSessionsPerClient?: number
+  /** MCP sessions open at once. Default 64. */
+  readonly maxSessions?: number
+}
+
+export interface HttpServing {
+  /** http://host:port/mcp */
+  readonly url: string
+  readonly port: number
+  /** MCP sessions open now. */
+  readonly sessions: () => number
+  /** Stop listening, close every MCP session (their sandboxes removed). Idempotent. */
+  close(): Promise<void>
+}
+
+const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|localhost)$/i
+
+export const isLoopback = (host: string) => LOOPBACK.test(host.replace(/^\[|\]$/g, ""))
+
+interface Entry {
+  readonly session: McpSession
+  readonly transport: StreamableHTTPServerTransport
+  readonly client: string
+  lastSeen: number
+}
+
+const reply = (res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}) => {
+  if (res.headersSent) return res.end()
+  res.writeHead(status, { "content-type": "application/json", ...headers })
+  // A JSON-RPC error object, as the SDK's own refusals are.
+  res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }))
+}
+
+class BodyTooLarge extends Error {}
+
+const readBody = (req: IncomingMessage, max: number): Promise<Buffer> =>
+  new Promise((resolve, reject) => {
+    const chunks: Array<Buffer> = []
+    let size = 0
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length
+      if (size > max) {
+        reject(new BodyTooLarge())
+        req.destroy()
+        return
+      }
+      chunks.push(chunk)
+    })
+    req.on("end", () => resolve(Buffer.concat(chunks)))
+    req.on("error", reject)
+  })
+
+export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Promise<HttpServing> => {
+  const host = options.host ?? "127.0.0.1"
+  if (!isLoopback(host) && options.allowRemote !== true) {
+    throw new Error(`refusing to listen on ${host}: not a loopback address, and this endpoint runs code; pass allowRemote (--allow-remote) to do it anyway, behind TLS`)
+  }
+  if (options.token.length < 16) throw new Error("the bearer token must be at least 16 characters")
+  const token = Buffer.from(options.token, "utf8")
+  const maxBody = options.maxBodyBytes ?? 16 * 1024 * 1024
+  const idleMs = (options.sessionIdleS ?? 1800) * 1000
+  const perClient = options.maxSessionsPerClient ?? 8
+  const maxSessions = options.maxSessions ?? 64
+  const entries = new Map<string, Entry>()
+  let port = 0
+  let closing: Promise<void> | undefined
+
+  const authorized = (req: IncomingMessage) => {
+    const header = req.headers.authorization ?? ""
+    const given = Buffer.from(header.startsWith("Bearer ") ? header.slice(7).trim() : "", "utf8")
+    return given.length === token.length && timingSafeEqual(given, token)
+  }
+  const hostAllowed = (req: IncomingMessage) => {
+    const names = [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${host}:${port}`, ...(options.allowedHosts ?? [])]
+    return names.includes((req.headers.host ?? "").toLowerCase())
+  }
+  const originAllowed = (req: IncomingMessage) => {
+    const origin = req.headers.origin
+    if (origin === undefined) return true
+    const origins = [`http://127.0.0.1:${port}`, `http://localhost:${port}`, `http://[::1]:${port}`, ...(options.allowedOrigins ?? [])]
+    return origins.includes(origin.toLowerCase())
+  }
+
+  const closeEntry = async (id: string, reason: string) => {
+    const entry = entries.get(id)
+    if (entry === undefined) return
+    entries.delete(id)
+    await entry.session.close(reason)
+    await entry.transport.close().catch(() => {})
+  }
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const path = (req.url ?? "/").split("?")[0]
+    if (path !== "/mcp") return reply(res, 404, "not found: the MCP endpoint is /mcp")
+    if (!hostAllowed(req)) return reply(res, 403, `forbidden: Host ${JSON.stringify(req.headers.host ?? "")} is not this server's`)
+    if (!originAllowed(req)) return reply(res, 403, `forbidden: Origin ${JSON.stringify(req.headers.origin)} is not allowed`)
+    if (!authorized(req)) return reply(res, 401, "unauthorized: send Authorization: Bearer <token>", { "www-authenticate": `Bearer realm="hermes-sandbox"` })
+    if (closing !== undefined) return reply(res, 503, "the server is stopping")
+
+    let body: unknown
+    if (req.method === "POST") {
+      try {
+        body = JSON.parse((await readBody(req, maxBody)).toString("utf8"))
+      } catch (error) {
+        if (error instanceof BodyTooLarge) return reply(res, 413, `request body over ${maxBody} bytes`)
+        res.writeHead(400, { "content-type": "application/json" })
+        return res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32700, message: "Parse error: the body is not JSON" }, id: null }))
+      }
+    }
+
+    const sessionId = req.headers["mcp-session-id"]
+    if (typeof sessionId === "string") {
+      const entry = entries.get(sessionId)
+      if (entry === undefined) return reply(res, 404, "no such MCP session (it ended or expired): initialize a new one")
+      entry.lastSeen = Date.now()
+      return entry.transport.handleRequest(req, res, body)
+    }
+    if (req.method !== "POST" || !(Array.isArray(body) ? body.some(isInitializeRequest) : isInitializeRequest(body))) {
+      return reply(res, 400, "no Mcp-Session-Id header: the first request must be initialize")
+    }
+    const client = req.socket.remoteAddress ?? "unknown"
+    if (entries.size >= maxSessions) return reply(res, 429, `this server has ${entries.size} MCP sessions open (at most ${maxSessions})`)
+    const fromClient = [...entries.values()].filter((e) => e.client === client).length
+    if (fromClient >= perClient) return reply(res, 429, `${client} has ${fromClient} MCP sessions open (at most ${perClient} per client): end one (DELETE) first`)
+
+    const id = randomUUID()
+    const session = sandbox.openSession({ id, transport: "http", client })
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => id,
+      onsessionclosed: (closedId) => void closeEntry(closedId, "the client ended the MCP session (DELETE)")
+    })
+    transport.onclose = () => void closeEntry(id, "the transport closed")
+    const entry: Entry = { session, transport, client, lastSeen: Date.now() }
+    entries.set(id, entry)
+    const server = createServer(session)
+    await server.connect(transport)
+    await transport.handleRequest(req, res, body)
+    // An initialize that did not initialize (the SDK refused it) leaves no session behind.
+    if (transport.sessionId === undefined) await closeEntry(id, "initialization failed")
+  }
+
+  const http: HttpServer = createHttpServer((req, res) => {
+    handle(req, res).catch((error: unknown) => reply(res, 500, `internal error: ${(error as Error).message}`))
+  })
+  const sweep = setInterval(() => {
+    const now = Date.now()
+    for (const [id, e] of entries) if (now - e.lastSeen > idleMs) void closeEntry(id, `idle for more than ${idleMs / 1000} s`)
+  }, Math.min(idleMs, 30_000))
+  sweep.unref()
+
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject)
+    http.listen(options.port ?? 0, host, () => {
+      http.off("error", reject)
+      resolve()
+    })
+  })
+  port = (http.address() as AddressInfo).port
+  const shown = host.includes(":") ? `[${host}]` : host
+  return {
+    url: `http://${shown}:${port}/mcp`,
+    port,
+    sessions: () => entries.size,
+    close: () =>
+      (closing ??= (async () => {
+        clearInterval(sweep)
+        const stopped = new Promise<void>((resolve) => http.close(() => resolve()))
+        await Promise.allSettled([...entries.keys()].map((id) => closeEntry(id, "the server is stopping")))
+        http.closeAllConnections()
+        await stopped
+      })())
+  }
+}

@@ -1,0 +1,21 @@
+/**
+ * @hermes-sandbox/mcp: a Model Context Protocol server whose tools run in hermes-sandbox's
+ * single-use, hardened Docker sandboxes. `hermes-sandbox mcp` (the CLI) starts it; in code:
+ *
+ *   const sandbox = await McpSandbox.open({ journal: "default" })
+ *   await serveStdio(sandbox)               // or: await serveHttp(sandbox, { token })
+ *
+ * Tools: execute_code (one fresh sandbox per call), terminal, read_file, write_file and
+ * reset_session (one sandbox per MCP session). Resource template: sandbox://executions/{id}/events.
+ */
+export { FileOperationFailed, InvalidArguments, McpSessionClosed, SessionLimitReached } from "./errors.js"
+export { type HttpOptions, type HttpServing, isLoopback, serveHttp } from "./http.js"
+export { McpSandbox, type McpSandboxOptions, type McpToolLimits, resolveLimits } from "./McpSandbox.js"
+export { McpSession, type McpSessionContext } from "./McpSession.js"
+export { EVENTS_TEMPLATE } from "./resources.js"
+export { createServer } from "./server.js"
+export { serveStdio, type StdioOptions, type StdioServing } from "./stdio.js"
+export { tools } from "./tools/definitions.js"
+export * as ToolSchemas from "./tools/schemas.js"
+export { DEFAULT_RESULT_CAPS, headTail, type ResultCaps } from "./tools/results.js"
+export { VERSION } from "./version.js"

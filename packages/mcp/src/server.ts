@@ -1,0 +1,118 @@
+/**
+ * One MCP server instance per MCP session (the SDK refuses a shared one since 1.26, which fixed a
+ * cross-client leak): the low-level `Server` with our handlers, since our schemas are Effect
+ * Schemas (tools/schemas.ts) rather than Zod. Every argument is decoded before anything runs; a
+ * failure is an `isError` result naming the field, and the server keeps serving.
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema
+} from "@modelcontextprotocol/sdk/types.js"
+import { Either, ParseResult, Schema } from "effect"
+import { ContainerNamePrefix } from "@hermes-sandbox/core"
+import { InvalidArguments } from "./errors.js"
+import type { McpSession } from "./McpSession.js"
+import { progressFor } from "./progress.js"
+import { EVENTS_TEMPLATE, eventsResource, executionIdOfUri } from "./resources.js"
+import { type ToolDefinition, tools } from "./tools/definitions.js"
+import { failure, stoppedResult, structured } from "./tools/results.js"
+import { jsonSchemaOf } from "./tools/schemas.js"
+import { VERSION } from "./version.js"
+
+const INSTRUCTIONS =
+  "Sandboxed code execution. execute_code runs one program in a fresh single-use sandbox (nothing carries over). " +
+  "terminal, read_file and write_file share one sandbox for this session (files, working directory and exported variables persist until reset_session, the session's end, or idle expiry). " +
+  "No sandbox has network access. Each run's lifecycle events are the resource sandbox://executions/{execution_id}/events."
+
+const fieldOf = (path: ReadonlyArray<PropertyKey>) =>
+  path.reduce<string>((acc, key) => (typeof key === "number" ? `${acc}[${key}]` : acc === "" ? String(key) : `${acc}.${String(key)}`), "")
+
+/** Decode a call's arguments; every problem with its field. */
+const decodeArguments = (tool: ToolDefinition<unknown>, input: unknown): unknown => {
+  const decoded = Schema.decodeUnknownEither(tool.args, { errors: "all", onExcessProperty: "error" })(input ?? {})
+  if (Either.isRight(decoded)) return decoded.right
+  const all = ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map((i) => ({ field: fieldOf(i.path) || "(arguments)", message: i.message }))
+  // One issue per field (a union reports once per member).
+  const issues = all.filter((issue, i) => all.findIndex((other) => other.field === issue.field) === i)
+  throw new InvalidArguments({ tool: tool.name, issues, message: issues.map((i) => `${i.field}: ${i.message}`).join("; ") })
+}
+
+/** A hint for the calls models get wrong most (the Hermes agent's): code given to terminal, a command given to execute_code. */
+const hintFor = (tool: string, input: unknown): string | undefined => {
+  const given = typeof input === "object" && input !== null ? Object.keys(input) : []
+  if (tool === "execute_code" && given.includes("command")) return "execute_code takes code and language; for a shell command use terminal(command=...)"
+  if (tool === "terminal" && given.includes("code")) return "terminal takes command; for a program use execute_code(code=..., language=...)"
+  return undefined
+}
+
+export const createServer = (session: McpSession): Server => {
+  const limits = session.owner.limits
+  const server = new Server(
+    { name: "hermes-sandbox", title: "hermes-sandbox", version: VERSION },
+    { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS }
+  )
+  server.oninitialized = () => {
+    session.clientInfo = server.getClientVersion()
+  }
+
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: tools.map((t) => ({
+      name: t.name,
+      title: t.title,
+      description: t.description(limits),
+      inputSchema: jsonSchemaOf(t.args),
+      outputSchema: jsonSchemaOf(t.result),
+      annotations: { title: t.title, ...t.annotations }
+    }))
+  }))
+
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+    const tool = tools.find((t) => t.name === request.params.name)
+    if (tool === undefined) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}; this server has ${tools.map((t) => t.name).join(", ")}`)
+    }
+    const progress = progressFor(extra, session.owner.subscribe, limits.progressIntervalMs)
+    try {
+      const args = decodeArguments(tool, request.params.arguments)
+      const result = await tool.call(args, { session, signal: extra.signal, progress })
+      return structured(result.value, result.isError)
+    } catch (error) {
+      const e = error as { _tag?: string; executionId?: string; reason?: string }
+      if (e._tag === "ExecutionAborted" && tool.name === "execute_code" && e.executionId) {
+        const status = extra.signal.aborted ? "cancelled" : "interrupted"
+        return structured(stoppedResult(status, e.executionId, `${ContainerNamePrefix}${e.executionId}`, e.reason ?? "aborted"), true)
+      }
+      return failure(error, hintFor(tool.name, request.params.arguments))
+    } finally {
+      progress.stop()
+    }
+  })
+
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [EVENTS_TEMPLATE] }))
+
+  server.setRequestHandler(ListResourcesRequestSchema, () => ({
+    resources: [...session.executions].reverse().map((id) => ({
+      uri: EVENTS_TEMPLATE.uriTemplate.replace("{id}", id),
+      name: `execution ${id} events`,
+      mimeType: EVENTS_TEMPLATE.mimeType
+    }))
+  }))
+
+  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+    const id = executionIdOfUri(request.params.uri)
+    if (id === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown resource ${request.params.uri}: this server has ${EVENTS_TEMPLATE.uriTemplate}`)
+    const text = await eventsResource(session, id)
+    // -32002: the spec's "resource not found".
+    if (text === undefined) throw new McpError(-32002, `Resource not found: no execution ${id}${session.context.transport === "http" ? " in this MCP session" : ""}`)
+    return { contents: [{ uri: request.params.uri, mimeType: EVENTS_TEMPLATE.mimeType, text }] }
+  })
+
+  return server
+}

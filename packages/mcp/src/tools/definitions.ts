@@ -1,0 +1,213 @@
+/**
+ * The tools, each a name, its words for the model, honest annotations, its argument and result
+ * schemas, and what it does. execute_code runs in a single-use sandbox per call (the executor);
+ * terminal, read_file, write_file and reset_session work on the MCP session's sandbox.
+ */
+import { Effect, type Schema } from "effect"
+import { Executor, type ExecuteRequest } from "@hermes-sandbox/core"
+import { FileOperationFailed, InvalidArguments } from "../errors.js"
+import type { McpSession } from "../McpSession.js"
+import type { Progress } from "../progress.js"
+import { FILE_SCRIPT, FILE_SCRIPT_EXITS } from "./fileScript.js"
+import { runResult } from "./results.js"
+import * as S from "./schemas.js"
+
+export interface CallContext {
+  readonly session: McpSession
+  readonly signal: AbortSignal
+  readonly progress: Progress
+}
+
+export interface ToolResult {
+  readonly value: Record<string, unknown>
+  readonly isError: boolean
+}
+
+export interface ToolDefinition<A = never> {
+  readonly name: string
+  readonly title: string
+  readonly description: (limits: McpSession["owner"]["limits"]) => string
+  readonly annotations: { readonly readOnlyHint: boolean; readonly destructiveHint: boolean; readonly idempotentHint: boolean; readonly openWorldHint: boolean }
+  readonly args: Schema.Schema<A, A>
+  readonly result: Schema.Schema.Any
+  readonly call: (args: A, context: CallContext) => Promise<ToolResult>
+}
+
+const define = <A>(tool: ToolDefinition<A>) => tool as unknown as ToolDefinition<unknown>
+
+/** timeout_s, checked against the server's maximum, in ms. */
+const timeoutMsOf = (tool: string, given: number | undefined, session: McpSession): number => {
+  const { defaultTimeoutS, maxTimeoutS } = session.owner.limits
+  const s = given ?? defaultTimeoutS
+  if (s > maxTimeoutS) {
+    throw new InvalidArguments({ tool, issues: [{ field: "timeout_s", message: `at most ${maxTimeoutS} (this server's maximum), got ${s}` }], message: `timeout_s: at most ${maxTimeoutS}` })
+  }
+  return Math.round(s * 1000)
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+
+/** Content as bytes (utf8 or base64); a malformed base64 string names its field. */
+const bytesOf = (tool: string, field: string, content: string, encoding: "utf8" | "base64" | undefined): Uint8Array => {
+  if (encoding !== "base64") return Buffer.from(content, "utf8")
+  const compact = content.replace(/\s+/g, "")
+  if (compact.length % 4 !== 0 || !BASE64.test(compact)) {
+    throw new InvalidArguments({ tool, issues: [{ field, message: "not base64 (A-Z a-z 0-9 + /, padded with = to a multiple of 4)" }], message: `${field}: not base64` })
+  }
+  return Buffer.from(compact, "base64")
+}
+
+const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`
+
+export const executeCode = define<S.ExecuteCodeArgs>({
+  name: "execute_code",
+  title: "Run code in a fresh sandbox",
+  description: (l) =>
+    `Run a python, javascript (node) or bash program in a fresh, single-use Docker sandbox (no network, read-only root, non-root user, memory/CPU/pid limits) that is removed afterwards; nothing carries over between calls (use terminal for that). ` +
+    `Files can be written into /workspace (the working directory) first. Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}. ` +
+    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail.`,
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  args: S.ExecuteCodeArgs,
+  result: S.ExecuteCodeResult,
+  call: async (args, { session, signal, progress }) => {
+    const timeoutMs = timeoutMsOf("execute_code", args.timeout_s, session)
+    const files: Record<string, Uint8Array> = {}
+    for (const [i, f] of (args.files ?? []).entries()) {
+      if (f.path in files) throw new InvalidArguments({ tool: "execute_code", issues: [{ field: `files[${i}].path`, message: `${f.path} is given twice` }], message: `files[${i}].path: given twice` })
+      files[f.path] = bytesOf("execute_code", `files[${i}].content`, f.content, f.encoding)
+    }
+    const request: ExecuteRequest = {
+      language: args.language,
+      code: args.code,
+      timeoutMs,
+      ...(args.stdin === undefined ? {} : { stdin: args.stdin }),
+      ...(args.files === undefined ? {} : { files })
+    }
+    const result = await session.run("execute_code", (hooks) => Effect.flatMap(Executor.Executor, (e) => e.executeCode(request, hooks)), signal, {
+      onExecutionId: progress.follow
+    })
+    const value = runResult(result, session.owner.limits.resultCaps, { timeoutS: timeoutMs / 1000, maxTimeoutS: session.owner.limits.maxTimeoutS })
+    return { value, isError: value.status !== "success" }
+  }
+})
+
+export const terminal = define<S.TerminalArgs>({
+  name: "terminal",
+  title: "Run a shell command in this session's sandbox",
+  description: (l) =>
+    `Run a bash command in a sandbox that belongs to this MCP session: created on the first call, it keeps the working directory, exported variables and files (/workspace, /tmp) between calls, ` +
+    `and is removed when the session ends, by reset_session, or after ${l.sessionIdleS} s without a call. No network. Foreground only: background processes end with the command. ` +
+    `Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}.`,
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  args: S.TerminalArgs,
+  result: S.TerminalResult,
+  call: async (args, { session, signal, progress }) => {
+    const timeoutMs = timeoutMsOf("terminal", args.timeout_s, session)
+    const command = args.workdir === undefined ? args.command : `cd -- ${shellQuote(args.workdir)} || exit 1\n${args.command}`
+    const result = await session.run("terminal", (hooks) =>
+      Effect.flatMap(session.useSandbox, (sandbox) => sandbox.run(command, { ...hooks, timeoutMs })), signal, { onExecutionId: progress.follow })
+    const value = { ...runResult(result, session.owner.limits.resultCaps, { timeoutS: timeoutMs / 1000, maxTimeoutS: session.owner.limits.maxTimeoutS }), session_id: result.sessionId }
+    return { value, isError: value.status !== "success" }
+  }
+})
+
+/** One FILE_SCRIPT call in the session sandbox: its output lines, or the failure its exit code names. */
+const fileCall = async (tool: string, path: string, argv: ReadonlyArray<string>, stdin: string | undefined, { session, signal }: CallContext) => {
+  if (path === "" || path.includes("\0")) {
+    throw new InvalidArguments({ tool, issues: [{ field: "path", message: "a non-empty path without NUL bytes" }], message: "path: empty or with a NUL byte" })
+  }
+  const result = await session.run(tool, (hooks) =>
+    Effect.flatMap(session.useSandbox, (sandbox) =>
+      sandbox.run(["bash", "-c", FILE_SCRIPT, "hermes-file", ...argv], { ...hooks, timeoutMs: 30_000, ...(stdin === undefined ? {} : { stdin }) })), signal)
+  if (result.exitCode === 0 && !result.timedOut) return result.stdout.split("\n")
+  const reason = FILE_SCRIPT_EXITS[result.exitCode as keyof typeof FILE_SCRIPT_EXITS] ?? "failed"
+  const why = {
+    "outside-sandbox": "outside the sandbox's writable roots (/workspace, /tmp)",
+    "not-found": "no such file",
+    "not-a-file": "not a regular file",
+    "permission-denied": "permission denied",
+    "too-large": "too large",
+    failed: result.timedOut ? "timed out" : result.stderr.trim() || `failed (exit ${result.exitCode})`
+  }[reason]
+  throw new FileOperationFailed({ path, reason, message: `${path}: ${why}` })
+}
+
+export const readFile = define<S.ReadFileArgs>({
+  name: "read_file",
+  title: "Read a file from this session's sandbox",
+  description: (l) =>
+    `Read a file in this MCP session's sandbox (the one terminal uses), under /workspace or /tmp; a relative path is from the terminal's current directory. ` +
+    `Text: offset/limit are lines (1-based; default the first 2000 lines). A file with NUL bytes is binary: content is base64 and offset/limit are bytes. At most ${l.maxReadBytes} bytes per call (truncated: true says more follows).`,
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  args: S.ReadFileArgs,
+  result: S.ReadFileResult,
+  call: async (args, context) => {
+    const max = context.session.owner.limits.maxReadBytes
+    const offset = args.offset ?? 1
+    const limit = args.limit ?? 2000
+    const [path = "", sizeText = "0", kind, linesText = "0", data = ""] = await fileCall("read_file", args.path, ["read", args.path, String(offset), String(limit), String(max)], undefined, context)
+    const size = Number(sizeText)
+    const bytes = Buffer.from(data, "base64")
+    if (kind === "binary") {
+      const value: S.ReadFileResult = { path, content: bytes.toString("base64"), encoding: "base64", size_bytes: size, offset, truncated: offset - 1 + bytes.length < size }
+      return { value, isError: false }
+    }
+    const totalLines = Number(linesText)
+    // Cut at the byte cap on a line boundary when one exists, so a line is never half-returned unless it alone is over the cap.
+    let window = bytes
+    let cut = false
+    if (bytes.length > max) {
+      const lastNewline = bytes.subarray(0, max).lastIndexOf(0x0a)
+      window = bytes.subarray(0, lastNewline >= 0 ? lastNewline + 1 : max)
+      cut = true
+    }
+    const text = window.toString("utf8")
+    const utf8 = Buffer.from(text, "utf8").equals(window)
+    const returnedLines = text === "" ? 0 : text.split("\n").length - (text.endsWith("\n") ? 1 : 0)
+    const value: S.ReadFileResult = {
+      path,
+      content: utf8 ? text : window.toString("base64"),
+      encoding: utf8 ? "utf8" : "base64",
+      size_bytes: size,
+      total_lines: totalLines,
+      offset,
+      truncated: cut || offset - 1 + returnedLines < totalLines
+    }
+    return { value, isError: false }
+  }
+})
+
+export const writeFile = define<S.WriteFileArgs>({
+  name: "write_file",
+  title: "Write a file in this session's sandbox",
+  description: (l) =>
+    `Write (create or replace) a file in this MCP session's sandbox, under /workspace or /tmp, creating parent directories; a relative path is from the terminal's current directory. ` +
+    `encoding base64 for binary content. At most ${l.maxWriteBytes} bytes.`,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  args: S.WriteFileArgs,
+  result: S.WriteFileResult,
+  call: async (args, context) => {
+    const bytes = bytesOf("write_file", "content", args.content, args.encoding)
+    const max = context.session.owner.limits.maxWriteBytes
+    if (bytes.byteLength > max) {
+      throw new FileOperationFailed({ path: args.path, reason: "too-large", message: `${args.path}: ${bytes.byteLength} bytes, at most ${max} (this server's maxWriteBytes)` })
+    }
+    const [path = "", size = "0"] = await fileCall("write_file", args.path, ["write", args.path], Buffer.from(bytes).toString("base64"), context)
+    return { value: { path, bytes_written: Number(size) } satisfies S.WriteFileResult, isError: false }
+  }
+})
+
+export const resetSession = define<Record<string, never>>({
+  name: "reset_session",
+  title: "Destroy this session's sandbox",
+  description: () => "Destroy this MCP session's sandbox (terminal, read_file, write_file): its files, working directory and variables are gone; the next call gets a fresh one.",
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+  args: S.ResetSessionArgs as unknown as Schema.Schema<Record<string, never>, Record<string, never>>,
+  result: S.ResetSessionResult,
+  call: async (_args, { session }) => {
+    const sessionId = await session.owner.runtime.runPromise(session.reset)
+    return { value: { reset: sessionId !== undefined, session_id: sessionId ?? null } satisfies S.ResetSessionResult, isError: false }
+  }
+})
+
+export const tools: ReadonlyArray<ToolDefinition<unknown>> = [executeCode, terminal, readFile, writeFile, resetSession]

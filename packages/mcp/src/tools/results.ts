@@ -1,0 +1,122 @@
+/**
+ * From an SDK result to what a model reads. Shaped like the Hermes agent's execute_code result
+ * (status, output, exit_code, duration_seconds, truncation flags and byte counts), so a Hermes
+ * user feels at home; `output` is never empty (an empty output makes models answer as if nothing
+ * happened) and says what went wrong in words.
+ */
+import type { ExecutionResult } from "@hermes-sandbox/core"
+import { errorJson } from "@hermes-sandbox/core"
+import type { ExecuteCodeResult, Status } from "./schemas.js"
+
+/** Bytes of each stream a result carries: the Hermes agent's caps (50 KB stdout, 10 KB stderr). */
+export interface ResultCaps {
+  readonly stdoutBytes: number
+  readonly stderrBytes: number
+}
+export const DEFAULT_RESULT_CAPS: ResultCaps = { stdoutBytes: 50_000, stderrBytes: 10_000 }
+
+/** A UTF-8 prefix of at most `bytes` bytes that does not split a character. */
+const utf8Head = (buffer: Buffer, bytes: number): Buffer => {
+  let end = Math.min(bytes, buffer.length)
+  while (end > 0 && end < buffer.length && (buffer[end]! & 0xc0) === 0x80) end--
+  return buffer.subarray(0, end)
+}
+const utf8Tail = (buffer: Buffer, bytes: number): Buffer => {
+  let start = Math.max(0, buffer.length - bytes)
+  while (start < buffer.length && (buffer[start]! & 0xc0) === 0x80) start++
+  return buffer.subarray(start)
+}
+
+/** At most `cap` bytes of `text`: 40% from its head, 60% from its tail (where errors usually are), marked between. */
+export const headTail = (text: string, cap: number): { readonly text: string; readonly captured: number } => {
+  const buffer = Buffer.from(text, "utf8")
+  if (buffer.length <= cap) return { text, captured: buffer.length }
+  const head = utf8Head(buffer, Math.floor(cap * 0.4))
+  const tail = utf8Tail(buffer, cap - head.length)
+  const omitted = buffer.length - head.length - tail.length
+  return { text: `${head.toString("utf8")}\n[... ${omitted} bytes omitted ...]\n${tail.toString("utf8")}`, captured: head.length + tail.length }
+}
+
+export const statusOf = (r: Pick<ExecutionResult, "timedOut" | "oomKilled" | "exitCode">): Status =>
+  r.timedOut ? "timeout" : r.oomKilled ? "oom" : r.exitCode === 0 ? "success" : "error"
+
+const withNewline = (text: string) => (text === "" || text.endsWith("\n") ? text : `${text}\n`)
+
+export interface RunContext {
+  /** The deadline the run had, for the timeout's words. */
+  readonly timeoutS: number
+  /** Where the caller can raise it, for the timeout's words. */
+  readonly maxTimeoutS: number
+}
+
+/** A completed run, as the execute_code (and terminal) result. */
+export const runResult = (r: ExecutionResult, caps: ResultCaps, context: RunContext): ExecuteCodeResult => {
+  const stdout = headTail(r.stdout, caps.stdoutBytes)
+  const stderr = headTail(r.stderr, caps.stderrBytes)
+  const status = statusOf(r)
+  const notes: Array<string> = []
+  if (status === "timeout") {
+    notes.push(`⏰ Timed out after ${context.timeoutS} s: the sandbox was killed and what it printed until then is above. Make the program faster or pass a larger timeout_s (at most ${context.maxTimeoutS}).`)
+  }
+  if (status === "oom") notes.push("The program ran out of memory and was killed (OOM).")
+  if (status === "error") notes.push(`The program exited with code ${r.exitCode}.`)
+  const omittedOut = r.stdoutBytes - stdout.captured
+  const omittedErr = r.stderrBytes - stderr.captured
+  if (omittedOut > 0 || omittedErr > 0) {
+    notes.push(`Output was cut: ${omittedOut} bytes of stdout and ${omittedErr} bytes of stderr are not shown (print less, or write to a file and read parts of it).`)
+  }
+  const printed = withNewline(stdout.text) + (stderr.text === "" ? "" : `--- stderr ---\n${withNewline(stderr.text)}`)
+  const output = printed + notes.join("\n") || "(no output)"
+  return {
+    status,
+    output: output.endsWith("\n") ? output.slice(0, -1) : output,
+    stdout: stdout.text,
+    stderr: stderr.text,
+    stdout_truncated: omittedOut > 0,
+    stderr_truncated: omittedErr > 0,
+    stdout_bytes_total: r.stdoutBytes,
+    stdout_bytes_captured: stdout.captured,
+    stdout_bytes_omitted: omittedOut,
+    stderr_bytes_total: r.stderrBytes,
+    stderr_bytes_captured: stderr.captured,
+    stderr_bytes_omitted: omittedErr,
+    exit_code: r.exitCode,
+    duration_seconds: r.durationMs / 1000,
+    execution_id: r.executionId,
+    container_name: r.containerName
+  }
+}
+
+/** A run that was stopped before it ended (the client cancelled it, or the server is stopping): nothing of it is kept. */
+export const stoppedResult = (status: "cancelled" | "interrupted", executionId: string, containerName: string, reason: string): ExecuteCodeResult => ({
+  status,
+  output: `${status === "cancelled" ? "Cancelled" : "Interrupted"}: ${reason}. The sandbox was killed and removed; nothing of the run is kept.`,
+  stdout: "",
+  stderr: "",
+  stdout_truncated: false,
+  stderr_truncated: false,
+  stdout_bytes_total: 0,
+  stdout_bytes_captured: 0,
+  stdout_bytes_omitted: 0,
+  stderr_bytes_total: 0,
+  stderr_bytes_captured: 0,
+  stderr_bytes_omitted: 0,
+  exit_code: null,
+  duration_seconds: 0,
+  execution_id: executionId,
+  container_name: containerName
+})
+
+/** The MCP result of a structured value: structuredContent and the same JSON as text (some clients read only one). */
+export const structured = (value: Record<string, unknown>, isError: boolean) => ({
+  structuredContent: value,
+  content: [{ type: "text" as const, text: JSON.stringify(value) }],
+  ...(isError ? { isError: true } : {})
+})
+
+/** A failure with no result (bad arguments, a sandbox that could not be made): an isError result with the error as JSON. */
+export const failure = (error: unknown, hint?: string) => {
+  const json = errorJson(error)
+  const text = JSON.stringify(hint === undefined ? json : { ...json, hint })
+  return { content: [{ type: "text" as const, text }], isError: true }
+}

@@ -1,0 +1,146 @@
+/**
+ * Every tool's contract, as Effect Schemas: the arguments are decoded with them (an error names
+ * the field and what is allowed, before any sandbox exists) and the JSON Schemas that
+ * `tools/list` advertises are made from them, so what a client is told and what the server
+ * accepts cannot drift apart. Field names are snake_case (the Hermes agent's execute_code result
+ * is the model); every array has an `items` schema (VS Code refuses one without).
+ */
+import { JSONSchema, Schema } from "effect"
+import { Languages } from "@hermes-sandbox/core"
+
+// Schema.Int carries an identifier, which JSONSchema.make turns into a $defs reference: some
+// clients do not follow references, so integers are declared inline.
+const Integer = Schema.Number.pipe(Schema.int())
+const Count = Integer.pipe(Schema.nonNegative())
+const Seconds = Schema.Number.pipe(Schema.nonNegative())
+
+// Descriptions go on the property, not on its type: a type's description would replace the
+// decoder's own message ("Expected a positive number") with the description.
+const describe = <S extends Schema.Schema.Any>(schema: S, description: string) => Schema.propertySignature(schema).annotations({ description })
+const optional = <S extends Schema.Schema.Any>(schema: S, description: string) => Schema.optional(schema).annotations({ description })
+
+/** A choice among literals, with one message naming them all (instead of one issue per literal). */
+const oneOf = <const L extends ReadonlyArray<string>>(...literals: L) =>
+  Schema.Literal(...literals).annotations({ message: () => ({ message: `one of ${literals.map((l) => JSON.stringify(l)).join(", ")}`, override: true }) })
+
+export const Encoding = oneOf("utf8", "base64")
+
+// --- execute_code ------------------------------------------------------------------------------
+
+export const ExecuteCodeArgs = Schema.Struct({
+  code: describe(Schema.String, "The program's source code."),
+  language: describe(oneOf(...Languages), "python (python3), javascript (node) or bash."),
+  stdin: optional(Schema.String, "Fed to the program's standard input."),
+  timeout_s: optional(Schema.Number.pipe(Schema.positive()), "Seconds before the sandbox is killed (default and maximum: see the tool's description)."),
+  files: optional(
+    Schema.Array(Schema.Struct({
+      path: describe(Schema.String, "Relative to /workspace, where the program runs."),
+      content: Schema.String,
+      encoding: optional(Encoding, "utf8 (default) or base64 for binary content.")
+    })),
+    "Files written into /workspace before the program starts."
+  )
+})
+export type ExecuteCodeArgs = typeof ExecuteCodeArgs.Type
+
+export const Status = oneOf("success", "error", "timeout", "interrupted", "cancelled", "oom")
+export type Status = typeof Status.Type
+
+/** What a run printed to one stream, as returned: capped (head and tail kept), with the byte counts. */
+const streamFields = (name: string) => ({
+  text: Schema.String,
+  truncated: describe(Schema.Boolean, `Part of ${name} is not in this result (see ${name}_bytes_omitted).`),
+  total: describe(Count, `Bytes the program wrote to ${name}.`),
+  captured: describe(Count, `Bytes of ${name} in this result.`),
+  omitted: describe(Count, `Bytes of ${name} not in this result (the sandbox's capture cap, then this result's).`)
+})
+const stdout = streamFields("stdout")
+const stderr = streamFields("stderr")
+
+export const ExecuteCodeResult = Schema.Struct({
+  status: describe(Status, "success: exit code 0; error: another exit code or a failure; timeout; oom; cancelled (by the client); interrupted (the server stopped)."),
+  output: describe(Schema.String, "What to read first: stdout, then stderr after a '--- stderr ---' line, then a note on a timeout or truncation."),
+  stdout: stdout.text,
+  stderr: stderr.text,
+  stdout_truncated: stdout.truncated,
+  stderr_truncated: stderr.truncated,
+  stdout_bytes_total: stdout.total,
+  stdout_bytes_captured: stdout.captured,
+  stdout_bytes_omitted: stdout.omitted,
+  stderr_bytes_total: stderr.total,
+  stderr_bytes_captured: stderr.captured,
+  stderr_bytes_omitted: stderr.omitted,
+  exit_code: describe(Schema.NullOr(Integer), "The program's exit code (137 after a kill); null when it never ran."),
+  duration_seconds: describe(Seconds, "From the sandbox's start to the program's exit."),
+  execution_id: describe(Schema.String, "The run's id in the journal: its events are the resource sandbox://executions/{execution_id}/events."),
+  container_name: Schema.String
+})
+export type ExecuteCodeResult = typeof ExecuteCodeResult.Type
+
+// --- terminal ------------------------------------------------------------------------------------
+
+export const TerminalArgs = Schema.Struct({
+  command: describe(Schema.String, "A bash command line (cd, export, pipes, &&). The working directory and exported variables carry over to the next call."),
+  timeout_s: optional(Schema.Number.pipe(Schema.positive()), "Seconds before the command is killed."),
+  workdir: optional(Schema.String, "Change to this directory first (like typing `cd DIR` before the command; later calls stay there).")
+})
+export type TerminalArgs = typeof TerminalArgs.Type
+
+export const TerminalResult = Schema.Struct({
+  ...ExecuteCodeResult.fields,
+  session_id: describe(Schema.String, "The session sandbox's id (journal stream); it changes after reset_session or an idle expiry.")
+})
+export type TerminalResult = typeof TerminalResult.Type
+
+// --- files -----------------------------------------------------------------------------------------
+
+export const ReadFileArgs = Schema.Struct({
+  path: describe(Schema.String, "Absolute, or relative to the terminal's current directory; inside /workspace or /tmp."),
+  offset: optional(Integer.pipe(Schema.positive()), "Text: first line (1-based, default 1). Binary: first byte (1-based)."),
+  limit: optional(Integer.pipe(Schema.positive()), "Text: lines (default 2000). Binary: bytes.")
+})
+export type ReadFileArgs = typeof ReadFileArgs.Type
+
+export const ReadFileResult = Schema.Struct({
+  path: describe(Schema.String, "The file's resolved absolute path."),
+  content: Schema.String,
+  encoding: describe(Encoding, "utf8 for text; base64 for a file that is not UTF-8 text."),
+  size_bytes: describe(Count, "The file's size."),
+  total_lines: optional(Count, "Text: lines in the file."),
+  offset: describe(Count, "Where content starts (line for text, byte for binary; 1-based)."),
+  truncated: describe(Schema.Boolean, "More follows: read again with a larger offset.")
+})
+export type ReadFileResult = typeof ReadFileResult.Type
+
+export const WriteFileArgs = Schema.Struct({
+  path: describe(Schema.String, "Absolute, or relative to the terminal's current directory; inside /workspace or /tmp. Parent directories are created."),
+  content: Schema.String,
+  encoding: optional(Encoding, "utf8 (default) or base64 for binary content.")
+})
+export type WriteFileArgs = typeof WriteFileArgs.Type
+
+export const WriteFileResult = Schema.Struct({
+  path: describe(Schema.String, "The file's resolved absolute path."),
+  bytes_written: Count
+})
+export type WriteFileResult = typeof WriteFileResult.Type
+
+// --- reset_session ---------------------------------------------------------------------------------
+
+export const ResetSessionArgs = Schema.Struct({})
+
+export const ResetSessionResult = Schema.Struct({
+  reset: describe(Schema.Boolean, "A session sandbox existed and was destroyed."),
+  session_id: Schema.NullOr(Schema.String)
+})
+export type ResetSessionResult = typeof ResetSessionResult.Type
+
+/** A tool's advertised JSON Schema: an object schema, without the draft marker some clients choke on. */
+export const jsonSchemaOf = (schema: Schema.Schema.Any): { type: "object"; [key: string]: unknown } => {
+  // An empty Struct is "any object or array" to Effect; a tool without arguments takes an empty object.
+  if (Schema.isSchema(schema) && "fields" in schema && Object.keys(schema.fields as object).length === 0) {
+    return { type: "object", properties: {}, additionalProperties: false }
+  }
+  const { $schema: _, ...rest } = JSONSchema.make(schema) as unknown as Record<string, unknown>
+  return { ...rest, type: "object" }
+}
