@@ -16,7 +16,8 @@ const commands = {
   doctor: () => import("./commands/doctor.js"),
   events: () => import("./commands/events.js"),
   config: () => import("./commands/config.js"),
-  session: () => import("./commands/session.js")
+  session: () => import("./commands/session.js"),
+  mcp: () => import("./commands/mcp.js")
 }
 
 /** This package's version (package.json is one level above src/ and dist/ alike). */
@@ -116,6 +117,41 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--env-file <path>", ".env file for forwarded variables")
     .action(async (options) => {
       exitCode = await (await commands.config()).config(options)
+    })
+
+  program
+    .command("mcp")
+    .description("serve the MCP tools execute_code, terminal, read_file, write_file and reset_session over stdio (default) or Streamable HTTP (--http); runs until the client leaves or a signal")
+    .option("--http", "serve Streamable HTTP at /mcp instead of stdio (a bearer token is required)")
+    .option("--host <host>", "with --http: address to listen on (default 127.0.0.1; a non-loopback one needs --allow-remote)")
+    .option("--port <port>", "with --http: port (default: a free one, printed on standard error)")
+    .option("--token-file <path>", "with --http: file holding the bearer token (else $HERMES_SANDBOX_MCP_TOKEN; else one is generated and printed once on standard error)")
+    .option("--allow-remote", "with --http: allow a non-loopback --host (put TLS in front of it)")
+    .option("--allowed-host <host:port>", "with --http: another Host header value to accept, e.g. a reverse proxy's (repeatable)", collect)
+    .option("--allowed-origin <origin>", "with --http: another browser Origin to accept (repeatable)", collect)
+    .option("--image <image>", "the image of every sandbox (it must have python3, node and bash; default: each language's hermes-sandbox image)")
+    .option("-m, --memory <size>", "memory limit of each sandbox, e.g. 256m (default 512m)")
+    .option("-c, --cpus <n>", "CPUs of each sandbox (default 1)")
+    .option("-t, --timeout <duration>", "default timeout of execute_code and terminal (default 50s: inside the 60 s request timeout most clients use)")
+    .option("--max-timeout <duration>", "the largest timeout_s a call may ask for (default 300s)")
+    .option("--session-idle <duration>", "remove a session sandbox (terminal, read_file, write_file) after this long without a call (default 600s)")
+    .option("--max-sessions <n>", "session sandboxes alive at once, over all clients (default 16)")
+    .option("--max-concurrency <n>", "sandboxes running at once, over all clients (default: the executor's)")
+    .option("--max-queue <n>", "executions waiting for a slot before execute_code is refused (default: the executor's)")
+    .option("--network", "give the sandboxes network access (default: none)")
+    .option("--no-network", "no network access, even if the Hermes configuration enables it")
+    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
+    .addOption(
+      new Option("--limits-unsupported <policy>", "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them")
+        .choices(["fail", "warn"])
+    )
+    .option("--config <path>", "apply this Hermes agent config file's terminal: section (image, limits, network, env); options given here win")
+    .option("--hermes", "apply the Hermes agent configuration at its default place")
+    .option("--env-file <path>", "with --config/--hermes: .env file for the forwarded variables")
+    .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
+    .option("--no-journal", "do not persist the lifecycle events")
+    .action(async (options) => {
+      exitCode = await (await commands.mcp()).mcp(options)
     })
 
   const sessionCommand = program.command("session").description("long-lived sandboxes (sessions, persistent) on the engine")

@@ -7,8 +7,7 @@
 import { readFileSync } from "node:fs"
 import { isatty } from "node:tty"
 import type { ExecuteRequest } from "@hermes-sandbox/core"
-import type { CreateExecutorOptions, HermesConfigSource } from "@hermes-sandbox/docker"
-import { parseDuration } from "../duration.js"
+import type { CreateExecutorOptions } from "@hermes-sandbox/docker"
 import { ExitCode } from "../exitCodes.js"
 import { formatEvent } from "../formatEvent.js"
 import { detectLanguage } from "../language.js"
@@ -16,8 +15,9 @@ import { errorJson } from "../reportError.js"
 import { trapSignals } from "../signals.js"
 import { TerminalSanitizer, writeCliLine } from "../terminal.js"
 import { UsageError } from "../errors.js"
+import { durationOption, executorOptionsOf, hermesSource, type SandboxCommandOptions } from "../sandboxOptions.js"
 
-export interface RunOptions {
+export interface RunOptions extends SandboxCommandOptions {
   readonly eval?: string
   readonly language?: string
   readonly timeout?: string
@@ -26,16 +26,9 @@ export interface RunOptions {
   readonly env?: ReadonlyArray<string>
   readonly file?: ReadonlyArray<string>
   readonly image?: string
-  readonly network?: boolean
   readonly json?: boolean
-  readonly journal?: string | boolean
-  readonly runtime?: string
-  readonly limitsUnsupported?: "fail" | "warn"
   readonly events?: boolean
   readonly stdin?: string
-  readonly config?: string
-  readonly envFile?: string
-  readonly hermes?: boolean
 }
 
 const readStdin = (): string => readFileSync(0, "utf8")
@@ -76,15 +69,6 @@ const parseFiles = (pairs: ReadonlyArray<string>): Record<string, Uint8Array> =>
   return files
 }
 
-/** --config PATH / --hermes: the Hermes agent's `terminal:` configuration, as `config show` reads it. */
-const hermesSource = (options: RunOptions): HermesConfigSource | undefined => {
-  const envFile = options.envFile === undefined ? {} : { envFile: options.envFile }
-  if (options.config !== undefined) return { path: options.config, ...envFile }
-  if (options.hermes === true) return options.envFile === undefined ? true : envFile
-  if (options.envFile !== undefined) throw new UsageError("--env-file: only with --config PATH or --hermes")
-  return undefined
-}
-
 export const run = async (file: string | undefined, options: RunOptions): Promise<number> => {
   // Everything the command line can get wrong is found before the SDK loads (usage errors stay fast).
   if (options.eval !== undefined && file !== undefined) throw new UsageError("give the program as FILE or as -e CODE, not both")
@@ -95,22 +79,14 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
   const programFile = fromStdin || options.eval !== undefined ? undefined : file
   const code = options.eval ?? (programFile === undefined ? readStdin() : readLocal(programFile, "").toString("utf8"))
   const language = detectLanguage(code, programFile === undefined ? {} : { file: programFile }, options.language)
-  const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout)
-  if (options.timeout !== undefined && timeoutMs === undefined) throw new UsageError(`--timeout: expected a duration like 5s, 500ms or 2m, got ${JSON.stringify(options.timeout)}`)
+  const timeoutMs = durationOption("--timeout", options.timeout)
   const cpus = options.cpus === undefined ? undefined : Number(options.cpus)
   if (options.cpus !== undefined && !Number.isFinite(cpus)) throw new UsageError(`--cpus: expected a number, got ${JSON.stringify(options.cpus)}`)
   const env = parseEnv(options.env ?? [])
   const files = parseFiles(options.file ?? [])
   const hermes = hermesSource(options)
 
-  const executorOptions: CreateExecutorOptions = {
-    journal: options.journal === false ? "memory" : typeof options.journal === "string" ? { path: options.journal } : "default",
-    awaitRemoval: true,
-    ...(hermes === undefined ? {} : { hermesConfig: hermes }),
-    ...(options.network === undefined ? {} : { network: options.network }),
-    ...(options.runtime === undefined ? {} : { runtime: options.runtime }),
-    ...(options.limitsUnsupported === undefined ? {} : { limitsUnsupported: options.limitsUnsupported })
-  }
+  const executorOptions: CreateExecutorOptions = { ...executorOptionsOf(options, hermes), awaitRemoval: true }
   const request: ExecuteRequest = {
     language,
     code,

@@ -1,0 +1,127 @@
+/**
+ * `hermes-sandbox mcp`: the MCP server (@hermes-sandbox/mcp) over stdio (default: the protocol
+ * alone on standard output, every log line on standard error) or Streamable HTTP (`--http`, at
+ * /mcp, a bearer token required). One executor serves every MCP session, so --max-concurrency
+ * and the queue hold across clients. It runs until the client leaves (stdio) or a signal.
+ */
+import { randomBytes } from "node:crypto"
+import { readFileSync } from "node:fs"
+import { UsageError } from "../errors.js"
+import { ExitCode } from "../exitCodes.js"
+import { durationOption, executorOptionsOf, hermesSource, numberOption, type SandboxCommandOptions } from "../sandboxOptions.js"
+import { trapSignals } from "../signals.js"
+
+export interface McpOptions extends SandboxCommandOptions {
+  readonly http?: boolean
+  readonly host?: string
+  readonly port?: string
+  readonly tokenFile?: string
+  readonly allowRemote?: boolean
+  readonly allowedHost?: ReadonlyArray<string>
+  readonly allowedOrigin?: ReadonlyArray<string>
+  readonly image?: string
+  readonly memory?: string
+  readonly cpus?: string
+  readonly timeout?: string
+  readonly maxTimeout?: string
+  readonly sessionIdle?: string
+  readonly maxSessions?: string
+  readonly maxConcurrency?: string
+  readonly maxQueue?: string
+}
+
+/** The environment variable that may carry the HTTP bearer token. */
+export const TOKEN_VARIABLE = "HERMES_SANDBOX_MCP_TOKEN"
+
+const say = (line: string) => process.stderr.write(`hermes-sandbox mcp: ${line}\n`)
+
+const tokenOf = (options: McpOptions): { readonly token: string; readonly generated: boolean } => {
+  if (options.tokenFile !== undefined) {
+    let token: string
+    try {
+      token = readFileSync(options.tokenFile, "utf8").trim()
+    } catch (error) {
+      throw new UsageError(`--token-file ${options.tokenFile}: ${(error as { code?: string }).code === "ENOENT" ? "no such file" : (error as Error).message}`)
+    }
+    if (token.length < 16) throw new UsageError(`--token-file ${options.tokenFile}: the token must be at least 16 characters`)
+    return { token, generated: false }
+  }
+  const fromEnv = process.env[TOKEN_VARIABLE]
+  if (fromEnv !== undefined && fromEnv !== "") {
+    if (fromEnv.length < 16) throw new UsageError(`${TOKEN_VARIABLE}: the token must be at least 16 characters`)
+    return { token: fromEnv, generated: false }
+  }
+  return { token: randomBytes(32).toString("base64url"), generated: true }
+}
+
+const seconds = (flag: string, given: string | undefined): number | undefined => {
+  const ms = durationOption(flag, given)
+  if (ms !== undefined && ms < 1000) throw new UsageError(`${flag}: at least 1s, got ${JSON.stringify(given)}`)
+  return ms === undefined ? undefined : ms / 1000
+}
+
+export const mcp = async (options: McpOptions): Promise<number> => {
+  // Every usage error before the SDK loads.
+  const hermes = hermesSource(options)
+  const port = options.port === undefined ? undefined : Number(options.port)
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) throw new UsageError(`--port: expected 0 (a free port) to 65535, got ${JSON.stringify(options.port)}`)
+  if (options.http !== true && (options.host ?? options.port ?? options.tokenFile) !== undefined) throw new UsageError("--host, --port and --token-file: only with --http")
+  const defaultTimeoutS = seconds("--timeout", options.timeout)
+  const maxTimeoutS = seconds("--max-timeout", options.maxTimeout)
+  const sessionIdleS = seconds("--session-idle", options.sessionIdle)
+  const maxSessionSandboxes = numberOption("--max-sessions", options.maxSessions, true)
+  const maxConcurrency = numberOption("--max-concurrency", options.maxConcurrency, true)
+  const maxQueue = numberOption("--max-queue", options.maxQueue, true)
+  const cpus = numberOption("--cpus", options.cpus)
+  if (defaultTimeoutS !== undefined && maxTimeoutS !== undefined && defaultTimeoutS > maxTimeoutS) throw new UsageError("--timeout: larger than --max-timeout")
+  const token = options.http === true ? tokenOf(options) : undefined
+  const images = options.image === undefined ? undefined : { python: options.image, javascript: options.image, bash: options.image }
+
+  const { McpSandbox, serveHttp, serveStdio } = await import("@hermes-sandbox/mcp")
+  if (hermes !== undefined) {
+    const { fromHermesConfig } = await import("@hermes-sandbox/docker")
+    for (const warning of fromHermesConfig(hermes).loaded.warnings) say(`warning: ${warning}`)
+  }
+  const signals = trapSignals()
+  const sandbox = await McpSandbox.open({
+    ...executorOptionsOf(options, hermes),
+    ...(images === undefined ? {} : { images }),
+    ...(options.memory === undefined ? {} : { memory: options.memory }),
+    ...(cpus === undefined ? {} : { cpus }),
+    ...(maxConcurrency === undefined ? {} : { maxConcurrency }),
+    ...(maxQueue === undefined ? {} : { maxQueue }),
+    ...(options.image === undefined ? {} : { session: { image: options.image } }),
+    limits: {
+      ...(defaultTimeoutS === undefined ? {} : { defaultTimeoutS }),
+      ...(maxTimeoutS === undefined ? {} : { maxTimeoutS }),
+      ...(sessionIdleS === undefined ? {} : { sessionIdleS }),
+      ...(maxSessionSandboxes === undefined ? {} : { maxSessionSandboxes })
+    }
+  })
+  const stopped = new Promise<void>((resolve) => signals.signal.addEventListener("abort", () => resolve(), { once: true }))
+  try {
+    if (options.http !== true) {
+      const serving = await serveStdio(sandbox)
+      say(`serving MCP over stdio (executor ${sandbox.executorId})`)
+      await Promise.race([serving.closed, stopped])
+      await serving.close()
+    } else {
+      const serving = await serveHttp(sandbox, {
+        token: token!.token,
+        ...(options.host === undefined ? {} : { host: options.host }),
+        ...(port === undefined ? {} : { port }),
+        ...(options.allowRemote === true ? { allowRemote: true } : {}),
+        ...(options.allowedHost === undefined ? {} : { allowedHosts: options.allowedHost }),
+        ...(options.allowedOrigin === undefined ? {} : { allowedOrigins: options.allowedOrigin })
+      })
+      say(`serving MCP over Streamable HTTP at ${serving.url} (executor ${sandbox.executorId})`)
+      if (token!.generated) say(`bearer token (generated; pass --token-file or ${TOKEN_VARIABLE} to choose one): ${token!.token}`)
+      await stopped
+      await serving.close()
+    }
+  } finally {
+    await sandbox.close()
+    signals.dispose()
+  }
+  return signals.exitCode() ?? ExitCode.ok
+}
