@@ -3,17 +3,21 @@
  * whole process (spawn to exit), as a script or an agent launching it sees it. Engine and images
  * must be ready (`pnpm hermes-sandbox doctor`); the built variants need `pnpm build` first.
  *
- *   npx tsx bench/cli-startup.ts [--runs 20] [--variant dist] [--variant pnpm] ... [--command 'label=node other/bin.js']
+ *   npx tsx bench/cli-startup.ts [--runs 20] [--variant bundle] [--variant dist] ... [--command 'label=node other/bin.js']
  *
  * Variants (all by default; each round runs them in turn, after one unmeasured warm-up each):
- * - dist: `node --conditions=hermes-sandbox-dist packages/cli/dist/bin.js`, the built bin in plain
- *   Node; the condition picks the sibling packages' dist/ inside the workspace, so it loads what
- *   an installed `hermes-sandbox` loads
+ * - bundle: `node packages/cli/bundle/hermes-sandbox.cjs`, the package's bin, what an installed
+ *   `hermes-sandbox` runs: the bundled CLI (packages/cli/scripts/bundle.mjs) through its launcher
+ *   and V8 code cache (scripts/launcher.cjs; the warm-up writes the cache if there is none)
+ * - dist: `node --conditions=hermes-sandbox-dist packages/cli/dist/bin.js`, tsc's output in plain
+ *   Node, one module file at a time; the condition picks the sibling packages' dist/ inside the
+ *   workspace (what the bin was before the bundle)
  * - tsx: `node --import tsx packages/cli/src/bin.ts`, the sources through tsx's loader
  * - pnpm: `npx -y pnpm@10.34.0 -s hermes-sandbox`, the workspace's script (-s: no banner on stdout)
  *
  * --command adds any other command line (split on spaces; run from the repository root), e.g. a
- * build made another way, under its label.
+ * build made another way, or `env NODE_DISABLE_COMPILE_CACHE=1 node packages/cli/bundle/hermes-sandbox.cjs`
+ * (the bundle without its code cache), under its label.
  *
  * Each run must print one JSON result with stdout "1\n" and exit 0, or the bench stops.
  * Prints min / median / max per variant in milliseconds, and a Markdown table.
@@ -26,6 +30,7 @@ import { median } from "./stats.js"
 const root = fileURLToPath(new URL("..", import.meta.url))
 
 const Builtin = {
+  bundle: [process.execPath, "packages/cli/bundle/hermes-sandbox.cjs"],
   dist: [process.execPath, "--conditions=hermes-sandbox-dist", "packages/cli/dist/bin.js"],
   tsx: [process.execPath, "--import", "tsx", "packages/cli/src/bin.ts"],
   pnpm: ["npx", "-y", "pnpm@10.34.0", "-s", "hermes-sandbox"]

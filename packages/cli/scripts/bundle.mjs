@@ -1,0 +1,230 @@
+// The installed `hermes-sandbox` bin (pnpm build runs this after the CLI's tsc): dist/bin.js and
+// everything it imports (the sibling packages' dist/, effect, rxjs, dockerode, ...) bundled by
+// esbuild into one CommonJS file, bundle/cli.cjs, and the launcher that runs it through V8's
+// code cache, bundle/hermes-sandbox.cjs (from scripts/launcher.cjs). Node's loader took ~0.6 s
+// of every run to load ~700 ES modules one by one, and compiling the one file ~90 ms more.
+//
+// bundle/ is one level below the package root, like src/ and dist/, so main.ts's
+// `new URL("../package.json", import.meta.url)` finds the manifest. The docker package finds its
+// own files (watchdog, seccomp profile, image sources) by resolving its name, not by its module's
+// URL (packages/docker/src/internal/packageRoot.ts), so inlining it is safe.
+//
+// What a bundled dependency finds next to its own files stays where the package is installed (a
+// bundle moves the code, not the files): the CommonJS files that use __dirname or __filename, or
+// require a native addon by a relative path (ssh2, cpu-features, grpc-js, dockerode), get their
+// real place at run time; better-sqlite3 stays outside (the bindings package finds its addon
+// from the caller's stack). A package's place is found as Node finds it for the package that
+// depends on it, from the CLI's own dependencies down: pnpm lets a package resolve only its own
+// dependencies, and npm may hoist or nest them.
+//
+// HERMES_BUNDLE_METAFILE=path writes esbuild's metafile there (what the bundle holds, by input).
+import * as esbuild from "esbuild"
+import { execFileSync } from "node:child_process"
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { dirname, join, relative } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const outdir = join(root, "bundle")
+const runtime = "hermes-bundle:runtime"
+
+/** Packages loaded from their installed place instead of being bundled. */
+const external = ["better-sqlite3"]
+
+/**
+ * Modules of dependencies that a run never uses, evaluated on their first call instead of at
+ * start: docker-modem's ssh:// transport (ssh2, ~40 ms to load) and dockerode's BuildKit session
+ * (grpc-js, proto-loader, protobufjs, ~60 ms). Each exports one function and its importer only
+ * calls it, so a function that requires the module on its first call stands in for it. (A newer
+ * dockerode that moved them is only slower: the import is then bundled as it is.)
+ */
+const deferred = [
+  { importer: "docker-modem/lib/modem.js", request: "./ssh" },
+  { importer: "dockerode/lib/docker.js", request: "./session" }
+]
+
+const readJson = (file) => JSON.parse(readFileSync(file, "utf8"))
+
+/** The package a file belongs to: the nearest package.json upward that has a name. */
+const packageOf = (file) => {
+  for (let dir = dirname(file); dir !== dirname(dir); dir = dirname(dir)) {
+    const manifest = join(dir, "package.json")
+    if (existsSync(manifest)) {
+      const { name } = readJson(manifest)
+      if (name !== undefined) return { dir: realpathSync(dir), name }
+    }
+  }
+  throw new Error(`no package above ${file}`)
+}
+
+/** Where Node finds package `name` for a file of the package in `dir` (node_modules, upward). */
+const installedAt = (dir, name) => {
+  for (let d = dir; d !== dirname(d); d = dirname(d)) {
+    const candidate = join(d, "node_modules", name)
+    if (existsSync(join(candidate, "package.json"))) return realpathSync(candidate)
+  }
+  return undefined
+}
+
+/**
+ * The dependency names that lead from the CLI to the package in `target` (each a dependency of the
+ * one before, the first one of the CLI's), shortest first; [] for the CLI itself. Checked here as
+ * the bundle will follow it at run time (each name resolved by require() from the one before), so
+ * a package whose manifest lets require() resolve nothing fails the build, not a user's run.
+ */
+const chainTo = (target) => {
+  const queue = [{ dir: realpathSync(root), chain: [] }]
+  const seen = new Set([queue[0].dir])
+  while (queue.length > 0) {
+    const { dir, chain } = queue.shift()
+    if (dir === target) {
+      let from = join(outdir, "cli.cjs")
+      for (const name of chain) from = createRequire(from).resolve(name)
+      if (packageOf(from).dir !== target) throw new Error(`require() along ${chain.join(" > ")} leads to ${from}, not into ${target}`)
+      return chain
+    }
+    const manifest = readJson(join(dir, "package.json"))
+    for (const name of Object.keys({ ...manifest.dependencies, ...manifest.optionalDependencies, ...manifest.peerDependencies })) {
+      const at = installedAt(dir, name)
+      if (at !== undefined && !seen.has(at)) {
+        seen.add(at)
+        queue.push({ dir: at, chain: [...chain, name] })
+      }
+    }
+  }
+  throw new Error(`${target} is bundled but not reachable through the CLI's dependencies`)
+}
+
+// The run-time half: `require` as the last package of a chain has it, and a package's directory.
+const runtimeSource = `
+import { createRequire } from "node:module"
+import { existsSync, readFileSync } from "node:fs"
+import { dirname, join } from "node:path"
+const requireOf = (chain) => chain.reduce((r, name) => createRequire(r.resolve(name)), createRequire(import.meta.url))
+const dirs = new Map()
+export const requireFrom = requireOf
+export const packageDir = (chain) => {
+  const key = chain.join("\\0")
+  let dir = dirs.get(key)
+  if (dir === undefined) {
+    const name = chain.at(-1)
+    dir = dirname(requireOf(chain.slice(0, -1)).resolve(name))
+    const isIt = (d) => existsSync(join(d, "package.json")) && JSON.parse(readFileSync(join(d, "package.json"), "utf8")).name === name
+    while (!isIt(dir)) {
+      if (dir === dirname(dir)) throw new Error("hermes-sandbox bundle: cannot find the directory of " + name)
+      dir = dirname(dir)
+    }
+    dirs.set(key, dir)
+  }
+  return dir
+}
+`
+
+const placesPlugin = {
+  name: "installed-places",
+  setup(build) {
+    build.onResolve({ filter: new RegExp(`^${runtime}$`) }, () => ({ path: runtime, namespace: runtime }))
+    build.onLoad({ filter: /.*/, namespace: runtime }, () => ({ contents: runtimeSource, loader: "js", resolveDir: root }))
+
+    // An external package: required at run time as the package that imports it requires it.
+    build.onResolve({ filter: new RegExp(`^(${external.join("|")})$`) }, (args) => {
+      const owner = packageOf(args.importer)
+      return { path: `${args.path} from ${owner.name}`, namespace: "external", pluginData: { chain: chainTo(owner.dir), name: args.path } }
+    })
+    build.onLoad({ filter: /.*/, namespace: "external" }, ({ pluginData: { chain, name } }) => ({
+      contents: `import { requireFrom } from "${runtime}"\nexport default requireFrom(${JSON.stringify(chain)})(${JSON.stringify(name)})\n`,
+      loader: "js",
+      resolveDir: root
+    }))
+
+    for (const { importer, request } of deferred) {
+      const filter = new RegExp(`^${request.replace(/[./]/g, "\\$&")}$`)
+      build.onResolve({ filter }, async (args) => {
+        if (!args.importer.split("\\").join("/").endsWith(`/node_modules/${importer}`) || args.pluginData === "deferred") return undefined
+        const real = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: "deferred" })
+        if (real.errors.length > 0) return { errors: real.errors }
+        return { path: real.path, namespace: "deferred" }
+      })
+    }
+    build.onLoad({ filter: /.*/, namespace: "deferred" }, (args) => ({
+      contents: `let f\nmodule.exports = function () { return (f ??= require(${JSON.stringify(args.path)})).apply(this, arguments) }\n`,
+      loader: "js",
+      resolveDir: dirname(args.path)
+    }))
+
+    // rxjs's export map sends Node to its CommonJS build, which cannot be tree-shaken (all 223
+    // modules, ~150 KB); its ES2015 build is the same library.
+    build.onResolve({ filter: /^rxjs$/ }, async (args) => {
+      if (args.pluginData === "rxjs") return undefined
+      const cjs = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: "rxjs" })
+      if (cjs.errors.length > 0) return { errors: cjs.errors }
+      const esm = cjs.path.replace(/([\\/])dist[\\/]cjs[\\/]index\.js$/, "$1dist$1esm$1index.js")
+      return { path: existsSync(esm) ? esm : cjs.path }
+    })
+
+    // A relative require of a native addon is left to run time (rewritten below), built or not.
+    build.onResolve({ filter: /\.node$/ }, (args) => ({ path: args.path, external: true }))
+
+    // A dependency's CommonJS file that uses its own place gets the installed one.
+    build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, (args) => {
+      const source = readFileSync(args.path, "utf8")
+      const usesPlace = /\b__(dirname|filename)\b/.test(source)
+      const addon = /\brequire\((["'])(\.{1,2}\/[^"']+\.node)\1\)/g
+      if (!usesPlace && !addon.test(source)) return undefined
+      const pkg = packageOf(args.path)
+      const file = relative(pkg.dir, realpathSync(args.path)).split("\\").join("/")
+      const header = [
+        `var { packageDir: __hermesPackageDir } = require("${runtime}");`,
+        `var __filename = require("node:path").join(__hermesPackageDir(${JSON.stringify(chainTo(pkg.dir))}), ${JSON.stringify(file)});`,
+        `var __dirname = require("node:path").dirname(__filename);`
+      ].join(" ")
+      // One line: the file's own line numbers stay as they were.
+      const body = source.replace(addon, (_, _q, path) => `require(require("node:path").join(__dirname, ${JSON.stringify(path)}))`)
+      return { contents: `${header}${body}`, loader: "js" }
+    })
+  }
+}
+
+rmSync(outdir, { recursive: true, force: true })
+const result = await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: ["dist/bin.js"],
+  outfile: join(outdir, "cli.cjs"),
+  bundle: true,
+  // One CommonJS file, for the launcher's code cache (scripts/launcher.cjs). The commands stay
+  // lazy inside it: main.ts's import() of a command becomes a call that evaluates the command's
+  // modules (and the SDK's) when it runs, so --help evaluates none of them.
+  format: "cjs",
+  platform: "node",
+  target: "node20",
+  // The sibling packages' built dist/, as a plain-Node run in the workspace loads them (an
+  // installed package's manifest points there anyway).
+  conditions: ["hermes-sandbox-dist"],
+  // main.ts and the docker package's packageRoot.ts resolve from their module's URL: the bundle's.
+  define: { "import.meta.url": "__hermesImportMetaUrl" },
+  banner: { js: `var __hermesImportMetaUrl = require("node:url").pathToFileURL(__filename).href;` },
+  minify: true,
+  plugins: [placesPlugin],
+  legalComments: "linked",
+  metafile: true,
+  write: false,
+  logLevel: "warning"
+})
+mkdirSync(outdir, { recursive: true })
+for (const output of result.outputFiles) {
+  // bin.ts's #! line: the launcher compiles the file as a function body, where it is a syntax error.
+  writeFileSync(output.path, output.path.endsWith(".cjs") ? output.text.replace(/^#!.*\n/, "") : output.contents)
+}
+if (process.env.HERMES_BUNDLE_METAFILE) writeFileSync(process.env.HERMES_BUNDLE_METAFILE, JSON.stringify(result.metafile))
+
+// The launcher, with the command names it keeps a cache for (what --help lists).
+const help = execFileSync(process.execPath, [join(outdir, "cli.cjs"), "--help"], { encoding: "utf8" })
+const commands = [...help.slice(help.indexOf("\nCommands:\n")).matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1])
+if (!commands.includes("run")) throw new Error(`no commands found in the bundle's --help:\n${help}`)
+const launcher = readFileSync(join(root, "scripts", "launcher.cjs"), "utf8")
+if (!launcher.includes("const COMMANDS = []")) throw new Error("scripts/launcher.cjs: no `const COMMANDS = []` to fill in")
+writeFileSync(join(outdir, "hermes-sandbox.cjs"), launcher.replace("const COMMANDS = []", `const COMMANDS = ${JSON.stringify(commands)}`), { mode: 0o755 })
+
+const bytes = result.outputFiles.reduce((n, f) => n + f.contents.byteLength, 0)
+console.log(`bundle: ${relative(process.cwd(), outdir) || "."}/cli.cjs (${Math.round(bytes / 1024)} KiB), hermes-sandbox.cjs (commands ${commands.join(", ")})`)

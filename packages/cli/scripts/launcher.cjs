@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+// The installed `hermes-sandbox` (copied to bundle/hermes-sandbox.cjs by scripts/bundle.mjs): runs
+// the bundled CLI, bundle/cli.cjs, through V8's code cache. Compiling the bundle took ~90 ms of
+// every start, and each function a command calls was compiled again on every run; the cache,
+// written at the end of a command's first run with everything that run compiled, is read in a
+// few milliseconds. (Node 20 has no compile cache for ES modules, `module.enableCompileCache` is
+// Node 22's: hence one CommonJS file, compiled here with vm.Script.)
+//
+// One cache file per command (each calls other functions), under $XDG_CACHE_HOME/hermes-sandbox
+// or ~/.cache/hermes-sandbox, named by the bundle's SHA-256, Node's version and the architecture:
+// V8 checks its own version and flags and the source's length, not the source itself. A cache is
+// code, so only a directory of this user's, writable by no one else, is used. Failing to read or
+// write it only costs the compile. NODE_DISABLE_COMPILE_CACHE=1 turns it off, as it does Node's.
+"use strict"
+const { createHash } = require("node:crypto")
+const fs = require("node:fs")
+const Module = require("node:module")
+const os = require("node:os")
+const path = require("node:path")
+const vm = require("node:vm")
+
+/** The CLI's commands (`hermes-sandbox --help`), filled in by scripts/bundle.mjs. */
+const COMMANDS = []
+/** Another bundle's cache files (an older install) are removed when untouched this long. */
+const STALE_MS = 7 * 24 * 3600 * 1000
+
+const file = path.join(__dirname, "cli.cjs")
+const source = fs.readFileSync(file, "utf8")
+
+const cache = (() => {
+  const off = process.env.NODE_DISABLE_COMPILE_CACHE
+  if (off !== undefined && off !== "" && off !== "0") return undefined
+  const xdg = process.env.XDG_CACHE_HOME
+  const dir = path.join(xdg !== undefined && path.isAbsolute(xdg) ? xdg : path.join(os.homedir(), ".cache"), "hermes-sandbox")
+  const command = COMMANDS.includes(process.argv[2]) ? process.argv[2] : "main"
+  const key = createHash("sha256").update(source).digest("hex").slice(0, 16)
+  return { dir, key, file: path.join(dir, `compile-${key}-${process.version}-${process.arch}-${command}.bin`) }
+})()
+
+/** Whether `dir` is this user's and no one else may write to it. */
+const owned = (dir) => {
+  const s = fs.statSync(dir)
+  return s.isDirectory() && (process.getuid === undefined || s.uid === process.getuid()) && (s.mode & 0o022) === 0
+}
+
+let cachedData
+if (cache !== undefined) {
+  try {
+    if (owned(cache.dir)) cachedData = fs.readFileSync(cache.file)
+  } catch {
+    // No cache yet (or no such directory): this run writes it.
+  }
+}
+
+const script = new vm.Script(Module.wrap(source), {
+  filename: file,
+  ...(cachedData === undefined ? {} : { cachedData }),
+  // import() inside the bundle as in a module Node loaded (Node >= 20.12; the bundle has none today).
+  ...(vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER === undefined ? {} : { importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER })
+})
+
+if (cache !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
+  process.once("exit", () => {
+    try {
+      fs.mkdirSync(cache.dir, { recursive: true, mode: 0o700 })
+      if (!owned(cache.dir)) return
+      const partial = `${cache.file}.${process.pid}.tmp`
+      fs.writeFileSync(partial, script.createCachedData(), { mode: 0o600 })
+      fs.renameSync(partial, cache.file)
+      const now = Date.now()
+      for (const name of fs.readdirSync(cache.dir)) {
+        if (!name.startsWith("compile-") || name.startsWith(`compile-${cache.key}-`)) continue
+        const stale = path.join(cache.dir, name)
+        if (now - fs.statSync(stale).mtimeMs > STALE_MS) fs.rmSync(stale, { force: true })
+      }
+    } catch {
+      // A read-only or full disk: the next run compiles again.
+    }
+  })
+}
+
+const cli = new Module(file, module)
+cli.filename = file
+script.runInThisContext()(cli.exports, Module.createRequire(file), cli, file, __dirname)
