@@ -88,6 +88,24 @@ const readBody = (req: IncomingMessage, max: number): Promise<Buffer> =>
     req.on("error", reject)
   })
 
+/**
+ * A client whose connection drops while its request runs (the response stream closed before the
+ * response was written) cannot receive the result: the request is cancelled as if the client had
+ * sent notifications/cancelled, so its sandbox is killed and removed now, not at its deadline.
+ */
+const cancelOnDisconnect = (transport: StreamableHTTPServerTransport, res: ServerResponse, body: unknown) => {
+  const requests = (Array.isArray(body) ? body : [body]).filter(
+    (m): m is { id: string | number; method: string } => typeof m === "object" && m !== null && "id" in m && "method" in m
+  )
+  if (requests.length === 0) return
+  res.once("close", () => {
+    if (res.writableFinished) return
+    for (const r of requests) {
+      transport.onmessage?.({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: r.id, reason: "the client disconnected" } })
+    }
+  })
+}
+
 export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Promise<HttpServing> => {
   const host = options.host ?? "127.0.0.1"
   if (!isLoopback(host) && options.allowRemote !== true) {
@@ -151,6 +169,7 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
       const entry = entries.get(sessionId)
       if (entry === undefined) return reply(res, 404, "no such MCP session (it ended or expired): initialize a new one")
       entry.lastSeen = Date.now()
+      cancelOnDisconnect(entry.transport, res, body)
       return entry.transport.handleRequest(req, res, body)
     }
     if (req.method !== "POST" || !(Array.isArray(body) ? body.some(isInitializeRequest) : isInitializeRequest(body))) {
