@@ -3,11 +3,17 @@ import type { EventEnvelope } from "@hermes-sandbox/events"
 
 const short = (id: string) => id.slice(-12)
 
+/** A caller's tags (the MCP server's session and tool, for one), as `key=value` pairs. */
+const tagsOf = (d: Record<string, unknown>): string => {
+  const tags = d.tags as Record<string, string> | undefined
+  return tags === undefined ? "" : ` [${Object.entries(tags).map(([k, v]) => `${k}=${v}`).join(" ")}]`
+}
+
 const details = (e: EventEnvelope): string => {
   const d = e.data as Record<string, unknown>
   switch (e.type) {
     case "ExecutionRequested":
-      return `${d.language} ${d.codeBytes} B code, timeout ${d.timeoutMs} ms, image ${d.image}`
+      return `${d.language} ${d.codeBytes} B code, timeout ${d.timeoutMs} ms, image ${d.image}${d.sessionId === undefined ? "" : `, session ${short(String(d.sessionId))}`}${tagsOf(d)}`
     case "ContainerCreated":
       return `${d.containerName}${d.pooled ? " (pooled)" : ""}`
     case "ContainerStarted":
