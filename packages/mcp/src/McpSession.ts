@@ -19,6 +19,9 @@ export interface McpSessionContext {
   readonly client?: string
 }
 
+/** Characters of the client's self-reported name and version kept in the journal. */
+const MAX_CLIENT_NAME = 200
+
 /** How many execution ids a session remembers (its resources/list). */
 const REMEMBERED_EXECUTIONS = 200
 
@@ -57,7 +60,8 @@ export class McpSession {
       "mcp.transport": this.context.transport,
       "mcp.tool": tool,
       ...(this.context.client === undefined ? {} : { "mcp.client": this.context.client }),
-      ...(this.clientInfo === undefined ? {} : { "mcp.client_name": `${this.clientInfo.name} ${this.clientInfo.version}` })
+      // The client names itself: bounded, so a client cannot bloat every event it causes.
+      ...(this.clientInfo === undefined ? {} : { "mcp.client_name": `${this.clientInfo.name} ${this.clientInfo.version}`.slice(0, MAX_CLIENT_NAME) })
     }
   }
 
