@@ -78,8 +78,10 @@ const readBody = (req: IncomingMessage, max: number): Promise<Buffer> =>
     req.on("data", (chunk: Buffer) => {
       size += chunk.length
       if (size > max) {
+        // Read on and drop the rest: destroying the request resets the connection under a client
+        // still sending, which then never reads the 413 (the server's requestTimeout bounds it).
+        chunks.length = 0
         reject(new BodyTooLarge())
-        req.destroy()
         return
       }
       chunks.push(chunk)
