@@ -60,6 +60,8 @@ interface Entry {
   readonly transport: StreamableHTTPServerTransport
   readonly client: string
   lastSeen: number
+  /** POSTs being answered now (a call running): the session is not idle while one runs. */
+  running: number
 }
 
 const reply = (res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}) => {
@@ -171,6 +173,15 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
       const entry = entries.get(sessionId)
       if (entry === undefined) return reply(res, 404, "no such MCP session (it ended or expired): initialize a new one")
       entry.lastSeen = Date.now()
+      // Idle time counts from a call's end, not its start. Not a GET: its standing event stream
+      // would keep a session that makes no calls alive forever.
+      if (req.method === "POST") {
+        entry.running++
+        res.once("close", () => {
+          entry.running--
+          entry.lastSeen = Date.now()
+        })
+      }
       cancelOnDisconnect(entry.transport, res, body)
       return entry.transport.handleRequest(req, res, body)
     }
@@ -189,7 +200,7 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
       onsessionclosed: (closedId) => void closeEntry(closedId, "the client ended the MCP session (DELETE)")
     })
     transport.onclose = () => void closeEntry(id, "the transport closed")
-    const entry: Entry = { session, transport, client, lastSeen: Date.now() }
+    const entry: Entry = { session, transport, client, lastSeen: Date.now(), running: 0 }
     entries.set(id, entry)
     const server = createServer(session)
     await server.connect(transport)
@@ -203,7 +214,7 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   })
   const sweep = setInterval(() => {
     const now = Date.now()
-    for (const [id, e] of entries) if (now - e.lastSeen > idleMs) void closeEntry(id, `idle for more than ${idleMs / 1000} s`)
+    for (const [id, e] of entries) if (e.running === 0 && now - e.lastSeen > idleMs) void closeEntry(id, `idle for more than ${idleMs / 1000} s`)
   }, Math.min(idleMs, 30_000))
   sweep.unref()
 
