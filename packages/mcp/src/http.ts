@@ -16,6 +16,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
 import type { McpSandbox } from "./McpSandbox.js"
 import type { McpSession } from "./McpSession.js"
+import { isLoopback } from "./loopback.js"
 import { createServer } from "./server.js"
 
 export interface HttpOptions {
@@ -50,10 +51,6 @@ export interface HttpServing {
   /** Stop listening, close every MCP session (their sandboxes removed). Idempotent. */
   close(): Promise<void>
 }
-
-const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|localhost)$/i
-
-export const isLoopback = (host: string) => LOOPBACK.test(host.replace(/^\[|\]$/g, ""))
 
 interface Entry {
   readonly session: McpSession

@@ -9,7 +9,8 @@
  * reset_session (one sandbox per MCP session). Resource template: sandbox://executions/{id}/events.
  */
 export { FileOperationFailed, InvalidArguments, McpSessionClosed, SessionLimitReached } from "./errors.js"
-export { type HttpOptions, type HttpServing, isLoopback, serveHttp } from "./http.js"
+export { type HttpOptions, type HttpServing, serveHttp } from "./http.js"
+export { isLoopback } from "./loopback.js"
 export { McpSandbox, type McpSandboxOptions, type McpToolLimits, resolveLimits } from "./McpSandbox.js"
 export { McpSession, type McpSessionContext } from "./McpSession.js"
 export { EVENTS_TEMPLATE } from "./resources.js"

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
+import { isLoopback } from "@hermes-sandbox/mcp/loopback"
 import { UsageError } from "../errors.js"
 import { ExitCode } from "../exitCodes.js"
 import { durationOption, executorOptionsOf, hermesSource, numberOption, type SandboxCommandOptions } from "../sandboxOptions.js"
@@ -66,6 +67,9 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const port = options.port === undefined ? undefined : Number(options.port)
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) throw new UsageError(`--port: expected 0 (a free port) to 65535, got ${JSON.stringify(options.port)}`)
   if (options.http !== true && (options.host ?? options.port ?? options.tokenFile) !== undefined) throw new UsageError("--host, --port and --token-file: only with --http")
+  if (options.host !== undefined && !isLoopback(options.host) && options.allowRemote !== true) {
+    throw new UsageError(`--host ${options.host}: not a loopback address, and this endpoint runs code; pass --allow-remote to listen on it anyway (behind TLS)`)
+  }
   const defaultTimeoutS = seconds("--timeout", options.timeout)
   const maxTimeoutS = seconds("--max-timeout", options.maxTimeout)
   const sessionIdleS = seconds("--session-idle", options.sessionIdle)
