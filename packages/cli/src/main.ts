@@ -129,6 +129,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--allow-remote", "with --http: allow a non-loopback --host (put TLS in front of it)")
     .option("--allowed-host <host:port>", "with --http: another Host header value to accept, e.g. a reverse proxy's (repeatable)", collect)
     .option("--allowed-origin <origin>", "with --http: another browser Origin to accept (repeatable)", collect)
+    .option("--client-sessions <n>", "with --http: MCP sessions open at once per client address (default 8)")
+    .option("--http-session-idle <duration>", "with --http: close an MCP session after this long without a request (default 30m)")
     .option("--image <image>", "the image of every sandbox (it must have python3, node and bash; default: each language's hermes-sandbox image)")
     .option("-m, --memory <size>", "memory limit of each sandbox, e.g. 256m (default 512m)")
     .option("-c, --cpus <n>", "CPUs of each sandbox (default 1)")

@@ -20,6 +20,8 @@ export interface McpOptions extends SandboxCommandOptions {
   readonly allowRemote?: boolean
   readonly allowedHost?: ReadonlyArray<string>
   readonly allowedOrigin?: ReadonlyArray<string>
+  readonly clientSessions?: string
+  readonly httpSessionIdle?: string
   readonly image?: string
   readonly memory?: string
   readonly cpus?: string
@@ -74,6 +76,9 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const maxTimeoutS = seconds("--max-timeout", options.maxTimeout)
   const sessionIdleS = seconds("--session-idle", options.sessionIdle)
   const maxSessionSandboxes = numberOption("--max-sessions", options.maxSessions, true)
+  const maxSessionsPerClient = numberOption("--client-sessions", options.clientSessions, true)
+  const httpSessionIdleS = seconds("--http-session-idle", options.httpSessionIdle)
+  if (options.http !== true && (maxSessionsPerClient ?? httpSessionIdleS) !== undefined) throw new UsageError("--client-sessions and --http-session-idle: only with --http")
   const maxConcurrency = numberOption("--max-concurrency", options.maxConcurrency, true)
   const maxQueue = numberOption("--max-queue", options.maxQueue, true)
   const cpus = numberOption("--cpus", options.cpus)
@@ -116,7 +121,9 @@ export const mcp = async (options: McpOptions): Promise<number> => {
         ...(port === undefined ? {} : { port }),
         ...(options.allowRemote === true ? { allowRemote: true } : {}),
         ...(options.allowedHost === undefined ? {} : { allowedHosts: options.allowedHost }),
-        ...(options.allowedOrigin === undefined ? {} : { allowedOrigins: options.allowedOrigin })
+        ...(options.allowedOrigin === undefined ? {} : { allowedOrigins: options.allowedOrigin }),
+        ...(maxSessionsPerClient === undefined ? {} : { maxSessionsPerClient }),
+        ...(httpSessionIdleS === undefined ? {} : { sessionIdleS: httpSessionIdleS })
       })
       say(`serving MCP over Streamable HTTP at ${serving.url} (executor ${sandbox.executorId})`)
       if (token!.generated) say(`bearer token (generated; pass --token-file or ${TOKEN_VARIABLE} to choose one): ${token!.token}`)
