@@ -96,7 +96,7 @@ const chainTo = (target) => {
   throw new Error(`${target} is bundled but not reachable through the CLI's dependencies`)
 }
 
-// The run-time half: `require` as the last package of a chain has it, and a package's directory.
+// The run-time half: `require` as the last package of a chain has it, and a package's files.
 const runtimeSource = `
 import { createRequire } from "node:module"
 import { existsSync, readFileSync } from "node:fs"
@@ -104,7 +104,7 @@ import { dirname, join } from "node:path"
 const requireOf = (chain) => chain.reduce((r, name) => createRequire(r.resolve(name)), createRequire(import.meta.url))
 const dirs = new Map()
 export const requireFrom = requireOf
-export const packageDir = (chain) => {
+const packageDir = (chain) => {
   const key = chain.join("\\0")
   let dir = dirs.get(key)
   if (dir === undefined) {
@@ -118,6 +118,14 @@ export const packageDir = (chain) => {
     dirs.set(key, dir)
   }
   return dir
+}
+/** __filename and __dirname of a file of the last package of \`chain\`, found on first use. */
+export const place = (chain, file) => {
+  let filename
+  return {
+    get filename() { return (filename ??= join(packageDir(chain), file)) },
+    get dirname() { return dirname(this.filename) }
+  }
 }
 `
 
@@ -166,22 +174,24 @@ const placesPlugin = {
     // A relative require of a native addon is left to run time (rewritten below), built or not.
     build.onResolve({ filter: /\.node$/ }, (args) => ({ path: args.path, external: true }))
 
-    // A dependency's CommonJS file that uses its own place gets the installed one.
-    build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, (args) => {
+    // A dependency's CommonJS file that uses its own place gets the installed one, looked up
+    // when the file first asks (most never do: commander names __dirname only in a comment,
+    // grpc-js reads its .proto files only for a BuildKit session), not when it loads.
+    build.onLoad({ filter: /[\\/]node_modules[\\/].*\.c?js$/ }, async (args) => {
       const source = readFileSync(args.path, "utf8")
-      const usesPlace = /\b__(dirname|filename)\b/.test(source)
       const addon = /\brequire\((["'])(\.{1,2}\/[^"']+\.node)\1\)/g
-      if (!usesPlace && !addon.test(source)) return undefined
+      if (!/\b__(dirname|filename)\b/.test(source) && !addon.test(source)) return undefined
+      const withAddons = source.replace(addon, (_, _q, path) => `require(require("node:path").join(__dirname, ${JSON.stringify(path)}))`)
+      // esbuild's define rewrites the identifiers only (not comments or strings).
+      const { code } = await esbuild.transform(withAddons, {
+        loader: "js",
+        define: { __dirname: "__hermesPlace.dirname", __filename: "__hermesPlace.filename" }
+      })
+      if (!code.includes("__hermesPlace")) return undefined
       const pkg = packageOf(args.path)
       const file = relative(pkg.dir, realpathSync(args.path)).split("\\").join("/")
-      const header = [
-        `var { packageDir: __hermesPackageDir } = require("${runtime}");`,
-        `var __filename = require("node:path").join(__hermesPackageDir(${JSON.stringify(chainTo(pkg.dir))}), ${JSON.stringify(file)});`,
-        `var __dirname = require("node:path").dirname(__filename);`
-      ].join(" ")
       // One line: the file's own line numbers stay as they were.
-      const body = source.replace(addon, (_, _q, path) => `require(require("node:path").join(__dirname, ${JSON.stringify(path)}))`)
-      return { contents: `${header}${body}`, loader: "js" }
+      return { contents: `var __hermesPlace = require("${runtime}").place(${JSON.stringify(chainTo(pkg.dir))}, ${JSON.stringify(file)});${code}`, loader: "js" }
     })
   }
 }
@@ -213,8 +223,16 @@ const result = await esbuild.build({
 })
 mkdirSync(outdir, { recursive: true })
 for (const output of result.outputFiles) {
+  if (!output.path.endsWith(".cjs")) {
+    writeFileSync(output.path, output.contents)
+    continue
+  }
   // bin.ts's #! line: the launcher compiles the file as a function body, where it is a syntax error.
-  writeFileSync(output.path, output.path.endsWith(".cjs") ? output.text.replace(/^#!.*\n/, "") : output.contents)
+  const code = output.text.replace(/^#!.*\n/, "")
+  // The launcher reads it as latin1, which is the same text only for ASCII (esbuild's default charset).
+  const nonAscii = code.search(/[^\x00-\x7f]/)
+  if (nonAscii >= 0) throw new Error(`${output.path}: a non-ASCII character at ${nonAscii}`)
+  writeFileSync(output.path, code)
 }
 if (process.env.HERMES_BUNDLE_METAFILE) writeFileSync(process.env.HERMES_BUNDLE_METAFILE, JSON.stringify(result.metafile))
 

@@ -25,7 +25,9 @@ const COMMANDS = []
 const STALE_MS = 7 * 24 * 3600 * 1000
 
 const file = path.join(__dirname, "cli.cjs")
-const source = fs.readFileSync(file, "utf8")
+const bytes = fs.readFileSync(file)
+// ASCII only (esbuild escapes the rest; scripts/bundle.mjs checks): latin1 is the same text, decoded faster.
+const source = bytes.toString("latin1")
 
 const cache = (() => {
   const off = process.env.NODE_DISABLE_COMPILE_CACHE
@@ -33,7 +35,7 @@ const cache = (() => {
   const xdg = process.env.XDG_CACHE_HOME
   const dir = path.join(xdg !== undefined && path.isAbsolute(xdg) ? xdg : path.join(os.homedir(), ".cache"), "hermes-sandbox")
   const command = COMMANDS.includes(process.argv[2]) ? process.argv[2] : "main"
-  const key = createHash("sha256").update(source).digest("hex").slice(0, 16)
+  const key = createHash("sha256").update(bytes).digest("hex").slice(0, 16)
   return { dir, key, file: path.join(dir, `compile-${key}-${process.version}-${process.arch}-${command}.bin`) }
 })()
 
