@@ -155,15 +155,18 @@ describe("the SDK's Client spawning the built server over stdio", () => {
 describe("a client that disappears mid-run", () => {
   const sleeper = { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(120)", timeout_s: 150 }
 
-  it("the client process SIGKILLed (no progress asked, so nothing but its stdin's end tells the server): the server removes the container, records the interruption and exits", async () => {
+  it("the client process SIGKILLed (no progress asked, so nothing but its stdin's end tells the server; its stderr a pipe that breaks): the server removes the run's container and its session sandbox, records both, and exits", async () => {
     const journal = newJournal("killed-client")
-    const child = childClient(["--journal", journal], sleeper)
+    const child = childClient(["--journal", journal], sleeper, { terminal: "echo opened", serverStderr: "pipe" })
     try {
       const serverPid = Number((await child.line((l) => l.serverPid !== undefined, 30_000)).serverPid)
       serverPids.set(serverPid, journal)
+      const sessionId = String((await child.line((l) => l.sessionId !== undefined, 30_000)).sessionId)
+      expect(await containerExists(`hermes-sandbox-${sessionId}`)).toBe(true)
       await child.line((l) => l.calling === true, 30_000)
       const id = await startedRun(journal)
-      const executorId = executorOf(child.stderr())
+      // The server's stderr is the child's pipe: its executor id comes from the journal.
+      const executorId = (await lifecycleOf(journal, id)).events[0]?.metadata.executorId
       expect(executorId).toBeDefined()
       executors.add(executorId!)
       expect(await containerExists(`hermes-sandbox-${id}`)).toBe(true)
@@ -171,8 +174,12 @@ describe("a client that disappears mid-run", () => {
       child.child.kill("SIGKILL")
       await child.exited
       expect(await gone(`hermes-sandbox-${id}`, 15_000)).toBe(true)
+      expect(await gone(`hermes-sandbox-${sessionId}`, 15_000)).toBe(true)
       expect(await waitFor(async () => processGone(serverPid), 15_000)).toBe(true)
-      // The server closed the lifecycle itself before exiting: no sweep needed.
+      // The server closed both lifecycles itself before exiting: no sweep needed.
+      const session = await lifecycleOf(journal, sessionId)
+      expect(session.state && isClosed(session.state), JSON.stringify(session.events.map((e) => e.type))).toBe(true)
+      expect(session.events.find((e) => e.type === "SessionClosed")?.metadata.executorId).toBe(executorId)
       const { events, state } = await lifecycleOf(journal, id)
       expect(state && isClosed(state), JSON.stringify(events.map((e) => e.type))).toBe(true)
       expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["ExecutionInterrupted", "ContainerDestroyed"]))
@@ -299,6 +306,8 @@ describe("standard output carries the protocol alone", () => {
     expect(resultOf(1)).toMatchObject({ serverInfo: { name: "hermes-sandbox" } })
     expect(resultOf(2).tools).toHaveLength(5)
     expect(resultOf(3).structuredContent).toMatchObject({ status: "success", stdout: "hi\n", stderr: "err\n" })
+    const run = String((resultOf(3).structuredContent as Structured).execution_id)
+    expect(tagsOf((await lifecycleOf(journal, run)).events)).toMatchObject({ "mcp.tool": "execute_code", "mcp.transport": "stdio", "mcp.client_name": "raw 0" })
     expect(byId.get(4)?.error).toMatchObject({ code: -32601 })
     expect(messages().filter((m) => m.method === "notifications/progress").length).toBeGreaterThan(0)
     expect(stderr).toMatch(/^hermes-sandbox mcp: serving MCP over stdio \(executor \S+\)$/m)

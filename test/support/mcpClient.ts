@@ -59,10 +59,13 @@ export interface ChildClient {
 
 const childScript = new URL("./mcpClientChild.mjs", import.meta.url).pathname
 
-/** mcpClientChild.mjs in a Node process of its own: it spawns the built server with `mcp ...args` and calls execute_code with `call`. */
-export const childClient = (args: ReadonlyArray<string>, call: Record<string, unknown>): ChildClient => {
+/**
+ * mcpClientChild.mjs in a Node process of its own: it spawns the built server with `mcp ...args`,
+ * runs `options.terminal` first when given (the session sandbox), then calls execute_code with `call`.
+ */
+export const childClient = (args: ReadonlyArray<string>, call: Record<string, unknown>, options: { readonly terminal?: string; readonly serverStderr?: "pipe" | "inherit" } = {}): ChildClient => {
   const server = mcpServerCommand(args)
-  const child = spawn(process.execPath, [childScript, JSON.stringify({ ...server, env: serverEnv(), call })], { stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, [childScript, JSON.stringify({ ...server, env: serverEnv(), call, ...options })], { stdio: ["ignore", "pipe", "pipe"] })
   const lines: Array<Record<string, unknown>> = []
   let pending = ""
   let stderr = ""
