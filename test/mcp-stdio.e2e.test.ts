@@ -3,8 +3,8 @@
  * SDK's own Client spawning it (plain Node, no TypeScript loader) for python, javascript and bash,
  * a timeout, a cancel; a client process SIGKILLed mid-run and a server process SIGKILLed mid-run;
  * two clients at once; raw JSON-RPC over its pipes (nothing but the protocol on stdout); and the
- * MCP Inspector's CLI, a client this project did not write. Every server gets a journal file of
- * its own, which is where each test finds the execution it asked for and checks its lifecycle.
+ * MCP Inspector's CLI, a client this project did not write. Each test's servers write a journal
+ * file of the test's own, which is where it finds the execution it asked for and checks its lifecycle.
  */
 import { spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
