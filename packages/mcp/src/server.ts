@@ -78,6 +78,8 @@ export const createServer = (session: McpSession): Server => {
     if (tool === undefined) {
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}; this server has ${tools.map((t) => t.name).join(", ")}`)
     }
+    // Also here, not only on notifications/initialized: a client that skips that notification is still named.
+    session.clientInfo ??= server.getClientVersion()
     const progress = progressFor(extra, session.owner.subscribe, limits.progressIntervalMs)
     try {
       const args = decodeArguments(tool, request.params.arguments)
