@@ -8,7 +8,7 @@
  * from the packed tarball.
  */
 import { spawn } from "node:child_process"
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
@@ -79,6 +79,22 @@ describe("the bundled bin (packages/cli/bundle)", () => {
     writeFileSync(path, "not a code cache")
     expect(JSON.parse((await bundled(PRINT, cache)).stdout)).toMatchObject({ stdout: "42\n" })
     expect(readFileSync(path).toString("latin1")).not.toBe("not a code cache")
+  })
+
+  it("keeps the caches of the four most recently written bundles (each build is another), removing older ones", async () => {
+    const cache = mkdtempSync(join(tmpdir(), "hermes-cache-"))
+    const dir = join(cache, "hermes-sandbox")
+    mkdirSync(dir, { mode: 0o700 })
+    const older = ["0000000000000001", "0000000000000002", "0000000000000003", "0000000000000004", "0000000000000005"]
+    older.forEach((key, i) => {
+      const file = join(dir, `compile-${key}-${process.version}-${process.arch}-run.bin`)
+      writeFileSync(file, "old")
+      utimesSync(file, new Date(Date.UTC(2020, 0, 1 + i)), new Date(Date.UTC(2020, 0, 1 + i)))
+    })
+    expect(JSON.parse((await bundled(PRINT, cache)).stdout)).toMatchObject({ stdout: "42\n" })
+    const keys = cacheFiles(cache).map((f) => f.slice("compile-".length, "compile-".length + 16)).sort()
+    expect(keys).toHaveLength(4)
+    expect(keys.slice(0, 3)).toEqual(["0000000000000003", "0000000000000004", "0000000000000005"])
   })
 
   it("uses no cache directory another user could write to, and none at all with NODE_DISABLE_COMPILE_CACHE=1", async () => {

@@ -8,7 +8,8 @@
 //
 // One cache file per command (each calls other functions), under $XDG_CACHE_HOME/hermes-sandbox
 // or ~/.cache/hermes-sandbox, named by the bundle's SHA-256, Node's version and the architecture:
-// V8 checks its own version and flags and the source's length, not the source itself. A cache is
+// V8 checks its own version and flags and the source's length, not the source itself (the caches
+// of a few bundles are kept, installs used side by side; older ones are removed). A cache is
 // code, so only a directory of this user's, writable by no one else, is used. Failing to read or
 // write it only costs the compile. NODE_DISABLE_COMPILE_CACHE=1 turns it off, as it does Node's.
 "use strict"
@@ -21,8 +22,8 @@ const vm = require("node:vm")
 
 /** The CLI's commands (`hermes-sandbox --help`), filled in by scripts/bundle.mjs. */
 const COMMANDS = []
-/** Another bundle's cache files (an older install) are removed when untouched this long. */
-const STALE_MS = 7 * 24 * 3600 * 1000
+/** Caches of this many bundles are kept (installs used side by side); older bundles' are removed. */
+const KEEP_BUNDLES = 4
 
 const file = path.join(__dirname, "cli.cjs")
 const bytes = fs.readFileSync(file)
@@ -69,12 +70,19 @@ if (cache !== undefined && (cachedData === undefined || script.cachedDataRejecte
       const partial = `${cache.file}.${process.pid}.tmp`
       fs.writeFileSync(partial, script.createCachedData(), { mode: 0o600 })
       fs.renameSync(partial, cache.file)
-      const now = Date.now()
+      // Each build of the bundle has its own key: keep the most recently written few.
+      const newest = new Map()
       for (const name of fs.readdirSync(cache.dir)) {
-        if (!name.startsWith("compile-") || name.startsWith(`compile-${cache.key}-`)) continue
-        const stale = path.join(cache.dir, name)
-        if (now - fs.statSync(stale).mtimeMs > STALE_MS) fs.rmSync(stale, { force: true })
+        const key = /^compile-([0-9a-f]{16})-/.exec(name)?.[1]
+        if (key === undefined) continue
+        const written = fs.statSync(path.join(cache.dir, name)).mtimeMs
+        const entry = newest.get(key) ?? { written: 0, names: [] }
+        entry.written = Math.max(entry.written, written)
+        entry.names.push(name)
+        newest.set(key, entry)
       }
+      const old = [...newest.entries()].filter(([key]) => key !== cache.key).sort((a, b) => b[1].written - a[1].written).slice(KEEP_BUNDLES - 1)
+      for (const [, { names }] of old) for (const name of names) fs.rmSync(path.join(cache.dir, name), { force: true })
     } catch {
       // A read-only or full disk: the next run compiles again.
     }
