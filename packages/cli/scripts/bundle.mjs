@@ -230,7 +230,7 @@ for (const output of result.outputFiles) {
   // bin.ts's #! line: the launcher compiles the file as a function body, where it is a syntax error.
   const code = output.text.replace(/^#!.*\n/, "")
   // The launcher reads it as latin1, which is the same text only for ASCII (esbuild's default charset).
-  const nonAscii = code.search(/[^\x00-\x7f]/)
+  const nonAscii = code.search(/[\u0080-\uffff]/)
   if (nonAscii >= 0) throw new Error(`${output.path}: a non-ASCII character at ${nonAscii}`)
   writeFileSync(output.path, code)
 }
