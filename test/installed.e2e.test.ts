@@ -21,7 +21,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
 const repoRoot = realpathSync(fileURLToPath(new URL("..", import.meta.url)))
-const PACKAGES = ["events", "core", "docker", "cli"] as const
+const PACKAGES = ["events", "core", "docker", "mcp", "cli"] as const
 const PNPM = ["-y", "pnpm@10.34.0"]
 const INSTALL_TIMEOUT_MS = 15 * 60_000
 const started = Date.now()
@@ -100,6 +100,7 @@ import { createExecutor, DockerExecutor, ImageBuild, type SandboxExecutor } from
 import { createFakeExecutor } from "@hermes-sandbox/docker/testing"
 import { type EventEnvelope, MemoryJournal, SqliteJournal, summarize } from "@hermes-sandbox/events"
 import { arbLifecycle } from "@hermes-sandbox/events/testing"
+import { McpSandbox, serveHttp, type ToolSchemas } from "@hermes-sandbox/mcp"
 import { Effect, FastCheck, Layer } from "effect"
 import { filter, map, type Observable } from "rxjs"
 
@@ -126,6 +127,12 @@ export const invalid: typeof InvalidRequest = InvalidRequest
 export const fakeRuntime = CoreTesting.FakeRuntime.layer()
 export const properties = () => FastCheck.assert(FastCheck.property(arbLifecycle(), (l) => l.events.length > 0 && summarize([]).total === 0))
 export const build: typeof ImageBuild.buildImages = ImageBuild.buildImages
+export const mcpHttp = async (token: string) => {
+  const sandbox = await McpSandbox.open({ journal: "memory" })
+  const serving = await serveHttp(sandbox, { token })
+  return { url: serving.url, sessions: serving.sessions(), close: () => serving.close().then(() => sandbox.close()) }
+}
+export const statusOf = (r: ToolSchemas.ExecuteCodeResult): string => r.status
 `
 
 const TSCONFIG = {
@@ -285,6 +292,23 @@ describe.each(["npm", "pnpm"] as const)("installed with %s, outside the workspac
       expect(error.message).toContain("npm rebuild better-sqlite3")
       const memory = ok(await run(bin(), ["run", "--json", "--no-journal", "-e", "print(6*7)"], { cwd: dir() }), "run --no-journal")
       expect(JSON.parse(memory.stdout.trim())).toMatchObject({ exitCode: 0, stdout: "42\n" })
+    }
+  })
+
+  it("the installed bin serves MCP over stdio (hermes-sandbox mcp), driven by the SDK's client", async () => {
+    const { Client } = await import("@modelcontextprotocol/sdk/client/index.js")
+    const { StdioClientTransport } = await import("@modelcontextprotocol/sdk/client/stdio.js")
+    const transport = new StdioClientTransport({ command: bin(), args: ["mcp", "--no-journal"], cwd: dir(), env: userEnv() as Record<string, string>, stderr: "pipe" })
+    const client = new Client({ name: "installed-test", version: "1" })
+    await client.connect(transport)
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(["execute_code", "read_file", "reset_session", "terminal", "write_file"])
+      const r = await client.callTool({ name: "execute_code", arguments: { language: "python", code: "print(6*7)" } })
+      expect(r.structuredContent).toMatchObject({ status: "success", stdout: "42\n" })
+      const t = await client.callTool({ name: "terminal", arguments: { command: "cd /tmp && echo $PWD" } })
+      expect(t.structuredContent).toMatchObject({ status: "success", stdout: "/tmp\n" })
+    } finally {
+      await client.close()
     }
   })
 

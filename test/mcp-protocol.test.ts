@@ -11,7 +11,8 @@ import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import { Chunk, Effect, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Journal } from "@hermes-sandbox/events"
-import { createServer, McpSandbox, type McpSandboxOptions, VERSION } from "@hermes-sandbox/mcp"
+import { McpSandbox, type McpSandboxOptions, VERSION } from "@hermes-sandbox/mcp"
+import { createServer } from "@hermes-sandbox/mcp/server"
 import { containerExists, waitFor } from "./support/docker.js"
 
 const opened: Array<McpSandbox> = []

@@ -13,4 +13,4 @@ export const clientSide = async () => {
   return { Client, StdioClientTransport, InMemoryTransport }
 }
 
-export const serverSide = () => import("@hermes-sandbox/mcp")
+export const serverSide = async () => ({ ...(await import("@hermes-sandbox/mcp")), ...(await import("@hermes-sandbox/mcp/server")) })

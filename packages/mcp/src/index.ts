@@ -14,7 +14,10 @@ export { isLoopback } from "./loopback.js"
 export { McpSandbox, type McpSandboxOptions, type McpToolLimits, resolveLimits } from "./McpSandbox.js"
 export { McpSession, type McpSessionContext } from "./McpSession.js"
 export { EVENTS_TEMPLATE } from "./resources.js"
-export { createServer } from "./server.js"
+// createServer (one MCP session's SDK Server, for a transport of one's own) is the entry point
+// "@hermes-sandbox/mcp/server", not this one: its declarations name the SDK's, and the SDK 1.x's
+// name the DOM-only HeadersInit (modelcontextprotocol/typescript-sdk#2568), which a strict
+// Node-only consumer (skipLibCheck: false, no "DOM" lib) cannot compile. This entry keeps clear of them.
 export { serveStdio, type StdioOptions, type StdioServing } from "./stdio.js"
 export { tools } from "./tools/definitions.js"
 export * as ToolSchemas from "./tools/schemas.js"
