@@ -77,3 +77,46 @@ describe("the journal's writer identity survives pid reuse", () => {
     expect((await sweep(path)).closed).toEqual([])
   })
 })
+
+/** The durable journal's sweep mark (Journal.sweepMark), as the next sweep will read it. */
+const markOf = (path: string) =>
+  run(path, Effect.flatMap(Journal.Journal, (j) => (j.sweepMark === undefined ? Effect.die("no sweep mark on a SQLite journal") : j.sweepMark.get)))
+const lastOf = (path: string) => run(path, Effect.flatMap(Journal.Journal, (j) => j.lastSequence))
+
+/** `count` closed lifecycles (requested, then failed before any container), as a busy journal holds. */
+const closedLifecycles = (path: string, count: number) =>
+  run(path, Effect.flatMap(Journal.Journal, (j) =>
+    Effect.forEach(Array.from({ length: count }, (_, i) => `exec-closed-${i}-${Math.random()}`), (streamId) =>
+      j.append({ streamId, executorId: "busy", events: [requested, { type: "ExecutionFailed", data: { errorTag: "ContainerFailed", message: "x" } }] }))))
+
+describe("the sweep's mark: a durable journal's replay does not grow with its length", () => {
+  it("after a sweep that leaves nothing open the mark is past the last event; the next sweep starts there", async () => {
+    const path = join(dir, "mark-closed.sqlite")
+    await closedLifecycles(path, 40)
+    expect(await markOf(path)).toBeUndefined()
+    await sweep(path)
+    expect(await markOf(path)).toBe((await lastOf(path)) + 1)
+    await closedLifecycles(path, 5)
+    await sweep(path)
+    expect(await markOf(path)).toBe((await lastOf(path)) + 1)
+  })
+
+  it("a lifecycle a live owner left open holds the mark at its start; once its owner is gone a later sweep still closes it, however much came between", async () => {
+    const path = join(dir, "mark-open.sqlite")
+    await closedLifecycles(path, 10)
+    await openLifecycle(path, "exec-held", "writer-held")
+    const [held] = await eventsOf(path, "exec-held")
+    await closedLifecycles(path, 30)
+    expect((await sweep(path)).closed).toEqual([])
+    expect(await markOf(path)).toBe(held!.sequence)
+    await closedLifecycles(path, 30)
+    expect((await sweep(path)).closed).toEqual([])
+    expect(await markOf(path)).toBe(held!.sequence)
+    // Its writer dies (its pid now another process's): the next sweep, replaying from the mark, closes it.
+    rewriteStarted(path, "exec-held", String(Number(ProcessIdentity.self.started) - 1))
+    expect((await sweep(path)).closed).toEqual(["exec-held"])
+    expect((await eventsOf(path, "exec-held")).map((e) => e.type)).toEqual(["ExecutionRequested", "ExecutionInterrupted"])
+    // Nothing is open any more: the mark moves past it (to the end of what that sweep read).
+    expect(await markOf(path)).toBeGreaterThan((await eventsOf(path, "exec-held"))[1]!.sequence - 1)
+  })
+})

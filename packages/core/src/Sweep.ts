@@ -81,29 +81,49 @@ export const sweep = (options: SweepOptions) =>
 
     // Close, in the journal, lifecycles left open by owners that are gone.
     const last = yield* journal.lastSequence
-    const fromSequence = Math.max(1, last - (options.journalWindow ?? 100_000) + 1)
+    // From the window's start, or from the last sweep's mark when it is later: every lifecycle
+    // open at that sweep began at or after its mark (Journal.sweepMark), so the replay of a
+    // durable journal does not grow with its length.
+    const mark = journal.sweepMark === undefined ? undefined : yield* journal.sweepMark.get
+    const fromSequence = Math.max(1, last - (options.journalWindow ?? 100_000) + 1, mark ?? 1)
     const projector = Projection.makeProjector()
     // Who wrote each stream: host, pid and (since it is recorded) the pid's start time, for isGone.
     const owners = new Map<string, EventMetadata>()
+    /** Where each stream's first event in the replay is, for the next mark. */
+    const firstSequence = new Map<string, number>()
     /** Session streams (their id is the session id): closing their container also closes the session. */
     const sessionStreams = new Set<string>()
     yield* journal.read({ fromSequence }).pipe(
-      Stream.runForEach((e) =>
+      Stream.runForEachChunk((chunk) =>
         Effect.sync(() => {
-          projector.apply(e)
-          if (e.type === "SessionOpened") sessionStreams.add(e.streamId)
-          if (!owners.has(e.streamId)) owners.set(e.streamId, e.metadata)
+          for (const e of chunk) {
+            projector.apply(e)
+            if (e.type === "SessionOpened") sessionStreams.add(e.streamId)
+            if (!owners.has(e.streamId)) {
+              owners.set(e.streamId, e.metadata)
+              firstSequence.set(e.streamId, e.sequence)
+            }
+          }
         })
       )
     )
     const closed: Array<string> = []
+    // The earliest lifecycle this sweep leaves open (its owner alive, its container still there,
+    // or closed by someone else meanwhile): the next mark. Past the replay when none is.
+    let nextMark = last + 1
+    const leftOpen = (streamId: string) => void (nextMark = Math.min(nextMark, firstSequence.get(streamId) ?? fromSequence))
     for (const [streamId, state] of projector.states) {
       if (Projection.isClosed(state) || state.requestedAt === undefined && state.createdAt === undefined) continue
       const owner = owners.get(streamId)
-      if (owner === undefined || owner.executorId === options.executorId) continue
+      if (owner === undefined || owner.executorId === options.executorId) {
+        leftOpen(streamId)
+        continue
+      }
       const containerRemovedNow = state.containerName !== undefined && removedNames.has(state.containerName)
-      if (!containerRemovedNow && !ProcessIdentity.isGone(owner)) continue
-      if (state.containerName !== undefined && stillThere.has(state.containerName)) continue
+      if ((!containerRemovedNow && !ProcessIdentity.isGone(owner)) || (state.containerName !== undefined && stillThere.has(state.containerName))) {
+        leftOpen(streamId)
+        continue
+      }
       const events: Array<JournalEvent> = []
       // A container-only stream (warm pool, session) has no execution to end, only a container.
       if (state.outcome === undefined && state.kind === "execution") events.push({ type: "ExecutionInterrupted", data: { reason: ownerGoneReason } })
@@ -114,7 +134,10 @@ export const sweep = (options: SweepOptions) =>
         })
         if (sessionStreams.has(streamId)) events.push({ type: "SessionClosed", data: { sessionId: streamId, reason: ownerGoneReason } })
       }
-      if (events.length === 0) continue
+      if (events.length === 0) {
+        leftOpen(streamId)
+        continue
+      }
       // Another executor starting at the same moment may sweep the same stream: the expected
       // version makes exactly one of the two appends win, so the lifecycle closes once.
       const appended = yield* journal.append({ streamId, events, executorId: options.executorId, expectedVersion: state.lastVersion }).pipe(
@@ -122,7 +145,9 @@ export const sweep = (options: SweepOptions) =>
         Effect.catchTag("VersionConflict", () => Effect.succeed(false))
       )
       if (appended) closed.push(streamId)
+      else leftOpen(streamId)
     }
+    if (journal.sweepMark !== undefined) yield* journal.sweepMark.set(nextMark)
     const report: SweepReport = { removed: removed.map((c) => c.name), live, closed, failed, durationMs: (yield* Clock.currentTimeMillis) - startedAt }
     if (report.removed.length > 0 || report.closed.length > 0 || report.failed.length > 0) {
       yield* Effect.logInfo(

@@ -103,6 +103,17 @@ export interface JournalService {
   readonly lastSequence: Effect.Effect<number, JournalError>
   /** Version of the stream's last event (0 when the stream does not exist). */
   readonly streamVersion: (streamId: string) => Effect.Effect<number, JournalError>
+  /**
+   * Durable journals only: where the startup sweep's next replay may start. A sweep sets it to
+   * the first sequence of the earliest lifecycle it left open (or past the last event it read),
+   * so every lifecycle still open began at or after it, and the next sweep replays from there
+   * instead of the whole window — a one-shot CLI run's startup then does not grow with the
+   * journal. Absent on a memory journal (it starts empty with its process).
+   */
+  readonly sweepMark?: {
+    readonly get: Effect.Effect<number | undefined, JournalError>
+    readonly set: (sequence: number) => Effect.Effect<void, JournalError>
+  }
 }
 
 /**

@@ -51,6 +51,11 @@ export interface Backend {
   readonly readPage: (query: PageQuery) => Either.Either<Page, JournalError>
   readonly lastSequence: () => Either.Either<number, JournalError>
   readonly streamVersion: (streamId: string) => Either.Either<number, JournalError>
+  /** A durable backend's stored sweep mark (JournalService.sweepMark). */
+  readonly sweepMark?: {
+    readonly get: () => Either.Either<number | undefined, JournalError>
+    readonly set: (sequence: number) => Either.Either<void, JournalError>
+  }
   readonly close: () => void
   readonly pageSize: number
   /**
@@ -228,7 +233,13 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
       follow,
       live,
       lastSequence: guarded(backend.lastSequence),
-      streamVersion: (streamId) => guarded(() => backend.streamVersion(streamId))
+      streamVersion: (streamId) => guarded(() => backend.streamVersion(streamId)),
+      ...(backend.sweepMark === undefined ? {} : {
+        sweepMark: {
+          get: guarded(backend.sweepMark.get),
+          set: (sequence: number) => guarded(() => backend.sweepMark!.set(sequence))
+        }
+      })
     }
 
     const diagnostics = {

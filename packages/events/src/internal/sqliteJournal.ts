@@ -41,6 +41,11 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE UNIQUE INDEX IF NOT EXISTS events_stream_version ON events (execution_id, version);
 -- Per-stream paging by sequence (follow/read with streamId) without sorting the stream.
 CREATE INDEX IF NOT EXISTS events_stream_sequence ON events (execution_id, sequence);
+-- Named positions in the log (the startup sweep's mark). Additive: a library without it ignores it.
+CREATE TABLE IF NOT EXISTS marks (
+  name  TEXT    PRIMARY KEY,
+  value INTEGER NOT NULL
+) STRICT;
 `
 
 const COLUMNS = "sequence, id, execution_id, version, timestamp, type, data, schema_version, metadata"
@@ -134,6 +139,8 @@ export const make = (options: SqliteJournalOptions) =>
 
     const maxSequence = db.prepare("SELECT coalesce(max(sequence), 0) FROM events").pluck()
     const streamVersion = db.prepare("SELECT coalesce(max(version), 0) FROM events WHERE execution_id = ?").pluck()
+    const getMark = db.prepare("SELECT value FROM marks WHERE name = 'sweep'").pluck()
+    const setMark = db.prepare("INSERT INTO marks (name, value) VALUES ('sweep', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
     const insert = db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 
     // Page statements differ by filter shape; prepare each shape once.
@@ -283,6 +290,10 @@ export const make = (options: SqliteJournalOptions) =>
       lastSequence: () => attempt("cannot read the last sequence", () => maxSequence.get() as number),
       streamVersion: (streamId) =>
         attempt("cannot read the stream version", () => streamVersion.get(streamId) as number),
+      sweepMark: {
+        get: () => attempt("cannot read the sweep mark", () => getMark.get() as number | undefined),
+        set: (sequence) => attempt("cannot write the sweep mark", () => void setMark.run(sequence))
+      },
       close: () => {
         if (db.open) db.close()
       }
