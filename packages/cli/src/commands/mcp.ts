@@ -87,23 +87,32 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const images = options.image === undefined ? undefined : { python: options.image, javascript: options.image, bash: options.image }
 
   const { McpSandbox, serveHttp, serveStdio } = await import("@hermes-sandbox/mcp")
-  if (hermes !== undefined) {
-    const { fromHermesConfig } = await import("@hermes-sandbox/docker")
-    for (const warning of fromHermesConfig(hermes).loaded.warnings) say(`warning: ${warning}`)
-  }
+  // The Hermes agent's terminal: section as its own Docker backend applies it: image, limits, env
+  // and forwarded variables for every sandbox; docker_volumes and lifetime_seconds for the session
+  // sandbox (terminal, read_file, write_file) only — execute_code's single-use sandboxes take no mounts.
+  const fromHermes = hermes === undefined ? undefined : (await import("@hermes-sandbox/docker")).fromHermesConfig(hermes)
+  for (const warning of fromHermes?.loaded.warnings ?? []) say(`warning: ${warning}`)
+  const { lifetimeSeconds: hermesIdleS, tags: _tags, ...hermesSession } = fromHermes?.session ?? {}
   const signals = trapSignals()
   const sandbox = await McpSandbox.open({
-    ...executorOptionsOf(options, hermes),
+    ...fromHermes?.executor,
+    ...executorOptionsOf(options, undefined),
     ...(images === undefined ? {} : { images }),
     ...(options.memory === undefined ? {} : { memory: options.memory }),
     ...(cpus === undefined ? {} : { cpus }),
     ...(maxConcurrency === undefined ? {} : { maxConcurrency }),
     ...(maxQueue === undefined ? {} : { maxQueue }),
-    ...(options.image === undefined ? {} : { session: { image: options.image } }),
+    session: {
+      ...hermesSession,
+      ...(options.image === undefined ? {} : { image: options.image }),
+      ...(options.memory === undefined ? {} : { memory: options.memory }),
+      ...(cpus === undefined ? {} : { cpus }),
+      ...(options.network === undefined ? {} : { network: options.network })
+    },
     limits: {
       ...(defaultTimeoutS === undefined ? {} : { defaultTimeoutS }),
       ...(maxTimeoutS === undefined ? {} : { maxTimeoutS }),
-      ...(sessionIdleS === undefined ? {} : { sessionIdleS }),
+      ...((sessionIdleS ?? hermesIdleS) === undefined ? {} : { sessionIdleS: sessionIdleS ?? hermesIdleS }),
       ...(maxSessionSandboxes === undefined ? {} : { maxSessionSandboxes })
     }
   })
