@@ -25,6 +25,22 @@ const version = (): string => (JSON.parse(readFileSync(new URL("../package.json"
 
 const collect = (value: string, previous: ReadonlyArray<string> = []): ReadonlyArray<string> => [...previous, value]
 
+/** The executor options `run` and `mcp` share (sandboxOptions.ts reads them). */
+const withSandboxOptions = (command: Command): Command =>
+  command
+    .option("--network", "give the sandboxes network access (default: none)")
+    .option("--no-network", "no network access, even if the Hermes configuration enables it")
+    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
+    .addOption(
+      new Option("--limits-unsupported <policy>", "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them")
+        .choices(["fail", "warn"])
+    )
+    .option("--config <path>", "apply this Hermes agent config file's terminal: section (image, limits, network, env, ...); options given here win")
+    .option("--hermes", "apply the Hermes agent configuration at its default place ($HERMES_CONFIG, $HERMES_HOME/config.yaml or ~/.hermes/config.yaml)")
+    .option("--env-file <path>", "with --config/--hermes: .env file for the forwarded variables")
+    .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
+    .option("--no-journal", "do not persist the lifecycle events")
+
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   let exitCode: number = ExitCode.ok
   // Whether the running command was given --json: its failure is then also a JSON object on stdout.
@@ -35,7 +51,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .exitOverride()
     .showHelpAfterError()
 
-  program
+  const run = program
     .command("run")
     .description("run a program (FILE, -e CODE, or '-' / piped standard input) in a fresh sandbox; exits with its exit code, 124 on timeout, 125 when the sandbox failed, 2 on a usage error")
     .argument("[file]", "program file (relative to the current directory), or - for standard input")
@@ -47,21 +63,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--env <NAME=VALUE>", "environment variable for the program (repeatable)", collect)
     .option("--file <path=localpath>", "copy a local file to path inside /workspace before the program starts (repeatable)", collect)
     .option("--image <image>", "the sandbox image (default: the language's hermes-sandbox image)")
-    .option("--network", "give the sandbox network access (default: none)")
-    .option("--no-network", "no network access, even if the Hermes configuration enables it")
     .option("--stdin <file>", "file fed to the program's standard input")
-    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
-    .addOption(
-      new Option("--limits-unsupported <policy>", "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them")
-        .choices(["fail", "warn"])
-    )
-    .option("--config <path>", "apply this Hermes agent config file's terminal: section (image, limits, timeout, network, env); options given here win")
-    .option("--hermes", "apply the Hermes agent configuration at its default place ($HERMES_CONFIG, $HERMES_HOME/config.yaml or ~/.hermes/config.yaml)")
-    .option("--env-file <path>", "with --config/--hermes: .env file for the forwarded variables")
     .option("--json", "print the result as one JSON line instead of streaming the output; a failure as {\"error\": {\"_tag\": ...}}")
     .option("--events", "print the lifecycle events to standard error as they happen")
-    .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
-    .option("--no-journal", "do not persist the lifecycle events")
+  withSandboxOptions(run)
     .action(async (file: string | undefined, options) => {
       json = options.json === true
       exitCode = await (await commands.run()).run(file, options)
@@ -119,7 +124,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       exitCode = await (await commands.config()).config(options)
     })
 
-  program
+  const mcp = program
     .command("mcp")
     .description("serve the MCP tools execute_code, terminal, read_file, write_file and reset_session over stdio (default) or Streamable HTTP (--http); runs until the client leaves or a signal")
     .option("--http", "serve Streamable HTTP at /mcp instead of stdio (a bearer token is required)")
@@ -140,21 +145,11 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--max-sessions <n>", "session sandboxes alive at once, over all clients (default 16)")
     .option("--max-concurrency <n>", "sandboxes running at once, over all clients (default: the executor's)")
     .option("--max-queue <n>", "executions waiting for a slot before execute_code is refused (default: the executor's)")
-    .option("--network", "give the sandboxes network access (default: none)")
-    .option("--no-network", "no network access, even if the Hermes configuration enables it")
-    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
-    .addOption(
-      new Option("--limits-unsupported <policy>", "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them")
-        .choices(["fail", "warn"])
-    )
-    .option("--config <path>", "apply this Hermes agent config file's terminal: section (image, limits, network, env); options given here win")
-    .option("--hermes", "apply the Hermes agent configuration at its default place")
-    .option("--env-file <path>", "with --config/--hermes: .env file for the forwarded variables")
-    .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
-    .option("--no-journal", "do not persist the lifecycle events")
+  withSandboxOptions(mcp)
     .action(async (options) => {
       exitCode = await (await commands.mcp()).mcp(options)
     })
+
 
   const sessionCommand = program.command("session").description("long-lived sandboxes (sessions, persistent) on the engine")
   sessionCommand
