@@ -248,6 +248,10 @@ describe("MCP server: the session sandbox (terminal, read_file, write_file, rese
       expect(r.result.isError, path).toBe(true)
       expect(r.json.error, path).toMatchObject({ _tag: "FileOperationFailed", reason })
     }
+    // A name with a newline (and what looks like the script's own output lines) round-trips.
+    const odd = "/workspace/odd\n999\nbinary\n0\nZm9v name.txt"
+    expect((await call(client, "write_file", { path: odd, content: "odd content\n" })).structured).toEqual({ path: odd, bytes_written: 12 })
+    expect((await call(client, "read_file", { path: odd })).structured).toMatchObject({ path: odd, content: "odd content\n", encoding: "utf8", size_bytes: 12 })
     // A symbolic link the sandboxed code planted does not lead out of the roots.
     await call(client, "terminal", { command: "ln -sf /etc/hostname /workspace/link" })
     expect((await call(client, "read_file", { path: "/workspace/link" })).json.error).toMatchObject({ reason: "outside-sandbox" })

@@ -119,7 +119,10 @@ const fileCall = async (tool: string, path: string, argv: ReadonlyArray<string>,
   const result = await session.run(tool, (hooks) =>
     Effect.flatMap(session.useSandbox, (sandbox) =>
       sandbox.run(["bash", "-c", FILE_SCRIPT, "hermes-file", ...argv], { ...hooks, timeoutMs: 30_000, ...(stdin === undefined ? {} : { stdin }) })), signal)
-  if (result.exitCode === 0 && !result.timedOut) return result.stdout.split("\n")
+  if (result.exitCode === 0 && !result.timedOut) {
+    const [path = "", ...rest] = result.stdout.split("\n")
+    return [Buffer.from(path, "base64").toString("utf8"), ...rest]
+  }
   const reason = FILE_SCRIPT_EXITS[result.exitCode as keyof typeof FILE_SCRIPT_EXITS] ?? "failed"
   const why = {
     "outside-sandbox": "outside the sandbox's writable roots (/workspace, /tmp)",

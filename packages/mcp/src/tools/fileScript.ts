@@ -8,8 +8,11 @@
  * links the sandboxed code planted can only point it at the sandbox's own files: the host is
  * never touched, whatever the path says.
  *
- *   read  PATH OFFSET LIMIT MAX  ->  resolved path, size, kind (text|binary), lines, then base64
- *   write PATH                   ->  resolved path, size (content: base64 on stdin)
+ *   read  PATH OFFSET LIMIT MAX  ->  resolved path (base64), size, kind (text|binary), lines, then the content (base64)
+ *   write PATH                   ->  resolved path (base64), size (content: base64 on stdin)
+ *
+ * The resolved path travels as base64 too: a file name may hold a newline (or any byte but NUL
+ * and /), and the output is read line by line.
  *
  * A file with a NUL byte in its first 8 KiB is binary: OFFSET/LIMIT count bytes; otherwise they
  * count lines (1-based), as the Hermes agent's read_file does. Exit codes name the failure.
@@ -29,12 +32,12 @@ if [ "$op" = read ]; then
   [ -r "$r" ] || exit 68
   size=$(stat -c %s -- "$r")
   if [ "$(head -c 8192 -- "$r" | tr -d '\000' | wc -c)" != "$(head -c 8192 -- "$r" | wc -c)" ]; then
-    printf '%s\n%s\nbinary\n0\n' "$r" "$size"
+    printf '%s\n%s\nbinary\n0\n' "$(printf '%s' "$r" | base64 -w0)" "$size"
     tail -c "+$offset" -- "$r" | head -c "$limit" | head -c "$max" | base64 -w0
   else
     lines=$(wc -l < "$r")
     if [ "$size" -gt 0 ] && [ "$(tail -c 1 -- "$r" | wc -l)" = 0 ]; then lines=$((lines + 1)); fi
-    printf '%s\n%s\ntext\n%s\n' "$r" "$size" "$lines"
+    printf '%s\n%s\ntext\n%s\n' "$(printf '%s' "$r" | base64 -w0)" "$size" "$lines"
     tail -n "+$offset" -- "$r" | head -n "$limit" | head -c "$((max + 1))" | base64 -w0
   fi
   exit 0
@@ -43,7 +46,7 @@ if [ "$op" = write ]; then
   [ -d "$r" ] && exit 67
   mkdir -p -- "$(dirname -- "$r")" 2>/dev/null || exit 68
   base64 -d > "$r" || exit 69
-  printf '%s\n%s\n' "$r" "$(stat -c %s -- "$r")"
+  printf '%s\n%s\n' "$(printf '%s' "$r" | base64 -w0)" "$(stat -c %s -- "$r")"
   exit 0
 fi
 exit 2
