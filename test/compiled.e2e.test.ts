@@ -7,6 +7,7 @@
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { describe, expect, it } from "vitest"
+import { PROMISE_API_PROGRAM } from "./support/plainNodeProgram.js"
 
 const testDir = new URL(".", import.meta.url).pathname
 
@@ -33,15 +34,7 @@ describe("the compiled packages", () => {
 
   // Plain Node cannot load a .ts file (ERR_UNKNOWN_FILE_EXTENSION): a run that succeeds loaded only JavaScript.
   it("run an execution in plain Node: the result and its lifecycle events arrive", async () => {
-    const r = await plainNode(`
-      const { createExecutor } = await import("@hermes-sandbox/docker")
-      const executor = await createExecutor({ sweepOnStart: false, watchdog: false })
-      const types = []
-      executor.events$.subscribe((e) => types.push(e.type))
-      const result = await executor.executeCode({ language: "python", code: "print(6*7)" })
-      await executor.close()
-      console.log(JSON.stringify({ exitCode: result.exitCode, stdout: result.stdout, types }))
-    `)
+    const r = await plainNode(PROMISE_API_PROGRAM)
     expect(r.stderr).toBe("")
     expect(r.code).toBe(0)
     const out = JSON.parse(r.stdout.trim())

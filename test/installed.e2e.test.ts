@@ -19,6 +19,7 @@ import { tmpdir } from "node:os"
 import { delimiter, join, relative, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { PROMISE_API_PROGRAM } from "./support/plainNodeProgram.js"
 
 const repoRoot = realpathSync(fileURLToPath(new URL("..", import.meta.url)))
 const PACKAGES = ["events", "core", "docker", "mcp", "cli"] as const
@@ -149,15 +150,6 @@ const TSCONFIG = {
   files: ["consumer.ts"]
 }
 
-const MAIN_MJS = `import { createExecutor } from "@hermes-sandbox/docker"
-const executor = await createExecutor({ sweepOnStart: false, watchdog: false })
-const types = []
-executor.events$.subscribe((e) => types.push(e.type))
-const result = await executor.executeCode({ language: "python", code: "print(6*7)" })
-await executor.close()
-console.log(JSON.stringify({ exitCode: result.exitCode, stdout: result.stdout, types }))
-`
-
 type Manager = "npm" | "pnpm"
 
 const project = (manager: Manager): string => {
@@ -176,7 +168,7 @@ const project = (manager: Manager): string => {
   writeFileSync(join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`)
   writeFileSync(join(dir, "consumer.ts"), CONSUMER_TS)
   writeFileSync(join(dir, "tsconfig.json"), `${JSON.stringify(TSCONFIG, null, 2)}\n`)
-  writeFileSync(join(dir, "main.mjs"), MAIN_MJS)
+  writeFileSync(join(dir, "main.mjs"), PROMISE_API_PROGRAM)
   return dir
 }
 
