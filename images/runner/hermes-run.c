@@ -48,6 +48,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -356,6 +357,485 @@ static void take_lock(const char *path) {
   frame('l', NULL, 0);
 }
 
+/* ---- files out: collection after a one-shot run, and a session's file operations ----------- */
+
+/*
+ * Frames (framed mode only):
+ *   'f'  "<mode octal> <file size> " + path bytes: a file's content follows in 'c' frames
+ *   'c'  a piece of that content (payload <= 65536)
+ *   'F'  "<bytes sent>": the file is complete
+ *   's'  "<reason> <size> " + path bytes: a matching entry that was not sent, and why
+ *   'n'  "<kind f|d|l|o> <size> <mode octal> <mtime seconds> " + name: one entry of a listing
+ *   'k'  "<words>": a file operation succeeded
+ *   'r'  "<ERRNO NAME> <message>": a file operation failed (no program ran)
+ * Paths are the bytes the filesystem holds (any byte but NUL and '/' in a name), never quoted.
+ * Nothing here follows a symlink: every directory on the way is opened O_NOFOLLOW and checked to
+ * be the inode lstat saw (see open_in), and a leaf symlink is reported, not read.
+ */
+#define MAX_PATTERNS 64
+#define MAX_GLOBSTARS 4
+#define COLLECT_MAX_DEPTH 32
+#define COLLECT_MAX_ENTRIES 100000
+#define LIST_MAX_ENTRIES 10000
+
+struct pattern {
+  char *segs[128];
+  int n;
+};
+static struct pattern patterns[MAX_PATTERNS];
+static int npatterns = 0;
+static unsigned long long lim_files = 100, lim_file_bytes = 10ULL << 20, lim_total_bytes = 32ULL << 20;
+static unsigned long long sent_files = 0, sent_bytes = 0, visited = 0;
+
+static void add_pattern(char *text) {
+  if (npatterns >= MAX_PATTERNS) fail(PROTOCOL_ERROR, "more than %d collect patterns", MAX_PATTERNS);
+  if (text[0] == 0 || text[0] == '/') fail(PROTOCOL_ERROR, "a collect pattern must be a non-empty path relative to the workspace");
+  struct pattern *p = &patterns[npatterns];
+  int globstars = 0;
+  char *save = NULL;
+  for (char *seg = strtok_r(text, "/", &save); seg != NULL; seg = strtok_r(NULL, "/", &save)) {
+    if (strcmp(seg, ".") == 0) continue;
+    if (strcmp(seg, "..") == 0) fail(PROTOCOL_ERROR, "a collect pattern must not contain '..'");
+    if (strcmp(seg, "**") == 0 && ++globstars > MAX_GLOBSTARS) fail(PROTOCOL_ERROR, "a collect pattern may hold at most %d '**'", MAX_GLOBSTARS);
+    if (p->n >= (int)(sizeof p->segs / sizeof p->segs[0])) fail(PROTOCOL_ERROR, "a collect pattern with too many segments");
+    p->segs[p->n++] = seg;
+  }
+  if (p->n == 0) fail(PROTOCOL_ERROR, "a collect pattern names nothing");
+  npatterns++;
+}
+
+/* fnmatch per segment ('*', '?', '[...]'; a leading dot only matched by a dot); '**' is any number
+   of segments that do not start with a dot. Bounded: at most MAX_GLOBSTARS '**' and depth 32. */
+static int match_from(char *const *pat, int np, char *const *seg, int ns) {
+  if (np == 0) return ns == 0;
+  if (strcmp(pat[0], "**") == 0) {
+    for (int k = 0; k <= ns; k++) {
+      if (match_from(pat + 1, np - 1, seg + k, ns - k)) return 1;
+      if (k < ns && seg[k][0] == '.') return 0;
+    }
+    return 0;
+  }
+  if (ns == 0 || fnmatch(pat[0], seg[0], FNM_PERIOD) != 0) return 0;
+  return match_from(pat + 1, np - 1, seg + 1, ns - 1);
+}
+
+static int matches(char *const *seg, int ns) {
+  for (int i = 0; i < npatterns; i++)
+    if (match_from(patterns[i].segs, patterns[i].n, seg, ns)) return 1;
+  return 0;
+}
+
+/* A control frame "<words> " + raw bytes (a path or a name), the bytes last so they may hold anything. */
+static void frame_with_bytes(char type, const char *words, const char *bytes, size_t len) {
+  static char buf[PATH_MAX + 256];
+  size_t w = strlen(words);
+  if (w + 1 + len > sizeof buf) len = sizeof buf - w - 1;
+  memcpy(buf, words, w);
+  buf[w] = ' ';
+  memcpy(buf + w + 1, bytes, len);
+  frame(type, buf, w + 1 + len);
+}
+
+static void skipped(const char *reason, unsigned long long size, const char *path, size_t len) {
+  char words[96];
+  snprintf(words, sizeof words, "%s %llu", reason, size);
+  frame_with_bytes('s', words, path, len);
+}
+
+/* Send an open regular file from `offset`, at most `limit` bytes: 'f', 'c'..., 'F'. */
+static void send_file(int fd, const struct stat *st, const char *path, size_t len, unsigned long long offset, unsigned long long limit) {
+  static unsigned char buf[CHUNK];
+  char words[96];
+  snprintf(words, sizeof words, "%o %llu", (unsigned)(st->st_mode & 07777), (unsigned long long)st->st_size);
+  frame_with_bytes('f', words, path, len);
+  unsigned long long left = limit, sent = 0;
+  off_t at = (off_t)offset;
+  while (left > 0) {
+    ssize_t n = pread(fd, buf, left < sizeof buf ? (size_t)left : sizeof buf, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    frame('c', buf, (size_t)n);
+    at += n;
+    sent += (unsigned long long)n;
+    left -= (unsigned long long)n;
+  }
+  snprintf(words, sizeof words, "%llu", sent);
+  frame('F', words, strlen(words));
+}
+
+/* Open `name` in `dir` for reading if it is the regular file lstat saw; -1 otherwise. */
+static int open_regular(int dir, const char *name, const struct stat *seen) {
+  int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_dev != seen->st_dev || st.st_ino != seen->st_ino) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The names in `dir`, sorted (the listing is then the same every time), at most `max`; NULL on error. */
+static char **names_of(int dir, int *count, int max, int *more) {
+  int fd = dup(dir);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (d == NULL) {
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
+  int n = 0, room = 64;
+  char **names = malloc(sizeof(char *) * (size_t)room);
+  struct dirent *e;
+  *more = 0;
+  while (names != NULL && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (n >= max) {
+      *more = 1;
+      break;
+    }
+    if (n == room) {
+      room *= 2;
+      char **grown = realloc(names, sizeof(char *) * (size_t)room);
+      if (grown == NULL) break;
+      names = grown;
+    }
+    names[n++] = strdup(e->d_name);
+  }
+  closedir(d);
+  if (names != NULL) qsort(names, (size_t)n, sizeof(char *), by_name);
+  *count = n;
+  return names;
+}
+
+static void free_names(char **names, int n) {
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+}
+
+/*
+ * Walk the workspace below `dir` (its path `rel`, its segments `seg`), sending what matches. A
+ * directory that matches a pattern brings everything below it. The walk is bounded: 32 levels,
+ * 100,000 entries; past either a 's' frame says so.
+ */
+static void collect_in(int dir, char *rel, size_t rel_len, char **seg, int depth, int inherited) {
+  int n, more;
+  char **names = names_of(dir, &n, COLLECT_MAX_ENTRIES, &more);
+  if (names == NULL) return;
+  for (int i = 0; i < n; i++) {
+    const char *name = names[i];
+    size_t name_len = strlen(name);
+    if (rel_len + 1 + name_len >= PATH_MAX) {
+      skipped("name-too-long", 0, rel, rel_len);
+      continue;
+    }
+    if (++visited > COLLECT_MAX_ENTRIES) {
+      skipped("walk-limit", 0, rel, rel_len);
+      break;
+    }
+    size_t len = rel_len;
+    if (len > 0) rel[len++] = '/';
+    memcpy(rel + len, name, name_len);
+    len += name_len;
+    rel[len] = 0;
+    seg[depth] = (char *)name;
+    int matched = inherited || matches(seg, depth + 1);
+    struct stat st;
+    if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      if (matched) skipped("unreadable", 0, rel, len);
+    } else if (S_ISDIR(st.st_mode)) {
+      if (depth + 1 >= COLLECT_MAX_DEPTH) {
+        skipped("too-deep", 0, rel, len);
+      } else {
+        struct stat opened;
+        int sub = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0 && fstat(sub, &opened) == 0 && opened.st_dev == st.st_dev && opened.st_ino == st.st_ino) {
+          collect_in(sub, rel, len, seg, depth + 1, matched);
+        } else if (matched) {
+          skipped("unreadable", 0, rel, len);
+        }
+        if (sub >= 0) close(sub);
+      }
+    } else if (!matched) {
+      /* not asked for */
+    } else if (S_ISLNK(st.st_mode)) {
+      skipped("symlink", (unsigned long long)st.st_size, rel, len);
+    } else if (!S_ISREG(st.st_mode)) {
+      skipped("not-regular", 0, rel, len);
+    } else if ((unsigned long long)st.st_size > lim_file_bytes) {
+      skipped("too-large", (unsigned long long)st.st_size, rel, len);
+    } else if (sent_files >= lim_files) {
+      skipped("limit", (unsigned long long)st.st_size, rel, len);
+    } else if (sent_bytes + (unsigned long long)st.st_size > lim_total_bytes) {
+      skipped("total-limit", (unsigned long long)st.st_size, rel, len);
+    } else {
+      int fd = open_regular(dir, name, &st);
+      if (fd < 0) {
+        skipped("unreadable", (unsigned long long)st.st_size, rel, len);
+      } else {
+        send_file(fd, &st, rel, len, 0, (unsigned long long)st.st_size);
+        close(fd);
+        sent_files++;
+        sent_bytes += (unsigned long long)st.st_size;
+      }
+    }
+    rel[rel_len] = 0;
+  }
+  if (more) skipped("walk-limit", 0, rel, rel_len);
+  free_names(names, n);
+}
+
+/* After the program: nothing else may run (a leftover could swap a file mid-read), then the walk. */
+static void collect(const char *workspace) {
+  kill_others(0, 0, 0);
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
+  int root = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return;
+  static char rel[PATH_MAX];
+  static char *seg[COLLECT_MAX_DEPTH + 1];
+  rel[0] = 0;
+  collect_in(root, rel, 0, seg, 0, 0);
+  close(root);
+}
+
+/* ---- a session's file operations: no program runs; the reply, then 'x' ------------------------ */
+
+static const char *errno_name(int e) {
+  switch (e) {
+    case ENOENT: return "ENOENT";
+    case ENOTDIR: return "ENOTDIR";
+    case EISDIR: return "EISDIR";
+    case ELOOP: return "ELOOP";
+    case EACCES: return "EACCES";
+    case EPERM: return "EPERM";
+    case EEXIST: return "EEXIST";
+    case ENOTEMPTY: return "ENOTEMPTY";
+    case ENOSPC: return "ENOSPC";
+    case EFBIG: return "EFBIG";
+    case EDQUOT: return "EDQUOT";
+    case EROFS: return "EROFS";
+    case ENAMETOOLONG: return "ENAMETOOLONG";
+    case EINVAL: return "EINVAL";
+    default: return "EIO";
+  }
+}
+
+static void op_failed(int e, const char *fmt, ...) {
+  char msg[1200];
+  int w = snprintf(msg, sizeof msg, "%s ", errno_name(e));
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg + w, sizeof msg - (size_t)w, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  size_t len = (size_t)w + (size_t)n;
+  if (len >= sizeof msg) len = sizeof msg - 1;
+  frame('r', msg, len);
+}
+
+/*
+ * The directory holding `path` (absolute, under the workspace or /tmp), opened without following
+ * a symlink at any level, and the leaf's name; -1 with a reply sent when the path is not allowed.
+ * With `create`, missing directories are made (0755). The root itself (no leaf) is allowed only
+ * when `root_ok` (a listing of "/workspace").
+ */
+static int parent_of(const char *workspace, char *path, int create, int root_ok, char **leaf) {
+  const char *roots[2] = {workspace, "/tmp"};
+  const char *root = NULL;
+  for (int i = 0; i < 2; i++) {
+    size_t rl = strlen(roots[i]);
+    if (strncmp(path, roots[i], rl) == 0 && (path[rl] == '/' || path[rl] == 0)) {
+      root = roots[i];
+      break;
+    }
+  }
+  if (path[0] != '/' || root == NULL) {
+    op_failed(EACCES, "%s is outside the sandbox's writable roots (%s, /tmp)", path, workspace);
+    return -1;
+  }
+  int dir = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) {
+    op_failed(errno, "cannot open %s: %s", root, strerror(errno));
+    return -1;
+  }
+  char *rest = path + strlen(root);
+  char *segs[PATH_MAX / 2];
+  int n = 0;
+  char *save = NULL;
+  for (char *s = strtok_r(rest, "/", &save); s != NULL; s = strtok_r(NULL, "/", &save)) {
+    if (strcmp(s, ".") == 0) continue;
+    if (strcmp(s, "..") == 0) {
+      close(dir);
+      op_failed(EINVAL, "the path must not contain '..'");
+      return -1;
+    }
+    segs[n++] = s;
+  }
+  if (n == 0) {
+    if (!root_ok) {
+      close(dir);
+      op_failed(EISDIR, "%s is a directory", root);
+      return -1;
+    }
+    *leaf = NULL;
+    return dir;
+  }
+  for (int i = 0; i < n - 1; i++) {
+    if (create && mkdirat(dir, segs[i], 0755) < 0 && errno != EEXIST) {
+      int e = errno;
+      close(dir);
+      op_failed(e, "cannot create directory %s: %s", segs[i], strerror(e));
+      return -1;
+    }
+    struct stat st, opened;
+    if (fstatat(dir, segs[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      int e = errno;
+      close(dir);
+      op_failed(e, "%s: %s", segs[i], strerror(e));
+      return -1;
+    }
+    int sub = S_ISDIR(st.st_mode) ? openat(dir, segs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (sub < 0 || fstat(sub, &opened) < 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+      if (sub >= 0) close(sub);
+      close(dir);
+      op_failed(S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR, "%s is %s", segs[i], S_ISLNK(st.st_mode) ? "a symlink (not followed)" : "not a directory");
+      return -1;
+    }
+    close(dir);
+    dir = sub;
+  }
+  *leaf = segs[n - 1];
+  return dir;
+}
+
+static void op_read(const char *workspace, char *path, unsigned long long offset, unsigned long long limit) {
+  char *leaf;
+  int dir = parent_of(workspace, path, 0, 0, &leaf);
+  if (dir < 0) return;
+  struct stat st;
+  if (fstatat(dir, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    op_failed(errno, "%s", strerror(errno));
+  } else if (S_ISLNK(st.st_mode)) {
+    op_failed(ELOOP, "%s is a symlink (not followed)", leaf);
+  } else if (S_ISDIR(st.st_mode)) {
+    op_failed(EISDIR, "%s is a directory", leaf);
+  } else if (!S_ISREG(st.st_mode)) {
+    op_failed(EINVAL, "%s is not a regular file", leaf);
+  } else {
+    int fd = open_regular(dir, leaf, &st);
+    if (fd < 0) {
+      op_failed(errno == 0 ? EIO : errno, "cannot open %s", leaf);
+    } else {
+      unsigned long long size = (unsigned long long)st.st_size;
+      unsigned long long from = offset < size ? offset : size;
+      unsigned long long n = size - from < limit ? size - from : limit;
+      size_t len = strlen(leaf);
+      send_file(fd, &st, leaf, len, from, n);
+      close(fd);
+    }
+  }
+  close(dir);
+}
+
+static void op_write(const char *workspace, char *path, size_t len, unsigned mode) {
+  char *leaf;
+  int dir = parent_of(workspace, path, 1, 0, &leaf);
+  if (dir < 0) {
+    /* The content is on stdin still; nobody reads it. */
+    return;
+  }
+  /* O_NONBLOCK: a FIFO planted where the file goes must not block; only a regular file is written. */
+  int fd = openat(dir, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode & 0777);
+  struct stat st;
+  if (fd < 0) {
+    int e = errno;
+    op_failed(e, "cannot write %s: %s", leaf, e == ELOOP ? "it is a symlink (not followed)" : strerror(e));
+  } else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    op_failed(EINVAL, "%s exists and is not a regular file", leaf);
+  } else {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    fchmod(fd, mode & 0777);
+    static unsigned char buf[CHUNK];
+    size_t left = len;
+    int e = 0;
+    while (left > 0) {
+      size_t want = left < sizeof buf ? left : sizeof buf;
+      read_exact(buf, want, "the file's content");
+      if (e == 0 && write_all(fd, buf, want) < 0) e = errno;
+      left -= want;
+    }
+    if (e != 0) {
+      op_failed(e, "cannot write %s: %s", leaf, strerror(e));
+    } else {
+      char words[64];
+      snprintf(words, sizeof words, "written %zu", len);
+      frame('k', words, strlen(words));
+    }
+  }
+  if (fd >= 0) close(fd);
+  close(dir);
+}
+
+static void op_list(const char *workspace, char *path) {
+  char *leaf;
+  int parent = parent_of(workspace, path, 0, 1, &leaf);
+  if (parent < 0) return;
+  int dir = parent;
+  if (leaf != NULL) {
+    struct stat st, opened;
+    if (fstatat(parent, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      op_failed(errno, "%s", strerror(errno));
+      close(parent);
+      return;
+    }
+    dir = S_ISDIR(st.st_mode) ? openat(parent, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (dir < 0 || fstat(dir, &opened) < 0 || opened.st_ino != st.st_ino || opened.st_dev != st.st_dev) {
+      op_failed(S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR, "%s is %s", leaf, S_ISLNK(st.st_mode) ? "a symlink (not followed)" : "not a directory");
+      if (dir >= 0) close(dir);
+      close(parent);
+      return;
+    }
+    close(parent);
+  }
+  int n, more;
+  char **names = names_of(dir, &n, LIST_MAX_ENTRIES, &more);
+  if (names == NULL) {
+    op_failed(errno, "cannot list: %s", strerror(errno));
+    close(dir);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    struct stat st;
+    if (fstatat(dir, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+    char kind = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : 'o';
+    char words[128];
+    snprintf(words, sizeof words, "%c %llu %o %lld", kind, (unsigned long long)st.st_size, (unsigned)(st.st_mode & 07777), (long long)st.st_mtime);
+    frame_with_bytes('n', words, names[i], strlen(names[i]));
+  }
+  char words[64];
+  snprintf(words, sizeof words, "listed %d %d", n, more);
+  frame('k', words, strlen(words));
+  free_names(names, n);
+  close(dir);
+}
+
+static void op_remove(const char *workspace, char *path) {
+  char *leaf;
+  int dir = parent_of(workspace, path, 0, 0, &leaf);
+  if (dir < 0) return;
+  struct stat st;
+  if (fstatat(dir, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    op_failed(errno, "%s", strerror(errno));
+  } else if (unlinkat(dir, leaf, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
+    op_failed(errno, "cannot remove %s: %s", leaf, strerror(errno));
+  } else {
+    frame('k', "removed", 7);
+  }
+  close(dir);
+}
+
 /* ---- modes ------------------------------------------------------------------------------- */
 
 static int hold(void) {
@@ -543,7 +1023,7 @@ int main(int argc, char **argv) {
   const char *interpreter = NULL, *ext = NULL;
   char *code = NULL, *lock = NULL;
   size_t code_len = 0, cap = SIZE_MAX / 2;
-  int has_code = 0, kill_leftovers = 0, nargs = 0, workspace_fd = -1, nfiles = 0;
+  int has_code = 0, kill_leftovers = 0, nargs = 0, workspace_fd = -1, nfiles = 0, op_done = 0, locked = 0;
   char **args = calloc(MAX_ARGS + 1, sizeof(char *));
   if (args == NULL) fail(PROTOCOL_ERROR, "out of memory");
 
@@ -601,11 +1081,44 @@ int main(int argc, char **argv) {
       lock = read_blob(len, "the lock path");
     } else if (strcmp(line, "leftovers") == 0) {
       kill_leftovers = strcmp(rest, "kill") == 0;
+    } else if (strcmp(line, "collect") == 0) {
+      size_t len = parse_size(rest, "collect");
+      if (len == 0 || len >= PATH_MAX) fail(PROTOCOL_ERROR, "collect pattern length");
+      char *text = read_blob(len, "a collect pattern");
+      if (strlen(text) != len) fail(PROTOCOL_ERROR, "a collect pattern contains a NUL byte");
+      add_pattern(text); /* keeps `text`: the segments point into it */
+    } else if (strcmp(line, "limits") == 0) {
+      if (sscanf(rest, "%llu %llu %llu", &lim_files, &lim_file_bytes, &lim_total_bytes) != 3) fail(PROTOCOL_ERROR, "limits: expected '<files> <bytes per file> <bytes in all>'");
+    } else if (strcmp(line, "read") == 0 || strcmp(line, "write") == 0 || strcmp(line, "list") == 0 || strcmp(line, "remove") == 0) {
+      /* A file operation of a session: done here, under the session's lock; no program runs. */
+      if (!framed) fail(PROTOCOL_ERROR, "a file operation needs framed mode");
+      if (op_done) fail(PROTOCOL_ERROR, "one file operation per call");
+      unsigned long long a = 0, b = 0, path_len = 0;
+      int words = sscanf(rest, "%llu %llu %llu", &path_len, &a, &b);
+      int needed = strcmp(line, "read") == 0 || strcmp(line, "write") == 0 ? 3 : 1;
+      if (words != needed) fail(PROTOCOL_ERROR, "%s: expected %d numbers", line, needed);
+      if (path_len == 0 || path_len >= PATH_MAX) fail(PROTOCOL_ERROR, "%s: path length", line);
+      char *path = read_blob((size_t)path_len, "a path");
+      if (lock != NULL && !locked) {
+        take_lock(lock);
+        locked = 1;
+      }
+      if (strlen(path) != path_len) op_failed(EINVAL, "the path contains a NUL byte");
+      else if (line[0] == 'r' && line[2] == 'a') op_read(workspace, path, a, b);
+      else if (line[0] == 'w') op_write(workspace, path, (size_t)a, (unsigned)b);
+      else if (line[0] == 'l') op_list(workspace, path);
+      else op_remove(workspace, path);
+      op_done = 1;
+      free(path);
     } else {
       fail(PROTOCOL_ERROR, "unknown header line '%.64s'", line);
     }
   }
   if (workspace_fd >= 0) close(workspace_fd);
+  if (op_done) {
+    frame('x', "0 0 0 0", 7);
+    return 0;
+  }
 
   char main_path[PATH_MAX];
   if (has_code) {
@@ -633,7 +1146,7 @@ int main(int argc, char **argv) {
     fail(errno == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR, "cannot run %s: %s", args[0], strerror(errno));
   }
 
-  if (lock != NULL) take_lock(lock);
+  if (lock != NULL && !locked) take_lock(lock);
   if (kill_leftovers) kill_others(0, 0, 0);
 
   struct started run;
@@ -744,6 +1257,7 @@ int main(int argc, char **argv) {
   int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
   if (exit_code > 255) exit_code = 255;
   if (kill_leftovers) kill_others(0, 0, 0);
+  if (npatterns > 0) collect(workspace);
   char msg[96];
   int n = snprintf(msg, sizeof msg, "%d %llu %llu %d", exit_code, streams[0].total, streams[1].total, outside_signal);
   frame('x', msg, (size_t)n);

@@ -9,6 +9,7 @@ import { type InvalidRequest, invalidRequest } from "./Errors.js"
 import type { ResolvedSandboxDefaults } from "./ExecutorConfig.js"
 import type { Language } from "./Language.js"
 import * as Schemas from "./Schemas.js"
+import { type CollectLimits, CollectLimitsSchema, CollectPatterns, DEFAULT_COLLECT_LIMITS } from "./Artifacts.js"
 
 export { MAX_PATH_BYTES, MAX_PATH_SEGMENT_BYTES } from "./Schemas.js"
 
@@ -27,6 +28,14 @@ export interface ExecuteRequest {
   readonly files?: Readonly<Record<string, string | Uint8Array>>
   /** Overrides the language's image. */
   readonly image?: string
+  /**
+   * Files to send back after the program ends: globs relative to /workspace ("*.png", "out/**",
+   * "report.csv"; `*` and `?` stay within a name, `**` spans directories, a leading dot must be
+   * matched explicitly; a directory brings everything below it). See Artifacts.ts.
+   */
+  readonly collect?: ReadonlyArray<string>
+  /** Bounds on what `collect` sends back (defaults: 100 files, 10 MiB each, 32 MiB in all). */
+  readonly collectLimits?: Partial<CollectLimits>
 }
 
 export interface ExecutionPlan {
@@ -43,6 +52,8 @@ export interface ExecutionPlan {
   readonly nanoCpus: number
   readonly pidsLimit: number
   readonly outputLimitBytes: number
+  /** What to send back after the program, if anything was asked for. */
+  readonly collect?: { readonly patterns: ReadonlyArray<string>; readonly limits: CollectLimits }
 }
 
 const encoder = new TextEncoder()
@@ -158,7 +169,9 @@ export const ExecuteRequestSchema = Schema.Struct({
   timeoutMs: Schema.optional(Schemas.TimeoutMs),
   cpus: Schema.optional(Schemas.Cpus),
   pidsLimit: Schema.optional(Schemas.PositiveInt(1 << 22)),
-  outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * Schemas.MiB))
+  outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * Schemas.MiB)),
+  collect: Schema.optional(CollectPatterns),
+  collectLimits: Schema.optional(CollectLimitsSchema)
 }).annotations({ identifier: "ExecuteRequest", message: () => "an object { language, code, ... }" })
 
 // Compiled once: planning runs per execution.
@@ -234,6 +247,18 @@ export const planExecution = (
     memoryBytes,
     nanoCpus: r.cpus ?? config.nanoCpus,
     pidsLimit: r.pidsLimit ?? config.pidsLimit,
-    outputLimitBytes: r.outputLimitBytes ?? config.outputLimitBytes
+    outputLimitBytes: r.outputLimitBytes ?? config.outputLimitBytes,
+    ...(r.collect !== undefined && r.collect.length > 0
+      ? {
+        collect: {
+          patterns: r.collect,
+          limits: {
+            maxFiles: r.collectLimits?.maxFiles ?? DEFAULT_COLLECT_LIMITS.maxFiles,
+            maxFileBytes: r.collectLimits?.maxFileBytes ?? DEFAULT_COLLECT_LIMITS.maxFileBytes,
+            maxTotalBytes: r.collectLimits?.maxTotalBytes ?? DEFAULT_COLLECT_LIMITS.maxTotalBytes
+          }
+        }
+      }
+      : {})
   })
 }

@@ -1,3 +1,4 @@
+import type { CollectedFile, CollectionStatus, SkippedFile } from "./Artifacts.js"
 import type { OutputCapture } from "./OutputCapture.js"
 /** What an execution reports. A non-zero exit, a timeout or an OOM kill is a result, not an error. */
 export interface ExecutionResult {
@@ -19,7 +20,18 @@ export interface ExecutionResult {
   /** ISO-8601 */
   readonly startedAt: string
   readonly finishedAt: string
+  /** With `collect`: the files sent back (content, size and sha256 as the host received them). */
+  readonly files?: ReadonlyArray<CollectedFile>
+  /** With `collect`: matching entries not sent, each with the reason. */
+  readonly skippedFiles?: ReadonlyArray<SkippedFile>
+  /** With `collect`: something matching was held back (a limit) or the collection was cut short. */
+  readonly filesTruncated?: boolean
+  /** With `collect`: whether the walk ended (a timeout or a killed sandbox cuts it short). */
+  readonly collection?: CollectionStatus
 }
+
+/** The files part of a result (ExecutionResult's optional fields). */
+export type CollectedOutcome = Pick<Required<ExecutionResult>, "files" | "skippedFiles" | "filesTruncated" | "collection">
 
 /** What the executor and sessions know when a run ends; the result is derived from it in one place. */
 export interface RunOutcome {
@@ -32,6 +44,7 @@ export interface RunOutcome {
   readonly stderr: OutputCapture
   readonly startedAtMs: number
   readonly finishedAtMs: number
+  readonly collected?: CollectedOutcome | undefined
 }
 
 export const toExecutionResult = (run: RunOutcome): ExecutionResult => ({
@@ -48,5 +61,6 @@ export const toExecutionResult = (run: RunOutcome): ExecutionResult => ({
   stderrBytes: run.stderr.total,
   durationMs: run.finishedAtMs - run.startedAtMs,
   startedAt: new Date(run.startedAtMs).toISOString(),
-  finishedAt: new Date(run.finishedAtMs).toISOString()
+  finishedAt: new Date(run.finishedAtMs).toISOString(),
+  ...run.collected
 })

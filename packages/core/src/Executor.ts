@@ -247,7 +247,7 @@ export const make = (options: ExecutorOptions = {}) =>
         })
         const body = (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) => Effect.gen(function*() {
           yield* takeSlot(scope)
-          const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks)
+          const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks, plan.collect)
           // What the removal waits for first (see `reported` below). Interruptible and bounded by the
           // deadline: the removal runs in a finalizer, where nothing else could cut it short.
           let beforeRemoval: Effect.Effect<void> = Effect.void
@@ -302,10 +302,12 @@ export const make = (options: ExecutorOptions = {}) =>
               language: plan.language,
               code: plan.code,
               files: plan.files,
+              collect: plan.collect,
               stdin: plan.stdin
             }),
             timeoutMs: plan.timeoutMs,
-            record
+            record,
+            append: (event) => append(executionId, event).pipe(Effect.asVoid)
           }).pipe(Scope.extend(scope))
           if (!done.timedOut) destroyReason = "completed"
           if (done.reported && !done.timedOut) {

@@ -7,7 +7,8 @@
  * byte, newlines included), then "run\n", then the program's own stdin, untouched:
  *
  *   key <32 hex>  cap <n>  lang <language>  code <n>+bytes  file <pathlen> <n>+path+bytes
- *   arg <n>+bytes  lock <n>+path  leftovers kill  run
+ *   arg <n>+bytes  lock <n>+path  leftovers kill  collect <n>+pattern  limits <files> <bytes> <total>
+ *   read <n> <offset> <limit>+path  write <n> <len> <mode>+path+bytes  list <n>+path  remove <n>+path  run
  *
  * Out, on stdout, frames: <16-byte key><type><4-byte big-endian length><payload>. The key is
  * drawn per run and never reaches the program (it is read by the supervisor, which is not
@@ -15,7 +16,10 @@
  * supervisor, not the container's streams). So the decoder below takes nothing on trust that
  * does not carry the key: a byte that does not parse ends the run as a protocol violation.
  * Types: 'o'/'e' output, 'p' started (pid, start time), 'w' waiting for the lock (holder),
- * 'l' lock held, 'x' exited (code, byte counts, a signal from outside), 'E' setup failed (message).
+ * 'l' lock held, 'x' exited (code, byte counts, a signal from outside), 'E' setup failed (message);
+ * files out (after a one-shot program, `collect`; a session's file operations): 'f' a file begins
+ * ("<mode> <size> " + path bytes), 'c' its content, 'F' it ended ("<bytes sent>"), 's' an entry not
+ * sent ("<reason> <size> " + path), 'n' a listing's entry, 'k' an operation done, 'r' it failed.
  */
 import { randomBytes } from "node:crypto"
 import type { Language } from "./Language.js"
@@ -54,8 +58,11 @@ export const KEY_BYTES = 16
 const FRAME_HEAD = KEY_BYTES + 1 + 4
 /** Largest payload the supervisor writes in one frame. */
 export const MAX_FRAME_PAYLOAD = 65_536
-/** Control payloads are small; anything longer is not the supervisor's. */
-const MAX_CONTROL_PAYLOAD = 4_096
+/** Control payloads are small (a path of at most PATH_MAX and a few words); anything longer is not the supervisor's. */
+const MAX_CONTROL_PAYLOAD = 8_192
+/** Frame types whose payload is data, delivered piecewise as it arrives: output and file content. */
+const DATA_TYPES = new Set([0x6f, 0x65, 0x63]) // 'o' 'e' 'c'
+const CONTROL_TYPES = "pwlxEfFsnkr"
 
 const encoder = new TextEncoder()
 
@@ -74,8 +81,26 @@ export interface RunnerPayload {
   readonly lock?: string | undefined
   /** End every process left by earlier calls, before and after this one. */
   readonly killLeftovers?: boolean | undefined
+  /** After the program: send the workspace's files matching these globs, within the limits. */
+  readonly collect?: { readonly patterns: ReadonlyArray<string>; readonly limits: CollectLimits } | undefined
+  /** A session's file operation instead of a program. */
+  readonly fileOp?: FileOp | undefined
   readonly stdin: Uint8Array
 }
+
+/** Bounds on what one run sends back (the supervisor keeps them; the host checks them again). */
+export interface CollectLimits {
+  readonly maxFiles: number
+  readonly maxFileBytes: number
+  readonly maxTotalBytes: number
+}
+
+/** A file operation the supervisor does itself (no program, no shell): absolute paths under the writable roots. */
+export type FileOp =
+  | { readonly op: "read"; readonly path: string; readonly offset: number; readonly limit: number }
+  | { readonly op: "write"; readonly path: string; readonly content: Uint8Array; readonly mode: number }
+  | { readonly op: "list"; readonly path: string }
+  | { readonly op: "remove"; readonly path: string }
 
 /** A fresh key for one run's frames. */
 export const makeRunKey = (): string => randomBytes(KEY_BYTES).toString("hex")
@@ -99,6 +124,20 @@ export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
     const name = encoder.encode(path)
     line(`file ${name.byteLength} ${content.byteLength}`)
     parts.push(name, content)
+  }
+  if (payload.collect !== undefined) {
+    for (const pattern of payload.collect.patterns) blob("collect", encoder.encode(pattern))
+    const l = payload.collect.limits
+    line(`limits ${l.maxFiles} ${l.maxFileBytes} ${l.maxTotalBytes}`)
+  }
+  const op = payload.fileOp
+  if (op !== undefined) {
+    const name = encoder.encode(op.path)
+    if (op.op === "read") line(`read ${name.byteLength} ${op.offset} ${op.limit}`)
+    else if (op.op === "write") line(`write ${name.byteLength} ${op.content.byteLength} ${op.mode}`)
+    else line(`${op.op} ${name.byteLength}`)
+    parts.push(name)
+    if (op.op === "write") parts.push(op.content)
   }
   line("run")
   parts.push(payload.stdin)
@@ -134,8 +173,10 @@ export const parseExitPayload = (text: string): ReportedExit | undefined => {
 export interface FrameHandlers {
   readonly stdout: (chunk: Uint8Array) => void
   readonly stderr: (chunk: Uint8Array) => void
-  /** A control frame ('p', 'w', 'l', 'x', 'E') with its payload as text. */
-  readonly control: (type: string, payload: string) => void
+  /** A control frame ('p', 'w', 'l', 'x', 'E', 'f', 'F', 's', 'n', 'k', 'r') with its payload as text, and as bytes (paths). */
+  readonly control: (type: string, payload: string, bytes: Buffer) => void
+  /** A piece of the current file's content ('c'); without a handler, a 'c' frame is a violation. */
+  readonly content?: ((chunk: Uint8Array) => void) | undefined
   /** The stream carried something the supervisor did not write; nothing more is decoded. */
   readonly violation: (reason: string) => void
 }
@@ -184,8 +225,9 @@ export class FrameDecoder {
         if (!this.head.subarray(0, KEY_BYTES).equals(this.key)) return this.fail("a frame without this run's key")
         this.type = this.head[KEY_BYTES]!
         this.remaining = this.head.readUInt32BE(KEY_BYTES + 1)
-        const output = this.type === 0x6f || this.type === 0x65 // 'o' | 'e'
-        if (!output && "pwlxE".indexOf(String.fromCharCode(this.type)) < 0) return this.fail(`an unknown frame type ${this.type}`)
+        const output = DATA_TYPES.has(this.type)
+        if (this.type === 0x63 && this.handlers.content === undefined) return this.fail("file content where none was asked for")
+        if (!output && CONTROL_TYPES.indexOf(String.fromCharCode(this.type)) < 0) return this.fail(`an unknown frame type ${this.type}`)
         if (this.remaining > (output ? MAX_FRAME_PAYLOAD : MAX_CONTROL_PAYLOAD)) return this.fail(`a frame of ${this.remaining} bytes`)
         if (this.remaining === 0) {
           this.headFill = 0
@@ -199,10 +241,11 @@ export class FrameDecoder {
       this.remaining -= n
       if (this.type === 0x6f) this.handlers.stdout(piece)
       else if (this.type === 0x65) this.handlers.stderr(piece)
+      else if (this.type === 0x63) this.handlers.content!(piece)
       else this.control.push(Buffer.from(piece))
       if (this.remaining === 0) {
         this.headFill = 0
-        if (this.type !== 0x6f && this.type !== 0x65) this.finishControl()
+        if (!DATA_TYPES.has(this.type)) this.finishControl()
       }
     }
   }
@@ -211,9 +254,9 @@ export class FrameDecoder {
     const type = String.fromCharCode(this.type)
     const payload = Buffer.concat(this.control)
     this.control = []
-    const text = type === "E" || type === "w" ? utf8.decode(payload) : latin1.decode(payload)
+    const text = type === "E" || type === "w" || type === "r" ? utf8.decode(payload) : latin1.decode(payload)
     if (type === "x") this.ended = true
-    this.handlers.control(type, text)
+    this.handlers.control(type, text, payload)
   }
 
   /** The stream ended: a frame cut short is a violation only if the run had not ended. */
@@ -243,6 +286,8 @@ export interface DecodedPayload {
   readonly args: ReadonlyArray<string>
   readonly lock?: string
   readonly killLeftovers: boolean
+  readonly collect?: { readonly patterns: ReadonlyArray<string>; readonly limits: CollectLimits }
+  readonly fileOp?: FileOp
   readonly stdin: Uint8Array
 }
 
@@ -273,11 +318,14 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
     files: Array<readonly [string, Uint8Array]>
     args: Array<string>
     killLeftovers: boolean
+    collect?: { patterns: Array<string>; limits: CollectLimits }
+    fileOp?: FileOp
   } = { files: [], args: [], killLeftovers: false }
+  const text = (value: Uint8Array) => Buffer.from(value).toString("utf8")
   for (;;) {
     const line = readLine()
     if (line === undefined) return undefined
-    const [word, a, b] = line.split(" ")
+    const [word, a, b, c] = line.split(" ")
     if (word === "run") break
     if (word === "key") decoded.key = a!
     else if (word === "cap") decoded.capBytes = Number(a)
@@ -294,6 +342,21 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
       const content = take(Number(b))
       if (name === undefined || content === undefined) return undefined
       decoded.files.push([Buffer.from(name).toString("utf8"), content])
+    } else if (word === "collect") {
+      const pattern = take(Number(a))
+      if (pattern === undefined) return undefined
+      decoded.collect = { patterns: [...decoded.collect?.patterns ?? [], text(pattern)], limits: decoded.collect?.limits ?? { maxFiles: 0, maxFileBytes: 0, maxTotalBytes: 0 } }
+    } else if (word === "limits") {
+      decoded.collect = { patterns: decoded.collect?.patterns ?? [], limits: { maxFiles: Number(a), maxFileBytes: Number(b), maxTotalBytes: Number(c) } }
+    } else if (word === "read" || word === "write" || word === "list" || word === "remove") {
+      const path = take(Number(a))
+      if (path === undefined) return undefined
+      if (word === "read") decoded.fileOp = { op: "read", path: text(path), offset: Number(b), limit: Number(c) }
+      else if (word === "write") {
+        const content = take(Number(b))
+        if (content === undefined) return undefined
+        decoded.fileOp = { op: "write", path: text(path), content, mode: Number(c) }
+      } else decoded.fileOp = { op: word, path: text(path) }
     } else {
       return undefined
     }

@@ -8,6 +8,8 @@
  * contract the docker package, the CLI and users import by name. The fake runtime is only in
  * `./testing`.
  */
+export * as Artifacts from "./Artifacts.js"
+export type { CollectedFile, CollectionStatus, SkippedFile, SkipReason } from "./Artifacts.js"
 export * as Errors from "./Errors.js"
 export * from "./Errors.js"
 export { errorJson } from "./ErrorJson.js"

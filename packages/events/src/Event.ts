@@ -140,6 +140,21 @@ export const ContainerExited = event("ContainerExited", {
 })
 
 /**
+ * The files a run sent back (`collect`): paths, sizes and sha256 digests, never the content.
+ * Appended before the terminal event, also when the collection was cut short (`status`).
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ArtifactsCollected = event("ArtifactsCollected", {
+  files: Schema.Array(Schema.Struct({ path: Schema.String, size: Count, sha256: Schema.String, mime: Schema.String })),
+  skipped: Schema.Array(Schema.Struct({ path: Schema.String, size: Count, reason: Schema.String })),
+  truncated: Schema.Boolean,
+  status: Schema.Literal("complete", "partial", "none"),
+  reason: Schema.optional(Schema.String)
+})
+
+/**
  * @since 0.1.0
  * @category schemas
  */
@@ -275,6 +290,7 @@ export const members = [
   ContainerCreated,
   ContainerStarted,
   ContainerClaimed,
+  ArtifactsCollected,
   ContainerExited,
   ExecutionTimedOut,
   ExecutionInterrupted,
@@ -335,6 +351,7 @@ export const lifecycleEventTypes = [
   "ContainerCreated",
   "ContainerStarted",
   "ContainerClaimed",
+  "ArtifactsCollected",
   "ContainerExited",
   "ExecutionTimedOut",
   "ExecutionInterrupted",
@@ -483,6 +500,7 @@ export const EventEnvelope = Schema.Union(
   envelopeOf(ContainerCreated),
   envelopeOf(ContainerStarted),
   envelopeOf(ContainerClaimed),
+  envelopeOf(ArtifactsCollected),
   envelopeOf(ContainerExited),
   envelopeOf(ExecutionTimedOut),
   envelopeOf(ExecutionInterrupted),

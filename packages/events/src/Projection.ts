@@ -62,6 +62,8 @@ export interface ExecutionState {
   readonly poolStreamId?: string
   /** For a pool container stream: the execution that claimed the container. */
   readonly claimedBy?: string
+  /** `ArtifactsCollected`: how many files came back, their bytes, how many were skipped. */
+  readonly artifacts?: { readonly files: number; readonly bytes: number; readonly skipped: number; readonly status: "complete" | "partial" | "none" }
   readonly lastSequence: number
   readonly lastVersion: number
   readonly violations: ReadonlyArray<string>
@@ -186,6 +188,19 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
       }
       next.startedAt = at
       if (!ended && !destroyed) next.phase = "started"
+      break
+    }
+    case "ArtifactsCollected": {
+      if (ended) violations.push("ArtifactsCollected after the terminal event")
+      if (current.startedAt === undefined && current.sessionId === undefined) violations.push("ArtifactsCollected before the container started")
+      if (current.artifacts !== undefined) violations.push("second ArtifactsCollected")
+      next.kind = "execution"
+      next.artifacts = {
+        files: envelope.data.files.length,
+        bytes: envelope.data.files.reduce((n, f) => n + f.size, 0),
+        skipped: envelope.data.skipped.length,
+        status: envelope.data.status
+      }
       break
     }
     case "ContainerExited":

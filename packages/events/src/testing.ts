@@ -140,6 +140,16 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
   ),
   ContainerStarted: fc.record({ containerId: arbContainerId }),
   ContainerClaimed: fc.record({ containerName: arbContainerName, containerId: arbContainerId, poolStreamId: fc.uuid() }),
+  ArtifactsCollected: fc.record(
+    {
+      files: fc.array(fc.record({ path: arbText, size: arbBytes, sha256: fc.stringMatching(/^[0-9a-f]{64}$/), mime: fc.constantFrom("image/png", "text/csv") }), { maxLength: 3 }),
+      skipped: fc.array(fc.record({ path: arbText, size: arbBytes, reason: fc.constantFrom("too-large", "symlink") }), { maxLength: 2 }),
+      truncated: fc.boolean(),
+      status: fc.constantFrom("complete" as const, "partial" as const, "none" as const),
+      reason: fc.constantFrom("timed-out", "sandbox-ended")
+    },
+    { requiredKeys: ["files", "skipped", "truncated", "status"] }
+  ),
   ContainerExited: fc.record({ exitCode: arbExitCode, oomKilled: fc.boolean(), durationMs: arbMillis }),
   ExecutionTimedOut: fc.record({ timeoutMs: arbMillis, durationMs: arbMillis }),
   ExecutionInterrupted: fc.record({ reason: arbText }),

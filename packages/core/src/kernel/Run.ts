@@ -18,7 +18,7 @@ import { Clock, Deferred, Effect, Fiber, Option, type Scope } from "effect"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
 import type { ExitStatus } from "../SandboxRuntime.js"
-import { type ExecutionResult, toExecutionResult } from "../ExecutionResult.js"
+import { type CollectedOutcome, type ExecutionResult, toExecutionResult } from "../ExecutionResult.js"
 import type { SupervisedRun, SupervisorReport } from "./SupervisedRun.js"
 
 /** What one run happens on: a one-shot sandbox's PID 1, or a session call's exec. */
@@ -53,6 +53,8 @@ export interface Completion {
   readonly finishedAtMs: number
   /** When the deadline passes (ms since the epoch): whatever follows the run is bounded by it. */
   readonly deadlineAtMs: number
+  /** With `collect`: the files the run sent back, and whether all of them came. */
+  readonly collected?: CollectedOutcome | undefined
 }
 
 const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
@@ -68,7 +70,8 @@ export const resultOf = (executionId: string, containerName: string, done: Compl
     stdout: run.stdout,
     stderr: run.stderr,
     startedAtMs: done.startedAtMs,
-    finishedAtMs: done.finishedAtMs
+    finishedAtMs: done.finishedAtMs,
+    collected: done.collected
   })
 
 const polled = (run: SupervisedRun): Effect.Effect<Option.Option<SupervisorReport>> =>
@@ -84,6 +87,8 @@ export const runToCompletion = <E>(input: {
   readonly payload: Uint8Array
   readonly timeoutMs: number
   readonly record: (event: JournalEvent) => Effect.Effect<void, JournalError>
+  /** Records an event that is not the terminal one (ArtifactsCollected, before it). */
+  readonly append?: ((event: JournalEvent) => Effect.Effect<void, JournalError>) | undefined
 }): Effect.Effect<Completion, E | ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
   Effect.gen(function*() {
     const { target, run, timeoutMs } = input
@@ -156,12 +161,26 @@ export const runToCompletion = <E>(input: {
     }
     const finishedAtMs = yield* Clock.currentTimeMillis
     const durationMs = finishedAtMs - startedAtMs
+    // The files came before the report: all of them if it came (and the deadline did not cut in).
+    const collected = run.files?.outcome({ complete: reported && !timedOut, timedOut })
+    if (collected !== undefined && input.append !== undefined) {
+      yield* input.append({
+        type: "ArtifactsCollected",
+        data: {
+          files: collected.files.map(({ path, size, sha256, mime }) => ({ path, size, sha256, mime })),
+          skipped: collected.skippedFiles.map(({ path, size, skipped }) => ({ path, size, reason: skipped })),
+          truncated: collected.filesTruncated,
+          status: collected.collection.status,
+          ...(collected.collection.reason === undefined ? {} : { reason: collected.collection.reason })
+        }
+      })
+    }
     yield* input.record(
       timedOut
         ? { type: "ExecutionTimedOut", data: { timeoutMs, durationMs } }
         : { type: "ContainerExited", data: { exitCode, oomKilled, durationMs } }
     )
-    return { exitCode, timedOut, oomKilled, reported, startedAtMs, finishedAtMs, deadlineAtMs }
+    return { exitCode, timedOut, oomKilled, reported, startedAtMs, finishedAtMs, deadlineAtMs, collected }
   })
 
 /**

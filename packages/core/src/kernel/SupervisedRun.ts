@@ -13,6 +13,7 @@ import { Deferred, Effect } from "effect"
 import { OutputCapture } from "../OutputCapture.js"
 import { FrameDecoder, makeRunKey, parseExitPayload, type ReportedExit } from "../RunnerProtocol.js"
 import type { OutputReceiver } from "../SandboxRuntime.js"
+import { type CollectLimits, FileReceiver } from "../Artifacts.js"
 
 export type SupervisorReport =
   | { readonly _tag: "Exited"; readonly exit: ReportedExit }
@@ -22,6 +23,12 @@ export type SupervisorReport =
 export interface SupervisedRunHooks {
   readonly onStdout?: ((chunk: Uint8Array) => void) | undefined
   readonly onStderr?: ((chunk: Uint8Array) => void) | undefined
+}
+
+/** Files the run sends back ('f'/'c'/'F'/'s' frames): without it, any such frame is a violation. */
+export interface SupervisedRunFiles {
+  readonly patterns: ReadonlyArray<string>
+  readonly limits: CollectLimits
 }
 
 /** How much of the sandbox's own stderr (the supervisor's pre-frame messages) is kept. */
@@ -40,9 +47,11 @@ export interface SupervisedRun {
   readonly lockWait: () => string | undefined
   /** The sandbox's own stderr (not the program's), for error messages. */
   readonly diagnostics: () => string
+  /** With `files`: what arrived of them so far. */
+  readonly files: FileReceiver | undefined
 }
 
-export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRunHooks = {}): Effect.Effect<SupervisedRun> =>
+export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRunHooks = {}, files?: SupervisedRunFiles): Effect.Effect<SupervisedRun> =>
   Effect.map(Deferred.make<SupervisorReport>(), (report) => {
     const key = makeRunKey()
     const stdout = new OutputCapture(outputLimitBytes)
@@ -51,11 +60,22 @@ export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRun
     let started: { pid: number; start: string } | undefined
     let lockWait: string | undefined
     const settle = (r: SupervisorReport) => Deferred.unsafeDone(report, Effect.succeed(r))
-    const decoder = new FrameDecoder(key, {
+    const receiver = files === undefined ? undefined : new FileReceiver(files.limits, files.patterns)
+    // A file frame the receiver refuses ends the decoding as any other violation would.
+    let decoder: FrameDecoder | undefined
+    const refused = (reason: string | undefined) => {
+      if (reason === undefined) return
+      settle({ _tag: "Violation", reason })
+      if (decoder !== undefined) decoder.violated = reason
+    }
+    decoder = new FrameDecoder(key, {
       stdout: hooks.onStdout ? (c) => (stdout.push(c), hooks.onStdout!(c)) : stdout.push,
       stderr: hooks.onStderr ? (c) => (stderr.push(c), hooks.onStderr!(c)) : stderr.push,
-      control: (type, payload) => {
-        if (type === "x") {
+      ...(receiver === undefined ? {} : { content: (chunk: Uint8Array) => refused(receiver.content(chunk)) }),
+      control: (type, payload, bytes) => {
+        if (type === "f" || type === "F" || type === "s") {
+          refused(receiver === undefined ? `a file frame '${type}' where no files were asked for` : receiver.frame(type, bytes))
+        } else if (type === "x") {
           const exit = parseExitPayload(payload)
           if (exit === undefined) return settle({ _tag: "Violation", reason: `an end-of-run frame that is not the supervisor's (${JSON.stringify(payload.slice(0, 80))})` })
           stdout.countAtLeast(exit.stdoutBytes)
@@ -84,6 +104,7 @@ export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRun
       lockWait: () => lockWait,
       // A frame cut short when the stream ends is the supervisor killed mid-write (deadline, OOM):
       // the engine's verdict decides then, and the partial frame is dropped.
-      diagnostics: () => diagnostics.text().trim()
+      diagnostics: () => diagnostics.text().trim(),
+      files: receiver
     }
   })
