@@ -36,7 +36,7 @@ describe("Event", () => {
 
   it("eventTypes lists every member exactly once", () => {
     expect(new Set(Event.eventTypes).size).toBe(Event.members.length)
-    expect(Event.eventTypes).toHaveLength(16)
+    expect(Event.eventTypes).toHaveLength(17)
   })
 
   it("rejects malformed events", () => {

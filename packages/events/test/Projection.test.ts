@@ -70,6 +70,23 @@ describe("Projection", () => {
     expect(Projection.isClosed(fold(events.slice(0, 4)))).toBe(false)
   })
 
+  it("ArtifactsCollected: counted between the start and the terminal event; anywhere else a violation", () => {
+    const artifacts = E("ArtifactsCollected", {
+      files: [{ path: "chart.png", size: 10, sha256: "0".repeat(64), mime: "image/png" }, { path: "a.csv", size: 5, sha256: "1".repeat(64), mime: "text/csv" }],
+      skipped: [{ path: "big.bin", size: 99, reason: "too-large" }],
+      truncated: true,
+      status: "complete"
+    })
+    const started = [request, E("ContainerCreated", { ...container, imageId: "sha256:i" }), E("ContainerStarted", { containerId: "c1" })]
+    const exited = E("ContainerExited", { exitCode: 0, oomKilled: false, durationMs: 5 })
+    const destroyed = E("ContainerDestroyed", { ...container, reason: "completed" })
+    const state = fold([...started, artifacts, exited, destroyed])
+    expect(state).toMatchObject({ artifacts: { files: 2, bytes: 15, skipped: 1, status: "complete" }, violations: [], outcome: "exited" })
+    expect(Projection.isClosed(state)).toBe(true)
+    expect(fold([...started, exited, artifacts, destroyed]).violations).toEqual(["ArtifactsCollected after the terminal event (sequence 5)"])
+    expect(fold([request, artifacts]).violations).toEqual(["ArtifactsCollected before the container started (sequence 2)"])
+  })
+
   it("a claim counts as created + started; the pool stream hands the container over", () => {
     const pool = toEnvelopes("pool-1", [
       E("ContainerCreated", { ...container, imageId: "i", pooled: true }),
