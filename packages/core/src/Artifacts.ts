@@ -140,7 +140,8 @@ interface Receiving {
   readonly mode: number
   readonly declared: number
   readonly hash: Hash
-  readonly pieces: Array<Buffer>
+  /** Allocated once at the announced size (checked against the limits first): the content is held once, never copied again. */
+  readonly content: Buffer
   received: number
 }
 
@@ -182,12 +183,15 @@ export class FileReceiver {
         return "a file frame that is not the supervisor's"
       }
       if (this.sentFiles >= this.limits.maxFiles) return `more than ${this.limits.maxFiles} files`
+      const declared = Number(parts.words[1])
+      if (declared > this.limits.maxFileBytes) return `a file of ${declared} bytes announced, over ${this.limits.maxFileBytes}`
+      if (this.totalBytes + declared > this.limits.maxTotalBytes) return `files over ${this.limits.maxTotalBytes} bytes in all announced`
       this.current = {
         path: Buffer.from(parts.rest),
         mode: Number.parseInt(parts.words[0]!, 8),
-        declared: Number(parts.words[1]),
+        declared,
         hash: createHash("sha256"),
-        pieces: [],
+        content: Buffer.allocUnsafeSlow(declared),
         received: 0
       }
       return undefined
@@ -196,10 +200,14 @@ export class FileReceiver {
       const file = this.current
       if (file === undefined) return "a file ended that never began"
       if (bytes.toString("latin1") !== String(file.received)) return "a file's end that does not count its bytes"
-      if (file.received !== file.declared) return "a file shorter than announced"
       this.current = undefined
       this.sentFiles++
-      const content = Buffer.concat(file.pieces)
+      if (file.received !== file.declared) {
+        // The read stopped early (an I/O error inside): the file is not whole, so it is not returned.
+        this.skipped.push({ path: file.path.toString("utf8"), size: file.declared, skipped: "unreadable" })
+        return undefined
+      }
+      const content = file.content
       const path = this.decodePath(file.path)
       if (path === undefined) {
         this.skipped.push({ path: file.path.toString("utf8"), size: file.received, skipped: "name-not-utf8" })
@@ -229,14 +237,12 @@ export class FileReceiver {
   readonly content = (chunk: Uint8Array): string | undefined => {
     const file = this.current
     if (file === undefined) return "file content outside a file"
+    // The announced size was checked against the limits, so staying within it keeps them.
+    if (file.received + chunk.byteLength > file.declared) return "a file longer than announced"
+    file.content.set(chunk, file.received)
+    file.hash.update(chunk)
     file.received += chunk.byteLength
     this.totalBytes += chunk.byteLength
-    if (file.received > file.declared) return "a file longer than announced"
-    if (file.received > this.limits.maxFileBytes) return `a file over ${this.limits.maxFileBytes} bytes`
-    if (this.totalBytes > this.limits.maxTotalBytes) return `files over ${this.limits.maxTotalBytes} bytes in all`
-    const piece = Buffer.from(chunk)
-    file.hash.update(piece)
-    file.pieces.push(piece)
     return undefined
   }
 
