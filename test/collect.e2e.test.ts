@@ -173,29 +173,37 @@ open("fc 4 x.txt", "w").write("x")
   })
 
   it("a daemon left running cannot change a file while it is sent: everything is killed before the walk", async () => {
+    // The daemon waits (inotify) for anyone to open /workspace — the walk's first step — and then
+    // rewrites log.txt at once and for ever; 5000 files sorted before it give it milliseconds to
+    // win. Alive during the walk, it would tamper; killed before it, the file is as the program left it.
     const r = await executor.executeCode({
       language: "python",
       code: String.raw`
-import os, time
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for i in range(5000):
+    open(f"a{i:04}", "w").close()
+open("log.txt", "w").write("ORIGINAL")
+r, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        i = 0
+        fd = libc.inotify_init()
+        assert fd >= 0 and libc.inotify_add_watch(fd, b"/workspace", 0x20) >= 0  # IN_OPEN
+        os.write(w, b"1")
         while True:
-            i += 1
-            with open("log.txt", "w") as f: f.write(str(i) * 100000)
+            os.read(fd, 65536)
+            with open("/workspace/log.txt", "w") as f:
+                f.write("TAMPERED")
     os._exit(0)
-time.sleep(0.3)
+assert os.read(r, 1) == b"1"
+print("armed")
 `,
       collect: ["log.txt"]
     })
     expect(r.exitCode, r.stderr).toBe(0)
-    const log = r.files?.[0]
-    expect(log).toBeDefined()
-    expect(sha256(log!.content)).toBe(log!.sha256)
-    const body = text(log!.content)
-    // One consistent write: a number repeated, nothing torn.
-    expect(body.length % 100000 === 0 || body.length === 0).toBe(true)
+    expect(r.stdout).toBe("armed\n")
+    expect(r.files?.map((f) => [f.path, text(f.content)])).toEqual([["log.txt", "ORIGINAL"]])
   })
 
   it("a program that never ends: the deadline ends it, and the result says nothing was collected, and why", async () => {
