@@ -149,6 +149,10 @@ interface Receiving {
  * The host's receiver of one run's files. `frame` takes the 'f'/'F'/'s' control frames, `content`
  * the 'c' pieces; either returns a violation (a reason) when the supervisor did not write it: then
  * the run's report is refused as a whole.
+ *
+ * With `range` (a session's `read` of part of a file, kernel/FileOpReply.ts), the 'f' frame
+ * announces the whole file's size, and what must follow is its bytes from `range.offset`, at most
+ * `limits.maxFileBytes` of them: the limits and the checks below apply to that share.
  */
 export class FileReceiver {
   readonly files: Array<CollectedFile> = []
@@ -159,7 +163,14 @@ export class FileReceiver {
   /** Any file frame arrived (the walk began). */
   began = false
 
-  constructor(private readonly limits: CollectLimits, private readonly patterns: ReadonlyArray<string> = []) {}
+  /** The size the last 'f' frame announced (with a range: the whole file's). */
+  announcedSize: number | undefined
+
+  constructor(
+    private readonly limits: CollectLimits,
+    private readonly patterns: ReadonlyArray<string> = [],
+    private readonly range?: { readonly offset: number } | undefined
+  ) {}
 
   /** "<words> " + raw bytes, the bytes last: split off the first `n` words. */
   private static split(bytes: Buffer, n: number): { words: Array<string>; rest: Buffer } | undefined {
@@ -183,7 +194,9 @@ export class FileReceiver {
         return "a file frame that is not the supervisor's"
       }
       if (this.sentFiles >= this.limits.maxFiles) return `more than ${this.limits.maxFiles} files`
-      const declared = Number(parts.words[1])
+      const announced = Number(parts.words[1])
+      this.announcedSize = announced
+      const declared = this.range === undefined ? announced : Math.min(this.limits.maxFileBytes, announced - Math.min(this.range.offset, announced))
       if (declared > this.limits.maxFileBytes) return `a file of ${declared} bytes announced, over ${this.limits.maxFileBytes}`
       if (this.totalBytes + declared > this.limits.maxTotalBytes) return `files over ${this.limits.maxTotalBytes} bytes in all announced`
       this.current = {

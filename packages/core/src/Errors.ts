@@ -117,6 +117,34 @@ export class SessionConfigMismatch extends Schema.TaggedError<SessionConfigMisma
   message: Schema.String
 }) {}
 
+/** Which of a session's file operations failed. */
+export const FileOperation = Schema.Literal("read", "write", "list", "remove")
+export type FileOperation = typeof FileOperation.Type
+
+/** A session's file operation named a path that does not exist (the supervisor's ENOENT). */
+export class FileNotFound extends Schema.TaggedError<FileNotFound>()("FileNotFound", {
+  operation: FileOperation,
+  /** The path as resolved in the sandbox (absolute, normalized). */
+  path: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * A session's file operation that the sandbox refused or could not do, with the errno name its
+ * supervisor reported in `code` (as Node's fs errors): ELOOP (a symlink on the way or at the end:
+ * never followed), ENOTDIR, EISDIR, EINVAL (not a regular file: a FIFO, a socket, a device),
+ * ENOTEMPTY, ENOSPC / EFBIG / EDQUOT (the sandbox's space), EROFS, EACCES / EPERM (permissions in
+ * the sandbox), EIO; or ETIMEDOUT: the host's deadline passed before the operation finished. A
+ * missing path is FileNotFound; a path outside the writable roots is an InvalidRequest, refused
+ * before anything runs. (Not the MCP server's FileOperationFailed, which classifies a tool's failure.)
+ */
+export class SandboxFileError extends Schema.TaggedError<SandboxFileError>()("SandboxFileError", {
+  operation: FileOperation,
+  path: Schema.String,
+  code: Schema.String,
+  message: Schema.String
+}) {}
+
 /** What the runtime port can fail with. */
 export type SandboxError = DockerUnavailable | ImageNotFound | ContainerFailed
 
