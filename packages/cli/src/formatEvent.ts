@@ -9,6 +9,20 @@ const tagsOf = (d: Record<string, unknown>): string => {
   return tags === undefined ? "" : ` [${Object.entries(tags).map(([k, v]) => `${k}=${v}`).join(" ")}]`
 }
 
+/** ArtifactsCollected: how many files, their bytes, what was skipped and why, whether the walk ended. */
+const artifacts = (d: Record<string, unknown>): string => {
+  const files = (d.files as Array<{ size: number }> | undefined) ?? []
+  const skipped = (d.skipped as Array<{ reason: string }> | undefined) ?? []
+  const bytes = files.reduce((sum, f) => sum + f.size, 0)
+  const reasons = new Map<string, number>()
+  for (const s of skipped) reasons.set(s.reason, (reasons.get(s.reason) ?? 0) + 1)
+  const why = [...reasons].map(([reason, n]) => `${n} ${reason}`).join(", ")
+  return `${files.length} ${files.length === 1 ? "file" : "files"}, ${bytes} B` +
+    (skipped.length === 0 ? "" : `, ${skipped.length} skipped (${why})`) +
+    (d.truncated === true ? ", truncated" : "") +
+    (d.status === "complete" ? "" : `, ${d.status}${d.reason === undefined ? "" : ` (${d.reason})`}`)
+}
+
 const details = (e: EventEnvelope): string => {
   const d = e.data as Record<string, unknown>
   switch (e.type) {
@@ -20,6 +34,8 @@ const details = (e: EventEnvelope): string => {
       return ""
     case "ContainerClaimed":
       return `${d.containerName} from pool stream ${short(String(d.poolStreamId))}`
+    case "ArtifactsCollected":
+      return artifacts(d)
     case "ContainerExited":
       return `exit ${d.exitCode}${d.oomKilled ? " (OOM killed)" : ""} after ${d.durationMs} ms`
     case "ExecutionTimedOut":

@@ -64,7 +64,13 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--file <path=localpath>", "copy a local file to path inside /workspace before the program starts (repeatable)", collect)
     .option("--image <image>", "the sandbox image (default: the language's hermes-sandbox image)")
     .option("--stdin <file>", "file fed to the program's standard input")
+    .option("--collect <pattern>", "after the program ends, bring back the files matching this glob relative to /workspace, e.g. '*.png' or 'out/**' (repeatable; needs --out or --json)", collect)
+    .option("--out <dir>", "with --collect: write the files here (created if missing; subdirectories as collected; a regular file already there is replaced, anything else refused)")
+    .option("--collect-max-files <n>", "with --collect: files brought back at most (default 100)")
+    .option("--collect-max-file-bytes <size>", "with --collect: bytes per file at most, e.g. 512k, 10m (default 10m)")
+    .option("--collect-max-bytes <size>", "with --collect: bytes of all files at most (default 32m)")
     .option("--json", "print the result as one JSON line instead of streaming the output; a failure as {\"error\": {\"_tag\": ...}}")
+    .option("--json-content", "with --json and --collect: each file's content too, base64, as 'content'")
     .option("--events", "print the lifecycle events to standard error as they happen")
   withSandboxOptions(run)
     .action(async (file: string | undefined, options) => {

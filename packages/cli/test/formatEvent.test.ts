@@ -24,4 +24,14 @@ describe("formatEvent", () => {
   it("an untagged one is as before", () => {
     expect(formatEvent(requested({}))).toBe("2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ExecutionRequested    python 8 B code, timeout 50000 ms, image hermes-sandbox/python:latest")
   })
+  it("ArtifactsCollected: how many files and bytes, what was skipped and why, a cut-short walk", () => {
+    const collected = (data: Record<string, unknown>) => ({ ...requested({}), type: "ArtifactsCollected", data }) as unknown as EventEnvelope
+    expect(formatEvent(collected({
+      files: [{ path: "a.png", size: 1000, sha256: "x", mime: "image/png" }, { path: "b.csv", size: 24, sha256: "y", mime: "text/csv" }],
+      skipped: [{ path: "big", size: 1 << 30, reason: "too-large" }, { path: "l", size: 0, reason: "symlink" }, { path: "m", size: 0, reason: "symlink" }],
+      truncated: true,
+      status: "complete"
+    }))).toBe("2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ArtifactsCollected    2 files, 1024 B, 3 skipped (1 too-large, 2 symlink), truncated")
+    expect(formatEvent(collected({ files: [], skipped: [], truncated: true, status: "none", reason: "timed-out" }))).toMatch(/ArtifactsCollected {4}0 files, 0 B, truncated, none \(timed-out\)$/)
+  })
 })

@@ -3,11 +3,15 @@
  * streaming its output, and exit with its exit code (124 on timeout, 125 when
  * the sandbox itself failed). On a terminal the program's output is sanitized
  * and the CLI's own lines are marked (terminal.ts); elsewhere both are as before.
+ * `--collect PATTERN --out DIR` writes the files the run sent back under DIR (collectedFiles.ts)
+ * and lists them on standard error, which keeps standard output the program's.
  */
 import { readFileSync } from "node:fs"
+import { join } from "node:path"
 import { isatty } from "node:tty"
-import type { ExecuteRequest } from "@hermes-sandbox/core"
+import type { ExecuteRequest, ExecutionResult } from "@hermes-sandbox/core"
 import type { CreateExecutorOptions } from "@hermes-sandbox/docker"
+import { checkOutDir, formatBytes, shownPath, sizeOption, type WriteReport, writeCollected } from "../collectedFiles.js"
 import { ExitCode } from "../exitCodes.js"
 import { formatEvent } from "../formatEvent.js"
 import { detectLanguage } from "../language.js"
@@ -15,7 +19,7 @@ import { errorJson } from "../reportError.js"
 import { trapSignals } from "../signals.js"
 import { TerminalSanitizer, writeCliLine } from "../terminal.js"
 import { UsageError } from "../errors.js"
-import { durationOption, executorOptionsOf, hermesSource, type SandboxCommandOptions } from "../sandboxOptions.js"
+import { durationOption, executorOptionsOf, hermesSource, numberOption, type SandboxCommandOptions } from "../sandboxOptions.js"
 
 export interface RunOptions extends SandboxCommandOptions {
   readonly eval?: string
@@ -29,6 +33,12 @@ export interface RunOptions extends SandboxCommandOptions {
   readonly json?: boolean
   readonly events?: boolean
   readonly stdin?: string
+  readonly collect?: ReadonlyArray<string>
+  readonly out?: string
+  readonly collectMaxFiles?: string
+  readonly collectMaxFileBytes?: string
+  readonly collectMaxBytes?: string
+  readonly jsonContent?: boolean
 }
 
 const readStdin = (): string => readFileSync(0, "utf8")
@@ -69,6 +79,59 @@ const parseFiles = (pairs: ReadonlyArray<string>): Record<string, Uint8Array> =>
   return files
 }
 
+/** --collect, --out, --collect-max-* and --json-content: the request's part, checked before anything runs. */
+const collectOptions = (options: RunOptions): Pick<ExecuteRequest, "collect" | "collectLimits"> => {
+  const collect = options.collect ?? []
+  const maxFiles = numberOption("--collect-max-files", options.collectMaxFiles, true)
+  const maxFileBytes = sizeOption("--collect-max-file-bytes", options.collectMaxFileBytes)
+  const maxTotalBytes = sizeOption("--collect-max-bytes", options.collectMaxBytes)
+  const limits = { ...(maxFiles === undefined ? {} : { maxFiles }), ...(maxFileBytes === undefined ? {} : { maxFileBytes }), ...(maxTotalBytes === undefined ? {} : { maxTotalBytes }) }
+  if (options.jsonContent === true && options.json !== true) throw new UsageError("--json-content: only with --json")
+  if (collect.length === 0) {
+    if (options.out !== undefined) throw new UsageError("--out: only with --collect PATTERN (which files to write there)")
+    if (Object.keys(limits).length > 0) throw new UsageError("--collect-max-files, --collect-max-file-bytes and --collect-max-bytes: only with --collect")
+    if (options.jsonContent === true) throw new UsageError("--json-content: only with --collect")
+    return {}
+  }
+  if (options.out === undefined && options.json !== true) throw new UsageError("--collect: give --out DIR to write the files into (or --json to get them in the result)")
+  if (options.out !== undefined) checkOutDir(options.out)
+  return { collect, ...(Object.keys(limits).length === 0 ? {} : { collectLimits: limits }) }
+}
+
+/** The result as --json prints it: the files' metadata, their content (base64) only with --json-content, and where --out wrote them. */
+const resultJson = (result: ExecutionResult, options: RunOptions, report: WriteReport | undefined) => ({
+  ...result,
+  ...(result.files === undefined
+    ? {}
+    : {
+      files: result.files.map(({ content, ...metadata }) => ({ ...metadata, ...(options.jsonContent === true ? { content: Buffer.from(content).toString("base64") } : {}) }))
+    }),
+  ...(report === undefined ? {} : { out: report })
+})
+
+/** What --collect brought back, one line each on standard error: written, not written (and why), skipped (and why). */
+const collectedLines = (result: ExecutionResult, out: string, report: WriteReport): Array<string> => {
+  const lines: Array<string> = []
+  const refused = new Map(report.notWritten.map((n) => [n.path, n.reason]))
+  for (const f of result.files ?? []) {
+    const why = refused.get(f.path)
+    lines.push(why === undefined
+      ? `wrote ${shownPath(join(out, f.path))} (${formatBytes(f.size)}, sha256 ${f.sha256.slice(0, 12)})`
+      : `not written ${shownPath(join(out, f.path))}: ${why}`)
+  }
+  for (const s of result.skippedFiles ?? []) lines.push(`not collected ${shownPath(s.path)}${s.skipped === "not-found" ? "" : ` (${formatBytes(s.size)})`}: ${s.skipped}`)
+  const collection = result.collection
+  if (collection !== undefined && collection.status !== "complete") {
+    lines.push(`collection cut short (${collection.reason ?? "unknown"}): ${collection.status === "none" ? "no file came back" : "only the files above came back"}`)
+  } else if ((result.files ?? []).length === 0 && (result.skippedFiles ?? []).length === 0) {
+    lines.push("--collect: no file matched")
+  }
+  if (result.skippedFiles?.some((s) => s.skipped === "too-large" || s.skipped === "limit" || s.skipped === "total-limit")) {
+    lines.push("some files were held back by the limits (--collect-max-files, --collect-max-file-bytes, --collect-max-bytes)")
+  }
+  return lines
+}
+
 export const run = async (file: string | undefined, options: RunOptions): Promise<number> => {
   // Everything the command line can get wrong is found before the SDK loads (usage errors stay fast).
   if (options.eval !== undefined && file !== undefined) throw new UsageError("give the program as FILE or as -e CODE, not both")
@@ -84,6 +147,7 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
   if (options.cpus !== undefined && !Number.isFinite(cpus)) throw new UsageError(`--cpus: expected a number, got ${JSON.stringify(options.cpus)}`)
   const env = parseEnv(options.env ?? [])
   const files = parseFiles(options.file ?? [])
+  const collected = collectOptions(options)
   const hermes = hermesSource(options)
 
   const executorOptions: CreateExecutorOptions = { ...executorOptionsOf(options, hermes), awaitRemoval: true }
@@ -96,7 +160,8 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
     ...(options.stdin === undefined ? {} : { stdin: readLocal(options.stdin, "--stdin ").toString("utf8") }),
     ...(Object.keys(env).length === 0 ? {} : { env }),
     ...(Object.keys(files).length === 0 ? {} : { files }),
-    ...(options.image === undefined ? {} : { image: options.image })
+    ...(options.image === undefined ? {} : { image: options.image }),
+    ...collected
   }
 
   const { createExecutor, fromHermesConfig } = await import("@hermes-sandbox/docker")
@@ -123,12 +188,15 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
       signal: signals.signal,
       ...(options.json ? {} : { onStdout: program.stdout, onStderr: program.stderr })
     }).finally(program.end)
-    if (options.json) process.stdout.write(`${JSON.stringify(result)}\n`)
+    // Written also when the run timed out: what came back before the deadline is the result's.
+    const report = options.out === undefined || result.files === undefined ? undefined : writeCollected(options.out, result.files)
+    if (options.json) process.stdout.write(`${JSON.stringify(resultJson(result, options, report))}\n`)
     else {
       const say = (message: string) => {
         writeCliLine(message, program.atLineStart())
         program.lineStarted()
       }
+      if (report !== undefined) for (const line of collectedLines(result, options.out!, report)) say(line)
       if (result.timedOut) say(`timed out after ${request.timeoutMs ?? "the default"} ms; the sandbox was killed`)
       if (result.oomKilled) say("the program ran out of memory (OOM kill)")
       if (result.stdoutTruncated || result.stderrTruncated) say("output past the cap was discarded")
