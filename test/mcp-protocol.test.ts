@@ -320,7 +320,7 @@ describe("MCP server: the journal behind it", () => {
     expect(termRequested?.data).toMatchObject({ sessionId: term.structured?.session_id, tags: { "mcp.session": session.id, "mcp.tool": "terminal" } })
 
     const { resourceTemplates } = await client.listResourceTemplates()
-    expect(resourceTemplates.map((t) => t.uriTemplate)).toEqual(["sandbox://executions/{id}/events"])
+    expect(resourceTemplates.map((t) => t.uriTemplate)).toEqual(["sandbox://executions/{id}/events", "sandbox://executions/{id}/files/{+path}"])
     const { resources } = await client.listResources()
     expect(resources.map((r) => r.uri)).toContain(`sandbox://executions/${id}/events`)
     expect(await waitFor(async () => (await journalOf(sandbox, id)).some((e) => e.type === "ContainerDestroyed"), 10_000)).toBe(true)

@@ -5,10 +5,11 @@
  * (McpSession.ts) is opened from here and closed with it at the latest.
  */
 import { Effect, type Layer, ManagedRuntime } from "effect"
-import { Executor, type Sessions, Session as SessionService } from "@hermes-sandbox/core"
+import { Artifacts, Executor, type Sessions, Session as SessionService } from "@hermes-sandbox/core"
 import { SandboxServices } from "@hermes-sandbox/docker"
 import type { Journal } from "@hermes-sandbox/events"
 import { SessionLimitReached } from "./errors.js"
+import { FileStore } from "./fileStore.js"
 import { McpSession, type McpSessionContext } from "./McpSession.js"
 import { DEFAULT_RESULT_CAPS, type ResultCaps } from "./tools/results.js"
 
@@ -31,20 +32,47 @@ export interface McpToolLimits {
   readonly resultCaps?: ResultCaps
   /** How often a long call sends "still running" progress (when the client asked for progress). Default 5000 ms. */
   readonly progressIntervalMs?: number
+  /**
+   * What execute_code's `collect` brings back per call. Default the SDK's (100 files, 10 MiB each,
+   * 32 MiB in all); maxTotalBytes is never more than fileStoreBytes (a call's files always fit the store).
+   */
+  readonly collectLimits?: Partial<Artifacts.CollectLimits>
+  /** A collected PNG/JPEG/GIF/WebP up to this size is also returned inline, as an image content block. Default 1 MiB. */
+  readonly maxImageBytes?: number
+  /** Images returned inline per call at most (the others are links only). Default 4. */
+  readonly maxImages?: number
+  /** Seconds the collected files stay readable as resources after their call. Default 900 (15 min). */
+  readonly fileRetentionS?: number
+  /** Bytes of collected files the server keeps in all, over every MCP session; the oldest calls' are evicted first. Default 64 MiB. */
+  readonly fileStoreBytes?: number
 }
 
-export type ResolvedLimits = Required<McpToolLimits>
+export type ResolvedLimits = Required<Omit<McpToolLimits, "collectLimits">> & { readonly collectLimits: Artifacts.CollectLimits }
 
-export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => ({
-  defaultTimeoutS: l.defaultTimeoutS ?? 50,
-  maxTimeoutS: l.maxTimeoutS ?? 300,
-  sessionIdleS: l.sessionIdleS ?? 600,
-  maxSessionSandboxes: l.maxSessionSandboxes ?? 16,
-  maxReadBytes: l.maxReadBytes ?? 256 * 1024,
-  maxWriteBytes: l.maxWriteBytes ?? 8 * 1024 * 1024,
-  resultCaps: l.resultCaps ?? DEFAULT_RESULT_CAPS,
-  progressIntervalMs: l.progressIntervalMs ?? 5000
-})
+const MiB = 1024 * 1024
+
+export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => {
+  const fileStoreBytes = l.fileStoreBytes ?? 64 * MiB
+  return {
+    defaultTimeoutS: l.defaultTimeoutS ?? 50,
+    maxTimeoutS: l.maxTimeoutS ?? 300,
+    sessionIdleS: l.sessionIdleS ?? 600,
+    maxSessionSandboxes: l.maxSessionSandboxes ?? 16,
+    maxReadBytes: l.maxReadBytes ?? 256 * 1024,
+    maxWriteBytes: l.maxWriteBytes ?? 8 * 1024 * 1024,
+    resultCaps: l.resultCaps ?? DEFAULT_RESULT_CAPS,
+    progressIntervalMs: l.progressIntervalMs ?? 5000,
+    collectLimits: {
+      maxFiles: l.collectLimits?.maxFiles ?? Artifacts.DEFAULT_COLLECT_LIMITS.maxFiles,
+      maxFileBytes: Math.min(l.collectLimits?.maxFileBytes ?? Artifacts.DEFAULT_COLLECT_LIMITS.maxFileBytes, fileStoreBytes),
+      maxTotalBytes: Math.min(l.collectLimits?.maxTotalBytes ?? Artifacts.DEFAULT_COLLECT_LIMITS.maxTotalBytes, fileStoreBytes)
+    },
+    maxImageBytes: l.maxImageBytes ?? MiB,
+    maxImages: l.maxImages ?? 4,
+    fileRetentionS: l.fileRetentionS ?? 900,
+    fileStoreBytes
+  }
+}
 
 export interface McpSandboxOptions extends SandboxServices.SandboxServicesOptions {
   readonly limits?: McpToolLimits
@@ -54,6 +82,8 @@ export interface McpSandboxOptions extends SandboxServices.SandboxServicesOption
 
 export class McpSandbox {
   readonly limits: ResolvedLimits
+  /** execute_code's collected files, readable as resources for a while (fileStore.ts). */
+  readonly files: FileStore
   private readonly sessions = new Set<McpSession>()
   /** Session ids of the session sandboxes alive now (released by their SessionClosed). */
   private readonly liveSandboxes = new Set<string>()
@@ -70,6 +100,7 @@ export class McpSandbox {
     limits: McpToolLimits | undefined
   ) {
     this.limits = resolveLimits(limits)
+    this.files = new FileStore({ maxBytes: this.limits.fileStoreBytes, retentionMs: this.limits.fileRetentionS * 1000 })
     this.unsubscribe = subscribe((e) => {
       if (e.type === "SessionClosed") this.liveSandboxes.delete(e.streamId)
     })
@@ -138,6 +169,7 @@ export class McpSandbox {
     this.closing ??= (async () => {
       await Promise.allSettled([...this.sessions].map((s) => s.close("the server is stopping")))
       this.unsubscribe()
+      this.files.clear()
       await this.runtime.dispose()
     })()
     return this.closing

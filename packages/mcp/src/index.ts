@@ -6,14 +6,16 @@
  *   await serveStdio(sandbox)               // or: await serveHttp(sandbox, { token })
  *
  * Tools: execute_code (one fresh sandbox per call), terminal, read_file, write_file and
- * reset_session (one sandbox per MCP session). Resource template: sandbox://executions/{id}/events.
+ * reset_session (one sandbox per MCP session). Resource templates: sandbox://executions/{id}/events,
+ * and sandbox://executions/{id}/files/{+path} (what execute_code's `collect` brought back, kept a while).
  */
 export { FileOperationFailed, InvalidArguments, McpSessionClosed, SessionLimitReached } from "./errors.js"
 export { type HttpOptions, type HttpServing, serveHttp } from "./http.js"
 export { isLoopback } from "./loopback.js"
 export { McpSandbox, type McpSandboxOptions, type McpToolLimits, resolveLimits } from "./McpSandbox.js"
 export { McpSession, type McpSessionContext } from "./McpSession.js"
-export { EVENTS_TEMPLATE } from "./resources.js"
+export { FileStore, type FileStoreLimits, type StoredExecution } from "./fileStore.js"
+export { EVENTS_TEMPLATE, FILES_TEMPLATE, fileOfUri, fileUri } from "./resources.js"
 // createServer (one MCP session's SDK Server, for a transport of one's own) is the entry point
 // "@hermes-sandbox/mcp/server", not this one: its declarations name the SDK's, and the SDK 1.x's
 // name the DOM-only HeadersInit (modelcontextprotocol/typescript-sdk#2568), which a strict

@@ -1,10 +1,12 @@
 /**
- * The resource template for an execution's lifecycle events, read from the journal (the same
- * events `hermes-sandbox events --execution ID` prints). Over HTTP a session reads only the
- * executions its own calls made (their ExecutionRequested carries its `mcp.session` tag); over
- * stdio the one local client may read any in the journal.
+ * The resources: an execution's lifecycle events, read from the journal (the same events
+ * `hermes-sandbox events --execution ID` prints), and the files execute_code collected, from the
+ * server's file store (fileStore.ts) while it keeps them. Over HTTP a session reads only what its
+ * own calls made (their ExecutionRequested carries its `mcp.session` tag; the store keeps the
+ * session with the files); over stdio the one local client may read any.
  */
 import { Chunk, Effect, Stream } from "effect"
+import type { CollectedFile } from "@hermes-sandbox/core"
 import { Journal } from "@hermes-sandbox/events"
 import type { McpSession } from "./McpSession.js"
 
@@ -31,3 +33,48 @@ export const eventsResource = (session: McpSession, executionId: string): Promis
     if (session.context.transport === "http" && tags?.["mcp.session"] !== session.id) return undefined
     return JSON.stringify(events)
   }))
+
+export const FILES_TEMPLATE = {
+  uriTemplate: "sandbox://executions/{id}/files/{+path}",
+  name: "execution-file",
+  title: "A file an execution collected",
+  description: "A file execute_code brought back with `collect` (path relative to /workspace, each segment percent-encoded), kept by the server for a limited time: text/* as text, anything else as a base64 blob.",
+  mimeType: "application/octet-stream"
+} as const
+
+const FILE_URI = /^sandbox:\/\/executions\/([A-Za-z0-9-]{1,64})\/files\/([\s\S]+)$/
+
+/** The resource URI of a collected file: its path percent-encoded segment by segment (a name may hold any character but "/"). */
+export const fileUri = (executionId: string, path: string): string =>
+  `sandbox://executions/${executionId}/files/${path.split("/").map(encodeURIComponent).join("/")}`
+
+/** The execution and the path a file URI names, or undefined when it names none. */
+export const fileOfUri = (uri: string): { readonly executionId: string; readonly path: string } | undefined => {
+  const match = FILE_URI.exec(uri)
+  if (match === null) return undefined
+  try {
+    return { executionId: match[1]!, path: match[2]!.split("/").map(decodeURIComponent).join("/") }
+  } catch {
+    return undefined
+  }
+}
+
+/** A file this session may read, while the server keeps it. */
+export const fileResource = (session: McpSession, executionId: string, path: string): CollectedFile | undefined => {
+  const stored = session.owner.files.get(executionId)
+  if (stored === undefined) return undefined
+  if (session.context.transport === "http" && stored.owner !== session.id) return undefined
+  return stored.files.get(path)
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+/** What resources/read returns for a file: text/* that is UTF-8 as text, anything else as a base64 blob. */
+export const fileContents = (uri: string, file: CollectedFile): { uri: string; mimeType: string; text: string } | { uri: string; mimeType: string; blob: string } => {
+  if (file.mime.startsWith("text/")) {
+    try {
+      return { uri, mimeType: file.mime, text: utf8.decode(file.content) }
+    } catch {}
+  }
+  return { uri, mimeType: file.mime, blob: Buffer.from(file.content).toString("base64") }
+}

@@ -20,7 +20,7 @@ import { ContainerNamePrefix } from "@hermes-sandbox/core"
 import { InvalidArguments } from "./errors.js"
 import type { McpSession } from "./McpSession.js"
 import { progressFor } from "./progress.js"
-import { EVENTS_TEMPLATE, eventsResource, executionIdOfUri } from "./resources.js"
+import { EVENTS_TEMPLATE, eventsResource, executionIdOfUri, FILES_TEMPLATE, fileContents, fileOfUri, fileResource, fileUri } from "./resources.js"
 import { type ToolDefinition, tools } from "./tools/definitions.js"
 import { failure, stoppedResult, structured } from "./tools/results.js"
 import { jsonSchemaOf } from "./tools/schemas.js"
@@ -29,7 +29,8 @@ import { VERSION } from "./version.js"
 const INSTRUCTIONS =
   "Sandboxed code execution. execute_code runs one program in a fresh single-use sandbox (nothing carries over). " +
   "terminal, read_file and write_file share one sandbox for this session (files, working directory and exported variables persist until reset_session, the session's end, or idle expiry). " +
-  "No sandbox has network access. Each run's lifecycle events are the resource sandbox://executions/{execution_id}/events."
+  "No sandbox has network access. Each run's lifecycle events are the resource sandbox://executions/{execution_id}/events; " +
+  "the files execute_code collected (its collect argument) are sandbox://executions/{execution_id}/files/{path} for a while."
 
 const fieldOf = (path: ReadonlyArray<PropertyKey>) =>
   path.reduce<string>((acc, key) => (typeof key === "number" ? `${acc}[${key}]` : acc === "" ? String(key) : `${acc}.${String(key)}`), "")
@@ -84,7 +85,7 @@ export const createServer = (session: McpSession): Server => {
     try {
       const args = decodeArguments(tool, request.params.arguments)
       const result = await tool.call(args, { session, signal: extra.signal, progress })
-      return structured(result.value, result.isError)
+      return structured(result.value, result.isError, result.content)
     } catch (error) {
       const e = error as { _tag?: string; executionId?: string; reason?: string }
       if (e._tag === "ExecutionAborted" && tool.name === "execute_code" && e.executionId) {
@@ -97,23 +98,38 @@ export const createServer = (session: McpSession): Server => {
     }
   })
 
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [EVENTS_TEMPLATE] }))
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [EVENTS_TEMPLATE, FILES_TEMPLATE] }))
 
   server.setRequestHandler(ListResourcesRequestSchema, () => ({
-    resources: [...session.executions].reverse().map((id) => ({
-      uri: EVENTS_TEMPLATE.uriTemplate.replace("{id}", id),
-      name: `execution ${id} events`,
-      mimeType: EVENTS_TEMPLATE.mimeType
-    }))
+    resources: [
+      ...[...session.executions].reverse().map((id) => ({
+        uri: EVENTS_TEMPLATE.uriTemplate.replace("{id}", id),
+        name: `execution ${id} events`,
+        mimeType: EVENTS_TEMPLATE.mimeType
+      })),
+      // This session's collected files the server still keeps, newest first.
+      ...[...session.owner.files.list()].reverse().filter((e) => e.owner === session.id).flatMap((e) =>
+        [...e.files.values()].map((f) => ({ uri: fileUri(e.executionId, f.path), name: f.path, title: `${f.path} (execution ${e.executionId})`, mimeType: f.mime, size: f.size }))
+      )
+    ]
   }))
 
+  // -32002: the spec's "resource not found".
+  const notFound = (what: string) => new McpError(-32002, `Resource not found: ${what}${session.context.transport === "http" ? " in this MCP session" : ""}`)
+
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-    const id = executionIdOfUri(request.params.uri)
-    if (id === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown resource ${request.params.uri}: this server has ${EVENTS_TEMPLATE.uriTemplate}`)
+    const uri = request.params.uri
+    const file = fileOfUri(uri)
+    if (file !== undefined) {
+      const found = fileResource(session, file.executionId, file.path)
+      if (found === undefined) throw notFound(`no file ${JSON.stringify(file.path)} of execution ${file.executionId} (the server keeps collected files for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, the oldest evicted first)`)
+      return { contents: [fileContents(uri, found)] }
+    }
+    const id = executionIdOfUri(uri)
+    if (id === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown resource ${uri}: this server has ${EVENTS_TEMPLATE.uriTemplate} and ${FILES_TEMPLATE.uriTemplate}`)
     const text = await eventsResource(session, id)
-    // -32002: the spec's "resource not found".
-    if (text === undefined) throw new McpError(-32002, `Resource not found: no execution ${id}${session.context.transport === "http" ? " in this MCP session" : ""}`)
-    return { contents: [{ uri: request.params.uri, mimeType: EVENTS_TEMPLATE.mimeType, text }] }
+    if (text === undefined) throw notFound(`no execution ${id}`)
+    return { contents: [{ uri, mimeType: EVENTS_TEMPLATE.mimeType, text }] }
   })
 
   return server

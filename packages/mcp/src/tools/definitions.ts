@@ -9,7 +9,8 @@ import { FileOperationFailed, InvalidArguments } from "../errors.js"
 import type { McpSession } from "../McpSession.js"
 import type { Progress } from "../progress.js"
 import { FILE_SCRIPT, FILE_SCRIPT_EXITS } from "./fileScript.js"
-import { runResult } from "./results.js"
+import { collectedResult } from "./collected.js"
+import { type ExtraContent, runResult } from "./results.js"
 import * as S from "./schemas.js"
 
 export interface CallContext {
@@ -21,6 +22,8 @@ export interface CallContext {
 export interface ToolResult {
   readonly value: Record<string, unknown>
   readonly isError: boolean
+  /** Content blocks after the JSON text one (execute_code's collected files). */
+  readonly content?: ReadonlyArray<ExtraContent>
 }
 
 export interface ToolDefinition<A = never> {
@@ -65,11 +68,14 @@ export const executeCode = define<S.ExecuteCodeArgs>({
   description: (l) =>
     `Run a python, javascript (node) or bash program in a fresh, single-use Docker sandbox (no network, read-only root, non-root user, memory/CPU/pid limits) that is removed afterwards; nothing carries over between calls (use terminal for that). ` +
     `Files can be written into /workspace (the working directory) first. Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}. ` +
-    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail.`,
+    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail. ` +
+    `collect (globs relative to /workspace, e.g. ["*.png", "out/**"]) brings files back after the program ends: each as a resource_link (resources/read; kept ${Math.round(l.fileRetentionS / 60)} min) and listed in the result, ` +
+    `PNG/JPEG/GIF/WebP up to ${Math.round(l.maxImageBytes / 1024)} KiB also as image content (at most ${l.maxImages} per call); at most ${l.collectLimits.maxFiles} files, ${l.collectLimits.maxFileBytes} bytes each, ${l.collectLimits.maxTotalBytes} bytes in all.`,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   args: S.ExecuteCodeArgs,
   result: S.ExecuteCodeResult,
   call: async (args, { session, signal, progress }) => {
+    const limits = session.owner.limits
     const timeoutMs = timeoutMsOf("execute_code", args.timeout_s, session)
     const files: Record<string, Uint8Array> = {}
     for (const [i, f] of (args.files ?? []).entries()) {
@@ -81,13 +87,20 @@ export const executeCode = define<S.ExecuteCodeArgs>({
       code: args.code,
       timeoutMs,
       ...(args.stdin === undefined ? {} : { stdin: args.stdin }),
-      ...(args.files === undefined ? {} : { files })
+      ...(args.files === undefined ? {} : { files }),
+      ...(args.collect === undefined || args.collect.length === 0 ? {} : { collect: args.collect, collectLimits: limits.collectLimits })
     }
     const result = await session.run("execute_code", (hooks) => Effect.flatMap(Executor.Executor, (e) => e.executeCode(request, hooks)), signal, {
       onExecutionId: progress.follow
     })
-    const value = runResult(result, session.owner.limits.resultCaps, { timeoutS: timeoutMs / 1000, maxTimeoutS: session.owner.limits.maxTimeoutS })
-    return { value, isError: value.status !== "success" }
+    // Kept before the result is returned, so a client may read them as soon as it has it.
+    const kept = result.files !== undefined && session.owner.files.put(result.executionId, session.id, result.files)
+    const collected = collectedResult(result, { maxImages: limits.maxImages, maxImageBytes: limits.maxImageBytes, kept })
+    const value = {
+      ...runResult(result, limits.resultCaps, { timeoutS: timeoutMs / 1000, maxTimeoutS: limits.maxTimeoutS }, collected?.notes),
+      ...collected?.fields
+    }
+    return { value, isError: value.status !== "success", ...(collected === undefined ? {} : { content: collected.content }) }
   }
 })
 

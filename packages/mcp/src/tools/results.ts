@@ -6,7 +6,7 @@
  */
 import type { ExecutionResult } from "@hermes-sandbox/core"
 import { errorJson } from "@hermes-sandbox/core"
-import type { ExecuteCodeResult, Status } from "./schemas.js"
+import type { RunResult, Status } from "./schemas.js"
 
 /** Bytes of each stream a result carries: the Hermes agent's caps (50 KB stdout, 10 KB stderr). */
 export interface ResultCaps {
@@ -49,8 +49,8 @@ export interface RunContext {
   readonly maxTimeoutS: number
 }
 
-/** A completed run, as the execute_code (and terminal) result. */
-export const runResult = (r: ExecutionResult, caps: ResultCaps, context: RunContext): ExecuteCodeResult => {
+/** A completed run, as the execute_code (and terminal) result; `more` are notes after the run's own (what collect brought back). */
+export const runResult = (r: ExecutionResult, caps: ResultCaps, context: RunContext, more: ReadonlyArray<string> = []): RunResult => {
   const stdout = headTail(r.stdout, caps.stdoutBytes)
   const stderr = headTail(r.stderr, caps.stderrBytes)
   const status = statusOf(r)
@@ -65,6 +65,7 @@ export const runResult = (r: ExecutionResult, caps: ResultCaps, context: RunCont
   if (omittedOut > 0 || omittedErr > 0) {
     notes.push(`Output was cut: ${omittedOut} bytes of stdout and ${omittedErr} bytes of stderr are not shown (print less, or write to a file and read parts of it).`)
   }
+  notes.push(...more)
   const printed = withNewline(stdout.text) + (stderr.text === "" ? "" : `--- stderr ---\n${withNewline(stderr.text)}`)
   const output = printed + notes.join("\n") || "(no output)"
   return {
@@ -88,7 +89,7 @@ export const runResult = (r: ExecutionResult, caps: ResultCaps, context: RunCont
 }
 
 /** A run that was stopped before it ended (the client cancelled it, or the server is stopping): nothing of it is kept. */
-export const stoppedResult = (status: "cancelled" | "interrupted", executionId: string, containerName: string, reason: string): ExecuteCodeResult => ({
+export const stoppedResult = (status: "cancelled" | "interrupted", executionId: string, containerName: string, reason: string): RunResult => ({
   status,
   output: `${status === "cancelled" ? "Cancelled" : "Interrupted"}: ${reason}. The sandbox was killed and removed; nothing of the run is kept.`,
   stdout: "",
@@ -107,10 +108,18 @@ export const stoppedResult = (status: "cancelled" | "interrupted", executionId: 
   container_name: containerName
 })
 
-/** The MCP result of a structured value: structuredContent and the same JSON as text (some clients read only one). */
-export const structured = (value: Record<string, unknown>, isError: boolean) => ({
+/** A content block after the text one: an image, a link to a resource. */
+export type ExtraContent =
+  | { readonly type: "image"; readonly data: string; readonly mimeType: string }
+  | { readonly type: "resource_link"; readonly uri: string; readonly name: string; readonly mimeType: string; readonly size: number; readonly description: string }
+
+/**
+ * The MCP result of a structured value: structuredContent and the same JSON as text (some clients
+ * read only one), first; then `more` (collected files: images, resource links).
+ */
+export const structured = (value: Record<string, unknown>, isError: boolean, more: ReadonlyArray<ExtraContent> = []) => ({
   structuredContent: value,
-  content: [{ type: "text" as const, text: JSON.stringify(value) }],
+  content: [{ type: "text" as const, text: JSON.stringify(value) }, ...more],
   ...(isError ? { isError: true } : {})
 })
 

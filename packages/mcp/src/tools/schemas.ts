@@ -6,7 +6,7 @@
  * is the model); every array has an `items` schema (VS Code refuses one without).
  */
 import { JSONSchema, Schema } from "effect"
-import { Languages } from "@hermes-sandbox/core"
+import { Artifacts, Languages } from "@hermes-sandbox/core"
 
 // Schema.Int carries an identifier, which JSONSchema.make turns into a $defs reference: some
 // clients do not follow references, so integers are declared inline.
@@ -39,6 +39,15 @@ export const ExecuteCodeArgs = Schema.Struct({
       encoding: optional(Encoding, "utf8 (default) or base64 for binary content.")
     })),
     "Files written into /workspace before the program starts."
+  ),
+  collect: optional(
+    Schema.Array(Schema.String.pipe(Schema.filter((p) => Artifacts.patternIssue(p) ?? true))).pipe(
+      Schema.filter((a) => a.length <= Artifacts.MAX_COLLECT_PATTERNS || `at most ${Artifacts.MAX_COLLECT_PATTERNS} patterns`)
+    ),
+    "Files to bring back after the program ends: glob patterns relative to /workspace, e.g. [\"*.png\", \"out/**\", \"report.csv\"]. " +
+      "`*` and `?` match within a name, `**` any number of directories, a directory brings everything below it; names starting with a dot only match a pattern that does. " +
+      "Each file comes back as a resource_link (read it with resources/read; kept for a limited time) and is listed in the result with its size, sha256 and media type; " +
+      "small PNG, JPEG, GIF and WebP images also as image content. Symbolic links, FIFOs and files past the limits are not sent but listed in skipped_files with the reason."
   )
 })
 export type ExecuteCodeArgs = typeof ExecuteCodeArgs.Type
@@ -57,7 +66,8 @@ const streamFields = (name: string) => ({
 const stdout = streamFields("stdout")
 const stderr = streamFields("stderr")
 
-export const ExecuteCodeResult = Schema.Struct({
+/** What execute_code and terminal report of a run. */
+export const RunResult = Schema.Struct({
   status: describe(Status, "success: exit code 0; error: another exit code or a failure; timeout; oom; cancelled (by the client); interrupted (the server stopped)."),
   output: describe(Schema.String, "What to read first: stdout, then stderr after a '--- stderr ---' line, then a note on a timeout or truncation."),
   stdout: stdout.text,
@@ -75,6 +85,37 @@ export const ExecuteCodeResult = Schema.Struct({
   execution_id: describe(Schema.String, "The run's id in the journal: its events are the resource sandbox://executions/{execution_id}/events."),
   container_name: Schema.String
 })
+export type RunResult = typeof RunResult.Type
+
+/** A file `collect` brought back. */
+export const CollectedFile = Schema.Struct({
+  path: describe(Schema.String, "Relative to /workspace, exactly as the program named it."),
+  size_bytes: Count,
+  sha256: describe(Schema.String, "Of the content, computed by the server as it arrived (hex)."),
+  mime_type: describe(Schema.String, "From the content's signature for images, else the name's extension; application/octet-stream otherwise."),
+  uri: optional(Schema.String, "The resource to read it from (resources/read): sandbox://executions/{execution_id}/files/{path}, each path segment percent-encoded. Absent when the server could not keep it."),
+  image: describe(Schema.Boolean, "Also returned inline as an image content block.")
+})
+
+export const SkippedFile = Schema.Struct({
+  path: Schema.String,
+  size_bytes: Count,
+  reason: describe(Schema.String, "too-large, limit (too many files), total-limit, symlink (never followed), not-regular (FIFO, socket, device), unreadable, too-deep, name-too-long, walk-limit, name-not-utf8, not-found (a pattern without wildcards matched nothing).")
+})
+
+export const ExecuteCodeResult = Schema.Struct({
+  ...RunResult.fields,
+  files: optional(Schema.Array(CollectedFile), "With collect: the files brought back."),
+  skipped_files: optional(Schema.Array(SkippedFile), "With collect: matching entries not brought back, each with the reason."),
+  files_truncated: optional(Schema.Boolean, "With collect: something matching was held back by a limit, or the collection was cut short."),
+  collection: optional(
+    Schema.Struct({
+      status: describe(oneOf("complete", "partial", "none"), "complete: every matching file was looked at; partial or none: cut short (the files that came back before are kept)."),
+      reason: optional(oneOf("timed-out", "sandbox-ended"), "Why it was cut short.")
+    }),
+    "With collect: whether the collection ended."
+  )
+})
 export type ExecuteCodeResult = typeof ExecuteCodeResult.Type
 
 // --- terminal ------------------------------------------------------------------------------------
@@ -87,7 +128,7 @@ export const TerminalArgs = Schema.Struct({
 export type TerminalArgs = typeof TerminalArgs.Type
 
 export const TerminalResult = Schema.Struct({
-  ...ExecuteCodeResult.fields,
+  ...RunResult.fields,
   session_id: describe(Schema.String, "The session sandbox's id (journal stream); it changes after reset_session or an idle expiry.")
 })
 export type TerminalResult = typeof TerminalResult.Type

@@ -1,0 +1,96 @@
+/**
+ * The files execute_code collected, kept after the result so that a client reads them as
+ * resources (sandbox://executions/{id}/files/{path}): a result carries images inline only when
+ * small, and some clients drop images, so every file is also a link to this.
+ *
+ * Bounded for the whole server, not per MCP session (a session could otherwise be opened per
+ * call): each execution's files are kept `retentionMs`, and past `maxBytes` in all the oldest
+ * executions' files are evicted first. Host memory holds at most `maxBytes` of content here.
+ * The MCP session that ran the execution is kept with its files: over HTTP only it may read them.
+ */
+import type { CollectedFile } from "@hermes-sandbox/core"
+
+export interface FileStoreLimits {
+  readonly maxBytes: number
+  readonly retentionMs: number
+}
+
+export interface StoredExecution {
+  readonly executionId: string
+  /** The MCP session that ran it. */
+  readonly owner: string
+  readonly storedAt: number
+  readonly files: ReadonlyMap<string, CollectedFile>
+  readonly bytes: number
+}
+
+export class FileStore {
+  /** Oldest first (a Map keeps insertion order). */
+  private readonly executions = new Map<string, StoredExecution>()
+  private held = 0
+  private readonly sweep: ReturnType<typeof setInterval>
+
+  constructor(readonly limits: FileStoreLimits, private readonly now: () => number = Date.now) {
+    // Expired files are dropped when the store is used, and by this sweep when it is not.
+    this.sweep = setInterval(() => this.expire(), Math.max(1000, Math.min(limits.retentionMs, 60_000)))
+    this.sweep.unref()
+  }
+
+  /** Bytes of content held now. */
+  get bytes(): number {
+    this.expire()
+    return this.held
+  }
+
+  /**
+   * Keep one execution's files, evicting the oldest executions' until they fit. Files that
+   * cannot fit even alone are not kept (false): the caller says so rather than link to nothing.
+   */
+  put(executionId: string, owner: string, files: ReadonlyArray<CollectedFile>): boolean {
+    this.expire()
+    const bytes = files.reduce((sum, f) => sum + f.content.byteLength, 0)
+    if (files.length === 0 || bytes > this.limits.maxBytes) return false
+    this.drop(executionId)
+    for (const oldest of this.executions.values()) {
+      if (this.held + bytes <= this.limits.maxBytes) break
+      this.drop(oldest.executionId)
+    }
+    this.executions.set(executionId, { executionId, owner, storedAt: this.now(), files: new Map(files.map((f) => [f.path, f])), bytes })
+    this.held += bytes
+    return true
+  }
+
+  /** One execution's kept files, or undefined when none are (never kept, expired or evicted). */
+  get(executionId: string): StoredExecution | undefined {
+    this.expire()
+    return this.executions.get(executionId)
+  }
+
+  /** The executions whose files are kept, oldest first. */
+  list(): ReadonlyArray<StoredExecution> {
+    this.expire()
+    return [...this.executions.values()]
+  }
+
+  /** Forget everything (the server is closing). */
+  clear(): void {
+    clearInterval(this.sweep)
+    this.executions.clear()
+    this.held = 0
+  }
+
+  private expire(): void {
+    const oldestKept = this.now() - this.limits.retentionMs
+    for (const e of this.executions.values()) {
+      if (e.storedAt > oldestKept) break
+      this.drop(e.executionId)
+    }
+  }
+
+  private drop(executionId: string): void {
+    const e = this.executions.get(executionId)
+    if (e === undefined) return
+    this.executions.delete(executionId)
+    this.held -= e.bytes
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * What execute_code's `collect` brought back, as a model and its client receive it. Every file is
+ * a `resource_link` to the server's copy (resources/read), listed in the result's JSON (path,
+ * size, sha256, media type, uri) and named in `output` too, since some clients drop images and
+ * links; small PNG/JPEG/GIF/WebP files are also `image` blocks, which most clients show and
+ * multimodal models see. Skipped entries are listed with their reasons: nothing is dropped silently.
+ */
+import type { ExecutionResult } from "@hermes-sandbox/core"
+import { fileUri } from "../resources.js"
+import type { ExtraContent } from "./results.js"
+import type { ExecuteCodeResult } from "./schemas.js"
+
+/** The raster types MCP clients show; their mime comes from the content's signature, not the name. */
+const INLINE_IMAGE = /^image\/(png|jpeg|gif|webp)$/
+
+/** Files and skipped entries named in `output` at most (the JSON lists all). */
+const NAMED_IN_OUTPUT = 20
+
+export interface CollectedContext {
+  readonly maxImages: number
+  readonly maxImageBytes: number
+  /** The server keeps the files (as resources); false when it could not. */
+  readonly kept: boolean
+}
+
+export type CollectedFields = Pick<ExecuteCodeResult, "files" | "skipped_files" | "files_truncated" | "collection">
+
+const listed = <A>(items: ReadonlyArray<A>, show: (a: A) => string) =>
+  items.slice(0, NAMED_IN_OUTPUT).map(show).join(", ") + (items.length > NAMED_IN_OUTPUT ? `, and ${items.length - NAMED_IN_OUTPUT} more (see the JSON)` : "")
+
+/** The result's fields, `output`'s notes and the content blocks of a run with `collect`; undefined without. */
+export const collectedResult = (r: ExecutionResult, context: CollectedContext): { readonly fields: CollectedFields; readonly notes: ReadonlyArray<string>; readonly content: ReadonlyArray<ExtraContent> } | undefined => {
+  if (r.files === undefined) return undefined
+  const skipped = r.skippedFiles ?? []
+  let images = 0
+  const files = r.files.map((f) => {
+    const image = INLINE_IMAGE.test(f.mime) && f.size <= context.maxImageBytes && images < context.maxImages
+    if (image) images++
+    return { file: f, image, uri: context.kept ? fileUri(r.executionId, f.path) : undefined }
+  })
+  const content: Array<ExtraContent> = [
+    ...files.filter((f) => f.image).map((f): ExtraContent => ({ type: "image", data: Buffer.from(f.file.content).toString("base64"), mimeType: f.file.mime })),
+    ...files.flatMap(({ file, uri }): Array<ExtraContent> =>
+      uri === undefined ? [] : [{ type: "resource_link", uri, name: file.path, mimeType: file.mime, size: file.size, description: `Collected from /workspace/${file.path} (sha256 ${file.sha256})` }])
+  ]
+
+  const notes: Array<string> = []
+  if (files.length > 0) {
+    notes.push(`Collected ${files.length} ${files.length === 1 ? "file" : "files"} from /workspace: ${listed(files, ({ file, image }) => `${JSON.stringify(file.path)} (${file.size} bytes, ${file.mime}${image ? ", shown as an image" : ""})`)}.` +
+      (context.kept ? " Read each with resources/read at its files[].uri (sandbox://executions/{execution_id}/files/{path})." : " The server could not keep them (over its file store), so they cannot be read as resources."))
+  }
+  if (skipped.length > 0) notes.push(`Not collected: ${listed(skipped, (s) => `${JSON.stringify(s.path)} (${s.skipped})`)}.`)
+  if (r.collection !== undefined && r.collection.status !== "complete") {
+    notes.push(`The collection was cut short (${r.collection.reason ?? "the sandbox ended"}): ${r.collection.status === "none" ? "no file came back" : "only the files above came back"}.`)
+  } else if (files.length === 0 && skipped.length === 0) {
+    notes.push("collect matched no file in /workspace.")
+  }
+
+  return {
+    fields: {
+      files: files.map(({ file, image, uri }) => ({ path: file.path, size_bytes: file.size, sha256: file.sha256, mime_type: file.mime, ...(uri === undefined ? {} : { uri }), image })),
+      skipped_files: skipped.map((s) => ({ path: s.path, size_bytes: s.size, reason: s.skipped })),
+      files_truncated: r.filesTruncated ?? false,
+      collection: r.collection ?? { status: "complete" }
+    },
+    notes,
+    content
+  }
+}
