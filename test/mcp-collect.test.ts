@@ -222,7 +222,11 @@ describe("execute_code collect over Streamable HTTP (serveHttp, the SDK's HTTP c
     expect((await readBytes(a.client, uri)).text).toBe("mine only")
     await expect(b.client.readResource({ uri })).rejects.toThrow(/not found.*in this MCP session/i)
     expect((await b.client.listResources()).resources.map((x) => x.uri)).not.toContain(uri)
+    const id = String(r.structured.execution_id)
+    expect(sandbox.files.get(id)).toBeDefined()
     await a.close()
+    // The session's end drops its files: no one else may read them.
+    expect(await waitFor(async () => sandbox.files.get(id) === undefined, 5_000, 50)).toBe(true)
     await b.close()
     await serving.close()
   })

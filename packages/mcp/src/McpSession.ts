@@ -113,6 +113,8 @@ export class McpSession {
   close(reason: string): Promise<void> {
     this.closing ??= (async () => {
       this.aborter.abort(reason)
+      // Its collected files: no one may read them once it is gone (over HTTP they were its alone).
+      this.owner.files.forget(this.id)
       try {
         await this.owner.runtime.runPromise(this.reset)
       } finally {

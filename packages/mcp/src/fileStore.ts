@@ -72,6 +72,11 @@ export class FileStore {
     return [...this.executions.values()]
   }
 
+  /** Forget the files of one MCP session (it ended: over HTTP no one else may read them). */
+  forget(owner: string): void {
+    for (const e of this.executions.values()) if (e.owner === owner) this.drop(e.executionId)
+  }
+
   /** Forget everything (the server is closing). */
   clear(): void {
     clearInterval(this.sweep)
