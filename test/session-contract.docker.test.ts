@@ -17,6 +17,8 @@ const bash = (p: ShellProgram): string =>
     p.printEnv === undefined ? undefined : `printf '%s\\n' "\${${p.printEnv}-}"`,
     p.hang ? "sleep 3600" : undefined,
     p.sleepMs === undefined ? undefined : `sleep ${p.sleepMs / 1000}`,
+    p.writeFile === undefined ? undefined : `mkdir -p "$(dirname ${quote(p.writeFile.path)})" && printf %s ${quote(p.writeFile.content)} > ${quote(p.writeFile.path)}`,
+    p.cat === undefined ? undefined : `cat ${quote(p.cat)}`,
     `exit ${p.exitCode ?? 0}`
   ].filter((line) => line !== undefined).join("\n")
 

@@ -7,14 +7,16 @@
  * and a code snippet do a thing, and how time passes. What only one side can show stays in that
  * side's suite: the fake engine's exec count, TestClock-only timing, secrets and the model check
  * in packages/core/test/Session.test.ts; bash itself, files, process trees, hardening, the
- * watchdog, new processes and the Hermes configuration in test/session.e2e.test.ts.
+ * watchdog, new processes and the Hermes configuration in test/session.e2e.test.ts; file operations
+ * against symlinks, FIFOs, odd names and large files in test/session-files.e2e.test.ts.
  */
 import { describe, expect } from "@effect/vitest"
 import { Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { createHash } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { ContainerNamePrefix, Label, SandboxRuntime, Sessions, type SessionsOptions } from "@hermes-sandbox/core"
+import { ContainerNamePrefix, Label, SandboxRuntime, Session, Sessions, type SessionsOptions } from "@hermes-sandbox/core"
 import { Journal } from "@hermes-sandbox/events"
 import { eventsOf, gone, typesOf } from "./contractChecks.js"
 import { type ContractTime, eventually, joinPassing } from "./contractTime.js"
@@ -33,6 +35,10 @@ export interface ShellProgram {
   /** Never exits by itself. */
   readonly hang?: boolean
   readonly sleepMs?: number
+  /** Writes this file (absolute, or relative to the working directory; parents made). */
+  readonly writeFile?: { readonly path: string; readonly content: string }
+  /** Prints this file's content. */
+  readonly cat?: string
   readonly exitCode?: number
 }
 
@@ -254,6 +260,116 @@ export const sessionContract = (name: string, world: SessionWorld) => {
             { hostPath: dir, containerPath: "/out", mode: "rw" }
           ])
           yield* s.close
+        })), 60_000)
+
+    test("file operations: all 256 byte values round-trip, offset/limit page through a file, list and remove; calls and snippets see the same files", () =>
+      withBase(({ open }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const s = yield* sessions.open()
+          const all = Uint8Array.from({ length: 256 }, (_, i) => i)
+          expect(yield* s.writeFile("bin/all.bin", all, { mode: 0o600 })).toEqual({ path: "/workspace/bin/all.bin", bytesWritten: 256 })
+          const whole = yield* s.readFile("/workspace/bin/all.bin")
+          expect(Buffer.from(whole.content).equals(Buffer.from(all))).toBe(true)
+          expect(whole).toMatchObject({ path: "/workspace/bin/all.bin", size: 256, offset: 0, bytesRead: 256, truncated: false, mode: 0o600 })
+          expect(whole.sha256).toBe(createHash("sha256").update(all).digest("hex"))
+          // Paging: a piece, the tail, past the end, nothing (metadata only).
+          const piece = yield* s.readFile("bin/all.bin", { offset: 100, limit: 50 })
+          expect([...piece.content]).toEqual([...all.subarray(100, 150)])
+          expect(piece).toMatchObject({ size: 256, offset: 100, bytesRead: 50, truncated: true })
+          expect(piece.sha256).toBe(createHash("sha256").update(all.subarray(100, 150)).digest("hex"))
+          expect(yield* s.readFile("bin/all.bin", { offset: 250, limit: 50 })).toMatchObject({ offset: 250, bytesRead: 6, truncated: false })
+          expect(yield* s.readFile("bin/all.bin", { offset: 1000 })).toMatchObject({ offset: 256, bytesRead: 0, truncated: false })
+          expect(yield* s.readFile("bin/all.bin", { limit: 0 })).toMatchObject({ size: 256, bytesRead: 0, truncated: true })
+          // A call reads what writeFile wrote; readFile reads what a call and a snippet wrote.
+          yield* s.writeFile("notes/a.txt", "héllo ✓\n")
+          expect((yield* s.run(sh({ cat: "/workspace/notes/a.txt" }))).stdout).toBe("héllo ✓\n")
+          yield* s.run(sh({ writeFile: { path: "/tmp/from-call.txt", content: "made by a call\n" } }))
+          expect(Buffer.from((yield* s.readFile("/tmp/from-call.txt")).content).toString()).toBe("made by a call\n")
+          yield* s.runCode({ ...world.snippet({}), files: { "snip/in.txt": "from files" } })
+          expect(Buffer.from((yield* s.readFile("snip/in.txt")).content).toString()).toBe("from files")
+          // Relative paths resolve against /workspace, not against the shell's directory.
+          yield* s.run(sh({ cd: "/tmp/elsewhere" }))
+          expect(Buffer.from((yield* s.readFile("notes/a.txt")).content).toString()).toBe("héllo ✓\n")
+
+          const root = yield* s.listFiles()
+          expect(root).toMatchObject({ path: "/workspace", truncated: false, omitted: 0 })
+          expect(root.entries.filter((e) => ["bin", "notes", "snip"].includes(e.name)).map((e) => [e.name, e.kind])).toEqual([["bin", "directory"], ["notes", "directory"], ["snip", "directory"]])
+          const bin = yield* s.listFiles("bin")
+          expect(bin.entries).toEqual([{ name: "all.bin", kind: "file", size: 256, mode: 0o600, modifiedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }])
+          expect(yield* Effect.flip(s.removeFile("notes"))).toMatchObject({ _tag: "SandboxFileError", operation: "remove", path: "/workspace/notes", code: "ENOTEMPTY" })
+          yield* s.removeFile("bin/all.bin")
+          expect((yield* s.listFiles("bin")).entries).toEqual([])
+          expect(yield* Effect.flip(s.readFile("bin/all.bin"))).toMatchObject({ _tag: "FileNotFound", operation: "read", path: "/workspace/bin/all.bin" })
+          yield* s.removeFile("bin") // an empty directory
+          expect(yield* Effect.flip(s.listFiles("bin"))).toMatchObject({ _tag: "FileNotFound", operation: "list" })
+          yield* s.close
+          expect(yield* Effect.flip(s.readFile("notes/a.txt"))).toMatchObject({ _tag: "SessionEnded", reason: "closed" })
+        })), 60_000)
+
+    test("file operations: a missing file is FileNotFound; a path outside /workspace and /tmp, '..' or a limit passed is an InvalidRequest before anything runs", () =>
+      withBase(({ open }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const s = yield* sessions.open()
+          expect(yield* Effect.flip(s.readFile("missing.txt"))).toMatchObject({ _tag: "FileNotFound", operation: "read", path: "/workspace/missing.txt" })
+          expect(yield* Effect.flip(s.readFile("no/such/dir/file"))).toMatchObject({ _tag: "FileNotFound" })
+          expect(yield* Effect.flip(s.removeFile("/tmp/missing"))).toMatchObject({ _tag: "FileNotFound", operation: "remove" })
+          for (const path of ["/etc/passwd", "/tmpfoo/x", "/", "/workspace/../etc/passwd", "../etc/passwd", "a/../../etc/passwd", "", "nul\0byte"]) {
+            const refused = yield* Effect.flip(s.readFile(path))
+            expect(refused).toMatchObject({ _tag: "InvalidRequest", field: "path", value: path })
+          }
+          const outside = yield* Effect.flip(s.writeFile("/etc/passwd", "x"))
+          expect(outside.message).toContain("/etc/passwd")
+          expect(outside.message).toContain("/workspace, /tmp")
+          expect(yield* Effect.flip(s.listFiles("/proc"))).toMatchObject({ _tag: "InvalidRequest", field: "dir" })
+          expect(yield* Effect.flip(s.readFile("a.txt", { limit: Session.MAX_READ_LIMIT_BYTES + 1 }))).toMatchObject({ _tag: "InvalidRequest", field: "limit" })
+          expect(yield* Effect.flip(s.readFile("a.txt", { offset: -1 }))).toMatchObject({ _tag: "InvalidRequest", field: "offset" })
+          expect(yield* Effect.flip(s.writeFile("big.bin", new Uint8Array(Session.MAX_WRITE_BYTES + 1)))).toMatchObject({ _tag: "InvalidRequest", field: "content" })
+          expect(yield* Effect.flip(s.writeFile("setuid", "x", { mode: 0o4755 }))).toMatchObject({ _tag: "InvalidRequest", field: "mode" })
+          // Refused before anything ran: nothing was written.
+          expect((yield* s.listFiles()).entries.map((e) => e.name)).not.toContain("big.bin")
+          // The roots themselves are directories.
+          expect(yield* Effect.flip(s.readFile("/workspace"))).toMatchObject({ _tag: "SandboxFileError", code: "EISDIR" })
+          yield* s.writeFile("plain.txt", "x")
+          expect(yield* Effect.flip(s.listFiles("plain.txt"))).toMatchObject({ _tag: "SandboxFileError", operation: "list", code: "ENOTDIR" })
+          expect(yield* Effect.flip(s.writeFile("plain.txt/below", "x"))).toMatchObject({ _tag: "SandboxFileError", operation: "write", code: "ENOTDIR" })
+          expect((yield* s.status)).toMatchObject({ open: true, pending: 0 })
+        })), 60_000)
+
+    test("file operations are serialized with the session's calls, first come first served", () =>
+      withBase(({ open }) =>
+        Effect.gen(function*() {
+          const { sessions } = yield* open()
+          const s = yield* sessions.open()
+          // A call that holds the session while it sleeps, then writes a file: a file operation
+          // asked for meanwhile runs after it, and sees the file.
+          let started = false
+          const call = yield* Effect.fork(s.run(sh({ stdout: "started\n", sleepMs: 500, writeFile: { path: "/workspace/order.txt", content: "written by the call" } }), {
+            onStdout: () => void (started = true)
+          }))
+          yield* eventually(time, "the call started", Effect.sync(() => started))
+          const read = yield* joinPassing(time, yield* Effect.fork(s.readFile("order.txt")))
+          expect(Buffer.from(read.content).toString()).toBe("written by the call")
+          expect((yield* Fiber.join(call)).exitCode).toBe(0)
+
+          // Eight at once, each writing then reading back through a call: nothing crossed, nothing lost.
+          const n = 8
+          const fiber = yield* Effect.fork(Effect.forEach(
+            Array.from({ length: n }, (_, i) => i),
+            (i) =>
+              Effect.gen(function*() {
+                yield* s.writeFile(`par/${i}.txt`, `content ${i}`)
+                const seen = (yield* s.run(sh({ cat: `/workspace/par/${i}.txt` }))).stdout
+                const back = Buffer.from((yield* s.readFile(`par/${i}.txt`)).content).toString()
+                return [seen, back]
+              }),
+            { concurrency: "unbounded" }
+          ))
+          const results = yield* joinPassing(time, fiber, 10)
+          expect(results).toEqual(Array.from({ length: n }, (_, i) => [`content ${i}`, `content ${i}`]))
+          expect((yield* s.listFiles("par")).entries.map((e) => e.name)).toEqual(Array.from({ length: n }, (_, i) => `${i}.txt`))
+          expect((yield* s.status).pending).toBe(0)
         })), 60_000)
 
     test("persistent: a new service finds the sandbox again by its labels, with its state; another profile is another sandbox", () =>

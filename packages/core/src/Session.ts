@@ -35,6 +35,10 @@
  * neither names nor values), never in process arguments, the journal or results, and never
  * in the shell's saved state.
  *
+ * File operations (session/files.ts: readFile, writeFile, listFiles, removeFile) take the same
+ * lock and the same kernel path as calls, with a framed header that holds the operation instead of
+ * a program: the supervisor does it itself, without a shell and without following a symlink.
+ *
  * Journal: the session's stream (id = session id) holds SessionOpened | SessionReconnected,
  * ContainerCreated, ContainerStarted, then SessionIdleExpired?, ContainerDestroyed
  * (session-closed | idle-expired), SessionClosed. Each call is its own stream:
@@ -73,6 +77,17 @@ import { sweep } from "./Sweep.js"
 
 export type { RunOptions, SessionCodeRequest } from "./session/call.js"
 export type { Session, SessionCallError, SessionResult, SessionStatus } from "./session/handle.js"
+export type {
+  FileCallOptions,
+  FileEntry,
+  ListFilesResult,
+  ReadFileOptions,
+  ReadFileResult,
+  SessionFileError,
+  WriteFileOptions,
+  WriteFileResult
+} from "./session/files.js"
+export { DEFAULT_FILE_MODE, DEFAULT_READ_LIMIT_BYTES, MAX_READ_LIMIT_BYTES, MAX_WRITE_BYTES, resolveSandboxPath, WRITABLE_ROOTS } from "./session/files.js"
 export { IDLE_COMMAND } from "./session/plan.js"
 export type { PersistentOptions, SessionMount, SessionOptions, SessionScope } from "./session/plan.js"
 

@@ -35,10 +35,16 @@ export * as Fingerprint from "./Fingerprint.js"
 export * as Session from "./Session.js"
 export * as Mounts from "./Mounts.js"
 export {
+  type FileCallOptions,
+  type FileEntry,
+  type ListFilesResult,
   type PersistentOptions,
+  type ReadFileOptions,
+  type ReadFileResult,
   type RunOptions,
   type SessionCallError,
   type SessionCodeRequest,
+  type SessionFileError,
   type SessionMount,
   type SessionOpenError,
   type SessionOptions,
@@ -46,6 +52,8 @@ export {
   type SessionScope,
   Sessions,
   type SessionsOptions,
-  type SessionStatus
+  type SessionStatus,
+  type WriteFileOptions,
+  type WriteFileResult
 } from "./Session.js"
 export * as SessionReaper from "./SessionReaper.js"

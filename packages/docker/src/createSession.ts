@@ -12,6 +12,9 @@
  *   await using h = await openHermesSandbox()                // ~/.hermes/config.yaml decides the scope
  *   await h.run("ls /workspace")                             // whatever the scope
  *
+ *   await s.writeFile("data/in.csv", "a,b\n1,2\n")            // relative to /workspace; no shell involved
+ *   const { content } = await s.readFile("/workspace/data/in.csv")
+ *
  * Each facade owns its engine connection (and, for a session, the watchdog that removes its
  * sandbox if this process is killed); `close()` releases them. Errors are the SDK's typed
  * error classes, never Effect's wrappers.
@@ -21,14 +24,20 @@ import { Observable } from "rxjs"
 import {
   type ExecuteOptions,
   type ExecutionResult,
+  type FileCallOptions,
+  type ListFilesResult,
   type PersistentOptions,
+  type ReadFileOptions,
+  type ReadFileResult,
   type RunOptions,
   type SessionCodeRequest,
   type SessionOptions,
   type SessionResult,
   SessionEnded,
   Sessions,
-  type SessionScope
+  type SessionScope,
+  type WriteFileOptions,
+  type WriteFileResult
 } from "@hermes-sandbox/core"
 import type { Session } from "@hermes-sandbox/core/Session"
 import type { EventEnvelope, ReplayOptions } from "@hermes-sandbox/events"
@@ -72,6 +81,19 @@ export interface SandboxSession extends AsyncDisposable, Pick<Session, "sessionI
   run(command: string | ReadonlyArray<string>, options?: SessionCallOptions): Promise<SessionResult>
   /** A code snippet through the runner, in the session's directory and environment. */
   runCode(request: SessionCodeRequest, options?: ExecuteOptions & { readonly signal?: AbortSignal }): Promise<SessionResult>
+  /**
+   * A regular file's bytes, from `offset` (default 0), at most `limit` (default 8 MiB, at most 64 MiB).
+   * Paths are absolute under /workspace or /tmp, or relative to /workspace (not to the shell's
+   * current directory); a symlink is never followed. Serialized with the calls, done without a shell.
+   * Rejects with FileNotFound, SandboxFileError (its errno in `code`) or InvalidRequest (the path, the rule).
+   */
+  readFile(path: string, options?: FileOperationOptions<ReadFileOptions>): Promise<ReadFileResult>
+  /** Create or replace a regular file (parents made), at most 64 MiB; `mode` default 0o644. */
+  writeFile(path: string, content: string | Uint8Array, options?: FileOperationOptions<WriteFileOptions>): Promise<WriteFileResult>
+  /** A directory's entries (default /workspace), sorted by name, at most 10,000; symlinks listed, not followed. */
+  listFiles(dir?: string, options?: FileOperationOptions<FileCallOptions>): Promise<ListFilesResult>
+  /** Remove a file, a symlink (itself, not its target) or an empty directory. */
+  removeFile(path: string, options?: FileOperationOptions<FileCallOptions>): Promise<void>
   /** Live session events (committed to the journal first). */
   readonly events$: Observable<EventEnvelope>
   /** Past events of this facade's journal (the in-memory one too), completing after the last stored one. */
@@ -82,6 +104,8 @@ export interface SandboxSession extends AsyncDisposable, Pick<Session, "sessionI
   destroy(): Promise<void>
 }
 
+/** A file operation's options, and a signal that cancels it (it then rejects with ExecutionAborted). */
+export type FileOperationOptions<O> = O & { readonly signal?: AbortSignal }
 
 const withHermes = <O extends FacadeOptions & SessionOptions>(options: O): O => {
   if (options.hermesConfig === undefined) return options
@@ -127,12 +151,17 @@ const facade = async (
     }))
 
   /** One call; `make` gets the hooks that learn its execution id and give the journal the abort's reason. */
-  const call = async <A>(make: (s: Session, hooks: ExecuteOptions) => Effect.Effect<A, unknown>, signal: AbortSignal | undefined, given: ExecuteOptions): Promise<A> => {
+  const call = async <A>(
+    make: (s: Session, hooks: ExecuteOptions) => Effect.Effect<A, unknown>,
+    signal: AbortSignal | undefined,
+    given: ExecuteOptions,
+    noun = "call"
+  ): Promise<A> => {
     if (closing !== undefined) {
       throw new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}); open a new one` })
     }
     const attempt = (s: Session) =>
-      runAbortable(runtime, (hooks) => make(s, hooks), signal, given, { noun: "call", closedReason: "the session was closed", cleaned: "its processes were killed" })
+      runAbortable(runtime, (hooks) => make(s, hooks), signal, given, { noun, closedReason: "the session was closed", cleaned: "its processes were killed" })
     if (options.reopenWhenIdleExpired !== true) return attempt(session)
     const current = session
     if ((await runtime.runPromise(current.status)).endReason === "idle-expired") await reopen(current)
@@ -176,6 +205,23 @@ const facade = async (
       const { signal, ...given } = o
       return call((s, hooks) => s.runCode(request, hooks), signal, given)
     },
+    // File operations: no execution (no journal stream), the same bridge, reopen and cancellation.
+    readFile: (path, o = {}) => {
+      const { signal, ...rest } = o
+      return call((s) => s.readFile(path, rest), signal, {}, "file operation")
+    },
+    writeFile: (path, content, o = {}) => {
+      const { signal, ...rest } = o
+      return call((s) => s.writeFile(path, content, rest), signal, {}, "file operation")
+    },
+    listFiles: (dir, o = {}) => {
+      const { signal, ...rest } = o
+      return call((s) => s.listFiles(dir, rest), signal, {}, "file operation")
+    },
+    removeFile: (path, o = {}) => {
+      const { signal, ...rest } = o
+      return call((s) => s.removeFile(path, rest), signal, {}, "file operation")
+    },
     events$: new Observable<EventEnvelope>((subscriber) => sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))),
     replay: facadeReplay(
       runtime,
@@ -211,7 +257,7 @@ export const openPersistent = async (options: OpenPersistentOptions = {}): Promi
 /** What `openHermesSandbox` opened: one-shot executions, a session, or a persistent sandbox. */
 export type HermesSandbox = HermesSandboxCommon & (
   | { readonly scope: "oneShot"; readonly executor: SandboxExecutor }
-  | { readonly scope: "session" | "persistent"; readonly session: SandboxSession }
+  | ({ readonly scope: "session" | "persistent"; readonly session: SandboxSession } & Pick<SandboxSession, "readFile" | "writeFile" | "listFiles" | "removeFile">)
 )
 
 interface HermesSandboxCommon extends AsyncDisposable {
@@ -274,6 +320,11 @@ export const openHermesSandbox = async (
     session,
     run: (command, o) => session.run(command, o),
     runCode: (request, o) => session.runCode(request, o),
+    // A one-shot sandbox keeps no files between runs: file operations exist on a session's only.
+    readFile: (path, o) => session.readFile(path, o),
+    writeFile: (path, content, o) => session.writeFile(path, content, o),
+    listFiles: (dir, o) => session.listFiles(dir, o),
+    removeFile: (path, o) => session.removeFile(path, o),
     close,
     [Symbol.asyncDispose]: close
   }

@@ -27,6 +27,7 @@ export { createExecutor, type CreateExecutorOptions, type ExecuteCallOptions, ty
 export {
   createSession,
   type CreateSessionOptions,
+  type FileOperationOptions,
   type HermesSandbox,
   openHermesSandbox,
   openPersistent,

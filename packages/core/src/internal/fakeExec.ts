@@ -9,13 +9,15 @@
  * call (framed argv mode) is emulated: its argv comes from the payload, its output goes out in
  * frames, its report last. The session shell (internal/sessionShell.ts) is emulated from that
  * argv: the saved cwd and exported variables per state dir, keep-names that win and are never
- * saved, and the "idle" probe.
+ * saved, and the "idle" probe. A session's file operations are answered from the sandbox's
+ * in-memory filesystem (internal/fakeFiles.ts), where snippet files and programs' writes land too.
  */
 import { Clock, Deferred, Effect, Fiber, FiberSet } from "effect"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
 import { type FakeProgram, fromRunnerPayload, lastProgramArg, MALFORMED_PAYLOAD_MESSAGE, outputFrames } from "./fakeProgram.js"
 import type { ExecProcess, ExecSpec, ExitStatus, OutputReceiver, SandboxRef, SandboxSpec, SandboxState } from "../SandboxRuntime.js"
 import { decodeRunnerPayload, encodeFrame, RUNNER_PROTOCOL_ERROR_EXIT, SUPERVISOR, SUPERVISOR_READABLE } from "../RunnerProtocol.js"
+import { FakeFiles } from "./fakeFiles.js"
 import { parseSessionInvocation } from "./sessionShell.js"
 
 /** The parts of a fake sandbox exec needs (read live: status changes in place). */
@@ -44,6 +46,12 @@ const encoder = new TextEncoder()
 
 export const makeFakeExec = (deps: FakeExecDeps) => {
   const shells = new Map<string, ShellState>()
+  const filesystems = new Map<string, FakeFiles>()
+  const filesOf = (sandboxId: string) => {
+    let fs = filesystems.get(sandboxId)
+    if (fs === undefined) filesystems.set(sandboxId, fs = new FakeFiles(() => Date.now()))
+    return fs
+  }
   const inFlight = new Map<string, number>()
   let peak = 0
 
@@ -92,17 +100,30 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       const runProgram = (program: FakeProgram, view: { cwd: string; env: Record<string, string> }, programStdin: Effect.Effect<Uint8Array>) =>
         Effect.gen(function*() {
           yield* count(true)
+          const fs = filesOf(s.id)
           if (program.stdout) out(encoder.encode(program.stdout))
           if (program.echoStdin) out(yield* programStdin)
           if (program.stderr) err(encoder.encode(program.stderr))
-          if (program.cd !== undefined) view.cwd = program.cd
+          if (program.cd !== undefined) {
+            // Like `mkdir -p DIR && cd DIR`.
+            fs.mkdirs(program.cd)
+            view.cwd = program.cd
+          }
           if (program.export) Object.assign(view.env, program.export)
           if (program.printCwd) out(encoder.encode(`${view.cwd}\n`))
           if (program.printEnv !== undefined) out(encoder.encode(`${view.env[program.printEnv] ?? ""}\n`))
           if (program.hang) return yield* Effect.never
           if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
+          if (program.writeFile !== undefined) fs.write(program.writeFile.path, encoder.encode(program.writeFile.content), 0o644, view.cwd)
+          let missing = false
+          if (program.cat !== undefined) {
+            const content = fs.read(program.cat, view.cwd)
+            if (content === undefined) err(encoder.encode(`cat: ${program.cat}: No such file or directory\n`))
+            else out(content)
+            missing = content === undefined
+          }
           yield* count(false)
-          return program.oom ? 137 : program.exitCode ?? 0
+          return program.oom ? 137 : program.exitCode ?? (missing ? 1 : 0)
         })
 
       const body = Effect.gen(function*() {
@@ -118,6 +139,18 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           key = decoded.key
           command = decoded.args
           callStdin = Effect.succeed(decoded.stdin)
+          if (decoded.fileOp !== undefined) {
+            // A session's file operation: the supervisor does it itself, no program runs.
+            if (key === undefined) {
+              output.stderr(encoder.encode("hermes-run: a file operation needs framed mode\n"))
+              return RUNNER_PROTOCOL_ERROR_EXIT
+            }
+            yield* count(true)
+            const frames = filesOf(s.id).answer(key, decoded.fileOp)
+            yield* count(false)
+            if (!detached) for (const f of [...frames, encodeFrame(key, "x", "0 0 0 0")]) output.stdout(f)
+            return 0
+          }
         }
         const report = (code: number) => {
           if (key !== undefined && !detached) output.stdout(encodeFrame(key, "x", `${code} ${bytes.out} ${bytes.err} 0`))
@@ -143,6 +176,8 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           const parsed = fromRunnerPayload(yield* callStdin)
           program = parsed.program
           programStdin = Effect.succeed(parsed.stdin)
+          // The runner writes the snippet's files into the session's current directory.
+          for (const [path, content] of parsed.files) filesOf(s.id).write(path, content, 0o644, view.cwd)
         } else {
           program = lastProgramArg(invocation.args)
         }

@@ -27,6 +27,10 @@ export interface FakeProgram {
   readonly printCwd?: boolean
   /** exec only: print this variable's value (empty when unset) and a newline. */
   readonly printEnv?: string
+  /** exec only, after sleepMs: write this file (absolute, or relative to the working directory; parents made). */
+  readonly writeFile?: { readonly path: string; readonly content: string }
+  /** exec only, after writeFile: print this file's content; missing: a message on stderr, exit 1. */
+  readonly cat?: string
 }
 
 const PREFIX = "#!fake "

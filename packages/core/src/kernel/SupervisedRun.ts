@@ -11,9 +11,10 @@
  */
 import { Deferred, Effect } from "effect"
 import { OutputCapture } from "../OutputCapture.js"
-import { FrameDecoder, makeRunKey, parseExitPayload, type ReportedExit } from "../RunnerProtocol.js"
+import { type FileOp, FrameDecoder, makeRunKey, parseExitPayload, type ReportedExit } from "../RunnerProtocol.js"
 import type { OutputReceiver } from "../SandboxRuntime.js"
 import { type CollectLimits, FileReceiver } from "../Artifacts.js"
+import { FileOpReply } from "./FileOpReply.js"
 
 export type SupervisorReport =
   | { readonly _tag: "Exited"; readonly exit: ReportedExit }
@@ -49,9 +50,16 @@ export interface SupervisedRun {
   readonly diagnostics: () => string
   /** With `files`: what arrived of them so far. */
   readonly files: FileReceiver | undefined
+  /** With `fileOp`: the supervisor's reply to it so far. */
+  readonly reply: FileOpReply | undefined
 }
 
-export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRunHooks = {}, files?: SupervisedRunFiles): Effect.Effect<SupervisedRun> =>
+/**
+ * `files`: the run collects files ('f'/'c'/'F'/'s'). `fileOp`: the run is a session's file
+ * operation (its reply: 'n'/'k'/'r', and a read's 'f'/'c'/'F'). A frame of a kind the run did not
+ * ask for is a violation.
+ */
+export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRunHooks = {}, files?: SupervisedRunFiles, fileOp?: FileOp): Effect.Effect<SupervisedRun> =>
   Effect.map(Deferred.make<SupervisorReport>(), (report) => {
     const key = makeRunKey()
     const stdout = new OutputCapture(outputLimitBytes)
@@ -60,7 +68,8 @@ export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRun
     let started: { pid: number; start: string } | undefined
     let lockWait: string | undefined
     const settle = (r: SupervisorReport) => Deferred.unsafeDone(report, Effect.succeed(r))
-    const receiver = files === undefined ? undefined : new FileReceiver(files.limits, files.patterns)
+    const reply = fileOp === undefined ? undefined : new FileOpReply(fileOp)
+    const receiver = files === undefined ? reply?.file : new FileReceiver(files.limits, files.patterns)
     // A file frame the receiver refuses ends the decoding as any other violation would.
     let decoder: FrameDecoder | undefined
     const refused = (reason: string | undefined) => {
@@ -74,14 +83,21 @@ export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRun
       ...(receiver === undefined ? {} : { content: (chunk: Uint8Array) => refused(receiver.content(chunk)) }),
       control: (type, payload, bytes) => {
         if (type === "f" || type === "F" || type === "s") {
-          refused(receiver === undefined ? `a file frame '${type}' where no files were asked for` : receiver.frame(type, bytes))
+          refused(reply?.fileFrame(type) ?? (receiver === undefined ? `a file frame '${type}' where no files were asked for` : receiver.frame(type, bytes)))
+        } else if (type === "n" || type === "k" || type === "r") {
+          refused(reply === undefined ? `a file operation's frame '${type}' where none was asked for` : reply.frame(type, bytes))
         } else if (type === "x") {
           const exit = parseExitPayload(payload)
           if (exit === undefined) return settle({ _tag: "Violation", reason: `an end-of-run frame that is not the supervisor's (${JSON.stringify(payload.slice(0, 80))})` })
+          if (reply !== undefined && reply.outcome === undefined) return settle({ _tag: "Violation", reason: "the end of a file operation without its reply" })
           stdout.countAtLeast(exit.stdoutBytes)
           stderr.countAtLeast(exit.stderrBytes)
           settle({ _tag: "Exited", exit })
         } else if (type === "E") {
+          // A write refused before its content was read (a symlinked parent, say) leaves that content
+          // on the supervisor's stdin, where it reads it as header lines and stops on the first it
+          // cannot parse: the keyed reply before that is the answer, this is the supervisor's exit (126).
+          if (fileOp?.op === "write" && reply?.outcome?._tag === "Failed") return settle({ _tag: "Exited", exit: { exitCode: 126, stdoutBytes: 0, stderrBytes: 0, outsideSignal: 0 } })
           settle({ _tag: "SetupFailed", message: payload })
         } else if (type === "p") {
           const [pid, start] = payload.split(" ")
@@ -105,6 +121,7 @@ export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRun
       // A frame cut short when the stream ends is the supervisor killed mid-write (deadline, OOM):
       // the engine's verdict decides then, and the partial frame is dropped.
       diagnostics: () => diagnostics.text().trim(),
-      files: receiver
+      files: files === undefined ? undefined : receiver,
+      reply
     }
   })

@@ -158,9 +158,42 @@ export const runCall = (
   record: (event: JournalEvent) => Effect.Effect<void, JournalError>
 ): Effect.Effect<{ readonly done: Completion; readonly run: SupervisedRun }, ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
   Effect.gen(function*() {
-    const { runtime, container, plan, supervisor } = deps
     const run = yield* makeSupervisedRun(input.outputLimitBytes, hooks)
     const shell = sessionInvocation({ stateDir: SESSION_STATE_DIR, keep: Object.keys(input.env), mode: input.mode, args: input.args })
+    const done = yield* superviseExec(deps, run, {
+      env: input.env,
+      timeoutMs: input.timeoutMs,
+      what: "command",
+      payload: encodeRunnerPayload({
+        key: run.key,
+        capBytes: input.outputLimitBytes,
+        lock: SESSION_LOCK,
+        killLeftovers: !deps.plan.keepBackgroundProcesses,
+        args: shell,
+        stdin: input.stdin
+      })
+    }, record)
+    return { done, run }
+  })
+
+/**
+ * One exec of the supervisor with a framed payload (a call, or a file operation: session/files.ts),
+ * run to its end on the kernel under the call's deadline; the session lock is the payload's.
+ */
+export const superviseExec = (
+  deps: CallDeps,
+  run: SupervisedRun,
+  input: {
+    readonly env: Readonly<Record<string, string>>
+    readonly timeoutMs: number
+    /** What never ran when the lock stayed held, in the error: "command", "file operation". */
+    readonly what: string
+    readonly payload: Uint8Array
+  },
+  record: (event: JournalEvent) => Effect.Effect<void, JournalError>
+): Effect.Effect<Completion, ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const { runtime, container, plan, supervisor } = deps
     const proc: ExecProcess = yield* Effect.acquireRelease(
       runtime.exec(container, { command: [supervisor], env: input.env, stdin: true }, run.receiver),
       (p, exit) => (exit._tag === "Failure" ? p.kill.pipe(Effect.ignore) : Effect.void).pipe(Effect.zipRight(p.detach))
@@ -178,7 +211,7 @@ export const runCall = (
             containerName: container.name,
             reason: "session-locked",
             message: `the session lock in ${container.name} was held for the whole deadline (${input.timeoutMs} ms) by process ${pid} (${cmd.join(" ").trim() || "unknown command"}); ` +
-              `the command never ran. Another handle's call is still running, or a process left in the sandbox holds ${SESSION_LOCK}: end it, or destroy the session`
+              `the ${input.what} never ran. Another handle's call is still running, or a process left in the sandbox holds ${SESSION_LOCK}: end it, or destroy the session`
           })
         }
         // Everything the call started dies now, escapees (setsid, double fork, env -i) included: every
@@ -202,11 +235,11 @@ export const runCall = (
         if (!afterKill) {
           // Something in the sandbox outlived the kill: only killing the sandbox is sure.
           yield* runtime.kill(container).pipe(Effect.ignore)
-          yield* deps.sandboxKilled("a timed-out command could not be killed inside; the sandbox was killed")
+          yield* deps.sandboxKilled(`a timed-out ${input.what} could not be killed inside; the sandbox was killed`)
         }
         return 137
       })
-    const done = yield* runToCompletion({
+    return yield* runToCompletion({
       target: {
         containerName: container.name,
         kind: "call",
@@ -221,16 +254,8 @@ export const runCall = (
         oomKilled: () => runtime.inspect(container).pipe(Effect.option, Effect.map((s) => Option.isSome(s) && s.value.oomKilled))
       },
       run,
-      payload: encodeRunnerPayload({
-        key: run.key,
-        capBytes: input.outputLimitBytes,
-        lock: SESSION_LOCK,
-        killLeftovers: !plan.keepBackgroundProcesses,
-        args: shell,
-        stdin: input.stdin
-      }),
+      payload: input.payload,
       timeoutMs: input.timeoutMs,
       record
     })
-    return { done, run }
   })

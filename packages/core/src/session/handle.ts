@@ -21,7 +21,17 @@ import type { Removals } from "../kernel/Removals.js"
 import { resultOf, withTerminalEvent } from "../kernel/Run.js"
 import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
-import { type CallInput, codeInput, commandInput, type RunOptions, runCall, type SessionCodeRequest } from "./call.js"
+import { type CallDeps, type CallInput, codeInput, commandInput, type RunOptions, runCall, type SessionCodeRequest } from "./call.js"
+import {
+  type FileCallOptions,
+  type ListFilesResult,
+  makeFileOps,
+  type ReadFileOptions,
+  type ReadFileResult,
+  type SessionFileError,
+  type WriteFileOptions,
+  type WriteFileResult
+} from "./files.js"
 import type { SessionPlan, SessionScope } from "./plan.js"
 
 export interface SessionResult extends ExecutionResult {
@@ -51,6 +61,19 @@ export interface Session {
   readonly run: (command: string | ReadonlyArray<string>, options?: RunOptions) => Effect.Effect<SessionResult, SessionCallError>
   /** A code snippet through the runner, in the session's current directory and environment. */
   readonly runCode: (request: SessionCodeRequest, options?: ExecuteOptions) => Effect.Effect<SessionResult, SessionCallError>
+  /**
+   * File operations (session/files.ts), serialized with the calls; done by the sandbox's supervisor,
+   * never through a shell. Paths: absolute under /workspace or /tmp, or relative to /workspace (not
+   * to the shell's working directory); a symlink is never followed.
+   */
+  /** Bytes of a regular file: from `offset` (default 0), at most `limit` (default 8 MiB, at most 64 MiB). */
+  readonly readFile: (path: string, options?: ReadFileOptions) => Effect.Effect<ReadFileResult, SessionFileError>
+  /** Create or replace a regular file (missing parent directories made, 0755), at most 64 MiB. */
+  readonly writeFile: (path: string, content: string | Uint8Array, options?: WriteFileOptions) => Effect.Effect<WriteFileResult, SessionFileError>
+  /** A directory's entries (default /workspace), sorted, at most 10,000. */
+  readonly listFiles: (dir?: string, options?: FileCallOptions) => Effect.Effect<ListFilesResult, SessionFileError>
+  /** Remove a file, a symlink (itself) or an empty directory. */
+  readonly removeFile: (path: string, options?: FileCallOptions) => Effect.Effect<void, SessionFileError>
   /** Session: destroy the sandbox. Persistent: detach, leaving it for the next process. Idempotent. */
   readonly close: Effect.Effect<void>
   /** Destroy the sandbox (persistent too). Idempotent. */
@@ -103,7 +126,8 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
     let lastActivityMs = yield* Clock.currentTimeMillis
     const openedAtMs = lastActivityMs
     const callScope = yield* Scope.fork(deps.serviceScope, ExecutionStrategy.sequential)
-    const calls = yield* FiberSet.make<SessionResult, SessionCallError>().pipe(Scope.extend(callScope))
+    // Calls and file operations: the session's end interrupts every one of them.
+    const calls = yield* FiberSet.make<unknown, unknown>().pipe(Scope.extend(callScope))
     let watchers: Fiber.RuntimeFiber<unknown, unknown> | undefined
 
     /** Open -> Ending (the first reason wins); true if this call ended it. */
@@ -151,7 +175,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
       return reason === undefined ? Effect.void : Effect.fail(endedError(reason))
     })
 
-    const callDeps = {
+    const callDeps: CallDeps = {
       runtime: deps.runtime,
       container,
       plan,
@@ -203,11 +227,21 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
           const asked = hooks.interruptReason?.()
           return asked === undefined ? "interrupted (caller, or the session ended)" : `interrupted by the caller: ${asked}`
         })
-        const supervised = withTerminalEvent(
+        return yield* inCallSet(withTerminalEvent(
           (event) => deps.append(executionId, event),
           interruptReason,
           (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record))
-        ).pipe(
+        ))
+      })
+
+    /**
+     * One accepted call or file operation, run in the session's call set: the session's end
+     * interrupts it (and it fails with SessionEnded then); one that ended the session from inside
+     * (it killed the sandbox) starts the cleanup once it returned.
+     */
+    const inCallSet = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | SessionEnded> =>
+      Effect.gen(function*() {
+        const supervised = effect.pipe(
           Effect.ensuring(Effect.suspend(() => {
             if (state._tag !== "Ending" || !state.afterCall) return Effect.void
             const reason = state.reason
@@ -220,12 +254,31 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
         )
         return yield* Fiber.join(fiber).pipe(
           Effect.onInterrupt(() => Fiber.interrupt(fiber)),
-          Effect.catchAllCause((cause) => Effect.suspend(() => {
+          Effect.catchAllCause((cause) => Effect.suspend((): Effect.Effect<never, E | SessionEnded> => {
             const reason = endReason()
             return reason !== undefined ? Effect.fail(endedError(reason)) : Effect.failCause(cause)
           }))
         )
       })
+
+    /** A file operation: accepted like a call, under the same lock (FIFO with the calls), counted as activity. */
+    const serialized = <A, E>(body: (deps: CallDeps) => Effect.Effect<A, E, Scope.Scope>): Effect.Effect<A, E | SessionEnded> =>
+      Effect.gen(function*() {
+        yield* refuseWhenEnded
+        pending++
+        const locked = lock.withPermits(1)(
+          Effect.gen(function*() {
+            yield* refuseWhenEnded
+            lastActivityMs = yield* Clock.currentTimeMillis
+            return yield* body(callDeps)
+          }).pipe(
+            Effect.scoped,
+            Effect.ensuring(Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => void (lastActivityMs = t))))
+          )
+        )
+        return yield* inCallSet(locked).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
+      })
+    const fileOps = makeFileOps(plan.timeoutMs, serialized)
 
     const run = (command: string | ReadonlyArray<string>, o: RunOptions = {}) =>
       Effect.flatMap(commandInput(plan, deps.config, command, o), (input) => call(input, o))
@@ -306,6 +359,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
       replaced: h.replaced,
       run,
       runCode,
+      ...fileOps,
       close: endAndWait(h.scope === "session" ? "closed" : "detached", h.scope === "session"),
       destroy: endAndWait("destroyed", true),
       status: Effect.sync(() => ({ open: state._tag === "Open", endReason: endReason(), pending }))

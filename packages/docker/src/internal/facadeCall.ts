@@ -55,7 +55,8 @@ export const runAbortable = async <A, R>(
   if (Exit.isSuccess(exit)) return exit.value
   if (Cause.isInterruptedOnly(exit.cause)) {
     const reason = signal?.aborted ? abortReason(signal) : wording.closedReason
-    throw new ExecutionAborted({ executionId, reason, message: `${wording.noun} ${executionId} aborted: ${reason}; ${wording.cleaned}` })
+    // A file operation has no execution id (it is not journaled as an execution).
+    throw new ExecutionAborted({ executionId, reason, message: `${wording.noun}${executionId === "" ? "" : ` ${executionId}`} aborted: ${reason}; ${wording.cleaned}` })
   }
   throw squashCause(exit.cause)
 }
