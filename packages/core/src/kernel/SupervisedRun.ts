@@ -78,8 +78,9 @@ export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRun
       if (decoder !== undefined) decoder.violated = reason
     }
     decoder = new FrameDecoder(key, {
-      stdout: hooks.onStdout ? (c) => (stdout.push(c), hooks.onStdout!(c)) : stdout.push,
-      stderr: hooks.onStderr ? (c) => (stderr.push(c), hooks.onStderr!(c)) : stderr.push,
+      // A file operation runs no program: it has no output.
+      stdout: fileOp !== undefined ? () => refused("program output in a file operation") : hooks.onStdout ? (c) => (stdout.push(c), hooks.onStdout!(c)) : stdout.push,
+      stderr: fileOp !== undefined ? () => refused("program output in a file operation") : hooks.onStderr ? (c) => (stderr.push(c), hooks.onStderr!(c)) : stderr.push,
       ...(receiver === undefined ? {} : { content: (chunk: Uint8Array) => refused(receiver.content(chunk)) }),
       control: (type, payload, bytes) => {
         if (type === "f" || type === "F" || type === "s") {
