@@ -261,6 +261,34 @@ describe("MCP server: the session sandbox (terminal, read_file, write_file, rese
     await close()
   })
 
+  it("read_file/write_file are the session's file operations: no execution journaled, '..' resolved, an existing file's mode kept, no symlink followed even inside the roots, files past one read's chunk", async () => {
+    const { client, session, close } = await connect()
+    await call(client, "terminal", { command: "mkdir -p /workspace/d && printf '#!/bin/sh\\necho old\\n' > /workspace/d/run.sh && chmod 755 /workspace/d/run.sh" })
+    const ran = session.executions.length
+    expect((await call(client, "write_file", { path: "/workspace/d/../d/run.sh", content: "#!/bin/sh\necho new\n" })).structured).toEqual({ path: "/workspace/d/run.sh", bytes_written: 19 })
+    expect((await call(client, "read_file", { path: "d/./run.sh" })).structured).toMatchObject({ path: "/workspace/d/run.sh", content: "#!/bin/sh\necho new\n", total_lines: 2 })
+    // Neither was an execution of the session (nothing in the journal, nothing in resources/list).
+    expect(session.executions.length).toBe(ran)
+    expect((await call(client, "terminal", { command: "stat -c %a /workspace/d/run.sh && /workspace/d/run.sh" })).structured?.stdout).toBe("755\nnew\n")
+    // A symlink is never followed, even one that stays inside /workspace.
+    await call(client, "terminal", { command: "ln -s /workspace/d/run.sh /workspace/inside-link && ln -s /workspace/d /workspace/dir-link" })
+    for (const path of ["/workspace/inside-link", "/workspace/dir-link/run.sh"]) {
+      expect((await call(client, "read_file", { path })).json.error, path).toMatchObject({ _tag: "FileOperationFailed", reason: "outside-sandbox" })
+      expect((await call(client, "write_file", { path, content: "x" })).json.error, path).toMatchObject({ reason: "outside-sandbox" })
+    }
+    expect((await call(client, "terminal", { command: "cat /workspace/d/run.sh" })).structured?.stdout).toBe("#!/bin/sh\necho new\n")
+    // A text file of ~6 MiB (more than one read's 4 MiB): every line counted, the last lines read.
+    await call(client, "terminal", { command: "seq 1 800000 | sed 's/$/ abc/' > /workspace/big.txt; wc -l < /workspace/big.txt" })
+    const tail = await call(client, "read_file", { path: "/workspace/big.txt", offset: 799_999 })
+    expect(tail.structured).toMatchObject({ content: "799999 abc\n800000 abc\n", total_lines: 800_000, offset: 799_999, truncated: false })
+    // A binary file read past the first chunk.
+    await call(client, "terminal", { command: "head -c 5000000 /dev/zero > /workspace/zeros.bin && printf 'END' >> /workspace/zeros.bin" })
+    const end = await call(client, "read_file", { path: "/workspace/zeros.bin", offset: 5_000_001, limit: 10 })
+    expect(end.structured).toMatchObject({ encoding: "base64", size_bytes: 5_000_003, truncated: false })
+    expect(Buffer.from(String(end.structured?.content), "base64").toString()).toBe("END")
+    await close()
+  })
+
   it("reset_session destroys the sandbox; the next call gets a fresh one; the MCP session's close removes it", async () => {
     const { client, close } = await connect()
     const first = await call(client, "terminal", { command: "export KEPT=1; touch /workspace/f; echo $HOSTNAME" })

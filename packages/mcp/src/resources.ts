@@ -14,7 +14,7 @@ export const EVENTS_TEMPLATE = {
   uriTemplate: "sandbox://executions/{id}/events",
   name: "execution-events",
   title: "An execution's lifecycle events",
-  description: "The journal's events of one execution (execute_code, terminal, read_file or write_file call): requested, created, started, exited or timed out, removed, completed; as a JSON array.",
+  description: "The journal's events of one execution (an execute_code or terminal call): requested, created, started, exited or timed out, removed, completed; as a JSON array.",
   mimeType: "application/json"
 } as const
 

@@ -4,14 +4,14 @@
  * terminal, read_file, write_file and reset_session work on the MCP session's sandbox.
  */
 import { Effect, type Schema } from "effect"
-import { Executor, type ExecuteRequest } from "@hermes-sandbox/core"
+import { Executor, type ExecuteRequest, type Session } from "@hermes-sandbox/core"
 import { FileOperationFailed, InvalidArguments } from "../errors.js"
 import type { McpSession } from "../McpSession.js"
 import type { Progress } from "../progress.js"
-import { FILE_SCRIPT, FILE_SCRIPT_EXITS } from "./fileScript.js"
 import { collectedResult } from "./collected.js"
 import { type ExtraContent, runResult } from "./results.js"
 import * as S from "./schemas.js"
+import { readWindow, writeWhole } from "./sessionFiles.js"
 
 export interface CallContext {
   readonly session: McpSession
@@ -124,29 +124,9 @@ export const terminal = define<S.TerminalArgs>({
   }
 })
 
-/** One FILE_SCRIPT call in the session sandbox: its output lines, or the failure its exit code names. */
-const fileCall = async (tool: string, path: string, argv: ReadonlyArray<string>, stdin: string | undefined, { session, signal }: CallContext) => {
-  if (path === "" || path.includes("\0")) {
-    throw new InvalidArguments({ tool, issues: [{ field: "path", message: "a non-empty path without NUL bytes" }], message: "path: empty or with a NUL byte" })
-  }
-  const result = await session.run(tool, (hooks) =>
-    Effect.flatMap(session.useSandbox, (sandbox) =>
-      sandbox.run(["bash", "-c", FILE_SCRIPT, "hermes-file", ...argv], { ...hooks, timeoutMs: 30_000, ...(stdin === undefined ? {} : { stdin }) })), signal)
-  if (result.exitCode === 0 && !result.timedOut) {
-    const [path = "", ...rest] = result.stdout.split("\n")
-    return [Buffer.from(path, "base64").toString("utf8"), ...rest]
-  }
-  const reason = FILE_SCRIPT_EXITS[result.exitCode as keyof typeof FILE_SCRIPT_EXITS] ?? "failed"
-  const why = {
-    "outside-sandbox": "outside the sandbox's writable roots (/workspace, /tmp)",
-    "not-found": "no such file",
-    "not-a-file": "not a regular file",
-    "permission-denied": "permission denied",
-    "too-large": "too large",
-    failed: result.timedOut ? "timed out" : result.stderr.trim() || `failed (exit ${result.exitCode})`
-  }[reason]
-  throw new FileOperationFailed({ path, reason, message: `${path}: ${why}` })
-}
+/** One file operation of the session sandbox, abortable like a call (the client's cancel, the MCP session's end). */
+const fileCall = <A>(tool: string, { session, signal }: CallContext, op: (sandbox: Session.Session) => Effect.Effect<A, unknown>): Promise<A> =>
+  session.run(tool, () => Effect.flatMap(session.useSandbox, op), signal)
 
 export const readFile = define<S.ReadFileArgs>({
   name: "read_file",
@@ -161,14 +141,11 @@ export const readFile = define<S.ReadFileArgs>({
     const max = context.session.owner.limits.maxReadBytes
     const offset = args.offset ?? 1
     const limit = args.limit ?? 2000
-    const [path = "", sizeText = "0", kind, linesText = "0", data = ""] = await fileCall("read_file", args.path, ["read", args.path, String(offset), String(limit), String(max)], undefined, context)
-    const size = Number(sizeText)
-    const bytes = Buffer.from(data, "base64")
-    if (kind === "binary") {
+    const { path, size, binary, bytes, totalLines } = await fileCall("read_file", context, (sandbox) => readWindow(sandbox, args.path, offset, limit, max))
+    if (binary) {
       const value: S.ReadFileResult = { path, content: bytes.toString("base64"), encoding: "base64", size_bytes: size, offset, truncated: offset - 1 + bytes.length < size }
       return { value, isError: false }
     }
-    const totalLines = Number(linesText)
     // Cut at the byte cap on a line boundary when one exists, so a line is never half-returned unless it alone is over the cap.
     let window = bytes
     let cut = false
@@ -208,8 +185,8 @@ export const writeFile = define<S.WriteFileArgs>({
     if (bytes.byteLength > max) {
       throw new FileOperationFailed({ path: args.path, reason: "too-large", message: `${args.path}: ${bytes.byteLength} bytes, at most ${max} (this server's maxWriteBytes)` })
     }
-    const [path = "", size = "0"] = await fileCall("write_file", args.path, ["write", args.path], Buffer.from(bytes).toString("base64"), context)
-    return { value: { path, bytes_written: Number(size) } satisfies S.WriteFileResult, isError: false }
+    const { path, bytesWritten } = await fileCall("write_file", context, (sandbox) => writeWhole(sandbox, args.path, bytes))
+    return { value: { path, bytes_written: bytesWritten } satisfies S.WriteFileResult, isError: false }
   }
 })
 
