@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Build the hermes-sandbox language images:
-#   hermes-sandbox/python:latest  hermes-sandbox/node:latest  hermes-sandbox/bash:latest
+# Build the hermes-sandbox images:
+#   hermes-sandbox/python:latest  hermes-sandbox/node:latest  hermes-sandbox/bash:latest  (the languages)
+#   hermes-sandbox/python-data:latest  (numpy, pandas, matplotlib, scipy, ...; ~510 MB: not by default)
 #
-# usage: scripts/build-images.sh [--base auto|registry|offline] [--rebuild]
+# usage: scripts/build-images.sh [--variant languages|data|all] [--base auto|registry|offline] [--rebuild]
 #
+#   --variant languages  (default) the three language images
+#   --variant data   only hermes-sandbox/python-data, always offline: FROM hermes-sandbox/base-data:<suite>,
+#                    built here with mmdebstrap from Debian's python3-numpy, -pandas, -matplotlib, ...
+#                    (a registry's python:3.12-slim lacks Debian's python3-* packages); --base applies to the language images only
+#   --variant all    both
 #   --base registry  FROM python:3.12-slim / node:20-slim / debian:bookworm-slim (needs a registry)
 #   --base offline   FROM hermes-sandbox/base:<suite>, built here from Debian packages with
 #                    mmdebstrap + docker import (needs only an apt mirror)
 #   --base auto      (default) registry if those bases are already local or a pull works within
 #                    ~10 s; offline otherwise. An existing offline base is preferred over a pull.
-#   --rebuild        rebuild the offline base even if it exists (and re-pull registry bases)
+#   --rebuild        rebuild the offline bases even if they exist (and re-pull registry bases)
 #
 # Environment: HERMES_SUITE (default: VERSION_CODENAME of /etc/os-release),
 #              HERMES_DEBIAN_MIRROR (default: mmdebstrap's, deb.debian.org + updates + security).
@@ -21,10 +27,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 BASE_MODE=auto
+VARIANT=languages
 REBUILD=0
-usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --variant) VARIANT="${2:-}"; shift 2 || { usage >&2; exit 2; } ;;
+    --variant=*) VARIANT="${1#--variant=}"; shift ;;
     --base) BASE_MODE="${2:-}"; shift 2 || { usage >&2; exit 2; } ;;
     --base=*) BASE_MODE="${1#--base=}"; shift ;;
     --rebuild) REBUILD=1; shift ;;
@@ -33,10 +42,22 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$BASE_MODE" in auto|registry|offline) ;; *) echo "build-images: --base must be auto, registry or offline (got '$BASE_MODE')" >&2; exit 2 ;; esac
+case "$VARIANT" in languages|data|all) ;; *) echo "build-images: --variant must be languages, data or all (got '$VARIANT')" >&2; exit 2 ;; esac
+WITH_LANGS=0; WITH_DATA=0
+[ "$VARIANT" = data ] || WITH_LANGS=1
+[ "$VARIANT" = languages ] || WITH_DATA=1
 
 LANGS=(python node bash)
 declare -A REGISTRY_BASE=([python]="python:3.12-slim" [node]="node:20-slim" [bash]="debian:bookworm-slim")
 OFFLINE_PACKAGES="python3,nodejs,bash,coreutils,procps,util-linux,mount,iproute2,ca-certificates,passwd"
+# The data image's base: the python image's packages (no nodejs: ~120 MB more for a python image)
+# and what a data analyst reaches for first. apt installs no Recommends here.
+DATA_PACKAGES="python3,bash,coreutils,procps,util-linux,mount,iproute2,ca-certificates,passwd,python3-numpy,python3-pandas,python3-matplotlib,python3-pil,python3-scipy,python3-openpyxl,python3-seaborn,python3-sklearn,python3-statsmodels,python3-sympy,python3-tabulate,python3-lxml"
+# Debian's python3-scipy (bookworm) depends on python3-pythran, a compiler that drags in g++, boost
+# and OpenBLAS headers (~500 MB); scipy's compiled modules never use it at run time. This empty
+# package provides it instead (python-data/no-pythran.control).
+DATA_STUB_CONTROL=images/python-data/no-pythran.control
+DATA_IMAGE=hermes-sandbox/python-data:latest
 
 now_ms() { if [ -n "${EPOCHREALTIME:-}" ]; then local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); else echo $(($(date +%s) * 1000)); fi; }
 T0=$(now_ms)
@@ -60,74 +81,114 @@ fi
 SUITE="${HERMES_SUITE:-}"
 if [ -z "$SUITE" ] && [ -r /etc/os-release ]; then SUITE="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"; fi
 OFFLINE_BASE="hermes-sandbox/base:${SUITE:-unknown}"
+DATA_BASE="hermes-sandbox/base-data:${SUITE:-unknown}"
+# What a data base is built from: its package list and the stub's control file.
+DATA_BASE_KEY="$DATA_PACKAGES;no-pythran:$(sha256sum "$DATA_STUB_CONTROL" | cut -c1-12)"
+OLD_IDS=() # our own images this run superseded, removed at the end if nothing tags them any more
 
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
-# The offline base is current when it exists and was built from today's package list.
-offline_base_current() {
-  [ "$(docker image inspect --format '{{index .Config.Labels "org.hermes-sandbox.base-packages"}}' "$OFFLINE_BASE" 2>/dev/null)" = "$OFFLINE_PACKAGES" ]
+# An offline base is current when it exists and was built from today's package list (its key).
+base_current() {
+  [ "$(docker image inspect --format '{{index .Config.Labels "org.hermes-sandbox.base-packages"}}' "$1" 2>/dev/null)" = "$2" ]
 }
 all_registry_bases_local() { local l; for l in "${LANGS[@]}"; do image_exists "${REGISTRY_BASE[$l]}" || return 1; done; }
 pull_quietly() { timeout "${2:-600}" docker pull -q "$1" >"$WORKDIR/pull.log" 2>&1; }
 
-# ---- choose the base ---------------------------------------------------------------------
-if [ "$BASE_MODE" = auto ]; then
-  if all_registry_bases_local; then
-    BASE_MODE=registry; step "base: registry images are present locally"
-  elif [ "$REBUILD" = 0 ] && [ -n "$SUITE" ] && offline_base_current; then
-    BASE_MODE=offline; step "base: offline base $OFFLINE_BASE is present locally"
-  elif pull_quietly "${REGISTRY_BASE[python]}" 10; then
-    BASE_MODE=registry; step "base: registry reachable (pulled ${REGISTRY_BASE[python]})"
+# ensure_offline_base IMAGE PACKAGES KEY [mmdebstrap option...]: a Debian rootfs built with
+# mmdebstrap (an apt mirror, no registry) and `docker import`ed as IMAGE, unless it is current.
+ensure_offline_base() {
+  local image=$1 packages=$2 key=$3
+  shift 3
+  if [ "$REBUILD" = 0 ] && base_current "$image" "$key"; then
+    step "offline base $image exists (use --rebuild to rebuild it)"
+    return
+  fi
+  [ -n "$SUITE" ] || die "cannot tell the Debian suite (no VERSION_CODENAME in /etc/os-release); set HERMES_SUITE=bookworm (or similar)"
+  if [ "$REBUILD" = 0 ] && image_exists "$image"; then step "offline base $image predates the current package list; rebuilding it"; fi
+  local old
+  old=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
+  command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap is missing: 'apt-get install mmdebstrap' (scripts/ensure-engine.sh installs it on Debian)"
+  local mirrors=() hooks=()
+  [ -n "${HERMES_DEBIAN_MIRROR:-}" ] && mirrors=("$HERMES_DEBIAN_MIRROR")
+  # merged /usr the debootstrap way (installs usr-is-merged); otherwise apt satisfies
+  # init-system-helpers with the usrmerge package, which drags in perl (~50 MB).
+  [ -d /usr/share/mmdebstrap/hooks/maybe-merged-usr ] && hooks=(--hook-dir=/usr/share/mmdebstrap/hooks/maybe-merged-usr)
+  local log="$WORKDIR/mmdebstrap-${image//[\/:]/-}.log" rootfs="$WORKDIR/rootfs.tar"
+  step "building offline base $image: mmdebstrap --variant=apt $SUITE (+ $packages); log: $log"
+  if ! mmdebstrap --variant=apt --include="$packages" "$@" ${hooks[@]+"${hooks[@]}"} \
+      --dpkgopt='path-exclude=/usr/share/man/*' \
+      --dpkgopt='path-exclude=/usr/share/info/*' \
+      --dpkgopt='path-exclude=/usr/share/locale/*' \
+      --dpkgopt='path-exclude=/usr/share/doc/*' \
+      --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+      "$SUITE" "$rootfs" ${mirrors[@]+"${mirrors[@]}"} </dev/null >"$log" 2>&1; then
+    tail -30 "$log" >&2
+    die "mmdebstrap failed (is a Debian apt mirror reachable? set HERMES_DEBIAN_MIRROR to use another one)"
+  fi
+  step "mmdebstrap done: rootfs $(du -h "$rootfs" | cut -f1); docker import"
+  docker import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change 'CMD ["bash"]' \
+    --change "LABEL org.hermes-sandbox.base-suite=$SUITE org.hermes-sandbox.base-packages=$key" \
+    --message "hermes-sandbox offline base: mmdebstrap --variant=apt $SUITE" \
+    "$rootfs" "$image" >/dev/null
+  rm -f "$rootfs"
+  step "imported $image"
+  if [ -n "$old" ]; then OLD_IDS+=("$old"); fi
+}
+
+# ---- the language images' base -----------------------------------------------------------
+if [ "$WITH_LANGS" = 1 ]; then
+  if [ "$BASE_MODE" = auto ]; then
+    if all_registry_bases_local; then
+      BASE_MODE=registry; step "base: registry images are present locally"
+    elif [ "$REBUILD" = 0 ] && [ -n "$SUITE" ] && base_current "$OFFLINE_BASE" "$OFFLINE_PACKAGES"; then
+      BASE_MODE=offline; step "base: offline base $OFFLINE_BASE is present locally"
+    elif pull_quietly "${REGISTRY_BASE[python]}" 10; then
+      BASE_MODE=registry; step "base: registry reachable (pulled ${REGISTRY_BASE[python]})"
+    else
+      BASE_MODE=offline; step "base: no registry reachable ($(head -c 160 "$WORKDIR/pull.log" | tr '\n' ' ')); building offline"
+    fi
+  fi
+
+  if [ "$BASE_MODE" = registry ]; then
+    for l in "${LANGS[@]}"; do
+      b="${REGISTRY_BASE[$l]}"
+      if [ "$REBUILD" = 1 ] || ! image_exists "$b"; then
+        step "pulling $b"
+        pull_quietly "$b" || { cat "$WORKDIR/pull.log" >&2; die "docker pull $b failed (no registry? try --base offline)"; }
+      fi
+    done
+    BASE_DESC="registry (${REGISTRY_BASE[python]}, ${REGISTRY_BASE[node]}, ${REGISTRY_BASE[bash]})"
   else
-    BASE_MODE=offline; step "base: no registry reachable ($(head -c 160 "$WORKDIR/pull.log" | tr '\n' ' ')); building offline"
+    ensure_offline_base "$OFFLINE_BASE" "$OFFLINE_PACKAGES" "$OFFLINE_PACKAGES"
+    BASE_DESC="offline ($OFFLINE_BASE)"
   fi
 fi
 
-if [ "$BASE_MODE" = registry ]; then
-  for l in "${LANGS[@]}"; do
-    b="${REGISTRY_BASE[$l]}"
-    if [ "$REBUILD" = 1 ] || ! image_exists "$b"; then
-      step "pulling $b"
-      pull_quietly "$b" || { cat "$WORKDIR/pull.log" >&2; die "docker pull $b failed (no registry? try --base offline)"; }
-    fi
-  done
-  BASE_DESC="registry (${REGISTRY_BASE[python]}, ${REGISTRY_BASE[node]}, ${REGISTRY_BASE[bash]})"
-else
-  [ -n "$SUITE" ] || die "cannot tell the Debian suite (no VERSION_CODENAME in /etc/os-release); set HERMES_SUITE=bookworm (or similar)"
-  if [ "$REBUILD" = 1 ] || ! offline_base_current; then
-    if [ "$REBUILD" = 0 ] && image_exists "$OFFLINE_BASE"; then step "offline base $OFFLINE_BASE predates the current package list; rebuilding it"; fi
-    OLD_BASE_ID=$(docker image inspect --format '{{.Id}}' "$OFFLINE_BASE" 2>/dev/null || true)
-    command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap is missing: 'apt-get install mmdebstrap' (scripts/ensure-engine.sh installs it on Debian)"
-    mirrors=()
-    [ -n "${HERMES_DEBIAN_MIRROR:-}" ] && mirrors=("$HERMES_DEBIAN_MIRROR")
-    # merged /usr the debootstrap way (installs usr-is-merged); otherwise apt satisfies
-    # init-system-helpers with the usrmerge package, which drags in perl (~50 MB).
-    hooks=()
-    [ -d /usr/share/mmdebstrap/hooks/maybe-merged-usr ] && hooks=(--hook-dir=/usr/share/mmdebstrap/hooks/maybe-merged-usr)
-    step "building offline base $OFFLINE_BASE: mmdebstrap --variant=apt $SUITE (+ $OFFLINE_PACKAGES); log: $WORKDIR/mmdebstrap.log"
-    if ! mmdebstrap --variant=apt --include="$OFFLINE_PACKAGES" ${hooks[@]+"${hooks[@]}"} \
-        --dpkgopt='path-exclude=/usr/share/man/*' \
-        --dpkgopt='path-exclude=/usr/share/info/*' \
-        --dpkgopt='path-exclude=/usr/share/locale/*' \
-        --dpkgopt='path-exclude=/usr/share/doc/*' \
-        --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-        "$SUITE" "$WORKDIR/rootfs.tar" ${mirrors[@]+"${mirrors[@]}"} </dev/null >"$WORKDIR/mmdebstrap.log" 2>&1; then
-      tail -30 "$WORKDIR/mmdebstrap.log" >&2
-      die "mmdebstrap failed (is a Debian apt mirror reachable? set HERMES_DEBIAN_MIRROR to use another one)"
-    fi
-    step "mmdebstrap done: rootfs $(du -h "$WORKDIR/rootfs.tar" | cut -f1); docker import"
-    docker import \
-      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-      --change 'ENV LANG=C.UTF-8' \
-      --change 'CMD ["bash"]' \
-      --change "LABEL org.hermes-sandbox.base-suite=$SUITE org.hermes-sandbox.base-packages=$OFFLINE_PACKAGES" \
-      --message "hermes-sandbox offline base: mmdebstrap --variant=apt $SUITE" \
-      "$WORKDIR/rootfs.tar" "$OFFLINE_BASE" >/dev/null
-    rm -f "$WORKDIR/rootfs.tar"
-    step "imported $OFFLINE_BASE"
-  else
-    step "offline base $OFFLINE_BASE exists (use --rebuild to rebuild it)"
-  fi
-  BASE_DESC="offline ($OFFLINE_BASE)"
+# ---- the data image's base: always offline (Debian's python3-* packages) -------------------
+if [ "$WITH_DATA" = 1 ]; then
+  command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb is missing (the data image is built from Debian packages, on a Debian host)"
+  mkdir -p "$WORKDIR/no-pythran/DEBIAN"
+  cp "$DATA_STUB_CONTROL" "$WORKDIR/no-pythran/DEBIAN/control"
+  dpkg-deb --root-owner-group --build "$WORKDIR/no-pythran" "$WORKDIR/no-pythran.deb" >/dev/null || die "dpkg-deb could not build the python3-pythran stand-in"
+  # apt hands dpkg (inside the chroot) the .deb's path as given, so the stand-in is copied to the same
+  # path inside, and removed again (a copy, not the file-mirror-automount hook's bind mount, which a
+  # failed run leaves mounted).
+  export HERMES_STUB_DIR="$WORKDIR"
+  # After installing: the libraries' own test suites (pandas/tests, scipy/*/tests, ... ~180 MB with
+  # their byte code) are never imported by a program; a dpkg path-exclude cannot drop them, since the
+  # packages' postinst byte-compiles every .py they list. /usr/share/unicode (~37 MB) is there only
+  # for python3-fonttools' dependency on unicode-data; nothing in the image reads it.
+  ensure_offline_base "$DATA_BASE" "$DATA_PACKAGES" "$DATA_BASE_KEY" \
+    --include="$WORKDIR/no-pythran.deb" \
+    --setup-hook='mkdir -p "$1$HERMES_STUB_DIR" && cp "$HERMES_STUB_DIR/no-pythran.deb" "$1$HERMES_STUB_DIR/"' \
+    --customize-hook='rm -rf "$1$HERMES_STUB_DIR"' \
+    --customize-hook='find "$1/usr/lib/python3/dist-packages" -depth -type d -name tests -exec rm -rf {} +' \
+    --dpkgopt='path-exclude=/usr/share/unicode/*'
+  DATA_DESC="offline ($DATA_BASE)"
+  if [ "$WITH_LANGS" = 1 ]; then BASE_DESC="$BASE_DESC; python-data: $DATA_DESC"; else BASE_DESC="$DATA_DESC"; fi
 fi
 
 # ---- the supervisor (images/runner/hermes-run.c), one static binary for every image ----------
@@ -162,16 +223,15 @@ if [ ! -x "$SUPERVISOR" ] || [ "$SUPERVISOR_SRC" -nt "$SUPERVISOR" ]; then
   step "compiled the supervisor $SUPERVISOR ($(wc -c < "$SUPERVISOR") bytes)"
 fi
 
-# ---- build the language images -----------------------------------------------------------
-OLD_IDS=()
-for l in "${LANGS[@]}"; do
-  if [ "$BASE_MODE" = registry ]; then base="${REGISTRY_BASE[$l]}"; else base="$OFFLINE_BASE"; fi
-  img="hermes-sandbox/$l:latest"
+# ---- build the images ----------------------------------------------------------------------
+# build_image IMAGE DOCKERFILE-DIR BASE: `docker build` (no network: everything is in the base).
+build_image() {
+  local img=$1 dir=$2 base=$3
   step "building $img FROM $base"
-  log="$WORKDIR/build-$l.log"
+  local log="$WORKDIR/build-$dir.log" before after rc
   before=$(docker image inspect --format '{{.Id}}' "$img" 2>/dev/null || true)
   set +e
-  docker build --network none --build-arg "BASE=$base" -t "$img" -f "$CONTEXT/$l/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | {
+  docker build --network none --build-arg "BASE=$base" -t "$img" -f "$CONTEXT/$dir/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | {
     # Show each step that does work (cached steps and bare ARG lines are skipped).
     pending=""
     while IFS= read -r line; do
@@ -192,13 +252,24 @@ for l in "${LANGS[@]}"; do
     step "$img unchanged (every step from the build cache)"
   else
     step "$img built ($(grep -c 'Using cache' "$log" || true) steps from cache)"
-    [ -n "$before" ] && OLD_IDS+=("$before")
+    if [ -n "$before" ]; then OLD_IDS+=("$before"); fi
   fi
-done
+  BUILT+=("$img")
+}
+
+BUILT=()
+if [ "$WITH_LANGS" = 1 ]; then
+  for l in "${LANGS[@]}"; do
+    if [ "$BASE_MODE" = registry ]; then base="${REGISTRY_BASE[$l]}"; else base="$OFFLINE_BASE"; fi
+    build_image "hermes-sandbox/$l:latest" "$l" "$base"
+  done
+fi
+if [ "$WITH_DATA" = 1 ]; then build_image "$DATA_IMAGE" python-data "$DATA_BASE"; fi
 
 # Drop what this script superseded (our own previous images, now untagged); never prune others'.
-if [ -n "${OLD_BASE_ID:-}" ]; then OLD_IDS+=("$OLD_BASE_ID"); fi
-for id in ${OLD_IDS[@]+"${OLD_IDS[@]}"}; do
+# Newest first: an old base goes once the old images built FROM it are gone.
+for ((i = ${#OLD_IDS[@]} - 1; i >= 0; i--)); do
+  id=${OLD_IDS[i]}
   if [ -z "$(docker image inspect --format '{{join .RepoTags ","}}' "$id" 2>/dev/null)" ]; then
     docker image rm "$id" >/dev/null 2>&1 && step "removed superseded image ${id:7:12}" || true
   fi
@@ -206,8 +277,7 @@ done
 
 step "done. base: $BASE_DESC"
 echo "[images] base: $BASE_DESC"
-for l in "${LANGS[@]}"; do
-  img="hermes-sandbox/$l:latest"
+for img in "${BUILT[@]}"; do
   size=$(docker image inspect --format '{{.Size}}' "$img")
   printf '[images] image %s (%s MB, %s)\n' "$img" "$((size / 1000000))" "$(docker image inspect --format '{{.Id}}' "$img" | cut -c1-19)"
 done
