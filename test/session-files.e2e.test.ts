@@ -156,6 +156,20 @@ describe("session file operations against a hostile sandbox", () => {
     await s.close()
   }, 120_000)
 
+  it("a deadline shorter than the write: the supervisor's reply, if it came while the deadline's kill was under way, is the result (else ETIMEDOUT); the session goes on", async () => {
+    const s = track(await createSession({ memory: "512m" }))
+    const big = randomBytes(40 * 1024 * 1024)
+    const written = await s.writeFile("big.bin", big, { timeoutMs: 50 }).catch((e: unknown) => e)
+    if (written instanceof Error) {
+      expect(written).toMatchObject({ _tag: "SandboxFileError", operation: "write", code: "ETIMEDOUT", message: expect.stringContaining("partly written") })
+    } else {
+      expect(written).toEqual({ path: "/workspace/big.bin", bytesWritten: big.length })
+      expect((await s.readFile("big.bin", { limit: 0 })).size).toBe(big.length)
+    }
+    expect((await s.run("echo still open")).stdout).toBe("still open\n")
+    await s.close()
+  }, 60_000)
+
   it("the roots themselves: a directory to list, never a file to read, write or remove", async () => {
     const s = track(await createSession())
     expect((await s.listFiles("/workspace")).path).toBe("/workspace")

@@ -134,7 +134,8 @@ export class FileNotFound extends Schema.TaggedError<FileNotFound>()("FileNotFou
  * supervisor reported in `code` (as Node's fs errors): ELOOP (a symlink on the way or at the end:
  * never followed), ENOTDIR, EISDIR, EINVAL (not a regular file: a FIFO, a socket, a device),
  * ENOTEMPTY, ENOSPC / EFBIG / EDQUOT (the sandbox's space), EROFS, EACCES / EPERM (permissions in
- * the sandbox), EIO; or ETIMEDOUT: the host's deadline passed before the operation finished. A
+ * the sandbox), EIO; or ETIMEDOUT: the host's deadline passed before the sandbox replied (a write
+ * may then be partly done). A
  * missing path is FileNotFound; a path outside the writable roots is an InvalidRequest, refused
  * before anything runs. (Not the MCP server's FileOperationFailed, which classifies a tool's failure.)
  */

@@ -176,8 +176,9 @@ const isoOf = (seconds: number) => new Date(Math.max(-8.64e15, Math.min(8.64e15,
 
 /**
  * Run a planned operation (the caller holds the session's call lock). Its reply decides:
- * ENOENT is FileNotFound, any other errno a SandboxFileError; a deadline that passed is a
- * SandboxFileError ETIMEDOUT (the lock's holder is named as for calls: ContainerFailed session-locked).
+ * ENOENT is FileNotFound, any other errno a SandboxFileError; a deadline that passed before the
+ * reply is a SandboxFileError ETIMEDOUT (a lock held all along is named as for calls:
+ * ContainerFailed session-locked).
  */
 const runOp = (deps: CallDeps, planned: Planned) =>
   Effect.gen(function*() {
@@ -198,8 +199,12 @@ const runOp = (deps: CallDeps, planned: Planned) =>
           ? new FileNotFound({ operation: op.op, path: op.path, message: `cannot ${VERB[op.op]} ${op.path}: ${message}` })
           : new SandboxFileError({ operation: op.op, path: op.path, code, message: `cannot ${VERB[op.op]} ${op.path}: ${message}` })
       )
-    if (done.timedOut) return yield* fail("ETIMEDOUT", `the deadline (${timeoutMs} ms) passed before the sandbox finished it`)
+    // A reply that came whole is what happened, even when it came while the deadline's kill was under
+    // way (the supervisor finished first): saying "timed out" would hide a write that was done.
     const outcome = reply.outcome
+    if (outcome === undefined && done.timedOut) {
+      return yield* fail("ETIMEDOUT", `the deadline (${timeoutMs} ms) passed before the sandbox finished it${op.op === "write" ? " (the file may be partly written)" : ""}`)
+    }
     if (outcome === undefined) {
       return yield* new ContainerFailed({
         operation: "session file operation",
