@@ -61,11 +61,9 @@ export interface Session {
   readonly run: (command: string | ReadonlyArray<string>, options?: RunOptions) => Effect.Effect<SessionResult, SessionCallError>
   /** A code snippet through the runner, in the session's current directory and environment. */
   readonly runCode: (request: SessionCodeRequest, options?: ExecuteOptions) => Effect.Effect<SessionResult, SessionCallError>
-  /**
-   * File operations (session/files.ts), serialized with the calls; done by the sandbox's supervisor,
-   * never through a shell. Paths: absolute under /workspace or /tmp, or relative to /workspace (not
-   * to the shell's working directory); a symlink is never followed.
-   */
+  // File operations (session/files.ts), serialized with the calls; done by the sandbox's supervisor,
+  // never through a shell. Paths: absolute under /workspace or /tmp, or relative to /workspace (not
+  // to the shell's working directory); a symlink is never followed.
   /** Bytes of a regular file: from `offset` (default 0), at most `limit` (default 8 MiB, at most 64 MiB). */
   readonly readFile: (path: string, options?: ReadFileOptions) => Effect.Effect<ReadFileResult, SessionFileError>
   /** Create or replace a regular file (missing parent directories made, 0755), at most 64 MiB. */
