@@ -81,8 +81,13 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   const image = program.command("image").description("sandbox images")
   image
     .command("build")
-    .description("build the python, node and bash sandbox images (base from a registry, or offline from Debian packages)")
-    .addOption(new Option("--base <base>", "where the base image comes from").choices(["auto", "registry", "offline"]).default("auto"))
+    .description("build the python, node and bash sandbox images (base from a registry, or offline from Debian packages), or the data-science image")
+    .addOption(
+      new Option("--variant <variant>", "languages: python, node, bash; data: hermes-sandbox/python-data (numpy, pandas, matplotlib, ...; ~510 MB, always from Debian packages); all: both")
+        .choices(["languages", "data", "all"])
+        .default("languages")
+    )
+    .addOption(new Option("--base <base>", "where the language images' base comes from").choices(["auto", "registry", "offline"]).default("auto"))
     .option("--rebuild", "rebuild the base even if it exists")
     .action(async (options) => {
       exitCode = await (await commands.image()).imageBuild(options)

@@ -13,7 +13,6 @@ import {
   ContainerFailed,
   DockerUnavailable,
   type ExitStatus,
-  ImageNotFound,
   type SandboxError,
   SandboxRuntime,
   type SandboxInfo,
@@ -25,7 +24,7 @@ import {
 } from "@hermes-sandbox/core"
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
-import { dockerCall, IMAGE_BUILD_COMMAND, isGone, isNotRunning } from "./internal/dockerCall.js"
+import { dockerCall, IMAGE_BUILD_COMMAND, imageNotFound, isGone, isNotRunning } from "./internal/dockerCall.js"
 import { queryEvents } from "./internal/engineEvents.js"
 import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
@@ -175,8 +174,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           Effect.tap((id) => Effect.sync(() => imageIds.set(image, id))),
           Effect.catchIf(
             (e): e is ContainerFailed => e._tag === "ContainerFailed" && e.reason === "not-found",
-            () =>
-              Effect.fail(new ImageNotFound({ image, buildCommand: IMAGE_BUILD_COMMAND, message: `image ${image} is not on the engine; build it with: ${IMAGE_BUILD_COMMAND}` }))
+            () => Effect.fail(imageNotFound(image))
           )
         )
       })

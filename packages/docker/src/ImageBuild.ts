@@ -1,6 +1,7 @@
 /**
- * Builds the hermes-sandbox language images by running scripts/build-images.sh (see images/README.md):
- * hermes-sandbox/python:latest, hermes-sandbox/node:latest, hermes-sandbox/bash:latest.
+ * Builds the hermes-sandbox images by running scripts/build-images.sh (see images/README.md): the
+ * language images hermes-sandbox/python:latest, hermes-sandbox/node:latest, hermes-sandbox/bash:latest
+ * and, on request (it is about 510 MB), the data-science image hermes-sandbox/python-data:latest.
  *
  * The script and what it builds from (images/: the Dockerfiles, the supervisor's C source) have one
  * source of truth, the repository root. An installed package carries a copy in its assets/ (same
@@ -13,7 +14,19 @@ import { fileURLToPath } from "node:url"
 import { forEachLine } from "./internal/lines.js"
 import { packageRoot } from "./internal/packageRoot.js"
 
+/** The data-science image: Debian's numpy, pandas, matplotlib, scipy, ... (docs/images.md). Optional. */
+export const DATA_IMAGE = "hermes-sandbox/python-data:latest"
+
+/**
+ * Which images a build makes: "languages" (python, node, bash), "data" ({@link DATA_IMAGE}, always
+ * from Debian packages: its base is built offline whatever `base` says) or "all".
+ */
+export const ImageVariants = ["languages", "data", "all"] as const
+export type ImageVariant = (typeof ImageVariants)[number]
+
 export interface BuildImagesOptions {
+  /** "languages" (default), "data" or "all". */
+  readonly variant?: ImageVariant
   /** "auto" (default): registry bases when reachable, else an offline Debian base built with mmdebstrap. */
   readonly base?: "auto" | "registry" | "offline"
   /** Rebuild the offline base (and re-pull registry bases) even if present. */
@@ -23,7 +36,10 @@ export interface BuildImagesOptions {
 }
 
 export interface BuildImagesResult {
-  /** Which base was used, e.g. "offline (hermes-sandbox/base:bookworm)". */
+  /**
+   * Which base was used, e.g. "offline (hermes-sandbox/base:bookworm)"; with the data image also
+   * its own, e.g. "...; python-data: offline (hermes-sandbox/base-data:bookworm)".
+   */
   readonly base: string
   /** The exact image names built, e.g. "hermes-sandbox/python:latest". */
   readonly images: ReadonlyArray<string>
@@ -52,8 +68,8 @@ export const buildScript = (): string | undefined => {
 }
 
 /** What a user runs to build the images: the workspace's script in a checkout, the installed bin otherwise. */
-export const imageBuildCommand = (): string =>
-  imageSources() === IMAGE_SOURCES_URLS[0] ? "pnpm hermes-sandbox image build" : "npx hermes-sandbox image build"
+export const imageBuildCommand = (variant: ImageVariant = "languages"): string =>
+  `${imageSources() === IMAGE_SOURCES_URLS[0] ? "pnpm" : "npx"} hermes-sandbox image build${variant === "languages" ? "" : ` --variant ${variant}`}`
 
 export const buildImages = (options: BuildImagesOptions = {}): Promise<BuildImagesResult> =>
   new Promise((resolve, reject) => {
@@ -63,7 +79,8 @@ export const buildImages = (options: BuildImagesOptions = {}): Promise<BuildImag
       reject(new Error(`image build script not found (looked for ${looked}); reinstall @hermes-sandbox/docker`))
       return
     }
-    const args = [script, "--base", options.base ?? "auto"]
+    const variant = options.variant ?? "languages"
+    const args = [script, "--variant", variant, "--base", options.base ?? "auto"]
     if (options.rebuild === true) args.push("--rebuild")
     const child = spawn("bash", args, { stdio: ["ignore", "pipe", "pipe"] })
 
@@ -88,7 +105,7 @@ export const buildImages = (options: BuildImagesOptions = {}): Promise<BuildImag
         resolve({ base, images })
       } else {
         const how = signal ? `was killed by ${signal}` : `exited with ${code}`
-        reject(new Error(`${imageBuildCommand()} failed: build-images.sh ${how}\n${tail.join("\n")}`))
+        reject(new Error(`${imageBuildCommand(variant)} failed: build-images.sh ${how}\n${tail.join("\n")}`))
       }
     })
   })

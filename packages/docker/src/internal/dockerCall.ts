@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { inspect } from "node:util"
 import { ContainerFailed, type ContainerFailureReason, DockerUnavailable, ImageNotFound, type SandboxError } from "@hermes-sandbox/core"
 import { isQuotaRefusal } from "../DiskQuota.js"
-import { imageBuildCommand } from "../ImageBuild.js"
+import { DATA_IMAGE, imageBuildCommand } from "../ImageBuild.js"
 
 export interface CallContext {
   readonly endpoint: string
@@ -19,6 +19,14 @@ export interface CallContext {
 
 /** How this install builds the images: the workspace's script in a checkout, the installed CLI otherwise. */
 export const IMAGE_BUILD_COMMAND = imageBuildCommand()
+const DATA_IMAGE_BUILD_COMMAND = imageBuildCommand("data")
+
+/** `image` is not on the engine; the command named builds it (the data image is not in the default build). */
+export const imageNotFound = (image: string): ImageNotFound => {
+  const buildCommand = image === DATA_IMAGE ? DATA_IMAGE_BUILD_COMMAND : IMAGE_BUILD_COMMAND
+  return new ImageNotFound({ image, buildCommand, message: `image ${image} is not on the engine; build it with: ${buildCommand}` })
+}
+
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ENOENT", "EACCES", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND"])
 
 interface DockerodeError {
@@ -46,11 +54,7 @@ export const mapDockerError = (ctx: CallContext, error: unknown): SandboxError =
     }
   }
   if (e?.statusCode === 404 && /no such image|not found/i.test(message) && ctx.image !== undefined && ctx.operation !== "start") {
-    return new ImageNotFound({
-      image: ctx.image,
-      buildCommand: IMAGE_BUILD_COMMAND,
-      message: `image ${ctx.image} is not on the engine; build it with: ${IMAGE_BUILD_COMMAND}`
-    })
+    return imageNotFound(ctx.image)
   }
   if (/no space left on device/i.test(message)) {
     return new ContainerFailed({ operation: ctx.operation, containerName: ctx.containerName, statusCode: e?.statusCode ?? 500, reason: "engine", message: `the engine's disk is full: ${message}` })
