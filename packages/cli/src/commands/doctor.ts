@@ -8,11 +8,12 @@ import { ContainerNamePrefix, defaultLanguageRuntimes, Languages } from "@hermes
 import { createExecutor } from "@hermes-sandbox/docker"
 import * as DiskQuota from "@hermes-sandbox/docker/DiskQuota"
 import { resolveEndpoint, startEngineHint } from "@hermes-sandbox/docker/DockerEngine"
+import { DATA_IMAGE, imageBuildCommand } from "@hermes-sandbox/docker/ImageBuild"
 import * as ResourceLimits from "@hermes-sandbox/docker/ResourceLimits"
 import { IMAGE_BUILD_COMMAND } from "@hermes-sandbox/docker/internal/dockerCall"
 import { loadSeccompProfile } from "@hermes-sandbox/docker/Seccomp"
 
-interface Check {
+export interface Check {
   readonly name: string
   readonly ok: boolean
   readonly required: boolean
@@ -49,6 +50,17 @@ const diskQuotaCheck = async (docker: Docker, info: Record<string, unknown>): Pr
   }
 }
 
+/** The data-science image is optional (about 510 MB, not in the default build): absent is a warning, never a failure. */
+export const dataImageCheck = async (docker: Docker, image: string = DATA_IMAGE): Promise<Check> => {
+  const name = "image python-data"
+  try {
+    const i = await new Docker.Image(docker.modem, image).inspect()
+    return { name, ok: true, required: false, detail: `${image} (${(i.Size / 1e6).toFixed(0)} MB): numpy, pandas, matplotlib, scipy, ...` }
+  } catch {
+    return { name, ok: false, required: false, detail: `${image} is absent (optional: numpy, pandas, matplotlib, scipy, ...)`, fix: imageBuildCommand("data") }
+  }
+}
+
 export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
   const checks: Array<Check> = []
   const { docker, endpoint } = resolveEndpoint()
@@ -80,6 +92,7 @@ export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
       checks.push({ name: `image ${language}`, ok: false, required: true, detail: `${image} is missing`, fix: IMAGE_BUILD_COMMAND })
     }
   }
+  checks.push(await dataImageCheck(docker))
   const runtimes = Object.keys((info.Runtimes as Record<string, unknown> | undefined) ?? {})
   checks.push({ name: "runtime runc", ok: runtimes.includes("runc"), required: true, detail: `runtimes: ${runtimes.join(", ")}` })
   checks.push({
