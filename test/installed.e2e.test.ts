@@ -242,7 +242,7 @@ describe.each(["npm", "pnpm"] as const)("installed with %s, outside the workspac
     expect(files.length).toBeGreaterThan(0)
     expect(files.filter(insideRepo)).toEqual([])
     const docker = realpathSync(join(dir(), "node_modules", "@hermes-sandbox", "docker"))
-    for (const asset of ["assets/scripts/build-images.sh", "assets/images/python/Dockerfile", "assets/images/runner/hermes-run.c", "seccomp/hermes-sandbox.json", "watchdog/watchdog.mjs", "LICENSE", "README.md"]) {
+    for (const asset of ["assets/scripts/build-images.sh", "assets/images/python/Dockerfile", "assets/images/python-data/Dockerfile", "assets/images/python-data/no-pythran.control", "assets/images/runner/hermes-run.c", "seccomp/hermes-sandbox.json", "watchdog/watchdog.mjs", "LICENSE", "README.md"]) {
       expect(existsSync(join(docker, asset)), asset).toBe(true)
     }
     for (const p of PACKAGES) {

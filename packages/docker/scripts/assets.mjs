@@ -3,13 +3,14 @@
 // copied from their one source of truth at the repository root when the package is packed
 // (prepack), and removed again after (postpack), so a checkout never builds from a stale copy.
 //
-//   node scripts/assets.mjs copy    assets/scripts/build-images.sh, assets/images/ (Dockerfiles,
-//                                   the supervisor's C source and README; no compiled binary, no tests)
+//   node scripts/assets.mjs copy    assets/scripts/build-images.sh, assets/images/ (every image's
+//                                   directory — python, node, bash, python-data —, the supervisor's
+//                                   C source and README; no compiled binary, no tests)
 //   node scripts/assets.mjs clean   removes assets/
 //
 // The layout under assets/ is the repository's (scripts/ next to images/): build-images.sh finds
 // images/ as ../images from itself, in both places (src/ImageBuild.ts looks in both).
-import { chmodSync, cpSync, existsSync, mkdirSync, rmSync } from "node:fs"
+import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs"
 import { basename, dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -35,6 +36,12 @@ const copy = () => {
       return !(name === "build" && relative(images, source) === join("runner", "build")) && !name.endsWith(".test.ts")
     }
   })
+  // Every image build-images.sh can build must be buildable from the copy (python-data included).
+  for (const dir of readdirSync(images)) {
+    if (existsSync(join(images, dir, "Dockerfile")) && !existsSync(join(assets, "images", dir, "Dockerfile"))) {
+      throw new Error(`assets: images/${dir}/Dockerfile was not copied into ${assets}`)
+    }
+  }
 }
 
 const clean = () => rmSync(assets, { recursive: true, force: true })
