@@ -108,7 +108,7 @@ export const make = (options: ExecutorOptions = {}) =>
     // background removals (uninterruptible, so "interrupting" them awaits them),
     // then stop the slow retries of removals that outlasted their first minute
     // and give each of those a last attempt (kernel/Removals.ts).
-    const { destroy, removeUnrecorded } = yield* Removals.make({ runtime, append: (streamId, event) => append(streamId, event) })
+    const { destroy, removeUnanswered } = yield* Removals.make({ runtime, append: (streamId, event) => append(streamId, event) })
     const removals = yield* FiberSet.make<void, never>()
     const executions = yield* FiberMap.make<string, ExecutionResult, ExecuteError>()
     const closed = yield* Ref.make(false)
@@ -264,7 +264,7 @@ export const make = (options: ExecutorOptions = {}) =>
             own,
             receiver: run.receiver,
             // In the background, so the caller gets the error now; close() still waits for it.
-            unanswered: (name) => FiberSet.run(removals, removeUnrecorded({ id: name, name })).pipe(Effect.asVoid)
+            unanswered: (name) => FiberSet.run(removals, removeUnanswered(name)).pipe(Effect.asVoid)
           })
           const { container, io } = sandbox
 

@@ -35,6 +35,11 @@ export interface FakeFaults {
   startAnswerDelayMs?: number
   /** Every call fails with DockerUnavailable, and running sandboxes are frozen until the engine is back. */
   engineDown?: boolean
+  /**
+   * A create gets no answer (DockerUnavailable) although the engine made the sandbox: at once, or
+   * `landsAfterMs` later (a frozen engine running the request it held when it thaws).
+   */
+  createUnanswered?: { readonly landsAfterMs?: number }
   missingImages?: ReadonlyArray<string>
 }
 
@@ -179,26 +184,35 @@ export const make = (initialFaults: FakeFaults = {}) =>
           if (byName.has(spec.name)) {
             return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 409, reason: "conflict", message: `Conflict. The container name "/${spec.name}" is already in use` })
           }
-          created += 1
-          const s: FakeSandbox = {
-            id: `fake${created.toString(16).padStart(12, "0")}`,
-            name: spec.name,
-            spec,
-            // The Effect clock, like the journal's timestamps (TestClock drives both in tests).
-            createdAt: yield* Clock.currentTimeMillis,
-            status: "created",
-            exitCode: 0,
-            oomKilled: false,
-            stdin: [],
-            stdinClosed: yield* Deferred.make<void>(),
-            output: undefined,
-            outputClosed: yield* Deferred.make<void>(),
-            exitWaiters: [],
-            program: undefined
+          const land = Effect.gen(function*() {
+            created += 1
+            const s: FakeSandbox = {
+              id: `fake${created.toString(16).padStart(12, "0")}`,
+              name: spec.name,
+              spec,
+              // The Effect clock, like the journal's timestamps (TestClock drives both in tests).
+              createdAt: yield* Clock.currentTimeMillis,
+              status: "created",
+              exitCode: 0,
+              oomKilled: false,
+              stdin: [],
+              stdinClosed: yield* Deferred.make<void>(),
+              output: undefined,
+              outputClosed: yield* Deferred.make<void>(),
+              exitWaiters: [],
+              program: undefined
+            }
+            sandboxes.set(s.id, s)
+            byName.set(s.name, s)
+            return { id: s.id, name: s.name, imageId: `sha256:fake-${spec.image}` }
+          })
+          if (f.createUnanswered !== undefined) {
+            const after = f.createUnanswered.landsAfterMs ?? 0
+            if (after === 0) yield* land
+            else yield* Effect.forkDaemon(Effect.sleep(after).pipe(Effect.zipRight(Effect.suspend(() => byName.has(spec.name) ? Effect.void : Effect.asVoid(land)))))
+            return yield* new DockerUnavailable({ endpoint, operation: "create", message: "the fake engine did not answer the create", hint: "clear the createUnanswered fault" })
           }
-          sandboxes.set(s.id, s)
-          byName.set(s.name, s)
-          return { id: s.id, name: s.name, imageId: `sha256:fake-${spec.image}` }
+          return yield* land
         }),
       attach: (ref, output) =>
         Effect.gen(function*() {

@@ -229,7 +229,9 @@ export const make = (options: SessionsOptions = {}) =>
         return yield* Sandbox.create(kernel, {
           streamId: sessionId,
           spec: sandboxSpec(plan, name, labels, config, supervisor),
-          own: (c) => Effect.sync(() => void (created = c))
+          own: (c) => Effect.sync(() => void (created = c)),
+          // Every session sandbox's name is new (its session id): removing it by name cannot hit another.
+          unanswered: (unansweredName) => FiberSet.run(background, removals.removeUnanswered(unansweredName)).pipe(Effect.asVoid)
         }).pipe(
           Effect.tap((c) => Sandbox.startRecorded(kernel, sessionId, c)),
           Effect.tapErrorCause(() => created === undefined ? Effect.void : removals.destroy(sessionId, created, "failed"))

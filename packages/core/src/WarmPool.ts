@@ -89,7 +89,14 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
         let created: SandboxRef | undefined
         const own = (c: SandboxRef) => Effect.sync(() => void (created = c))
         const made = Effect.gen(function*() {
-          const container = yield* Sandbox.create(kernel, { streamId: poolStreamId, spec: deps.specFor(language, poolStreamId, containerName), own, pooled: true })
+          const container = yield* Sandbox.create(kernel, {
+            streamId: poolStreamId,
+            spec: deps.specFor(language, poolStreamId, containerName),
+            own,
+            pooled: true,
+            // No answer (the engine died or froze) does not mean no container: it may exist, or land later.
+            unanswered: (name) => FiberSet.run(background, removals.removeUnanswered(name)).pipe(Effect.asVoid)
+          })
           let target: OutputReceiver = { stdout: discard, stderr: discard }
           const started = yield* Sandbox.start(kernel, poolStreamId, container, { stdout: (b) => target.stdout(b), stderr: (b) => target.stderr(b) })
           const entry: Entry = {

@@ -150,6 +150,34 @@ describe("Executor (fake runtime)", () => {
         for (const state of states.values()) expect(Projection.isClosed(state)).toBe(true)
         expect(all.some((e) => e.type === "ContainerDestroyed" && e.data.reason === "pool-drained")).toBe(true)
       })))
+  it.effect("a create that got no answer and lands later (a frozen engine thawing) is found and removed: cold path and warm pool", () =>
+    withExecutor({ warmPool: { size: 1, languages: ["python"] } }, ({ control, executor, close }) =>
+      Effect.gen(function*() {
+        const poolReady = Effect.gen(function*() {
+          while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("10 millis")
+        })
+        yield* poolReady
+        const [pooled] = yield* control.alive
+        // Every create from now on: no answer, the sandbox appears 3 s later (after the removal by name found nothing).
+        yield* Ref.update(control.faults, (f) => ({ ...f, createUnanswered: { landsAfterMs: 3_000 } }))
+        const cold = yield* Effect.exit(executor.executeCode({ language: "javascript", code: fakeProgram({}) }))
+        expect(Exit.isFailure(cold) && JSON.stringify(cold.cause)).toContain("DockerUnavailable")
+        // The warm one is claimed; its refill gets no answer either.
+        yield* executor.executeCode({ language: "python", code: fakeProgram({}) })
+        for (let i = 0; i < 20; i++) yield* TestClock.adjust("100 millis")
+        yield* Ref.update(control.faults, (f) => { const { createUnanswered: _, ...rest } = f; return rest })
+        // They land 3 s after each create; the rechecks find and remove them: what stays alive is
+        // the one sandbox the refilled pool holds (the claimed one is gone with its execution).
+        for (let i = 0; i < 300; i++) yield* TestClock.adjust("100 millis")
+        const alive = yield* control.alive
+        expect(alive.map((a) => a.name)).not.toContain(pooled!.name)
+        expect(alive).toHaveLength(1)
+        expect((yield* executor.stats).warm).toEqual({ python: 1 })
+        // The rechecks still waiting are cut short by the close (which makes one last attempt), not awaited.
+        yield* close
+        expect(yield* control.alive).toEqual([])
+      })))
+
   it.effect("warm pool: a pooled sandbox killed by an engine crash is removed once the engine is back, even after a long outage", () =>
     withExecutor({ warmPool: { size: 1, languages: ["python"] } }, ({ control, executor }) =>
       Effect.gen(function*() {

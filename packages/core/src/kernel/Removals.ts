@@ -19,6 +19,9 @@ type DestroyReason = Extract<JournalEvent, { readonly type: "ContainerDestroyed"
 /** How long one removal attempt may take before it is retried; the engine usually answers in ~10 ms. */
 const REMOVE_ATTEMPT_TIMEOUT = "20 seconds"
 
+/** When an unanswered create's name is looked for again: a request the engine held comes through within seconds of its return. */
+const UNANSWERED_RECHECKS = ["5 seconds", "20 seconds", "60 seconds"] as const
+
 /** Retries for a removal the caller waits for: long enough to ride out an engine restart. */
 const rideOutEngineRestart = Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
 
@@ -27,6 +30,12 @@ export interface Removals {
   readonly destroy: (streamId: string, container: SandboxRef, reason: DestroyReason) => Effect.Effect<void>
   /** Make sure a sandbox the journal never saw does not exist (retried like `destroy`, no event); never fails. */
   readonly removeUnrecorded: (ref: SandboxRef) => Effect.Effect<void>
+  /**
+   * A create that got no answer: it may have created the sandbox, or may still (a frozen engine runs
+   * the request when it thaws, after a removal by name found nothing). Removed by name now, looked
+   * for again later in the background, and once more when the owner closes. No event.
+   */
+  readonly removeUnanswered: (name: string) => Effect.Effect<void>
   /**
    * Remove it now, retried like `destroy`, failing if the engine never confirms: for a caller that
    * cannot go on while it exists (a persistent sandbox replaced under the same name). No event.
@@ -68,11 +77,16 @@ export const make = (deps: {
         Effect.zipRight(Effect.uninterruptible(Effect.suspend(() => (stragglers.delete(s.container.id) ? record(s) : Effect.void))))
       )
 
+    const unanswered = new Set<string>()
     yield* Effect.addFinalizer(() =>
-      Effect.forEach(stragglers.values(), (s) =>
-        removeStraggler(s).pipe(
-          Effect.catchAllCause((cause) => Effect.logWarning(`${prefix}could not remove ${s.container.name}; the watchdog and the sweep will reap it`, cause))
-        ), { concurrency: 8, discard: true })
+      Effect.zipRight(
+        Effect.forEach(stragglers.values(), (s) =>
+          removeStraggler(s).pipe(
+            Effect.catchAllCause((cause) => Effect.logWarning(`${prefix}could not remove ${s.container.name}; the watchdog and the sweep will reap it`, cause))
+          ), { concurrency: 8, discard: true }),
+        // One attempt each: by now the engine has had every chance to run a create it held.
+        Effect.forEach(unanswered, (name) => attempt({ id: name, name }).pipe(Effect.ignore), { concurrency: 8, discard: true })
+      )
     )
     // Made after that finalizer, so closed (its retries interrupted) before the last attempts.
     const late = yield* FiberSet.make<void, never>()
@@ -86,7 +100,9 @@ export const make = (deps: {
             Effect.zipRight(Effect.suspend(() => {
               const straggler = { streamId, container, reason }
               stragglers.set(container.id, straggler)
-              return FiberSet.run(late, removeStraggler(straggler).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore))
+              // Interruptible: forked from a finalizer or an uninterruptible create, it would inherit
+              // that, and the owner's close (which interrupts `late`) would wait for it.
+              return FiberSet.run(late, Effect.interruptible(removeStraggler(straggler).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore)))
             })),
             Effect.asVoid
           )
@@ -100,5 +116,18 @@ export const make = (deps: {
         Effect.catchAllCause((cause) => Effect.logWarning(`${prefix}could not make sure ${ref.name} does not exist; the sweep will reap it`, cause))
       )
 
-    return { destroy, removeUnrecorded, removeNow }
+    const removeUnanswered = (name: string) =>
+      removeUnrecorded({ id: name, name }).pipe(
+        Effect.zipRight(Effect.sync(() => void unanswered.add(name))),
+        Effect.zipRight(FiberSet.run(
+          late,
+          Effect.forEach(UNANSWERED_RECHECKS, (delay) => Effect.sleep(delay).pipe(Effect.zipRight(attempt({ id: name, name }).pipe(Effect.ignore))), { discard: true }).pipe(
+            Effect.zipRight(Effect.sync(() => void unanswered.delete(name))),
+            Effect.interruptible // see the stragglers' retries above
+          )
+        )),
+        Effect.asVoid
+      )
+
+    return { destroy, removeUnrecorded, removeNow, removeUnanswered }
   })
