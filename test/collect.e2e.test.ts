@@ -243,3 +243,45 @@ print("armed")
     await expect(executor.executeCode({ language: "python", code: "pass", collect: ["x"], collectLimits: { maxFiles: 0 } })).rejects.toMatchObject({ _tag: "InvalidRequest" })
   })
 })
+
+describe("collect with the data-science image (hermes-sandbox/python-data)", () => {
+  let executor: SandboxExecutor
+  beforeAll(async () => {
+    executor = await testExecutor({ timeoutMs: 60_000, awaitRemoval: true })
+  })
+  afterAll(async () => {
+    await executor.close()
+  })
+
+  it("a matplotlib chart comes back as a PNG, and a CSV goes in through files, through pandas, out through collect", async () => {
+    const r = await executor.executeCode({
+      language: "python",
+      image: "hermes-sandbox/python-data:latest",
+      code: String.raw`
+import hashlib, os
+import pandas as pd
+import matplotlib.pyplot as plt
+df = pd.read_csv("sales.csv")
+summary = df.groupby("region", as_index=False)["amount"].sum().sort_values("region")
+os.makedirs("out", exist_ok=True)
+summary.to_csv("out/summary.csv", index=False)
+ax = summary.plot.bar(x="region", y="amount", legend=False)
+ax.figure.savefig("chart.png", dpi=80)
+print(hashlib.sha256(open("chart.png", "rb").read()).hexdigest())
+`,
+      files: { "sales.csv": "region,amount\nnorth,10\nsouth,5\nnorth,7\neast,1\n" },
+      collect: ["chart.png", "out/**"]
+    })
+    expect(r.exitCode, r.stderr).toBe(0)
+    expect(r.stderr).toBe("")
+    const files = byPath(r)
+    const png = files.get("chart.png")!
+    expect(Buffer.from(png.content.subarray(0, 8)).toString("hex")).toBe("89504e470d0a1a0a")
+    expect(png.mime).toBe("image/png")
+    expect(png.sha256).toBe(r.stdout.trim())
+    expect(png.size).toBeGreaterThan(2_000) // a rendered chart, not an empty image
+    expect(png.size).toBeLessThan(500_000)
+    expect(text(files.get("out/summary.csv")!.content)).toBe("region,amount\neast,1\nnorth,17\nsouth,5\n")
+    expect(r.collection).toEqual({ status: "complete" })
+  })
+})
