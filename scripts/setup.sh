@@ -22,6 +22,9 @@ else
   npx -y pnpm@10.34.0 install --reporter=append-only
 fi
 
-step "sandbox images (scripts/build-images.sh)"
-bash scripts/build-images.sh
+# HERMES_IMAGE_VARIANT: languages (default: python, node, bash), data (hermes-sandbox/python-data,
+# ~510 MB) or all; scripts/test.sh asks for all, since the suite runs the data image too.
+variant="${HERMES_IMAGE_VARIANT:-languages}"
+step "sandbox images (scripts/build-images.sh --variant $variant)"
+bash scripts/build-images.sh --variant "$variant"
 step "ready"

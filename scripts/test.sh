@@ -3,7 +3,8 @@
 # real-engine), then check that no hermes-sandbox-* container was left behind.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/setup.sh
+# The data-science image too (test/python-data-image.e2e.test.ts); cached after the first build.
+HERMES_IMAGE_VARIANT=all bash scripts/setup.sh
 # Test-only tools: mkfs.xfs for the private engine on XFS (test/chaos/xfs-storage.test.ts);
 # rootlesskit and newuidmap for the rootless engine (test/chaos/rootless.test.ts).
 missing=""
