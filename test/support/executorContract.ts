@@ -8,6 +8,7 @@
  * TestClock precision, gauges and the fake pool in packages/core/test/Executor.test.ts; hardening,
  * outside kills, images, languages and the Promise facade in test/execute.e2e.test.ts.
  */
+import { createHash } from "node:crypto"
 import { describe, expect } from "@effect/vitest"
 import { Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import {
@@ -270,6 +271,29 @@ export const executorContract = (name: string, world: ExecutorWorld) => {
             code: world.program({ printFile: "/workspace/data/input.txt" })
           })
           expect(r).toMatchObject({ exitCode: 0, stdout: "3\n4\n", stderr: "" })
+        })), 60_000)
+
+    test("collect: the files matching the globs come back after the program, with size and sha256, and the journal has their metadata", () =>
+      withExecutor({}, ({ executor }) =>
+        Effect.gen(function*() {
+          const events: Array<{ type: string; data: unknown }> = []
+          executor.unsafeSubscribe((e) => events.push(e))
+          const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3])
+          const r = yield* executor.executeCode({
+            language: world.language,
+            files: { "in/a.png": png, "in/b.txt": "bee", "other.csv": "x,y\n" },
+            code: world.program({}),
+            collect: ["in/*.png", "*.csv"]
+          })
+          expect(r.files?.map((f) => [f.path, f.size, f.mime, Array.from(f.content)])).toEqual([
+            ["in/a.png", 11, "image/png", Array.from(png)],
+            ["other.csv", 4, "text/csv", Array.from(new TextEncoder().encode("x,y\n"))]
+          ])
+          expect(r.files?.[0]?.sha256).toBe(createHash("sha256").update(png).digest("hex"))
+          expect(r).toMatchObject({ skippedFiles: [], filesTruncated: false, collection: { status: "complete" } })
+          const types = events.filter((e) => (e as { streamId?: string }).streamId === r.executionId).map((e) => e.type)
+          expect(types.indexOf("ArtifactsCollected")).toBeGreaterThan(0)
+          expect(types.indexOf("ArtifactsCollected")).toBe(types.indexOf("ContainerExited") - 1)
         })), 60_000)
 
     test("caps stdout: bytes past the cap are dropped and flagged, and counted", () =>

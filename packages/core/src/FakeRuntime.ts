@@ -23,8 +23,8 @@ import {
   type SandboxState
 } from "./SandboxRuntime.js"
 import { makeFakeExec } from "./internal/fakeExec.js"
-import { fromRunnerPayload, outputFrames } from "./internal/fakeProgram.js"
-import { encodeFrame } from "./RunnerProtocol.js"
+import { fakeCollect, fromRunnerPayload, outputFrames } from "./internal/fakeProgram.js"
+import { encodeFrame, MAX_FRAME_PAYLOAD } from "./RunnerProtocol.js"
 
 export { type FakeProgram, fakeProgram } from "./internal/fakeProgram.js"
 
@@ -129,7 +129,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
           payload.set(chunk, offset)
           offset += chunk.byteLength
         }
-        const { files, program, key, stdin } = fromRunnerPayload(payload)
+        const { files, program, key, stdin, collect } = fromRunnerPayload(payload)
         // Like the supervisor: the program's streams go out in frames on stdout, its report last.
         const frame = (type: "o" | "e" | "x", b: Uint8Array | string) => {
           const bytes = typeof b === "string" ? encoder.encode(b) : b
@@ -153,7 +153,14 @@ export const make = (initialFaults: FakeFaults = {}) =>
         // A frozen engine delivers no exit until it is back.
         while ((yield* Ref.get(faults)).engineDown) yield* Effect.sleep(50)
         const exitCode = missing ? 1 : program.exitCode ?? 0
-        // Like the supervisor: report the end, unless the kernel killed it with the program.
+        // Like the supervisor: the files asked for, then report the end, unless the kernel killed it with the program.
+        if (key !== undefined && !program.oom && collect !== undefined) {
+          for (const [path, content] of fakeCollect(files, collect)) {
+            s.output?.stdout(encodeFrame(key, "f", `644 ${content.byteLength} ${path}`))
+            for (let at = 0; at < content.byteLength; at += MAX_FRAME_PAYLOAD) s.output?.stdout(encodeFrame(key, "c", content.subarray(at, at + MAX_FRAME_PAYLOAD)))
+            s.output?.stdout(encodeFrame(key, "F", String(content.byteLength)))
+          }
+        }
         if (key !== undefined && !program.oom) {
           frame("x", `${exitCode} ${out.byteLength + (program.echoStdin ? stdin.byteLength : 0) + (file?.byteLength ?? 0)} ${err.byteLength} 0`)
         }

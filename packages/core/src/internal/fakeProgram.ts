@@ -67,12 +67,29 @@ export const fromRunnerPayload = (payload: Uint8Array): {
   readonly stdin: Uint8Array
   readonly files: ReadonlyArray<readonly [string, Uint8Array]>
   readonly key?: string
+  readonly collect?: ReadonlyArray<string>
 } => {
   const decoded = decodeRunnerPayload(payload)
   if (decoded === undefined) return { program: { stderr: MALFORMED_PAYLOAD_MESSAGE, exitCode: RUNNER_PROTOCOL_ERROR_EXIT }, stdin: new Uint8Array(0), files: [] }
   const program = programFrom(decoder.decode(decoded.code ?? new Uint8Array(0))) ?? {}
-  const parsed = { program, stdin: decoded.stdin, files: decoded.files }
+  const parsed = { program, stdin: decoded.stdin, files: decoded.files, ...(decoded.collect === undefined ? {} : { collect: decoded.collect.patterns }) }
   return decoded.key === undefined ? parsed : { ...parsed, key: decoded.key }
+}
+
+/**
+ * The fake's model of the supervisor's collection: its only files are the request's, matched by
+ * a simplified glob (`*`/`?` within a name, `**` across directories, a directory bringing its
+ * subtree; dotfile rules and the limits are the real supervisor's business, tested on the engine).
+ */
+export const fakeCollect = (files: ReadonlyArray<readonly [string, Uint8Array]>, patterns: ReadonlyArray<string>) => {
+  const toRegExp = (pattern: string) => {
+    const body = pattern.split("/").filter((s) => s !== "" && s !== ".").map((seg) =>
+      seg === "**" ? "(?:[^/]+/)*" : `${seg.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}/`
+    ).join("")
+    return new RegExp(`^${body}`)
+  }
+  const res = patterns.map(toRegExp)
+  return [...files].filter(([path]) => res.some((re) => re.test(`${path}/`))).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
 /** Output in frames of the run's key, as the supervisor sends it: none longer than the protocol allows. */
