@@ -638,6 +638,8 @@ static const char *errno_name(int e) {
     case EROFS: return "EROFS";
     case ENAMETOOLONG: return "ENAMETOOLONG";
     case EINVAL: return "EINVAL";
+    case ENXIO: return "ENXIO";
+    case EBUSY: return "EBUSY";
     default: return "EIO";
   }
 }
@@ -716,11 +718,22 @@ static int parent_of(const char *workspace, char *path, int create, int root_ok,
       op_failed(e, "%s: %s", segs[i], strerror(e));
       return -1;
     }
-    int sub = S_ISDIR(st.st_mode) ? openat(dir, segs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
-    if (sub < 0 || fstat(sub, &opened) < 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
-      if (sub >= 0) close(sub);
+    if (!S_ISDIR(st.st_mode)) {
       close(dir);
       op_failed(S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR, "%s is %s", segs[i], S_ISLNK(st.st_mode) ? "a symlink (not followed)" : "not a directory");
+      return -1;
+    }
+    int sub = openat(dir, segs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) {
+      int e = errno;
+      close(dir);
+      op_failed(e, "cannot open directory %s: %s", segs[i], strerror(e));
+      return -1;
+    }
+    if (fstat(sub, &opened) < 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+      close(sub);
+      close(dir);
+      op_failed(ELOOP, "%s changed while it was opened (a symlink swapped in: not followed)", segs[i]);
       return -1;
     }
     close(dir);
@@ -759,11 +772,21 @@ static void op_read(const char *workspace, char *path, unsigned long long offset
   close(dir);
 }
 
+/* Read and drop `len` bytes of stdin: a refused write's content, which must never be parsed as header. */
+static void skip_stdin(size_t len) {
+  static unsigned char buf[CHUNK];
+  while (len > 0) {
+    size_t want = len < sizeof buf ? len : sizeof buf;
+    read_exact(buf, want, "the file's content");
+    len -= want;
+  }
+}
+
 static void op_write(const char *workspace, char *path, size_t len, unsigned mode) {
   char *leaf;
   int dir = parent_of(workspace, path, 1, 0, &leaf);
   if (dir < 0) {
-    /* The content is on stdin still; nobody reads it. */
+    skip_stdin(len);
     return;
   }
   /* O_NONBLOCK: a FIFO planted where the file goes must not block; only a regular file is written. */
@@ -771,8 +794,10 @@ static void op_write(const char *workspace, char *path, size_t len, unsigned mod
   struct stat st;
   if (fd < 0) {
     int e = errno;
-    op_failed(e, "cannot write %s: %s", leaf, e == ELOOP ? "it is a symlink (not followed)" : strerror(e));
+    skip_stdin(len);
+    op_failed(e, "cannot write %s: %s", leaf, e == ELOOP ? "it is a symlink (not followed)" : e == ENXIO ? "it is a FIFO without a reader" : strerror(e));
   } else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    skip_stdin(len);
     op_failed(EINVAL, "%s exists and is not a regular file", leaf);
   } else {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -1123,7 +1148,10 @@ int main(int argc, char **argv) {
         take_lock(lock);
         locked = 1;
       }
-      if (strlen(path) != path_len) op_failed(EINVAL, "the path contains a NUL byte");
+      if (strlen(path) != path_len) {
+        if (line[0] == 'w') skip_stdin((size_t)a);
+        op_failed(EINVAL, "the path contains a NUL byte");
+      }
       else if (line[0] == 'r' && line[2] == 'a') op_read(workspace, path, a, b);
       else if (line[0] == 'w') op_write(workspace, path, (size_t)a, (unsigned)b);
       else if (line[0] == 'l') op_list(workspace, path);
