@@ -82,8 +82,6 @@ SUITE="${HERMES_SUITE:-}"
 if [ -z "$SUITE" ] && [ -r /etc/os-release ]; then SUITE="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"; fi
 OFFLINE_BASE="hermes-sandbox/base:${SUITE:-unknown}"
 DATA_BASE="hermes-sandbox/base-data:${SUITE:-unknown}"
-# What a data base is built from: its package list and the stub's control file.
-DATA_BASE_KEY="$DATA_PACKAGES;no-pythran:$(sha256sum "$DATA_STUB_CONTROL" | cut -c1-12)"
 OLD_IDS=() # our own images this run superseded, removed at the end if nothing tags them any more
 
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
@@ -170,6 +168,8 @@ fi
 # ---- the data image's base: always offline (Debian's python3-* packages) -------------------
 if [ "$WITH_DATA" = 1 ]; then
   command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb is missing (the data image is built from Debian packages, on a Debian host)"
+  # What the data base is built from: its package list and the stand-in's control file.
+  DATA_BASE_KEY="$DATA_PACKAGES;no-pythran:$(sha256sum "$DATA_STUB_CONTROL" | cut -c1-12)"
   mkdir -p "$WORKDIR/no-pythran/DEBIAN"
   cp "$DATA_STUB_CONTROL" "$WORKDIR/no-pythran/DEBIAN/control"
   dpkg-deb --root-owner-group --build "$WORKDIR/no-pythran" "$WORKDIR/no-pythran.deb" >/dev/null || die "dpkg-deb could not build the python3-pythran stand-in"
