@@ -789,6 +789,9 @@ static void op_write(const char *workspace, char *path, size_t len, unsigned mod
     skip_stdin(len);
     return;
   }
+  /* KEEP (RunnerProtocol.KEEP_EXISTING_MODE): a file that exists keeps its permission bits. */
+  struct stat before;
+  int keep = (mode & 0100000) != 0 && fstatat(dir, leaf, &before, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(before.st_mode);
   /* O_NONBLOCK: a FIFO planted where the file goes must not block; only a regular file is written. */
   int fd = openat(dir, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode & 0777);
   struct stat st;
@@ -801,7 +804,7 @@ static void op_write(const char *workspace, char *path, size_t len, unsigned mod
     op_failed(EINVAL, "%s exists and is not a regular file", leaf);
   } else {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    fchmod(fd, mode & 0777);
+    if (!keep) fchmod(fd, mode & 0777);
     static unsigned char buf[CHUNK];
     size_t left = len;
     int e = 0;

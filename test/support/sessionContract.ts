@@ -273,6 +273,12 @@ export const sessionContract = (name: string, world: SessionWorld) => {
           expect(Buffer.from(whole.content).equals(Buffer.from(all))).toBe(true)
           expect(whole).toMatchObject({ path: "/workspace/bin/all.bin", size: 256, offset: 0, bytesRead: 256, truncated: false, mode: 0o600 })
           expect(whole.sha256).toBe(createHash("sha256").update(all).digest("hex"))
+          // Rewritten without a mode: it keeps its 0600; a new file without one gets 0644.
+          yield* s.writeFile("bin/all.bin", all)
+          expect((yield* s.readFile("bin/all.bin", { limit: 0 })).mode).toBe(0o600)
+          yield* s.writeFile("bin/new.txt", "new")
+          expect((yield* s.readFile("bin/new.txt", { limit: 0 })).mode).toBe(0o644)
+          yield* s.removeFile("bin/new.txt")
           // Paging: a piece, the tail, past the end, nothing (metadata only).
           const piece = yield* s.readFile("bin/all.bin", { offset: 100, limit: 50 })
           expect([...piece.content]).toEqual([...all.subarray(100, 150)])

@@ -95,6 +95,12 @@ export interface CollectLimits {
   readonly maxTotalBytes: number
 }
 
+/**
+ * In a `write`'s mode: an existing regular file keeps its permission bits; only a new one gets the
+ * low bits (0o777). Without it the file gets exactly the low bits.
+ */
+export const KEEP_EXISTING_MODE = 0o100000
+
 /** A file operation the supervisor does itself (no program, no shell): absolute paths under the writable roots. */
 export type FileOp =
   | { readonly op: "read"; readonly path: string; readonly offset: number; readonly limit: number }

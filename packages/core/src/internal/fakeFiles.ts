@@ -5,7 +5,7 @@
  * with the frames and errno names hermes-run.c sends. Regular files and directories only (no
  * symlinks, FIFOs or permissions: the engine's tests are the proof of those).
  */
-import { encodeFrame, type FileOp, MAX_FRAME_PAYLOAD } from "../RunnerProtocol.js"
+import { encodeFrame, type FileOp, KEEP_EXISTING_MODE, MAX_FRAME_PAYLOAD } from "../RunnerProtocol.js"
 
 type Node =
   | { readonly kind: "file"; content: Uint8Array; mode: number; mtimeMs: number }
@@ -113,7 +113,9 @@ export class FakeFiles {
       if (op.op === "write") {
         const { leaf } = this.parent(op.path, true)
         if (leaf === undefined || this.nodes.get(leaf)?.kind === "directory") throw new Refused("EISDIR", `cannot write ${op.path}: Is a directory`)
-        this.nodes.set(leaf, { kind: "file", content: Uint8Array.from(op.content), mode: op.mode & 0o777, mtimeMs: this.now() })
+        const existing = this.nodes.get(leaf)
+        const keep = (op.mode & KEEP_EXISTING_MODE) !== 0 && existing?.kind === "file"
+        this.nodes.set(leaf, { kind: "file", content: Uint8Array.from(op.content), mode: keep ? existing.mode : op.mode & 0o777, mtimeMs: this.now() })
         return [frame("k", `written ${op.content.byteLength}`)]
       }
       if (op.op === "list") {

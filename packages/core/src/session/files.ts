@@ -18,7 +18,7 @@ import { ContainerFailed, FileNotFound, type FileOperation, type InvalidRequest,
 import { check } from "../ExecutorConfig.js"
 import { SESSION_LOCK } from "../internal/sessionShell.js"
 import { makeSupervisedRun } from "../kernel/SupervisedRun.js"
-import { encodeRunnerPayload, type FileOp } from "../RunnerProtocol.js"
+import { encodeRunnerPayload, type FileOp, KEEP_EXISTING_MODE } from "../RunnerProtocol.js"
 import * as Schemas from "../Schemas.js"
 import { type CallDeps, superviseExec } from "./call.js"
 
@@ -48,7 +48,7 @@ export interface ReadFileOptions extends FileCallOptions {
 }
 
 export interface WriteFileOptions extends FileCallOptions {
-  /** Permission bits of the file (0 to 0o777). Default 0o644. */
+  /** Permission bits of the file (0 to 0o777). Default: an existing file keeps its own, a new one gets 0o644. */
   readonly mode?: number
 }
 
@@ -153,7 +153,8 @@ export const planWrite = (path: unknown, content: unknown, o: WriteFileOptions |
     if (bytes.byteLength > MAX_WRITE_BYTES) {
       return yield* Effect.fail(invalidRequest("content", `${bytes.byteLength} bytes`, `at most ${MAX_WRITE_BYTES} bytes (64 MiB) in one write`))
     }
-    const mode = o?.mode === undefined ? DEFAULT_FILE_MODE : yield* integerIn("mode", o.mode, 0, 0o777, "permission bits from 0 to 0o777 (511)")
+    // Without a mode, an existing file keeps its bits (a new one gets DEFAULT_FILE_MODE), as an editor's save does.
+    const mode = o?.mode === undefined ? KEEP_EXISTING_MODE | DEFAULT_FILE_MODE : yield* integerIn("mode", o.mode, 0, 0o777, "permission bits from 0 to 0o777 (511)")
     return { op: { op: "write", path: resolved, content: bytes, mode }, timeoutMs: yield* deadline(o, defaultTimeoutMs) }
   })
 

@@ -152,11 +152,7 @@ export const readWindow = (sandbox: Session.Session, given: string, offset: numb
 export const writeWhole = (sandbox: Session.Session, given: string, bytes: Uint8Array): Effect.Effect<{ readonly path: string; readonly bytesWritten: number }, unknown> =>
   Effect.gen(function*() {
     const path = yield* resolveToolPath(sandbox, given)
-    // Its mode, when it is a file already (a zero-byte read); anything else is the write's to report.
-    const mode = yield* sandbox.readFile(path, { limit: 0, timeoutMs: TIMEOUT_MS }).pipe(
-      Effect.map((r): number | undefined => r.mode & 0o777),
-      Effect.catchAll(() => Effect.succeed(undefined))
-    )
-    const written = yield* sandbox.writeFile(path, bytes, { timeoutMs: TIMEOUT_MS, ...(mode === undefined ? {} : { mode }) }).pipe(Effect.catchAll(asToolFailure(given)))
+    // No mode: an existing file keeps its permission bits (Session.writeFile's default).
+    const written = yield* sandbox.writeFile(path, bytes, { timeoutMs: TIMEOUT_MS }).pipe(Effect.catchAll(asToolFailure(given)))
     return { path: written.path, bytesWritten: written.bytesWritten }
   })
