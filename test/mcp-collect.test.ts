@@ -6,19 +6,17 @@
  * HTTP server) one MCP session cannot read another's files; and the MCP Inspector's CLI, a client
  * this project did not write, gets the resource_link.
  */
-import { spawn } from "node:child_process"
-import { createHash, randomUUID } from "node:crypto"
+import { createHash } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type HttpServing, McpSandbox, type McpSandboxOptions, serveHttp } from "@hermes-sandbox/mcp"
-import { createServer } from "@hermes-sandbox/mcp/server"
 import { docker, waitFor } from "./support/docker.js"
-import { mcpServerCommand } from "./support/mcp.js"
+import { connectInMemory } from "./support/mcpInMemory.js"
+import { mcpServerCommand, runInspector } from "./support/mcp.js"
 
 const opened: Array<McpSandbox> = []
 const servings: Array<HttpServing> = []
@@ -38,22 +36,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-const connect = async (on: McpSandbox = sandbox, transport: "stdio" | "http" = "stdio") => {
-  const session = on.openSession({ id: randomUUID(), transport })
-  const server = createServer(session)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const client = new Client({ name: "collect-test", version: "1" })
-  await client.connect(clientSide)
-  return {
-    client,
-    session,
-    close: async () => {
-      await client.close()
-      await session.close("test done")
-    }
-  }
-}
+const connect = (on: McpSandbox = sandbox, transport: "stdio" | "http" = "stdio") =>
+  connectInMemory(on, { transport, clientName: "collect-test", clientVersion: "1" })
 
 type Block = { type: string; text?: string; data?: string; mimeType?: string; uri?: string; name?: string; size?: number; description?: string }
 type Structured = Record<string, unknown> & { files?: Array<Record<string, unknown>>; skipped_files?: Array<Record<string, unknown>> }
@@ -234,26 +218,11 @@ describe("execute_code collect over Streamable HTTP (serveHttp, the SDK's HTTP c
 
 describe("execute_code collect through the MCP Inspector's CLI", () => {
   it("tools/call with collect: the JSON it prints has the resource_link and the file in structuredContent", async () => {
-    const inspector = new URL("node_modules/.bin/mcp-inspector", import.meta.url).pathname
     const { command, args } = mcpServerCommand(["--no-journal"])
     const home = mkdtempSync(join(dir, "home-"))
-    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn(inspector, ["--cli", command, ...args, "--method", "tools/call", "--tool-name", "execute_code",
-        "--tool-arg", "code=open('report.csv', 'w').write('x,y\\n1,2\\n')", "--tool-arg", "language=python", "--tool-arg", 'collect=["*.csv"]'],
-        { cwd: home, env: { ...process.env, HOME: home }, stdio: ["ignore", "pipe", "pipe"] })
-      let stdout = ""
-      let stderr = ""
-      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-      const timer = setTimeout(() => {
-        child.kill("SIGKILL")
-        reject(new Error(`the inspector did not finish within 60 s; stdout: ${stdout}; stderr: ${stderr}`))
-      }, 60_000)
-      child.once("close", (code) => {
-        clearTimeout(timer)
-        resolve({ code, stdout, stderr })
-      })
-    })
+    const run = await runInspector([command, ...args, "--method", "tools/call", "--tool-name", "execute_code",
+      "--tool-arg", "code=open('report.csv', 'w').write('x,y\\n1,2\\n')", "--tool-arg", "language=python", "--tool-arg", 'collect=["*.csv"]'],
+      { cwd: home, env: { ...process.env, HOME: home } })
     expect(run.code, run.stderr).toBe(0)
     const result = JSON.parse(run.stdout) as { content: Array<Block>; structuredContent: Structured; isError?: boolean }
     expect(result.isError).toBeFalsy()

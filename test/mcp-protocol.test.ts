@@ -4,16 +4,14 @@
  * (the client validates every structuredContent against the tool's outputSchema), progress,
  * cancellation, the session sandbox's life, the journal behind it, the caps.
  */
-import { randomUUID } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import { Chunk, Effect, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Journal } from "@hermes-sandbox/events"
 import { McpSandbox, type McpSandboxOptions, VERSION } from "@hermes-sandbox/mcp"
-import { createServer } from "@hermes-sandbox/mcp/server"
 import { containerExists, waitFor } from "./support/docker.js"
+import { connectInMemory } from "./support/mcpInMemory.js"
 
 const opened: Array<McpSandbox> = []
 const openSandbox = async (options: McpSandboxOptions = {}) => {
@@ -29,22 +27,8 @@ afterAll(async () => {
   await Promise.all(opened.map((s) => s.close()))
 })
 
-const connect = async (on: McpSandbox = sandbox, transport: "stdio" | "http" = "stdio") => {
-  const session = on.openSession({ id: randomUUID(), transport })
-  const server = createServer(session)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const client = new Client({ name: "protocol-test", version: "1.2.3" })
-  await client.connect(clientSide)
-  return {
-    client,
-    session,
-    close: async () => {
-      await client.close()
-      await session.close("test done")
-    }
-  }
-}
+const connect = (on: McpSandbox = sandbox, transport: "stdio" | "http" = "stdio") =>
+  connectInMemory(on, { transport, clientName: "protocol-test", clientVersion: "1.2.3" })
 
 type Structured = Record<string, unknown>
 const call = async (client: Client, name: string, args: Record<string, unknown>) => {

@@ -13,7 +13,7 @@ import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { isClosed } from "@hermes-sandbox/events"
 import { containerExists, waitFor } from "./support/docker.js"
-import { mcpServerCommand } from "./support/mcp.js"
+import { mcpServerCommand, runInspector } from "./support/mcp.js"
 import { childClient, containersOfExecutors, executeCodeRuns, lifecycleOf, processGone, readJournal, serverEnv, type StdioClient, stdioClient } from "./support/mcpClient.js"
 
 const dir = mkdtempSync(join(tmpdir(), "mcp-stdio-e2e-"))
@@ -316,26 +316,11 @@ describe("standard output carries the protocol alone", () => {
 })
 
 describe("a client this project did not write: the MCP Inspector's CLI", () => {
-  const inspector = new URL("node_modules/.bin/mcp-inspector", import.meta.url).pathname
-
-  const inspect = (args: ReadonlyArray<string>) =>
-    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const cwd = mkdtempSync(join(dir, "inspector-"))
-      const child = spawn(inspector, ["--cli", ...args], { cwd, env: serverEnv(), stdio: ["ignore", "pipe", "pipe"] })
-      let stdout = ""
-      let stderr = ""
-      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-      const timer = setTimeout(() => {
-        child.kill("SIGKILL")
-        reject(new Error(`the inspector did not finish within 60 s; stdout: ${stdout}; stderr: ${stderr}`))
-      }, 60_000)
-      child.once("close", (code) => {
-        clearTimeout(timer)
-        executors.add(executorOf(stderr) ?? "")
-        resolve({ code, stdout, stderr })
-      })
-    })
+  const inspect = async (args: ReadonlyArray<string>) => {
+    const run = await runInspector(args, { cwd: mkdtempSync(join(dir, "inspector-")), env: serverEnv() })
+    executors.add(executorOf(run.stderr) ?? "")
+    return run
+  }
 
   it("tools/list: the five tools; tools/call execute_code: success, stdout 42, journaled under the inspector's name, the container removed", async () => {
     const journal = newJournal("inspector")

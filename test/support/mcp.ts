@@ -54,3 +54,27 @@ export const startHttpServer = (args: ReadonlyArray<string>, env: Record<string,
       reject(new Error(`the server exited (${code}) before printing its URL; stderr: ${stderr}`))
     })
   })
+
+/** The MCP Inspector's CLI (a client this project did not write), installed in the test package. */
+export const inspectorBin = `${root}test/node_modules/.bin/mcp-inspector`
+
+/** Run `mcp-inspector --cli ...args` to its end (killed after 60 s): its exit code and output. */
+export const runInspector = (
+  args: ReadonlyArray<string>,
+  options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv }
+): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(inspectorBin, ["--cli", ...args], { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`the inspector did not finish within 60 s; stdout: ${stdout}; stderr: ${stderr}`))
+    }, 60_000)
+    child.once("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
