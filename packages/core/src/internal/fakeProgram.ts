@@ -79,12 +79,13 @@ export const fromRunnerPayload = (payload: Uint8Array): {
 /**
  * The fake's model of the supervisor's collection: its only files are the request's, matched by
  * a simplified glob (`*`/`?` within a name, `**` across directories, a directory bringing its
- * subtree; dotfile rules and the limits are the real supervisor's business, tested on the engine).
+ * subtree; `[...]` is taken literally; dotfile rules and the limits are the real supervisor's
+ * business, tested on the engine).
  */
 export const fakeCollect = (files: ReadonlyArray<readonly [string, Uint8Array]>, patterns: ReadonlyArray<string>) => {
   const toRegExp = (pattern: string) => {
     const body = pattern.split("/").filter((s) => s !== "" && s !== ".").map((seg) =>
-      seg === "**" ? "(?:[^/]+/)*" : `${seg.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}/`
+      seg === "**" ? "(?:[^/]+/)*" : `${seg.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}/`
     ).join("")
     return new RegExp(`^${body}`)
   }
