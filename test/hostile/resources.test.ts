@@ -208,7 +208,10 @@ for d in ("/tmp", "/workspace"):
 `
       })
       expectOutcome(r, OOM_KILLED)
-      expect(facts(r.stdout)["/tmp"]).toMatch(/^6[34] ENOSPC$/)
+      // gVisor's Sentry counts against the same limit: there the OOM can come before /tmp is full
+      // (seen in CI with the warm pool's sandboxes beside it), so /tmp's line may be missing.
+      const tmp = facts(r.stdout)["/tmp"]
+      if (!gvisor || tmp !== undefined) expect(tmp).toMatch(/^6[34] ENOSPC$/)
     })
   })
 
