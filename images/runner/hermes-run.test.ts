@@ -959,7 +959,13 @@ describe.skipIf(!canUnshare)("in a pid namespace of its own", () => {
     expectRan(r1)
     const left = Number(r1.stdout.toString())
     expect(await ns.alive(left), "without `leftovers kill` it stays").toBe(true)
-    expect((await ns.exec(["cat", `/proc/${left}/cmdline`])).stdout).toBe("sleep\u00001000\u0000")
+    // `$!` is the forked shell, which execs sleep a moment later (on a loaded host, after bash's echo).
+    let cmdline = ""
+    for (let i = 0; i < 100 && cmdline !== "sleep\u00001000\u0000"; i++) {
+      cmdline = (await ns.exec(["cat", `/proc/${left}/cmdline`])).stdout
+      if (cmdline !== "sleep\u00001000\u0000") await sleep(50)
+    }
+    expect(cmdline).toBe("sleep\u00001000\u0000")
     // The second run ends it before its program starts, and what this program leaves after.
     const code = `if [ -d /proc/${left} ] && [ "$(cut -d' ' -f3 /proc/${left}/stat)" != Z ]; then echo "first: alive"; else echo "first: gone"; fi\n${leave}`
     const r2 = await ns.start("framed", { killLeftovers: true, language: "bash", code }).done
