@@ -14,6 +14,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { createSession, openPersistent } from "@hermes-sandbox/docker"
+import { docker, waitFor } from "./support/docker.js"
 import { sessionTracker } from "./support/sessions.js"
 
 const { track, removeTracked } = sessionTracker()
@@ -191,7 +192,9 @@ describe("session file operations against a hostile sandbox", () => {
     const s = track(await createSession({ keepBackgroundProcesses: true }))
     await expect(s.readFile("x", { signal: AbortSignal.abort("changed my mind") })).rejects.toMatchObject({ _tag: "ExecutionAborted", reason: "changed my mind" })
     await s.run("setsid env -i flock /tmp/.hermes-session/lock sleep 300 </dev/null >/dev/null 2>&1 &")
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    // flock runs its command only once it holds the lock: wait (from outside, no call) until `sleep 300` runs.
+    const sandbox = docker.getContainer(s.containerName)
+    expect(await waitFor(async () => (await sandbox.top({ ps_args: "-eo pid,args" })).Processes.some((p: Array<string>) => p.at(-1) === "sleep 300"), 15_000, 50)).toBe(true)
     await expect(s.writeFile("x.txt", "x", { timeoutMs: 2_000 })).rejects.toMatchObject({
       _tag: "ContainerFailed",
       reason: "session-locked",
