@@ -72,7 +72,11 @@ describe("session file operations against a hostile sandbox", () => {
     const s = track(await createSession({ keepBackgroundProcesses: true }))
     await s.run("mkfifo /workspace/fifo /workspace/read-fifo /tmp/fifo2")
     await s.run("setsid cat /workspace/read-fifo > /tmp/what-the-reader-got </dev/null 2>&1 &")
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    // Until the reader waits in the FIFO's open (seen from outside: its kernel wait channel), a write would find no reader.
+    const sandbox = docker.getContainer(s.containerName)
+    const readerWaits = async () =>
+      (await sandbox.top({ ps_args: "-eo pid,wchan:32,args" })).Processes.some((p: Array<string>) => p.at(-1) === "cat /workspace/read-fifo" && /partner|fifo|pipe/.test(p[1] ?? ""))
+    expect(await waitFor(readerWaits, 15_000, 50)).toBe(true)
     // No reader: the non-blocking open fails with ENXIO. (Blocked, it would end at the deadline: ETIMEDOUT.)
     await expect(s.writeFile("fifo", "into the pipe", { timeoutMs: 10_000 })).rejects.toMatchObject({ _tag: "SandboxFileError", operation: "write", code: "ENXIO" })
     // A reader: the open succeeds, and the FIFO is refused before a byte goes in.
