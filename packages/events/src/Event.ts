@@ -154,6 +154,97 @@ export const ArtifactsCollected = event("ArtifactsCollected", {
   reason: Schema.optional(Schema.String)
 })
 
+// --- tool calls (in the execution's stream, between the start and the terminal event) ---
+
+/**
+ * Why a dispatched tool call ended without a result: the handler threw or failed (`error`),
+ * it outlived the per-call timeout (`timed-out`), its result was over the result limit
+ * (`result-too-large`), or the run ended while it was in flight (`cancelled`).
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ToolCallFailureReason = Schema.Literal("error", "timed-out", "result-too-large", "cancelled")
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export type ToolCallFailureReason = typeof ToolCallFailureReason.Type
+
+/**
+ * Why a tool call was never dispatched to a handler (refusals do not count against the
+ * run's call budget).
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ToolCallRefusalReason = Schema.Literal("unknown-tool", "invalid-arguments", "budget-exhausted", "arguments-too-large")
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export type ToolCallRefusalReason = typeof ToolCallRefusalReason.Type
+
+/**
+ * Sandboxed code asked for a tool call. Size and digest of the raw argument bytes only: the
+ * arguments themselves (which may hold secrets) are recorded only when the caller opted in.
+ * `callId` numbers the run's calls 1, 2, 3…; exactly one of ToolCallCompleted, ToolCallFailed
+ * or ToolCallRefused with the same `callId` follows, before the terminal event.
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ToolCallRequested = event("ToolCallRequested", {
+  callId: Count,
+  tool: Schema.String,
+  argumentBytes: Count,
+  argumentsSha256: Schema.String,
+  arguments: Schema.optional(Schema.Unknown)
+})
+
+/**
+ * The handler returned; the result's size, never the result.
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ToolCallCompleted = event("ToolCallCompleted", {
+  callId: Count,
+  tool: Schema.String,
+  durationMs: Millis,
+  resultBytes: Count
+})
+
+/**
+ * The call was dispatched and ended without a result (see {@link ToolCallFailureReason});
+ * `message` is what the code was told (a handler's message, never its stack).
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ToolCallFailed = event("ToolCallFailed", {
+  callId: Count,
+  tool: Schema.String,
+  durationMs: Millis,
+  reason: ToolCallFailureReason,
+  message: Schema.String
+})
+
+/**
+ * The call was refused before any handler ran (see {@link ToolCallRefusalReason}).
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ToolCallRefused = event("ToolCallRefused", {
+  callId: Count,
+  tool: Schema.String,
+  reason: ToolCallRefusalReason,
+  message: Schema.String
+})
+
 /**
  * @since 0.1.0
  * @category schemas
@@ -291,6 +382,10 @@ export const members = [
   ContainerStarted,
   ContainerClaimed,
   ArtifactsCollected,
+  ToolCallRequested,
+  ToolCallCompleted,
+  ToolCallFailed,
+  ToolCallRefused,
   ContainerExited,
   ExecutionTimedOut,
   ExecutionInterrupted,
@@ -352,6 +447,10 @@ export const lifecycleEventTypes = [
   "ContainerStarted",
   "ContainerClaimed",
   "ArtifactsCollected",
+  "ToolCallRequested",
+  "ToolCallCompleted",
+  "ToolCallFailed",
+  "ToolCallRefused",
   "ContainerExited",
   "ExecutionTimedOut",
   "ExecutionInterrupted",
@@ -501,6 +600,10 @@ export const EventEnvelope = Schema.Union(
   envelopeOf(ContainerStarted),
   envelopeOf(ContainerClaimed),
   envelopeOf(ArtifactsCollected),
+  envelopeOf(ToolCallRequested),
+  envelopeOf(ToolCallCompleted),
+  envelopeOf(ToolCallFailed),
+  envelopeOf(ToolCallRefused),
   envelopeOf(ContainerExited),
   envelopeOf(ExecutionTimedOut),
   envelopeOf(ExecutionInterrupted),

@@ -32,6 +32,28 @@ export type Phase = "requested" | "created" | "started" | "exited" | "timedOut" 
 export type Outcome = "exited" | "timedOut" | "interrupted" | "failed"
 
 /**
+ * One tool's calls: how many the code asked for (`ToolCallRequested`) and how many of them
+ * completed, failed or were refused.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface ToolCallCounts {
+  readonly requested: number
+  readonly completed: number
+  readonly failed: number
+  readonly refused: number
+}
+
+/**
+ * How a tool call ended (its outcome event).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ToolCallOutcome = "completed" | "failed" | "refused"
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -64,6 +86,14 @@ export interface ExecutionState {
   readonly claimedBy?: string
   /** `ArtifactsCollected`: how many files came back, their bytes, how many were skipped. */
   readonly artifacts?: { readonly files: number; readonly bytes: number; readonly skipped: number; readonly status: "complete" | "partial" | "none" }
+  /** Tool calls by tool name (absent before the first `ToolCallRequested`), counted as recorded. */
+  readonly toolCalls?: Readonly<Record<string, ToolCallCounts>>
+  /**
+   * The run's tool calls by `callId`, with their outcome once it came (none: still in flight).
+   * Kept only until the terminal event, which settles the run (nothing may follow it), so a
+   * closed stream holds only the counts.
+   */
+  readonly toolCallsById?: Readonly<Record<string, { readonly tool: string; readonly outcome?: ToolCallOutcome }>>
   readonly lastSequence: number
   readonly lastVersion: number
   readonly violations: ReadonlyArray<string>
@@ -108,6 +138,25 @@ export const initial = (streamId: string): ExecutionState => ({
 })
 
 const hasContainer = (s: ExecutionState): boolean => s.containerId !== undefined || s.containerName !== undefined
+
+const noToolCalls: ToolCallCounts = { requested: 0, completed: 0, failed: 0, refused: 0 }
+
+const toolCallOutcomes = {
+  ToolCallCompleted: "completed",
+  ToolCallFailed: "failed",
+  ToolCallRefused: "refused"
+} as const satisfies Record<string, ToolCallOutcome>
+
+/** The counts with one more `field` for `tool`. */
+const countToolCall = (
+  counts: ExecutionState["toolCalls"],
+  tool: string,
+  field: keyof ToolCallCounts
+): Readonly<Record<string, ToolCallCounts>> => {
+  // Own keys only: a tool may well be called `toString` or `__proto__`.
+  const before = counts !== undefined && Object.hasOwn(counts, tool) ? counts[tool]! : noToolCalls
+  return { ...counts, [tool]: { ...before, [field]: before[field] + 1 } }
+}
 
 /**
  * Applies one event. Deterministic; never throws. Events of other streams, non-lifecycle
@@ -203,11 +252,51 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
       }
       break
     }
+    case "ToolCallRequested": {
+      const { callId, tool } = envelope.data
+      if (ended) violations.push("ToolCallRequested after the terminal event")
+      if (current.startedAt === undefined && current.sessionId === undefined) violations.push("ToolCallRequested before the container started")
+      next.kind = "execution"
+      next.toolCalls = countToolCall(current.toolCalls, tool, "requested")
+      if (!ended) {
+        if (current.toolCallsById?.[callId] !== undefined) violations.push(`second ToolCallRequested for call ${callId}`)
+        else next.toolCallsById = { ...current.toolCallsById, [callId]: { tool } }
+      }
+      break
+    }
+    case "ToolCallCompleted":
+    case "ToolCallFailed":
+    case "ToolCallRefused": {
+      const { callId, tool } = envelope.data
+      const outcome = toolCallOutcomes[envelope.type]
+      if (ended) violations.push(`${envelope.type} after the terminal event`)
+      next.kind = "execution"
+      next.toolCalls = countToolCall(current.toolCalls, tool, outcome)
+      if (!ended) {
+        // After the terminal event the run's calls are gone (and that is reported above).
+        const call = current.toolCallsById?.[callId]
+        if (call === undefined) violations.push(`${envelope.type} for call ${callId} without ToolCallRequested`)
+        else if (call.outcome !== undefined) violations.push(`${envelope.type} for call ${callId}, already ${call.outcome}`)
+        else {
+          if (call.tool !== tool) violations.push(`${envelope.type} for call ${callId} names ${tool}, requested as ${call.tool}`)
+          next.toolCallsById = { ...current.toolCallsById, [callId]: { tool: call.tool, outcome } }
+        }
+      }
+      break
+    }
     case "ContainerExited":
     case "ExecutionTimedOut":
     case "ExecutionInterrupted":
     case "ExecutionFailed": {
       if (ended) violations.push(`${envelope.type} after the terminal event (${current.outcome})`)
+      if (!ended && current.toolCallsById !== undefined) {
+        // Every call is settled before the run ends (in-flight ones as cancelled).
+        const unsettled = Object.entries(current.toolCallsById).filter(([, call]) => call.outcome === undefined)
+        if (unsettled.length > 0) {
+          violations.push(`${envelope.type} with tool calls left without an outcome: ${unsettled.map(([id, call]) => `${id} (${call.tool})`).join(", ")}`)
+        }
+        delete next.toolCallsById
+      }
       if (envelope.type === "ContainerExited" && current.startedAt === undefined && current.sessionId === undefined) {
         // Session executions run in a long-lived container and have no start of their own.
         violations.push("ContainerExited before ContainerStarted")
@@ -395,6 +484,8 @@ export interface Summary {
   readonly containersAlive: number
   /** Executions that are not closed (see {@link isClosed}). */
   readonly openLifecycles: number
+  /** Tool calls by tool name (sorted), summed over executions. */
+  readonly toolCalls: Readonly<Record<string, ToolCallCounts>>
 }
 
 /**
@@ -415,6 +506,7 @@ export const summarize = (input: Iterable<ExecutionState> | ReadonlyMap<string, 
   let total = 0
   let containersAlive = 0
   let openLifecycles = 0
+  const toolCalls = new Map<string, Mutable<ToolCallCounts>>()
   for (const state of list) {
     if (isContainerAlive(state)) containersAlive++
     if (state.kind !== "execution") continue
@@ -424,6 +516,14 @@ export const summarize = (input: Iterable<ExecutionState> | ReadonlyMap<string, 
     if (state.exitCode !== undefined) exitCodes[String(state.exitCode)] = (exitCodes[String(state.exitCode)] ?? 0) + 1
     if (state.startedAt !== undefined && state.finishedAt !== undefined) {
       durations.push(Math.max(0, state.finishedAt - state.startedAt))
+    }
+    for (const [tool, counts] of Object.entries(state.toolCalls ?? {})) {
+      const sum = toolCalls.get(tool) ?? { ...noToolCalls }
+      sum.requested += counts.requested
+      sum.completed += counts.completed
+      sum.failed += counts.failed
+      sum.refused += counts.refused
+      toolCalls.set(tool, sum)
     }
   }
   durations.sort((a, b) => a - b)
@@ -439,7 +539,8 @@ export const summarize = (input: Iterable<ExecutionState> | ReadonlyMap<string, 
     },
     exitCodes,
     containersAlive,
-    openLifecycles
+    openLifecycles,
+    toolCalls: Object.fromEntries([...toolCalls].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
   }
 }
 
@@ -448,8 +549,9 @@ const isMap = (u: unknown): u is ReadonlyMap<string, ExecutionState> => u instan
 /**
  * Lists what is wrong with one stream's events (empty when valid): lifecycle order
  * (created < started < exactly one terminal < destroyed; nothing after `ContainerDestroyed`
- * but `ExecutionCompleted`), versions 1..n contiguous, sequences strictly increasing, a
- * single stream id.
+ * but `ExecutionCompleted`), tool calls (after the start, or in a session's call; each
+ * `callId` requested once, then exactly one outcome, all before the terminal event),
+ * versions 1..n contiguous, sequences strictly increasing, a single stream id.
  *
  * @since 0.1.0
  * @category validation

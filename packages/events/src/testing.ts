@@ -11,7 +11,7 @@
 // they are the same instances @effect/vitest's it.prop and Schema's Arbitrary use.
 import * as fc from "effect/FastCheck"
 import { DestroyReason as DestroyReasonSchema, type DestroyReason, type EventData, type EventEnvelope, type EventMetadata, type EventType, type JournalEvent } from "./Event.js"
-import { make, SCHEMA_VERSION } from "./Event.js"
+import { make, SCHEMA_VERSION, ToolCallFailureReason, ToolCallRefusalReason } from "./Event.js"
 
 // --- primitives --------------------------------------------------------------------------
 
@@ -132,6 +132,20 @@ const arbCompleted: fc.Arbitrary<EventData<"ExecutionCompleted">> = fc.record({
   durationMs: arbMillis
 })
 
+const arbToolName = fc.constantFrom("web_search", "read_file", "terminal", "add")
+const arbCallId = fc.integer({ min: 1, max: 50 })
+// What a caller who opted in sees recorded: a small JSON object (plain prototype, so it compares
+// equal after a JSON round trip).
+const arbToolArguments = fc
+  .dictionary(fc.constantFrom("query", "path", "a", "b"), fc.oneof(arbText, fc.integer(), fc.boolean(), fc.constant(null)), { maxKeys: 3 })
+  .map((args) => ({ ...args }))
+const arbToolFailure = fc.record({
+  durationMs: arbMillis,
+  reason: fc.constantFrom(...ToolCallFailureReason.literals),
+  message: arbText
+})
+const arbToolRefusal = fc.record({ reason: fc.constantFrom(...ToolCallRefusalReason.literals), message: arbText })
+
 const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> } = {
   ExecutionRequested: arbRequested,
   ContainerCreated: fc.record(
@@ -150,6 +164,13 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
     },
     { requiredKeys: ["files", "skipped", "truncated", "status"] }
   ),
+  ToolCallRequested: fc.record(
+    { callId: arbCallId, tool: arbToolName, argumentBytes: arbBytes, argumentsSha256: arbSha256, arguments: arbToolArguments },
+    { requiredKeys: ["callId", "tool", "argumentBytes", "argumentsSha256"] }
+  ),
+  ToolCallCompleted: fc.record({ callId: arbCallId, tool: arbToolName, durationMs: arbMillis, resultBytes: arbBytes }),
+  ToolCallFailed: fc.tuple(arbCallId, arbToolName, arbToolFailure).map(([callId, tool, failure]) => ({ callId, tool, ...failure })),
+  ToolCallRefused: fc.tuple(arbCallId, arbToolName, arbToolRefusal).map(([callId, tool, refusal]) => ({ callId, tool, ...refusal })),
   ContainerExited: fc.record({ exitCode: arbExitCode, oomKilled: fc.boolean(), durationMs: arbMillis }),
   ExecutionTimedOut: fc.record({ timeoutMs: arbMillis, durationMs: arbMillis }),
   ExecutionInterrupted: fc.record({ reason: arbText }),
@@ -254,14 +275,30 @@ const arbRun = fc.record({
   message: arbText,
   summary: fc.option(arbCompleted, { nil: undefined }),
   pooledOutcome: fc.constantFrom<"exited" | "timeout" | "interrupted" | "failed">("exited", "timeout", "interrupted", "failed"),
-  sessionId: fc.uuid()
+  sessionId: fc.uuid(),
+  toolCalls: fc.array(
+    fc.record({
+      tool: arbToolName,
+      argumentBytes: arbBytes,
+      argumentsSha256: arbSha256,
+      outcome: fc.oneof(
+        fc.record({ type: fc.constant("ToolCallCompleted" as const), durationMs: arbMillis, resultBytes: arbBytes }),
+        arbToolFailure.map((failure) => ({ type: "ToolCallFailed" as const, ...failure })),
+        arbToolRefusal.map((refusal) => ({ type: "ToolCallRefused" as const, ...refusal }))
+      )
+    }),
+    { maxLength: 3 }
+  ),
+  // How the calls interleave (concurrent calls from threads or Promise.all settle in any order).
+  toolCallOrder: fc.array(fc.nat(), { minLength: 6, maxLength: 6 })
 })
 
 /**
  * A valid event sequence of one execution; every {@link LifecyclePath} is covered: create
  * fails, start fails, normal exit, OOM kill, timeout, interruption (queued, created,
  * running), failure while running, a claimed warm-pool container, and an execution inside
- * a session's long-lived container.
+ * a session's long-lived container. A run whose program ran makes up to 3 tool calls
+ * (numbered 1, 2, 3, possibly in flight at once), each settled before the terminal event.
  *
  * @since 0.1.0
  * @category arbitraries
@@ -289,6 +326,26 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
     events.push(make("ExecutionTimedOut", { timeoutMs: request.timeoutMs, durationMs: Math.max(run.durationMs, request.timeoutMs) }))
   const interrupted = () => events.push(make("ExecutionInterrupted", { reason: run.reason }))
   const failed = (errorTag: string) => events.push(make("ExecutionFailed", { errorTag, message: run.message }))
+  // The program's tool calls, between the start and the terminal event: each step either
+  // requests the next call or settles one in flight.
+  const toolCalls = () => {
+    const calls = run.toolCalls
+    const inFlight: Array<number> = []
+    let requested = 0
+    for (const choice of run.toolCallOrder.slice(0, calls.length * 2)) {
+      const pick = choice % (inFlight.length + (requested < calls.length ? 1 : 0))
+      if (pick === inFlight.length) {
+        const call = calls[requested]!
+        requested++
+        inFlight.push(requested)
+        events.push(make("ToolCallRequested", { callId: requested, tool: call.tool, argumentBytes: call.argumentBytes, argumentsSha256: call.argumentsSha256 }))
+      } else {
+        const [callId] = inFlight.splice(pick, 1) as [number]
+        const { tool, outcome: { type, ...data } } = calls[callId - 1]!
+        events.push(make(type, { callId, tool, ...data } as EventData<typeof type>))
+      }
+    }
+  }
   let pool: Lifecycle["pool"]
   let exitCode: number | null = null
   switch (path) {
@@ -303,6 +360,7 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
     case "exited":
       created()
       started()
+      toolCalls()
       exited(false)
       destroyed("completed")
       exitCode = run.exitCode
@@ -310,6 +368,7 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
     case "oom":
       created()
       started()
+      toolCalls()
       exited(true)
       destroyed("completed")
       exitCode = 137
@@ -317,6 +376,7 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
     case "timeout":
       created()
       started()
+      toolCalls()
       timedOut()
       destroyed("timeout")
       break
@@ -331,12 +391,14 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
     case "interrupted-running":
       created()
       started()
+      toolCalls()
       interrupted()
       destroyed("interrupted")
       break
     case "failed-running":
       created()
       started()
+      toolCalls()
       failed("AttachFailed")
       destroyed("failed")
       break
@@ -350,6 +412,7 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
         ]
       }
       events.push(make("ContainerClaimed", { containerName, containerId, poolStreamId: streamId }))
+      toolCalls()
       switch (run.pooledOutcome) {
         case "exited":
           exited(false)
@@ -373,6 +436,7 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
     }
     case "session":
       // Runs in the session's container: no create/start/destroy of its own.
+      toolCalls()
       exited(false)
       exitCode = run.exitCode
       break

@@ -36,7 +36,7 @@ describe("Event", () => {
 
   it("eventTypes lists every member exactly once", () => {
     expect(new Set(Event.eventTypes).size).toBe(Event.members.length)
-    expect(Event.eventTypes).toHaveLength(17)
+    expect(Event.eventTypes).toHaveLength(21)
   })
 
   it("rejects malformed events", () => {
@@ -52,6 +52,20 @@ describe("Event", () => {
         data: { containerName: "n", containerId: "i", reason: "bored" }
       }))
     ).toBe(true)
+  })
+
+  it("tool-call events: sizes and a digest; the arguments only as an optional field; the reasons the contract names", () => {
+    const decode = Schema.decodeUnknownEither(Event.JournalEvent)
+    const requested = { callId: 1, tool: "web_search", argumentBytes: 17, argumentsSha256: "ab" }
+    expect(Either.isRight(decode({ type: "ToolCallRequested", data: requested }))).toBe(true)
+    expect(Either.isRight(decode({ type: "ToolCallRequested", data: { ...requested, arguments: { query: "x" } } }))).toBe(true)
+    expect(Either.isLeft(decode({ type: "ToolCallRequested", data: { ...requested, callId: -1 } }))).toBe(true)
+    expect(Either.isLeft(decode({ type: "ToolCallCompleted", data: { callId: 1, tool: "t", durationMs: 2, resultBytes: 0.5 } }))).toBe(true)
+    expect([...Event.ToolCallFailureReason.literals]).toEqual(["error", "timed-out", "result-too-large", "cancelled"])
+    expect([...Event.ToolCallRefusalReason.literals]).toEqual(["unknown-tool", "invalid-arguments", "budget-exhausted", "arguments-too-large"])
+    expect(Either.isLeft(decode({ type: "ToolCallFailed", data: { callId: 1, tool: "t", durationMs: 2, reason: "bored", message: "m" } }))).toBe(true)
+    expect(Either.isLeft(decode({ type: "ToolCallRefused", data: { callId: 1, tool: "t", reason: "error", message: "m" } }))).toBe(true)
+    expect(Event.lifecycleEventTypes).toEqual(expect.arrayContaining(["ToolCallRequested", "ToolCallCompleted", "ToolCallFailed", "ToolCallRefused"]))
   })
 
   it("terminal events are the four the contract names", () => {

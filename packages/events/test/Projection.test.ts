@@ -87,6 +87,109 @@ describe("Projection", () => {
     expect(fold([request, artifacts]).violations).toEqual(["ArtifactsCollected before the container started (sequence 2)"])
   })
 
+  describe("tool calls", () => {
+    const started = [request, E("ContainerCreated", { ...container, imageId: "sha256:i" }), E("ContainerStarted", { containerId: "c1" })]
+    const exited = E("ContainerExited", { exitCode: 0, oomKilled: false, durationMs: 5 })
+    const destroyed = E("ContainerDestroyed", { ...container, reason: "completed" })
+    const asked = (callId: number, tool = "web_search") => E("ToolCallRequested", { callId, tool, argumentBytes: 15, argumentsSha256: "0".repeat(64) })
+    const completed = (callId: number, tool = "web_search") => E("ToolCallCompleted", { callId, tool, durationMs: 3, resultBytes: 120 })
+    const failed = (callId: number, tool = "web_search") => E("ToolCallFailed", { callId, tool, durationMs: 60_000, reason: "timed-out", message: "no answer in 60 s" })
+    const refused = (callId: number, tool: string) => E("ToolCallRefused", { callId, tool, reason: "unknown-tool", message: `no tool ${tool}` })
+
+    it("counted per tool: requested, completed, failed, refused; concurrent calls settle in any order", () => {
+      const state = fold([
+        ...started,
+        asked(1),
+        asked(2, "add"),
+        asked(3),
+        completed(2, "add"),
+        failed(1),
+        completed(3),
+        asked(4, "nope"),
+        refused(4, "nope"),
+        exited,
+        destroyed
+      ])
+      expect(state.violations).toEqual([])
+      expect(state.toolCalls).toEqual({
+        web_search: { requested: 2, completed: 1, failed: 1, refused: 0 },
+        add: { requested: 1, completed: 1, failed: 0, refused: 0 },
+        nope: { requested: 1, completed: 0, failed: 0, refused: 1 }
+      })
+      // The per-call bookkeeping ends with the run: a closed stream holds the counts only.
+      expect(state.toolCallsById).toBeUndefined()
+      expect(Projection.isClosed(state)).toBe(true)
+      // While the run is going: which calls are in flight.
+      expect(fold([...started, asked(1), asked(2, "add"), completed(2, "add")]).toolCallsById).toEqual({
+        1: { tool: "web_search" },
+        2: { tool: "add", outcome: "completed" }
+      })
+      expect(fold([...started, exited]).toolCalls).toBeUndefined()
+    })
+
+    it("in a session's call (no container start of its own) as in a one-shot run", () => {
+      const inSession = E("ExecutionRequested", { ...request.data, scope: "session", sessionId: "s1" })
+      const state = fold([inSession, asked(1), completed(1), exited])
+      expect(state.violations).toEqual([])
+      expect(state.toolCalls).toEqual({ web_search: { requested: 1, completed: 1, failed: 0, refused: 0 } })
+    })
+
+    it("an outcome without its request, a second outcome, a second request: violations", () => {
+      expect(fold([...started, completed(1), exited, destroyed]).violations).toEqual([
+        "ToolCallCompleted for call 1 without ToolCallRequested (sequence 4)"
+      ])
+      expect(fold([...started, asked(1), completed(1), failed(1), exited, destroyed]).violations).toEqual([
+        "ToolCallFailed for call 1, already completed (sequence 6)"
+      ])
+      expect(fold([...started, asked(1), asked(1), completed(1), exited, destroyed]).violations).toEqual([
+        "second ToolCallRequested for call 1 (sequence 5)"
+      ])
+      expect(fold([...started, asked(1), completed(1, "add"), exited, destroyed]).violations).toEqual([
+        "ToolCallCompleted for call 1 names add, requested as web_search (sequence 5)"
+      ])
+    })
+
+    it("before the container started, after the terminal event, or left without an outcome: violations", () => {
+      expect(fold([request, asked(1)]).violations).toEqual(["ToolCallRequested before the container started (sequence 2)"])
+      expect(fold([...started, exited, asked(1), destroyed]).violations).toEqual(["ToolCallRequested after the terminal event (sequence 5)"])
+      expect(fold([...started, asked(1), exited, completed(1), destroyed]).violations).toEqual([
+        "ContainerExited with tool calls left without an outcome: 1 (web_search) (sequence 5)",
+        "ToolCallCompleted after the terminal event (sequence 6)"
+      ])
+      expect(fold([...started, exited, destroyed, refused(1, "x")]).violations).toEqual([
+        "ToolCallRefused after ContainerDestroyed (sequence 6)",
+        "ToolCallRefused after the terminal event (sequence 6)"
+      ])
+      expect(fold([...started, asked(1), asked(2, "add"), asked(3), completed(2, "add"), E("ExecutionTimedOut", { timeoutMs: 1, durationMs: 2 }), destroyed]).violations)
+        .toEqual(["ExecutionTimedOut with tool calls left without an outcome: 1 (web_search), 3 (web_search) (sequence 8)"])
+      // checkLifecycle reports the same.
+      expect(Projection.checkLifecycle(toEnvelopes("x", [...started, asked(1), exited, destroyed]))).toEqual([
+        "ContainerExited with tool calls left without an outcome: 1 (web_search) (sequence 5)"
+      ])
+    })
+
+    it("a tool named like an Object.prototype member is counted as any other", () => {
+      const state = fold([...started, asked(1, "toString"), completed(1, "toString"), asked(2, "__proto__"), completed(2, "__proto__"), exited])
+      expect(state.violations).toEqual([])
+      expect(Object.hasOwn(state.toolCalls!, "toString")).toBe(true)
+      expect(state.toolCalls!["toString"]).toEqual({ requested: 1, completed: 1, failed: 0, refused: 0 })
+      expect(Object.getOwnPropertyDescriptor(state.toolCalls!, "__proto__")?.value).toEqual({ requested: 1, completed: 1, failed: 0, refused: 0 })
+      expect(Projection.summarize([state]).toolCalls).toEqual(state.toolCalls)
+    })
+
+    it("summarize: tool calls per tool over executions, sorted by name", () => {
+      const a = fold([...started, asked(1), completed(1), asked(2, "add"), failed(2, "add"), exited, destroyed], "a")
+      const b = fold([...started, asked(1), refused(1, "web_search"), exited, destroyed], "b")
+      const summary = Projection.summarize([a, b, fold(started, "c")])
+      expect(summary.toolCalls).toEqual({
+        add: { requested: 1, completed: 0, failed: 1, refused: 0 },
+        web_search: { requested: 2, completed: 1, failed: 0, refused: 1 }
+      })
+      expect(Object.keys(summary.toolCalls)).toEqual(["add", "web_search"])
+      expect(Projection.summarize([]).toolCalls).toEqual({})
+    })
+  })
+
   it("a claim counts as created + started; the pool stream hands the container over", () => {
     const pool = toEnvelopes("pool-1", [
       E("ContainerCreated", { ...container, imageId: "i", pooled: true }),
@@ -186,6 +289,15 @@ describe("Projection", () => {
     expect([...seen].sort()).toEqual([...lifecyclePaths].sort())
   })
 
+  it("arbLifecycle makes tool calls, some in flight at once, with every outcome", () => {
+    const sample = fc.sample(arbLifecycle(), 500)
+    const types = new Set(sample.flatMap((l) => l.events.map((e) => e.type)))
+    for (const type of ["ToolCallRequested", "ToolCallCompleted", "ToolCallFailed", "ToolCallRefused"]) expect(types).toContain(type)
+    // Two requests in a row: the first was still in flight.
+    expect(sample.some((l) => l.events.some((e, i) => e.type === "ToolCallRequested" && l.events[i + 1]?.type === "ToolCallRequested"))).toBe(true)
+    expect(sample.some((l) => !l.events.some((e) => e.type === "ToolCallRequested"))).toBe(true)
+  })
+
   it.prop("checkLifecycle accepts every stream of a generated history; all executions end closed", [arbJournalHistory], ([history]) => {
     for (const [, events] of byStream(history)) expect(Projection.checkLifecycle(events)).toEqual([])
     const states = Projection.project(history)
@@ -203,8 +315,12 @@ describe("Projection", () => {
     const dropped = envelopes.filter((_, j) => j !== i)
     // Dropping anything but the last event breaks version contiguity.
     if (i < envelopes.length - 1) expect(Projection.checkLifecycle(dropped)).not.toEqual([])
-    // Swapping two events, even with versions and sequences renumbered, breaks the order.
+    // Swapping two events, even with versions and sequences renumbered, breaks the order —
+    // except two events of different tool calls, which concurrent calls may record either way.
     const j = (i + 1) % envelopes.length
+    const callOf = (e: JournalEvent) => (e.type.startsWith("ToolCall") ? (e.data as { callId: number }).callId : undefined)
+    const [a, b] = [callOf(lifecycle.events[i]!), callOf(lifecycle.events[j]!)]
+    fc.pre(a === undefined || b === undefined || a === b)
     const swapped = [...lifecycle.events]
     ;[swapped[i], swapped[j]] = [swapped[j]!, swapped[i]!]
     expect(Projection.checkLifecycle(toEnvelopes(lifecycle.executionId, swapped))).not.toEqual([])
