@@ -23,6 +23,16 @@ const artifacts = (d: Record<string, unknown>): string => {
     (d.status === "complete" ? "" : `, ${d.status}${d.reason === undefined ? "" : ` (${d.reason})`}`)
 }
 
+/** A tool's message as part of one line (a handler's message may span several). */
+const oneLine = (message: unknown): string => String(message).replace(/\s*[\r\n]+\s*/g, " ").trim()
+
+/** Recorded arguments (when the caller opted in) are shown up to this many characters; `--json` has them all. */
+const argumentsShown = 120
+const clip = (text: string): string => (text.length <= argumentsShown ? text : `${text.slice(0, argumentsShown)}…`)
+
+/** The call a ToolCall* event is about: its number and tool. */
+const toolCall = (d: Record<string, unknown>): string => `call ${d.callId} ${d.tool}`
+
 const details = (e: EventEnvelope): string => {
   const d = e.data as Record<string, unknown>
   switch (e.type) {
@@ -36,6 +46,14 @@ const details = (e: EventEnvelope): string => {
       return `${d.containerName} from pool stream ${short(String(d.poolStreamId))}`
     case "ArtifactsCollected":
       return artifacts(d)
+    case "ToolCallRequested":
+      return `${toolCall(d)}, ${d.argumentBytes} B arguments (sha256 ${String(d.argumentsSha256).slice(0, 12)})${d.arguments === undefined ? "" : ` ${clip(JSON.stringify(d.arguments))}`}`
+    case "ToolCallCompleted":
+      return `${toolCall(d)}, ${d.resultBytes} B result after ${d.durationMs} ms`
+    case "ToolCallFailed":
+      return `${toolCall(d)} ${d.reason} after ${d.durationMs} ms: ${oneLine(d.message)}`
+    case "ToolCallRefused":
+      return `${toolCall(d)} refused (${d.reason}): ${oneLine(d.message)}`
     case "ContainerExited":
       return `exit ${d.exitCode}${d.oomKilled ? " (OOM killed)" : ""} after ${d.durationMs} ms`
     case "ExecutionTimedOut":

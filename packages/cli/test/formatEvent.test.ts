@@ -34,4 +34,23 @@ describe("formatEvent", () => {
     }))).toBe("2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ArtifactsCollected    2 files, 1024 B, 3 skipped (1 too-large, 2 symlink), truncated")
     expect(formatEvent(collected({ files: [], skipped: [], truncated: true, status: "none", reason: "timed-out" }))).toMatch(/ArtifactsCollected {4}0 files, 0 B, truncated, none \(timed-out\)$/)
   })
+  it("tool calls: one line each with the call, its tool, the sizes, the duration and why it failed or was refused", () => {
+    const call = (type: string, data: Record<string, unknown>) => ({ ...requested({}), type, data }) as unknown as EventEnvelope
+    const prefix = (type: string) => `2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ${type.padEnd(20)}  `
+    const sha = "1a2b3c4d5e6f".padEnd(64, "0")
+    expect(formatEvent(call("ToolCallRequested", { callId: 1, tool: "web_search", argumentBytes: 15, argumentsSha256: sha })))
+      .toBe(`${prefix("ToolCallRequested")}call 1 web_search, 15 B arguments (sha256 1a2b3c4d5e6f)`)
+    // Recorded arguments (opted in) follow, on the same line, cut after 120 characters.
+    expect(formatEvent(call("ToolCallRequested", { callId: 2, tool: "add", argumentBytes: 13, argumentsSha256: sha, arguments: { a: 1, b: "x\ny" } })))
+      .toBe(`${prefix("ToolCallRequested")}call 2 add, 13 B arguments (sha256 1a2b3c4d5e6f) {"a":1,"b":"x\\ny"}`)
+    const long = formatEvent(call("ToolCallRequested", { callId: 3, tool: "t", argumentBytes: 1000, argumentsSha256: sha, arguments: { q: "q".repeat(1000) } }))
+    expect(long).toMatch(/ \{"q":"q+…$/)
+    expect(long.length).toBeLessThan(prefix("ToolCallRequested").length + 200)
+    expect(formatEvent(call("ToolCallCompleted", { callId: 1, tool: "web_search", durationMs: 3, resultBytes: 120 })))
+      .toBe(`${prefix("ToolCallCompleted")}call 1 web_search, 120 B result after 3 ms`)
+    expect(formatEvent(call("ToolCallFailed", { callId: 1, tool: "web_search", durationMs: 60000, reason: "timed-out", message: "no answer\r\n  in 60 s\n" })))
+      .toBe(`${prefix("ToolCallFailed")}call 1 web_search timed-out after 60000 ms: no answer in 60 s`)
+    expect(formatEvent(call("ToolCallRefused", { callId: 4, tool: "nope", reason: "unknown-tool", message: "no tool named nope" })))
+      .toBe(`${prefix("ToolCallRefused")}call 4 nope refused (unknown-tool): no tool named nope`)
+  })
 })

@@ -4,6 +4,7 @@ import { lastValueFrom, type Observable, tap } from "rxjs"
 import { defaultJournalPath, type EventEnvelope, type JournalClient, openJournal, Projection } from "@hermes-sandbox/events"
 import { ExitCode } from "../exitCodes.js"
 import { formatEvent } from "../formatEvent.js"
+import { formatSummary } from "../formatSummary.js"
 import { trapSignals } from "../signals.js"
 import { NotFound, UsageError } from "../errors.js"
 
@@ -97,14 +98,6 @@ export const eventsSummary = async (options: { journal?: string; json?: boolean 
     process.stdout.write(`${JSON.stringify(summary)}\n`)
     return ExitCode.ok
   }
-  const lines = [
-    `executions        ${summary.total}`,
-    `outcomes          ${Object.entries(summary.byOutcome).map(([k, v]) => `${k} ${v}`).join(", ")}`,
-    `duration (ms)     p50 ${summary.durationMs.p50}, p95 ${summary.durationMs.p95}, p99 ${summary.durationMs.p99}, max ${summary.durationMs.max} (n=${summary.durationMs.count})`,
-    `exit codes        ${Object.entries(summary.exitCodes).map(([k, v]) => `${k}: ${v}`).join(", ") || "-"}`,
-    `containers alive  ${summary.containersAlive}`,
-    `open lifecycles   ${summary.openLifecycles}`
-  ]
-  process.stdout.write(`${lines.join("\n")}\n`)
+  process.stdout.write(formatSummary(summary))
   return ExitCode.ok
 }

@@ -1,0 +1,85 @@
+/**
+ * `hermes-sandbox events` and `events summary` on a journal holding tool calls (written here
+ * through the journal's own client, so no engine is needed): the timeline shows each call, the
+ * summary counts them per tool, in text and JSON.
+ */
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { beforeAll, describe, expect, it } from "vitest"
+import { Event, openJournal } from "@hermes-sandbox/events"
+import { cli } from "./support/cli.js"
+
+const journal = join(mkdtempSync(join(tmpdir(), "hermes-cli-tools-")), "journal.sqlite")
+const E = Event.make
+const container = { containerName: "hermes-sandbox-1", containerId: "c1" }
+const sha = "ab".repeat(32)
+
+beforeAll(async () => {
+  const client = await openJournal({ path: journal })
+  try {
+    await client.append({
+      streamId: "01a23261-e690-75bb-95e7-a93c6a6de2d8",
+      executorId: "test",
+      events: [
+        E("ExecutionRequested", {
+          language: "python",
+          image: "hermes-sandbox/python:latest",
+          codeBytes: 40,
+          codeSha256: sha,
+          stdinBytes: 0,
+          fileCount: 0,
+          timeoutMs: 30_000,
+          limits: { memoryBytes: 1, nanoCpus: 1, pidsLimit: 1, outputLimitBytes: 1 },
+          network: false,
+          runtime: "docker"
+        }),
+        E("ContainerCreated", { ...container, imageId: "sha256:i" }),
+        E("ContainerStarted", { containerId: "c1" }),
+        E("ToolCallRequested", { callId: 1, tool: "web_search", argumentBytes: 15, argumentsSha256: sha }),
+        E("ToolCallRequested", { callId: 2, tool: "add", argumentBytes: 13, argumentsSha256: sha }),
+        E("ToolCallCompleted", { callId: 2, tool: "add", durationMs: 1, resultBytes: 1 }),
+        E("ToolCallFailed", { callId: 1, tool: "web_search", durationMs: 60_000, reason: "timed-out", message: "no answer in 60 s" }),
+        E("ToolCallRequested", { callId: 3, tool: "nope", argumentBytes: 2, argumentsSha256: sha }),
+        E("ToolCallRefused", { callId: 3, tool: "nope", reason: "unknown-tool", message: "no tool named nope" }),
+        E("ContainerExited", { exitCode: 0, oomKilled: false, durationMs: 61_000 }),
+        E("ContainerDestroyed", { ...container, reason: "completed" })
+      ]
+    })
+  } finally {
+    await client.close()
+  }
+})
+
+describe("events with tool calls", () => {
+  it("the timeline shows each call on its line", async () => {
+    const r = await cli(["events", "--journal", journal])
+    expect(r.code).toBe(0)
+    const lines = r.stdout.trim().split("\n")
+    expect(lines).toHaveLength(11)
+    expect(lines[3]).toMatch(/ToolCallRequested {5}call 1 web_search, 15 B arguments \(sha256 abababababab\)$/)
+    expect(lines[5]).toMatch(/ToolCallCompleted {5}call 2 add, 1 B result after 1 ms$/)
+    expect(lines[6]).toMatch(/ToolCallFailed {8}call 1 web_search timed-out after 60000 ms: no answer in 60 s$/)
+    expect(lines[8]).toMatch(/ToolCallRefused {7}call 3 nope refused \(unknown-tool\): no tool named nope$/)
+  })
+
+  it("summary counts them per tool, in text and JSON", async () => {
+    const text = await cli(["events", "summary", "--journal", journal])
+    expect(text.code).toBe(0)
+    expect(text.stdout).toContain([
+      "tool calls        add: 1 requested, 1 completed, 0 failed, 0 refused",
+      "                  nope: 1 requested, 0 completed, 0 failed, 1 refused",
+      "                  web_search: 1 requested, 0 completed, 1 failed, 0 refused"
+    ].join("\n"))
+    const json = await cli(["events", "summary", "--json", "--journal", journal])
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      total: 1,
+      openLifecycles: 0,
+      toolCalls: {
+        add: { requested: 1, completed: 1, failed: 0, refused: 0 },
+        nope: { requested: 1, completed: 0, failed: 0, refused: 1 },
+        web_search: { requested: 1, completed: 0, failed: 1, refused: 0 }
+      }
+    })
+  })
+})
