@@ -63,7 +63,9 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -884,6 +886,285 @@ static void op_remove(const char *workspace, char *path) {
   close(dir);
 }
 
+/* ---- tool calls -------------------------------------------------------------------------- */
+
+/*
+ * The program calls host tools through a unix socket this process listens on (HERMES_TOOLS_SOCKET;
+ * the network stays none, nothing is mounted from the host). One connection per call: the caller
+ * writes "<name>\n<arguments JSON>" and shuts its write side; it gets back one status byte ('0'
+ * result, '1' tool error, '2' refused) and the payload, then EOF. Each call is relayed to the host
+ * as keyed frames ('t' "<id> <bytes> <name>" then exactly <bytes> of arguments in 'a' frames; 'b'
+ * "<id> <bytes seen> <name>" for one larger than allowed; 'q' "<id>" when its caller went away),
+ * so nothing the program writes can pass for a call it did not make or for the end of the run; the
+ * ids are this process's, so no caller can claim another's reply. The host answers on stdin:
+ * "R <id> <status> <n>\n" + n bytes. At most `tool_max_in_flight` calls are taken at once: others
+ * wait in the listen backlog (connect blocks) until one ends.
+ */
+#define TOOL_CALLS_MAX 64
+#define TOOL_NAME_SENT_MAX 256
+
+struct call {
+  int fd;          /* the caller's connection; -1 once it went away */
+  int state;       /* 0 free, 1 reading the request, 2 waiting for the host, 3 writing the reply */
+  unsigned id;
+  char *buf;       /* the request as it arrives, then the reply */
+  size_t len, cap, sent;
+  size_t over;     /* bytes of a request larger than allowed, read and dropped until its EOF */
+};
+static struct call calls[TOOL_CALLS_MAX];
+static int tools_on = 0, tools_listen = -1, tools_busy = 0, host_in_open = 1;
+static size_t tool_max_in_flight = 8, tool_max_request = 1 << 20, tool_max_reply = 1 << 20;
+static unsigned next_call_id = 1;
+static char tools_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+static void tools_listen_at(const char *code_dir) {
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  int n = snprintf(tools_socket, sizeof tools_socket, "%s/tools-%d.sock", code_dir, (int)getpid());
+  if (n < 0 || (size_t)n >= sizeof tools_socket) fail(PROTOCOL_ERROR, "the tool socket's path is too long");
+  memcpy(addr.sun_path, tools_socket, (size_t)n + 1);
+  unlink(tools_socket);
+  tools_listen = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (tools_listen < 0) fail(PROTOCOL_ERROR, "the tool channel cannot start: socket: %s", strerror(errno));
+  if (bind(tools_listen, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(tools_listen, 128) < 0) {
+    fail(PROTOCOL_ERROR, "the tool channel cannot start: %s: %s", tools_socket, strerror(errno));
+  }
+  /* What the program's modules and `hermes-tool` need, and nothing secret: the key is not here. */
+  setenv("HERMES_TOOLS_SOCKET", tools_socket, 1);
+  char value[PATH_MAX * 2];
+  const char *old = getenv("PYTHONPATH");
+  snprintf(value, sizeof value, "%s%s%s", code_dir, old && *old ? ":" : "", old && *old ? old : "");
+  setenv("PYTHONPATH", value, 1);
+  old = getenv("NODE_PATH");
+  snprintf(value, sizeof value, "%s/node_modules%s%s", code_dir, old && *old ? ":" : "", old && *old ? old : "");
+  setenv("NODE_PATH", value, 1);
+  /* `hermes-tool` for bash: this very binary in client mode, through a symlink in the code
+     directory (tmpfs is noexec, but exec checks the mount of the file the link resolves to). */
+  char self[PATH_MAX], bin[PATH_MAX], link[PATH_MAX + 16];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len > 0) {
+    self[len] = 0;
+    snprintf(bin, sizeof bin, "%s/bin", code_dir);
+    snprintf(link, sizeof link, "%s/hermes-tool", bin);
+    if ((mkdir(bin, 0700) == 0 || errno == EEXIST) && (unlink(link) == 0 || errno == ENOENT) && symlink(self, link) == 0) {
+      old = getenv("PATH");
+      snprintf(value, sizeof value, "%s%s%s", bin, old && *old ? ":" : "", old && *old ? old : "/usr/local/bin:/usr/bin:/bin");
+      setenv("PATH", value, 1);
+    }
+  }
+}
+
+static void tools_close(void) {
+  if (tools_listen >= 0) {
+    close(tools_listen);
+    tools_listen = -1;
+    unlink(tools_socket);
+  }
+  for (int i = 0; i < TOOL_CALLS_MAX; i++) {
+    if (calls[i].state == 0) continue;
+    if (calls[i].fd >= 0) close(calls[i].fd);
+    free(calls[i].buf);
+    memset(&calls[i], 0, sizeof calls[i]);
+  }
+  tools_busy = 0;
+}
+
+static void call_free(struct call *c) {
+  if (c->fd >= 0) close(c->fd);
+  free(c->buf);
+  memset(c, 0, sizeof *c);
+  c->fd = -1;
+  tools_busy--;
+}
+
+static void tools_accept(void) {
+  while (tools_busy < (int)tool_max_in_flight) {
+    int fd = accept4(tools_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    for (int i = 0; i < TOOL_CALLS_MAX; i++) {
+      if (calls[i].state != 0) continue;
+      calls[i] = (struct call){.fd = fd, .state = 1};
+      tools_busy++;
+      break;
+    }
+  }
+}
+
+/* The request is complete (or too large): hand it to the host. */
+static void call_forward(struct call *c, int too_large) {
+  c->id = next_call_id++;
+  char *nl = memchr(c->buf, '\n', c->len);
+  size_t name_len = nl != NULL ? (size_t)(nl - c->buf) : c->len;
+  size_t args_at = nl != NULL ? name_len + 1 : c->len;
+  size_t args_len = c->len - args_at;
+  char head[64 + TOOL_NAME_SENT_MAX];
+  int n = snprintf(head, sizeof head, "%u %zu ", c->id, too_large ? c->len + c->over : args_len);
+  size_t sent_name = name_len < TOOL_NAME_SENT_MAX ? name_len : TOOL_NAME_SENT_MAX;
+  memcpy(head + n, c->buf, sent_name);
+  frame(too_large ? 'b' : 't', head, (size_t)n + sent_name);
+  if (!too_large) {
+    for (size_t at = 0; at < args_len; at += CHUNK) frame('a', c->buf + args_at + at, args_len - at < CHUNK ? args_len - at : CHUNK);
+  }
+  free(c->buf);
+  c->buf = NULL;
+  c->len = c->cap = 0;
+  c->state = 2;
+}
+
+static void call_read(struct call *c) {
+  for (;;) {
+    if (c->len == c->cap) {
+      size_t cap = c->cap == 0 ? 4096 : c->cap * 2;
+      if (cap > tool_max_request + 1) cap = tool_max_request + 1;
+      char *b = realloc(c->buf, cap);
+      if (b == NULL) fail(PROTOCOL_ERROR, "out of memory for a tool call");
+      c->buf = b;
+      c->cap = cap;
+    }
+    /* Past the limit the bytes are read and dropped (closing with unread bytes would reset the
+       connection before the caller reads its refusal), and only counted. */
+    static char drop[CHUNK];
+    int dropping = c->len > tool_max_request;
+    ssize_t n = dropping ? read(c->fd, drop, sizeof drop) : read(c->fd, c->buf + c->len, c->cap - c->len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) call_free(c);
+      return;
+    }
+    if (n == 0) return call_forward(c, dropping);
+    if (dropping) c->over += (size_t)n;
+    else c->len += (size_t)n;
+  }
+}
+
+static void call_write(struct call *c) {
+  while (c->sent < c->len) {
+    ssize_t n = write(c->fd, c->buf + c->sent, c->len - c->sent);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) call_free(c);
+      return;
+    }
+    c->sent += (size_t)n;
+  }
+  call_free(c);
+}
+
+/* One reply from the host ("R <id> <status> <n>\n" + n bytes); blocking: the host writes each whole. */
+static void tools_reply(void) {
+  char line[LINE_MAX_BYTES];
+  size_t n = 0;
+  for (;;) {
+    char ch;
+    ssize_t r = read(0, &ch, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (n == 0) {
+        host_in_open = 0; /* the host closed our stdin: the run is ending */
+        return;
+      }
+      fail(PROTOCOL_ERROR, "stdin ended inside a tool reply");
+    }
+    if (ch == '\n') break;
+    if (n + 1 >= sizeof line) fail(PROTOCOL_ERROR, "a tool reply line longer than %d bytes", LINE_MAX_BYTES);
+    line[n++] = ch;
+  }
+  line[n] = 0;
+  unsigned id;
+  char status;
+  unsigned long long len;
+  if (sscanf(line, "R %u %c %llu", &id, &status, &len) != 3 || (status != '0' && status != '1' && status != '2') || len > tool_max_reply) {
+    fail(PROTOCOL_ERROR, "a malformed tool reply '%.64s'", line);
+  }
+  struct call *c = NULL;
+  for (int i = 0; i < TOOL_CALLS_MAX; i++) {
+    if (calls[i].state == 2 && calls[i].id == id) c = &calls[i];
+  }
+  char *buf = malloc((size_t)len + 1);
+  if (buf == NULL) fail(PROTOCOL_ERROR, "out of memory for a tool reply");
+  buf[0] = status;
+  read_exact(buf + 1, (size_t)len, "a tool reply");
+  if (c == NULL) { /* not a call in flight: the host answered one that was already given up */
+    free(buf);
+    return;
+  }
+  if (c->fd < 0) { /* its caller went away; the slot is free now */
+    free(buf);
+    call_free(c);
+    return;
+  }
+  c->buf = buf;
+  c->len = (size_t)len + 1;
+  c->sent = 0;
+  c->state = 3;
+  call_write(c);
+}
+
+/* `hermes-tool NAME [JSON|-]`: one call from a shell (the modules speak the same protocol). */
+static int tool_client(int argc, char **argv) {
+  if (argc < 2 || argc > 3 || argv[1][0] == 0) {
+    write_all(2, "usage: hermes-tool NAME [ARGUMENTS-JSON | -]\n", 45);
+    return 3;
+  }
+  const char *path = getenv("HERMES_TOOLS_SOCKET");
+  if (path == NULL || *path == 0) {
+    const char msg[] = "hermes-tool: this run has no tool channel (no tools were given to it)\n";
+    write_all(2, msg, sizeof msg - 1);
+    return 3;
+  }
+  char *args = NULL;
+  size_t args_len = 0;
+  if (argc == 3 && strcmp(argv[2], "-") == 0) {
+    size_t cap = 0;
+    for (;;) {
+      if (args_len == cap) {
+        cap = cap ? cap * 2 : 65536;
+        args = realloc(args, cap);
+        if (args == NULL) return 3;
+      }
+      ssize_t n = read(0, args + args_len, cap - args_len);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      args_len += (size_t)n;
+    }
+  } else {
+    args = argc == 3 ? argv[2] : "{}";
+    args_len = strlen(args);
+  }
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+    dprintf(2, "hermes-tool: cannot reach the tool channel: %s\n", strerror(errno));
+    return 3;
+  }
+  if (write_all(fd, argv[1], strlen(argv[1])) < 0 || write_all(fd, "\n", 1) < 0 || write_all(fd, args, args_len) < 0) {
+    dprintf(2, "hermes-tool: the tool channel closed: %s\n", strerror(errno));
+    return 3;
+  }
+  shutdown(fd, SHUT_WR);
+  static unsigned char buf[CHUNK];
+  int status = -1;
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    unsigned char *p = buf;
+    if (status < 0) {
+      status = p[0];
+      p++;
+      n--;
+    }
+    write_all(status == '0' ? 1 : 2, p, (size_t)n);
+  }
+  if (status < 0) {
+    const char msg[] = "hermes-tool: the tool channel closed before the call was answered (the run is ending)\n";
+    write_all(2, msg, sizeof msg - 1);
+    return 3;
+  }
+  write_all(status == '0' ? 1 : 2, "\n", 1);
+  return status == '0' ? 0 : status == '1' ? 1 : 2;
+}
+
 /* ---- modes ------------------------------------------------------------------------------- */
 
 static int hold(void) {
@@ -949,7 +1230,7 @@ static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUS
 static sigset_t old_mask;
 static int signal_fd = -1;
 
-static struct started start_child(char **argv, int preload) {
+static struct started start_child(char **argv, int preload, int stdin_fd) {
   int out[2], err[2], ready[2], go[2] = {-1, -1};
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
   if (preload && pipe2(go, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
@@ -970,6 +1251,7 @@ static struct started start_child(char **argv, int preload) {
     dup2(out[1], 1);
     dup2(err[1], 2);
     if (preload) dup2(go[0], 3);
+    if (stdin_fd >= 0) dup2(stdin_fd, 0);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     signal(SIGPIPE, SIG_DFL);
     execvp(argv[0], argv);
@@ -1048,6 +1330,11 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && strcmp(argv[1], "--hold") == 0) return hold();
   if (argc >= 2 && strcmp(argv[1], "--kill") == 0) return kill_call(argc, argv);
+  {
+    const char *base = strrchr(argv[0], '/');
+    if (strcmp(base == NULL ? argv[0] : base + 1, "hermes-tool") == 0) return tool_client(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--tool") == 0) return tool_client(argc - 1, argv + 1);
+  }
 
   /* --preload python: start the interpreter now, before the request (a warm pool's sandbox waits
      with it ready); it runs the program only if the request is Python code. */
@@ -1057,7 +1344,7 @@ int main(int argc, char **argv) {
     preload_lang = "python";
     preload_interpreter = "python3";
     char *boot[] = {"python3", "-c", (char *)PYTHON_PRELOAD, NULL};
-    preloaded = start_child(boot, 1);
+    preloaded = start_child(boot, 1, -1);
   }
 
   char line[LINE_MAX_BYTES];
@@ -1069,8 +1356,9 @@ int main(int argc, char **argv) {
   if (workspace == NULL || *workspace == 0) workspace = "/workspace";
   if (code_dir == NULL || *code_dir == 0) code_dir = "/tmp/.hermes";
   const char *interpreter = NULL, *ext = NULL;
-  char *code = NULL, *lock = NULL;
-  size_t code_len = 0, cap = SIZE_MAX / 2;
+  char *code = NULL, *lock = NULL, *stdin_data = NULL;
+  size_t code_len = 0, cap = SIZE_MAX / 2, stdin_len = 0;
+  int code_fd = -1;
   int has_code = 0, kill_leftovers = 0, nargs = 0, workspace_fd = -1, nfiles = 0, op_done = 0, locked = 0;
   char **args = calloc(MAX_ARGS + 1, sizeof(char *));
   if (args == NULL) fail(PROTOCOL_ERROR, "out of memory");
@@ -1127,6 +1415,37 @@ int main(int argc, char **argv) {
       size_t len = parse_size(rest, "lock");
       if (len == 0 || len >= PATH_MAX) fail(PROTOCOL_ERROR, "lock path length");
       lock = read_blob(len, "the lock path");
+    } else if (strcmp(line, "tools") == 0) {
+      /* Tool calls: the program's stdin comes in the header ("stdin"), the rest of ours is replies. */
+      if (!framed) fail(PROTOCOL_ERROR, "tool calls need framed mode");
+      unsigned long long a, b, c;
+      if (sscanf(rest, "%llu %llu %llu", &a, &b, &c) != 3 || a == 0 || a > TOOL_CALLS_MAX || b == 0 || c == 0 || b > (1ULL << 30) || c > (1ULL << 30)) {
+        fail(PROTOCOL_ERROR, "tools: expected '<calls at once, 1-%d> <request bytes> <reply bytes>'", TOOL_CALLS_MAX);
+      }
+      tools_on = 1;
+      tool_max_in_flight = (size_t)a;
+      tool_max_request = (size_t)b;
+      tool_max_reply = (size_t)c;
+    } else if (strcmp(line, "stdin") == 0) {
+      stdin_len = parse_size(rest, "stdin");
+      stdin_data = read_blob(stdin_len, "the program's stdin");
+    } else if (strcmp(line, "module") == 0) {
+      /* A generated module (the tools' hermes_tools) under the code directory. */
+      char *sp2 = strchr(rest, ' ');
+      if (sp2 == NULL) fail(PROTOCOL_ERROR, "module: expected '<path length> <content length>'");
+      *sp2 = 0;
+      size_t path_len = parse_size(rest, "module path length"), len = parse_size(sp2 + 1, "module length");
+      if (path_len > PATH_MAX) fail(PROTOCOL_ERROR, "module path longer than %d bytes", PATH_MAX);
+      char *path = read_blob(path_len, "module path");
+      if (code_fd < 0) {
+        prepare_code_dir(code_dir);
+        code_fd = open(code_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (code_fd < 0) fail(PROTOCOL_ERROR, "cannot open %s: %s", code_dir, strerror(errno));
+      }
+      int fd = open_in(code_fd, path, path_len);
+      copy_stdin_to(fd, len, "a module");
+      close(fd);
+      free(path);
     } else if (strcmp(line, "leftovers") == 0) {
       kill_leftovers = strcmp(rest, "kill") == 0;
     } else if (strcmp(line, "collect") == 0) {
@@ -1166,6 +1485,7 @@ int main(int argc, char **argv) {
     }
   }
   if (workspace_fd >= 0) close(workspace_fd);
+  if (code_fd >= 0) close(code_fd);
   if (op_done) {
     frame('x', "0 0 0 0", 7);
     return 0;
@@ -1200,8 +1520,17 @@ int main(int argc, char **argv) {
   if (lock != NULL && !locked) take_lock(lock);
   if (kill_leftovers) kill_others(0, 0, 0);
 
+  /* With tools, the channel is up before the program exists, or the run fails here (126, 'E'):
+     never a program that finds itself without the tools it was given. */
+  int feed[2] = {-1, -1};
+  if (tools_on) {
+    prepare_code_dir(code_dir);
+    tools_listen_at(code_dir);
+    if (pipe2(feed, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
+  }
+
   struct started run;
-  if (preloaded.pid > 0 && preload_lang != NULL && interpreter != NULL && strcmp(interpreter, preload_interpreter) == 0 && has_code) {
+  if (preloaded.pid > 0 && preload_lang != NULL && !tools_on && interpreter != NULL && strcmp(interpreter, preload_interpreter) == 0 && has_code) {
     /* The interpreter started before the request arrived (warm pool): tell it where to go. */
     run = preloaded;
     char go[2 * PATH_MAX + 2];
@@ -1217,11 +1546,22 @@ int main(int argc, char **argv) {
       close(preloaded.err);
       close(preloaded.go);
     }
-    run = start_child(args, 0);
+    run = start_child(args, 0, feed[0]);
   }
   pid_t child = run.pid;
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull >= 0) dup2(devnull, 0); /* the program's stdin is the program's alone now */
+  size_t fed = 0;
+  if (tools_on) {
+    /* Our stdin carries the host's replies from now on; the program's stdin is this pipe. */
+    close(feed[0]);
+    fcntl(feed[1], F_SETFL, O_NONBLOCK);
+    if (stdin_len == 0) {
+      close(feed[1]);
+      feed[1] = -1;
+    }
+  } else {
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull >= 0) dup2(devnull, 0); /* the program's stdin is the program's alone now */
+  }
 
   {
     pid_t pp;
@@ -1238,8 +1578,8 @@ int main(int argc, char **argv) {
   struct relay streams[2] = {{run.out, 'o', 0}, {run.err, 'e', 0}};
   int open_streams = 2, status = 0, exited = 0, outside_signal = 0;
   while (!exited) {
-    struct pollfd fds[3];
-    int nfds = 0, idx[2];
+    struct pollfd fds[5 + TOOL_CALLS_MAX];
+    int nfds = 0, idx[2], host_at = -1, listen_at = -1, feed_at = -1, call_at[TOOL_CALLS_MAX];
     for (int i = 0; i < 2; i++) {
       if (streams[i].fd >= 0) {
         fds[nfds].fd = streams[i].fd;
@@ -1252,6 +1592,18 @@ int main(int argc, char **argv) {
     fds[nfds].fd = sfd;
     fds[nfds].events = POLLIN;
     int sig_at = nfds++;
+    if (tools_on) {
+      if (host_in_open) fds[host_at = nfds++] = (struct pollfd){.fd = 0, .events = POLLIN};
+      if (tools_busy < (int)tool_max_in_flight) fds[listen_at = nfds++] = (struct pollfd){.fd = tools_listen, .events = POLLIN};
+      if (feed[1] >= 0) fds[feed_at = nfds++] = (struct pollfd){.fd = feed[1], .events = POLLOUT};
+      for (int i = 0; i < TOOL_CALLS_MAX; i++) {
+        call_at[i] = -1;
+        if (calls[i].state == 0 || calls[i].fd < 0) continue;
+        /* Waiting for the host: no events asked, but a hang-up (the caller went away) still shows. */
+        short ev = calls[i].state == 1 ? POLLIN : calls[i].state == 3 ? POLLOUT : 0;
+        fds[call_at[i] = nfds++] = (struct pollfd){.fd = calls[i].fd, .events = ev};
+      }
+    }
     if (poll(fds, (nfds_t)nfds, -1) < 0) {
       if (errno == EINTR) continue;
       fail(PROTOCOL_ERROR, "poll: %s", strerror(errno));
@@ -1264,6 +1616,33 @@ int main(int argc, char **argv) {
           open_streams--;
         }
       }
+    }
+    if (tools_on) {
+      if (feed_at >= 0 && fds[feed_at].revents) {
+        ssize_t w = write(feed[1], stdin_data + fed, stdin_len - fed);
+        if (w > 0) fed += (size_t)w;
+        if ((w < 0 && errno != EAGAIN && errno != EINTR) || fed == stdin_len) {
+          close(feed[1]); /* all of it given, or the program closed its stdin */
+          feed[1] = -1;
+        }
+      }
+      for (int i = 0; i < TOOL_CALLS_MAX; i++) {
+        if (call_at[i] < 0 || fds[call_at[i]].revents == 0) continue;
+        struct call *c = &calls[i];
+        if (c->state == 1) call_read(c);
+        else if (c->state == 3) call_write(c);
+        else if (c->state == 2 && (fds[call_at[i]].revents & (POLLHUP | POLLERR))) {
+          /* The caller went away while the host serves its call: tell the host (it cancels the
+             handler); the slot stays taken until the host's reply frees it. */
+          char msg[16];
+          int n = snprintf(msg, sizeof msg, "%u", c->id);
+          frame('q', msg, (size_t)n);
+          close(c->fd);
+          c->fd = -1;
+        }
+      }
+      if (host_at >= 0 && (fds[host_at].revents & (POLLIN | POLLHUP | POLLERR))) tools_reply();
+      if (listen_at >= 0 && (fds[listen_at].revents & POLLIN)) tools_accept();
     }
     if (fds[sig_at].revents & POLLIN) {
       struct signalfd_siginfo si;
@@ -1283,6 +1662,11 @@ int main(int argc, char **argv) {
         }
       }
     }
+  }
+  /* No call is taken after the program's end: callers still waiting (a background process) get EOF. */
+  if (tools_on) {
+    tools_close();
+    if (feed[1] >= 0) close(feed[1]);
   }
   /* The program's process has exited: what it (or a child) wrote before is in the pipes now. Read
      that much and no more (FIONREAD): a background process that keeps writing must not hold the

@@ -10,6 +10,7 @@ import type { ResolvedSandboxDefaults } from "./ExecutorConfig.js"
 import type { Language } from "./Language.js"
 import * as Schemas from "./Schemas.js"
 import { type CollectLimits, CollectLimitsSchema, CollectPatterns, DEFAULT_COLLECT_LIMITS } from "./Artifacts.js"
+import { planTools, resolveToolLimits, type ToolLimits, ToolLimitsSchema, type ToolPlan, type Tools } from "./Tools.js"
 
 export { MAX_PATH_BYTES, MAX_PATH_SEGMENT_BYTES } from "./Schemas.js"
 
@@ -36,6 +37,15 @@ export interface ExecuteRequest {
   readonly collect?: ReadonlyArray<string>
   /** Bounds on what `collect` sends back (defaults: 100 files, 10 MiB each, 32 MiB in all). */
   readonly collectLimits?: Partial<CollectLimits>
+  /**
+   * Host tools the code may call (`from hermes_tools import name` in Python, `require("hermes_tools")`
+   * in JavaScript, `hermes-tool NAME JSON` in bash). Replaces the executor's `tools`; `{}` gives none.
+   */
+  readonly tools?: Tools
+  /** Bounds on this run's tool calls, over the executor's. */
+  readonly toolLimits?: Partial<ToolLimits>
+  /** Record each call's arguments in ToolCallRequested (default false: only their size and sha256). */
+  readonly recordToolArguments?: boolean
 }
 
 export interface ExecutionPlan {
@@ -54,6 +64,8 @@ export interface ExecutionPlan {
   readonly outputLimitBytes: number
   /** What to send back after the program, if anything was asked for. */
   readonly collect?: { readonly patterns: ReadonlyArray<string>; readonly limits: CollectLimits }
+  /** The tools the code may call, checked, if any. */
+  readonly tools?: ToolPlan
 }
 
 const encoder = new TextEncoder()
@@ -171,7 +183,9 @@ export const ExecuteRequestSchema = Schema.Struct({
   pidsLimit: Schema.optional(Schemas.PositiveInt(1 << 22)),
   outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * Schemas.MiB)),
   collect: Schema.optional(CollectPatterns),
-  collectLimits: Schema.optional(CollectLimitsSchema)
+  collectLimits: Schema.optional(CollectLimitsSchema),
+  toolLimits: Schema.optional(ToolLimitsSchema),
+  recordToolArguments: Schema.optional(Schemas.Flag)
 }).annotations({ identifier: "ExecuteRequest", message: () => "an object { language, code, ... }" })
 
 // Compiled once: planning runs per execution.
@@ -234,7 +248,7 @@ export const planExecution = (
     }
   }
   const runtime = config.languages[r.language]
-  return Effect.succeed({
+  return Effect.map(planTools(request.tools ?? config.tools, resolveToolLimits(r.toolLimits, config.toolLimits), r.recordToolArguments ?? false), (tools) => ({
     language: r.language,
     image: r.image ?? runtime.image,
     command: runtime.command,
@@ -259,6 +273,7 @@ export const planExecution = (
           }
         }
       }
-      : {})
-  })
+      : {}),
+    ...(tools === undefined ? {} : { tools })
+  }))
 }

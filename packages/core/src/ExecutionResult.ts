@@ -28,6 +28,8 @@ export interface ExecutionResult {
   readonly filesTruncated?: boolean
   /** With `collect`: whether the walk ended (a timeout or a killed sandbox cuts it short). */
   readonly collection?: CollectionStatus
+  /** With `tools`: the calls the code made that a handler served (refusals do not count). */
+  readonly toolCallsMade?: number
 }
 
 /** The files part of a result (ExecutionResult's optional fields). */
@@ -45,6 +47,7 @@ export interface RunOutcome {
   readonly startedAtMs: number
   readonly finishedAtMs: number
   readonly collected?: CollectedOutcome | undefined
+  readonly toolCallsMade?: number | undefined
 }
 
 export const toExecutionResult = (run: RunOutcome): ExecutionResult => ({
@@ -62,5 +65,6 @@ export const toExecutionResult = (run: RunOutcome): ExecutionResult => ({
   durationMs: run.finishedAtMs - run.startedAtMs,
   startedAt: new Date(run.startedAtMs).toISOString(),
   finishedAt: new Date(run.finishedAtMs).toISOString(),
-  ...run.collected
+  ...run.collected,
+  ...(run.toolCallsMade === undefined ? {} : { toolCallsMade: run.toolCallsMade })
 })

@@ -30,6 +30,7 @@ import * as Sandbox from "./kernel/Sandbox.js"
 import { sweep } from "./Sweep.js"
 import { type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 import * as Removals from "./kernel/Removals.js"
+import * as ToolChannel from "./kernel/ToolChannel.js"
 import * as WarmPool from "./WarmPool.js"
 import type { Language } from "./Language.js"
 
@@ -245,9 +246,13 @@ export const make = (options: ExecutorOptions = {}) =>
           const asked = hooks.interruptReason?.()
           return isClosed ? "executor closed" : asked === undefined ? "interrupted by the caller" : `interrupted by the caller: ${asked}`
         })
+        // The code's tool calls, served while it runs and settled before the terminal event.
+        const tools = plan.tools === undefined
+          ? undefined
+          : yield* ToolChannel.make({ plan: plan.tools, language: plan.language, executionId, append: (event) => append(executionId, event) }).pipe(Scope.extend(scope))
         const body = (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) => Effect.gen(function*() {
           yield* takeSlot(scope)
-          const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks, plan.collect)
+          const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks, plan.collect, undefined, tools)
           // What the removal waits for first (see `reported` below). Interruptible and bounded by the
           // deadline: the removal runs in a finalizer, where nothing else could cut it short.
           let beforeRemoval: Effect.Effect<void> = Effect.void
@@ -303,11 +308,13 @@ export const make = (options: ExecutorOptions = {}) =>
               code: plan.code,
               files: plan.files,
               collect: plan.collect,
+              tools: tools?.header,
               stdin: plan.stdin
             }),
             timeoutMs: plan.timeoutMs,
             record,
-            append: (event) => append(executionId, event).pipe(Effect.asVoid)
+            append: (event) => append(executionId, event).pipe(Effect.asVoid),
+            tools
           }).pipe(Scope.extend(scope))
           if (!done.timedOut) destroyReason = "completed"
           if (done.reported && !done.timedOut) {
@@ -319,7 +326,7 @@ export const make = (options: ExecutorOptions = {}) =>
           }
           return resultOf(executionId, container.name, done, run)
         })
-        return yield* withTerminalEvent((event) => append(executionId, event), interruptReason, body).pipe(
+        return yield* withTerminalEvent((event) => append(executionId, event), interruptReason, body, tools?.settle).pipe(
           Effect.onInterrupt(() => Effect.sync(() => void (destroyReason = "interrupted"))),
           Effect.tapError(() => Effect.sync(() => void (destroyReason = "failed")))
         )

@@ -12,6 +12,7 @@ import type { InvalidRequest } from "./Errors.js"
 import { defaultLanguageRuntimes, type Language, type LanguageRuntime, Languages } from "./Language.js"
 import { SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
 import * as Schemas from "./Schemas.js"
+import { DEFAULT_TOOL_LIMITS, type ToolLimits, ToolLimitsSchema, type Tools, resolveToolLimits } from "./Tools.js"
 import type { WarmPoolOptions } from "./WarmPool.js"
 
 export { DOCKER_MIN_MEMORY_BYTES, MAX_ENV_STRING_BYTES, MAX_ENV_TOTAL_BYTES } from "./Schemas.js"
@@ -57,6 +58,10 @@ export interface SandboxDefaults {
   readonly executorId?: string
   /** Remove orphans of dead owners and close their journal lifecycles when the executor starts. Default true. */
   readonly sweepOnStart?: boolean
+  /** Host tools every run's code may call (a request's own `tools` replace them; see Tools.ts, docs/tools.md). */
+  readonly tools?: Tools
+  /** Bounds on each run's tool calls. Defaults: 50 calls, 8 at once, 60 s each, 1 MiB of arguments and of result. */
+  readonly toolLimits?: Partial<ToolLimits>
 }
 
 /** The executor's options: the sandbox defaults, and how it schedules executions. */
@@ -91,6 +96,8 @@ export interface ResolvedSandboxDefaults {
   readonly env: Readonly<Record<string, string>>
   readonly workingDir: string
   readonly user: string
+  readonly tools: Tools | undefined
+  readonly toolLimits: ToolLimits
 }
 
 export interface ResolvedExecutorConfig extends ResolvedSandboxDefaults {
@@ -186,7 +193,8 @@ export const SandboxDefaultsSchema = Schema.Struct({
   network: Schema.optional(Schemas.Flag),
   env: Schema.optional(Schemas.EnvMap),
   executorId: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.annotations({ message: () => "a non-empty string" }))),
-  sweepOnStart: Schema.optional(Schemas.Flag)
+  sweepOnStart: Schema.optional(Schemas.Flag),
+  toolLimits: Schema.optional(ToolLimitsSchema)
 }).annotations({ identifier: "SandboxDefaults", message: () => "an object of options" })
 
 const WarmPool = Schema.Struct({
@@ -208,7 +216,7 @@ export const ExecutorOptionsSchema = Schema.Struct({
 const decodeSandboxDefaults = Schemas.decoderFor(SandboxDefaultsSchema, "options")
 const decodeExecutorOptions = Schemas.decoderFor(ExecutorOptionsSchema, "options")
 
-const resolved = (o: typeof SandboxDefaultsSchema.Type): ResolvedSandboxDefaults => {
+const resolved = (o: typeof SandboxDefaultsSchema.Type, tools: Tools | undefined): ResolvedSandboxDefaults => {
   const supervisor = supervisorFor(o.runtime)
   const languages = { ...defaultLanguageRuntimes }
   for (const language of Languages) {
@@ -233,17 +241,20 @@ const resolved = (o: typeof SandboxDefaultsSchema.Type): ResolvedSandboxDefaults
     capAdd: o.capAdd ?? [],
     env: o.env ?? {},
     workingDir: defaults.workingDir,
-    user: defaults.user
+    user: defaults.user,
+    // Checked per request (planTools, cached per tool): a request's own tools replace them.
+    tools,
+    toolLimits: resolveToolLimits(o.toolLimits, DEFAULT_TOOL_LIMITS)
   }
 }
 
 /** The sandbox defaults (of an executor or of a session service), validated; executor-only options are not read. */
 export const resolveSandboxDefaults = (options: SandboxDefaults = {}): Effect.Effect<ResolvedSandboxDefaults, InvalidRequest> =>
-  Either.map(decodeSandboxDefaults("", options), resolved)
+  Either.map(decodeSandboxDefaults("", options), (o) => resolved(o, options.tools))
 
 export const resolveExecutorConfig = (options: ExecutorOptions = {}): Effect.Effect<ResolvedExecutorConfig, InvalidRequest> =>
   Either.map(decodeExecutorOptions("", options), (o) => ({
-    ...resolved(o),
+    ...resolved(o, options.tools),
     maxConcurrency: o.maxConcurrency ?? defaults.maxConcurrency,
     maxQueue: o.maxQueue ?? defaults.maxQueue,
     whenQueueFull: o.whenQueueFull ?? "fail",

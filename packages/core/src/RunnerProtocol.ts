@@ -8,7 +8,11 @@
  *
  *   key <32 hex>  cap <n>  lang <language>  code <n>+bytes  file <pathlen> <n>+path+bytes
  *   arg <n>+bytes  lock <n>+path  leftovers kill  collect <n>+pattern  limits <files> <bytes> <total>
- *   read <n> <offset> <limit>+path  write <n> <len> <mode>+path+bytes  list <n>+path  remove <n>+path  run
+ *   read <n> <offset> <limit>+path  write <n> <len> <mode>+path+bytes  list <n>+path  remove <n>+path
+ *   tools <calls at once> <request bytes> <reply bytes>  stdin <n>+bytes  module <pathlen> <n>+path+bytes  run
+ *
+ * With `tools` the program's stdin travels in the header (`stdin`) and what follows `run` is the
+ * host's replies to tool calls, "R <id> <status 0|1|2> <n>\n" + n bytes, until the run ends.
  *
  * Out, on stdout, frames: <16-byte key><type><4-byte big-endian length><payload>. The key is
  * drawn per run and never reaches the program (it is read by the supervisor, which is not
@@ -19,7 +23,9 @@
  * 'l' lock held, 'x' exited (code, byte counts, a signal from outside), 'E' setup failed (message);
  * files out (after a one-shot program, `collect`; a session's file operations): 'f' a file begins
  * ("<mode> <size> " + path bytes), 'c' its content, 'F' it ended ("<bytes sent>"), 's' an entry not
- * sent ("<reason> <size> " + path), 'n' a listing's entry, 'k' an operation done, 'r' it failed.
+ * sent ("<reason> <size> " + path), 'n' a listing's entry, 'k' an operation done, 'r' it failed;
+ * tool calls: 't' a call ("<id> <argument bytes> " + name) followed by exactly that many bytes of
+ * 'a' frames, 'b' a call larger than allowed ("<id> <bytes> " + name), 'q' its caller went away ("<id>").
  */
 import { randomBytes } from "node:crypto"
 import type { Language } from "./Language.js"
@@ -61,8 +67,8 @@ export const MAX_FRAME_PAYLOAD = 65_536
 /** Control payloads are small (a path of at most PATH_MAX and a few words); anything longer is not the supervisor's. */
 const MAX_CONTROL_PAYLOAD = 8_192
 /** Frame types whose payload is data, delivered piecewise as it arrives: output and file content. */
-const DATA_TYPES = new Set([0x6f, 0x65, 0x63]) // 'o' 'e' 'c'
-const CONTROL_TYPES = "pwlxEfFsnkr"
+const DATA_TYPES = new Set([0x6f, 0x65, 0x63, 0x61]) // 'o' 'e' 'c' 'a'
+const CONTROL_TYPES = "pwlxEfFsnkrtbq"
 
 const encoder = new TextEncoder()
 
@@ -85,7 +91,26 @@ export interface RunnerPayload {
   readonly collect?: { readonly patterns: ReadonlyArray<string>; readonly limits: CollectLimits } | undefined
   /** A session's file operation instead of a program. */
   readonly fileOp?: FileOp | undefined
+  /** Tool calls: the channel's bounds and the generated modules (paths under the code directory). */
+  readonly tools?: ToolChannelHeader | undefined
   readonly stdin: Uint8Array
+}
+
+export interface ToolChannelHeader {
+  readonly maxInFlight: number
+  /** A request: the name, a newline and the arguments. */
+  readonly maxRequestBytes: number
+  readonly maxReplyBytes: number
+  readonly modules: ReadonlyArray<readonly [path: string, content: Uint8Array]>
+}
+
+/** A reply to tool call `id`: '0' its result (JSON), '1' a tool error (message), '2' a refusal (message). */
+export const encodeToolReply = (id: number, status: "0" | "1" | "2", payload: Uint8Array): Uint8Array => {
+  const head = encoder.encode(`R ${id} ${status} ${payload.byteLength}\n`)
+  const out = new Uint8Array(head.byteLength + payload.byteLength)
+  out.set(head, 0)
+  out.set(payload, head.byteLength)
+  return out
 }
 
 /** Bounds on what one run sends back (the supervisor keeps them; the host checks them again). */
@@ -145,8 +170,18 @@ export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
     parts.push(name)
     if (op.op === "write") parts.push(op.content)
   }
+  const tools = payload.tools
+  if (tools !== undefined) {
+    line(`tools ${tools.maxInFlight} ${tools.maxRequestBytes} ${tools.maxReplyBytes}`)
+    for (const [path, content] of tools.modules) {
+      const name = encoder.encode(path)
+      line(`module ${name.byteLength} ${content.byteLength}`)
+      parts.push(name, content)
+    }
+    blob("stdin", payload.stdin)
+  }
   line("run")
-  parts.push(payload.stdin)
+  if (tools === undefined) parts.push(payload.stdin)
   const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
   let offset = 0
   for (const part of parts) {
@@ -183,6 +218,8 @@ export interface FrameHandlers {
   readonly control: (type: string, payload: string, bytes: Buffer) => void
   /** A piece of the current file's content ('c'); without a handler, a 'c' frame is a violation. */
   readonly content?: ((chunk: Uint8Array) => void) | undefined
+  /** A piece of the current tool call's arguments ('a'); without a handler, an 'a' frame is a violation. */
+  readonly toolArguments?: ((chunk: Uint8Array) => void) | undefined
   /** The stream carried something the supervisor did not write; nothing more is decoded. */
   readonly violation: (reason: string) => void
 }
@@ -233,6 +270,7 @@ export class FrameDecoder {
         this.remaining = this.head.readUInt32BE(KEY_BYTES + 1)
         const output = DATA_TYPES.has(this.type)
         if (this.type === 0x63 && this.handlers.content === undefined) return this.fail("file content where none was asked for")
+        if (this.type === 0x61 && this.handlers.toolArguments === undefined) return this.fail("tool call arguments where no tools were given")
         if (!output && CONTROL_TYPES.indexOf(String.fromCharCode(this.type)) < 0) return this.fail(`an unknown frame type ${this.type}`)
         if (this.remaining > (output ? MAX_FRAME_PAYLOAD : MAX_CONTROL_PAYLOAD)) return this.fail(`a frame of ${this.remaining} bytes`)
         if (this.remaining === 0) {
@@ -248,6 +286,7 @@ export class FrameDecoder {
       if (this.type === 0x6f) this.handlers.stdout(piece)
       else if (this.type === 0x65) this.handlers.stderr(piece)
       else if (this.type === 0x63) this.handlers.content!(piece)
+      else if (this.type === 0x61) this.handlers.toolArguments!(piece)
       else this.control.push(Buffer.from(piece))
       if (this.remaining === 0) {
         this.headFill = 0
@@ -294,6 +333,7 @@ export interface DecodedPayload {
   readonly killLeftovers: boolean
   readonly collect?: { readonly patterns: ReadonlyArray<string>; readonly limits: CollectLimits }
   readonly fileOp?: FileOp
+  readonly tools?: ToolChannelHeader
   readonly stdin: Uint8Array
 }
 
@@ -326,7 +366,9 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
     killLeftovers: boolean
     collect?: { patterns: Array<string>; limits: CollectLimits }
     fileOp?: FileOp
+    tools?: { maxInFlight: number; maxRequestBytes: number; maxReplyBytes: number; modules: Array<readonly [string, Uint8Array]> }
   } = { files: [], args: [], killLeftovers: false }
+  let headerStdin: Uint8Array | undefined
   const text = (value: Uint8Array) => Buffer.from(value).toString("utf8")
   for (;;) {
     const line = readLine()
@@ -363,9 +405,19 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
         if (content === undefined) return undefined
         decoded.fileOp = { op: "write", path: text(path), content, mode: Number(c) }
       } else decoded.fileOp = { op: word, path: text(path) }
+    } else if (word === "tools") {
+      decoded.tools = { maxInFlight: Number(a), maxRequestBytes: Number(b), maxReplyBytes: Number(c), modules: decoded.tools?.modules ?? [] }
+    } else if (word === "module") {
+      const name = take(Number(a))
+      const content = take(Number(b))
+      if (name === undefined || content === undefined || decoded.tools === undefined) return undefined
+      decoded.tools.modules.push([text(name), content])
+    } else if (word === "stdin") {
+      headerStdin = take(Number(a))
+      if (headerStdin === undefined) return undefined
     } else {
       return undefined
     }
   }
-  return { ...decoded, stdin: data.subarray(at) }
+  return { ...decoded, stdin: headerStdin ?? data.subarray(at) }
 }

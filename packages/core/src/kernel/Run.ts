@@ -20,6 +20,7 @@ import { ContainerFailed, type SandboxError } from "../Errors.js"
 import type { ExitStatus } from "../SandboxRuntime.js"
 import { type CollectedOutcome, type ExecutionResult, toExecutionResult } from "../ExecutionResult.js"
 import type { SupervisedRun, SupervisorReport } from "./SupervisedRun.js"
+import type { ToolChannel } from "./ToolChannel.js"
 
 /** What one run happens on: a one-shot sandbox's PID 1, or a session call's exec. */
 export interface RunTarget<E> {
@@ -55,6 +56,8 @@ export interface Completion {
   readonly deadlineAtMs: number
   /** With `collect`: the files the run sent back, and whether all of them came. */
   readonly collected?: CollectedOutcome | undefined
+  /** With tools: the calls dispatched to a handler. */
+  readonly toolCallsMade?: number | undefined
 }
 
 const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
@@ -71,7 +74,8 @@ export const resultOf = (executionId: string, containerName: string, done: Compl
     stderr: run.stderr,
     startedAtMs: done.startedAtMs,
     finishedAtMs: done.finishedAtMs,
-    collected: done.collected
+    collected: done.collected,
+    toolCallsMade: done.toolCallsMade
   })
 
 const polled = (run: SupervisedRun): Effect.Effect<Option.Option<SupervisorReport>> =>
@@ -89,6 +93,8 @@ export const runToCompletion = <E>(input: {
   readonly record: (event: JournalEvent) => Effect.Effect<void, JournalError>
   /** Records an event that is not the terminal one (ArtifactsCollected, before it). */
   readonly append?: ((event: JournalEvent) => Effect.Effect<void, JournalError>) | undefined
+  /** The run's tool calls (its stdin then stays open for the replies; `settle` is withTerminalEvent's). */
+  readonly tools?: ToolChannel | undefined
 }): Effect.Effect<Completion, E | ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
   Effect.gen(function*() {
     const { target, run, timeoutMs } = input
@@ -97,7 +103,13 @@ export const runToCompletion = <E>(input: {
     const deadlineAtMs = startedAtMs + timeoutMs
     const untilDeadline = Effect.map(Clock.currentTimeMillis, (now) => Math.max(0, deadlineAtMs - now))
 
-    yield* target.write(input.payload).pipe(Effect.zipRight(target.end), Effect.ignore, Effect.forkScoped)
+    if (input.tools !== undefined) {
+      // The replies go to the supervisor's stdin after the header: it stays open until the run ends.
+      yield* input.tools.start(target.write)
+      yield* target.write(input.payload).pipe(Effect.ignore, Effect.forkScoped)
+    } else {
+      yield* target.write(input.payload).pipe(Effect.zipRight(target.end), Effect.ignore, Effect.forkScoped)
+    }
 
     const refuse = (reason: "setup" | "protocol", message: string) =>
       target.kill.pipe(
@@ -180,7 +192,7 @@ export const runToCompletion = <E>(input: {
         ? { type: "ExecutionTimedOut", data: { timeoutMs, durationMs } }
         : { type: "ContainerExited", data: { exitCode, oomKilled, durationMs } }
     )
-    return { exitCode, timedOut, oomKilled, reported, startedAtMs, finishedAtMs, deadlineAtMs, collected }
+    return { exitCode, timedOut, oomKilled, reported, startedAtMs, finishedAtMs, deadlineAtMs, collected, toolCallsMade: input.tools?.callsMade() }
   })
 
 /**
@@ -188,16 +200,18 @@ export const runToCompletion = <E>(input: {
  * through `record`; a typed failure records ExecutionFailed, an interruption ExecutionInterrupted
  * (with `interruptReason`). A terminal event counts only once its append committed: a failed
  * append (the journal refused the event) leaves room for the ExecutionFailed that follows.
+ * `beforeTerminal` runs before it on every path (the tool calls' settle: their outcomes first).
  */
 export const withTerminalEvent = <A, E extends { readonly _tag: string; readonly message: string }, R>(
   append: (event: JournalEvent) => Effect.Effect<unknown, JournalError>,
   interruptReason: Effect.Effect<string>,
-  body: (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) => Effect.Effect<A, E, R>
+  body: (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) => Effect.Effect<A, E, R>,
+  beforeTerminal: Effect.Effect<void> = Effect.void
 ): Effect.Effect<A, E, R> =>
   Effect.suspend(() => {
     let terminal = false
     const record = (event: JournalEvent) =>
-      terminal ? Effect.void : append(event).pipe(Effect.zipRight(Effect.sync(() => void (terminal = true))))
+      terminal ? Effect.void : beforeTerminal.pipe(Effect.zipRight(append(event)), Effect.zipRight(Effect.sync(() => void (terminal = true))))
     return body(record).pipe(
       Effect.onInterrupt(() => Effect.flatMap(interruptReason, (reason) => record({ type: "ExecutionInterrupted", data: { reason } })).pipe(Effect.ignore)),
       Effect.tapError((error) => record({ type: "ExecutionFailed", data: { errorTag: error._tag, message: error.message } }).pipe(Effect.ignore))

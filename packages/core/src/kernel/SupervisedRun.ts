@@ -15,6 +15,7 @@ import { type FileOp, FrameDecoder, makeRunKey, parseExitPayload, type ReportedE
 import type { OutputReceiver } from "../SandboxRuntime.js"
 import { type CollectLimits, FileReceiver } from "../Artifacts.js"
 import { FileOpReply } from "./FileOpReply.js"
+import type { ToolFrames } from "./ToolChannel.js"
 
 export type SupervisorReport =
   | { readonly _tag: "Exited"; readonly exit: ReportedExit }
@@ -56,10 +57,16 @@ export interface SupervisedRun {
 
 /**
  * `files`: the run collects files ('f'/'c'/'F'/'s'). `fileOp`: the run is a session's file
- * operation (its reply: 'n'/'k'/'r', and a read's 'f'/'c'/'F'). A frame of a kind the run did not
- * ask for is a violation.
+ * operation (its reply: 'n'/'k'/'r', and a read's 'f'/'c'/'F'). `tools`: the run's tool calls
+ * ('t'/'a'/'b'/'q', kernel/ToolChannel.ts). A frame of a kind the run did not ask for is a violation.
  */
-export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRunHooks = {}, files?: SupervisedRunFiles, fileOp?: FileOp): Effect.Effect<SupervisedRun> =>
+export const makeSupervisedRun = (
+  outputLimitBytes: number,
+  hooks: SupervisedRunHooks = {},
+  files?: SupervisedRunFiles,
+  fileOp?: FileOp,
+  tools?: ToolFrames
+): Effect.Effect<SupervisedRun> =>
   Effect.map(Deferred.make<SupervisorReport>(), (report) => {
     const key = makeRunKey()
     const stdout = new OutputCapture(outputLimitBytes)
@@ -82,8 +89,11 @@ export const makeSupervisedRun = (outputLimitBytes: number, hooks: SupervisedRun
       stdout: fileOp !== undefined ? () => refused("program output in a file operation") : hooks.onStdout ? (c) => (stdout.push(c), hooks.onStdout!(c)) : stdout.push,
       stderr: fileOp !== undefined ? () => refused("program output in a file operation") : hooks.onStderr ? (c) => (stderr.push(c), hooks.onStderr!(c)) : stderr.push,
       ...(receiver === undefined ? {} : { content: (chunk: Uint8Array) => refused(receiver.content(chunk)) }),
+      ...(tools === undefined ? {} : { toolArguments: (chunk: Uint8Array) => refused(tools.argumentsChunk(chunk)) }),
       control: (type, payload, bytes) => {
-        if (type === "f" || type === "F" || type === "s") {
+        if (type === "t" || type === "b" || type === "q") {
+          refused(tools === undefined ? `a tool call frame '${type}' where no tools were given` : tools.frame(type, bytes))
+        } else if (type === "f" || type === "F" || type === "s") {
           refused(reply?.fileFrame(type) ?? (receiver === undefined ? `a file frame '${type}' where no files were asked for` : receiver.frame(type, bytes)))
         } else if (type === "n" || type === "k" || type === "r") {
           refused(reply === undefined ? `a file operation's frame '${type}' where none was asked for` : reply.frame(type, bytes))

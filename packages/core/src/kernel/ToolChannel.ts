@@ -1,0 +1,275 @@
+/**
+ * The host's half of one run's tool calls. The supervisor relays each call the program makes over
+ * its in-sandbox socket as keyed frames ('t' + 'a' arguments, 'b' too large, 'q' caller gone; see
+ * RunnerProtocol), so a call reaches this module only if the supervisor took it from a caller:
+ * nothing the program prints can pass for one, and the ids are the supervisor's. Here each call is
+ * journaled (ToolCallRequested, then exactly one of ToolCallCompleted | ToolCallFailed |
+ * ToolCallRefused), checked (known tool, arguments against its schema, the budget), served by its
+ * handler under the per-call timeout, and answered on the supervisor's stdin.
+ *
+ * The run's deadline stays the authority: `settle`, run before the terminal event on every path
+ * (an end, a timeout, an abort, the executor's close), interrupts every handler still running,
+ * aborts its signal and waits for its ToolCallFailed, so the journal holds every call's outcome
+ * before the run's end, and the sandbox's removal never waits for a handler.
+ */
+import { createHash } from "node:crypto"
+import { Clock, Effect, Either, Fiber, Runtime, type Scope } from "effect"
+import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
+import type { Language } from "../Language.js"
+import { encodeToolReply, type ToolChannelHeader } from "../RunnerProtocol.js"
+import type { SandboxError } from "../Errors.js"
+import type { PlannedTool, ToolPlan } from "../Tools.js"
+import { toolModules } from "../tools/stubs.js"
+
+/** What SupervisedRun hands over from the frames; a string back is a protocol violation. */
+export interface ToolFrames {
+  readonly frame: (type: "t" | "b" | "q", bytes: Buffer) => string | undefined
+  readonly argumentsChunk: (chunk: Uint8Array) => string | undefined
+}
+
+export interface ToolChannel extends ToolFrames {
+  /** What the supervisor is told in the header: the bounds and the generated modules. */
+  readonly header: ToolChannelHeader
+  /** The supervisor's stdin, once the run has it: replies go there. */
+  readonly start: (write: (data: Uint8Array) => Effect.Effect<void, SandboxError>) => Effect.Effect<void>
+  /** Ends every call still being served (its handler's signal aborted, ToolCallFailed recorded). */
+  readonly settle: Effect.Effect<void>
+  /** Calls dispatched to a handler so far (refusals do not count). */
+  readonly callsMade: () => number
+}
+
+const encoder = new TextEncoder()
+const utf8 = new TextDecoder("utf-8", { fatal: false })
+/** A tool error's message as the code sees it: the handler's words, bounded. */
+const MAX_MESSAGE_CHARS = 8192
+const CALL_HEAD = /^([1-9][0-9]{0,9}) (0|[1-9][0-9]{0,10}) /
+
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
+
+/** A thrown value's message, never its stack. */
+export const errorMessage = (error: unknown): string => {
+  const text = error instanceof Error
+    ? error.message
+    : typeof error === "string"
+    ? error
+    : typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
+    ? (error as { message: string }).message
+    : (() => {
+      try {
+        return JSON.stringify(error) ?? String(error)
+      } catch {
+        return String(error)
+      }
+    })()
+  const message = text === "" ? "the tool failed without a message" : text
+  return message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)}… (message cut at ${MAX_MESSAGE_CHARS} characters)` : message
+}
+
+/** The handler's outcome as an Effect, whatever it returned: a value, a Promise or an Effect. */
+const invoke = (planned: PlannedTool, args: unknown, context: Parameters<PlannedTool["tool"]["handler"]>[1]): Effect.Effect<unknown, unknown> =>
+  Effect.suspend(() => {
+    let out: unknown
+    try {
+      out = planned.tool.handler(args, context)
+    } catch (error) {
+      return Effect.fail(error)
+    }
+    if (Effect.isEffect(out)) return out as Effect.Effect<unknown, unknown>
+    if (typeof out === "object" && out !== null && typeof (out as PromiseLike<unknown>).then === "function") {
+      return Effect.tryPromise({ try: () => Promise.resolve(out), catch: (error) => error })
+    }
+    return Effect.succeed(out)
+  }).pipe(Effect.catchAllDefect((defect) => Effect.fail(defect)))
+
+type Outcome =
+  | { readonly _tag: "Result"; readonly json: Uint8Array }
+  | { readonly _tag: "Failed"; readonly reason: "error" | "timed-out" | "result-too-large"; readonly message: string }
+
+export const make = (input: {
+  readonly plan: ToolPlan
+  readonly language: Language
+  readonly executionId: string
+  readonly append: (event: JournalEvent) => Effect.Effect<unknown, JournalError>
+}): Effect.Effect<ToolChannel, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const { plan, executionId } = input
+    const limits = plan.limits
+    const runtime = yield* Effect.runtime<never>()
+    const serving = new Map<number, Fiber.RuntimeFiber<void, never>>()
+    const callers = new Map<number, AbortController>()
+    let write: ((data: Uint8Array) => Effect.Effect<void, SandboxError>) | undefined
+    let lastId = 0
+    let made = 0
+    let settled = false
+    let pending: { id: number; tool: string; expected: number; chunks: Array<Uint8Array>; got: number } | undefined
+
+    const append = (event: JournalEvent) => input.append(event).pipe(Effect.ignore)
+    const reply = (id: number, status: "0" | "1" | "2", payload: Uint8Array) =>
+      Effect.suspend(() => write === undefined ? Effect.void : write(encodeToolReply(id, status, payload))).pipe(Effect.ignore)
+
+    // Interruptible only while the handler runs: every call that was requested gets its outcome.
+    const serve = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number): Effect.Effect<void> =>
+      Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
+        const startedAt = yield* Clock.currentTimeMillis
+        let value: unknown
+        let parsed = false
+        if (args !== undefined) {
+          try {
+            value = JSON.parse(utf8.decode(args))
+            parsed = true
+          } catch {
+            // refused below
+          }
+        }
+        yield* append({
+          type: "ToolCallRequested",
+          data: {
+            callId: id,
+            tool,
+            argumentBytes,
+            ...(args === undefined ? {} : { argumentsSha256: sha256(args) }),
+            ...(plan.recordArguments && args !== undefined ? { arguments: parsed ? value : utf8.decode(args) } : {})
+          }
+        })
+        const refuse = (reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large", message: string) =>
+          append({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(Effect.zipRight(reply(id, "2", encoder.encode(message))))
+        if (args === undefined) {
+          return yield* refuse("arguments-too-large", `the arguments of ${argumentBytes} bytes exceed the limit of ${limits.maxArgumentBytes} bytes (maxArgumentBytes)`)
+        }
+        const planned = plan.tools.get(tool)
+        if (planned === undefined) {
+          const known = [...plan.tools.keys()].join(", ")
+          return yield* refuse("unknown-tool", `no tool named ${JSON.stringify(tool.slice(0, 80))} is available to this run (tools: ${known})`)
+        }
+        if (!parsed) return yield* refuse("invalid-arguments", `the arguments of ${tool} are not JSON`)
+        if (typeof value !== "object" || value === null || Array.isArray(value)) {
+          return yield* refuse("invalid-arguments", `the arguments of ${tool} must be one JSON object`)
+        }
+        const checked = planned.check(value)
+        if (Either.isLeft(checked)) return yield* refuse("invalid-arguments", `invalid arguments for ${tool}: ${checked.left}`)
+        if (made >= limits.maxCalls) {
+          return yield* refuse("budget-exhausted", `tool call limit reached (${limits.maxCalls} calls per execution); no more tool calls are served in this run`)
+        }
+        made++
+        const controller = new AbortController()
+        callers.set(id, controller)
+        const outcome: Outcome = yield* restore(invoke(planned, checked.right, { signal: controller.signal, executionId, callId: id, tool })).pipe(
+          Effect.map((result): Outcome => {
+            let text: string | undefined
+            try {
+              text = JSON.stringify(result === undefined ? null : result)
+            } catch (error) {
+              return { _tag: "Failed", reason: "error", message: `the result of ${tool} is not JSON (${errorMessage(error)})` }
+            }
+            const json = encoder.encode(text ?? "null")
+            return json.byteLength > limits.maxResultBytes
+              ? { _tag: "Failed", reason: "result-too-large", message: `the result of ${tool} (${json.byteLength} bytes) exceeds the limit of ${limits.maxResultBytes} bytes (maxResultBytes)` }
+              : { _tag: "Result", json }
+          }),
+          Effect.catchAll((error) => Effect.succeed<Outcome>({ _tag: "Failed", reason: "error", message: errorMessage(error) })),
+          Effect.timeoutTo({
+            duration: limits.callTimeoutMs,
+            onSuccess: (o) => o,
+            onTimeout: (): Outcome => ({ _tag: "Failed", reason: "timed-out", message: `${tool} did not answer within ${limits.callTimeoutMs} ms (callTimeoutMs)` })
+          }),
+          Effect.onInterrupt(() =>
+            Effect.gen(function*() {
+              const reason = controller.signal.aborted ? String(controller.signal.reason) : "the run ended before the call was answered"
+              controller.abort(reason)
+              callers.delete(id)
+              const now = yield* Clock.currentTimeMillis
+              yield* append({ type: "ToolCallFailed", data: { callId: id, tool, durationMs: now - startedAt, reason: "cancelled", message: reason } })
+            })
+          )
+        )
+        callers.delete(id)
+        if (outcome._tag === "Failed" && outcome.reason === "timed-out") controller.abort(outcome.message)
+        const durationMs = (yield* Clock.currentTimeMillis) - startedAt
+        if (outcome._tag === "Result") {
+          // The answer first: the code waits for it; the journal's record follows at once.
+          yield* reply(id, "0", outcome.json)
+          yield* append({ type: "ToolCallCompleted", data: { callId: id, tool, durationMs, resultBytes: outcome.json.byteLength } })
+        } else {
+          yield* reply(id, "1", encoder.encode(outcome.message))
+          yield* append({ type: "ToolCallFailed", data: { callId: id, tool, durationMs, reason: outcome.reason, message: outcome.message } })
+        }
+      }))
+
+    const dispatch = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number) => {
+      if (settled) return
+      const fiber = Runtime.runFork(runtime)(serve(id, tool, args, argumentBytes))
+      serving.set(id, fiber)
+      fiber.addObserver(() => serving.delete(id))
+    }
+
+    const frame: ToolFrames["frame"] = (type, bytes) => {
+      const text = bytes.toString("latin1")
+      if (type === "q") {
+        // The caller went away (its process ended): its handler is cancelled; the supervisor drops the reply.
+        if (!/^[1-9][0-9]{0,9}$/.test(text) || Number(text) > lastId) return `a 'q' frame for no call (${JSON.stringify(text.slice(0, 40))})`
+        const id = Number(text)
+        const fiber = serving.get(id)
+        if (fiber !== undefined) {
+          callers.get(id)?.abort("the caller went away before the call was answered")
+          Runtime.runFork(runtime)(Fiber.interrupt(fiber))
+        }
+        return undefined
+      }
+      if (pending !== undefined) return `a tool call frame '${type}' inside call ${pending.id}'s arguments`
+      const m = CALL_HEAD.exec(text)
+      if (m === null) return `a tool call frame '${type}' that is not the supervisor's`
+      const id = Number(m[1])
+      const size = Number(m[2])
+      if (id !== lastId + 1) return `tool call ${id} after call ${lastId}`
+      lastId = id
+      const tool = utf8.decode(bytes.subarray(m[0].length))
+      if (type === "b") {
+        if (size <= limits.maxArgumentBytes) return `call ${id} refused as too large at ${size} bytes`
+        dispatch(id, tool, undefined, size)
+        return undefined
+      }
+      if (size > limits.maxArgumentBytes + 64) return `call ${id} announces ${size} bytes of arguments`
+      if (size === 0) {
+        dispatch(id, tool, new Uint8Array(0), 0)
+        return undefined
+      }
+      pending = { id, tool, expected: size, chunks: [], got: 0 }
+      return undefined
+    }
+
+    const argumentsChunk: ToolFrames["argumentsChunk"] = (chunk) => {
+      if (pending === undefined) return "tool call arguments outside a call"
+      pending.got += chunk.byteLength
+      if (pending.got > pending.expected) return `call ${pending.id}'s arguments run past the ${pending.expected} bytes announced`
+      pending.chunks.push(Uint8Array.from(chunk))
+      if (pending.got === pending.expected) {
+        const { id, tool, chunks, expected } = pending
+        pending = undefined
+        dispatch(id, tool, Buffer.concat(chunks), expected)
+      }
+      return undefined
+    }
+
+    const settle = Effect.suspend(() => {
+      settled = true
+      return Fiber.interruptAll([...serving.values()])
+    })
+    yield* Effect.addFinalizer(() => settle)
+
+    const modules = toolModules(input.language, [...plan.tools.values()].map((t) => t.spec))
+    return {
+      header: {
+        maxInFlight: limits.maxInFlight,
+        // The name (at most 64 bytes, or longer: refused as unknown), the newline, the arguments.
+        maxRequestBytes: limits.maxArgumentBytes + 64,
+        // The payload is a result within maxResultBytes or a message.
+        maxReplyBytes: Math.max(limits.maxResultBytes, 4 * MAX_MESSAGE_CHARS + 1024),
+        modules: modules.map(({ path, content }) => [path, encoder.encode(content)] as const)
+      },
+      start: (w) => Effect.sync(() => void (write = w)),
+      settle,
+      callsMade: () => made,
+      frame,
+      argumentsChunk
+    }
+  })
