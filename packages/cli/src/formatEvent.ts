@@ -47,7 +47,7 @@ const details = (e: EventEnvelope): string => {
     case "ArtifactsCollected":
       return artifacts(d)
     case "ToolCallRequested":
-      return `${toolCall(d)}, ${d.argumentBytes} B arguments (sha256 ${String(d.argumentsSha256).slice(0, 12)})${d.arguments === undefined ? "" : ` ${clip(JSON.stringify(d.arguments))}`}`
+      return `${toolCall(d)}, ${d.argumentBytes} B arguments${typeof d.argumentsSha256 === "string" ? ` (sha256 ${d.argumentsSha256.slice(0, 12)})` : " (not kept: too large)"}${d.arguments === undefined ? "" : ` ${clip(JSON.stringify(d.arguments))}`}`
     case "ToolCallCompleted":
       return `${toolCall(d)}, ${d.resultBytes} B result after ${d.durationMs} ms`
     case "ToolCallFailed":

@@ -200,7 +200,8 @@ export const ToolCallRequested = event("ToolCallRequested", {
   callId: Count,
   tool: Schema.String,
   argumentBytes: Count,
-  argumentsSha256: Schema.String,
+  /** Absent for a call refused as too large: the supervisor dropped its bytes unread. */
+  argumentsSha256: Schema.optional(Schema.String),
   arguments: Schema.optional(Schema.Unknown)
 })
 

@@ -20,6 +20,8 @@ import { SESSION_LOCK, SESSION_STATE_DIR, sessionInvocation } from "../internal/
 import { type Completion, runToCompletion } from "../kernel/Run.js"
 import { makeSupervisedRun, type SupervisedRun } from "../kernel/SupervisedRun.js"
 import { encodeRunnerPayload } from "../RunnerProtocol.js"
+import type { ToolChannel } from "../kernel/ToolChannel.js"
+import type { ToolLimits, ToolPlan, Tools } from "../Tools.js"
 import type { ExecProcess, SandboxRef, SandboxRuntime } from "../SandboxRuntime.js"
 import type { SessionPlan } from "./plan.js"
 
@@ -39,6 +41,10 @@ export interface SessionCodeRequest {
   readonly env?: Readonly<Record<string, string>>
   readonly timeoutMs?: number
   readonly outputLimitBytes?: number
+  /** Host tools the snippet may call (as in executeCode); replaces the service's `tools`. */
+  readonly tools?: Tools
+  readonly toolLimits?: Partial<ToolLimits>
+  readonly recordToolArguments?: boolean
 }
 
 export interface CallInput {
@@ -52,6 +58,8 @@ export interface CallInput {
   readonly timeoutMs: number
   readonly outputLimitBytes: number
   readonly env: Readonly<Record<string, string>>
+  /** runCode's tools, checked. */
+  readonly tools?: ToolPlan | undefined
 }
 
 /** After a kill, how long the call's process may take to end before the whole sandbox is killed. */
@@ -120,6 +128,9 @@ export const codeInput = (
         ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
         ...(request.files === undefined ? {} : { files: request.files }),
         ...(request.outputLimitBytes === undefined ? {} : { outputLimitBytes: request.outputLimitBytes }),
+        ...(request.tools === undefined ? {} : { tools: request.tools }),
+        ...(request.toolLimits === undefined ? {} : { toolLimits: request.toolLimits }),
+        ...(request.recordToolArguments === undefined ? {} : { recordToolArguments: request.recordToolArguments }),
         timeoutMs: request.timeoutMs ?? plan.timeoutMs
       },
       config,
@@ -136,7 +147,8 @@ export const codeInput = (
       fileCount: p.files.length,
       timeoutMs: p.timeoutMs,
       outputLimitBytes: request.outputLimitBytes === undefined ? plan.outputLimitBytes : p.outputLimitBytes,
-      env: yield* callEnv(plan, request.env)
+      env: yield* callEnv(plan, request.env),
+      tools: p.tools
     }
   })
 
@@ -155,10 +167,11 @@ export const runCall = (
   deps: CallDeps,
   input: CallInput,
   hooks: ExecuteOptions,
-  record: (event: JournalEvent) => Effect.Effect<void, JournalError>
+  record: (event: JournalEvent) => Effect.Effect<void, JournalError>,
+  tools?: ToolChannel
 ): Effect.Effect<{ readonly done: Completion; readonly run: SupervisedRun }, ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
   Effect.gen(function*() {
-    const run = yield* makeSupervisedRun(input.outputLimitBytes, hooks)
+    const run = yield* makeSupervisedRun(input.outputLimitBytes, hooks, undefined, undefined, tools)
     const shell = sessionInvocation({ stateDir: SESSION_STATE_DIR, keep: Object.keys(input.env), mode: input.mode, args: input.args })
     const done = yield* superviseExec(deps, run, {
       env: input.env,
@@ -170,8 +183,10 @@ export const runCall = (
         lock: SESSION_LOCK,
         killLeftovers: !deps.plan.keepBackgroundProcesses,
         args: shell,
+        tools: tools?.header,
         stdin: input.stdin
-      })
+      }),
+      tools
     }, record)
     return { done, run }
   })
@@ -189,6 +204,7 @@ export const superviseExec = (
     /** What never ran when the lock stayed held, in the error: "command", "file operation". */
     readonly what: string
     readonly payload: Uint8Array
+    readonly tools?: ToolChannel | undefined
   },
   record: (event: JournalEvent) => Effect.Effect<void, JournalError>
 ): Effect.Effect<Completion, ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
@@ -256,6 +272,7 @@ export const superviseExec = (
       run,
       payload: input.payload,
       timeoutMs: input.timeoutMs,
-      record
+      record,
+      tools: input.tools
     })
   })

@@ -19,6 +19,8 @@ import type { ExecutionResult } from "../ExecutionResult.js"
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import type { Removals } from "../kernel/Removals.js"
 import { resultOf, withTerminalEvent } from "../kernel/Run.js"
+import * as ToolChannel from "../kernel/ToolChannel.js"
+import type { Language } from "../Language.js"
 import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
 import { type CallDeps, type CallInput, codeInput, commandInput, type RunOptions, runCall, type SessionCodeRequest } from "./call.js"
@@ -182,11 +184,17 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
       sandboxKilled: (reason: string) => Effect.asVoid(end(reason, true))
     }
 
-    const runLocked = (input: CallInput, executionId: string, hooks: ExecuteOptions, record: (event: JournalEvent) => Effect.Effect<void, JournalError>) =>
+    const runLocked = (
+      input: CallInput,
+      executionId: string,
+      hooks: ExecuteOptions,
+      record: (event: JournalEvent) => Effect.Effect<void, JournalError>,
+      tools: ToolChannel.ToolChannel | undefined
+    ) =>
       Effect.gen(function*() {
         yield* refuseWhenEnded
         lastActivityMs = yield* Clock.currentTimeMillis
-        const { done, run } = yield* runCall(callDeps, input, hooks, record)
+        const { done, run } = yield* runCall(callDeps, input, hooks, record, tools)
         lastActivityMs = yield* Clock.currentTimeMillis
         const result: SessionResult = { ...resultOf(executionId, container.name, done, run), sessionId }
         return result
@@ -225,11 +233,18 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
           const asked = hooks.interruptReason?.()
           return asked === undefined ? "interrupted (caller, or the session ended)" : `interrupted by the caller: ${asked}`
         })
-        return yield* inCallSet(withTerminalEvent(
-          (event) => deps.append(executionId, event),
-          interruptReason,
-          (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record))
-        ))
+        return yield* inCallSet(Effect.scoped(Effect.gen(function*() {
+          // runCode's tool calls: served while the call runs, settled before its terminal event.
+          const tools = input.tools === undefined
+            ? undefined
+            : yield* ToolChannel.make({ plan: input.tools, language: input.language as Language, executionId, append: (event) => deps.append(executionId, event) })
+          return yield* withTerminalEvent(
+            (event) => deps.append(executionId, event),
+            interruptReason,
+            (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record, tools)),
+            tools?.settle
+          )
+        })))
       })
 
     /**
