@@ -8,6 +8,9 @@
  * Tools: execute_code (one fresh sandbox per call), terminal, read_file, write_file and
  * reset_session (one sandbox per MCP session). Resource templates: sandbox://executions/{id}/events,
  * and sandbox://executions/{id}/files/{+path} (what execute_code's `collect` brought back, kept a while).
+ *
+ * Also the other way round: `toolsFromMcp({ command } | { url })` turns an upstream MCP server's
+ * tools into sandbox tools that sandboxed code may call.
  */
 export { FileOperationFailed, InvalidArguments, McpSessionClosed, SessionLimitReached } from "./errors.js"
 export { type HttpOptions, type HttpServing, serveHttp } from "./http.js"
@@ -22,6 +25,21 @@ export { EVENTS_TEMPLATE, FILES_TEMPLATE, fileOfUri, fileUri } from "./resources
 // Node-only consumer (skipLibCheck: false, no "DOM" lib) cannot compile. This entry keeps clear of them.
 export { serveStdio, type StdioOptions, type StdioServing } from "./stdio.js"
 export { tools } from "./tools/definitions.js"
+export {
+  type CallToolResultLike,
+  type McpBridgeOptions,
+  type McpHttpServer,
+  type McpStdioServer,
+  McpTools,
+  type McpUpstream,
+  McpUpstreamFailed,
+  type RenamedTool,
+  sandboxNames,
+  type SkippedTool,
+  toolsFromMcp,
+  type ToolsFromMcpOptions,
+  unwrapCallToolResult
+} from "./toolsFromMcp.js"
 export * as ToolSchemas from "./tools/schemas.js"
 export { DEFAULT_RESULT_CAPS, headTail, type ResultCaps } from "./tools/results.js"
 export { VERSION } from "./version.js"
