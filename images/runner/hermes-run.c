@@ -917,6 +917,19 @@ static size_t tool_max_in_flight = 8, tool_max_request = 1 << 20, tool_max_reply
 static unsigned next_call_id = 1;
 static char tools_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
+/* `entry` first in the ':'-list `name` (once: a session call's environment may carry it already). */
+static void prepend_path(const char *name, const char *entry, const char *fallback) {
+  const char *old = getenv(name);
+  if (old == NULL || *old == 0) old = fallback;
+  size_t n = strlen(entry);
+  for (const char *p = old; p != NULL && *p; p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL) {
+    if (strncmp(p, entry, n) == 0 && (p[n] == ':' || p[n] == 0)) return;
+  }
+  char value[PATH_MAX * 4];
+  snprintf(value, sizeof value, "%s%s%s", entry, old != NULL && *old ? ":" : "", old != NULL ? old : "");
+  setenv(name, value, 1);
+}
+
 static void tools_listen_at(const char *code_dir) {
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   int n = snprintf(tools_socket, sizeof tools_socket, "%s/tools-%d.sock", code_dir, (int)getpid());
@@ -930,13 +943,10 @@ static void tools_listen_at(const char *code_dir) {
   }
   /* What the program's modules and `hermes-tool` need, and nothing secret: the key is not here. */
   setenv("HERMES_TOOLS_SOCKET", tools_socket, 1);
-  char value[PATH_MAX * 2];
-  const char *old = getenv("PYTHONPATH");
-  snprintf(value, sizeof value, "%s%s%s", code_dir, old && *old ? ":" : "", old && *old ? old : "");
-  setenv("PYTHONPATH", value, 1);
-  old = getenv("NODE_PATH");
-  snprintf(value, sizeof value, "%s/node_modules%s%s", code_dir, old && *old ? ":" : "", old && *old ? old : "");
-  setenv("NODE_PATH", value, 1);
+  char dir[PATH_MAX];
+  prepend_path("PYTHONPATH", code_dir, NULL);
+  snprintf(dir, sizeof dir, "%s/node_modules", code_dir);
+  prepend_path("NODE_PATH", dir, NULL);
   /* `hermes-tool` for bash: this very binary in client mode, through a symlink in the code
      directory (tmpfs is noexec, but exec checks the mount of the file the link resolves to). */
   char self[PATH_MAX], bin[PATH_MAX], link[PATH_MAX + 16];
@@ -946,9 +956,7 @@ static void tools_listen_at(const char *code_dir) {
     snprintf(bin, sizeof bin, "%s/bin", code_dir);
     snprintf(link, sizeof link, "%s/hermes-tool", bin);
     if ((mkdir(bin, 0700) == 0 || errno == EEXIST) && (unlink(link) == 0 || errno == ENOENT) && symlink(self, link) == 0) {
-      old = getenv("PATH");
-      snprintf(value, sizeof value, "%s%s%s", bin, old && *old ? ":" : "", old && *old ? old : "/usr/local/bin:/usr/bin:/bin");
-      setenv("PATH", value, 1);
+      prepend_path("PATH", bin, "/usr/local/bin:/usr/bin:/bin");
     }
   }
 }

@@ -10,7 +10,9 @@ import { Ajv2020 } from "ajv/dist/2020.js"
 import { Effect, Either, JSONSchema, ParseResult, Schema } from "effect"
 import { type InvalidRequest, invalidRequest } from "./Errors.js"
 import * as Schemas from "./Schemas.js"
-import { RESERVED_TOOL_NAMES, type ToolSpec } from "./tools/stubs.js"
+import { RESERVED_TOOL_NAMES, TOOL_NAME, type ToolSpec } from "./tools/stubs.js"
+
+export { RESERVED_TOOL_NAMES, TOOL_NAME, type ToolSpec } from "./tools/stubs.js"
 
 /** What a handler is told about the call it serves. */
 export interface ToolContext {
@@ -32,11 +34,12 @@ export interface Tool {
    * Schema, whose decoded value the handler gets (its JSON Schema is what the code is shown).
    * Without it any JSON object is accepted.
    */
-  readonly parameters?: JsonSchema | Schema.Schema<any, any, never> | undefined
+  readonly parameters?: JsonSchema | Schema.Schema.AnyNoContext | undefined
   /**
    * Serves one call: returns any JSON value, a Promise of one, or an Effect of one. A throw, a
    * rejection or a failure is a tool error: the code gets its `message` (never a stack trace).
    */
+  // biome-ignore lint/suspicious/noExplicitAny: a handler declares its own argument type ({ a: number }); `unknown` would refuse it
   readonly handler: (args: any, context: ToolContext) => unknown | Promise<unknown> | Effect.Effect<unknown, unknown, never>
 }
 
@@ -73,8 +76,6 @@ export const MAX_TOOL_LIMITS: ToolLimits = {
   maxResultBytes: 16 * Schemas.MiB
 }
 
-/** A name every generated module can bind: an identifier in Python and JavaScript. */
-export const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/
 
 export const ToolLimitsSchema = Schema.Struct({
   maxCalls: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxCalls)),
@@ -129,7 +130,7 @@ const jsonSchemaCheck = (validate: ValidateFunction) => (args: unknown): Either.
   return Either.left(errors.join("; "))
 }
 
-const effectSchemaCheck = (schema: Schema.Schema<any, any, never>) => {
+const effectSchemaCheck = (schema: Schema.Schema.AnyNoContext) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })
   return (args: unknown): Either.Either<unknown, string> =>
     Either.mapLeft(decode(args), (error) => ParseResult.TreeFormatter.formatErrorSync(error))

@@ -17,6 +17,8 @@
  *   env  `export -p` of the variables the commands exported
  * Variables named in <keepNames> come from the exec's environment (session env, forwarded
  * secrets, per-call env): they always win over the saved state and are never written to it.
+ * HERMES_TOOLS_SOCKET (a runCode call's tool channel, set by its supervisor) is never carried:
+ * the next call has the tools it is given, or none.
  *
  * The script reports nothing itself: the supervisor that runs it holds the session's lock (so
  * calls from two processes on one persistent sandbox are serialized), relays its output in
@@ -48,7 +50,7 @@ __hs_finish() {
   __hs_status=$?
   trap - EXIT
   set +euo pipefail
-  ( for __hs_n in "${"${"}__hs_names[@]}" SHLVL PWD OLDPWD _; do unset "$__hs_n" 2>/dev/null; done; export -p ) > "$__hs_dir/env.tmp" 2>/dev/null && mv -f -- "$__hs_dir/env.tmp" "$__hs_dir/env"
+  ( for __hs_n in "${"${"}__hs_names[@]}" SHLVL PWD OLDPWD _ HERMES_TOOLS_SOCKET; do unset "$__hs_n" 2>/dev/null; done; export -p ) > "$__hs_dir/env.tmp" 2>/dev/null && mv -f -- "$__hs_dir/env.tmp" "$__hs_dir/env"
   printf '%s\0' "$PWD" > "$__hs_dir/cwd.tmp" 2>/dev/null && mv -f -- "$__hs_dir/cwd.tmp" "$__hs_dir/cwd"
   exit "$__hs_status"
 }

@@ -16,7 +16,10 @@
  * can end them early and become code.
  */
 import type { Language } from "../Language.js"
-import { type JsonSchema, TOOL_NAME } from "../Tools.js"
+import type { JsonSchema } from "../Tools.js"
+
+/** A name every generated module can bind: an identifier in Python and JavaScript. */
+export const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/
 
 /** What the modules are generated from: a tool's name, description and the JSON Schema of its arguments object. */
 export interface ToolSpec {
