@@ -1050,3 +1050,179 @@ describe("--preload python (a warm pool's sandbox: the interpreter starts before
     expect(r.report?.exitCode).toBe(4)
   })
 })
+
+/**
+ * Tool calls (`tools`): the supervisor listens on $HERMES_TOOLS_SOCKET, relays each call as 't' +
+ * 'a' frames (or 'b' too large, 'q' caller gone) and hands the replies it reads on stdin
+ * ("R <id> <status> <n>\n" + n bytes) to the callers. The program here speaks the socket protocol
+ * with Python's socket module; the generated modules are tested in packages/core/test/ToolStubs.test.ts.
+ */
+describe("framed mode: tool calls", () => {
+  const PY_CALL = String.raw`
+import os, socket
+def call(name, args, close_early=False):
+    s = socket.socket(socket.AF_UNIX); s.connect(os.environ["HERMES_TOOLS_SOCKET"])
+    s.sendall(name.encode() + b"\n" + args); s.shutdown(socket.SHUT_WR)
+    if close_early:
+        s.close(); return None
+    b = b""
+    while True:
+        x = s.recv(65536)
+        if not x: return b
+        b += x
+`
+  interface Call { readonly id: number; readonly name: string; readonly args: Buffer; readonly tooLarge: boolean }
+  const toolRun = (code: string, opts: { tools?: string; stdin?: string; answer?: (c: Call, reply: (status: string, payload: string) => void) => void; header?: string } = {}) => {
+    const key = RunnerProtocol.makeRunKey()
+    const calls: Array<Call> = []
+    const gone: Array<number> = []
+    const types: Array<string> = []
+    let out = ""
+    const violations: Array<string> = []
+    let current: { id: number; name: string; want: number; chunks: Array<Buffer> } | undefined
+    const child = spawn(SUPERVISOR, [], {
+      env: { ...process.env, PYTHONUNBUFFERED: "1", HERMES_WORKSPACE: workspace, HERMES_CODE_DIR: codeDir },
+      stdio: ["pipe", "pipe", "pipe"],
+      timeout: 30_000,
+      killSignal: "SIGKILL"
+    })
+    const reply = (id: number) => (status: string, payload: string) => {
+      const body = Buffer.from(payload)
+      child.stdin!.write(Buffer.concat([Buffer.from(`R ${id} ${status} ${body.length}\n`), body]))
+    }
+    const got = (c: Call) => {
+      calls.push(c)
+      ;(opts.answer ?? ((c, r) => r("0", JSON.stringify(c.name))))(c, reply(c.id))
+    }
+    const decoder = new RunnerProtocol.FrameDecoder(key, {
+      stdout: (c) => (out += Buffer.from(c).toString()),
+      stderr: (c) => (out += Buffer.from(c).toString()),
+      toolArguments: (c) => {
+        current!.chunks.push(Buffer.from(c))
+        if (Buffer.concat(current!.chunks).length === current!.want) {
+          got({ id: current!.id, name: current!.name, args: Buffer.concat(current!.chunks), tooLarge: false })
+          current = undefined
+        }
+      },
+      control: (type, text, raw) => {
+        types.push(type)
+        if (type === "t" || type === "b") {
+          const [id, size] = text.split(" ")
+          const name = raw.subarray(id!.length + size!.length + 2).toString()
+          if (type === "b") got({ id: Number(id), name, args: Buffer.alloc(Number(size)), tooLarge: true })
+          else if (Number(size) === 0) got({ id: Number(id), name, args: Buffer.alloc(0), tooLarge: false })
+          else current = { id: Number(id), name, want: Number(size), chunks: [] }
+        } else if (type === "q") gone.push(Number(text))
+        else if (type === "E") out += `E:${text}`
+      },
+      violation: (reason) => violations.push(reason)
+    })
+    child.stdout!.on("data", (c: Buffer) => decoder.push(c))
+    child.stdin!.on("error", () => {})
+    const program = Buffer.from(PY_CALL + code)
+    const stdin = Buffer.from(opts.stdin ?? "")
+    child.stdin!.write(Buffer.concat([
+      Buffer.from(`HERMES/2\nkey ${key}\n${opts.header ?? ""}${opts.tools ?? "tools 8 1000 100000"}\nstdin ${stdin.length}\n`),
+      stdin,
+      Buffer.from(`lang python\ncode ${program.length}\n`),
+      program,
+      Buffer.from("run\n")
+    ]))
+    const done = new Promise<{ exitCode: number | null }>((resolve) => child.on("close", (exitCode) => resolve({ exitCode })))
+    return { calls, gone, types, out: () => out, violations, done, reply }
+  }
+
+  it("relays each call with the supervisor's own ids; the program's stdin comes from the header; replies reach the caller that made the call", async () => {
+    const t = toolRun(`import sys, threading
+print(sys.stdin.read().strip())
+print(call("add", b'{"a":1}'))
+rs = {}
+ts = [threading.Thread(target=lambda i=i: rs.__setitem__(i, call("t%d" % i, b"{}"))) for i in range(4)]
+[x.start() for x in ts]; [x.join() for x in ts]
+print(sorted(rs.items()))
+`, { stdin: "from the header\n" })
+    const r = await t.done
+    expect(r.exitCode, t.out()).toBe(0)
+    expect(t.violations).toEqual([])
+    expect(t.calls.map((c) => c.id)).toEqual([1, 2, 3, 4, 5])
+    expect(t.calls[0]).toMatchObject({ name: "add", tooLarge: false })
+    expect(t.calls[0]!.args.toString()).toBe('{"a":1}')
+    const lines = t.out().trim().split("\n")
+    expect(lines[0]).toBe("from the header")
+    expect(lines[1]).toBe(`b'0"add"'`)
+    // Each thread got the answer to its own call (the reply names the call's tool).
+    expect(lines[2]).toBe(`[(0, b'0"t0"'), (1, b'0"t1"'), (2, b'0"t2"'), (3, b'0"t3"')]`)
+    expect(t.types.at(-1)).toBe("x")
+  })
+
+  it("a request over the limit: its bytes are read and counted, 'b' names the size, and the caller gets the refusal (not a reset)", async () => {
+    const t = toolRun(`print(call("big", b"x" * 200000))\nprint(call("small", b"{}"))`, { answer: (c, reply) => reply(c.tooLarge ? "2" : "0", c.tooLarge ? "too large" : "1") })
+    const r = await t.done
+    expect(r.exitCode, t.out()).toBe(0)
+    expect(t.calls[0]).toMatchObject({ id: 1, name: "big", tooLarge: true })
+    expect(t.calls[0]!.args.length).toBe(200000 + 4) // name, newline and the arguments
+    expect(t.out().trim().split("\n")).toEqual(["b'2too large'", "b'01'"])
+  })
+
+  it("at most <calls at once> are taken: the next connection waits until a reply frees a slot; a caller gone while waiting is reported ('q') and its late reply dropped", async () => {
+    let first!: (status: string, payload: string) => void
+    const t = toolRun(`import threading, time
+threading.Thread(target=lambda: call("left", b"{}", close_early=True)).start()
+time.sleep(0.5)
+print(call("second", b"{}"))
+`, {
+      tools: "tools 1 1000 1000",
+      answer: (c, reply) => {
+        if (c.name === "left") first = reply
+        else reply("0", "2")
+      }
+    })
+    // The first caller went away: 'q' for it; the second call is not taken while the slot is held.
+    const deadline = Date.now() + 10_000
+    while (t.gone.length === 0 && Date.now() < deadline) await sleep(20)
+    expect(t.gone).toEqual([1])
+    await sleep(300)
+    expect(t.calls.map((c) => c.name)).toEqual(["left"])
+    first("0", "late")
+    const r = await t.done
+    expect(r.exitCode, t.out()).toBe(0)
+    expect(t.calls.map((c) => c.name)).toEqual(["left", "second"])
+    expect(t.out().trim()).toBe("b'02'")
+  })
+
+  it("after the program's end no call is taken: a leftover caller finds the socket gone", async () => {
+    const t = toolRun(`import os, subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import os, socket, time\\ntime.sleep(0.5)\\ns = socket.socket(socket.AF_UNIX)\\ntry:\\n    s.connect(os.environ['HERMES_TOOLS_SOCKET']); open(os.environ['HERMES_WORKSPACE'] + '/leftover', 'w').write('connected')\\nexcept OSError as e:\\n    open(os.environ['HERMES_WORKSPACE'] + '/leftover', 'w').write('refused %d' % e.errno)"], start_new_session=True)
+print("main ends")
+`)
+    const r = await t.done
+    expect(r.exitCode, t.out()).toBe(0)
+    const deadline = Date.now() + 10_000
+    while (!fs.existsSync(path.join(workspace, "leftover")) && Date.now() < deadline) await sleep(50)
+    expect(fs.readFileSync(path.join(workspace, "leftover"), "utf8")).toMatch(/^refused (2|111)$/) // ENOENT or ECONNREFUSED
+    expect(t.calls).toEqual([])
+  })
+
+  it("a reply that is not 'R <id> <status> <n>' ends the run as a setup failure (126, 'E')", async () => {
+    const t = toolRun(`print(call("x", b"{}"))`, { answer: (c) => void t2.push(c) })
+    const t2: Array<Call> = []
+    const deadline = Date.now() + 10_000
+    while (t.calls.length === 0 && Date.now() < deadline) await sleep(20)
+    // Written by hand: not a reply.
+    t.reply(1)("7", "")
+    const r = await t.done
+    expect(r.exitCode).toBe(126)
+    expect(t.out()).toContain("E:a malformed tool reply")
+  })
+
+  it("`tools` needs framed mode; modules land under the code directory without following a symlink", async () => {
+    const plain = await run("plain", () => "HERMES/2\ntools 8 10 10\nrun\n")
+    expectRefused(plain, 126, /tool calls need framed mode/)
+    fs.mkdirSync(codeDir, { mode: 0o700 })
+    fs.symlinkSync(tmp, path.join(codeDir, "node_modules"))
+    const mod = Buffer.from("x")
+    const refused = await run("framed", (key) => Buffer.concat([Buffer.from(`${prefix("framed", key)}tools 8 10 10\nmodule 24 1\nnode_modules/evil/index.js`), mod, Buffer.from("run\n")]))
+    expectRefused(refused, 126, /symlink or not a directory/)
+    expect(fs.existsSync(path.join(tmp, "evil"))).toBe(false)
+  })
+})
