@@ -408,6 +408,21 @@ import time; time.sleep(60)
     expect(types).toContain("ContainerDestroyed")
   })
 
+  it("a tool channel that cannot start fails the run loudly before the program runs (never a tool-less run)", async () => {
+    // A code directory whose socket path is longer than a unix socket's: the channel cannot be bound.
+    let called = false
+    let executionId = ""
+    const run = executor.executeCode(
+      { language: "python", code: "open('/workspace/ran', 'w')", env: { HERMES_CODE_DIR: `/tmp/${"d".repeat(120)}` }, tools: { add: { ...addTool, handler: () => (called = true) } } },
+      { onExecutionId: (id) => (executionId = id) }
+    )
+    await expect(run).rejects.toMatchObject({ _tag: "ContainerFailed", reason: "setup", message: expect.stringContaining("tool socket") })
+    expect(called).toBe(false)
+    const types = events.filter((e) => e.streamId === executionId).map((e) => e.type)
+    expect(types).toContain("ExecutionFailed")
+    expect(types.filter((t) => t.startsWith("ToolCall"))).toEqual([])
+  })
+
   it("recordToolArguments: the arguments are journaled when the user opts in", async () => {
     const r = await executor.executeCode({ language: "bash", code: `hermes-tool add '{"a": 1, "b": 2}'`, tools: { add: addTool }, recordToolArguments: true })
     expect(r.stdout.trim()).toBe("3")

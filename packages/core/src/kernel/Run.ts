@@ -117,11 +117,14 @@ export const runToCompletion = <E>(input: {
           new ContainerFailed({ operation: reason === "setup" ? "setup" : target.kind === "run" ? "report" : "session call", containerName: name, reason, message })
         )
       )
+    // A header line the image's supervisor does not know: it predates this SDK (a custom or old image).
+    const older = (message: string) =>
+      /^unknown header line/.test(message) ? `${message} (the image's supervisor is older than this SDK: rebuild the image, e.g. \`hermes-sandbox image build\`)` : message
     const refuseReport = (report: SupervisorReport) =>
       report._tag === "SetupFailed"
         ? refuse("setup", target.kind === "run"
-          ? `the sandbox ${name} could not be set up, so the program never ran: ${report.message}`
-          : `the call in ${name} could not be set up, so it never ran: ${report.message}`)
+          ? `the sandbox ${name} could not be set up, so the program never ran: ${older(report.message)}`
+          : `the call in ${name} could not be set up, so it never ran: ${older(report.message)}`)
         : report._tag === "Violation"
         ? refuse("protocol", `the report channel of ${target.kind === "run" ? "" : "a call in "}${name} carried bytes its supervisor did not write (${report.reason}); nothing it reported was used`)
         : Effect.void
