@@ -14,7 +14,7 @@ import { join } from "node:path"
 import { it as effectIt } from "@effect/vitest"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { ToolContext } from "@hermes-sandbox/core/Tools"
+import type { ToolContext } from "@hermes-sandbox/core"
 import { McpTools, McpUpstreamFailed, type McpUpstream, toolsFromMcp, unwrapCallToolResult } from "@hermes-sandbox/mcp"
 import { waitFor } from "./support/docker.js"
 

@@ -156,6 +156,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--max-sessions <n>", "session sandboxes alive at once, over all clients (default 16)")
     .option("--max-concurrency <n>", "sandboxes running at once, over all clients (default: the executor's)")
     .option("--max-queue <n>", "executions waiting for a slot before execute_code is refused (default: the executor's)")
+    .option("--upstream-config <file>", "upstream MCP servers whose tools execute_code's code may call: a JSON or YAML file with mcpServers (Claude Desktop's shape) or mcp_servers (the Hermes agent's); each tool is <name>_<tool> unless the entry gives a prefix")
+    .option("--tool-max-calls <n>", "with --upstream-config: tool calls one execute_code run may make (default 50)")
+    .option("--tool-timeout <duration>", "with --upstream-config: how long one tool call may take (default 60s)")
   withSandboxOptions(mcp)
     .action(async (options) => {
       exitCode = await (await commands.mcp()).mcp(options)

@@ -4,14 +4,17 @@
  * limits, and the count of live session sandboxes against the server's cap. Each MCP session
  * (McpSession.ts) is opened from here and closed with it at the latest.
  */
-import { Effect, type Layer, ManagedRuntime } from "effect"
-import { Artifacts, Executor, type Sessions, Session as SessionService } from "@hermes-sandbox/core"
+import { Effect, Either, type Layer, ManagedRuntime } from "effect"
+import { Artifacts, Executor, planTools, resolveToolLimits, type Sessions, Session as SessionService, type ToolLimits, type Tools, type ToolSpec } from "@hermes-sandbox/core"
 import { SandboxServices } from "@hermes-sandbox/docker"
 import type { Journal } from "@hermes-sandbox/events"
 import { SessionLimitReached } from "./errors.js"
 import { FileStore } from "./fileStore.js"
 import { McpSession, type McpSessionContext } from "./McpSession.js"
 import { DEFAULT_RESULT_CAPS, type ResultCaps } from "./tools/results.js"
+import { McpUpstreamFailed } from "./toolsFromMcp.js"
+import type { UpstreamServers } from "./upstreamConfig.js"
+import { type ConnectedUpstream, connectUpstreams, mergeTools, upstreamLabel, type Upstreams } from "./upstreams.js"
 
 export type Services = Executor.Executor | Sessions | Journal.Journal
 
@@ -76,8 +79,35 @@ export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => {
 
 export interface McpSandboxOptions extends SandboxServices.SandboxServicesOptions {
   readonly limits?: McpToolLimits
+  /**
+   * Upstream MCP servers whose tools execute_code's code may call (`from hermes_tools import
+   * fs_read_file`), by name: each connected at open (a server that cannot be used fails open,
+   * naming it) and closed with the sandbox. Each tool's name is `prefix` (default `<name>_`) + its
+   * upstream name made an identifier. loadUpstreamConfig(path) reads them from a file.
+   */
+  readonly upstream?: UpstreamServers
+  /**
+   * Host tools execute_code's code may call, besides the upstream servers' (toolsFromMcp's, or
+   * your own): listed in execute_code's description and given to every run. `toolLimits` (the
+   * executor's) bound the calls of each run.
+   */
+  readonly tools?: Tools
   /** Options of every session sandbox (terminal): its image, env... Its idle limit is limits.sessionIdleS. */
   readonly session?: Omit<SessionService.SessionOptions, "lifetimeSeconds" | "tags">
+}
+
+/**
+ * The tools checked now, as every run would check them (names, schemas that compile), so a tool
+ * that cannot be offered fails the server's start, naming where it came from, not every call.
+ */
+const specsOf = (tools: Tools, limits: ToolLimits, sources: ReadonlyArray<readonly [string, Tools]>): ReadonlyArray<ToolSpec> => {
+  const planned = Effect.runSync(Effect.either(planTools(tools, limits)))
+  if (Either.isRight(planned)) return [...(planned.right?.tools.values() ?? [])].map((t) => t.spec)
+  const error = planned.left
+  const tool = /^tools\.([A-Za-z0-9_]+)/.exec(error.field)?.[1]
+  const source = sources.find(([, t]) => tool !== undefined && tool in t)?.[0]
+  if (source === undefined || source === "the tools option") throw error
+  throw new McpUpstreamFailed({ upstream: source, reason: "invalid-options", message: `${source}'s tool ${tool} cannot be offered: ${error.message} (exclude it)` })
 }
 
 export class McpSandbox {
@@ -90,6 +120,12 @@ export class McpSandbox {
   private opening = 0
   private closing: Promise<void> | undefined
   private readonly unsubscribe: () => void
+  /** What execute_code's code may call, as its generated modules show it (checked at open), in the order given. */
+  readonly toolSpecs: ReadonlyArray<ToolSpec>
+  /** The limits on one run's tool calls (the executor's toolLimits over the defaults). */
+  readonly toolLimits: ToolLimits
+  /** The upstream MCP servers connected at open. */
+  readonly upstreams: ReadonlyArray<ConnectedUpstream>
 
   private constructor(
     readonly runtime: ManagedRuntime.ManagedRuntime<Services, unknown>,
@@ -97,8 +133,15 @@ export class McpSandbox {
     /** Live events of the executor and of the sessions service (each delivered after it committed). */
     readonly subscribe: Sessions["Type"]["unsafeSubscribe"],
     readonly sessionOptions: McpSandboxOptions["session"],
-    limits: McpToolLimits | undefined
+    limits: McpToolLimits | undefined,
+    /** Every run of execute_code gets these (empty: none). */
+    readonly tools: Tools,
+    callable: { readonly specs: ReadonlyArray<ToolSpec>; readonly limits: ToolLimits },
+    private readonly connections: Upstreams | undefined
   ) {
+    this.toolSpecs = callable.specs
+    this.toolLimits = callable.limits
+    this.upstreams = connections?.servers ?? []
     this.limits = resolveLimits(limits)
     this.files = new FileStore({ maxBytes: this.limits.fileStoreBytes, retentionMs: this.limits.fileRetentionS * 1000 })
     this.unsubscribe = subscribe((e) => {
@@ -108,8 +151,20 @@ export class McpSandbox {
 
   /** Build the services of `layer` (the Docker ones by default; a fake runtime's in tests). */
   static async open(options: McpSandboxOptions = {}, layer?: Layer.Layer<Services, unknown>): Promise<McpSandbox> {
-    const runtime = ManagedRuntime.make(layer ?? SandboxServices.layer(options))
+    // The tools go to execute_code's runs, not to the executor's defaults: the session service
+    // (terminal) has no use for them, and execute_code lists what it passes.
+    const { upstream, tools: given, ...services } = options
+    const connections = upstream === undefined || Object.keys(upstream).length === 0 ? undefined : await connectUpstreams(upstream)
+    let runtime: ManagedRuntime.ManagedRuntime<Services, unknown> | undefined
     try {
+      const sources = [
+        ...(given === undefined ? [] : [["the tools option", given] as const]),
+        ...(connections?.servers ?? []).map((c) => [upstreamLabel(c.name), c.tools] as const)
+      ]
+      const tools = mergeTools(sources)
+      const toolLimits = resolveToolLimits(services.toolLimits)
+      const specs = specsOf(tools, toolLimits, sources)
+      runtime = ManagedRuntime.make(layer ?? SandboxServices.layer(services))
       const { executorId, subscribe } = await runtime.runPromise(Effect.gen(function*() {
         const executor = yield* Executor.Executor
         const sessions = yield* SessionService.Sessions
@@ -123,9 +178,10 @@ export class McpSandbox {
         }
         return { executorId: executor.executorId, subscribe }
       }))
-      return new McpSandbox(runtime, executorId, subscribe, options.session, options.limits)
+      return new McpSandbox(runtime, executorId, subscribe, options.session, options.limits, tools, { specs, limits: toolLimits }, connections)
     } catch (error) {
-      await runtime.dispose()
+      await runtime?.dispose()
+      await connections?.close()
       throw error
     }
   }
@@ -170,7 +226,12 @@ export class McpSandbox {
       await Promise.allSettled([...this.sessions].map((s) => s.close("the server is stopping")))
       this.unsubscribe()
       this.files.clear()
-      await this.runtime.dispose()
+      // After the runs (their tool calls cancelled with them), so no call finds its upstream gone.
+      try {
+        await this.runtime.dispose()
+      } finally {
+        await this.connections?.close()
+      }
     })()
     return this.closing
   }

@@ -26,3 +26,12 @@ export class FileOperationFailed extends Schema.TaggedError<FileOperationFailed>
 export class McpSessionClosed extends Schema.TaggedError<McpSessionClosed>()("McpSessionClosed", {
   message: Schema.String
 }) {}
+
+/** An upstream configuration (`--upstream-config FILE`, or McpSandbox.open's `upstream`) that cannot be used, and where. */
+export class UpstreamConfigError extends Schema.TaggedError<UpstreamConfigError>()("UpstreamConfigError", {
+  /** The file, when it came from one. */
+  path: Schema.optional(Schema.String),
+  /** The server entry at fault, when one is. */
+  server: Schema.optional(Schema.String),
+  message: Schema.String
+}) {}

@@ -55,6 +55,7 @@ const hintFor = (tool: string, input: unknown): string | undefined => {
 
 export const createServer = (session: McpSession): Server => {
   const limits = session.owner.limits
+  const callable = { specs: session.owner.toolSpecs, limits: session.owner.toolLimits }
   const server = new Server(
     { name: "hermes-sandbox", title: "hermes-sandbox", version: VERSION },
     { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS }
@@ -67,7 +68,7 @@ export const createServer = (session: McpSession): Server => {
     tools: tools.map((t) => ({
       name: t.name,
       title: t.title,
-      description: t.description(limits),
+      description: t.description(limits, callable),
       inputSchema: jsonSchemaOf(t.args),
       outputSchema: jsonSchemaOf(t.result),
       annotations: { title: t.title, ...t.annotations }

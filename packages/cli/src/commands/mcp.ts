@@ -3,6 +3,8 @@
  * alone on standard output, every log line on standard error) or Streamable HTTP (`--http`, at
  * /mcp, a bearer token required). One executor serves every MCP session, so --max-concurrency
  * and the queue hold across clients. It runs until the client leaves (stdio) or a signal.
+ * --upstream-config connects upstream MCP servers at start (one that cannot be used stops the
+ * start, naming it) whose tools execute_code's code may call; they are closed at shutdown.
  */
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -31,6 +33,9 @@ export interface McpOptions extends SandboxCommandOptions {
   readonly maxSessions?: string
   readonly maxConcurrency?: string
   readonly maxQueue?: string
+  readonly upstreamConfig?: string
+  readonly toolMaxCalls?: string
+  readonly toolTimeout?: string
 }
 
 /** The environment variable that may carry the HTTP bearer token. */
@@ -83,10 +88,21 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const maxQueue = numberOption("--max-queue", options.maxQueue, true)
   const cpus = numberOption("--cpus", options.cpus)
   if (defaultTimeoutS !== undefined && maxTimeoutS !== undefined && defaultTimeoutS > maxTimeoutS) throw new UsageError("--timeout: larger than --max-timeout")
+  const toolMaxCalls = numberOption("--tool-max-calls", options.toolMaxCalls, true)
+  const toolTimeoutMs = durationOption("--tool-timeout", options.toolTimeout)
+  if (options.upstreamConfig === undefined && (toolMaxCalls ?? toolTimeoutMs) !== undefined) throw new UsageError("--tool-max-calls and --tool-timeout: only with --upstream-config")
+  if (toolTimeoutMs !== undefined && toolTimeoutMs < 1) throw new UsageError(`--tool-timeout: at least 1ms, got ${JSON.stringify(options.toolTimeout)}`)
   const token = options.http === true ? tokenOf(options) : undefined
   const images = options.image === undefined ? undefined : { python: options.image, javascript: options.image, bash: options.image }
 
-  const { McpSandbox, serveHttp, serveStdio } = await import("@hermes-sandbox/mcp")
+  const { loadUpstreamConfig, McpSandbox, McpUpstreamFailed, serveHttp, serveStdio, UpstreamConfigError } = await import("@hermes-sandbox/mcp")
+  let upstream: ReturnType<typeof loadUpstreamConfig> | undefined
+  try {
+    upstream = options.upstreamConfig === undefined ? undefined : loadUpstreamConfig(options.upstreamConfig)
+  } catch (error) {
+    throw error instanceof UpstreamConfigError ? new UsageError(`--upstream-config ${error.message}`) : error
+  }
+  for (const warning of upstream?.warnings ?? []) say(`warning: ${warning}`)
   // The Hermes agent's terminal: section as its own Docker backend applies it: image, limits, env
   // and forwarded variables for every sandbox; docker_volumes and lifetime_seconds for the session
   // sandbox (terminal, read_file, write_file) only — execute_code's single-use sandboxes take no mounts.
@@ -114,8 +130,22 @@ export const mcp = async (options: McpOptions): Promise<number> => {
       ...(maxTimeoutS === undefined ? {} : { maxTimeoutS }),
       ...((sessionIdleS ?? hermesIdleS) === undefined ? {} : { sessionIdleS: sessionIdleS ?? hermesIdleS }),
       ...(maxSessionSandboxes === undefined ? {} : { maxSessionSandboxes })
-    }
+    },
+    ...(upstream === undefined ? {} : { upstream: upstream.servers }),
+    ...((toolMaxCalls ?? toolTimeoutMs) === undefined ? {} : {
+      toolLimits: { ...(toolMaxCalls === undefined ? {} : { maxCalls: toolMaxCalls }), ...(toolTimeoutMs === undefined ? {} : { callTimeoutMs: toolTimeoutMs }) }
+    })
+  }).catch((error: unknown) => {
+    signals.dispose()
+    // A configuration the servers refuse (include/exclude naming tools they lack, names that clash) is a usage error.
+    throw error instanceof McpUpstreamFailed && error.reason === "invalid-options" ? new UsageError(`--upstream-config ${options.upstreamConfig}: ${error.message}`) : error
   })
+  if (upstream !== undefined && sandbox.upstreams.length === 0) say(`--upstream-config ${options.upstreamConfig}: no upstream MCP server enabled`)
+  for (const u of sandbox.upstreams) {
+    const names = Object.keys(u.tools)
+    say(`upstream MCP server "${u.name}" (${u.server.name} ${u.server.version}): ${names.length} tools for execute_code: ${names.join(", ")}`)
+    for (const s of u.skipped) say(`upstream MCP server "${u.name}": tool ${s.upstream} not offered: ${s.reason}`)
+  }
   const stopped = new Promise<void>((resolve) => signals.signal.addEventListener("abort", () => resolve(), { once: true }))
   try {
     if (options.http !== true) {

@@ -8,6 +8,7 @@ import { Executor, type ExecuteRequest, type Session } from "@hermes-sandbox/cor
 import { FileOperationFailed, InvalidArguments } from "../errors.js"
 import type { McpSession } from "../McpSession.js"
 import type { Progress } from "../progress.js"
+import { type CallableTools, describeCallable } from "./callable.js"
 import { collectedResult } from "./collected.js"
 import { type ExtraContent, runResult } from "./results.js"
 import * as S from "./schemas.js"
@@ -29,7 +30,8 @@ export interface ToolResult {
 export interface ToolDefinition<A = never> {
   readonly name: string
   readonly title: string
-  readonly description: (limits: McpSession["owner"]["limits"]) => string
+  /** Its description for tools/list: from the server's limits and the host tools execute_code's code may call. */
+  readonly description: (limits: McpSession["owner"]["limits"], callable: CallableTools) => string
   readonly annotations: { readonly readOnlyHint: boolean; readonly destructiveHint: boolean; readonly idempotentHint: boolean; readonly openWorldHint: boolean }
   readonly args: Schema.Schema<A, A>
   readonly result: Schema.Schema.Any
@@ -65,12 +67,13 @@ const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`
 export const executeCode = define<S.ExecuteCodeArgs>({
   name: "execute_code",
   title: "Run code in a fresh sandbox",
-  description: (l) =>
+  description: (l, callable) =>
     `Run a python, javascript (node) or bash program in a fresh, single-use Docker sandbox (no network, read-only root, non-root user, memory/CPU/pid limits) that is removed afterwards; nothing carries over between calls (use terminal for that). ` +
     `Files can be written into /workspace (the working directory) first. Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}. ` +
     `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail. ` +
     `collect (globs relative to /workspace, e.g. ["*.png", "out/**"]) brings files back after the program ends: each as a resource_link (resources/read; kept ${Math.round(l.fileRetentionS / 60)} min) and listed in the result, ` +
-    `PNG/JPEG/GIF/WebP up to ${Math.round(l.maxImageBytes / 1024)} KiB also as image content (at most ${l.maxImages} per call); at most ${l.collectLimits.maxFiles} files, ${l.collectLimits.maxFileBytes} bytes each, ${l.collectLimits.maxTotalBytes} bytes in all.`,
+    `PNG/JPEG/GIF/WebP up to ${Math.round(l.maxImageBytes / 1024)} KiB also as image content (at most ${l.maxImages} per call); at most ${l.collectLimits.maxFiles} files, ${l.collectLimits.maxFileBytes} bytes each, ${l.collectLimits.maxTotalBytes} bytes in all.` +
+    describeCallable(callable),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   args: S.ExecuteCodeArgs,
   result: S.ExecuteCodeResult,
@@ -82,13 +85,16 @@ export const executeCode = define<S.ExecuteCodeArgs>({
       if (f.path in files) throw new InvalidArguments({ tool: "execute_code", issues: [{ field: `files[${i}].path`, message: `${f.path} is given twice` }], message: `files[${i}].path: given twice` })
       files[f.path] = bytesOf("execute_code", `files[${i}].content`, f.content, f.encoding)
     }
+    const tools = session.owner.tools
+    const withTools = session.owner.toolSpecs.length > 0
     const request: ExecuteRequest = {
       language: args.language,
       code: args.code,
       timeoutMs,
       ...(args.stdin === undefined ? {} : { stdin: args.stdin }),
       ...(args.files === undefined ? {} : { files }),
-      ...(args.collect === undefined || args.collect.length === 0 ? {} : { collect: args.collect, collectLimits: limits.collectLimits })
+      ...(args.collect === undefined || args.collect.length === 0 ? {} : { collect: args.collect, collectLimits: limits.collectLimits }),
+      ...(withTools ? { tools } : {})
     }
     const result = await session.run("execute_code", (hooks) => Effect.flatMap(Executor.Executor, (e) => e.executeCode(request, hooks)), signal, {
       onExecutionId: progress.follow
@@ -98,6 +104,8 @@ export const executeCode = define<S.ExecuteCodeArgs>({
     const collected = collectedResult(result, { maxImages: limits.maxImages, maxImageBytes: limits.maxImageBytes, kept })
     const value = {
       ...runResult(result, limits.resultCaps, { timeoutS: timeoutMs / 1000, maxTimeoutS: limits.maxTimeoutS }, collected?.notes),
+      // As the Hermes agent's execute_code result: 0 says the code called nothing (or every call was refused).
+      ...(withTools ? { tool_calls_made: result.toolCallsMade ?? 0 } : {}),
       ...collected?.fields
     }
     return { value, isError: value.status !== "success", ...(collected === undefined ? {} : { content: collected.content }) }

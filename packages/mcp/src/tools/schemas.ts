@@ -105,6 +105,7 @@ export const SkippedFile = Schema.Struct({
 
 export const ExecuteCodeResult = Schema.Struct({
   ...RunResult.fields,
+  tool_calls_made: optional(Count, "With host tools (see the description): the calls the code made that a tool served (refused calls do not count)."),
   files: optional(Schema.Array(CollectedFile), "With collect: the files brought back."),
   skipped_files: optional(Schema.Array(SkippedFile), "With collect: matching entries not brought back, each with the reason."),
   files_truncated: optional(Schema.Boolean, "With collect: something matching was held back by a limit, or the collection was cut short."),
