@@ -8,7 +8,7 @@
  * does not do: a paginated tools/list and names that clash once mapped.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { it as effectIt } from "@effect/vitest"
@@ -17,27 +17,18 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { ToolContext } from "@hermes-sandbox/core"
 import { McpTools, McpUpstreamFailed, type McpUpstream, toolsFromMcp, unwrapCallToolResult } from "@hermes-sandbox/mcp"
 import { waitFor } from "./support/docker.js"
+import { goneWithin, pidsWith, processMarker } from "./support/processes.js"
 
 const testDir = new URL(".", import.meta.url).pathname
 const everything = `${testDir}node_modules/@modelcontextprotocol/server-everything/dist/index.js`
 
 /** The reference server over stdio, with a marker argument (it ignores arguments after the transport) to find its process by. */
 const stdioServer = (env: Record<string, string> = {}) => {
-  const marker = `--hermes-bridge-test-${process.pid}-${Math.random().toString(36).slice(2)}`
+  const marker = processMarker("bridge-test")
   return { marker, spec: { command: process.execPath, args: [everything, "stdio", marker], env, stderr: "ignore" as const } }
 }
 
-/** Processes whose command line holds `marker`, from /proc. */
-const pidsWith = (marker: string): Array<number> =>
-  readdirSync("/proc").flatMap((entry) => {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) return []
-    try {
-      return readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").includes(marker) ? [Number(entry)] : []
-    } catch {
-      return []
-    }
-  })
-const gone = (marker: string) => waitFor(async () => pidsWith(marker).length === 0, 10_000)
+const gone = (marker: string) => goneWithin(marker, 10_000)
 
 const context = (signal: AbortSignal = new AbortController().signal): ToolContext => ({ signal, executionId: "bridge-test", callId: 1, tool: "test" })
 const callOn = (upstream: McpUpstream, name: string, args: Record<string, unknown> = {}, signal?: AbortSignal) => {
