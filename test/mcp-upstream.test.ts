@@ -9,14 +9,15 @@
  * start. The configuration file's parsing is tested at the end, without an engine.
  */
 import { spawn } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type EventEnvelope, isClosed } from "@hermes-sandbox/events"
-import { defaultPrefix, parseUpstreamConfig, UpstreamConfigError } from "@hermes-sandbox/mcp"
+import { defaultPrefix, McpSandbox, McpUpstreamFailed, parseUpstreamConfig, UpstreamConfigError } from "@hermes-sandbox/mcp"
 import { waitFor } from "./support/docker.js"
 import { mcpServerCommand, runInspector } from "./support/mcp.js"
+import { connectInMemory } from "./support/mcpInMemory.js"
 import { containersOfExecutors, lifecycleOf, processGone, serverEnv, type StdioClient, stdioClient } from "./support/mcpClient.js"
 import { goneWithin, pidsWith, processMarker } from "./support/processes.js"
 
@@ -290,6 +291,64 @@ describe("a client this project did not write: the MCP Inspector's CLI", () => {
   })
 })
 
+describe("in code: McpSandbox.open({ upstream, tools, toolLimits })", () => {
+  const everythingServer = (marker: string) => ({ command: process.execPath, args: [everything, "stdio", marker], stderr: "ignore" as const })
+
+  it("the upstream's tools and tools of one's own, listed and callable; toolLimits apply; close() ends the upstream process", async () => {
+    const marker = processMarker("upstream-test")
+    markers.push(marker)
+    const sandbox = await McpSandbox.open({
+      journal: "memory",
+      upstream: { everything: { ...everythingServer(marker), include: ["echo"] } },
+      tools: { now: { description: "The host's time (ISO 8601)\nMore words the list leaves out.", handler: () => "2026-12-01T00:00:00.000Z" } },
+      toolLimits: { maxCalls: 10 }
+    })
+    try {
+      executors.add(sandbox.executorId)
+      expect(sandbox.toolSpecs.map((t) => t.name)).toEqual(["now", "everything_echo"])
+      expect(sandbox.upstreams.map((u) => [u.name, u.server.name, Object.keys(u.tools)])).toEqual([["everything", "mcp-servers/everything", ["everything_echo"]]])
+      const { client, close } = await connectInMemory(sandbox, { clientName: "in-code" })
+      try {
+        const description = (await client.listTools()).tools.find((t) => t.name === "execute_code")!.description!
+        expect(description).toContain("The code can call these 2 host tools (they run outside the sandbox, on the server; at most 10 calls per run")
+        expect(description).toContain("\n- now(): The host's time (ISO 8601)\n- everything_echo(message): Echoes back the input string\n")
+        const result = await client.callTool({ name: "execute_code", arguments: { language: "python", code: "from hermes_tools import now, everything_echo\nprint(now(), everything_echo(message='x'))" } })
+        expect(result.structuredContent).toMatchObject({ status: "success", stdout: "2026-12-01T00:00:00.000Z Echo: x\n", tool_calls_made: 2 })
+        // terminal runs in the session sandbox: the tools are execute_code's alone.
+        const terminal = await client.callTool({ name: "terminal", arguments: { command: "echo ${HERMES_TOOLS_SOCKET:-none}" } })
+        expect(terminal.structuredContent).toMatchObject({ status: "success", stdout: "none\n" })
+        expect(terminal.structuredContent).not.toHaveProperty("tool_calls_made")
+      } finally {
+        await close()
+      }
+    } finally {
+      await sandbox.close()
+    }
+    expect(await goneWithin(marker, 10_000)).toBe(true)
+  })
+
+  it("a name given twice (a tool of one's own and an upstream's), or a tool that cannot be offered, fails open; the upstream is closed", async () => {
+    const marker = processMarker("upstream-test")
+    markers.push(marker)
+    const clash = await McpSandbox.open({
+      journal: "memory",
+      upstream: { everything: everythingServer(marker) },
+      tools: { everything_echo: { handler: () => "mine" } }
+    }).catch((e: unknown) => e)
+    expect(clash).toBeInstanceOf(McpUpstreamFailed)
+    expect((clash as Error).message).toBe(
+      'the tool name "everything_echo" is given by both the tools option and the upstream MCP server "everything": give one of them another prefix, or exclude the tool from one'
+    )
+    expect(await goneWithin(marker, 10_000)).toBe(true)
+
+    const second = processMarker("upstream-test")
+    markers.push(second)
+    const invalid = await McpSandbox.open({ journal: "memory", upstream: { everything: everythingServer(second) }, tools: { "not-a-name": { handler: () => 1 } } }).catch((e: unknown) => e)
+    expect(invalid).toMatchObject({ _tag: "InvalidRequest", field: "tools.not-a-name" })
+    expect(await goneWithin(second, 10_000)).toBe(true)
+  })
+})
+
 describe("the upstream configuration file (no engine)", () => {
   it("JSON in Claude Desktop's shape: stdio and Streamable HTTP entries with prefix, include, exclude; other top-level keys are left alone", () => {
     const { servers, warnings } = parseUpstreamConfig(
@@ -364,6 +423,16 @@ describe("the upstream configuration file (no engine)", () => {
       expect(error, text).toBeInstanceOf(UpstreamConfigError)
       expect((error as Error).message, text).toMatch(message)
     }
+  })
+
+  it("docs/mcp.md's example configuration is one", () => {
+    const page = readFileSync(new URL("../docs/mcp.md", import.meta.url), "utf8")
+    const block = /```json\n\/\/ upstream\.json[^\n]*\n([\s\S]*?)```/.exec(page)?.[1]
+    expect(block, "no upstream.json example in docs/mcp.md").toBeDefined()
+    const { servers, warnings } = parseUpstreamConfig(block!, { path: "upstream.json" })
+    expect(Object.keys(servers)).toEqual(["fs", "web"])
+    expect(servers.web).toMatchObject({ url: "http://127.0.0.1:3001/mcp", prefix: "web_", exclude: ["fetch_raw"] })
+    expect(warnings).toEqual([])
   })
 
   it("the default prefix is the server's name made an identifier, then _", () => {
