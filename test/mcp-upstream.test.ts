@@ -220,6 +220,16 @@ for i in range(3):
   })
 })
 
+describe("--upstream-config: the server killed", () => {
+  it("SIGKILL: the upstream process sees its standard input end and exits too", async () => {
+    const server = await start()
+    expect(pidsWith(server.marker)).toHaveLength(1)
+    process.kill(server.pid, "SIGKILL")
+    expect(await waitFor(async () => processGone(server.pid), 20_000)).toBe(true)
+    expect(await goneWithin(server.marker, 10_000)).toBe(true)
+  })
+})
+
 /** The built server run to its end (it is expected to fail at start): exit code and stderr. */
 const runToExit = (args: ReadonlyArray<string>): Promise<{ code: number | null; stderr: string }> =>
   new Promise((resolve, reject) => {
