@@ -3,7 +3,7 @@ import { DockerExecutor } from "@hermes-sandbox/docker"
 import { MemoryJournal } from "@hermes-sandbox/events"
 import { liveTime } from "./support/contractTime.js"
 import type { Program } from "./support/executorContract.js"
-import { executorContract } from "./support/executorContract.js"
+import { executorContract, pythonToolCalls } from "./support/executorContract.js"
 import { poolOn, warmPoolSize } from "./support/executor.js"
 
 /** The program in Python, its steps in the order of `Program`. */
@@ -16,6 +16,7 @@ const python = (p: Program): string => {
   if (p.stdoutBytes) {
     lines.push(`for _ in range(${Math.floor(p.stdoutBytes / 65536)}): sys.stdout.write('x' * 65536)`, `sys.stdout.write('x' * ${p.stdoutBytes % 65536})`)
   }
+  lines.push(...pythonToolCalls(p))
   if (p.stderr) lines.push(`sys.stderr.write(${s(p.stderr)})`)
   lines.push("sys.stdout.flush()", "sys.stderr.flush()")
   if (p.oom) lines.push("a = []", "while True:", "    a.append(bytearray(10**7))")

@@ -6,7 +6,8 @@
  * A world says how to build an executor over its runtime and journal, how its programs do a thing
  * and how time passes. What only one side can show stays in that side's suite: fault injection,
  * TestClock precision, gauges and the fake pool in packages/core/test/Executor.test.ts; hardening,
- * outside kills, images, languages and the Promise facade in test/execute.e2e.test.ts.
+ * outside kills, images, languages and the Promise facade in test/execute.e2e.test.ts; the tool
+ * channel's attacks, its modules and every language in test/tools.e2e.test.ts.
  */
 import { createHash } from "node:crypto"
 import { describe, expect } from "@effect/vitest"
@@ -18,7 +19,9 @@ import {
   Executor,
   type ExecutorOptions,
   Label,
-  SandboxRuntime
+  SandboxRuntime,
+  type ToolContext,
+  type Tools
 } from "@hermes-sandbox/core"
 import { Journal } from "@hermes-sandbox/events"
 import { eventsOf, gone, typesOf } from "./contractChecks.js"
@@ -33,6 +36,13 @@ export interface Program {
   readonly printFile?: string
   /** Then writes this many bytes ("x") to stdout. */
   readonly stdoutBytes?: number
+  /**
+   * Then calls host tools and prints one line per call, in call order: `0 <the result's JSON>`
+   * (compact), `1 <the tool error's message>` or `2 <the refusal's message>`.
+   */
+  readonly toolCalls?: ReadonlyArray<ProgramToolCall>
+  /** The calls all at once (threads), their lines printed once all are answered. */
+  readonly toolCallsConcurrently?: boolean
   readonly stderr?: string
   /** Allocates memory until the kernel's OOM killer ends it (run it with a small memory limit). */
   readonly oom?: boolean
@@ -42,6 +52,74 @@ export interface Program {
   readonly spin?: boolean
   readonly sleepMs?: number
   readonly exitCode?: number
+}
+
+export interface ProgramToolCall {
+  readonly tool: string
+  /** Sent as compact JSON; `{}` without args or rawArgs. */
+  readonly args?: unknown
+  /** The argument bytes as they are (UTF-8). */
+  readonly rawArgs?: string
+  /** The whole request ("<tool>\n<arguments>") padded with spaces to this many bytes. */
+  readonly size?: number
+}
+
+/**
+ * `toolCalls` in Python, for a world that runs real code: a call with only `args` goes through the
+ * generated `hermes_tools` module (its result re-encoded compactly, as JSON.stringify writes it);
+ * `rawArgs` or `size` speak the channel's socket directly, so the bytes sent are exactly those.
+ */
+export const pythonToolCalls = (p: Program): ReadonlyArray<string> => {
+  if (p.toolCalls === undefined || p.toolCalls.length === 0) return []
+  const s = JSON.stringify
+  const literal = (value: unknown) => value === undefined ? "None" : `json.loads(${s(s(value))})`
+  const calls = p.toolCalls.map((c) => `lambda: _call(${s(c.tool)}, ${literal(c.args)}, ${c.rawArgs === undefined ? "None" : s(c.rawArgs)}, ${c.size ?? "None"})`)
+  return [
+    // What was printed before is out before a call that may never end.
+    "sys.stdout.flush()",
+    "import json, os, socket, threading",
+    "def _call(name, args, raw, size):",
+    "    if raw is None and size is None:",
+    "        import hermes_tools",
+    "        try:",
+    "            return '0 ' + json.dumps(hermes_tools.call_tool(name, args), separators=(',', ':'), ensure_ascii=False)",
+    "        except hermes_tools.ToolRefused as e:",
+    "            return '2 ' + str(e)",
+    "        except hermes_tools.ToolError as e:",
+    "            return '1 ' + str(e)",
+    "    body = raw if raw is not None else json.dumps(args if args is not None else {}, separators=(',', ':'), ensure_ascii=False)",
+    "    request = name.encode() + b'\\n' + body.encode()",
+    "    if size is not None and size > len(request):",
+    "        request += b' ' * (size - len(request))",
+    "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)",
+    "    s.connect(os.environ['HERMES_TOOLS_SOCKET'])",
+    "    try:",
+    "        s.sendall(request)",
+    "        s.shutdown(socket.SHUT_WR)",
+    "    except OSError:",
+    "        pass",
+    "    reply = b''",
+    "    while True:",
+    "        chunk = s.recv(65536)",
+    "        if not chunk:",
+    "            break",
+    "        reply += chunk",
+    "    s.close()",
+    "    return reply[:1].decode() + ' ' + reply[1:].decode('utf-8', 'replace')",
+    `_calls = [${calls.join(", ")}]`,
+    ...(p.toolCallsConcurrently
+      ? [
+        "_lines = [None] * len(_calls)",
+        "def _run(i):",
+        "    _lines[i] = _calls[i]()",
+        "_threads = [threading.Thread(target=_run, args=(i,)) for i in range(len(_calls))]",
+        "for t in _threads: t.start()",
+        "for t in _threads: t.join()",
+        "for line in _lines: sys.stdout.write(line + '\\n')"
+      ]
+      : ["for f in _calls:", "    sys.stdout.write(f() + '\\n')", "    sys.stdout.flush()"]),
+    "sys.stdout.flush()"
+  ]
 }
 
 export interface ExecutorWorld {
@@ -59,6 +137,32 @@ export interface ExecutorWorld {
 
 const NAME = /^hermes-sandbox-[0-9a-f-]{36}$/
 const KiB = 1024
+
+/** A tool that adds two numbers (the schema the refusals are checked against). */
+const addTool = {
+  description: "Adds two numbers",
+  parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] },
+  handler: ({ a, b }: { a: number; b: number }) => a + b
+}
+
+/** A ToolCall* event's data, loosely: the checks read the fields each type has. */
+interface ToolEvent {
+  readonly type: string
+  readonly data: {
+    readonly callId: number
+    readonly tool: string
+    readonly reason?: string
+    readonly message?: string
+    readonly argumentBytes?: number
+    readonly argumentsSha256?: string
+    readonly arguments?: unknown
+    readonly resultBytes?: number
+    readonly durationMs?: number
+  }
+}
+
+const toolEventsOf = (journal: Journal.Journal["Type"], executionId: string) =>
+  Effect.map(eventsOf(journal, executionId), (events) => events.filter((e) => e.type.startsWith("ToolCall")) as unknown as ReadonlyArray<ToolEvent>)
 
 export const executorContract = (name: string, world: ExecutorWorld) => {
   const { time } = world
@@ -309,6 +413,225 @@ export const executorContract = (name: string, world: ExecutorWorld) => {
           expect(r.stdoutBytes).toBe(768 * KiB)
           expect(r.stderrTruncated).toBe(false)
           expect(r.stderr).toBe("tail\n")
+        })), 60_000)
+
+    // ---- tool calls from the code: served, refused, failed, budgeted, journaled, cut by the deadline
+
+    test("tool calls: the handler serves each call (told the execution and the call) and its result reaches the code; toolCallsMade counts them", () =>
+      withExecutor({}, ({ executor }) =>
+        Effect.gen(function*() {
+          const seen: Array<Omit<ToolContext, "signal"> & { readonly aborted: boolean }> = []
+          const tools: Tools = {
+            add: {
+              ...addTool,
+              handler: ({ a, b }: { a: number; b: number }, { callId, executionId, signal, tool }: ToolContext) => {
+                seen.push({ callId, executionId, tool, aborted: signal.aborted })
+                return { sum: a + b }
+              }
+            }
+          }
+          const r = yield* executor.executeCode({
+            language: world.language,
+            tools,
+            code: world.program({ stdout: "before\n", toolCalls: [{ tool: "add", args: { a: 1, b: 2 } }, { tool: "add", args: { a: 40, b: 2 } }] })
+          })
+          expect(r).toMatchObject({ exitCode: 0, timedOut: false, stdout: "before\n0 {\"sum\":3}\n0 {\"sum\":42}\n", stderr: "", toolCallsMade: 2 })
+          expect(r.stdoutBytes).toBe(r.stdout.length)
+          expect(seen).toEqual([
+            { callId: 1, executionId: r.executionId, tool: "add", aborted: false },
+            { callId: 2, executionId: r.executionId, tool: "add", aborted: false }
+          ])
+        })), 60_000)
+
+    test("tool calls: an unknown tool, arguments against the schema and arguments that are not JSON are refused (status 2) without running a handler", () =>
+      withExecutor({}, ({ executor, journal }) =>
+        Effect.gen(function*() {
+          let ran = 0
+          const tools: Tools = { add: { ...addTool, handler: () => ++ran } }
+          const r = yield* executor.executeCode({
+            language: world.language,
+            tools,
+            code: world.program({ toolCalls: [{ tool: "nope" }, { tool: "add", args: { a: "one", b: 2 } }, { tool: "add", rawArgs: "{not json" }] })
+          })
+          const lines = r.stdout.split("\n")
+          expect(lines[0]).toBe("2 no tool named \"nope\" is available to this run (tools: add)")
+          expect(lines[1]).toMatch(/^2 invalid arguments for add: /)
+          expect(lines[2]).toBe("2 the arguments of add are not JSON")
+          expect(lines.slice(3)).toEqual([""])
+          expect(r).toMatchObject({ exitCode: 0, toolCallsMade: 0 })
+          expect(ran).toBe(0)
+          const refused = (yield* toolEventsOf(journal, r.executionId)).filter((e) => e.type === "ToolCallRefused")
+          expect(refused.map((e) => [e.data.callId, e.data.reason])).toEqual([[1, "unknown-tool"], [2, "invalid-arguments"], [3, "invalid-arguments"]])
+        })), 60_000)
+
+    test("tool calls: a request over the argument limit is refused as too large (status 2), its bytes never reaching the host", () =>
+      withExecutor({}, ({ executor, journal }) =>
+        Effect.gen(function*() {
+          const r = yield* executor.executeCode({
+            language: world.language,
+            tools: { add: addTool },
+            toolLimits: { maxArgumentBytes: 1024 },
+            code: world.program({ toolCalls: [{ tool: "add", size: 4096 }, { tool: "add", args: { a: 1, b: 1 } }] })
+          })
+          expect(r.stdout).toBe("2 the arguments of 4096 bytes exceed the limit of 1024 bytes (maxArgumentBytes)\n0 2\n")
+          expect(r.toolCallsMade).toBe(1)
+          const events = yield* toolEventsOf(journal, r.executionId)
+          expect(events[0]).toMatchObject({ type: "ToolCallRequested", data: { callId: 1, tool: "add", argumentBytes: 4096 } })
+          // Never read, so never hashed.
+          expect(events[0]?.data.argumentsSha256).toBeUndefined()
+          expect(events[1]).toMatchObject({ type: "ToolCallRefused", data: { callId: 1, reason: "arguments-too-large" } })
+        })), 60_000)
+
+    test("tool calls: a handler's throw or rejection reaches the code as a tool error (status 1) with its message, never a stack", () =>
+      withExecutor({}, ({ executor, journal }) =>
+        Effect.gen(function*() {
+          const tools: Tools = {
+            fail: { handler: () => { throw new Error("the upstream said no") } },
+            reject: { handler: () => Promise.reject(new Error("not today")) }
+          }
+          const r = yield* executor.executeCode({ language: world.language, tools, code: world.program({ toolCalls: [{ tool: "fail" }, { tool: "reject" }] }) })
+          expect(r).toMatchObject({ exitCode: 0, stdout: "1 the upstream said no\n1 not today\n", toolCallsMade: 2 })
+          const failed = (yield* toolEventsOf(journal, r.executionId)).filter((e) => e.type === "ToolCallFailed")
+          expect(failed.map((e) => [e.data.callId, e.data.tool, e.data.reason, e.data.message])).toEqual([
+            [1, "fail", "error", "the upstream said no"],
+            [2, "reject", "error", "not today"]
+          ])
+        })), 60_000)
+
+    test("tool calls: the budget (maxCalls) counts served calls only; a call past it is refused (status 2) and toolCallsMade stops at it", () =>
+      withExecutor({}, ({ executor, journal }) =>
+        Effect.gen(function*() {
+          const r = yield* executor.executeCode({
+            language: world.language,
+            tools: { add: addTool },
+            toolLimits: { maxCalls: 2 },
+            code: world.program({
+              toolCalls: [{ tool: "add", args: { a: 1, b: 1 } }, { tool: "nope" }, { tool: "add", args: { a: 2, b: 2 } }, { tool: "add", args: { a: 3, b: 3 } }]
+            })
+          })
+          expect(r.stdout.split("\n")).toEqual([
+            "0 2",
+            "2 no tool named \"nope\" is available to this run (tools: add)",
+            "0 4",
+            "2 tool call limit reached (2 calls per execution); no more tool calls are served in this run",
+            ""
+          ])
+          expect(r.toolCallsMade).toBe(2)
+          const outcomes = (yield* toolEventsOf(journal, r.executionId)).filter((e) => e.type !== "ToolCallRequested")
+          expect(outcomes.map((e) => [e.type, e.data.callId, e.data.reason])).toEqual([
+            ["ToolCallCompleted", 1, undefined],
+            ["ToolCallRefused", 2, "unknown-tool"],
+            ["ToolCallCompleted", 3, undefined],
+            ["ToolCallRefused", 4, "budget-exhausted"]
+          ])
+        })), 60_000)
+
+    test("tool calls: the journal holds exactly the calls made, each requested (size, sha256, the arguments when asked) then settled once, between the start and the end", () =>
+      withExecutor({}, ({ executor, journal }) =>
+        Effect.gen(function*() {
+          const raw = "{\"a\":5,\"b\":6}"
+          const r = yield* executor.executeCode({
+            language: world.language,
+            tools: { add: addTool, fail: { handler: () => { throw new Error("no") } } },
+            recordToolArguments: true,
+            code: world.program({ toolCalls: [{ tool: "add", args: { a: 1, b: 2 } }, { tool: "add", rawArgs: raw }, { tool: "fail" }, { tool: "nope" }] })
+          })
+          expect(r.stdout).toBe("0 3\n0 11\n1 no\n2 no tool named \"nope\" is available to this run (tools: add, fail)\n")
+          const events = yield* eventsOf(journal, r.executionId)
+          const types = events.map((e) => e.type)
+          expect(lifecycles("ContainerExited")).toContainEqual(types.filter((t) => !t.startsWith("ToolCall")))
+          // Every call's events come after the program started and before its end.
+          const first = types.findIndex((t) => t.startsWith("ToolCall"))
+          const last = types.length - 1 - [...types].reverse().findIndex((t) => t.startsWith("ToolCall"))
+          expect(first).toBeGreaterThan(Math.max(types.indexOf("ContainerStarted"), types.indexOf("ContainerClaimed")))
+          expect(last).toBeLessThan(types.indexOf("ContainerExited"))
+          const tool = events.filter((e) => e.type.startsWith("ToolCall")) as unknown as ReadonlyArray<ToolEvent>
+          const requested = tool.filter((e) => e.type === "ToolCallRequested")
+          expect(requested.map((e) => [e.data.callId, e.data.tool, e.data.arguments])).toEqual([
+            [1, "add", { a: 1, b: 2 }],
+            [2, "add", { a: 5, b: 6 }],
+            [3, "fail", {}],
+            [4, "nope", {}]
+          ])
+          for (const e of requested) {
+            expect(e.data.argumentBytes).toBeGreaterThan(0)
+            expect(e.data.argumentsSha256).toMatch(/^[0-9a-f]{64}$/)
+          }
+          // The raw call's bytes are known on every side: its size and hash are theirs.
+          expect(requested[1]?.data).toMatchObject({ argumentBytes: raw.length, argumentsSha256: createHash("sha256").update(raw).digest("hex") })
+          // Exactly one outcome per call, after its request.
+          for (const id of [1, 2, 3, 4]) {
+            const mine = tool.filter((e) => e.data.callId === id)
+            expect(mine.map((e) => e.type)).toEqual([
+              "ToolCallRequested",
+              id <= 2 ? "ToolCallCompleted" : id === 3 ? "ToolCallFailed" : "ToolCallRefused"
+            ])
+          }
+          expect(tool.filter((e) => e.type === "ToolCallCompleted").map((e) => [e.data.callId, e.data.resultBytes])).toEqual([[1, 1], [2, 2]])
+          for (const e of tool) if (e.type !== "ToolCallRequested" && e.type !== "ToolCallRefused") expect(e.data.durationMs).toBeGreaterThanOrEqual(0)
+          expect(r.toolCallsMade).toBe(3)
+        })), 60_000)
+
+    test("tool calls: concurrent calls are served at once, each answered to its own caller", () =>
+      withExecutor({}, ({ executor }) =>
+        Effect.gen(function*() {
+          // Each call waits until all three are being served: they can only end if they run at once.
+          let arrived = 0
+          let open!: () => void
+          const together = new Promise<void>((resolve) => (open = resolve))
+          const tools: Tools = {
+            meet: {
+              handler: async ({ n }: { n: number }) => {
+                if (++arrived === 3) open()
+                await together
+                return { n, arrived }
+              }
+            }
+          }
+          const fiber = yield* Effect.fork(executor.executeCode({
+            language: world.language,
+            tools,
+            timeoutMs: 20_000,
+            code: world.program({ toolCallsConcurrently: true, toolCalls: [1, 2, 3].map((n) => ({ tool: "meet", args: { n } })) })
+          }))
+          const r = yield* joinPassing(time, fiber)
+          expect(r).toMatchObject({ timedOut: false, exitCode: 0, toolCallsMade: 3 })
+          expect(r.stdout).toBe("0 {\"n\":1,\"arrived\":3}\n0 {\"n\":2,\"arrived\":3}\n0 {\"n\":3,\"arrived\":3}\n")
+        })), 60_000)
+
+    test("tool calls: the deadline during a handler that never answers cancels it (its signal aborted, ToolCallFailed cancelled before ExecutionTimedOut) and removes the container", () =>
+      withExecutor({}, ({ executor, journal, runtime }) =>
+        Effect.gen(function*() {
+          let called = false
+          let aborted = false
+          const tools: Tools = {
+            wait: {
+              handler: (_args: unknown, { signal }: ToolContext) =>
+                new Promise(() => {
+                  called = true
+                  signal.addEventListener("abort", () => void (aborted = true))
+                })
+            }
+          }
+          const fiber = yield* Effect.fork(executor.executeCode({
+            language: world.language,
+            tools,
+            timeoutMs: 3_000,
+            code: world.program({ stdout: "calling\n", toolCalls: [{ tool: "wait" }, { tool: "wait" }] })
+          }))
+          const r = yield* joinPassing(time, fiber)
+          expect(r).toMatchObject({ timedOut: true, exitCode: 137, stdout: "calling\n", toolCallsMade: 1 })
+          expect(called).toBe(true)
+          expect(aborted).toBe(true)
+          expect(yield* gone(runtime, r.containerName)).toBe(true)
+          const events = yield* eventsOf(journal, r.executionId)
+          const types = events.map((e) => e.type)
+          expect(lifecycles("ExecutionTimedOut")).toContainEqual(types.filter((t) => !t.startsWith("ToolCall")))
+          // The second call never happened: the program was killed waiting for the first.
+          expect(types.filter((t) => t.startsWith("ToolCall"))).toEqual(["ToolCallRequested", "ToolCallFailed"])
+          const failed = events.find((e) => e.type === "ToolCallFailed") as unknown as ToolEvent
+          expect(failed.data).toMatchObject({ callId: 1, tool: "wait", reason: "cancelled" })
+          expect(types.indexOf("ToolCallFailed")).toBeLessThan(types.indexOf("ExecutionTimedOut"))
         })), 60_000)
   })
 }

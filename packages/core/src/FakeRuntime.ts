@@ -3,14 +3,16 @@
  * Faithful where the executor depends on the engine's behaviour: names are
  * unique, exit waits block until exit or kill and only see the NEXT exit,
  * removing a running sandbox kills it, every call on a removed sandbox is a
- * 404, and the program only runs once its stdin is closed (like the runner).
+ * 404, and the program only runs once its stdin is closed (like the runner),
+ * or, with tools, once the header is whole: its stdin then carries the host's
+ * replies to the program's tool calls until the run ends.
  * The shared contract suite (test/runtime-contract) runs against this and the
  * real engine, so the two cannot drift apart.
  *
  * What a "program" does is read from its code: a first line `#!fake {json}`
- * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin, printFile } (see internal/fakeProgram).
+ * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin, printFile, toolCalls } (see internal/fakeProgram).
  */
-import { Clock, Context, Deferred, Effect, Fiber, FiberSet, Layer, Option, Ref } from "effect"
+import { Clock, Context, Deferred, Effect, Either, Fiber, FiberSet, Layer, Option, Ref } from "effect"
 import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "./Errors.js"
 import {
   type AttachedIO,
@@ -23,10 +25,19 @@ import {
   type SandboxState
 } from "./SandboxRuntime.js"
 import { makeFakeExec } from "./internal/fakeExec.js"
-import { fakeCollect, fromRunnerPayload, outputFrames } from "./internal/fakeProgram.js"
-import { encodeFrame, MAX_FRAME_PAYLOAD } from "./RunnerProtocol.js"
+import {
+  FAKE_CODE_DIR,
+  fakeCollect,
+  type FakeStdin,
+  fakeToolCalls,
+  fromRunnerPayload,
+  headerWithTools,
+  makeFakeStdin,
+  outputFrames
+} from "./internal/fakeProgram.js"
+import { encodeFrame, MAX_FRAME_PAYLOAD, RUNNER_PROTOCOL_ERROR_EXIT } from "./RunnerProtocol.js"
 
-export { type FakeProgram, fakeProgram } from "./internal/fakeProgram.js"
+export { type FakeProgram, fakeProgram, type FakeToolCall } from "./internal/fakeProgram.js"
 
 export interface FakeFaults {
   createFails?: boolean
@@ -51,8 +62,7 @@ interface FakeSandbox {
   status: SandboxState["status"]
   exitCode: number
   oomKilled: boolean
-  stdin: Array<Uint8Array>
-  stdinClosed: Deferred.Deferred<void>
+  stdin: FakeStdin
   output: OutputReceiver | undefined
   outputClosed: Deferred.Deferred<void>
   exitWaiters: Array<Deferred.Deferred<ExitStatus, SandboxError>>
@@ -122,31 +132,40 @@ export const make = (initialFaults: FakeFaults = {}) =>
 
     const run = (s: FakeSandbox) =>
       Effect.gen(function*() {
-        yield* Deferred.await(s.stdinClosed)
-        const payload = new Uint8Array(s.stdin.reduce((n, c) => n + c.byteLength, 0))
-        let offset = 0
-        for (const chunk of s.stdin) {
-          payload.set(chunk, offset)
-          offset += chunk.byteLength
-        }
-        const { files, program, key, stdin, collect } = fromRunnerPayload(payload)
+        // Like the supervisor: the whole payload, or with tools the whole header (the rest of its stdin is replies).
+        const payload = yield* s.stdin.until((bytes, ended) => ended || headerWithTools(bytes) ? bytes : undefined)
+        const { files, program, key, stdin, collect, tools } = fromRunnerPayload(payload)
         // Like the supervisor: the program's streams go out in frames on stdout, its report last.
-        const frame = (type: "o" | "e" | "x", b: Uint8Array | string) => {
+        const frame = (type: "o" | "e" | "x" | "E", b: Uint8Array | string) => {
           const bytes = typeof b === "string" ? encoder.encode(b) : b
-          if (key === undefined) return type === "e" ? s.output?.stderr(bytes) : s.output?.stdout(bytes)
-          if (type === "x") return s.output?.stdout(encodeFrame(key, type, bytes))
+          if (key === undefined) return type === "e" || type === "E" ? s.output?.stderr(bytes) : s.output?.stdout(bytes)
+          if (type === "x" || type === "E") return s.output?.stdout(encodeFrame(key, type, bytes))
           for (const f of outputFrames(key, type, bytes)) s.output?.stdout(f)
         }
-        // The runner writes the request's files into /workspace (the working directory).
+        let stdoutBytes = 0
+        const print = (bytes: Uint8Array) => {
+          stdoutBytes += bytes.byteLength
+          if (bytes.byteLength > 0) frame("o", bytes)
+        }
+        // The runner writes the request's files into /workspace (the working directory), the tool modules into its code directory.
         const file = program.printFile === undefined
           ? undefined
-          : files.find(([path]) => `/workspace/${path}` === program.printFile || path === program.printFile)?.[1]
+          : (files.find(([path]) => `/workspace/${path}` === program.printFile || path === program.printFile) ??
+            tools?.header.modules.find(([path]) => `${FAKE_CODE_DIR}/${path}` === program.printFile))?.[1]
         const missing = program.printFile !== undefined && file === undefined
-        const out = program.stdout ? encoder.encode(program.stdout) : new Uint8Array(0)
         const err = encoder.encode(`${program.stderr ?? ""}${missing ? `${program.printFile}: No such file or directory\n` : ""}`)
-        if (out.byteLength > 0) frame("o", out)
-        if (program.echoStdin) frame("o", stdin)
-        if (file !== undefined) frame("o", file)
+        if (program.stdout) print(encoder.encode(program.stdout))
+        if (program.echoStdin) print(stdin)
+        if (file !== undefined) print(file)
+        if (program.toolCalls !== undefined && program.toolCalls.length > 0) {
+          const channel = key === undefined || tools === undefined ? undefined : { key, tools, stdin: s.stdin, send: (f: Uint8Array) => s.output?.stdout(f) }
+          const calls = yield* Effect.either(fakeToolCalls(program.toolCalls, program.toolCallsConcurrently === true, channel, print))
+          if (Either.isLeft(calls)) {
+            // The supervisor gives up (its 'E', exit 126), taking the program with it.
+            frame("E", calls.left.message)
+            return yield* finish(s, RUNNER_PROTOCOL_ERROR_EXIT, false)
+          }
+        }
         if (err.byteLength > 0) frame("e", err)
         if (program.hang) return yield* Effect.never
         if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
@@ -162,7 +181,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
           }
         }
         if (key !== undefined && !program.oom) {
-          frame("x", `${exitCode} ${out.byteLength + (program.echoStdin ? stdin.byteLength : 0) + (file?.byteLength ?? 0)} ${err.byteLength} 0`)
+          frame("x", `${exitCode} ${stdoutBytes} ${err.byteLength} 0`)
         }
         yield* finish(s, program.oom ? 137 : exitCode, program.oom === true)
       })
@@ -202,8 +221,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
               status: "created",
               exitCode: 0,
               oomKilled: false,
-              stdin: [],
-              stdinClosed: yield* Deferred.make<void>(),
+              stdin: makeFakeStdin(),
               output: undefined,
               outputClosed: yield* Deferred.make<void>(),
               exitWaiters: [],
@@ -227,8 +245,8 @@ export const make = (initialFaults: FakeFaults = {}) =>
           const s = yield* find(ref, "attach")
           s.output = output
           const io: AttachedIO = {
-            write: (data) => Effect.sync(() => { s.stdin.push(Uint8Array.from(data)) }),
-            end: Deferred.succeed(s.stdinClosed, undefined).pipe(Effect.asVoid),
+            write: s.stdin.write,
+            end: s.stdin.end,
             closed: Deferred.await(s.outputClosed)
           }
           return io

@@ -11,10 +11,23 @@
  * argv: the saved cwd and exported variables per state dir, keep-names that win and are never
  * saved, and the "idle" probe. A session's file operations are answered from the sandbox's
  * in-memory filesystem (internal/fakeFiles.ts), where snippet files and programs' writes land too.
+ * A call with tools starts once its header is whole, and its program's tool calls are relayed on
+ * the exec's stdout and answered on its stdin, as for a one-shot run (fakeToolCalls).
  */
 import { Clock, Deferred, Effect, Fiber, FiberSet } from "effect"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
-import { type FakeProgram, fromRunnerPayload, lastProgramArg, MALFORMED_PAYLOAD_MESSAGE, outputFrames } from "./fakeProgram.js"
+import {
+  type FakeProgram,
+  type FakeToolChannel,
+  fakeToolCalls,
+  fromRunnerPayload,
+  headerWithTools,
+  lastProgramArg,
+  makeFakeStdin,
+  MALFORMED_PAYLOAD_MESSAGE,
+  outputFrames,
+  toolHeaderOf
+} from "./fakeProgram.js"
 import type { ExecProcess, ExecSpec, ExitStatus, OutputReceiver, SandboxRef, SandboxSpec, SandboxState } from "../SandboxRuntime.js"
 import { decodeRunnerPayload, encodeFrame, RUNNER_PROTOCOL_ERROR_EXIT, SUPERVISOR, SUPERVISOR_READABLE } from "../RunnerProtocol.js"
 import { FakeFiles } from "./fakeFiles.js"
@@ -62,28 +75,19 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       if (s.status !== "running") {
         return yield* new ContainerFailed({ operation: "exec", containerName: s.name, statusCode: 409, reason: "conflict", message: `Container ${s.id} is not running` })
       }
-      const stdin: Array<Uint8Array> = []
-      const stdinClosed = yield* Deferred.make<void>()
-      if (!spec.stdin) yield* Deferred.succeed(stdinClosed, undefined)
+      const stdin = makeFakeStdin()
+      if (!spec.stdin) yield* stdin.end
       const exited = yield* Deferred.make<ExitStatus, SandboxError>()
       let detached = false
       // A framed supervisor (set once its payload is read) wraps output in frames, as the real one.
       let key: string | undefined
+      // A call with tools: the supervisor relays its program's calls (set with the key).
+      let toolChannel: FakeToolChannel | undefined
       const bytes = { out: 0, err: 0 }
       const framed = (k: string, type: "o" | "e", b: Uint8Array) => outputFrames(k, type, b).forEach(output.stdout)
       const out = (b: Uint8Array) => detached || (bytes.out += b.byteLength, key === undefined ? output.stdout(b) : framed(key, "o", b))
       const err = (b: Uint8Array) => detached || (bytes.err += b.byteLength, key === undefined ? output.stderr(b) : framed(key, "e", b))
-      const readStdin = Deferred.await(stdinClosed).pipe(
-        Effect.map(() => {
-          const all = new Uint8Array(stdin.reduce((n, c) => n + c.byteLength, 0))
-          let offset = 0
-          for (const c of stdin) {
-            all.set(c, offset)
-            offset += c.byteLength
-          }
-          return all
-        })
-      )
+      const readStdin = stdin.until((bytes, ended) => ended ? bytes : undefined)
 
       // Counts programs running (not exec lifetimes: the real shell, too, is still exiting after its marker).
       let counted = false
@@ -103,6 +107,9 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           const fs = filesOf(s.id)
           if (program.stdout) out(encoder.encode(program.stdout))
           if (program.echoStdin) out(yield* programStdin)
+          if (program.toolCalls !== undefined && program.toolCalls.length > 0) {
+            yield* fakeToolCalls(program.toolCalls, program.toolCallsConcurrently === true, toolChannel, out)
+          }
           if (program.stderr) err(encoder.encode(program.stderr))
           if (program.cd !== undefined) {
             // Like `mkdir -p DIR && cd DIR`.
@@ -130,13 +137,23 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
         let command = spec.command
         let callStdin: Effect.Effect<Uint8Array> = readStdin
         if (command.length === 1 && (command[0] === SUPERVISOR || command[0] === SUPERVISOR_READABLE)) {
-          // A session call's supervisor: its argv and the command's stdin come from the payload.
-          const decoded = decodeRunnerPayload(yield* readStdin)
+          // A session call's supervisor: its argv and the command's stdin come from the payload
+          // (with tools, from the header: the rest of its stdin is the host's replies).
+          const payload = yield* stdin.until((bytes, ended) => ended || headerWithTools(bytes) ? bytes : undefined)
+          const decoded = decodeRunnerPayload(payload)
           if (decoded === undefined) {
             output.stderr(encoder.encode(MALFORMED_PAYLOAD_MESSAGE))
             return RUNNER_PROTOCOL_ERROR_EXIT
           }
+          const tools = toolHeaderOf(payload, decoded)
+          if (typeof tools === "string") {
+            output.stderr(encoder.encode(tools))
+            return RUNNER_PROTOCOL_ERROR_EXIT
+          }
           key = decoded.key
+          if (tools !== undefined && key !== undefined) {
+            toolChannel = { key, tools, stdin, send: (frame) => void (detached || output.stdout(frame)) }
+          }
           command = decoded.args
           callStdin = Effect.succeed(decoded.stdin)
           if (decoded.fileOp !== undefined) {
@@ -193,6 +210,12 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       const fiber = yield* FiberSet.run(
         deps.programs,
         body.pipe(
+          // The supervisor gives up on the host's replies: its 'E', exit 126, taking the program with it.
+          Effect.catchTag("FakeToolChannelBroken", (e) =>
+            Effect.sync(() => {
+              if (key !== undefined && !detached) output.stdout(encodeFrame(key, "E", e.message))
+              return RUNNER_PROTOCOL_ERROR_EXIT
+            })),
           Effect.raceFirst(Deferred.await(s.outputClosed).pipe(Effect.as(137))),
           Effect.onInterrupt(() => Deferred.succeed(exited, { exitCode: 137 })),
           Effect.tap((exitCode) => Deferred.succeed(exited, { exitCode })),
@@ -203,8 +226,8 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
         )
       )
       const process: ExecProcess = {
-        write: (data) => Effect.sync(() => void stdin.push(Uint8Array.from(data))),
-        end: Deferred.succeed(stdinClosed, undefined).pipe(Effect.asVoid),
+        write: stdin.write,
+        end: stdin.end,
         exit: Deferred.await(exited),
         kill: Fiber.interrupt(fiber).pipe(Effect.asVoid),
         detach: Effect.sync(() => {
