@@ -423,6 +423,43 @@ import time; time.sleep(60)
     expect(types.filter((t) => t.startsWith("ToolCall"))).toEqual([])
   })
 
+  it("callers that go away mid-call (a killed process) free their slots: later calls are still served", async () => {
+    let aborted = 0
+    const r = await executor.executeCode({
+      language: "bash",
+      code: `timeout 1 hermes-tool slow; timeout 1 hermes-tool slow; hermes-tool add '{"a": 1, "b": 1}'`,
+      tools: {
+        add: addTool,
+        slow: { handler: (_: unknown, { signal }: ToolContext) => new Promise((resolve) => signal.addEventListener("abort", () => (aborted++, resolve(null)))) }
+      },
+      toolLimits: { maxInFlight: 2, callTimeoutMs: 4000 },
+      timeoutMs: 25_000
+    })
+    expect(r.timedOut).toBe(false)
+    expect(r.stdout.trim()).toBe("2")
+    expect(aborted).toBe(2)
+    // runc: the supervisor sees the hang-up at once ('q'): the handlers are cancelled and the slots freed.
+    // gVisor reports no POLLHUP for a closed unix socket: a slot is freed when its handler ends, here
+    // the first at its per-call timeout; the second is still running when the run ends (settled then).
+    const reasons = toolEvents(r).filter((e) => e.type === "ToolCallFailed").map((e) => e.data.reason)
+    expect(reasons).toEqual(runtime === "runc" ? ["cancelled", "cancelled"] : ["timed-out", "cancelled"])
+  })
+
+  it("a flood of refused calls ends the run with ContainerFailed (tool-calls) instead of filling the journal", async () => {
+    let executionId = ""
+    const run = executor.executeCode(
+      { language: "python", code: "from hermes_tools import call_tool, ToolRefused\nwhile True:\n    try:\n        call_tool('nope', {})\n    except ToolRefused:\n        pass", tools: { add: addTool } },
+      { onExecutionId: (id) => (executionId = id) }
+    )
+    await expect(run).rejects.toMatchObject({ _tag: "ContainerFailed", reason: "tool-calls", message: expect.stringContaining("refused tool calls (at most 1000 per run)") })
+    const mine = events.filter((e) => e.streamId === executionId)
+    const refused = mine.filter((e) => e.type === "ToolCallRefused").length
+    expect(refused).toBeGreaterThanOrEqual(1000)
+    expect(refused).toBeLessThan(1100)
+    expect(mine.filter((e) => e.type === "ToolCallRequested").length).toBe(refused)
+    expect(mine.map((e) => e.type)).toContain("ExecutionFailed")
+  })
+
   it("recordToolArguments: the arguments are journaled when the user opts in", async () => {
     const r = await executor.executeCode({ language: "bash", code: `hermes-tool add '{"a": 1, "b": 2}'`, tools: { add: addTool }, recordToolArguments: true })
     expect(r.stdout.trim()).toBe("3")

@@ -894,7 +894,7 @@ static void op_remove(const char *workspace, char *path) {
  * writes "<name>\n<arguments JSON>" and shuts its write side; it gets back one status byte ('0'
  * result, '1' tool error, '2' refused) and the payload, then EOF. Each call is relayed to the host
  * as keyed frames ('t' "<id> <bytes> <name>" then exactly <bytes> of arguments in 'a' frames; 'b'
- * "<id> <bytes seen> <name>" for one larger than allowed; 'q' "<id>" when its caller went away),
+ * "<id> <argument bytes seen> <name>" for one larger than allowed; 'q' "<id>" when its caller went away),
  * so nothing the program writes can pass for a call it did not make or for the end of the run; the
  * ids are this process's, so no caller can claim another's reply. The host answers on stdin:
  * "R <id> <status> <n>\n" + n bytes. At most `tool_max_in_flight` calls are taken at once: others
@@ -904,7 +904,7 @@ static void op_remove(const char *workspace, char *path) {
 #define TOOL_NAME_SENT_MAX 256
 
 struct call {
-  int fd;          /* the caller's connection; -1 once it went away */
+  int fd;          /* the caller's connection */
   int state;       /* 0 free, 1 reading the request, 2 waiting for the host, 3 writing the reply */
   unsigned id;
   char *buf;       /* the request as it arrives, then the reply */
@@ -1005,7 +1005,8 @@ static void call_forward(struct call *c, int too_large) {
   size_t args_at = nl != NULL ? name_len + 1 : c->len;
   size_t args_len = c->len - args_at;
   char head[64 + TOOL_NAME_SENT_MAX];
-  int n = snprintf(head, sizeof head, "%u %zu ", c->id, too_large ? c->len + c->over : args_len);
+  /* A request too large: the arguments' size as counted (all of it, if no newline ended a name). */
+  int n = snprintf(head, sizeof head, "%u %zu ", c->id, too_large ? c->len + c->over - (nl != NULL ? args_at : 0) : args_len);
   size_t sent_name = name_len < TOOL_NAME_SENT_MAX ? name_len : TOOL_NAME_SENT_MAX;
   memcpy(head + n, c->buf, sent_name);
   frame(too_large ? 'b' : 't', head, (size_t)n + sent_name);
@@ -1091,13 +1092,8 @@ static void tools_reply(void) {
   if (buf == NULL) fail(PROTOCOL_ERROR, "out of memory for a tool reply");
   buf[0] = status;
   read_exact(buf + 1, (size_t)len, "a tool reply");
-  if (c == NULL) { /* not a call in flight: the host answered one that was already given up */
+  if (c == NULL) { /* not a call in flight: its caller went away ('q') */
     free(buf);
-    return;
-  }
-  if (c->fd < 0) { /* its caller went away; the slot is free now */
-    free(buf);
-    call_free(c);
     return;
   }
   c->buf = buf;
@@ -1641,12 +1637,11 @@ int main(int argc, char **argv) {
         else if (c->state == 3) call_write(c);
         else if (c->state == 2 && (fds[call_at[i]].revents & (POLLHUP | POLLERR))) {
           /* The caller went away while the host serves its call: tell the host (it cancels the
-             handler); the slot stays taken until the host's reply frees it. */
+             handler, and sends no reply) and free the slot now; a late reply finds no call and is dropped. */
           char msg[16];
           int n = snprintf(msg, sizeof msg, "%u", c->id);
           frame('q', msg, (size_t)n);
-          close(c->fd);
-          c->fd = -1;
+          call_free(c);
         }
       }
       if (host_at >= 0 && (fds[host_at].revents & (POLLIN | POLLHUP | POLLERR))) tools_reply();

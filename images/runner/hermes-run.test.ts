@@ -1160,12 +1160,38 @@ print(sorted(rs.items()))
     const r = await t.done
     expect(r.exitCode, t.out()).toBe(0)
     expect(t.calls[0]).toMatchObject({ id: 1, name: "big", tooLarge: true })
-    expect(t.calls[0]!.args.length).toBe(200000 + 4) // name, newline and the arguments
+    expect(t.calls[0]!.args.length).toBe(200000) // the arguments' bytes, counted though dropped
     expect(t.out().trim().split("\n")).toEqual(["b'2too large'", "b'01'"])
   })
 
-  it("at most <calls at once> are taken: the next connection waits until a reply frees a slot; a caller gone while waiting is reported ('q') and its late reply dropped", async () => {
+  it("at most <calls at once> are taken: the next connection waits until a reply frees a slot", async () => {
     let first!: (status: string, payload: string) => void
+    const t = toolRun(`import threading, time
+a = threading.Thread(target=lambda: print(call("first", b"{}"), flush=True)); a.start()
+time.sleep(0.3)
+print(call("second", b"{}"))
+a.join()
+`, {
+      tools: "tools 1 1000 1000",
+      answer: (c, reply) => {
+        if (c.name === "first") first = reply
+        else reply("0", "2")
+      }
+    })
+    const deadline = Date.now() + 10_000
+    while (t.calls.length === 0 && Date.now() < deadline) await sleep(20)
+    await sleep(600)
+    // The second caller is connected (it waits in the backlog) but not taken while the slot is held.
+    expect(t.calls.map((c) => c.name)).toEqual(["first"])
+    first("0", "1")
+    const r = await t.done
+    expect(r.exitCode, t.out()).toBe(0)
+    expect(t.calls.map((c) => c.name)).toEqual(["first", "second"])
+    expect(t.out().trim().split("\n")).toEqual(["b'01'", "b'02'"])
+  })
+
+  it("a caller gone while its call is served is reported ('q'), its slot freed at once, and the host's late reply dropped", async () => {
+    const answers: Array<(status: string, payload: string) => void> = []
     const t = toolRun(`import threading, time
 threading.Thread(target=lambda: call("left", b"{}", close_early=True)).start()
 time.sleep(0.5)
@@ -1173,20 +1199,36 @@ print(call("second", b"{}"))
 `, {
       tools: "tools 1 1000 1000",
       answer: (c, reply) => {
-        if (c.name === "left") first = reply
+        if (c.name === "left") answers.push(reply)
         else reply("0", "2")
       }
     })
-    // The first caller went away: 'q' for it; the second call is not taken while the slot is held.
-    const deadline = Date.now() + 10_000
-    while (t.gone.length === 0 && Date.now() < deadline) await sleep(20)
-    expect(t.gone).toEqual([1])
-    await sleep(300)
-    expect(t.calls.map((c) => c.name)).toEqual(["left"])
-    first("0", "late")
     const r = await t.done
     expect(r.exitCode, t.out()).toBe(0)
+    expect(t.gone).toEqual([1])
+    // Taken without any reply to the first: the slot was freed when its caller went away.
     expect(t.calls.map((c) => c.name)).toEqual(["left", "second"])
+    expect(t.out().trim()).toBe("b'02'")
+  })
+
+  it("a late reply to a call whose caller went away is dropped; the next call is answered correctly", async () => {
+    let late!: (status: string, payload: string) => void
+    const t = toolRun(`import threading, time
+threading.Thread(target=lambda: call("left", b"{}", close_early=True)).start()
+time.sleep(0.5)
+print(call("second", b"{}"))
+`, {
+      tools: "tools 2 1000 1000",
+      answer: (c, reply) => {
+        if (c.name === "left") late = reply
+        else {
+          late("0", "late") // written first: for call 1, gone
+          reply("0", "2")
+        }
+      }
+    })
+    const r = await t.done
+    expect(r.exitCode, t.out()).toBe(0)
     expect(t.out().trim()).toBe("b'02'")
   })
 

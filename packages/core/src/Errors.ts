@@ -49,6 +49,7 @@ export class ImageNotFound extends Schema.TaggedError<ImageNotFound>()("ImageNot
  *   (memory, swap, pids, CPU); the program was not run
  * - "quota-unsupported": a disk quota was asked for and the engine's storage cannot apply it
  * - "uids-exhausted": sandboxUid "per-sandbox" and every uid of the range is held by a live sandbox
+ * - "tool-calls": the code made more refused tool calls than a run may (a flood): the run was ended
  * - "engine": any other failure the engine reported (its message says which), e.g. a full disk
  */
 export const ContainerFailureReason = Schema.Literal(
@@ -62,6 +63,7 @@ export const ContainerFailureReason = Schema.Literal(
   "limits-unsupported",
   "quota-unsupported",
   "uids-exhausted",
+  "tool-calls",
   "engine"
 )
 export type ContainerFailureReason = typeof ContainerFailureReason.Type

@@ -117,9 +117,17 @@ let draft07: Ajv | undefined
 let draft2020: Ajv2020 | undefined
 const compileJsonSchema = (schema: JsonSchema): ValidateFunction => {
   const dialect = typeof schema.$schema === "string" && schema.$schema.includes("2020-12")
-  // strict: false: MCP servers' schemas carry keywords ajv does not know (titles, examples, x-…).
-  const ajv = dialect ? (draft2020 ??= new Ajv2020({ strict: false, allErrors: true })) : (draft07 ??= new Ajv({ strict: false, allErrors: true }))
-  return ajv.compile(schema)
+  // strict: false: MCP servers' schemas carry keywords ajv does not know (titles, examples, x-…);
+  // logger: false: nor formats ("uri"), which it would announce on stderr (an MCP server's stdout is its protocol).
+  const options = { strict: false, allErrors: true, logger: false as const }
+  const ajv = dialect ? (draft2020 ??= new Ajv2020(options)) : (draft07 ??= new Ajv(options))
+  try {
+    return ajv.compile(schema)
+  } finally {
+    // The compiled function stands alone: forget the schema, so that tools given per request neither
+    // collide by `$id` the second time nor stay in ajv's cache for the executor's whole life.
+    ajv.removeSchema(schema)
+  }
 }
 
 const MAX_ERRORS_SHOWN = 5
@@ -131,7 +139,8 @@ const jsonSchemaCheck = (validate: ValidateFunction) => (args: unknown): Either.
 }
 
 const effectSchemaCheck = (schema: Schema.Schema.AnyNoContext) => {
-  const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })
+  // Excess properties are refused, as the advertised JSON Schema (additionalProperties: false) says.
+  const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })
   return (args: unknown): Either.Either<unknown, string> =>
     Either.mapLeft(decode(args), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
 }

@@ -394,7 +394,7 @@ describe("ToolChannel: each outcome", () => {
     Effect.gen(function*() {
       const h = yield* open({ add }, { maxInFlight: 3, maxArgumentBytes: 1000, maxResultBytes: 50 })
       expect(h.channel.header.maxInFlight).toBe(3)
-      expect(h.channel.header.maxRequestBytes).toBe(1064)
+      expect(h.channel.header.maxRequestBytes).toBe(1065) // a 64-byte name and its newline besides the arguments
       // room for a message even when results are small
       expect(h.channel.header.maxReplyBytes).toBeGreaterThanOrEqual(4 * 8192)
       expect(h.channel.header.modules.map(([path]) => path)).toEqual(["hermes_tools.py"])
@@ -410,14 +410,17 @@ describe("ToolChannel: Effect Schema parameters", () => {
     tags: Schema.optional(Schema.Array(Schema.Trim))
   })
 
-  it.scoped("the handler gets the decoded value (transformations applied, excess properties dropped)", () =>
+  it.scoped("the handler gets the decoded value (transformations applied); an excess property is refused, as the advertised schema (additionalProperties: false) says", () =>
     Effect.gen(function*() {
       const seen: Array<unknown> = []
       const h = yield* open({ inc: { parameters: Params, handler: (args: typeof Params.Type) => (seen.push(args), args.n + 1) } })
-      h.call(1, "inc", `{"n": "41", "tags": ["  a ", "b  "], "extra": true}`)
+      h.call(1, "inc", `{"n": "41", "tags": ["  a ", "b  "]}`)
+      h.call(2, "inc", `{"n": "41", "extra": true}`)
       yield* drain
       expect(seen).toEqual([{ n: 41, tags: ["a", "b"] }])
       expect(h.repliesTo(1)).toEqual([{ id: 1, status: "0", payload: "42", bytes: 2 }])
+      expect(h.repliesTo(2)[0]?.status).toBe("2")
+      expect(h.repliesTo(2)[0]?.payload).toContain("extra")
     }))
 
   it.scoped("a decode failure is a refusal (invalid-arguments) with the formatted message, every error shown", () =>
@@ -752,7 +755,7 @@ describe("ToolChannel: what is not the supervisor's is a violation", () => {
   it.scoped("a 't' repeating the last id", () => violation((h) => h.call(1, "add", "{}") ?? h.call(1, "add", "{}"), /^tool call 1 after call 1$/))
   it.scoped("a 't' skipping an id", () => violation((h) => h.call(1, "add", "{}") ?? h.call(3, "add", "{}"), /^tool call 3 after call 1$/))
   it.scoped("a 'b' whose id is not last+1", () => violation((h) => h.tooLarge(1, "add", 5000) ?? h.tooLarge(1, "add", 5000), /^tool call 1 after call 1$/))
-  it.scoped("a 't' announcing more than the supervisor may send", () => violation((h) => h.channel.frame("t", Buffer.from("1 1065 add")), /^call 1 announces 1065 bytes of arguments$/))
+  it.scoped("a 't' announcing more than the supervisor may send", () => violation((h) => h.channel.frame("t", Buffer.from("1 1066 add")), /^call 1 announces 1066 bytes of arguments$/))
 
   for (const head of ["", "1", "1 ", "1 2", "1 2add", "0 2 add", "01 2 add", "1 02 add", "1 -2 add", "-1 2 add", "1  2 add", " 1 2 add", "x 2 add", "1 x add", "12345678901 2 add", "1 2\nadd"]) {
     it.scoped(`a malformed head ${JSON.stringify(head)} ('t' and 'b')`, () =>

@@ -129,9 +129,13 @@ export const runToCompletion = <E>(input: {
         ? refuse("protocol", `the report channel of ${target.kind === "run" ? "" : "a call in "}${name} carried bytes its supervisor did not write (${report.reason}); nothing it reported was used`)
         : Effect.void
 
+    const flooded = input.tools === undefined
+      ? Effect.never
+      : Deferred.await(input.tools.flooded).pipe(Effect.map((message) => ({ _tag: "Flooded" as const, message })))
+    // raceFirst: the first to end, a failure included (the engine gone is an answer too).
     const ended = yield* Effect.raceFirst(
-      target.exit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))),
-      Deferred.await(run.report)
+      Effect.raceFirst(target.exit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))), Deferred.await(run.report)),
+      flooded
     ).pipe(Effect.timeoutTo({ duration: timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
 
     let exitCode: number
@@ -141,6 +145,10 @@ export const runToCompletion = <E>(input: {
     if (Option.isNone(ended)) {
       timedOut = true
       exitCode = yield* target.atDeadline(run)
+    } else if (ended.value._tag === "Flooded") {
+      return yield* target.kill.pipe(
+        Effect.zipRight(new ContainerFailed({ operation: "tool call", containerName: name, reason: "tool-calls", message: `${name}: ${ended.value.message}` }))
+      )
     } else if (ended.value._tag === "Exited") {
       reported = true
       exitCode = ended.value.exit.exitCode

@@ -13,7 +13,7 @@
  * before the run's end, and the sandbox's removal never waits for a handler.
  */
 import { createHash } from "node:crypto"
-import { Clock, Effect, Either, Fiber, Runtime, type Scope } from "effect"
+import { Cause, Clock, Deferred, Effect, Either, Fiber, Runtime, type Scope } from "effect"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import type { Language } from "../Language.js"
 import { encodeToolReply, type ToolChannelHeader } from "../RunnerProtocol.js"
@@ -36,13 +36,23 @@ export interface ToolChannel extends ToolFrames {
   readonly settle: Effect.Effect<void>
   /** Calls dispatched to a handler so far (refusals do not count). */
   readonly callsMade: () => number
+  /** Completed once the code made more refused calls than a run may (MAX_REFUSED_CALLS): the run must end. */
+  readonly flooded: Deferred.Deferred<string>
 }
+
+/**
+ * Refusals cost the budget nothing, so without a bound a loop of refused calls would write two
+ * journal events per call until the deadline (~1,400 calls/s here). Past this many the run ends.
+ */
+export const MAX_REFUSED_CALLS = 1000
 
 const encoder = new TextEncoder()
 const utf8 = new TextDecoder("utf-8", { fatal: false })
 /** A tool error's message as the code sees it: the handler's words, bounded. */
 const MAX_MESSAGE_CHARS = 8192
 const CALL_HEAD = /^([1-9][0-9]{0,9}) (0|[1-9][0-9]{0,10}) /
+/** What a request holds besides its arguments: a tool name of at most 64 bytes and a newline. */
+const REQUEST_SLACK = 65
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
 
@@ -79,7 +89,7 @@ const invoke = (planned: PlannedTool, args: unknown, context: Parameters<Planned
       return Effect.tryPromise({ try: () => Promise.resolve(out), catch: (error) => error })
     }
     return Effect.succeed(out)
-  }).pipe(Effect.catchAllDefect((defect) => Effect.fail(defect)))
+  })
 
 type Outcome =
   | { readonly _tag: "Result"; readonly json: Uint8Array }
@@ -100,8 +110,11 @@ export const make = (input: {
     let write: ((data: Uint8Array) => Effect.Effect<void, SandboxError>) | undefined
     let lastId = 0
     let made = 0
+    let refused = 0
     let settled = false
-    let pending: { id: number; tool: string; expected: number; chunks: Array<Uint8Array>; got: number } | undefined
+    const flooded = yield* Deferred.make<string>()
+    // A call whose arguments are arriving; over maxArgumentBytes they are counted, not kept.
+    let pending: { id: number; tool: string; expected: number; chunks: Array<Uint8Array> | undefined; got: number } | undefined
 
     const append = (event: JournalEvent) => input.append(event).pipe(Effect.ignore)
     const reply = (id: number, status: "0" | "1" | "2", payload: Uint8Array) =>
@@ -132,7 +145,16 @@ export const make = (input: {
           }
         })
         const refuse = (reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large", message: string) =>
-          append({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(Effect.zipRight(reply(id, "2", encoder.encode(message))))
+          append({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(
+            Effect.zipRight(reply(id, "2", encoder.encode(message))),
+            Effect.zipRight(Effect.suspend(() =>
+              ++refused >= MAX_REFUSED_CALLS
+                ? Deferred.succeed(flooded, `the code made ${refused} refused tool calls (at most ${MAX_REFUSED_CALLS} per run); the run was ended`).pipe(
+                  Effect.zipRight(Effect.sync(() => void (settled = true)))
+                )
+                : Effect.void
+            ))
+          )
         if (args === undefined) {
           return yield* refuse("arguments-too-large", `the arguments of ${argumentBytes} bytes exceed the limit of ${limits.maxArgumentBytes} bytes (maxArgumentBytes)`)
         }
@@ -153,7 +175,9 @@ export const make = (input: {
         made++
         const controller = new AbortController()
         callers.set(id, controller)
-        const outcome: Outcome = yield* restore(invoke(planned, checked.right, { signal: controller.signal, executionId, callId: id, tool })).pipe(
+        // The whole serving is interruptible (an interruption that came during the uninterruptible
+        // steps before takes effect here, before the handler starts); its outcome is recorded either way.
+        const outcome: Outcome = yield* restore(invoke(planned, checked.right, { signal: controller.signal, executionId, callId: id, tool }).pipe(
           Effect.map((result): Outcome => {
             let text: string | undefined
             try {
@@ -166,12 +190,21 @@ export const make = (input: {
               ? { _tag: "Failed", reason: "result-too-large", message: `the result of ${tool} (${json.byteLength} bytes) exceeds the limit of ${limits.maxResultBytes} bytes (maxResultBytes)` }
               : { _tag: "Result", json }
           }),
-          Effect.catchAll((error) => Effect.succeed<Outcome>({ _tag: "Failed", reason: "error", message: errorMessage(error) })),
+          // Any cause, a handler's own interruption (Effect.interrupt) included, is a tool error; an
+          // interruption from outside (settle, a caller gone) is not caught here and ends the fiber.
+          Effect.catchAllCause((cause) =>
+            Effect.succeed<Outcome>({
+              _tag: "Failed",
+              reason: "error",
+              message: Cause.isInterruptedOnly(cause) ? `${tool} was interrupted` : errorMessage(Cause.squash(cause))
+            })
+          ),
           Effect.timeoutTo({
             duration: limits.callTimeoutMs,
             onSuccess: (o) => o,
             onTimeout: (): Outcome => ({ _tag: "Failed", reason: "timed-out", message: `${tool} did not answer within ${limits.callTimeoutMs} ms (callTimeoutMs)` })
-          }),
+          })
+        )).pipe(
           Effect.onInterrupt(() =>
             Effect.gen(function*() {
               const reason = controller.signal.aborted ? String(controller.signal.reason) : "the run ended before the call was answered"
@@ -228,12 +261,13 @@ export const make = (input: {
         dispatch(id, tool, undefined, size)
         return undefined
       }
-      if (size > limits.maxArgumentBytes + 64) return `call ${id} announces ${size} bytes of arguments`
+      if (size > limits.maxArgumentBytes + REQUEST_SLACK) return `call ${id} announces ${size} bytes of arguments`
       if (size === 0) {
         dispatch(id, tool, new Uint8Array(0), 0)
         return undefined
       }
-      pending = { id, tool, expected: size, chunks: [], got: 0 }
+      // The supervisor's bound is the whole request (name, newline, arguments): the arguments' own is here.
+      pending = { id, tool, expected: size, chunks: size > limits.maxArgumentBytes ? undefined : [], got: 0 }
       return undefined
     }
 
@@ -241,11 +275,11 @@ export const make = (input: {
       if (pending === undefined) return "tool call arguments outside a call"
       pending.got += chunk.byteLength
       if (pending.got > pending.expected) return `call ${pending.id}'s arguments run past the ${pending.expected} bytes announced`
-      pending.chunks.push(Uint8Array.from(chunk))
+      pending.chunks?.push(Uint8Array.from(chunk))
       if (pending.got === pending.expected) {
         const { id, tool, chunks, expected } = pending
         pending = undefined
-        dispatch(id, tool, Buffer.concat(chunks), expected)
+        dispatch(id, tool, chunks === undefined ? undefined : Buffer.concat(chunks), expected)
       }
       return undefined
     }
@@ -261,7 +295,7 @@ export const make = (input: {
       header: {
         maxInFlight: limits.maxInFlight,
         // The name (at most 64 bytes, or longer: refused as unknown), the newline, the arguments.
-        maxRequestBytes: limits.maxArgumentBytes + 64,
+        maxRequestBytes: limits.maxArgumentBytes + REQUEST_SLACK,
         // The payload is a result within maxResultBytes or a message.
         maxReplyBytes: Math.max(limits.maxResultBytes, 4 * MAX_MESSAGE_CHARS + 1024),
         modules: modules.map(({ path, content }) => [path, encoder.encode(content)] as const)
@@ -269,6 +303,7 @@ export const make = (input: {
       start: (w) => Effect.sync(() => void (write = w)),
       settle,
       callsMade: () => made,
+      flooded,
       frame,
       argumentsChunk
     }
