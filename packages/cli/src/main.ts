@@ -72,6 +72,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .option("--json", "print the result as one JSON line instead of streaming the output; a failure as {\"error\": {\"_tag\": ...}}")
     .option("--json-content", "with --json and --collect: each file's content too, base64, as 'content'")
     .option("--events", "print the lifecycle events to standard error as they happen")
+    .option("--upstream-config <file>", "upstream MCP servers whose tools the program may call (from hermes_tools import <name>_<tool>): the file `mcp --upstream-config` takes; closed when the run ends")
+    .option("--tool-max-calls <n>", "with --upstream-config: tool calls the program may make (default 50)")
+    .option("--tool-timeout <duration>", "with --upstream-config: how long one tool call may take (default 60s)")
   withSandboxOptions(run)
     .action(async (file: string | undefined, options) => {
       json = options.json === true

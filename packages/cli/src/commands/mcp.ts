@@ -13,8 +13,9 @@ import { UsageError } from "../errors.js"
 import { ExitCode } from "../exitCodes.js"
 import { durationOption, executorOptionsOf, hermesSource, numberOption, type SandboxCommandOptions } from "../sandboxOptions.js"
 import { trapSignals } from "../signals.js"
+import { offeredLines, readUpstreamConfig, toolLimitsOf, type UpstreamCommandOptions, upstreamStartError } from "../upstreamOptions.js"
 
-export interface McpOptions extends SandboxCommandOptions {
+export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOptions {
   readonly http?: boolean
   readonly host?: string
   readonly port?: string
@@ -33,9 +34,6 @@ export interface McpOptions extends SandboxCommandOptions {
   readonly maxSessions?: string
   readonly maxConcurrency?: string
   readonly maxQueue?: string
-  readonly upstreamConfig?: string
-  readonly toolMaxCalls?: string
-  readonly toolTimeout?: string
 }
 
 /** The environment variable that may carry the HTTP bearer token. */
@@ -88,20 +86,12 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const maxQueue = numberOption("--max-queue", options.maxQueue, true)
   const cpus = numberOption("--cpus", options.cpus)
   if (defaultTimeoutS !== undefined && maxTimeoutS !== undefined && defaultTimeoutS > maxTimeoutS) throw new UsageError("--timeout: larger than --max-timeout")
-  const toolMaxCalls = numberOption("--tool-max-calls", options.toolMaxCalls, true)
-  const toolTimeoutMs = durationOption("--tool-timeout", options.toolTimeout)
-  if (options.upstreamConfig === undefined && (toolMaxCalls ?? toolTimeoutMs) !== undefined) throw new UsageError("--tool-max-calls and --tool-timeout: only with --upstream-config")
-  if (toolTimeoutMs !== undefined && toolTimeoutMs < 1) throw new UsageError(`--tool-timeout: at least 1ms, got ${JSON.stringify(options.toolTimeout)}`)
+  const toolLimits = toolLimitsOf(options)
   const token = options.http === true ? tokenOf(options) : undefined
   const images = options.image === undefined ? undefined : { python: options.image, javascript: options.image, bash: options.image }
 
-  const { loadUpstreamConfig, McpSandbox, McpUpstreamFailed, serveHttp, serveStdio, UpstreamConfigError } = await import("@hermes-sandbox/mcp")
-  let upstream: ReturnType<typeof loadUpstreamConfig> | undefined
-  try {
-    upstream = options.upstreamConfig === undefined ? undefined : loadUpstreamConfig(options.upstreamConfig)
-  } catch (error) {
-    throw error instanceof UpstreamConfigError ? new UsageError(`--upstream-config ${error.message}`) : error
-  }
+  const { McpSandbox, serveHttp, serveStdio } = await import("@hermes-sandbox/mcp")
+  const upstream = await readUpstreamConfig(options)
   for (const warning of upstream?.warnings ?? []) say(`warning: ${warning}`)
   // The Hermes agent's terminal: section as its own Docker backend applies it: image, limits, env
   // and forwarded variables for every sandbox; docker_volumes and lifetime_seconds for the session
@@ -132,20 +122,12 @@ export const mcp = async (options: McpOptions): Promise<number> => {
       ...(maxSessionSandboxes === undefined ? {} : { maxSessionSandboxes })
     },
     ...(upstream === undefined ? {} : { upstream: upstream.servers }),
-    ...((toolMaxCalls ?? toolTimeoutMs) === undefined ? {} : {
-      toolLimits: { ...(toolMaxCalls === undefined ? {} : { maxCalls: toolMaxCalls }), ...(toolTimeoutMs === undefined ? {} : { callTimeoutMs: toolTimeoutMs }) }
-    })
-  }).catch((error: unknown) => {
+    ...(toolLimits === undefined ? {} : { toolLimits })
+  }).catch(async (error: unknown) => {
     signals.dispose()
-    // A configuration the servers refuse (include/exclude naming tools they lack, names that clash) is a usage error.
-    throw error instanceof McpUpstreamFailed && error.reason === "invalid-options" ? new UsageError(`--upstream-config ${options.upstreamConfig}: ${error.message}`) : error
+    throw await upstreamStartError(options, error)
   })
-  if (upstream !== undefined && sandbox.upstreams.length === 0) say(`--upstream-config ${options.upstreamConfig}: no upstream MCP server enabled`)
-  for (const u of sandbox.upstreams) {
-    const names = Object.keys(u.tools)
-    say(`upstream MCP server "${u.name}" (${u.server.name} ${u.server.version}): ${names.length} tools for execute_code: ${names.join(", ")}`)
-    for (const s of u.skipped) say(`upstream MCP server "${u.name}": tool ${s.upstream} not offered: ${s.reason}`)
-  }
+  if (upstream !== undefined) for (const line of offeredLines(options, sandbox.upstreams, "execute_code")) say(line)
   const stopped = new Promise<void>((resolve) => signals.signal.addEventListener("abort", () => resolve(), { once: true }))
   try {
     if (options.http !== true) {

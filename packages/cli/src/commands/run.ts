@@ -5,23 +5,27 @@
  * and the CLI's own lines are marked (terminal.ts); elsewhere both are as before.
  * `--collect PATTERN --out DIR` writes the files the run sent back under DIR (collectedFiles.ts)
  * and lists them on standard error, which keeps standard output the program's.
+ * `--upstream-config FILE` connects upstream MCP servers (as `mcp` does) whose tools the program
+ * calls (`from hermes_tools import ...`); they are closed when the run ends, however it ends.
  */
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { isatty } from "node:tty"
 import type { ExecuteRequest, ExecutionResult } from "@hermes-sandbox/core"
-import type { CreateExecutorOptions } from "@hermes-sandbox/docker"
+import type { CreateExecutorOptions, SandboxExecutor } from "@hermes-sandbox/docker"
+import type { Upstreams } from "@hermes-sandbox/mcp"
 import { checkOutDir, formatBytes, shownPath, sizeOption, type WriteReport, writeCollected } from "../collectedFiles.js"
 import { ExitCode } from "../exitCodes.js"
 import { formatEvent } from "../formatEvent.js"
 import { detectLanguage } from "../language.js"
 import { errorJson } from "../reportError.js"
-import { trapSignals } from "../signals.js"
+import { type SignalScope, trapSignals } from "../signals.js"
 import { TerminalSanitizer, writeCliLine } from "../terminal.js"
 import { UsageError } from "../errors.js"
 import { durationOption, executorOptionsOf, hermesSource, numberOption, type SandboxCommandOptions } from "../sandboxOptions.js"
+import { connectUpstreamsOf, offeredLines, readUpstreamConfig, toolLimitsOf, type UpstreamCommandOptions } from "../upstreamOptions.js"
 
-export interface RunOptions extends SandboxCommandOptions {
+export interface RunOptions extends SandboxCommandOptions, UpstreamCommandOptions {
   readonly eval?: string
   readonly language?: string
   readonly timeout?: string
@@ -149,6 +153,7 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
   const files = parseFiles(options.file ?? [])
   const collected = collectOptions(options)
   const hermes = hermesSource(options)
+  const toolLimits = toolLimitsOf(options)
 
   const executorOptions: CreateExecutorOptions = { ...executorOptionsOf(options, hermes), awaitRemoval: true }
   const request: ExecuteRequest = {
@@ -172,7 +177,34 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
   // start, so that the CLI's own lines (marked there) begin one.
   const program = programOutput()
   const signals = trapSignals()
-  const executor = await createExecutor(executorOptions)
+  let upstreams: Upstreams | undefined
+  try {
+    upstreams = await upstreamsOf(options)
+    const tools = upstreams === undefined || upstreams.servers.length === 0 ? {} : { tools: upstreams.tools, ...(toolLimits === undefined ? {} : { toolLimits }) }
+    return await runIn(await createExecutor(executorOptions), { ...request, ...tools }, options, program, signals)
+  } finally {
+    // After the executor (runIn closes it, ending the run's tool calls), so no call finds its
+    // upstream gone; each process started for one ends here, also after SIGINT/SIGTERM.
+    await upstreams?.close()
+    signals.dispose()
+  }
+}
+
+/**
+ * --upstream-config's servers, connected (only then is the MCP client code loaded): the file's
+ * warnings on standard error; what they offer only with --events, standard error staying the program's.
+ */
+const upstreamsOf = async (options: RunOptions): Promise<Upstreams | undefined> => {
+  const config = await readUpstreamConfig(options)
+  if (config === undefined) return undefined
+  for (const warning of config.warnings) writeCliLine(`warning: ${warning}`)
+  const upstreams = await connectUpstreamsOf(options, config)
+  if (upstreams.servers.length === 0 || options.events === true) for (const line of offeredLines(options, upstreams.servers, "the program")) writeCliLine(line)
+  return upstreams
+}
+
+/** The run on `executor`, which it closes: the program's output streamed (or the result as JSON), its exit code. */
+const runIn = async (executor: SandboxExecutor, request: ExecuteRequest, options: RunOptions, program: ProgramOutput, signals: SignalScope): Promise<number> => {
   const subscription = options.events
     ? executor.events$.subscribe((e) => {
       if (process.stderr.isTTY !== true) {
@@ -214,7 +246,6 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
   } finally {
     await executor.close()
     subscription?.unsubscribe()
-    signals.dispose()
   }
 }
 
@@ -252,3 +283,5 @@ const programOutput = () => {
     }
   }
 }
+
+type ProgramOutput = ReturnType<typeof programOutput>
