@@ -1282,13 +1282,15 @@ static struct started start_child(char **argv, int preload, int stdin_fd) {
 }
 
 /*
- * The preloaded Python's first steps (its imports done before it waits, off the request's path): wait on fd 3 for "<cwd>\0<path>", then run the program as
- * `python3 <path>` would (sys.argv, sys.path[0], __main__, tracebacks that start in the program,
- * SystemExit codes, non-daemon threads joined and atexit handlers run, streams flushed), then leave
- * with os._exit: the interpreter's module teardown, which nothing observes, is not worth its ms.
+ * The preloaded Python's first steps: wait on fd 3 for "<cwd>\0<path>", then run the program as
+ * `python3 <path>` would (sys.argv, sys.path[0], a fresh __main__, tracebacks that start in the
+ * program, SystemExit codes, non-daemon threads joined and atexit handlers run, streams flushed),
+ * then leave with os._exit: the interpreter's module teardown, which nothing observes, is not worth
+ * its ms. It imports nothing the program would not (no runpy, which brings pkgutil and typing on
+ * every run; traceback only for a traceback): each import here is CPU every pooled sandbox spends.
  */
 static const char PYTHON_PRELOAD[] =
-  "import atexit, os, sys, runpy, threading, traceback\n"
+  "import os, sys\n"
   "d = b''\n"
   "while True:\n"
   "    b = os.read(3, 65536)\n"
@@ -1303,7 +1305,11 @@ static const char PYTHON_PRELOAD[] =
   "del d, b, cwd\n"
   "code = 0\n"
   "try:\n"
-  "    runpy.run_path(path, run_name='__main__')\n"
+  "    with open(path, 'rb') as f: source = f.read()\n"
+  "    main = type(sys)('__main__')\n"
+  "    main.__dict__.update(__file__=path, __builtins__=__builtins__, __spec__=None, __loader__=None, __package__='', __cached__=None)\n"
+  "    sys.modules['__main__'] = main\n"
+  "    exec(compile(source, path, 'exec'), main.__dict__)\n"
   "except SystemExit as e:\n"
   "    c = e.code\n"
   "    if c is None: code = 0\n"
@@ -1313,14 +1319,17 @@ static const char PYTHON_PRELOAD[] =
   "        except Exception: pass\n"
   "        code = 1\n"
   "except BaseException as e:\n"
+  "    import traceback\n"
   "    tb = e.__traceback__\n"
   "    while tb is not None and tb.tb_frame.f_code.co_filename != path:\n"
   "        tb = tb.tb_next\n"
   "    try: traceback.print_exception(type(e), e, tb)\n"
   "    except Exception: pass\n"
   "    code = 130 if isinstance(e, KeyboardInterrupt) else 1\n"
-  "try: threading._shutdown()\n"
-  "except Exception: pass\n"
+  "if 'threading' in sys.modules:\n"
+  "    try: sys.modules['threading']._shutdown()\n"
+  "    except Exception: pass\n"
+  "import atexit\n"
   "try: atexit._run_exitfuncs()\n"
   "except Exception: pass\n"
   "for s in (sys.stdout, sys.stderr):\n"

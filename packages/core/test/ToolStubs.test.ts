@@ -346,14 +346,55 @@ print(json.dumps(results))`,
       ])
     }))
 
-  it.effect("is Python 3.9 grammar and imports nothing but builtins, json, os and socket", () =>
+  it.effect("is Python 3.9 grammar and imports nothing but builtins, os and the C modules _socket and _json (socket and json only as fallbacks)", () =>
     Effect.sync(() => {
       const [module] = toolModules("python", [webSearch, add, echo, ...hostileTools(HOSTILE)])
       const check = `
 import ast, json, sys
 tree = ast.parse(sys.stdin.read(), feature_version=(3, 9))
 print(json.dumps(sorted({a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names})))`
-      expect(JSON.parse(execFileSync("python3", ["-c", check], { input: module!.content, encoding: "utf8" }))).toEqual(["builtins", "json", "os", "socket"])
+      expect(JSON.parse(execFileSync("python3", ["-c", check], { input: module!.content, encoding: "utf8" }))).toEqual(["_json", "_socket", "builtins", "json", "os", "socket"])
+    }))
+
+  it.effect("a call loads neither socket.py nor json (nor enum, re): the C modules encode and decode exactly as json.dumps / json.loads", () =>
+    Effect.sync(() => {
+      const [module] = toolModules("python", [add])
+      const dir = mkdtempSync(join(tmpdir(), "hermes-stubs-cjson-"))
+      try {
+        writeFileSync(join(dir, "hermes_tools.py"), module!.content)
+        const check = String.raw`
+import sys, math
+sys.path.insert(0, sys.argv[1])
+before = set(sys.modules)
+import hermes_tools as h
+values = [{}, {"a": 1, "b": [1.5, -2e300, 10**30, True, None, "x"]}, {"ü": "é\u2028\n\"\\", "nested": {"k": [[], {}]}}, {"s": "\ud800"}]
+encoded = [h._hermes_encode(v, False) if v.get("s") is None else h._hermes_encode(v, True) for v in values]
+texts = ['{"a":1}', '[1,2.5,"x",null,true,false]', '"\\u00fc"', '{"big":123456789012345678901234567890}']
+decoded = [h._hermes_decode(t) for t in texts + ['1e400']]
+loaded = sorted(m for m in set(sys.modules) - before if m in ("socket", "json", "enum", "re"))
+import json
+assert encoded == [json.dumps(v, ensure_ascii=v.get("s") is not None, allow_nan=False) for v in values], encoded
+assert decoded[:4] == [json.loads(t) for t in texts]
+assert math.isinf(decoded[4])
+for bad in (float("nan"), float("inf")):
+    try:
+        h._hermes_encode({"x": bad}, False); print("encoded", bad)
+    except ValueError:
+        pass
+try:
+    h._hermes_encode({"x": object()}, False); print("encoded an object")
+except TypeError:
+    pass
+try:
+    h._hermes_decode('{"a": 1} trailing'); print("decoded trailing bytes")
+except ValueError:
+    pass
+print(loaded)
+`
+        expect(execFileSync("python3", ["-c", check, dir], { encoding: "utf8" }).trim()).toBe("[]")
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
     }))
 
   it.effect("every keyword of this python3 is a reserved tool name", () =>
