@@ -1252,10 +1252,11 @@ static struct started start_child(char **argv, int preload, int stdin_fd) {
   if (child == 0) {
     /* The key is in this copy of memory until execvp replaces it, a few instructions from here. */
     memset(key, 0, sizeof key);
+    /* stdin first: its descriptor may be 3, which the go pipe takes next. */
+    if (stdin_fd >= 0) dup2(stdin_fd, 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
     if (preload) dup2(go[0], 3);
-    if (stdin_fd >= 0) dup2(stdin_fd, 0);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     signal(SIGPIPE, SIG_DFL);
     execvp(argv[0], argv);
@@ -1282,7 +1283,8 @@ static struct started start_child(char **argv, int preload, int stdin_fd) {
 }
 
 /*
- * The preloaded Python's first steps: wait on fd 3 for "<cwd>\0<path>", then run the program as
+ * The preloaded Python's first steps: wait on fd 3 for "<cwd>\0<path>" (and, for a run with tools,
+ * "\0NAME=value" for the channel's variables, set before the program runs), then run the program as
  * `python3 <path>` would (sys.argv, sys.path[0], a fresh __main__, tracebacks that start in the
  * program, SystemExit codes, non-daemon threads joined and atexit handlers run, streams flushed),
  * then leave with os._exit: the interpreter's module teardown, which nothing observes, is not worth
@@ -1298,11 +1300,14 @@ static const char PYTHON_PRELOAD[] =
   "    d += b\n"
   "os.close(3)\n"
   "if not d: os._exit(0)\n"
-  "cwd, path = os.fsdecode(d).split('\\0')\n"
+  "cwd, path, *env = os.fsdecode(d).split('\\0')\n"
+  "for kv in env:\n"
+  "    k, _, v = kv.partition('=')\n"
+  "    os.environ[k] = v\n"
   "os.chdir(cwd)\n"
   "sys.argv = [path]\n"
   "sys.path[0] = os.path.dirname(path)\n"
-  "del d, b, cwd\n"
+  "del d, b, cwd, env\n"
   "code = 0\n"
   "try:\n"
   "    with open(path, 'rb') as f: source = f.read()\n"
@@ -1353,11 +1358,18 @@ int main(int argc, char **argv) {
      with it ready); it runs the program only if the request is Python code. */
   const char *preload_lang = NULL, *preload_interpreter = NULL;
   struct started preloaded = {0, -1, -1, -1, -1};
+  /* Its stdin is a pipe this process feeds once the request says what the program's stdin is: the
+     container's stdin also carries a tool run's replies, which the program must never hold. */
+  int preloaded_feed = -1;
   if (argc >= 3 && strcmp(argv[1], "--preload") == 0 && strcmp(argv[2], "python") == 0) {
     preload_lang = "python";
     preload_interpreter = "python3";
     char *boot[] = {"python3", "-c", (char *)PYTHON_PRELOAD, NULL};
-    preloaded = start_child(boot, 1, -1);
+    int pf[2];
+    if (pipe2(pf, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
+    preloaded = start_child(boot, 1, pf[0]);
+    close(pf[0]);
+    preloaded_feed = pf[1];
   }
 
   char line[LINE_MAX_BYTES];
@@ -1539,17 +1551,27 @@ int main(int argc, char **argv) {
   if (tools_on) {
     prepare_code_dir(code_dir);
     tools_listen_at(code_dir);
-    if (pipe2(feed, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
   }
 
   struct started run;
-  if (preloaded.pid > 0 && preload_lang != NULL && !tools_on && interpreter != NULL && strcmp(interpreter, preload_interpreter) == 0 && has_code) {
-    /* The interpreter started before the request arrived (warm pool): tell it where to go. */
+  /* pumping: the program's stdin is what follows `run` on ours, relayed into its pipe (a preloaded
+     interpreter without tools); with tools it is the header's `stdin`, fed from memory. */
+  int pumping = 0;
+  if (preloaded.pid > 0 && preload_lang != NULL && interpreter != NULL && strcmp(interpreter, preload_interpreter) == 0 && has_code) {
+    /* The interpreter started before the request arrived (warm pool): tell it where to go, and
+       with tools the channel's environment (it was forked before the channel existed). */
     run = preloaded;
-    char go[2 * PATH_MAX + 2];
+    char go[2 * PATH_MAX + 8 * PATH_MAX];
     int n = snprintf(go, sizeof go, "%s%c%s", workspace, 0, main_path);
+    static const char *const tool_env[] = {"HERMES_TOOLS_SOCKET", "PYTHONPATH", "NODE_PATH", "PATH"};
+    for (size_t i = 0; tools_on && n >= 0 && i < sizeof tool_env / sizeof tool_env[0]; i++) {
+      const char *v = getenv(tool_env[i]);
+      if (v != NULL && (size_t)n < sizeof go) n += snprintf(go + n, sizeof go - (size_t)n, "%c%s=%s", 0, tool_env[i], v);
+    }
     if (n < 0 || (size_t)n >= sizeof go || write_all(run.go, go, (size_t)n) < 0) fail(PROTOCOL_ERROR, "cannot hand the program to the interpreter");
     close(run.go);
+    feed[1] = preloaded_feed;
+    pumping = !tools_on;
   } else {
     if (preloaded.pid > 0) {
       /* Preloaded for another language: not this run's. */
@@ -1558,20 +1580,23 @@ int main(int argc, char **argv) {
       close(preloaded.out);
       close(preloaded.err);
       close(preloaded.go);
+      close(preloaded_feed);
     }
+    if (tools_on && pipe2(feed, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
     run = start_child(args, 0, feed[0]);
+    if (feed[0] >= 0) close(feed[0]);
   }
   pid_t child = run.pid;
-  size_t fed = 0;
-  if (tools_on) {
-    /* Our stdin carries the host's replies from now on; the program's stdin is this pipe. */
-    close(feed[0]);
+  size_t fed = 0, pump_len = 0, pump_off = 0;
+  static unsigned char pump_buf[CHUNK];
+  if (feed[1] >= 0) {
     fcntl(feed[1], F_SETFL, O_NONBLOCK);
-    if (stdin_len == 0) {
+    if (tools_on && stdin_len == 0) {
       close(feed[1]);
       feed[1] = -1;
     }
-  } else {
+  }
+  if (!tools_on && !pumping) {
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) dup2(devnull, 0); /* the program's stdin is the program's alone now */
   }
@@ -1605,6 +1630,11 @@ int main(int argc, char **argv) {
     fds[nfds].fd = sfd;
     fds[nfds].events = POLLIN;
     int sig_at = nfds++;
+    int pump_at = -1;
+    if (pumping) {
+      if (pump_off < pump_len) fds[feed_at = nfds++] = (struct pollfd){.fd = feed[1], .events = POLLOUT};
+      else fds[pump_at = nfds++] = (struct pollfd){.fd = 0, .events = POLLIN};
+    }
     if (tools_on) {
       if (host_in_open) fds[host_at = nfds++] = (struct pollfd){.fd = 0, .events = POLLIN};
       if (tools_busy < (int)tool_max_in_flight) fds[listen_at = nfds++] = (struct pollfd){.fd = tools_listen, .events = POLLIN};
@@ -1628,6 +1658,26 @@ int main(int argc, char **argv) {
           streams[i].fd = -1;
           open_streams--;
         }
+      }
+    }
+    if (pumping) {
+      int stop = 0;
+      if (pump_at >= 0 && fds[pump_at].revents) {
+        ssize_t r = read(0, pump_buf, sizeof pump_buf);
+        if (r > 0) pump_len = (size_t)r, pump_off = 0;
+        else if (r == 0 || (errno != EINTR && errno != EAGAIN)) stop = 1; /* the program's stdin ended */
+      }
+      if (feed_at >= 0 && fds[feed_at].revents) {
+        ssize_t w = write(feed[1], pump_buf + pump_off, pump_len - pump_off);
+        if (w > 0) pump_off += (size_t)w;
+        else if (w < 0 && errno != EAGAIN && errno != EINTR) stop = 1; /* the program closed its stdin */
+      }
+      if (stop) {
+        close(feed[1]);
+        feed[1] = -1;
+        pumping = 0;
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull >= 0) dup2(devnull, 0);
       }
     }
     if (tools_on) {
@@ -1676,10 +1726,8 @@ int main(int argc, char **argv) {
     }
   }
   /* No call is taken after the program's end: callers still waiting (a background process) get EOF. */
-  if (tools_on) {
-    tools_close();
-    if (feed[1] >= 0) close(feed[1]);
-  }
+  if (tools_on) tools_close();
+  if (feed[1] >= 0) close(feed[1]);
   /* The program's process has exited: what it (or a child) wrote before is in the pipes now. Read
      that much and no more (FIONREAD): a background process that keeps writing must not hold the
      report back for ever. Only if the count is unknown, read until the pipe is empty. */
