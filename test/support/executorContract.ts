@@ -473,10 +473,11 @@ export const executorContract = (name: string, world: ExecutorWorld) => {
             toolLimits: { maxArgumentBytes: 1024 },
             code: world.program({ toolCalls: [{ tool: "add", size: 4096 }, { tool: "add", args: { a: 1, b: 1 } }] })
           })
-          expect(r.stdout).toBe("2 the arguments of 4096 bytes exceed the limit of 1024 bytes (maxArgumentBytes)\n0 2\n")
+          // A request of 4096 bytes: "add", its newline and 4092 bytes of arguments.
+          expect(r.stdout).toBe("2 the arguments of 4092 bytes exceed the limit of 1024 bytes (maxArgumentBytes)\n0 2\n")
           expect(r.toolCallsMade).toBe(1)
           const events = yield* toolEventsOf(journal, r.executionId)
-          expect(events[0]).toMatchObject({ type: "ToolCallRequested", data: { callId: 1, tool: "add", argumentBytes: 4096 } })
+          expect(events[0]).toMatchObject({ type: "ToolCallRequested", data: { callId: 1, tool: "add", argumentBytes: 4092 } })
           // Never read, so never hashed.
           expect(events[0]?.data.argumentsSha256).toBeUndefined()
           expect(events[1]).toMatchObject({ type: "ToolCallRefused", data: { callId: 1, reason: "arguments-too-large" } })

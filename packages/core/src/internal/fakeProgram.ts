@@ -314,7 +314,8 @@ export const fakeToolCalls = (
       waiting.add(id)
       const name = request.name.subarray(0, NAME_SENT_MAX)
       if (request.bytes > header.maxRequestBytes) {
-        channel.send(encodeFrame(channel.key, "b", concat(toolEncoder.encode(`${id} ${request.bytes} `), name)))
+        // Like the supervisor: the arguments' bytes (the request's, less the name and its newline).
+        channel.send(encodeFrame(channel.key, "b", concat(toolEncoder.encode(`${id} ${request.args.byteLength} `), name)))
       } else {
         channel.send(encodeFrame(channel.key, "t", concat(toolEncoder.encode(`${id} ${request.args.byteLength} `), name)))
         for (let at = 0; at < request.args.byteLength; at += MAX_FRAME_PAYLOAD) {
