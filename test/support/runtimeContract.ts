@@ -148,6 +148,20 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
         yield* io.closed
       }).pipe(Effect.provide(layer)), 30_000)
 
+    it.scopedLive("removers racing for one running sandbox all succeed (the engine's 409 'removal already in progress' is waited out)", () =>
+      Effect.gen(function*() {
+        const runtime = yield* SandboxRuntime
+        for (let round = 0; round < 3; round++) {
+          const c = yield* runtime.create(spec())
+          yield* runtime.attach(c, { stdout: () => {}, stderr: () => {} })
+          yield* runtime.start(c)
+          // A watchdog, a sweep and a reaper may all remove the same container at once.
+          const outcomes = yield* Effect.all([runtime.remove(c), runtime.remove(c), runtime.remove(c)].map(Effect.exit), { concurrency: "unbounded" })
+          expect(outcomes.map(Exit.isSuccess)).toEqual([true, true, true])
+          expect(Exit.isFailure(yield* Effect.exit(runtime.inspect(c)))).toBe(true)
+        }
+      }).pipe(Effect.provide(layer)), 60_000)
+
     it.scopedLive("list finds sandboxes by label in every state", () =>
       Effect.gen(function*() {
         const runtime = yield* SandboxRuntime

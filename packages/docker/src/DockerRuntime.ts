@@ -4,7 +4,7 @@
  * BEFORE start, or early output and fast exits are lost; no TTY, so stdout and
  * stderr arrive demultiplexed; every call has its own deadline.
  */
-import { Deferred, Effect, Layer, Option } from "effect"
+import { Deferred, Effect, Layer, Option, Schedule } from "effect"
 import type { IncomingMessage } from "node:http"
 import { Writable } from "node:stream"
 import type { Duplex } from "node:stream"
@@ -24,7 +24,7 @@ import {
 } from "@hermes-sandbox/core"
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
-import { dockerCall, IMAGE_BUILD_COMMAND, imageNotFound, isGone, isNotRunning } from "./internal/dockerCall.js"
+import { dockerCall, IMAGE_BUILD_COMMAND, imageNotFound, isGone, isNotRunning, isRemovalInProgress } from "./internal/dockerCall.js"
 import { queryEvents } from "./internal/engineEvents.js"
 import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
@@ -403,6 +403,8 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           markKilledByUs(ref.id)
           return dockerCall(ctx("remove", ref.name), (signal) => docker.getContainer(ref.id).remove({ force: true, v: true, abortSignal: signal }))
         }).pipe(
+          // Another remover got there first: ask again until that removal is done (then: not found).
+          Effect.retry({ while: isRemovalInProgress, schedule: Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(50))) }),
           Effect.catchIf(isGone, () => Effect.void),
           Effect.tap(() => Effect.sync(() => armedWaits.delete(ref.id))),
           // The container and its processes are gone: its uid may serve another sandbox.

@@ -135,6 +135,10 @@ const inspectAsName = () => "AbortSignal"
 /** The container no longer exists: "already in the state you want" for idempotent operations. */
 export const isGone = (error: SandboxError) => error._tag === "ContainerFailed" && error.reason === "not-found"
 
+/** Someone else (the watchdog, a sweep, another process's reaper) is removing it right now: 409 "removal … already in progress". */
+export const isRemovalInProgress = (error: SandboxError) =>
+  error._tag === "ContainerFailed" && error.reason === "conflict" && /already in progress/.test(error.message)
+
 /** Killing it is moot: it is not running (conflict) or gone (not found). */
 export const isNotRunning = (error: SandboxError) =>
   error._tag === "ContainerFailed" && (error.reason === "conflict" || error.reason === "not-found")
