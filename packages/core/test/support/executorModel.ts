@@ -8,7 +8,9 @@
  * freezes and comes back, the engine crashes (running containers killed, waits broken).
  *
  * Invariants, checked after every command and at the end of each run:
- * - never more containers alive than `maxConcurrency`;
+ * - never more containers running than `maxConcurrency`, and never more alive in any state,
+ *   unless the engine stayed down longer than a caller waits for a removal (kernel/Removals.ts:
+ *   the slot is then released and the removal retried in the background);
  * - once closed, no container is left and every execution's fiber has ended;
  * - every lifecycle in the journal is closed and has no violation (`checkLifecycle`);
  * - every result agrees with its events (exit code / OOM ↔ ContainerExited, timedOut ↔
@@ -85,6 +87,27 @@ export interface Real {
   engineFroze: number
   closed: boolean
   readonly log: Array<string>
+  /** The engine is down now (crashed, or the engineDown fault), and for how long of this outage time has passed. */
+  engineDown: boolean
+  downForMs: number
+  /** Some outage outlasted REMOVAL_WAIT_MS: a container may outlive its slot until the background retry. */
+  removalsMayLag: boolean
+}
+
+/** How long an execution waits for its sandbox's removal before handing it to the background (kernel/Removals.ts). */
+const REMOVAL_WAIT_MS = 60_000
+
+/** Let time pass, counting it against the current outage. */
+const advance = async (real: Real, ms: number) => {
+  await run(real, real.system.advance(ms))
+  if (!real.engineDown) return
+  real.downForMs += ms
+  if (real.downForMs >= REMOVAL_WAIT_MS) real.removalsMayLag = true
+}
+
+const setEngineDown = (real: Real, down: boolean) => {
+  if (down && !real.engineDown) real.downForMs = 0
+  real.engineDown = down
 }
 
 const run = <A, E>(real: Real, effect: Effect.Effect<A, E>) => Runtime.runPromise(real.system.runtime)(effect)
@@ -99,8 +122,9 @@ const observe = async (real: Real) => {
     }
   }
   const alive = await run(real, real.system.alive)
-  if (alive.length > real.system.maxConcurrency) {
-    throw new Error(`${alive.length} containers alive with maxConcurrency ${real.system.maxConcurrency}: ${alive.join(", ")}`)
+  const running = alive.filter((a) => a.endsWith("(running)"))
+  if (running.length > real.system.maxConcurrency || (!real.removalsMayLag && alive.length > real.system.maxConcurrency)) {
+    throw new Error(`${alive.length} containers alive (${running.length} running) with maxConcurrency ${real.system.maxConcurrency}: ${alive.join(", ")}`)
   }
   const stats = await run(real, real.system.stats)
   if (stats.inFlight > real.system.maxConcurrency || stats.inFlight < 0 || stats.queued < 0) {
@@ -140,7 +164,7 @@ export class AbortCommand implements fc.AsyncCommand<Model, Real> {
     // With the TestClock, the cleanup may wait on retries: let time pass until it is done.
     for (let i = 0; i < 200 && interrupted.unsafePoll() === null; i++) {
       await real.system.settle()
-      if (interrupted.unsafePoll() === null) await run(real, real.system.advance(500))
+      if (interrupted.unsafePoll() === null) await advance(real, 500)
     }
     if (interrupted.unsafePoll() === null) throw new Error(`aborting execution #${target.index} did not finish`)
     await observe(real)
@@ -152,7 +176,7 @@ export class AdvanceCommand implements fc.AsyncCommand<Model, Real> {
   constructor(readonly ms: number) {}
   check = () => true
   async run(_model: Model, real: Real) {
-    await run(real, real.system.advance(this.ms))
+    await advance(real, this.ms)
     await observe(real)
   }
   toString = () => `advance(${this.ms}ms)`
@@ -167,14 +191,17 @@ export class FaultCommand implements fc.AsyncCommand<Model, Real> {
     real.faultEpoch++
     if (this.fault === "crash") {
       await run(real, faults.crash)
+      setEngineDown(real, true)
       model.faultActive = true
       model.engineFroze++
       real.engineFroze++
     } else if (this.fault === "clear") {
       await run(real, faults.clear)
+      setEngineDown(real, false)
       model.faultActive = false
     } else {
       await run(real, faults.set(this.fault, this.on))
+      if (this.fault === "engineDown") setEngineDown(real, this.on)
       if (this.on) model.faultActive = true
       if (this.fault === "engineDown" && this.on) {
         model.engineFroze++
@@ -202,12 +229,13 @@ const closeReal = async (real: Real) => {
   real.closed = true
   if (real.system.faults) {
     await run(real, real.system.faults.clear)
+    setEngineDown(real, false)
     real.faultEpoch++
   }
   const closing = Runtime.runFork(real.system.runtime)(real.system.close)
   for (let i = 0; i < 400 && closing.unsafePoll() === null; i++) {
     await real.system.settle()
-    if (closing.unsafePoll() === null) await run(real, real.system.advance(500))
+    if (closing.unsafePoll() === null) await advance(real, 500)
   }
   const exit = closing.unsafePoll()
   if (exit === null) throw new Error("close did not finish")
@@ -241,7 +269,17 @@ export const commands = (arbs: Arbitraries, maxCommands: number) => {
 }
 
 export const initialModel = (): Model => ({ started: 0, closed: false, faultEpoch: 0, faultActive: false, engineFroze: 0 })
-export const initialReal = (system: ModelSystem): Real => ({ system, runs: [], faultEpoch: 0, engineFroze: 0, closed: false, log: [] })
+export const initialReal = (system: ModelSystem): Real => ({
+  system,
+  runs: [],
+  faultEpoch: 0,
+  engineFroze: 0,
+  closed: false,
+  log: [],
+  engineDown: false,
+  downForMs: 0,
+  removalsMayLag: false
+})
 
 /** The program's own outcome, as a result would report it. */
 export const expectedOutcome = (program: ProgramSpec, timeoutMs: number) => {
