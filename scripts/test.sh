@@ -6,19 +6,31 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # The data-science image too (test/python-data-image.e2e.test.ts); cached after the first build.
 HERMES_IMAGE_VARIANT=all bash scripts/setup.sh
 # Test-only tools: mkfs.xfs for the private engine on XFS (test/chaos/xfs-storage.test.ts);
-# rootlesskit and newuidmap for the rootless engine (test/chaos/rootless.test.ts).
+# rootlesskit and newuidmap for the rootless engine (test/chaos/rootless.test.ts); PostgreSQL
+# for the Postgres journal's throwaway cluster (test/postgres-global-setup.ts); sshd and openssl
+# for the engine reached over ssh and TLS on loopback (test/remote).
 missing=""
 command -v mkfs.xfs >/dev/null 2>&1 || missing="$missing xfsprogs"
 command -v rootlesskit >/dev/null 2>&1 || missing="$missing rootlesskit"
 command -v newuidmap >/dev/null 2>&1 || missing="$missing uidmap"
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
+[ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
+command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     printf '\n==== installing test-only packages:%s\n' "$missing" >&2
     export DEBIAN_FRONTEND=noninteractive
+    # The packages' own services (a system sshd on port 22, a system PostgreSQL cluster) must not
+    # start: the tests start their own, on loopback only. policy-rc.d 101 = "action not allowed".
+    policy_rc=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && policy_rc=1
+    fi
     # shellcheck disable=SC2086
     apt-get install -y -qq $missing >/tmp/hermes-sandbox-apt-test.log 2>&1 ||
       { apt-get update -qq && apt-get install -y -qq $missing >/tmp/hermes-sandbox-apt-test.log 2>&1; } ||
-      { tail -20 /tmp/hermes-sandbox-apt-test.log >&2; exit 1; }
+      { [ -n "$policy_rc" ] && rm -f /usr/sbin/policy-rc.d; tail -20 /tmp/hermes-sandbox-apt-test.log >&2; exit 1; }
+    [ -n "$policy_rc" ] && rm -f /usr/sbin/policy-rc.d
   else
     echo "missing test-only packages:$missing (Debian: apt-get install$missing); install them and run this again." >&2
     exit 1
