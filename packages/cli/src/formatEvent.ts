@@ -64,6 +64,10 @@ const details = (e: EventEnvelope): string => {
       return `${d.errorTag}: ${d.message}`
     case "ContainerDestroyed":
       return `${d.containerName} (${d.reason})`
+    case "ExecutorLease":
+      return `${d.leaseMs} ms, host ${e.metadata.host} pid ${e.metadata.pid}`
+    case "ExecutorClosed":
+      return ""
     default:
       return JSON.stringify(d)
   }

@@ -14,6 +14,8 @@ export const formatSummary = (summary: Summary): string => {
     `${label("exit codes")}${Object.entries(summary.exitCodes).map(([k, v]) => `${k}: ${v}`).join(", ") || "-"}`,
     `${label("containers alive")}${summary.containersAlive}`,
     `${label("open lifecycles")}${summary.openLifecycles}`,
+    // Only when the journal holds ownership leases (see ARCHITECTURE.md, "Ownership across hosts").
+    ...(summary.executors === undefined ? [] : [`${label("executors")}${summary.executors.open} open, ${summary.executors.closed} closed`]),
     // The first tool on the label's line, the others aligned under it.
     `${label("tool calls")}${tools.length === 0 ? "-" : tools.join(`\n${label("")}`)}`
   ]

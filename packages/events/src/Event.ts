@@ -369,6 +369,30 @@ export const ExecutorStats = event("ExecutorStats", {
   queued: Count
 })
 
+/**
+ * Ownership lease: the executor (or sessions service) whose id is the stream id holds its
+ * containers for `leaseMs` from this event's timestamp. Appended when it starts and renewed
+ * well before expiry; a sweeper on another host takes the owner as gone once the last lease
+ * expired (plus a clock-skew allowance). Kept tiny: one is written every few seconds per
+ * owner (ARCHITECTURE.md, "Ownership across hosts").
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ExecutorLease = event("ExecutorLease", {
+  leaseMs: Schema.Int.pipe(Schema.positive())
+})
+
+/**
+ * The owner whose id is the stream id closed: it removed its containers itself, so any left
+ * (a removal that gave up) are orphans at once. A later `ExecutorLease` (the same id reused)
+ * opens a new lease.
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const ExecutorClosed = event("ExecutorClosed", {})
+
 // --- unions ------------------------------------------------------------------------------
 
 /**
@@ -398,7 +422,9 @@ export const members = [
   SessionReplaced,
   SessionIdleExpired,
   SessionClosed,
-  ExecutorStats
+  ExecutorStats,
+  ExecutorLease,
+  ExecutorClosed
 ] as const
 
 /**
@@ -473,12 +499,22 @@ export const eventTypes = [
   "SessionReplaced",
   "SessionIdleExpired",
   "SessionClosed",
-  "ExecutorStats"
+  "ExecutorStats",
+  "ExecutorLease",
+  "ExecutorClosed"
 ] as const satisfies ReadonlyArray<EventType>
 
 // Compile-time check that the list above names every member of the union.
 type _AllTypesListed = [EventType] extends [(typeof eventTypes)[number]] ? true : never
 const _allTypesListed: _AllTypesListed = true
+
+/**
+ * The ownership-lease events of an executor stream (see {@link ExecutorLease}).
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const leaseEventTypes = ["ExecutorLease", "ExecutorClosed"] as const satisfies ReadonlyArray<EventType>
 
 /**
  * Events that end an execution (exactly one per lifecycle).
@@ -616,7 +652,9 @@ export const EventEnvelope = Schema.Union(
   envelopeOf(SessionReplaced),
   envelopeOf(SessionIdleExpired),
   envelopeOf(SessionClosed),
-  envelopeOf(ExecutorStats)
+  envelopeOf(ExecutorStats),
+  envelopeOf(ExecutorLease),
+  envelopeOf(ExecutorClosed)
 )
 
 /**

@@ -10,14 +10,15 @@
  * `Execution*`, `ContainerClaimed`, `ExecutionCompleted`) is an `"execution"`. A stream
  * holding only container events (a warm-pool container, a session's container) is a
  * `"container"` stream. Session and executor-stats events do not describe a container
- * lifecycle and are ignored here.
+ * lifecycle and are ignored here. An executor stream's ownership-lease events
+ * (`ExecutorLease`, `ExecutorClosed`) are folded apart, into {@link LeaseState}s.
  *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { type DestroyReason, type EventEnvelope, type EventType, lifecycleEventTypes } from "./Event.js"
+import { type DestroyReason, type EventEnvelope, type EventType, leaseEventTypes, lifecycleEventTypes } from "./Event.js"
 
 /**
  * @since 0.1.0
@@ -121,6 +122,76 @@ const reasonsWithoutOutcome: ReadonlySet<DestroyReason> = new Set<DestroyReason>
 ])
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+// --- ownership leases (executor streams) -------------------------------------------------
+
+/**
+ * An owner's lease as its executor stream (stream id = executor id) records it: who holds it,
+ * when it was last renewed (the writer's clock) and for how long, and whether the owner closed.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface LeaseState {
+  readonly executorId: string
+  /** Host id and pid of the writer of the last lease event. */
+  readonly host: string
+  readonly pid: number
+  /** Timestamp of the last `ExecutorLease`. */
+  readonly renewedAt: number
+  readonly leaseMs: number
+  /** An `ExecutorClosed` came after the last `ExecutorLease`. */
+  readonly closedAt?: number
+  readonly lastSequence: number
+}
+
+/**
+ * What a lease says of its owner at `nowMs`: it holds its containers (`"held"`), it closed, or
+ * its lease ran out more than `clockSkewMs` ago (the writer's and the reader's clocks may
+ * differ by that much).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type LeaseStatus = "held" | "expired" | "closed"
+
+const leaseTypes: ReadonlySet<EventType> = new Set<EventType>(leaseEventTypes)
+
+/**
+ * @since 0.2.0
+ * @category guards
+ */
+export const isLeaseEvent = (envelope: { readonly type: EventType }): boolean => leaseTypes.has(envelope.type)
+
+/**
+ * Applies one event to an owner's lease. Other events, and re-deliveries (a sequence not above
+ * the last applied one), leave it as it is.
+ *
+ * @since 0.2.0
+ * @category folding
+ */
+export const evolveLease = (state: LeaseState | undefined, envelope: EventEnvelope): LeaseState | undefined => {
+  if (state !== undefined && (envelope.streamId !== state.executorId || envelope.sequence <= state.lastSequence)) return state
+  const { host, pid } = envelope.metadata
+  if (envelope.type === "ExecutorLease") {
+    return { executorId: envelope.streamId, host, pid, renewedAt: envelope.timestamp, leaseMs: envelope.data.leaseMs, lastSequence: envelope.sequence }
+  }
+  if (envelope.type === "ExecutorClosed") {
+    return {
+      ...(state ?? { executorId: envelope.streamId, host, pid, renewedAt: envelope.timestamp, leaseMs: 0 }),
+      closedAt: envelope.timestamp,
+      lastSequence: envelope.sequence
+    }
+  }
+  return state
+}
+
+/**
+ * @since 0.2.0
+ * @category predicates
+ */
+export const leaseStatus = (state: LeaseState, nowMs: number, clockSkewMs: number): LeaseStatus =>
+  state.closedAt !== undefined ? "closed" : nowMs > state.renewedAt + state.leaseMs + clockSkewMs ? "expired" : "held"
 
 /**
  * The state of a stream before any event.
@@ -390,6 +461,8 @@ export interface Projector {
   readonly apply: (envelope: EventEnvelope) => ExecutionState | undefined
   readonly get: (streamId: string) => ExecutionState | undefined
   readonly states: ReadonlyMap<string, ExecutionState>
+  /** Ownership leases by executor id (executor streams with lease events). */
+  readonly leases: ReadonlyMap<string, LeaseState>
   readonly summary: () => Summary
 }
 
@@ -399,7 +472,13 @@ export interface Projector {
  */
 export const makeProjector = (): Projector => {
   const states = new Map<string, ExecutionState>()
+  const leases = new Map<string, LeaseState>()
   const apply = (envelope: EventEnvelope): ExecutionState | undefined => {
+    if (isLeaseEvent(envelope)) {
+      const lease = evolveLease(leases.get(envelope.streamId), envelope)
+      if (lease !== undefined) leases.set(envelope.streamId, lease)
+      return undefined
+    }
     if (!isLifecycleEvent(envelope)) return undefined
     const next = evolve(states.get(envelope.streamId), envelope)
     states.set(envelope.streamId, next)
@@ -417,7 +496,8 @@ export const makeProjector = (): Projector => {
     apply,
     get: (streamId) => states.get(streamId),
     states,
-    summary: () => summarize(states.values())
+    leases,
+    summary: () => summarize(states.values(), leases.values())
   }
 }
 
@@ -486,6 +566,11 @@ export interface Summary {
   readonly openLifecycles: number
   /** Tool calls by tool name (sorted), summed over executions. */
   readonly toolCalls: Readonly<Record<string, ToolCallCounts>>
+  /**
+   * Owners with an ownership lease: open (last event a lease; it may have expired since) or
+   * closed. Absent when no lease was given or seen.
+   */
+  readonly executors?: { readonly open: number; readonly closed: number }
 }
 
 /**
@@ -498,7 +583,7 @@ const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
  * @since 0.1.0
  * @category summaries
  */
-export const summarize = (input: Iterable<ExecutionState> | ReadonlyMap<string, ExecutionState>): Summary => {
+export const summarize = (input: Iterable<ExecutionState> | ReadonlyMap<string, ExecutionState>, leases?: Iterable<LeaseState>): Summary => {
   const list = isMap(input) ? input.values() : input
   const byOutcome: Record<Outcome | "open", number> = { exited: 0, timedOut: 0, interrupted: 0, failed: 0, open: 0 }
   const exitCodes: Record<string, number> = {}
@@ -527,7 +612,11 @@ export const summarize = (input: Iterable<ExecutionState> | ReadonlyMap<string, 
     }
   }
   durations.sort((a, b) => a - b)
+  let open = 0
+  let closedOwners = 0
+  for (const lease of leases ?? []) lease.closedAt === undefined ? open++ : closedOwners++
   return {
+    ...(open + closedOwners === 0 ? {} : { executors: { open, closed: closedOwners } }),
     total,
     byOutcome,
     durationMs: {
@@ -551,7 +640,8 @@ const isMap = (u: unknown): u is ReadonlyMap<string, ExecutionState> => u instan
  * (created < started < exactly one terminal < destroyed; nothing after `ContainerDestroyed`
  * but `ExecutionCompleted`), tool calls (after the start, or in a session's call; each
  * `callId` requested once, then exactly one outcome, all before the terminal event),
- * versions 1..n contiguous, sequences strictly increasing, a single stream id.
+ * versions 1..n contiguous, sequences strictly increasing, a single stream id; ownership-lease
+ * events only in a stream of their own (an executor's), never in a lifecycle's.
  *
  * @since 0.1.0
  * @category validation
@@ -562,6 +652,8 @@ export const checkLifecycle = (events: Iterable<EventEnvelope>): ReadonlyArray<s
   let streamId: string | undefined
   let expectedVersion = 1
   let lastSequence = 0
+  let lifecycle = false
+  let lease = false
   for (const envelope of events) {
     if (streamId === undefined) streamId = envelope.streamId
     else if (envelope.streamId !== streamId) {
@@ -576,6 +668,15 @@ export const checkLifecycle = (events: Iterable<EventEnvelope>): ReadonlyArray<s
       violations.push(`sequence ${envelope.sequence} does not increase (after ${lastSequence})`)
     }
     lastSequence = Math.max(lastSequence, envelope.sequence)
+    if (isLeaseEvent(envelope)) {
+      if (lifecycle) violations.push(`${envelope.type} (sequence ${envelope.sequence}) in a lifecycle stream`)
+      lease = true
+      continue
+    }
+    if (isLifecycleEvent(envelope)) {
+      if (lease) violations.push(`${envelope.type} (sequence ${envelope.sequence}) in an executor's lease stream`)
+      lifecycle = true
+    }
     // Sequence order is reported above; renumber so evolve still checks the event's place
     // in the lifecycle instead of dropping it as a re-delivery.
     const sequence = Math.max(envelope.sequence, (state?.lastSequence ?? 0) + 1)

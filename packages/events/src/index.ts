@@ -10,6 +10,8 @@
 
 /** @since 0.1.0 */
 export * as Event from "./Event.js"
+/** @since 0.2.0 */
+export * as HostIdentity from "./HostIdentity.js"
 /** @since 0.1.0 */
 export * as Journal from "./Journal.js"
 /** @since 0.1.0 */
@@ -32,7 +34,7 @@ export type {
   JournalStats,
   ReplayOptions
 } from "./Journal.js"
-export type { ExecutionState, Outcome, Phase, Projector, Summary, ToolCallCounts, ToolCallOutcome } from "./Projection.js"
+export type { ExecutionState, LeaseState, LeaseStatus, Outcome, Phase, Projector, Summary, ToolCallCounts, ToolCallOutcome } from "./Projection.js"
 export type { JournalClient, OpenJournalOptions } from "./Rx.js"
 export { JournalError, VersionConflict } from "./JournalError.js"
 export { checkLifecycle, evolve, isClosed, makeProjector, project, summarize } from "./Projection.js"

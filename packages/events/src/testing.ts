@@ -188,7 +188,9 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
   }),
   SessionIdleExpired: fc.record({ sessionId: fc.uuid(), idleMs: arbMillis }),
   SessionClosed: fc.record({ sessionId: fc.uuid(), reason: arbText }),
-  ExecutorStats: fc.record({ inFlight: arbCount, queued: arbCount })
+  ExecutorStats: fc.record({ inFlight: arbCount, queued: arbCount }),
+  ExecutorLease: fc.record({ leaseMs: fc.integer({ min: 1, max: 600_000 }) }),
+  ExecutorClosed: fc.constant({})
 }
 
 /**

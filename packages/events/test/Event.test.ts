@@ -36,7 +36,7 @@ describe("Event", () => {
 
   it("eventTypes lists every member exactly once", () => {
     expect(new Set(Event.eventTypes).size).toBe(Event.members.length)
-    expect(Event.eventTypes).toHaveLength(21)
+    expect(Event.eventTypes).toHaveLength(23)
   })
 
   it("rejects malformed events", () => {

@@ -1,10 +1,10 @@
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import * as os from "node:os"
 import { v7 as uuidv7 } from "uuid"
 import type { EventEnvelope, EventMetadata, EventType, JournalEvent } from "../Event.js"
 import { JournalEvent as JournalEventSchema, SCHEMA_VERSION } from "../Event.js"
+import * as HostIdentity from "../HostIdentity.js"
 import type { BatchAppendInput } from "../Journal.js"
 import { JournalError } from "../JournalError.js"
 import { startTimeOf } from "../ProcessStart.js"
@@ -17,7 +17,8 @@ export interface PreparedAppend {
   readonly expectedVersion: number | undefined
 }
 
-const host = os.hostname()
+/** The host id (HostIdentity: HERMES_SANDBOX_HOST_ID, else the hostname), as the owner labels carry it. */
+const host = HostIdentity.current
 /** This process's kernel start time (see EventMetadata.started). */
 const started = startTimeOf(process.pid)
 
