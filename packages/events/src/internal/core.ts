@@ -7,7 +7,6 @@ import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
@@ -42,27 +41,37 @@ export interface Backend {
   /**
    * Numbers and stores the events in one atomic step (sequence = last + 1 computed inside
    * it, so sequences are gap-free and visible in order) and returns the envelopes.
+   * (Synchronous backends return an `Either`, which is an `Effect`.)
    */
   readonly commit: (
     appends: ReadonlyArray<PreparedAppend>,
     timestamp: number
-  ) => Either.Either<ReadonlyArray<EventEnvelope>, JournalError | VersionConflict>
+  ) => Effect.Effect<ReadonlyArray<EventEnvelope>, JournalError | VersionConflict>
   /** One page of a consistent snapshot, ascending by sequence. */
-  readonly readPage: (query: PageQuery) => Either.Either<Page, JournalError>
-  readonly lastSequence: () => Either.Either<number, JournalError>
-  readonly streamVersion: (streamId: string) => Either.Either<number, JournalError>
+  readonly readPage: (query: PageQuery) => Effect.Effect<Page, JournalError>
+  readonly lastSequence: () => Effect.Effect<number, JournalError>
+  readonly streamVersion: (streamId: string) => Effect.Effect<number, JournalError>
   /** A durable backend's stored sweep mark (JournalService.sweepMark). */
   readonly sweepMark?: {
-    readonly get: () => Either.Either<number | undefined, JournalError>
-    readonly set: (sequence: number) => Either.Either<void, JournalError>
+    readonly get: () => Effect.Effect<number | undefined, JournalError>
+    readonly set: (sequence: number) => Effect.Effect<void, JournalError>
   }
   readonly close: () => void
   readonly pageSize: number
   /**
    * How often followers look for events written by others (other processes). `undefined`
-   * when nobody else can write: followers then sleep until a local commit wakes them.
+   * when nobody else can write, or when `watchCommits` tells of every such commit: followers
+   * then sleep until a commit wakes them (a backend that pushes may still set a slow interval
+   * as a safety net).
    */
   readonly pollInterval: Duration.DurationInput | undefined
+  /**
+   * For stores that push other writers' commits (PostgreSQL's LISTEN/NOTIFY): calls `wake`
+   * after each commit made elsewhere, and each time its channel (re)connects (whatever was
+   * sent while it was down is lost, so followers must look again). Never ends; the core forks
+   * it on the first `follow` and interrupts it when the journal closes.
+   */
+  readonly watchCommits?: (wake: () => void) => Effect.Effect<never>
 }
 
 export interface Core {
@@ -79,6 +88,8 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
     let activeFollowers = 0
     let liveSubscribers = 0
     let followerPolls = 0
+    let watching = false
+    const scope = yield* Effect.scope
     const closedSignal = yield* Deferred.make<void>()
     const pubsub = yield* PubSub.unbounded<EventEnvelope>()
     // Followers do not consume `live` (an unbounded buffer would grow while they replay a
@@ -96,7 +107,11 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
       })
     )
 
-    const guarded = <A, E>(f: () => Either.Either<A, E>): Effect.Effect<A, E | JournalError> =>
+    const wakeFollowers = () => {
+      for (const waker of wakers) waker.unsafeOffer(undefined)
+    }
+
+    const guarded = <A, E>(f: () => Effect.Effect<A, E>): Effect.Effect<A, E | JournalError> =>
       Effect.suspend((): Effect.Effect<A, E | JournalError> => (closed ? Effect.fail(closedError()) : f()))
 
     const commit = (
@@ -111,7 +126,7 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
           const envelopes = yield* guarded(() => backend.commit(prepared, timestamp))
           if (envelopes.length > 0) {
             yield* PubSub.publishAll(pubsub, envelopes)
-            for (const waker of wakers) waker.unsafeOffer(undefined)
+                wakeFollowers()
           }
           return envelopes
         })
@@ -176,6 +191,12 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
             // Subscribe to the wake-up signal *before* the first page: a commit that lands
             // between a page read and the wait then still wakes us (no lost wake-up).
             const waker = yield* wake
+            if (backend.watchCommits !== undefined && !watching) {
+              // Started after this follower's waker exists: the channel's first "(re)connected"
+              // wake-up reaches it, so commits made before the channel listened are not missed.
+              watching = true
+              yield* Effect.forkIn(backend.watchCommits(wakeFollowers), scope)
+            }
             const types = options.types
             if (types !== undefined && types.length === 0) {
               return Stream.fromEffect(Deferred.await(closedSignal)).pipe(Stream.drain)
@@ -191,15 +212,13 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
                 while (true) {
                   if (closed) return yield* Effect.fail(Option.none())
                   followerPolls++
-                  const page = backend.readPage({
+                  const { rows, scannedTo } = yield* backend.readPage({
                     after: cursor,
                     to: undefined,
                     streamId: options.streamId,
                     types,
                     limit: backend.pageSize
-                  })
-                  if (Either.isLeft(page)) return yield* Effect.fail(Option.some(page.left))
-                  const { rows, scannedTo } = page.right
+                  }).pipe(Effect.mapError(Option.some))
                   // Resume strictly after what was delivered or proven absent: never twice,
                   // never skipping (sequences become visible in order, see Backend.commit).
                   cursor = Math.max(cursor, scannedTo, rows.at(-1)?.sequence ?? cursor)

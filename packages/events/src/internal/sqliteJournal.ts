@@ -4,12 +4,12 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { EventEnvelope, EventMetadata, EventType, JournalEvent } from "../Event.js"
-import { isEventType, SCHEMA_VERSION } from "../Event.js"
-import { JournalError, VersionConflict } from "../JournalError.js"
+import type { EventType } from "../Event.js"
+import { SCHEMA_VERSION } from "../Event.js"
+import type { JournalError, VersionConflict } from "../JournalError.js"
 import * as core from "./core.js"
-import { v7 as uuidv7 } from "uuid"
-import { makeEnvelope } from "./envelope.js"
+import * as stored from "./storedRows.js"
+import { toJournalError } from "./storedRows.js"
 
 export interface SqliteJournalOptions {
   readonly path: string
@@ -50,30 +50,9 @@ CREATE TABLE IF NOT EXISTS marks (
 
 const COLUMNS = "sequence, id, execution_id, version, timestamp, type, data, schema_version, metadata"
 
-type Row = [number, string, string, number, number, string, string, number, string]
-
-interface PreparedRow {
-  readonly id: string
-  readonly event: JournalEvent
-  readonly dataJson: string
-  sequence: number
-  version: number
-}
-
-interface PreparedRows {
-  readonly streamId: string
-  readonly expectedVersion: number | undefined
-  readonly metadata: EventMetadata
-  readonly metadataJson: string
-  readonly rows: ReadonlyArray<PreparedRow>
-}
-
 class Conflict {
   constructor(readonly error: VersionConflict) {}
 }
-
-const toJournalError = (message: string) => (cause: unknown) =>
-  new JournalError({ message: `${message}: ${cause instanceof Error ? cause.message : String(cause)}`, cause })
 
 const attempt = <A>(message: string, f: () => A): Either.Either<A, JournalError> => {
   try {
@@ -160,59 +139,24 @@ export const make = (options: SqliteJournalOptions) =>
       return statement
     }
 
-    // Metadata is identical for all events of one writer: parse each distinct string once.
-    const metadataCache = new Map<string, EventMetadata>()
-    const parseMetadata = (json: string): EventMetadata => {
-      let metadata = metadataCache.get(json)
-      if (metadata === undefined) {
-        metadata = Object.freeze(JSON.parse(json) as EventMetadata)
-        if (metadataCache.size >= 256) metadataCache.clear()
-        metadataCache.set(json, metadata)
-      }
-      return metadata
-    }
+    const toEnvelope = stored.makeRowDecoder()
 
-    const toEnvelope = (row: Row): EventEnvelope => {
-      const [sequence, id, streamId, version, timestamp, type, data, schemaVersion, metadata] = row
-      if (schemaVersion !== SCHEMA_VERSION) {
-        throw new Error(`event ${sequence} has schemaVersion ${schemaVersion}; this library reads ${SCHEMA_VERSION}`)
-      }
-      if (!isEventType(type)) throw new Error(`event ${sequence} has unknown type ${JSON.stringify(type)}`)
-      return {
-        id,
-        sequence,
-        streamId,
-        version,
-        timestamp,
-        type,
-        data: JSON.parse(data),
-        schemaVersion: SCHEMA_VERSION,
-        metadata: parseMetadata(metadata)
-      } as EventEnvelope
-    }
-
-    const commitTx = db.transaction((appends: ReadonlyArray<PreparedRows>, timestamp: number) => {
+    const commitTx = db.transaction((appends: ReadonlyArray<stored.PreparedRows>, timestamp: number) => {
       // Inside BEGIN IMMEDIATE we hold the write lock: max + 1 is the next sequence for
       // every process, and commits become visible in sequence order (followers rely on it).
-      let sequence = maxSequence.get() as number
-      const versions = new Map<string, number>()
+      const conflict = stored.number(
+        appends,
+        (maxSequence.get() as number) + 1,
+        (streamId) => streamVersion.get(streamId) as number
+      )
+      if (conflict !== undefined) throw new Conflict(conflict)
       for (const append of appends) {
-        let version = versions.get(append.streamId) ?? (streamVersion.get(append.streamId) as number)
-        if (append.expectedVersion !== undefined && append.expectedVersion !== version) {
-          throw new Conflict(
-            new VersionConflict({ streamId: append.streamId, expected: append.expectedVersion, actual: version })
-          )
-        }
         for (const row of append.rows) {
-          sequence++
-          version++
-          row.sequence = sequence
-          row.version = version
           insert.run(
-            sequence,
+            row.sequence,
             row.id,
             append.streamId,
-            version,
+            row.version,
             timestamp,
             row.event.type,
             row.dataJson,
@@ -220,13 +164,12 @@ export const make = (options: SqliteJournalOptions) =>
             append.metadataJson
           )
         }
-        versions.set(append.streamId, version)
       }
     })
 
     const filteredPage = db.transaction(
       (statement: Database.Statement, params: ReadonlyArray<string | number>, after: number, to: number | undefined, limit: number): core.Page => {
-        const rows = (statement.all(...params) as Array<Row>).map(toEnvelope)
+        const rows = (statement.all(...params) as Array<stored.Row>).map(toEnvelope)
         if (rows.length >= limit) return { rows, scannedTo: rows.at(-1)!.sequence }
         const top = maxSequence.get() as number
         return { rows, scannedTo: Math.max(after, to === undefined ? top : Math.min(to, top)) }
@@ -238,37 +181,15 @@ export const make = (options: SqliteJournalOptions) =>
       pollInterval: options.pollInterval ?? Duration.millis(25),
       commit: (appends, timestamp) => {
         // Serialise outside the transaction: the write lock is shared by every process.
-        const prepared = appends.map((append): PreparedRows => ({
-          streamId: append.streamId,
-          expectedVersion: append.expectedVersion,
-          metadata: append.metadata,
-          metadataJson: JSON.stringify(append.metadata),
-          rows: append.events.map((event) => ({
-            id: uuidv7(),
-            event,
-            dataJson: JSON.stringify(event.data),
-            sequence: 0,
-            version: 0
-          }))
-        }))
-        if (prepared.every((append) => append.rows.length === 0 && append.expectedVersion === undefined)) {
-          return Either.right([])
-        }
+        const prepared = stored.serialize(appends)
+        if (stored.isNoop(prepared)) return Either.right([])
         try {
           commitTx.immediate(prepared, timestamp)
         } catch (error) {
           if (error instanceof Conflict) return Either.left(error.error)
           return Either.left(toJournalError("append failed")(error))
         }
-        const envelopes: Array<EventEnvelope> = []
-        for (const append of prepared) {
-          for (const row of append.rows) {
-            envelopes.push(
-              makeEnvelope(row.sequence, append.streamId, row.version, timestamp, row.event, append.metadata, row.id)
-            )
-          }
-        }
-        return Either.right(envelopes)
+        return Either.right(stored.envelopes(prepared, timestamp))
       },
       readPage: ({ after, streamId, limit, to, types }) =>
         attempt("replay failed", () => {
@@ -280,7 +201,7 @@ export const make = (options: SqliteJournalOptions) =>
           params.push(...typeList, limit)
           const filtered = streamId !== undefined || typeList.length > 0
           if (!filtered) {
-            const rows = (statement.all(...params) as Array<Row>).map(toEnvelope)
+            const rows = (statement.all(...params) as Array<stored.Row>).map(toEnvelope)
             return { rows, scannedTo: rows.at(-1)?.sequence ?? after }
           }
           // Filtered: read the page and the current maximum in one snapshot, so that when
