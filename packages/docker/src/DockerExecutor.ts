@@ -7,7 +7,7 @@
  * executor is built last and closed first, so its finalizers (remove every
  * container) run while the engine connection and the watchdog still exist.
  */
-import { Effect, Layer } from "effect"
+import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { Executor, type ExecutorOptions, type InvalidRequest, type SandboxError, type SandboxRuntime, Session, type Sessions, type SessionsOptions } from "@hermes-sandbox/core"
 import type { Journal } from "@hermes-sandbox/events"
@@ -29,7 +29,7 @@ const infraLayer = (options: DockerExecutorOptions, executorId: string) => {
   const watchdog = options.watchdog === false
     ? Layer.empty
     : Layer.scopedDiscard(
-      Effect.flatMap(DockerEngine.DockerEngine, (engine) => Watchdog.start(executorId, engine.endpoint))
+      Watchdog.forEngine(executorId)
     )
   return Layer.merge(DockerRuntime.layer(options), watchdog).pipe(Layer.provideMerge(DockerEngine.layer(options)))
 }

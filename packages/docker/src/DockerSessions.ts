@@ -11,7 +11,7 @@
  * watchdog removes this process's SESSION sandboxes if it dies (executor label); persistent
  * sandboxes carry no executor label and outlive it by design.
  */
-import { Effect, Layer } from "effect"
+import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type InvalidRequest, type SandboxError, type SandboxRuntime, Session, type Sessions, type SessionsOptions } from "@hermes-sandbox/core"
 import type { Journal } from "@hermes-sandbox/events"
@@ -31,7 +31,7 @@ export const layer = (
   const executorId = options.executorId ?? uuidv7()
   const watchdog = options.watchdog === false
     ? Layer.empty
-    : Layer.scopedDiscard(Effect.flatMap(DockerEngine.DockerEngine, (engine) => Watchdog.start(executorId, engine.endpoint)))
+    : Layer.scopedDiscard(Watchdog.forEngine(executorId))
   const infra = Layer.merge(DockerRuntime.layer(options), watchdog).pipe(Layer.provideMerge(DockerEngine.layer(options)))
   return Session.layer({ ...options, executorId }).pipe(Layer.provideMerge(infra))
 }
