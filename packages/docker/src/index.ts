@@ -10,10 +10,12 @@
  */
 export * as ContainerSpec from "./ContainerSpec.js"
 export * as DiskQuota from "./DiskQuota.js"
+export * as DockerContext from "./DockerContext.js"
 export * as DockerEngine from "./DockerEngine.js"
 export * as DockerExecutor from "./DockerExecutor.js"
 export * as DockerRuntime from "./DockerRuntime.js"
 export * as DockerSessions from "./DockerSessions.js"
+export * as EngineEndpoint from "./EngineEndpoint.js"
 export * as HermesConfig from "./HermesConfig.js"
 export * as HermesOptions from "./HermesOptions.js"
 export * as ImageBuild from "./ImageBuild.js"

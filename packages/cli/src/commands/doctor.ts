@@ -7,7 +7,8 @@ import { randomUUID } from "node:crypto"
 import { ContainerNamePrefix, defaultLanguageRuntimes, Languages } from "@hermes-sandbox/core"
 import { createExecutor } from "@hermes-sandbox/docker"
 import * as DiskQuota from "@hermes-sandbox/docker/DiskQuota"
-import { resolveEndpoint, startEngineHint } from "@hermes-sandbox/docker/DockerEngine"
+import { type DockerEngineOptions, unreachableHint } from "@hermes-sandbox/docker/DockerEngine"
+import * as EngineEndpoint from "@hermes-sandbox/docker/EngineEndpoint"
 import { DATA_IMAGE, imageBuildCommand } from "@hermes-sandbox/docker/ImageBuild"
 import * as ResourceLimits from "@hermes-sandbox/docker/ResourceLimits"
 import { IMAGE_BUILD_COMMAND } from "@hermes-sandbox/docker/internal/dockerCall"
@@ -19,6 +20,8 @@ export interface Check {
   readonly required: boolean
   readonly detail: string
   readonly fix?: string
+  /** The "engine" check: how the engine was reached (kind, endpoint, source, whether TLS is verified). */
+  readonly engine?: EngineEndpoint.EngineDescription
 }
 
 const MIN_API = "1.41"
@@ -61,16 +64,53 @@ export const dataImageCheck = async (docker: Docker, image: string = DATA_IMAGE)
   }
 }
 
-export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
+/** How the engine is reached, as one line: "tls, certificate verified, from DOCKER_HOST". */
+const reachedBy = (d: EngineEndpoint.EngineDescription): string => {
+  const how = d.kind === "tls"
+    ? `tls, server certificate ${d.tlsVerified ? "verified" : "NOT verified"}`
+    : d.kind === "ssh"
+    ? `ssh, host key ${d.hostKeyVerified === true ? "checked" : "NOT checked"}`
+    : d.kind === "tcp"
+    ? "plain tcp, unencrypted"
+    : "unix socket"
+  return `${how}, from ${d.source}`
+}
+
+/** The transport check: a warning when the engine is reached without verifying who answers. */
+const transportCheck = (d: EngineEndpoint.EngineDescription): Check => {
+  const unverified = (d.kind === "tls" && !d.tlsVerified) || (d.kind === "ssh" && d.hostKeyVerified !== true) ||
+    (d.kind === "tcp" && !EngineEndpoint.isLoopback(new URL(d.endpoint).hostname))
+  return {
+    name: "engine transport",
+    ok: !unverified,
+    required: false,
+    detail: `${d.endpoint}: ${reachedBy(d)}`,
+    engine: d,
+    ...(unverified
+      ? { fix: d.kind === "tls" ? "set DOCKER_TLS_VERIFY=1 (tlsVerify: true) with the engine's CA in ca.pem" : d.kind === "ssh" ? "keep ssh.verifyHostKey on and put the host key in ~/.ssh/known_hosts" : "reach the engine over TLS or ssh://" }
+      : {})
+  }
+}
+
+/** `options`: the engine options (as the SDK takes them); default: DOCKER_HOST, the docker context, the local socket. */
+export const runChecks = async (options: DockerEngineOptions = {}): Promise<ReadonlyArray<Check>> => {
   const checks: Array<Check> = []
-  const { docker, endpoint } = resolveEndpoint()
+  const resolved = EngineEndpoint.resolve(options)
+  if (resolved._tag === "Left") {
+    checks.push({ name: "engine", ok: false, required: true, detail: resolved.left.message, fix: resolved.left.allowed })
+    return checks
+  }
+  const { docker, description } = resolved.right
+  const endpoint = description.endpoint
   let info: Record<string, unknown> | undefined
+  const waitMs = description.kind === "ssh" ? 10_000 : 3_000
   try {
     const version = await Promise.race([
       docker.version(),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("no answer within 3 s")), 3_000))
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${waitMs / 1000} s`)), waitMs).unref())
     ])
-    checks.push({ name: "engine", ok: true, required: true, detail: `Docker ${version.Version} at ${endpoint}` })
+    checks.push({ name: "engine", ok: true, required: true, detail: `Docker ${version.Version} at ${endpoint} (${reachedBy(description)})`, engine: description })
+    checks.push(transportCheck(description))
     checks.push({
       name: "api version",
       ok: apiAtLeast(version.ApiVersion, MIN_API),
@@ -80,7 +120,7 @@ export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
     })
     info = (await docker.info()) as Record<string, unknown>
   } catch (error) {
-    checks.push({ name: "engine", ok: false, required: true, detail: `cannot reach ${endpoint}: ${(error as Error).message}`, fix: startEngineHint })
+    checks.push({ name: "engine", ok: false, required: true, detail: `cannot reach ${endpoint} (${reachedBy(description)}): ${(error as Error).message}`, fix: unreachableHint(description), engine: description })
     return checks
   }
   for (const language of Languages) {
@@ -135,7 +175,7 @@ export const runChecks = async (): Promise<ReadonlyArray<Check>> => {
   }
   if (checks.every((c) => c.ok || !c.required)) {
     try {
-      const executor = await createExecutor({ timeoutMs: 30_000 })
+      const executor = await createExecutor({ ...options, timeoutMs: 30_000 })
       const t0 = Date.now()
       const r = await executor.executeCode({ language: "python", code: "print('ok')" })
       await executor.close()
