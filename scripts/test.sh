@@ -3,6 +3,20 @@
 # real-engine), then check that no hermes-sandbox-* container was left behind.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# An engine this script starts is stopped when it ends (HERMES_KEEP_ENGINE=1 keeps it for reruns);
+# one that was already running is left as it was.
+engine_was_up=""
+docker info >/dev/null 2>&1 && engine_was_up=1
+stop_engine() {
+  [ -n "$engine_was_up" ] || [ "${HERMES_KEEP_ENGINE:-}" = 1 ] || [ ! -f /var/run/docker.pid ] && return 0
+  local pid
+  pid="$(cat /var/run/docker.pid 2>/dev/null || true)"
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || { echo "stopped the engine this run started" >&2; return 0; }; sleep 0.5; done
+  echo "the engine (pid $pid) did not stop within 30 s" >&2
+}
+trap stop_engine EXIT
 # The data-science image too (test/python-data-image.e2e.test.ts); cached after the first build.
 HERMES_IMAGE_VARIANT=all bash scripts/setup.sh
 # Test-only tools: mkfs.xfs for the private engine on XFS (test/chaos/xfs-storage.test.ts);
@@ -63,4 +77,11 @@ if [ -n "$left" ]; then
   exit 1
 fi
 echo "no hermes-sandbox-* container left behind" >&2
+# Nor a process a test started: a private engine (/tmp/hsd-*), a PostgreSQL cluster or an sshd.
+strays="$(pgrep -af 'dockerd.*/tmp/hsd-|postgres.*/tmp/|sshd.*/tmp/' | grep -v pgrep || true)"
+if [ -n "$strays" ]; then
+  printf 'processes left behind by the tests:\n%s\n' "$strays" >&2
+  exit 1
+fi
+echo "no private engine, database or sshd left behind" >&2
 exit "$rc"
