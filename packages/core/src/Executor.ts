@@ -21,13 +21,13 @@ import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./Execut
 import type { ExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
 import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
+import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
 import { encodeRunnerPayload, preloadedCommand } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./kernel/SupervisedRun.js"
 import { boundedWait, resultOf, runToCompletion, withTerminalEvent } from "./kernel/Run.js"
 import * as Sandbox from "./kernel/Sandbox.js"
-import { sweep } from "./Sweep.js"
 import { type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
 import * as Removals from "./kernel/Removals.js"
 import * as ToolChannel from "./kernel/ToolChannel.js"
@@ -101,6 +101,8 @@ export const make = (options: ExecutorOptions = {}) =>
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
     const executorId = options.executorId ?? uuidv7()
+    // The ownership lease first (released last, once every container is gone), then the startup sweep.
+    yield* Ownership.start(executorId, options, "")
 
     // Append, then publish only what was committed (internal/publisher.ts).
     const { append, events, unsafeSubscribe } = makePublisher(journal, executorId)
@@ -114,13 +116,6 @@ export const make = (options: ExecutorOptions = {}) =>
     const executions = yield* FiberMap.make<string, ExecutionResult, ExecuteError>()
     const closed = yield* Ref.make(false)
     yield* Effect.addFinalizer(() => Ref.set(closed, true))
-
-    if (options.sweepOnStart !== false) {
-      // Orphans of dead owners are removed and their lifecycles closed before we add our own.
-      yield* sweep({ executorId }).pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("startup sweep failed; continuing", cause))
-      )
-    }
 
     const slots = yield* Effect.makeSemaphore(config.maxConcurrency)
     // A plain variable and direct gauge updates rather than a Ref and Metric.set: this runs four

@@ -11,6 +11,7 @@ import { Effect, Either, Schema } from "effect"
 import type { InvalidRequest } from "./Errors.js"
 import { defaultLanguageRuntimes, type Language, type LanguageRuntime, Languages } from "./Language.js"
 import { SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
+import type { OwnerLeaseOptions } from "./OwnerLease.js"
 import * as Schemas from "./Schemas.js"
 import { DEFAULT_TOOL_LIMITS, type ToolLimits, ToolLimitsSchema, type Tools, resolveToolLimits } from "./Tools.js"
 import type { WarmPoolOptions } from "./WarmPool.js"
@@ -58,6 +59,16 @@ export interface SandboxDefaults {
   readonly executorId?: string
   /** Remove orphans of dead owners and close their journal lifecycles when the executor starts. Default true. */
   readonly sweepOnStart?: boolean
+  /**
+   * Sweep again every this many ms while open (off by default): a fleet sharing one journal needs a
+   * live sweeper to remove the containers of an owner whose whole host died (ARCHITECTURE.md, "Ownership across hosts").
+   */
+  readonly sweepIntervalMs?: number
+  /**
+   * The ownership lease this owner renews in the journal, so sweepers on other hosts can tell it is
+   * alive (OwnerLease.ts); `false`: none. Default: on (30 s, renewed every 10 s, 5 s clock skew) when the journal is durable, off on a memory journal.
+   */
+  readonly ownerLease?: false | OwnerLeaseOptions
   /** Host tools every run's code may call (a request's own `tools` replace them; see Tools.ts, docs/tools.md). */
   readonly tools?: Tools
   /** Bounds on each run's tool calls. Defaults: 50 calls, 8 at once, 60 s each, 1 MiB of arguments and of result. */
@@ -194,6 +205,15 @@ export const SandboxDefaultsSchema = Schema.Struct({
   env: Schema.optional(Schemas.EnvMap),
   executorId: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.annotations({ message: () => "a non-empty string" }))),
   sweepOnStart: Schema.optional(Schemas.Flag),
+  sweepIntervalMs: Schema.optional(Schemas.PositiveInt()),
+  ownerLease: Schema.optional(Schema.Union(
+    Schema.Literal(false),
+    Schema.Struct({
+      leaseMs: Schema.optional(Schemas.PositiveInt()),
+      renewEveryMs: Schema.optional(Schemas.PositiveInt()),
+      clockSkewMs: Schema.optional(Schemas.NonNegativeInt)
+    })
+  ).annotations({ message: () => "false or an object { leaseMs?, renewEveryMs?, clockSkewMs? }" })),
   toolLimits: Schema.optional(ToolLimitsSchema)
 }).annotations({ identifier: "SandboxDefaults", message: () => "an object of options" })
 

@@ -1,10 +1,11 @@
 /**
  * Who owns a container: host, pid and the process's start time. The start
  * time makes the identity safe against pid reuse: a live process with the
- * owner's pid but another start time is not the owner.
+ * owner's pid but another start time is not the owner. The host is the host
+ * id (`HostIdentity`: `HERMES_SANDBOX_HOST_ID`, else the hostname), the same
+ * one the journal's metadata records.
  */
-import { ProcessStart } from "@hermes-sandbox/events"
-import { hostname } from "node:os"
+import { HostIdentity, ProcessStart } from "@hermes-sandbox/events"
 
 export interface ProcessIdentity {
   readonly host: string
@@ -17,7 +18,7 @@ export interface ProcessIdentity {
 export const startTimeOf = ProcessStart.startTimeOf
 
 export const self: ProcessIdentity = {
-  host: hostname(),
+  host: HostIdentity.current,
   pid: process.pid,
   started: startTimeOf(process.pid) ?? ""
 }
@@ -33,8 +34,8 @@ const pidAlive = (pid: number): boolean => {
 
 /**
  * Whether the process is provably gone. Only a process on this host can be
- * proven gone; for another host the answer is false (callers then rely on the
- * container's deadline label).
+ * proven gone from its pid; for another host the answer is false (callers then
+ * ask its ownership lease, OwnerLease.ts, and last the container's deadline label).
  */
 export const isGone = (owner: { readonly host?: string | undefined; readonly pid?: number | undefined; readonly started?: string | undefined }): boolean => {
   if (owner.host !== self.host || owner.pid === undefined || !Number.isInteger(owner.pid) || owner.pid <= 0) return false

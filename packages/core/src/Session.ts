@@ -52,6 +52,7 @@ import { type InvalidRequest, invalidRequest, type SandboxError, type SessionCon
 import { SessionEnded } from "./Errors.js"
 import { check, resolveSandboxDefaults, type ResolvedSandboxDefaults, type SandboxDefaults } from "./ExecutorConfig.js"
 import * as Fingerprint from "./Fingerprint.js"
+import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
 import * as Removals from "./kernel/Removals.js"
 import * as Sandbox from "./kernel/Sandbox.js"
@@ -73,7 +74,6 @@ import {
   type SessionScope
 } from "./session/plan.js"
 import * as SessionReaper from "./SessionReaper.js"
-import { sweep } from "./Sweep.js"
 
 export type { RunOptions, SessionCodeRequest } from "./session/call.js"
 export type { Session, SessionCallError, SessionResult, SessionStatus } from "./session/handle.js"
@@ -160,6 +160,8 @@ export const make = (options: SessionsOptions = {}) =>
     const runner = options.runner ?? DEFAULT_RUNNER.map((a) => a === SUPERVISOR ? supervisor : a)
     const serviceScope = yield* Effect.scope
     const closed = yield* Ref.make(false)
+    // The ownership lease first (released last, once every session sandbox is gone), then the startup sweep.
+    yield* Ownership.start(executorId, options, "session ")
 
     // Append, then publish only what was committed (internal/publisher.ts).
     const { append: publish, events, unsafeSubscribe } = makePublisher(journal, executorId)
@@ -182,10 +184,6 @@ export const make = (options: SessionsOptions = {}) =>
         Effect.zipRight(Effect.forEach([...registry.values()], (r) => r.shutdown, { concurrency: 8, discard: true }))
       )
     )
-
-    if (options.sweepOnStart !== false) {
-      yield* sweep({ executorId }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("session startup sweep failed; continuing", cause)))
-    }
 
     const reapWith = (unrecorded: SessionReaper.Unrecorded) =>
       persistentLock.withPermits(1)(

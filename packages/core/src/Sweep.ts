@@ -1,23 +1,36 @@
 /**
- * The startup sweep: find containers whose owner is provably gone (its process
- * on this host is dead, or the container's deadline passed), in any state,
- * remove them, and close their lifecycles in the journal, so a replay shows
- * every lifecycle closed even after a SIGKILL or a power loss.
+ * The sweep (at startup, and every `sweepIntervalMs` when asked): find containers whose owner
+ * is provably gone, in any state, remove them, and close their lifecycles in the journal, so a
+ * replay shows every lifecycle closed even after a SIGKILL, a power loss or a lost host.
+ *
+ * "Provably gone" (orphanReason): the container's deadline passed; or its owner is on THIS host
+ * (same host id) and its process is dead or recycled (pid + start time); or its owner is on
+ * another host and the journal says so — its ownership lease expired (plus the clock-skew
+ * allowance) or it closed (OwnerLease.ts). An owner on another host with a fresh lease, or of
+ * which the journal holds no lease at all, is alive as far as the sweep knows: then only the
+ * deadline label removes its containers.
  *
  * It never touches a live sibling's containers: a container is only an orphan
  * when its owner is proven gone, never merely because it is not ours.
  */
-import { Clock, Effect, Either, Schedule, Stream } from "effect"
-import { type EventMetadata, Journal, type JournalEvent, Projection } from "@hermes-sandbox/events"
+import { Clock, Duration, Effect, Either, Schedule, type Scope, Stream } from "effect"
+import { type EventMetadata, Journal, type JournalEvent, type LeaseState, Projection } from "@hermes-sandbox/events"
 import { Label, ProjectName } from "./Labels.js"
+import * as OwnerLease from "./OwnerLease.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"
 import { SandboxRuntime, type SandboxInfo } from "./SandboxRuntime.js"
 
 export interface SweepOptions {
   /** The sweeping executor: its own containers and streams are never swept. */
   readonly executorId: string
-  /** How many of the journal's most recent events to check for open lifecycles. Default 100 000. */
+  /** How many of the journal's most recent events to check for open lifecycles (and, the first time, for leases). Default 100 000. */
   readonly journalWindow?: number
+  /** How far another host's clock may be off: its lease counts as expired only this long after its end. Default 5 000 ms. */
+  readonly clockSkewMs?: number
+  /** Leases read so far; a periodic sweep keeps one so each sweep reads only what was appended since. Default: a fresh one. */
+  readonly leases?: OwnerLease.LeaseBook
+  /** Names the sweep in its log line. Default "startup sweep". */
+  readonly name?: string
 }
 
 export interface SweepReport {
@@ -32,35 +45,94 @@ export interface SweepReport {
   readonly durationMs: number
 }
 
-/**
- * Whether a container's owner is provably gone. Its deadline label is wall-clock epoch seconds,
- * written by whichever process created it, so it is judged against the wall clock, not `Clock`.
- */
-export const isOrphan = (labels: Readonly<Record<string, string>>, nowMs = Date.now()): boolean => {
-  const deadline = Number(labels[Label.deadline])
-  if (Number.isFinite(deadline) && deadline > 0 && nowMs / 1000 > deadline) return true
-  return ProcessIdentity.isGone({
-    host: labels[Label.ownerHost],
-    pid: Number(labels[Label.ownerPid]),
-    started: labels[Label.ownerStarted]
-  })
+/** Why a container is an orphan (see the header). */
+export type OrphanReason = "deadline" | "owner-dead" | "lease-expired" | "owner-closed"
+
+export interface OwnerFacts {
+  /** Wall-clock now (ms), for the deadline label: epoch seconds written by whichever process created it. Default Date.now(). */
+  readonly wallNowMs?: number
+  /** Now by the journal's clock (ms), for leases: they are dated by the journal's timestamps. Default wallNowMs. */
+  readonly nowMs?: number
+  /** The owner's lease as the journal holds it (absent: none). */
+  readonly lease?: LeaseState | undefined
+  readonly clockSkewMs?: number
+  /** This sweeper's host id. Default ProcessIdentity.self.host. */
+  readonly selfHost?: string
 }
 
-const ownerGoneReason = "the owning process died; closed by the startup sweep"
+const deadlinePassed = (labels: Readonly<Record<string, string>>, wallNowMs: number) => {
+  const deadline = Number(labels[Label.deadline])
+  return Number.isFinite(deadline) && deadline > 0 && wallNowMs / 1000 > deadline
+}
+
+/**
+ * Whether the journal's lease is what decides for this container: an owner on another host
+ * (a same-host owner is judged by its pid), and a deadline not passed yet.
+ */
+export const decidedByLease = (labels: Readonly<Record<string, string>>, facts: Pick<OwnerFacts, "wallNowMs" | "selfHost"> = {}): boolean => {
+  const host = labels[Label.ownerHost]
+  return labels[Label.executor] !== undefined && host !== undefined && host !== (facts.selfHost ?? ProcessIdentity.self.host) &&
+    !deadlinePassed(labels, facts.wallNowMs ?? Date.now())
+}
+
+/** Why the container's owner is provably gone, or undefined when it may be alive (pure but for the same-host pid probe). */
+export const orphanReason = (labels: Readonly<Record<string, string>>, facts: OwnerFacts = {}): OrphanReason | undefined => {
+  const wallNowMs = facts.wallNowMs ?? Date.now()
+  if (deadlinePassed(labels, wallNowMs)) return "deadline"
+  const host = labels[Label.ownerHost]
+  // A persistent sandbox has no owner: only its deadline (and the SessionReaper) remove it.
+  if (host === undefined) return undefined
+  if (host === (facts.selfHost ?? ProcessIdentity.self.host)) {
+    return ProcessIdentity.isGone({ host, pid: Number(labels[Label.ownerPid]), started: labels[Label.ownerStarted] }) ? "owner-dead" : undefined
+  }
+  return leaseVerdict(facts.lease, facts.nowMs ?? wallNowMs, facts.clockSkewMs ?? OwnerLease.DEFAULT_CLOCK_SKEW_MS)
+}
+
+const leaseVerdict = (lease: LeaseState | undefined, nowMs: number, clockSkewMs: number): OrphanReason | undefined => {
+  const status = OwnerLease.statusOf(lease, nowMs, clockSkewMs)
+  return status === "expired" ? "lease-expired" : status === "closed" ? "owner-closed" : undefined
+}
+
+/** Whether a container's owner is provably gone, without the journal (deadline label, same-host pid). */
+export const isOrphan = (labels: Readonly<Record<string, string>>, nowMs = Date.now()): boolean => orphanReason(labels, { wallNowMs: nowMs }) !== undefined
+
+const closeReasons: Record<OrphanReason, string> = {
+  deadline: "the owning process died; closed by the sweep",
+  "owner-dead": "the owning process died; closed by the sweep",
+  "lease-expired": "the owner's lease expired (its host is gone); closed by the sweep",
+  "owner-closed": "the owner closed; closed by the sweep"
+}
 
 export const sweep = (options: SweepOptions) =>
   Effect.gen(function*() {
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
     const startedAt = yield* Clock.currentTimeMillis
+    const book = options.leases ?? OwnerLease.makeBook(journal, options.journalWindow)
+    const clockSkewMs = options.clockSkewMs ?? OwnerLease.DEFAULT_CLOCK_SKEW_MS
+    // A journal that cannot be read knows no lease: then only pids and deadlines decide.
+    const leasesOf = (ids: Iterable<string>) =>
+      book.lookup(ids).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("sweep: could not read ownership leases; deciding without them", cause).pipe(Effect.as(new Map<string, LeaseState>())))
+      )
 
+    // Listed BEFORE the leases are read: an owner renews its lease before it creates a container,
+    // so a container listed here was created under a lease the read below sees (or a later one).
     const containers = yield* runtime.list({ [Label.project]: ProjectName })
+    const foreign = containers.filter((c) => c.labels[Label.executor] !== options.executorId)
+    const leases = yield* leasesOf(foreign.filter((c) => decidedByLease(c.labels)).map((c) => c.labels[Label.executor]!))
+    const nowMs = yield* Clock.currentTimeMillis
     const orphans: Array<SandboxInfo> = []
+    /** Why each orphan is one, for the journal's ExecutionInterrupted. */
+    const why = new Map<string, OrphanReason>()
     let live = 0
-    for (const c of containers) {
-      if (c.labels[Label.executor] === options.executorId) continue
-      if (isOrphan(c.labels)) orphans.push(c)
-      else live++
+    for (const c of foreign) {
+      const reason = orphanReason(c.labels, { nowMs, lease: leases.get(c.labels[Label.executor] ?? ""), clockSkewMs })
+      if (reason === undefined) live++
+      else {
+        orphans.push(c)
+        why.set(c.name, reason)
+      }
     }
     // One orphan that cannot be removed (the watchdog removing it at the same moment answers
     // 409 "removal already in progress"; the engine hiccups) must not cost the others.
@@ -107,6 +179,16 @@ export const sweep = (options: SweepOptions) =>
         })
       )
     )
+    // Who is gone among the writers of open streams: a same-host writer by its pid, another host's by its lease.
+    const openOwners = [...projector.states].filter(([, state]) => !Projection.isClosed(state)).map(([id]) => owners.get(id))
+    const streamLeases = yield* leasesOf(
+      openOwners.filter((o): o is EventMetadata => o !== undefined && o.host !== ProcessIdentity.self.host).map((o) => o.executorId)
+    )
+    const leaseNowMs = yield* Clock.currentTimeMillis
+    const writerGone = (owner: EventMetadata): OrphanReason | undefined =>
+      owner.host === ProcessIdentity.self.host
+        ? (ProcessIdentity.isGone(owner) ? "owner-dead" : undefined)
+        : leaseVerdict(streamLeases.get(owner.executorId), leaseNowMs, clockSkewMs)
     const closed: Array<string> = []
     // The earliest lifecycle this sweep leaves open (its owner alive, its container still there,
     // or closed by someone else meanwhile): the next mark. Past the replay when none is.
@@ -120,10 +202,12 @@ export const sweep = (options: SweepOptions) =>
         continue
       }
       const containerRemovedNow = state.containerName !== undefined && removedNames.has(state.containerName)
-      if ((!containerRemovedNow && !ProcessIdentity.isGone(owner)) || (state.containerName !== undefined && stillThere.has(state.containerName))) {
+      const gone = writerGone(owner)
+      if ((!containerRemovedNow && gone === undefined) || (state.containerName !== undefined && stillThere.has(state.containerName))) {
         leftOpen(streamId)
         continue
       }
+      const ownerGoneReason = closeReasons[gone ?? why.get(state.containerName ?? "") ?? "owner-dead"]
       const events: Array<JournalEvent> = []
       // A container-only stream (warm pool, session) has no execution to end, only a container.
       if (state.outcome === undefined && state.kind === "execution") events.push({ type: "ExecutionInterrupted", data: { reason: ownerGoneReason } })
@@ -151,10 +235,25 @@ export const sweep = (options: SweepOptions) =>
     const report: SweepReport = { removed: removed.map((c) => c.name), live, closed, failed, durationMs: (yield* Clock.currentTimeMillis) - startedAt }
     if (report.removed.length > 0 || report.closed.length > 0 || report.failed.length > 0) {
       yield* Effect.logInfo(
-        `startup sweep: removed ${report.removed.length} orphaned container(s), closed ${report.closed.length} lifecycle(s)` +
+        `${options.name ?? "startup sweep"}: removed ${report.removed.length} orphaned container(s), closed ${report.closed.length} lifecycle(s)` +
           (failed.length > 0 ? `, could not remove ${failed.length} (${failed.join(", ")})` : "") +
           ` in ${report.durationMs} ms`
       )
     }
     return report
+  })
+
+/**
+ * Sweep every `intervalMs` (after a first wait) for the scope's lifetime, with one lease book
+ * across sweeps: how a live executor reaps the orphans of an owner whose whole host died (its
+ * watchdog died with it). A failed sweep is logged and the next one tries again.
+ */
+export const periodically = (options: SweepOptions & { readonly intervalMs: number }): Effect.Effect<void, never, SandboxRuntime | Journal.Journal | Scope.Scope> =>
+  Effect.gen(function*() {
+    const journal = yield* Journal.Journal
+    const leases = options.leases ?? OwnerLease.makeBook(journal, options.journalWindow)
+    const once = sweep({ ...options, leases, name: options.name ?? "periodic sweep" }).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("periodic sweep failed; trying again later", cause))
+    )
+    yield* Effect.forkScoped(Effect.forever(Effect.sleep(Duration.millis(options.intervalMs)).pipe(Effect.zipRight(once))))
   })
