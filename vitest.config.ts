@@ -9,7 +9,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    globalSetup: ["test/global-setup.ts"],
+    globalSetup: ["test/global-setup.ts", "test/postgres-global-setup.ts"],
     reporters: ["default"]
   }
 })

@@ -38,7 +38,7 @@ const withSandboxOptions = (command: Command): Command =>
     .option("--config <path>", "apply this Hermes agent config file's terminal: section (image, limits, network, env, ...); options given here win")
     .option("--hermes", "apply the Hermes agent configuration at its default place ($HERMES_CONFIG, $HERMES_HOME/config.yaml or ~/.hermes/config.yaml)")
     .option("--env-file <path>", "with --config/--hermes: .env file for the forwarded variables")
-    .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
+    .option("--journal <path>", "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)")
     .option("--no-journal", "do not persist the lifecycle events")
 
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
@@ -108,7 +108,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   const eventsCommand = program
     .command("events")
     .description("print the lifecycle journal (a readable timeline, or JSON lines)")
-    .option("--journal <path>", "SQLite journal (default: the user's state directory)")
+    .option("--journal <path>", "the journal: a SQLite file or a postgres:// URL (default: the user's state directory)")
     .option("-f, --follow", "keep printing new events as they are appended")
     .option("--execution <id>", "only this execution's events")
     .option("--from <sequence>", "start at this sequence number")
@@ -120,7 +120,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   eventsCommand
     .command("summary")
     .description("counts by outcome, duration percentiles, exit-code histogram, containers alive")
-    .option("--journal <path>", "SQLite journal (default: the user's state directory)")
+    .option("--journal <path>", "the journal: a SQLite file or a postgres:// URL (default: the user's state directory)")
     .option("--json", "print as JSON")
     .action(async (options, command: Command) => {
       const given = { ...command.parent?.opts(), ...options }
@@ -181,7 +181,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .command("reap")
     .description("remove persistent sandboxes idle longer than their lifetime (by the journal's records; none: since created) or past their maximum lifetime")
     .option("--json", "print the report as JSON")
-    .option("--journal <path>", "SQLite journal to record into (default: the user's state directory)")
+    .option("--journal <path>", "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)")
     .option("--no-journal", "do not persist the lifecycle events")
     .action(async (options) => {
       json = options.json === true

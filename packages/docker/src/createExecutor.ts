@@ -19,8 +19,9 @@ import { openExecutorFacade } from "./internal/executorFacade.js"
 export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOptions {
   /**
    * Where lifecycle events are recorded: "memory" (default for the library: the last 10,000
-   * events), { maxEvents } (in memory, that many), "default" (the SQLite journal at the default
-   * path, as the CLI uses) or { path } of a SQLite file (everything, durably).
+   * events), { maxEvents } (in memory, that many), "default" (the journal at the default
+   * location, as the CLI uses), { path } of a SQLite file, or a PostgreSQL URL ("postgres://…"
+   * or { url }) that many executors on many hosts share (everything, durably).
    */
   readonly journal?: FacadeJournal
   /**

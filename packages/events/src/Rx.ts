@@ -27,6 +27,7 @@ import {
 } from "./Journal.js"
 import type { JournalError } from "./JournalError.js"
 import * as MemoryJournal from "./MemoryJournal.js"
+import * as PostgresJournal from "./PostgresJournal.js"
 import * as SqliteJournal from "./SqliteJournal.js"
 
 type AnyRuntime<R> = Runtime.Runtime<R> | ManagedRuntime.ManagedRuntime<R, unknown>
@@ -129,11 +130,11 @@ export interface JournalClient extends AsyncDisposable {
  * @since 0.1.0
  * @category models
  */
-export type OpenJournalOptions = SqliteJournal.Options | { readonly memory: true }
+export type OpenJournalOptions = SqliteJournal.Options | PostgresJournal.Options | { readonly memory: true }
 
 /**
- * Opens a journal (SQLite by default, at {@link SqliteJournal.defaultJournalPath}) on a
- * `ManagedRuntime` of its layer.
+ * Opens a journal (SQLite by default, at {@link SqliteJournal.defaultJournalPath}; PostgreSQL
+ * with `{ url }`) on a `ManagedRuntime` of its layer.
  *
  * ```ts
  * await using journal = await openJournal()
@@ -144,7 +145,11 @@ export type OpenJournalOptions = SqliteJournal.Options | { readonly memory: true
  * @category constructors
  */
 export const openJournal = async (options: OpenJournalOptions = {}): Promise<JournalClient> => {
-  const layer = "memory" in options && options.memory ? MemoryJournal.layer() : SqliteJournal.layer(options as SqliteJournal.Options)
+  const layer = "memory" in options && options.memory
+    ? MemoryJournal.layer()
+    : "url" in options
+    ? PostgresJournal.layer(options)
+    : SqliteJournal.layer(options as SqliteJournal.Options)
   const managed = ManagedRuntime.make(layer)
   const runtime = await managed.runtime().catch(async (error: unknown) => {
     await managed.dispose()

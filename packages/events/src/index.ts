@@ -2,7 +2,7 @@
  * @hermes-sandbox/events — the container-lifecycle journal.
  *
  * Modules are re-exported as namespaces (`Event.make(...)`, `MemoryJournal.layer()`,
- * `SqliteJournal.layer(...)`, `Projection.project(...)`, `Rx.openJournal(...)`), and the
+ * `SqliteJournal.layer(...)`, `PostgresJournal.layer(...)`, `Projection.project(...)`, `Rx.openJournal(...)`), and the
  * most used names also flat.
  *
  * @since 0.1.0
@@ -14,8 +14,12 @@ export * as Event from "./Event.js"
 export * as HostIdentity from "./HostIdentity.js"
 /** @since 0.1.0 */
 export * as Journal from "./Journal.js"
+/** @since 0.2.0 */
+export * as JournalLocation from "./JournalLocation.js"
 /** @since 0.1.0 */
 export * as MemoryJournal from "./MemoryJournal.js"
+/** @since 0.2.0 */
+export * as PostgresJournal from "./PostgresJournal.js"
 /** @since 0.1.0 */
 export * as ProcessStart from "./ProcessStart.js"
 /** @since 0.1.0 */

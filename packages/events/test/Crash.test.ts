@@ -1,15 +1,20 @@
 /**
  * Crash consistency: a writer process is kill -9'd at random moments, many times, on the
- * same file. After each kill the journal must open, replay a valid gap-free history, and
- * hold every commit the writer reported (it reports only after `append` returned).
+ * same journal (a SQLite file; a PostgreSQL database). After each kill the journal must open,
+ * replay a valid gap-free history, and hold every commit the writer reported (it reports only
+ * after `append` returned).
  */
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type { JournalService } from "../src/Journal.js"
+import type { JournalError } from "../src/JournalError.js"
+import * as PostgresJournal from "../src/PostgresJournal.js"
 import * as SqliteJournal from "../src/SqliteJournal.js"
-import { type Child, checkWriterStream, range, sequences, spawnWriter, tempJournalPath } from "./helpers.js"
+import { type Child, checkWriterStream, range, sequences, spawnWriter, tempJournalPath, testDatabaseUrl } from "./helpers.js"
 
 const ROUNDS = 20
 
@@ -26,9 +31,38 @@ const reportedCommits = (lines: ReadonlyArray<string>): Array<Reported> =>
     return { first: first!, last: last!, append: append!, size: size! }
   })
 
-describe("SqliteJournal crash consistency", () => {
+interface Target {
+  readonly name: string
+  /** A fresh journal location for the writers (a file, a URL). */
+  readonly location: () => string
+  /** The store's own integrity check, after a kill. */
+  readonly integrity: (location: string) => void
+  readonly open: (location: string) => Effect.Effect<{ readonly journal: JournalService }, JournalError | SqliteJournal.SqliteAddonMissing, Scope.Scope>
+}
+
+const targets: ReadonlyArray<Target> = [
+  {
+    name: "SqliteJournal",
+    location: () => tempJournalPath("crash"),
+    integrity: (file) => {
+      const raw = new Database(file, { readonly: true })
+      expect(raw.pragma("integrity_check", { simple: true })).toBe("ok")
+      raw.close()
+    },
+    open: (path) => SqliteJournal.make({ path })
+  },
+  {
+    name: "PostgresJournal",
+    // The server rolls back a killed writer's open transaction when its connection drops.
+    location: testDatabaseUrl,
+    integrity: () => {},
+    open: (url) => PostgresJournal.make({ url })
+  }
+]
+
+describe.each(targets)("$name crash consistency", (target) => {
   it.live(`${ROUNDS} rounds of kill -9 mid-append leave a valid journal with every reported commit`, () => {
-    const file = tempJournalPath("crash")
+    const file = target.location()
     return Effect.gen(function*() {
       const spawnRound = (round: number) => spawnWriter(["crash", file, `r${round}`])
       // The next rounds' processes start (and open the file) while the current one runs, so
@@ -52,14 +86,12 @@ describe("SqliteJournal crash consistency", () => {
         const reported = reportedCommits(child.lines)
         allReported.set(round, reported)
 
-        // Integrity at the SQLite level...
-        const raw = new Database(file, { readonly: true })
-        expect(raw.pragma("integrity_check", { simple: true })).toBe("ok")
-        raw.close()
+        // Integrity at the store's level...
+        target.integrity(file)
 
         // ...and at the journal level: reopen and replay.
         const all = yield* Effect.scoped(
-          Effect.flatMap(SqliteJournal.make({ path: file }), ({ journal }) => Stream.runCollect(journal.read()))
+          Effect.flatMap(target.open(file), ({ journal }) => Stream.runCollect(journal.read()))
         ).pipe(Effect.map(Chunk.toArray))
         expect(sequences(all)).toEqual(range(1, all.length))
         const bySequence = new Map(all.map((e) => [e.sequence, e]))

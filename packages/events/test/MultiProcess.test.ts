@@ -1,5 +1,6 @@
 /**
- * Several OS processes append to one SQLite file at once, while this process follows it.
+ * Several OS processes append to one journal at once (a SQLite file; a PostgreSQL database),
+ * while this process follows it.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
@@ -7,20 +8,32 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import type { EventEnvelope } from "../src/Event.js"
+import * as PostgresJournal from "../src/PostgresJournal.js"
 import * as SqliteJournal from "../src/SqliteJournal.js"
-import { checkWriterStream, eventually, range, sequences, spawnWriter, tempJournalPath } from "./helpers.js"
+import { checkWriterStream, eventually, range, sequences, spawnWriter, tempJournalPath, testDatabaseUrl } from "./helpers.js"
 
 const WRITERS = 4
 const APPENDS = 120
 
-describe("SqliteJournal across processes", () => {
+const targets = [
+  { name: "SqliteJournal", location: () => tempJournalPath("multi"), open: (path: string) => SqliteJournal.make({ path }) },
+  {
+    name: "PostgresJournal",
+    // This file's database, whose journal tables the writers create at the same moment
+    // (the migration's advisory lock makes that safe).
+    location: testDatabaseUrl,
+    open: (url: string) => PostgresJournal.make({ url })
+  }
+] as const
+
+describe.each(targets)("$name across processes", (target) => {
   it.live(`${WRITERS} processes append concurrently: sequences unique and gap-free, each writer in order`, () => {
-    const file = tempJournalPath("multi")
+    const file = target.location()
     return Effect.gen(function*() {
       // All writers open the (not yet existing) file at the same time, then start together.
       const children = range(1, WRITERS).map((w) => spawnWriter(["multi", file, String(w), String(APPENDS)]))
       yield* Effect.promise(() => Promise.all(children.map((c) => c.ready)))
-      const { journal } = yield* SqliteJournal.make({ path: file })
+      const { journal } = yield* target.open(file)
 
       // Follow while they write: every event exactly once, in order, live.
       const followed: Array<EventEnvelope> = []

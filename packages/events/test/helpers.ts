@@ -12,7 +12,9 @@ import type { Journal, JournalDiagnostics } from "../src/Journal.js"
 import * as MemoryJournal from "../src/MemoryJournal.js"
 import type { JournalError } from "../src/JournalError.js"
 import { checkLifecycle } from "../src/Projection.js"
+import * as PostgresJournal from "../src/PostgresJournal.js"
 import * as SqliteJournal from "../src/SqliteJournal.js"
+import { createDatabase } from "../../../test/support/postgres.js"
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..")
 export const writerFixture = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "fixtures/writer.ts")
@@ -28,6 +30,19 @@ export const tempJournalPath = (name = "journal"): string => {
   return path.join(tempDir, `${name}-${Math.random().toString(36).slice(2)}.sqlite`)
 }
 
+let fileDatabase: string | undefined
+/**
+ * This test file's database on the run's PostgreSQL cluster (test/postgres-global-setup.ts),
+ * created on first use: each file has its own, so files run in parallel.
+ */
+export const testDatabaseUrl = (): string => {
+  fileDatabase ??= createDatabase(`events_${path.basename(expect.getState().testPath ?? "test", ".test.ts")}`)
+  return fileDatabase
+}
+
+/** A fresh, empty PostgreSQL journal location: a new schema in this file's database. */
+export const freshPostgresSchema = (): string => `j_${Math.random().toString(36).slice(2, 12)}`
+
 export interface Implementation {
   readonly name: string
   /** A fresh, empty journal each time it is built. */
@@ -40,6 +55,11 @@ export const implementations: ReadonlyArray<Implementation> = [
     name: "sqlite",
     layer: (options = {}) =>
       Layer.suspend(() => SqliteJournal.layer({ path: tempJournalPath(), ...options }))
+  },
+  {
+    name: "postgres",
+    layer: (options = {}) =>
+      Layer.suspend(() => PostgresJournal.layer({ url: testDatabaseUrl(), schema: freshPostgresSchema(), ...options }))
   }
 ]
 

@@ -1,7 +1,7 @@
 /** `hermes-sandbox events [--follow] [--execution ID] [--json]` and `events summary`. */
 import { existsSync } from "node:fs"
 import { lastValueFrom, type Observable, tap } from "rxjs"
-import { defaultJournalPath, type EventEnvelope, type JournalClient, openJournal, Projection } from "@hermes-sandbox/events"
+import { type EventEnvelope, type JournalClient, JournalLocation, openJournal, PostgresJournal, Projection } from "@hermes-sandbox/events"
 import { ExitCode } from "../exitCodes.js"
 import { formatEvent } from "../formatEvent.js"
 import { formatSummary } from "../formatSummary.js"
@@ -18,10 +18,13 @@ export interface EventsOptions {
 
 /**
  * Opens an existing journal for reading. Opening a SQLite file creates it (and its folders): a
- * mistyped --journal must say so, not print an empty timeline from a new empty file.
+ * mistyped --journal must say so, not print an empty timeline from a new empty file. A
+ * PostgreSQL URL (--journal or HERMES_SANDBOX_JOURNAL) opens the database's journal (an
+ * unreachable server or a refused login is a JournalError naming the server, never the password).
  */
 const openExisting = async (path: string | undefined): Promise<JournalClient> => {
-  const at = path ?? defaultJournalPath()
+  const at = JournalLocation.resolve(path)
+  if (PostgresJournal.isPostgresUrl(at)) return openJournal({ url: at })
   if (!existsSync(at)) throw new NotFound(`no journal at ${at}${path === undefined ? " (nothing recorded yet: run something first, or give --journal PATH)" : ""}`)
   return openJournal({ path: at })
 }

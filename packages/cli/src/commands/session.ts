@@ -9,13 +9,13 @@
 import { Effect, Layer, Logger } from "effect"
 import { Label, ProjectName, SandboxRuntime, SessionReaper, Sessions } from "@hermes-sandbox/core"
 import { DockerExecutor, DockerSessions } from "@hermes-sandbox/docker"
-import { Journal, MemoryJournal, SqliteJournal } from "@hermes-sandbox/events"
+import { Journal, JournalLocation, MemoryJournal } from "@hermes-sandbox/events"
 
 /** Diagnostics go to standard error: standard output is the report (JSON lines with --json). */
 const logToStderr = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
 
 const journalLayer = (path: string | false | undefined): Layer.Layer<Journal.Journal, unknown> =>
-  path === false ? MemoryJournal.layer() : SqliteJournal.layer(path === undefined ? {} : { path })
+  path === false ? MemoryJournal.layer() : JournalLocation.layer(path)
 
 export const sessionList = async (options: { json?: boolean }): Promise<number> => {
   const rows = await Effect.runPromise(

@@ -3,25 +3,41 @@
  *
  * In memory by default, bounded: a service that runs executions for weeks must not keep every
  * event it ever recorded (live subscribers still see them all; replays cover the recent
- * window). The SQLite journal keeps everything, durably.
+ * window). The SQLite and PostgreSQL journals keep everything, durably.
  */
 import type { Layer } from "effect"
-import { Journal, MemoryJournal, SqliteJournal } from "@hermes-sandbox/events"
+import { Journal, JournalLocation, MemoryJournal, PostgresJournal } from "@hermes-sandbox/events"
 
 /** Events the default in-memory journal keeps (about 2,000 executions' worth). */
 export const DEFAULT_MEMORY_EVENTS = 10_000
 
+/** A PostgreSQL connection URL. */
+export type PostgresUrl = `postgres://${string}` | `postgresql://${string}`
+
 /**
  * "memory" (default): the last DEFAULT_MEMORY_EVENTS events in memory; { maxEvents }: in memory,
- * that many; "default": the SQLite journal at the CLI's default path; { path }: a SQLite file.
+ * that many; "default": the journal at the CLI's default location (SQLite, or the URL in
+ * HERMES_SANDBOX_JOURNAL); { path }: a SQLite file (or a PostgreSQL URL given as a path, as the
+ * CLI's --journal does); "postgres://…" or { url }: a PostgreSQL database, shared by every
+ * executor that writes to it.
  */
-export type FacadeJournal = "memory" | "default" | { readonly path: string } | { readonly maxEvents: number }
+export type FacadeJournal =
+  | "memory"
+  | "default"
+  | PostgresUrl
+  | { readonly path: string }
+  | { readonly url: string }
+  | { readonly maxEvents: number }
 
 export const facadeJournalLayer = (journal: FacadeJournal | undefined): Layer.Layer<Journal.Journal, unknown> =>
   journal === undefined || journal === "memory"
     ? MemoryJournal.layer({ maxEvents: DEFAULT_MEMORY_EVENTS })
     : journal === "default"
-    ? SqliteJournal.layer({})
+    ? JournalLocation.layer()
+    : typeof journal === "string"
+    ? PostgresJournal.layer({ url: journal })
     : "maxEvents" in journal
     ? MemoryJournal.layer({ maxEvents: journal.maxEvents })
-    : SqliteJournal.layer({ path: journal.path })
+    : "url" in journal
+    ? PostgresJournal.layer({ url: journal.url })
+    : JournalLocation.layer(journal.path)
