@@ -119,7 +119,7 @@ export const startCluster = async (options: ClusterOptions = {}): Promise<Cluste
         "-c", "listen_addresses=127.0.0.1",
         "-c", `fsync=${options.fsync === true ? "on" : "off"}`,
         "-c", `synchronous_commit=${options.fsync === true ? "on" : "off"}`,
-        "-c", "full_page_writes=off",
+        "-c", `full_page_writes=${options.fsync === true ? "on" : "off"}`,
         "-c", "max_connections=300",
         "-c", "shared_buffers=128MB",
         "-c", "log_min_messages=warning",

@@ -1,11 +1,14 @@
 /**
  * The Promise facades' default journal is in memory and bounded: a service running
- * executions for weeks keeps the recent window, not every event ever recorded.
+ * executions for weeks keeps the recent window, not every event ever recorded. A PostgreSQL
+ * URL (as a string, { url }, or { path } as the CLI's --journal passes it) is the shared,
+ * durable journal, on the run's throwaway cluster here.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Layer, Stream } from "effect"
 import { Event, Journal } from "@hermes-sandbox/events"
-import { DEFAULT_MEMORY_EVENTS, facadeJournalLayer } from "../src/internal/facadeJournal.js"
+import { DEFAULT_MEMORY_EVENTS, type FacadeJournal, facadeJournalLayer } from "../src/internal/facadeJournal.js"
+import { createDatabase } from "../../../test/support/postgres.js"
 
 const fill = (journal: Journal.Journal["Type"], n: number) =>
   Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) =>
@@ -34,5 +37,28 @@ describe("the facades' journal", () => {
       const { kept } = yield* retained(facadeJournalLayer({ maxEvents: 50 }), 500)
       expect(kept).toBeGreaterThanOrEqual(50)
       expect(kept).toBeLessThanOrEqual(62)
+    }))
+
+  it.live("a PostgreSQL URL, { url } or { path } holding one: everything, durably, in that database", () =>
+    Effect.gen(function*() {
+      const variants: Array<(url: string) => FacadeJournal> = [
+        (url) => url as FacadeJournal,
+        (url) => ({ url }),
+        (url) => ({ path: url })
+      ]
+      for (const variant of variants) {
+        const url = createDatabase("facade")
+        expect(yield* retained(facadeJournalLayer(variant(url)), 30)).toEqual({ last: 30, kept: 30 })
+        // Reopened: still there.
+        expect(yield* retained(facadeJournalLayer(variant(url)), 1)).toEqual({ last: 31, kept: 31 })
+      }
+    }))
+
+  it.live("an unreachable PostgreSQL server fails the layer with a JournalError naming it, without the password", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Effect.scoped(Layer.build(facadeJournalLayer("postgres://u:hunter2@127.0.0.1:1/db"))))
+      expect(error).toMatchObject({ _tag: "JournalError" })
+      expect(String((error as Error).message)).toContain("127.0.0.1:1")
+      expect(String((error as Error).message)).not.toContain("hunter2")
     }))
 })
