@@ -89,13 +89,21 @@ let target = flag === "--transport-on-stdin" ? undefined : targetOf(fromArgv())
 const request = (method, path) =>
   new Promise((resolve, reject) => {
     const { module, options, agent } = target
-    const req = module.request({ ...options, method, path, timeout: 10_000, agent: agent === undefined ? false : agent() }, (res) => {
+    // A timer of our own, not the request's `timeout` option: that sets a socket timeout, which an
+    // ssh2 channel (the ssh transport's "socket") answers by hanging up at once.
+    const timer = setTimeout(() => req.destroy(new Error("timeout")), 10_000)
+    const req = module.request({ ...options, method, path, agent: agent === undefined ? false : agent() }, (res) => {
       const chunks = []
       res.on("data", (c) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString("utf8") }))
+      res.on("end", () => {
+        clearTimeout(timer)
+        resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString("utf8") })
+      })
     })
-    req.on("timeout", () => req.destroy(new Error("timeout")))
-    req.on("error", reject)
+    req.on("error", (error) => {
+      clearTimeout(timer)
+      reject(error)
+    })
     req.end()
   })
 
