@@ -185,6 +185,8 @@ describe.each(journals)("two hosts and a third on one engine and one $name journ
       // A's lease stream ends with renewals and no close (it was killed); B's and C's renew.
       const leaseTypes = (id: string) => (streams.get(id) ?? []).map((e) => e.type)
       expect(leaseTypes(ids.a).every((t) => t === "ExecutorLease")).toBe(true)
+      // Each host's events carry its own host id (HostIdentity), as its containers' owner labels do.
+      expect(new Set((streams.get(ids.a) ?? []).map((e) => e.metadata.host))).toEqual(new Set([readyA!.host]))
       expect(leaseTypes(ids.b).filter((t) => t === "ExecutorLease").length).toBeGreaterThan(10)
 
       // B and C close cleanly: they remove their own containers and record the close.
