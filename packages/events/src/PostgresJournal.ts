@@ -2,9 +2,9 @@
  * The {@link Journal} in PostgreSQL, for a fleet: every executor, on any host, appends to
  * and follows one database (`@effect/sql-pg`'s pool; one more connection for LISTEN).
  *
- * - **One gap-free order across every writer.** An append is one transaction that first
- *   takes the row lock of a one-row `head` table (`UPDATE head SET last = last + n RETURNING`)
- *   and holds it until COMMIT. Appends therefore run one at a time: the next one gets its
+ * - **One gap-free order across every writer.** An append is one transaction (one call of
+ *   the schema's `append` function: one round trip) that first takes the row lock of a
+ *   one-row `head` table (`SELECT … FOR UPDATE`) and holds it until COMMIT. Appends therefore run one at a time: the next one gets its
  *   numbers only after the previous one committed, so sequences are gap-free (a rolled-back
  *   append rolls its `head` update back too; a `bigserial` would leave holes) and become
  *   visible in sequence order. That last property is what lets a follower page with

@@ -71,11 +71,10 @@ describe("PostgresJournal", () => {
       const follower = yield* reader.journal.follow().pipe(Stream.runForEach((e) => Effect.sync(() => seen.push(e))), Effect.fork)
       yield* writer.journal.append({ streamId: "a", executorId: "w", events: [stats(1)] })
       yield* eventually(Effect.sync(() => seen.length === 1), "the first event")
-      const killed = psql(
-        url,
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'hermes-sandbox journal (listen)'"
-      )
-      expect(Number(killed)).toBeGreaterThanOrEqual(1)
+      // The follower's first page may have found event 1 before its LISTEN connection was up.
+      const listeners = "FROM pg_stat_activity WHERE application_name = 'hermes-sandbox journal (listen)' AND datname = current_database()"
+      yield* eventually(Effect.sync(() => Number(psql(url, `SELECT count(*) ${listeners}`)) >= 1), "the LISTEN connection", 200)
+      expect(Number(psql(url, `SELECT count(pg_terminate_backend(pid)) ${listeners}`))).toBeGreaterThanOrEqual(1)
       // Appended while the listener is down or reconnecting: the reconnection's wake-up finds them.
       yield* writer.journal.append({ streamId: "a", executorId: "w", events: [stats(2), stats(3)] })
       yield* eventually(Effect.sync(() => seen.length === 3), "the events appended around the cut", 5_000)

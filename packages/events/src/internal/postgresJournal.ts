@@ -54,7 +54,48 @@ INSERT INTO ${s}.head (last) VALUES (0);
 CREATE TABLE ${s}.marks (
   name  text   PRIMARY KEY,
   value bigint NOT NULL
-);`
+);
+-- One append (several streams' shares, in order) in one call. Sequences follow the events'
+-- order from head + 1; a stream's versions follow its stored version in the same order
+-- (PostgresJournal's internal commit numbers them the same way for the envelopes). Nothing is
+-- written when an expected version differs. Returns the head before, each append's stream
+-- version before it, and whether it wrote.
+CREATE FUNCTION ${s}.append(
+  p_streams text[], p_expected bigint[], p_counts integer[], p_metadata text[],
+  p_event_append integer[], p_ids uuid[], p_types text[], p_data text[],
+  p_timestamp bigint, p_schema_version integer, p_channel text,
+  OUT base bigint, OUT before bigint[], OUT written boolean
+) LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_total integer := coalesce(cardinality(p_ids), 0);
+  v_conflict boolean;
+BEGIN
+  -- The lock that orders every append, held to COMMIT. Each statement below takes a fresh
+  -- snapshot (READ COMMITTED), so it sees the append that held the lock before.
+  SELECT h.last INTO base FROM ${s}.head h FOR UPDATE;
+  SELECT array_agg(x.before ORDER BY x.ord), coalesce(bool_or(x.expected IS NOT NULL AND x.expected <> x.before), false)
+    INTO before, v_conflict
+    FROM (
+      SELECT a.ord, a.expected,
+             st.v + coalesce(sum(a.cnt) OVER (PARTITION BY a.stream ORDER BY a.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+        FROM unnest(p_streams, p_expected, p_counts) WITH ORDINALITY AS a(stream, expected, cnt, ord)
+        CROSS JOIN LATERAL (SELECT coalesce(max(e.version), 0) AS v FROM ${s}.events e WHERE e.stream_id = a.stream) st
+    ) x;
+  written := NOT v_conflict;
+  IF v_conflict OR v_total = 0 THEN
+    RETURN;
+  END IF;
+  INSERT INTO ${s}.events (sequence, id, stream_id, version, type, data, metadata, timestamp_ms, schema_version)
+  SELECT base + ev.ord, ev.id, p_streams[ev.app],
+         st.v + row_number() OVER (PARTITION BY p_streams[ev.app] ORDER BY ev.ord),
+         ev.type, ev.data, p_metadata[ev.app], p_timestamp, p_schema_version
+    FROM unnest(p_event_append, p_ids, p_types, p_data) WITH ORDINALITY AS ev(app, id, type, data, ord)
+    CROSS JOIN LATERAL (SELECT coalesce(max(e.version), 0) AS v FROM ${s}.events e WHERE e.stream_id = p_streams[ev.app]) st;
+  UPDATE ${s}.head SET last = base + v_total;
+  -- Delivered at COMMIT, in commit order, to every listening session.
+  PERFORM pg_notify(p_channel, (base + v_total)::text);
+END
+$fn$;`
 ]
 
 const COLUMNS = "sequence, id, stream_id, version, timestamp_ms, type, data, schema_version, metadata"
@@ -130,49 +171,52 @@ export const make = (options: PostgresJournalOptions) =>
     const attempt = <A>(message: string, effect: Effect.Effect<A, SqlError>): Effect.Effect<A, JournalError> =>
       effect.pipe(Effect.mapError(journalError(message)))
 
+    /**
+     * One round trip: the whole append is the `append` function (one transaction in autocommit),
+     * so the head lock is held for the server's work and the commit only. It returns the head
+     * before it and, per append, the stream's version before it; the same numbering is then
+     * done here (stored.number) to build the envelopes, and checked against what it wrote.
+     */
     const commit = (prepared: ReadonlyArray<stored.PreparedRows>, timestamp: number) =>
       Effect.gen(function*() {
-        const total = stored.eventCount(prepared)
-        // The head row's lock is taken first and held to COMMIT: appends run one at a time,
-        // and the next one reads versions (a fresh snapshot per statement in READ COMMITTED)
-        // only after the previous one is visible.
-        const [[base]] = (yield* query(`UPDATE ${head} SET last = last + $1 RETURNING last - $1`, [total])) as [[string]]
-        const streams = [...new Set(prepared.map((append) => append.streamId))]
-        const current = yield* query(
-          `SELECT s.stream, coalesce((SELECT max(version) FROM ${events} e WHERE e.stream_id = s.stream), 0)
-             FROM unnest($1::text[]) AS s(stream)`,
-          [streams]
-        )
-        const versions = new Map(current.map(([stream, version]) => [stream as string, Number(version)]))
-        const conflict = stored.number(prepared, Number(base) + 1, (stream) => versions.get(stream) ?? 0)
-        if (conflict !== undefined) return yield* Effect.fail(conflict)
-        if (total === 0) return
-        const columns: [Array<number>, Array<string>, Array<string>, Array<number>, Array<string>, Array<string>, Array<string>] = [
-          [], [], [], [], [], [], []
-        ]
-        for (const append of prepared) {
+        const eventAppend: Array<number> = []
+        const ids: Array<string> = []
+        const types: Array<string> = []
+        const data: Array<string> = []
+        prepared.forEach((append, i) => {
           for (const row of append.rows) {
-            columns[0].push(row.sequence)
-            columns[1].push(row.id)
-            columns[2].push(append.streamId)
-            columns[3].push(row.version)
-            columns[4].push(row.event.type)
-            columns[5].push(row.dataJson)
-            columns[6].push(append.metadataJson)
+            eventAppend.push(i + 1)
+            ids.push(row.id)
+            types.push(row.event.type)
+            data.push(row.dataJson)
           }
+        })
+        const [[base, before, written]] = (yield* query(
+          `SELECT * FROM ${s}.append($1::text[], $2::bigint[], $3::integer[], $4::text[], $5::integer[], $6::uuid[], $7::text[], $8::text[], $9::bigint, $10::integer, $11::text)`,
+          [
+            prepared.map((append) => append.streamId),
+            prepared.map((append) => append.expectedVersion ?? null),
+            prepared.map((append) => append.rows.length),
+            prepared.map((append) => append.metadataJson),
+            eventAppend,
+            ids,
+            types,
+            data,
+            timestamp,
+            SCHEMA_VERSION,
+            channel
+          ]
+        )) as [[string, ReadonlyArray<string>, boolean]]
+        const versionBefore = new Map<string, number>()
+        prepared.forEach((append, i) => {
+          if (!versionBefore.has(append.streamId)) versionBefore.set(append.streamId, Number(before[i]))
+        })
+        const conflict = stored.number(prepared, Number(base) + 1, (stream) => versionBefore.get(stream)!)
+        if ((conflict === undefined) !== written) {
+          return yield* Effect.fail(new JournalError({ message: "append: the server and this library numbered the append differently" }))
         }
-        const last = Number(base) + total
-        // NOTIFY is delivered at COMMIT, in commit order, to every listening session.
-        yield* query(
-          `WITH inserted AS (
-             INSERT INTO ${events} (sequence, id, stream_id, version, type, data, metadata, timestamp_ms, schema_version)
-             SELECT u.*, $8::bigint, $9::integer
-               FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS u
-           )
-           SELECT pg_notify($10, $11)`,
-          [...columns, timestamp, SCHEMA_VERSION, channel, String(last)]
-        )
-      }).pipe(sql.withTransaction)
+        if (conflict !== undefined) return yield* Effect.fail(conflict)
+      })
 
     const readPage = ({ after, limit, streamId, to, types }: core.PageQuery): Effect.Effect<core.Page, JournalError> => {
       const params: Array<unknown> = [after]
