@@ -7,6 +7,7 @@
  */
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
+import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
 import { Watchdog } from "@hermes-sandbox/docker"
 import { exited, expectOutcome, type HostileExecutor, hostileExecutor, MiB, TIMED_OUT } from "../hostile/support.js"
 import { waitFor } from "../support/docker.js"
@@ -125,6 +126,31 @@ sys.exit(5)
       expect(await existsOn(remote.engine, r.containerName)).toBe(false)
     })
   })
+
+  it("doctor reports the engine, how it is reached and that TLS / the host key is verified; the smoke run passes over the transport", async () => {
+    const checks = await runChecks(remote.options)
+    const engine = checks.find((c) => c.name === "engine")!
+    expect(engine.ok, engine.detail).toBe(true)
+    expect(engine.engine).toMatchObject({ kind: transport, source: "option", tlsVerified: transport === "tls" })
+    expect(engine.detail).toContain(transport === "tls" ? "tls, server certificate verified, from option" : "ssh, host key checked, from option")
+    expect(checks.find((c) => c.name === "engine transport")?.ok).toBe(true)
+    expect(checks.find((c) => c.name === "smoke run")).toMatchObject({ ok: true })
+    expect(JSON.stringify(checks)).not.toMatch(/PRIVATE KEY/)
+    if (transport === "tls") {
+      // The docker CLI's variables name the same engine: source DOCKER_HOST.
+      const saved = { ...process.env }
+      Object.assign(process.env, remote.tls!.env)
+      try {
+        const fromEnv = (await runChecks()).find((c) => c.name === "engine")!
+        expect(fromEnv.engine).toMatchObject({ kind: "tls", endpoint: remote.tls!.endpoint, tlsVerified: true, source: "DOCKER_HOST" })
+      } finally {
+        for (const k of Object.keys(remote.tls!.env)) {
+          if (saved[k] === undefined) delete process.env[k]
+          else process.env[k] = saved[k]
+        }
+      }
+    }
+  }, 120_000)
 
   it("after the cases: the engine still runs print(1); nothing this executor created is left; its watchdog exits on close", async () => {
     const watchdog = Watchdog.find(h.executor.executorId)!
