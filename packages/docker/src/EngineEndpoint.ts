@@ -29,6 +29,7 @@ import { Either } from "effect"
 import { invalidRequest, type InvalidRequest } from "@hermes-sandbox/core"
 import * as DockerContext from "./DockerContext.js"
 import * as KnownHosts from "./internal/knownHosts.js"
+import { sshAgent } from "./internal/sshAgent.js"
 
 /** PEM text (or its bytes). */
 export type Pem = string | Buffer
@@ -381,21 +382,24 @@ export const client = (transport: EngineTransport): Docker =>
           ...(transport.verify ? {} : { agent: new HttpsAgent({ keepAlive: true, rejectUnauthorized: false }) })
         } as Docker.DockerOptions)
       case "ssh":
-        // docker-modem's ssh transport: one ssh2 connection per HTTP request, running
-        // `docker system dial-stdio` on the remote (which therefore needs the docker CLI).
+        // One ssh connection, a `docker system dial-stdio` channel per HTTP connection (the
+        // remote therefore needs the docker CLI); docker-modem's own ssh transport would make a
+        // new ssh connection for every request.
         return new Docker({
-          protocol: "ssh",
           host: transport.host,
           port: transport.port,
-          username: transport.username,
-          sshOptions: {
+          protocol: "http",
+          agent: sshAgent({
+            host: transport.host,
+            port: transport.port,
+            username: transport.username,
             ...(transport.privateKey === undefined ? {} : { privateKey: transport.privateKey }),
             ...(transport.passphrase === undefined ? {} : { passphrase: transport.passphrase }),
             ...(transport.agent === undefined ? {} : { agent: transport.agent }),
             hostVerifier: hostVerifier(transport),
             readyTimeout: 10_000
-          }
-        })
+          })
+        } as Docker.DockerOptions)
     }
   })
 
