@@ -75,7 +75,8 @@ export const make = (options: DockerEngineOptions = {}): Effect.Effect<DockerEng
     ).pipe(
       Effect.mapError((e) =>
         e._tag === "DockerUnavailable"
-          ? new DockerUnavailable({ ...e, hint })
+          // A local socket keeps the call's own hint (it tells a missing engine from a refused permission).
+          ? description.kind === "unix" ? e : new DockerUnavailable({ endpoint: e.endpoint, operation: e.operation, message: e.message, hint })
           : new DockerUnavailable({ endpoint, operation: "ping", message: e.message, hint })
       )
     )
