@@ -34,8 +34,9 @@ const external = ["better-sqlite3"]
 
 /**
  * Modules of dependencies that a run never uses, evaluated on their first call instead of at
- * start: docker-modem's ssh:// transport (ssh2, ~40 ms to load; DockerEngine speaks unix sockets
- * and tcp only) and dockerode's BuildKit session (grpc-js, proto-loader, protobufjs, ~60 ms; the
+ * start: docker-modem's ssh:// transport (ssh2, ~40 ms to load; DockerEngine reaches ssh:// engines
+ * through its own transport, docker/src/internal/sshAgent.ts, which loads ssh2 from the installed
+ * dockerode when an ssh engine is used) and dockerode's BuildKit session (grpc-js, proto-loader, protobufjs, ~60 ms; the
  * images are built by scripts/build-images.sh). Each exports one function and its importer only
  * calls it, so a function that requires the module on its first call stands in for it. (A newer
  * dockerode that moved them is only slower: the import is then bundled as it is.)
