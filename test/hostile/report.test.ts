@@ -11,14 +11,9 @@
  */
 import { describe, expect, it } from "vitest"
 import { containerExists } from "../support/docker.js"
+import { forkedChildDoesNotEndRun, spinningExitHandler } from "./coreCases.js"
 import { exited, expectOutcome, facts, hostileExecutor, MiB, RUNTIMES, TIMED_OUT, useHostileExecutor } from "./support.js"
 
-/**
- * How long after its deadline a sandbox may still exist: the kill, the exit report and the removal
- * (SECURITY.md says deadline + 5 s). gVisor's removal on a loaded CI machine, with the other tests
- * of this file running at once, took 3.5 s once; the attack it tells apart spins for 60 s.
- */
-const GONE_MARGIN_MS = 5_000
 /** After a deadline, how soon a queued execution's own result arrives: the slot's release plus a whole run. */
 const NEXT_RUN_MARGIN_MS = 8_000
 
@@ -29,18 +24,8 @@ describe.each(RUNTIMES)("the run's report is the supervisor's, never the program
   const gvisor = runtime === "runsc"
 
   describe.concurrent("the deadline holds after the program's main work is done", () => {
-    it("a JavaScript exit handler that spins is killed at the deadline, and its sandbox is gone by deadline + margin", async () => {
-      const r = await h.run({
-        language: "javascript",
-        code: `console.log("done"); process.on("exit", () => { const t = Date.now(); while (Date.now() - t < 60000); })`,
-        timeoutMs: 3_000
-      })
-      expectOutcome(r, TIMED_OUT)
-      expect(r.stdout).toBe("done\n")
-      // awaitRemoval: the container is gone when the result arrives; measured from the deadline.
-      expect(Date.now() - (Date.parse(r.startedAt) + 3_000)).toBeLessThan(GONE_MARGIN_MS)
-      expect(await containerExists(r.containerName)).toBe(false)
-    })
+    it("a JavaScript exit handler that spins is killed at the deadline, and its sandbox is gone by deadline + margin", () =>
+      spinningExitHandler(h, containerExists))
 
     it("an atexit handler and a non-daemon thread in Python hold the report back; the deadline still ends them", async () => {
       const r = await h.run({
@@ -66,16 +51,8 @@ describe.each(RUNTIMES)("the run's report is the supervisor's, never the program
   })
 
   describe.concurrent("nothing the program does can choose its reported exit code, end or output", () => {
-    it("a forked Python child reaching the end of the script does not end the run: the parent's output and exit code 3 are the result", async () => {
-      const r = await h.run({
-        language: "python",
-        code: "import os, sys, time\npid = os.fork()\nif pid == 0:\n    print('child: done quickly', flush=True)\nelse:\n    time.sleep(1.5)\n    print('parent: done', flush=True)\n    sys.exit(3)",
-        timeoutMs: 10_000
-      })
-      expectOutcome(r, exited(3))
-      expect(r.stdout).toBe("child: done quickly\nparent: done\n")
-      expect(r.durationMs).toBeGreaterThanOrEqual(1_500)
-    })
+    it("a forked Python child reaching the end of the script does not end the run: the parent's output and exit code 3 are the result", () =>
+      forkedChildDoesNotEndRun(h))
 
     it("the key is nowhere the program can look: no runner frames on its stack, no runner exit listener, the supervisor's /proc closed", async () => {
       const py = await h.run({

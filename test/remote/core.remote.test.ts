@@ -9,12 +9,11 @@ import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
 import { Watchdog } from "@hermes-sandbox/docker"
+import { forkedChildDoesNotEndRun, spinningExitHandler } from "../hostile/coreCases.js"
 import { exited, expectOutcome, type HostileExecutor, hostileExecutor, MiB, TIMED_OUT } from "../hostile/support.js"
 import { waitFor } from "../support/docker.js"
 import { existsOn, TRANSPORTS, useRemote } from "./suite.js"
 
-/** SECURITY.md: a sandbox is gone by its deadline + 5 s. */
-const GONE_MARGIN_MS = 5_000
 
 describe.each(TRANSPORTS)("core cases over a remote engine (%s)", (transport) => {
   const remote = useRemote(transport)
@@ -103,28 +102,10 @@ sys.exit(5)
       expect(r.stdout).toContain("HERMES-DONE")
     })
 
-    it("a forked child outliving the parent does not end the run: the parent's output and exit code 3", async () => {
-      const r = await h.run({
-        language: "python",
-        code: "import os, sys, time\npid = os.fork()\nif pid == 0:\n    print('child: done quickly', flush=True)\nelse:\n    time.sleep(1.5)\n    print('parent: done', flush=True)\n    sys.exit(3)",
-        timeoutMs: 10_000
-      })
-      expectOutcome(r, exited(3))
-      expect(r.stdout).toBe("child: done quickly\nparent: done\n")
-      expect(r.durationMs).toBeGreaterThanOrEqual(1_500)
-    })
+    it("a forked child outliving the parent does not end the run: the parent's output and exit code 3", () => forkedChildDoesNotEndRun(h))
 
-    it("a spinning exit handler is killed at the deadline; its sandbox is gone by deadline + 5 s", async () => {
-      const r = await h.run({
-        language: "javascript",
-        code: `console.log("done"); process.on("exit", () => { const t = Date.now(); while (Date.now() - t < 60000); })`,
-        timeoutMs: 3_000
-      })
-      expectOutcome(r, TIMED_OUT)
-      expect(r.stdout).toBe("done\n")
-      expect(Date.now() - (Date.parse(r.startedAt) + 3_000)).toBeLessThan(GONE_MARGIN_MS)
-      expect(await existsOn(remote.engine, r.containerName)).toBe(false)
-    })
+    it("a spinning exit handler is killed at the deadline; its sandbox is gone by deadline + 5 s", () =>
+      spinningExitHandler(h, (name) => existsOn(remote.engine, name)))
   })
 
   it("doctor reports the engine, how it is reached and that TLS / the host key is verified; the smoke run passes over the transport", async () => {
