@@ -219,8 +219,9 @@ describe("hermes-sandbox events for scripts", () => {
     const client = await openJournal({ path: journal })
     try {
       const recorded = await lastValueFrom(client.replay().pipe(toArray()))
-      streamId = recorded[0]!.streamId
-      const events = recorded.map((e) => ({ type: e.type, data: e.data }) as never)
+      // The run's execution (the journal also holds the CLI's ownership lease, in its executor stream).
+      streamId = recorded.find((e) => e.type === "ExecutionRequested")!.streamId
+      const events = recorded.filter((e) => e.streamId === streamId).map((e) => ({ type: e.type, data: e.data }) as never)
       for (let batch = 0; batch < 10; batch++) {
         await client.appendBatch(Array.from({ length: 40 }, () => ({ streamId: randomUUID(), events, executorId: "cli-scripting-test" })))
       }

@@ -75,7 +75,7 @@ describe("hermes-sandbox CLI", () => {
     const json = await cli(["events", "--json", "--journal", journal])
     const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l) as { sequence: number; streamId: string; type: string })
     expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1))
-    const one = events[0]!.streamId
+    const one = events.find((e) => e.type === "ExecutionRequested")!.streamId
     const only = await cli(["events", "--json", "--execution", one, "--journal", journal])
     expect(only.stdout.trim().split("\n").every((l) => JSON.parse(l).streamId === one)).toBe(true)
     const summary = await cli(["events", "summary", "--json", "--journal", journal])
