@@ -66,7 +66,7 @@ export interface SandboxDefaults {
   readonly sweepIntervalMs?: number
   /**
    * The ownership lease this owner renews in the journal, so sweepers on other hosts can tell it is
-   * alive (OwnerLease.ts); `false`: none. Default: on (30 s, renewed every 10 s, 5 s clock skew) when the journal is durable, off on a memory journal.
+   * alive (OwnerLease.ts); `false`: none. Default: on (30 s, renewed every 10 s, 5 s clock skew) when the journal is shared across hosts (PostgreSQL), off on SQLite and memory journals (one host's: owners there are proven gone by pid); `{}` turns it on with the defaults.
    */
   readonly ownerLease?: false | OwnerLeaseOptions
   /** Host tools every run's code may call (a request's own `tools` replace them; see Tools.ts, docs/tools.md). */

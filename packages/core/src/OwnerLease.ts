@@ -58,12 +58,14 @@ export const resolve = (options: OwnerLeaseOptions = {}): ResolvedLease => {
 }
 
 /**
- * Whether an owner holds a lease by default: only on a journal other processes can read (a
- * durable one: it has a sweep mark). A memory journal lives and dies with this process, so a
- * lease in it would tell nobody anything and only grow it.
+ * Whether an owner holds a lease: when asked (`ownerLease: { ... }`), and by default only on a
+ * journal other hosts read (`sharedAcrossHosts`: PostgreSQL). A SQLite file or a memory journal
+ * is one host's, whose owners the sweep proves gone by pid: a lease there would tell nobody
+ * anything and only grow it (and a one-shot CLI run would write two more events). Several host
+ * ids on one machine sharing a SQLite file (test/fleet) ask for it.
  */
 export const enabledFor = (journal: JournalService, option: false | OwnerLeaseOptions | undefined): option is OwnerLeaseOptions | undefined =>
-  option === false ? false : option !== undefined || journal.sweepMark !== undefined
+  option === false ? false : option !== undefined || journal.sharedAcrossHosts === true
 
 export interface LeaseHandle {
   readonly executorId: string

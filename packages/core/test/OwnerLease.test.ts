@@ -137,11 +137,13 @@ describe("OwnerLease.hold", () => {
       yield* close
     }).pipe(Effect.provide(MemoryJournal.layer())))
 
-  it.effect("an executor and a sessions service hold leases by default only on a durable journal; ownerLease: false turns it off", () =>
+  it.effect("an executor and a sessions service hold leases by default only on a journal shared across hosts (PostgreSQL), not on SQLite or memory; ownerLease: false turns it off", () =>
     Effect.gen(function*() {
       const journal = yield* Journal.Journal
       expect(OwnerLease.enabledFor(journal, undefined)).toBe(false)
-      expect(OwnerLease.enabledFor({ ...journal, sweepMark: { get: Effect.succeed(undefined), set: () => Effect.void } }, undefined)).toBe(true)
+      // A durable journal of one host (SQLite: a sweep mark) holds none by default; a shared one does.
+      expect(OwnerLease.enabledFor({ ...journal, sweepMark: { get: Effect.succeed(undefined), set: () => Effect.void } }, undefined)).toBe(false)
+      expect(OwnerLease.enabledFor({ ...journal, sharedAcrossHosts: true }, undefined)).toBe(true)
       expect(OwnerLease.enabledFor(journal, {})).toBe(true)
       expect(OwnerLease.enabledFor(journal, false)).toBe(false)
       const built = yield* inScope(Layer.build(Layer.merge(

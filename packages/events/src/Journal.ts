@@ -114,6 +114,12 @@ export interface JournalService {
     readonly get: Effect.Effect<number | undefined, JournalError>
     readonly set: (sequence: number) => Effect.Effect<void, JournalError>
   }
+  /**
+   * True for a journal that processes on other hosts read and write (PostgreSQL). Owners of
+   * containers hold an ownership lease in it by default (core's OwnerLease); a SQLite file or a
+   * memory journal is one host's, where a lease would tell nobody anything and only grow it.
+   */
+  readonly sharedAcrossHosts?: true
 }
 
 /**

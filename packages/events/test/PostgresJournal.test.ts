@@ -10,10 +10,14 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import { spawnSync } from "node:child_process"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
 import * as path from "node:path"
 import type { EventEnvelope } from "../src/Event.js"
 import { JournalError } from "../src/JournalError.js"
+import * as MemoryJournal from "../src/MemoryJournal.js"
 import * as PostgresJournal from "../src/PostgresJournal.js"
+import * as SqliteJournal from "../src/SqliteJournal.js"
 import { binDir } from "../../../test/support/postgres.js"
 import { eventually, freshPostgresSchema, range, sequences, stats, testDatabaseUrl } from "./helpers.js"
 
@@ -27,6 +31,16 @@ const psql = (url: string, sql: string): string => {
 const NO_RECHECK = "1 hour"
 
 describe("PostgresJournal", () => {
+  it.live("it says it is shared across hosts (owners hold ownership leases in it by default); SQLite and memory journals do not", () =>
+    Effect.gen(function*() {
+      const { journal } = yield* PostgresJournal.make({ url: testDatabaseUrl(), schema: freshPostgresSchema() })
+      expect(journal.sharedAcrossHosts).toBe(true)
+      const sqlite = yield* SqliteJournal.make({ path: path.join(mkdtempSync(path.join(tmpdir(), "hs-shared-")), "j.sqlite") })
+      expect(sqlite.journal.sharedAcrossHosts).toBeUndefined()
+      const memory = yield* MemoryJournal.make()
+      expect(memory.journal.sharedAcrossHosts).toBeUndefined()
+    }).pipe(Effect.scoped))
+
   it.live("several instances opening a new schema at once all succeed; the tables are made once", () =>
     Effect.gen(function*() {
       const url = testDatabaseUrl()

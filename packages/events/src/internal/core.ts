@@ -58,6 +58,8 @@ export interface Backend {
   }
   readonly close: () => void
   readonly pageSize: number
+  /** JournalService.sharedAcrossHosts. */
+  readonly sharedAcrossHosts?: true
   /**
    * How often followers look for events written by others (other processes). `undefined`
    * when nobody else can write, or when `watchCommits` tells of every such commit: followers
@@ -253,6 +255,7 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
       live,
       lastSequence: guarded(backend.lastSequence),
       streamVersion: (streamId) => guarded(() => backend.streamVersion(streamId)),
+      ...(backend.sharedAcrossHosts === true ? { sharedAcrossHosts: true as const } : {}),
       ...(backend.sweepMark === undefined ? {} : {
         sweepMark: {
           get: guarded(backend.sweepMark.get),

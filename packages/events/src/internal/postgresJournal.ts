@@ -312,6 +312,7 @@ export const make = (options: PostgresJournalOptions) =>
           "cannot read the stream version",
           query(`SELECT coalesce(max(version), 0) FROM ${events} WHERE stream_id = $1`, [streamId])
         ).pipe(Effect.map((rows) => Number(rows[0]![0]))),
+      sharedAcrossHosts: true,
       sweepMark: {
         get: () =>
           attempt("cannot read the sweep mark", query(`SELECT value FROM ${s}.marks WHERE name = 'sweep'`)).pipe(
