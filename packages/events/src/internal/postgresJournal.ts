@@ -9,20 +9,15 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import pg from "pg"
 import type { EventEnvelope } from "../Event.js"
+import type { Options } from "../PostgresJournal.js"
 import { SCHEMA_VERSION } from "../Event.js"
 import { JournalError, VersionConflict } from "../JournalError.js"
 import * as core from "./core.js"
 import { describeUrl, isPostgresUrl } from "./postgresUrl.js"
 import * as stored from "./storedRows.js"
 
-export interface PostgresJournalOptions {
-  readonly url: string
-  readonly schema?: string | undefined
-  readonly poolSize?: number | undefined
-  readonly pageSize?: number | undefined
-  readonly connectTimeout?: Duration.DurationInput | undefined
-  readonly recheckInterval?: Duration.DurationInput | undefined
-}
+/** The public options (PostgresJournal.Options), documented there. */
+export type PostgresJournalOptions = Options
 
 /** Bumped (with a migration appended to MIGRATIONS) whenever the table layout changes. */
 const LAYOUT = 1
