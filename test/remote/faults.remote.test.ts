@@ -51,35 +51,51 @@ const expectTypedFailure = (o: Outcome, boundMs: number) => {
   }
 }
 
+/**
+ * A long run over the remote engine, a fault mid-run (`inject` says what it did and how soon the
+ * typed error must come): the run fails typed, its container is removed, the executor serves a new
+ * run over the transport, and the journal closes the failed lifecycle with ContainerDestroyed. No
+ * watchdog: the removal must be the executor's own retry (the watchdog would race it).
+ */
+const faultMidRun = async (
+  remote: ReturnType<typeof useRemote>,
+  name: string,
+  inject: () => Promise<{ readonly what: string; readonly typedWithinMs: number; readonly removed: string }>
+) => {
+  const journal = join(tempDir(name), "journal.sqlite")
+  const executor = await createExecutor({ ...remote.options, journal: { path: journal }, watchdog: false, sweepOnStart: false, timeoutMs: 120_000 })
+  try {
+    const run = await startLong(executor)
+    run.markFault()
+    const fault = await inject()
+    const outcome = await bounded(run.outcome, 90_000, "the run")
+    console.log(`${fault.what}: ${outcome.ok ? "RESULT" : `${outcome.tag} after ${outcome.ms} ms: ${outcome.message.slice(0, 160)}`}`)
+    expectTypedFailure(outcome, fault.typedWithinMs)
+    expect(await waitFor(async () => !(await existsOn(remote.engine, run.containerId)), 60_000, 250), fault.removed).toBe(true)
+    // The engine serves new runs over the transport.
+    const r = await executor.executeCode({ language: "python", code: "print('alive')" })
+    expect(r.stdout).toBe("alive\n")
+  } finally {
+    await bounded(executor.close(), 90_000, "close")
+  }
+  const events = await readJournal(journal)
+  expect(journalProblems(events)).toEqual([])
+  const failed = events.filter((e) => e.type === "ExecutionFailed")
+  expect(failed).toHaveLength(1)
+  expect(typesOf(events, failed[0]!.streamId).at(-1)).toBe("ContainerDestroyed")
+}
+
 describe("the TLS engine is killed mid-run", () => {
   const remote = useRemote("tls")
 
   it("kill -9 of dockerd: a typed error; after the restart the container is removed and the lifecycle closed", async () => {
-    const journal = join(tempDir("remote-tls-kill"), "journal.sqlite")
-    // No watchdog: the removal after the restart must be the executor's own retry (the watchdog would race it).
-    const executor = await createExecutor({ ...remote.options, journal: { path: journal }, watchdog: false, sweepOnStart: false, timeoutMs: 120_000 })
-    try {
-      const run = await startLong(executor)
-      run.markFault()
+    await faultMidRun(remote, "remote-tls-kill", async () => {
       await remote.tls!.engine.stop("SIGKILL")
       // Back after 3 s, as test/chaos/engine-restart.test.ts does with a local engine.
       await sleep(3_000)
       await remote.tls!.start()
-      const outcome = await bounded(run.outcome, 90_000, "the run")
-      console.log(`TLS engine killed mid-run: ${outcome.ok ? "RESULT" : `${outcome.tag} after ${outcome.ms} ms: ${outcome.message.slice(0, 160)}`}`)
-      expectTypedFailure(outcome, 65_000)
-      expect(await waitFor(async () => !(await existsOn(remote.engine, run.containerId)), 60_000, 250), "removed once the engine answers again").toBe(true)
-      // The restarted engine serves new runs over TLS.
-      const r = await executor.executeCode({ language: "python", code: "print('alive')" })
-      expect(r.stdout).toBe("alive\n")
-    } finally {
-      await bounded(executor.close(), 90_000, "close")
-    }
-    const events = await readJournal(journal)
-    expect(journalProblems(events)).toEqual([])
-    const failed = events.filter((e) => e.type === "ExecutionFailed")
-    expect(failed).toHaveLength(1)
-    expect(typesOf(events, failed[0]!.streamId).at(-1)).toBe("ContainerDestroyed")
+      return { what: "TLS engine killed mid-run", typedWithinMs: 65_000, removed: "removed once the engine answers again" }
+    })
     expect(await remote.engine.listContainers({ all: true })).toEqual([])
   }, 300_000)
 })
@@ -88,28 +104,12 @@ describe("the ssh connection is cut mid-run", () => {
   const remote = useRemote("ssh")
 
   it("the sshd processes serving it are killed: a typed error; the container is removed over a new connection", async () => {
-    const journal = join(tempDir("remote-ssh-cut"), "journal.sqlite")
-    const executor = await createExecutor({ ...remote.options, journal: { path: journal }, watchdog: false, sweepOnStart: false, timeoutMs: 120_000 })
-    try {
-      const run = await startLong(executor)
-      run.markFault()
+    await faultMidRun(remote, "remote-ssh-cut", async () => {
       const cut = remote.ssh!.cutConnections()
       expect(cut, "connections were open (attach, wait)").toBeGreaterThan(0)
-      const outcome = await bounded(run.outcome, 90_000, "the run")
-      console.log(`ssh connections cut mid-run (${cut} processes): ${outcome.ok ? "RESULT" : `${outcome.tag} after ${outcome.ms} ms: ${outcome.message.slice(0, 160)}`}`)
       // At once, as a dropped socket: not at the wait's 30 s call deadline.
-      expectTypedFailure(outcome, 10_000)
-      expect(await waitFor(async () => !(await existsOn(remote.engine, run.containerId)), 60_000, 250), "removed over a new connection").toBe(true)
-      const r = await executor.executeCode({ language: "python", code: "print('alive')" })
-      expect(r.stdout).toBe("alive\n")
-    } finally {
-      await bounded(executor.close(), 90_000, "close")
-    }
-    const events = await readJournal(journal)
-    expect(journalProblems(events)).toEqual([])
-    const failed = events.filter((e) => e.type === "ExecutionFailed")
-    expect(failed).toHaveLength(1)
-    expect(typesOf(events, failed[0]!.streamId).at(-1)).toBe("ContainerDestroyed")
+      return { what: `ssh connections cut mid-run (${cut} processes)`, typedWithinMs: 10_000, removed: "removed over a new connection" }
+    })
   }, 300_000)
 })
 
