@@ -133,7 +133,7 @@ describe.each(journals)("two hosts and a third on one engine and one $name journ
       process.kill(readyA!.watchdogPid!, "SIGKILL")
       a.child.kill("SIGKILL")
       await a.exited
-      expect(await waitFor(() => !stillRunning(watchdogA), 5_000, 20)).toBe(true)
+      expect(await waitFor(() => !stillRunning(watchdogA), 5_000, 20), "host A's watchdog is dead within 5 s of its SIGKILL").toBe(true)
       const killedAt = performance.now()
       const orphans = (await containersOf([ids.a])).map((x) => x.name)
       expect(orphans.length).toBeGreaterThanOrEqual(4)
@@ -176,15 +176,19 @@ describe.each(journals)("two hosts and a third on one engine and one $name journ
         events.filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId).every((o) =>
           (streams.get(o.streamId) ?? []).some((e) => e.type === "SessionClosed")
         )
+      const sessionsOf = (executorId: string) =>
+        events.filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId).map((o) =>
+          (streams.get(o.streamId) ?? []).map((e) => `${e.type}@${e.metadata.executorId}`)
+        )
       const sessionOpen = (executorId: string) =>
         events.filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId).every((o) =>
           !(streams.get(o.streamId) ?? []).some((e) => e.type === "SessionClosed" || e.type === "ContainerDestroyed")
         )
-      expect(sessionClosed(ids.a)).toBe(true)
-      expect(sessionOpen(ids.b) && sessionOpen(ids.c)).toBe(true)
+      expect(sessionClosed(ids.a), `A's session streams end with SessionClosed: ${JSON.stringify(sessionsOf(ids.a))}`).toBe(true)
+      expect(sessionOpen(ids.b) && sessionOpen(ids.c), `B's and C's sessions stay open: ${JSON.stringify([...sessionsOf(ids.b), ...sessionsOf(ids.c)])}`).toBe(true)
       // A's lease stream ends with renewals and no close (it was killed); B's and C's renew.
       const leaseTypes = (id: string) => (streams.get(id) ?? []).map((e) => e.type)
-      expect(leaseTypes(ids.a).every((t) => t === "ExecutorLease")).toBe(true)
+      expect(leaseTypes(ids.a).every((t) => t === "ExecutorLease"), `A's executor stream: ${leaseTypes(ids.a).join(", ")}`).toBe(true)
       // Each host's events carry its own host id (HostIdentity), as its containers' owner labels do.
       expect(new Set((streams.get(ids.a) ?? []).map((e) => e.metadata.host))).toEqual(new Set([readyA!.host]))
       expect(leaseTypes(ids.b).filter((t) => t === "ExecutorLease").length).toBeGreaterThan(10)

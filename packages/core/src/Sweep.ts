@@ -165,12 +165,21 @@ export const sweep = (options: SweepOptions) =>
     const firstSequence = new Map<string, number>()
     /** Session streams (their id is the session id): closing their container also closes the session. */
     const sessionStreams = new Set<string>()
+    /**
+     * Sessions not closed yet, with their stream's last version. One whose container is not
+     * recorded yet (a sweep can run between SessionOpened and ContainerCreated) has no lifecycle
+     * in the projection, but must still hold the mark: past its SessionOpened, a later sweep would
+     * not know the stream is a session and would close its container but never the session.
+     */
+    const openSessions = new Map<string, number>()
     yield* journal.read({ fromSequence }).pipe(
       Stream.runForEachChunk((chunk) =>
         Effect.sync(() => {
           for (const e of chunk) {
             projector.apply(e)
-            if (e.type === "SessionOpened") sessionStreams.add(e.streamId)
+            if (e.type === "SessionOpened" || e.type === "SessionReconnected") sessionStreams.add(e.streamId)
+            if (e.type === "SessionClosed") openSessions.delete(e.streamId)
+            else if (sessionStreams.has(e.streamId)) openSessions.set(e.streamId, e.version)
             if (!owners.has(e.streamId)) {
               owners.set(e.streamId, e.metadata)
               firstSequence.set(e.streamId, e.sequence)
@@ -180,7 +189,10 @@ export const sweep = (options: SweepOptions) =>
       )
     )
     // Who is gone among the writers of open streams: a same-host writer by its pid, another host's by its lease.
-    const openOwners = [...projector.states].filter(([, state]) => !Projection.isClosed(state)).map(([id]) => owners.get(id))
+    const openOwners = [
+      ...[...projector.states].filter(([, state]) => !Projection.isClosed(state)).map(([id]) => owners.get(id)),
+      ...[...openSessions.keys()].map((id) => owners.get(id))
+    ]
     const streamLeases = yield* leasesOf(
       openOwners.filter((o): o is EventMetadata => o !== undefined && o.host !== ProcessIdentity.self.host).map((o) => o.executorId)
     )
@@ -230,6 +242,27 @@ export const sweep = (options: SweepOptions) =>
       )
       if (appended) closed.push(streamId)
       else leftOpen(streamId)
+    }
+    // Open sessions without a container lifecycle (SessionOpened, its container not recorded):
+    // held while the owner lives; closed when it is gone (a container it made before dying was
+    // removed above, by its labels).
+    for (const [sessionId, version] of openSessions) {
+      const state = projector.states.get(sessionId)
+      if (state !== undefined && (state.requestedAt !== undefined || state.createdAt !== undefined)) continue // decided above
+      const owner = owners.get(sessionId)
+      const gone = owner === undefined || owner.executorId === options.executorId ? undefined : writerGone(owner)
+      if (gone === undefined) {
+        leftOpen(sessionId)
+        continue
+      }
+      const appended = yield* journal.append({
+        streamId: sessionId,
+        events: [{ type: "SessionClosed", data: { sessionId, reason: closeReasons[gone] } }],
+        executorId: options.executorId,
+        expectedVersion: version
+      }).pipe(Effect.as(true), Effect.catchTag("VersionConflict", () => Effect.succeed(false)))
+      if (appended) closed.push(sessionId)
+      else leftOpen(sessionId)
     }
     if (journal.sweepMark !== undefined) yield* journal.sweepMark.set(nextMark)
     const report: SweepReport = { removed: removed.map((c) => c.name), live, closed, failed, durationMs: (yield* Clock.currentTimeMillis) - startedAt }
