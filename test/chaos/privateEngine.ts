@@ -8,17 +8,13 @@ import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rea
 import { join } from "node:path"
 import Docker from "dockerode"
 import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
+import { ProcessStart } from "@hermes-sandbox/events"
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 const alive = (pid: number | undefined): boolean => {
   if (pid === undefined || pid <= 0) return false
-  try {
-    process.kill(pid, 0)
-    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))
-  } catch {
-    return false
-  }
+  return ProcessStart.isRunning(pid)
 }
 
 export class PrivateEngine {

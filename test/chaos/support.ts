@@ -4,14 +4,14 @@
  * other suites create hermes-sandbox containers on the same engine at the same time.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync } from "node:fs"
+import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import Docker from "dockerode"
 import { Effect, Stream } from "effect"
 import { ProcessIdentity } from "@hermes-sandbox/core"
-import { checkLifecycle, type EventEnvelope, isClosed, project, SqliteJournal } from "@hermes-sandbox/events"
+import { checkLifecycle, type EventEnvelope, isClosed, ProcessStart, project, SqliteJournal } from "@hermes-sandbox/events"
 
 export const root = new URL("../..", import.meta.url).pathname
 export const victimScript = join(root, "test/chaos/fixtures/victim.ts")
@@ -60,15 +60,8 @@ export const containerState = async (nameOrId: string, client: Docker = docker):
   }
 }
 
-export const pidAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    // A zombie (killed, not yet reaped by its parent) is as good as dead.
-    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"))
-  } catch {
-    return false
-  }
-}
+/** A zombie (killed, not yet reaped by its parent) is as good as dead. */
+export const pidAlive = ProcessStart.isRunning
 
 export type VictimMessage =
   | { type: "ready"; pid: number; executorId: string; watchdogPid: number | null }

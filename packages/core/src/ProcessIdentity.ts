@@ -23,15 +23,6 @@ export const self: ProcessIdentity = {
   started: startTimeOf(process.pid) ?? ""
 }
 
-const pidAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
 /**
  * Whether the process is provably gone. Only a process on this host can be
  * proven gone from its pid; for another host the answer is false (callers then
@@ -40,7 +31,7 @@ const pidAlive = (pid: number): boolean => {
 export const isGone = (owner: { readonly host?: string | undefined; readonly pid?: number | undefined; readonly started?: string | undefined }): boolean => {
   if (owner.host !== self.host || owner.pid === undefined || !Number.isInteger(owner.pid) || owner.pid <= 0) return false
   if (owner.pid === self.pid && (owner.started === undefined || owner.started === "" || owner.started === self.started)) return false
-  if (!pidAlive(owner.pid)) return true
+  if (!ProcessStart.isRunning(owner.pid)) return true
   if (owner.started !== undefined && owner.started !== "") {
     const now = startTimeOf(owner.pid)
     return now !== undefined && now !== owner.started

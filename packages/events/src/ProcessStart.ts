@@ -23,3 +23,27 @@ export const startTimeOf = (pid: number): string | undefined => {
     return undefined
   }
 }
+
+/**
+ * Whether `pid` is a running process: it exists (or exists under another user: EPERM) and is
+ * not a zombie. A killed process whose parent died too stays a zombie until init reaps it,
+ * which some inits do only every few seconds; it holds nothing and will never run again.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isRunning = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3)
+    return state !== "Z" && state !== "X"
+  } catch {
+    // No /proc (not Linux): kill(0) is all there is to know.
+    return true
+  }
+}
