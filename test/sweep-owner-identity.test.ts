@@ -150,6 +150,17 @@ describe("the sweep's mark: a durable journal's replay does not grow with its le
     rewriteStarted(path, "sess-orphan", String(Number(ProcessIdentity.self.started) - 1))
     expect((await sweep(path)).closed).toEqual(["sess-orphan"])
     expect((await eventsOf(path, "sess-orphan")).map((e) => e.type)).toEqual(["SessionOpened", "SessionClosed"])
+    // A persistent session outlives its owner by design: held (it holds the mark), never closed by the sweep.
+    await run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: "sess-persistent", executorId: "writer-session", events: [
+      { type: "SessionOpened", data: { sessionId: "sess-persistent", scope: "persistent", containerName: "hermes-sandbox-sess-persistent" } }
+    ] })))
+    rewriteStarted(path, "sess-persistent", String(Number(ProcessIdentity.self.started) - 1))
+    expect((await sweep(path)).closed).toEqual([])
+    const [persistentOpened] = await eventsOf(path, "sess-persistent")
+    expect(await markOf(path)).toBe(persistentOpened!.sequence)
+    await run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: "sess-persistent", executorId: "writer-session", events: [
+      { type: "SessionClosed", data: { sessionId: "sess-persistent", reason: "closed" } }
+    ] })))
     // A session closed before its container was made (failed to start) holds nothing.
     await run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: "sess-failed", executorId: "writer-session", events: [
       { type: "SessionOpened", data: { sessionId: "sess-failed", scope: "session", containerName: "hermes-sandbox-sess-failed" } },

@@ -171,7 +171,7 @@ export const sweep = (options: SweepOptions) =>
      * in the projection, but must still hold the mark: past its SessionOpened, a later sweep would
      * not know the stream is a session and would close its container but never the session.
      */
-    const openSessions = new Map<string, number>()
+    const openSessions = new Map<string, { version: number; containerName: string | undefined; persistent: boolean }>()
     yield* journal.read({ fromSequence }).pipe(
       Stream.runForEachChunk((chunk) =>
         Effect.sync(() => {
@@ -179,7 +179,15 @@ export const sweep = (options: SweepOptions) =>
             projector.apply(e)
             if (e.type === "SessionOpened" || e.type === "SessionReconnected") sessionStreams.add(e.streamId)
             if (e.type === "SessionClosed") openSessions.delete(e.streamId)
-            else if (sessionStreams.has(e.streamId)) openSessions.set(e.streamId, e.version)
+            else if (sessionStreams.has(e.streamId)) {
+              const known = openSessions.get(e.streamId)
+              openSessions.set(e.streamId, {
+                version: e.version,
+                containerName: e.type === "SessionOpened" || e.type === "SessionReconnected" ? e.data.containerName : known?.containerName,
+                // Only a persistent session is ever reconnected.
+                persistent: e.type === "SessionOpened" ? e.data.scope === "persistent" : e.type === "SessionReconnected" || (known?.persistent ?? false)
+              })
+            }
             if (!owners.has(e.streamId)) {
               owners.set(e.streamId, e.metadata)
               firstSequence.set(e.streamId, e.sequence)
@@ -243,15 +251,16 @@ export const sweep = (options: SweepOptions) =>
       if (appended) closed.push(streamId)
       else leftOpen(streamId)
     }
-    // Open sessions without a container lifecycle (SessionOpened, its container not recorded):
-    // held while the owner lives; closed when it is gone (a container it made before dying was
-    // removed above, by its labels).
-    for (const [sessionId, version] of openSessions) {
+    // Open sessions without a container lifecycle in the replay (SessionOpened, its container not
+    // recorded yet): held while the owner lives; closed when it is gone and its container is not
+    // there (one it made before dying was removed above, by its labels). A persistent session
+    // outlives its owner by design: it is only held.
+    for (const [sessionId, { containerName, persistent, version }] of openSessions) {
       const state = projector.states.get(sessionId)
       if (state !== undefined && (state.requestedAt !== undefined || state.createdAt !== undefined)) continue // decided above
       const owner = owners.get(sessionId)
-      const gone = owner === undefined || owner.executorId === options.executorId ? undefined : writerGone(owner)
-      if (gone === undefined) {
+      const gone = owner === undefined || owner.executorId === options.executorId || persistent ? undefined : writerGone(owner)
+      if (gone === undefined || (containerName !== undefined && stillThere.has(containerName))) {
         leftOpen(sessionId)
         continue
       }
