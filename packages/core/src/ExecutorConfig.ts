@@ -60,10 +60,12 @@ export interface SandboxDefaults {
   /** Remove orphans of dead owners and close their journal lifecycles when the executor starts. Default true. */
   readonly sweepOnStart?: boolean
   /**
-   * Sweep again every this many ms while open (off by default): a fleet sharing one journal needs a
-   * live sweeper to remove the containers of an owner whose whole host died (ARCHITECTURE.md, "Ownership across hosts").
+   * Sweep again every this many ms while open; `false`: never. Default: every lease period (30 s)
+   * on a journal shared across hosts (PostgreSQL), where a fleet needs a live sweeper to remove the
+   * containers of an owner whose whole host died (ARCHITECTURE.md, "Ownership across hosts");
+   * off on SQLite and memory journals (one host's: its watchdogs and the startup sweep cover it).
    */
-  readonly sweepIntervalMs?: number
+  readonly sweepIntervalMs?: number | false
   /**
    * The ownership lease this owner renews in the journal, so sweepers on other hosts can tell it is
    * alive (OwnerLease.ts); `false`: none. Default: on (30 s, renewed every 10 s, 5 s clock skew) when the journal is shared across hosts (PostgreSQL), off on SQLite and memory journals (one host's: owners there are proven gone by pid); `{}` turns it on with the defaults.
@@ -205,7 +207,7 @@ export const SandboxDefaultsSchema = Schema.Struct({
   env: Schema.optional(Schemas.EnvMap),
   executorId: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.annotations({ message: () => "a non-empty string" }))),
   sweepOnStart: Schema.optional(Schemas.Flag),
-  sweepIntervalMs: Schema.optional(Schemas.PositiveInt()),
+  sweepIntervalMs: Schema.optional(Schema.Union(Schemas.PositiveInt(), Schema.Literal(false))),
   ownerLease: Schema.optional(Schema.Union(
     Schema.Literal(false),
     Schema.Struct({

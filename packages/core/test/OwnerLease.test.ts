@@ -8,7 +8,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Ref, Scope, Stream, TestClock } from "effect"
 import * as fc from "fast-check"
-import { Executor, Label, OwnerLease, ProcessIdentity, ProjectName, SandboxRuntime, type SandboxSpec, Session, Sweep } from "@hermes-sandbox/core"
+import { Executor, type ExecutorOptions, Label, OwnerLease, ProcessIdentity, ProjectName, SandboxRuntime, type SandboxSpec, Session, Sweep } from "@hermes-sandbox/core"
 import { FakeRuntime } from "@hermes-sandbox/core/testing"
 import { type EventEnvelope, Journal, type JournalService, type LeaseState, MemoryJournal, Projection } from "@hermes-sandbox/events"
 
@@ -246,6 +246,34 @@ describe("the sweep decides for another host's containers from the journal", () 
         expect(stream.map((e) => e.type)).toEqual(["ContainerCreated", "ContainerDestroyed"])
         expect(Projection.checkLifecycle(stream)).toEqual([])
       }
+    })))
+
+  it.effect("on a journal shared across hosts an executor sweeps every lease period by default (a dead host's containers go while it runs); sweepIntervalMs: false never", () =>
+    fleet(Effect.gen(function*() {
+      const runtime = yield* SandboxRuntime
+      const shared: JournalService = { ...(yield* Journal.Journal), sharedAcrossHosts: true }
+      const executorOn = (options: Partial<ExecutorOptions>) =>
+        inScope(Layer.build(Executor.layer({ ownerLease: { leaseMs: 3_000, clockSkewMs: 500 }, ...options }).pipe(
+          Layer.provide(Layer.succeed(SandboxRuntime, runtime)),
+          Layer.provide(Layer.succeed(Journal.Journal, shared))
+        )))
+      yield* appendLease("exec-dead", 1_000)
+      yield* foreignContainer("exec-dead", "hermes-sandbox-dead1")
+      const quiet = yield* executorOn({ executorId: "exec-quiet", sweepIntervalMs: false })
+      const sweeping = yield* executorOn({ executorId: "exec-sweeping" })
+      // Both swept at start, while the dead owner's lease still held; only the default one sweeps again, 3 s later.
+      expect(yield* names).toEqual(["hermes-sandbox-dead1"])
+      yield* sweeping.close
+      yield* TestClock.adjust("10 seconds")
+      expect(yield* names, "sweepIntervalMs: false sweeps only at start").toEqual(["hermes-sandbox-dead1"])
+      const again = yield* executorOn({ executorId: "exec-sweeping-2" })
+      yield* appendLease("exec-dead-2", 1_000)
+      yield* foreignContainer("exec-dead-2", "hermes-sandbox-dead2")
+      yield* TestClock.adjust("3 seconds")
+      // The startup sweep of exec-sweeping-2 removed dead1 (its lease long expired); its periodic sweep, dead2.
+      expect(yield* names).toEqual([])
+      yield* again.close
+      yield* quiet.close
     })))
 
   it.effect("the periodic sweep (Sweep.periodically) reaps a dead host's containers while the sweeper lives", () =>

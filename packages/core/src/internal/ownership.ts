@@ -1,8 +1,9 @@
 /**
  * What an owner of containers (the executor, the sessions service) does toward the other
  * processes that share its engine and journal, from its start to its close: hold its ownership
- * lease (OwnerLease.ts), sweep the orphans of gone owners at start, and — when asked — again
- * periodically (Sweep.ts). Acquired first in the owner's scope, so the lease is released last,
+ * lease (OwnerLease.ts), sweep the orphans of gone owners at start, and again periodically
+ * (Sweep.ts): by default every lease period on a journal shared across hosts, where a whole host
+ * can die with its watchdog and only another host's sweep is left to remove what it ran. Acquired first in the owner's scope, so the lease is released last,
  * after the owner's own finalizers removed its containers.
  */
 import { Effect, type Scope } from "effect"
@@ -24,11 +25,14 @@ export const start = (
     if (OwnerLease.enabledFor(journal, lease)) yield* OwnerLease.hold(executorId, lease)
     // sweepOnStart: false means another service of this process sweeps (DockerExecutor.layerWithSessions), so it never sweeps.
     if (options.sweepOnStart === false) return
-    const clockSkewMs = OwnerLease.resolve(lease === false ? {} : lease).clockSkewMs
+    const { clockSkewMs, leaseMs } = OwnerLease.resolve(lease === false ? {} : lease)
+    const intervalMs = options.sweepIntervalMs === false
+      ? undefined
+      : options.sweepIntervalMs ?? (journal.sharedAcrossHosts === true ? leaseMs : undefined)
     const leases = OwnerLease.makeBook(journal)
     // Orphans of gone owners are removed and their lifecycles closed before we add our own.
     yield* sweep({ executorId, clockSkewMs, leases }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning(`${who}startup sweep failed; continuing`, cause))
     )
-    if (options.sweepIntervalMs !== undefined) yield* periodically({ executorId, clockSkewMs, leases, intervalMs: options.sweepIntervalMs })
+    if (intervalMs !== undefined) yield* periodically({ executorId, clockSkewMs, leases, intervalMs })
   })
