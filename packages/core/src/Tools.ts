@@ -118,8 +118,10 @@ let draft2020: Ajv2020 | undefined
 const compileJsonSchema = (schema: JsonSchema): ValidateFunction => {
   const dialect = typeof schema.$schema === "string" && schema.$schema.includes("2020-12")
   // strict: false: MCP servers' schemas carry keywords ajv does not know (titles, examples, x-…);
-  // logger: false: nor formats ("uri"), which it would announce on stderr (an MCP server's stdout is its protocol).
-  const options = { strict: false, allErrors: true, logger: false as const }
+  // logger: false: nor formats ("uri"), which it would announce on stderr (an MCP server's stdout is its protocol);
+  // useDefaults: an argument the code left out gets the schema's `default`, as the stubs' docs say
+  // (the arguments are this call's own parse of the request, so filling them in place is safe).
+  const options = { strict: false, allErrors: true, logger: false as const, useDefaults: true }
   const ajv = dialect ? (draft2020 ??= new Ajv2020(options)) : (draft07 ??= new Ajv(options))
   try {
     return ajv.compile(schema)

@@ -1076,4 +1076,23 @@ describe("planTools", () => {
       const again = yield* planTools({ add: { parameters: schema(), handler } }, DEFAULT_TOOL_LIMITS).pipe(Effect.either)
       expect(Either.isRight(again) ? "planned" : again.left.message).toBe("planned")
     }))
+
+  it.effect("a JSON Schema's defaults are filled in for arguments the code left out (properties and items); a given argument is kept, and still checked", () =>
+    Effect.gen(function*() {
+      const parameters = {
+        type: "object",
+        properties: {
+          query: { type: "string" },
+          limit: { type: "integer", minimum: 1, default: 5 },
+          filters: { type: "array", items: { type: "object", properties: { lang: { type: "string", default: "en" } } } }
+        },
+        required: ["query"]
+      }
+      const plan = (yield* planTools({ search: { parameters, handler } }, DEFAULT_TOOL_LIMITS))!
+      const check = plan.tools.get("search")!.check
+      expect(check({ query: "q" })).toEqual(Either.right({ query: "q", limit: 5 }))
+      expect(check({ query: "q", limit: 2, filters: [{}, { lang: "de" }] })).toEqual(Either.right({ query: "q", limit: 2, filters: [{ lang: "en" }, { lang: "de" }] }))
+      expect(Either.isLeft(check({ query: "q", limit: 0 }))).toBe(true)
+      expect(Either.isLeft(check({ limit: 3 }))).toBe(true)
+    }))
 })
