@@ -68,7 +68,7 @@ for run in test test-pool; do
   # vitest marks a failed file or test with FAIL / × (and its message with →), then prints the
   # error, the failing line (❯ file:line) and, for a property, fast-check's seed and counterexample;
   # tsc prints "error TS". CI shows only the end of the output: these are what it needs.
-  failed="$(sed 's/\x1b\[[0-9;]*m//g' "$logs/$run.log" | grep -E '^ *(FAIL|×) |^ +→ |error TS[0-9]+|^ *(Test Files|Tests) .*failed|^[A-Za-z]*Error: |^Counterexample: |^\{ seed: |^Got error: |^ *❯ (test|packages)/[^ ]+:[0-9]+' | cut -c1-600 | head -120 || true)"
+  failed="$(sed 's/\x1b\[[0-9;]*m//g' "$logs/$run.log" | grep -a -E '^ *(FAIL|×) |^ +→ |error TS[0-9]+|^ *(Test Files|Tests) .*failed|^[A-Za-z]*Error: |^Counterexample: |^\{ seed: |^Got error: |^ *❯ (test|packages)/[^ ]+:[0-9]+' | cut -c1-600 | head -120 || true)"
   if [ -n "$failed" ]; then printf '\n==== failures in pnpm %s (repeated from above)\n%s\n' "${run/-/:}" "$failed" >&2; fi
 done
 rm -rf "$logs"
