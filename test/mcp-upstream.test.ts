@@ -12,11 +12,13 @@ import { spawn } from "node:child_process"
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type EventEnvelope, isClosed } from "@hermes-sandbox/events"
 import { defaultPrefix, McpSandbox, McpUpstreamFailed, parseUpstreamConfig, UpstreamConfigError } from "@hermes-sandbox/mcp"
 import { waitFor } from "./support/docker.js"
-import { mcpServerCommand, runInspector } from "./support/mcp.js"
+import { mcpServerCommand, runInspector, startHttpServer } from "./support/mcp.js"
 import { connectInMemory } from "./support/mcpInMemory.js"
 import { containersOfExecutors, lifecycleOf, processGone, serverEnv, type StdioClient, stdioClient } from "./support/mcpClient.js"
 import { goneWithin, pidsWith, processMarker } from "./support/processes.js"
@@ -218,6 +220,50 @@ for i in range(3):
     expect(await waitFor(async () => processGone(server.pid), 20_000)).toBe(true)
     expect(await goneWithin(server.marker, 10_000)).toBe(true)
   })
+})
+
+describe("--upstream-config over Streamable HTTP (--http)", () => {
+  it("two MCP sessions' code calls the one upstream; each run counts its own calls; SIGINT ends the server (130), every session sandbox and the upstream process", async () => {
+    const marker = processMarker("upstream-http")
+    markers.push(marker)
+    const tokenFile = newFile("token")
+    const token = `upstream-http-${Math.random().toString(36).slice(2)}-0123456789`
+    writeFileSync(tokenFile, `${token}\n`)
+    const journal = newFile("journal.sqlite")
+    const server = await startHttpServer(["--port", "0", "--token-file", tokenFile, "--journal", journal, "--upstream-config", configFile(marker)])
+    const executor = /\(executor ([0-9a-f-]+)\)/.exec(server.stderr())?.[1]
+    expect(executor, server.stderr()).toBeDefined()
+    executors.add(executor!)
+    const sessions: Array<Client> = []
+    try {
+      expect(server.stderr()).toMatch(/upstream MCP server "everything" .*: 12 tools for execute_code/)
+      for (const name of ["http-one", "http-two"]) {
+        const client = new Client({ name, version: "1.0.0" })
+        await client.connect(new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }))
+        sessions.push(client)
+      }
+      const description = (await sessions[0]!.listTools()).tools.find((t) => t.name === "execute_code")!.description!
+      expect(description).toContain("- everything_echo(message): Echoes back the input string")
+      const runs = await Promise.all(sessions.map(async (client, i) => {
+        const result = await client.callTool({ name: "execute_code", arguments: { language: "python", code: `from hermes_tools import everything_echo, everything_get_sum\nprint(everything_echo(message="session ${i}"))\nprint(everything_get_sum(a=${i}, b=${i}))\n` } }, undefined, { timeout: 90_000 })
+        return result.structuredContent as Structured
+      }))
+      expect(runs.map((r) => r.stdout)).toEqual([
+        "Echo: session 0\nThe sum of 0 and 0 is 0.\n",
+        "Echo: session 1\nThe sum of 1 and 1 is 2.\n"
+      ])
+      expect(runs.map((r) => r.tool_calls_made)).toEqual([2, 2])
+      // One upstream process for the server, whatever the number of MCP sessions.
+      expect(pidsWith(marker)).toHaveLength(1)
+      const events = await closedEvents(journal, String(runs[1]!.execution_id))
+      expect(events.filter((e) => e.type === "ToolCallCompleted").map((e) => (e.data as { tool: string }).tool)).toEqual(["everything_echo", "everything_get_sum"])
+    } finally {
+      await Promise.allSettled(sessions.map((c) => c.close()))
+      expect(await server.stop()).toBe(130)
+    }
+    expect(await goneWithin(marker, 10_000), "the upstream process ends with the server").toBe(true)
+    expect(await containersOfExecutors([executor!])).toEqual([])
+  }, 180_000)
 })
 
 describe("--upstream-config: the server killed", () => {
