@@ -29,7 +29,7 @@ import { Either } from "effect"
 import { invalidRequest, type InvalidRequest } from "@hermes-sandbox/core"
 import * as DockerContext from "./DockerContext.js"
 import * as KnownHosts from "./internal/knownHosts.js"
-import { sshAgent } from "./internal/sshAgent.js"
+import { type SshLogin, sshAgent } from "./internal/sshAgent.js"
 
 /** PEM text (or its bytes). */
 export type Pem = string | Buffer
@@ -105,14 +105,8 @@ export type EngineTransport =
     readonly key: string
     readonly verify: boolean
   }
-  | {
+  | SshLogin & {
     readonly kind: "ssh"
-    readonly host: string
-    readonly port: number
-    readonly username: string
-    readonly privateKey?: string
-    readonly passphrase?: string
-    readonly agent?: string
     /** base64 wire blobs of the accepted host keys (checked when verifyHostKey). */
     readonly hostKeys: ReadonlyArray<string>
     readonly verifyHostKey: boolean

@@ -17,14 +17,18 @@ import type { Duplex } from "node:stream"
 import { fileURLToPath } from "node:url"
 import { packageRoot } from "./packageRoot.js"
 
-/** What is used of ssh2 (its types are not a dependency of this package). */
-export interface ConnectConfig {
+/** Where an ssh engine is and who logs in (EngineEndpoint's ssh transport carries the same). */
+export interface SshLogin {
   readonly host: string
   readonly port: number
   readonly username: string
   readonly privateKey?: string
   readonly passphrase?: string
   readonly agent?: string
+}
+
+/** What is used of ssh2 (its types are not a dependency of this package). */
+export interface ConnectConfig extends SshLogin {
   readonly hostVerifier: (key: Buffer) => boolean
   readonly readyTimeout: number
 }
