@@ -1094,5 +1094,14 @@ describe("planTools", () => {
       expect(check({ query: "q", limit: 2, filters: [{}, { lang: "de" }] })).toEqual(Either.right({ query: "q", limit: 2, filters: [{ lang: "en" }, { lang: "de" }] }))
       expect(Either.isLeft(check({ query: "q", limit: 0 }))).toBe(true)
       expect(Either.isLeft(check({ limit: 3 }))).toBe(true)
+      // Hostile arguments: a handler that mutates a filled-in default does not change the next call's
+      // (each call gets a fresh copy), and a "__proto__" key the code sends pollutes nothing.
+      const withObject = (yield* planTools({ t: { parameters: { type: "object", properties: { opts: { type: "object", default: { a: 1 } } } }, handler } }, DEFAULT_TOOL_LIMITS))!.tools.get("t")!.check
+      const first = Either.getOrThrow(withObject({})) as { opts: { a: number } }
+      first.opts.a = 2
+      expect(withObject({})).toEqual(Either.right({ opts: { a: 1 } }))
+      const forged = JSON.parse('{"__proto__": {"polluted": true}}') as unknown
+      expect(Either.isRight(withObject(forged))).toBe(true)
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined()
     }))
 })
