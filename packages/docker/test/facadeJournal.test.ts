@@ -1,26 +1,12 @@
 /**
  * The Promise facades' default journal is in memory and bounded: a service running
  * executions for weeks keeps the recent window, not every event ever recorded. A PostgreSQL
- * URL (as a string, { url }, or { path } as the CLI's --journal passes it) is the shared,
- * durable journal, on the run's throwaway cluster here.
+ * URL is the shared, durable journal: facadeJournal.pg.test.ts, on the run's throwaway cluster.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Stream } from "effect"
-import { Event, Journal } from "@hermes-sandbox/events"
-import { DEFAULT_MEMORY_EVENTS, type FacadeJournal, facadeJournalLayer } from "../src/internal/facadeJournal.js"
-import { createDatabase } from "../../../test/support/postgres.js"
-
-const fill = (journal: Journal.Journal["Type"], n: number) =>
-  Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) =>
-    journal.append({ streamId: `e${i % 500}`, executorId: "x", events: [Event.make("ContainerStarted", { containerId: `c${i}` })] }), { discard: true })
-
-const retained = (layer: Layer.Layer<Journal.Journal, unknown>, appends: number) =>
-  Effect.scoped(Effect.gen(function*() {
-    const ctx = yield* Layer.build(layer)
-    const journal = ctx.unsafeMap.get(Journal.Journal.key) as Journal.Journal["Type"]
-    yield* fill(journal, appends)
-    return { last: yield* journal.lastSequence, kept: Chunk.size(yield* Stream.runCollect(journal.read())) }
-  }))
+import { Effect, Layer } from "effect"
+import { DEFAULT_MEMORY_EVENTS, facadeJournalLayer } from "../src/internal/facadeJournal.js"
+import { retained } from "./support/retained.js"
 
 describe("the facades' journal", () => {
   it.effect("\"memory\" (the default) keeps about the last DEFAULT_MEMORY_EVENTS events", () =>
@@ -37,21 +23,6 @@ describe("the facades' journal", () => {
       const { kept } = yield* retained(facadeJournalLayer({ maxEvents: 50 }), 500)
       expect(kept).toBeGreaterThanOrEqual(50)
       expect(kept).toBeLessThanOrEqual(62)
-    }))
-
-  it.live("a PostgreSQL URL, { url } or { path } holding one: everything, durably, in that database", () =>
-    Effect.gen(function*() {
-      const variants: Array<(url: string) => FacadeJournal> = [
-        (url) => url as FacadeJournal,
-        (url) => ({ url }),
-        (url) => ({ path: url })
-      ]
-      for (const variant of variants) {
-        const url = createDatabase("facade")
-        expect(yield* retained(facadeJournalLayer(variant(url)), 30)).toEqual({ last: 30, kept: 30 })
-        // Reopened: still there.
-        expect(yield* retained(facadeJournalLayer(variant(url)), 1)).toEqual({ last: 31, kept: 31 })
-      }
     }))
 
   it.live("an unreachable PostgreSQL server fails the layer with a JournalError naming it, without the password", () =>

@@ -49,19 +49,22 @@ export interface Implementation {
   readonly layer: (options?: { readonly pageSize?: number }) => Layer.Layer<Journal | JournalDiagnostics, JournalError | SqliteJournal.SqliteAddonMissing>
 }
 
-export const implementations: ReadonlyArray<Implementation> = [
+/** The journals that need nothing but this process: the unit tier runs their suites. */
+export const localImplementations: ReadonlyArray<Implementation> = [
   { name: "memory", layer: (options = {}) => MemoryJournal.layer(options) },
   {
     name: "sqlite",
     layer: (options = {}) =>
       Layer.suspend(() => SqliteJournal.layer({ path: tempJournalPath(), ...options }))
-  },
-  {
-    name: "postgres",
-    layer: (options = {}) =>
-      Layer.suspend(() => PostgresJournal.layer({ url: testDatabaseUrl(), schema: freshPostgresSchema(), ...options }))
   }
 ]
+
+/** PostgreSQL, on the run's throwaway cluster: the journal tier (`*.pg.test.ts`) runs its suites. */
+export const postgresImplementation: Implementation = {
+  name: "postgres",
+  layer: (options = {}) =>
+    Layer.suspend(() => PostgresJournal.layer({ url: testDatabaseUrl(), schema: freshPostgresSchema(), ...options }))
+}
 
 export const stats = (i: number, queued = 0): JournalEvent => Event.make("ExecutorStats", { inFlight: i, queued })
 
