@@ -1,15 +1,127 @@
 import { defineConfig } from "vitest/config"
+import type { TestProjectInlineConfiguration } from "vitest/config"
+import { longFirst } from "./test/support/longFirst.js"
 
-// One run covers unit, property and real-engine tests. Real-engine files talk to the
-// Docker engine that `.ci/run` (or scripts/ensure-engine.sh) started; they are not opt-in.
+/**
+ * The suite in tiers, one vitest project each, named by what it needs (README, "Development"):
+ *
+ * - unit     nothing but Node and this machine's compilers: the fake runtime, journals in memory and
+ *            SQLite, protocol codecs, the supervisor on the host, property models, CLI parsing. No
+ *            global setup starts anything: it passes with no Docker engine and no PostgreSQL.
+ * - journal  the PostgreSQL journal (`*.pg.test.ts`): its global setup starts a throwaway cluster.
+ * - engine   contracts, e2e, hostile and MCP suites on the local engine (runc and runsc), and
+ *            `engine-pool`: the suites whose path differs with a warm pool, again with one.
+ * - heavy    suites that bring up infrastructure of their own: private engines (chaos), TLS and ssh
+ *            engines (remote), the fleet (three hosts on one PostgreSQL), the 1,000-execution soak;
+ *            and `heavy-pool`, the pool variants of those.
+ *
+ * `pnpm test` runs every project; `pnpm test:<tier>` one tier (its pool variant included).
+ * Real-engine tiers talk to the engine `.ci/run` (or scripts/ensure-engine.sh) started.
+ */
+
+/** The unit tier: every file here runs with no engine and no database. */
+const UNIT = [
+  "packages/*/test/**/*.test.ts",
+  "images/runner/*.test.ts",
+  "test/*.fake.test.ts",
+  "test/sweep-owner-identity.test.ts",
+  "test/cli-events-tools.test.ts",
+  "test/entry-points.test.ts",
+  "examples/testing/doc.test.ts",
+  "examples/testing/evaluate.test.ts",
+  "examples/testing/scripting.test.ts"
+]
+
+/** Suites on the PostgreSQL journal; the CLI's reader of it needs the engine as well. */
+const JOURNAL = ["packages/*/test/**/*.pg.test.ts", "test/cli-events-postgres.e2e.test.ts"]
+
+/** Suites that start engines, hosts or clusters of their own, and the soak. */
+const HEAVY = [
+  "test/chaos/discarded-limits.test.ts",
+  "test/chaos/engine-restart.test.ts",
+  "test/chaos/rootless.test.ts",
+  "test/chaos/userns-remap.test.ts",
+  "test/chaos/xfs-storage.test.ts",
+  "test/chaos/thousand.test.ts",
+  "test/remote/**/*.test.ts",
+  "test/fleet/**/*.test.ts"
+]
+
+/**
+ * With a warm pool a sandbox is created ahead, claimed, and runs its program in a preloaded
+ * interpreter: these suites cover that path again with HERMES_SANDBOX_TEST_WARM_POOL=1. Suites
+ * whose sandboxes never come from a pool (sessions, MCP sessions, the CLI, remote engines) are
+ * not repeated.
+ */
+const POOL_ENGINE = [
+  "test/execute.e2e.test.ts",
+  "test/collect.e2e.test.ts",
+  "test/tools.e2e.test.ts",
+  "test/executor-contract.docker.test.ts",
+  "test/hostile/**/*.test.ts",
+  "test/chaos/kill-owner.test.ts",
+  "test/chaos/sweep.test.ts",
+  "test/chaos/late-events.test.ts"
+]
+const POOL_HEAVY = ["test/chaos/engine-restart.test.ts", "test/chaos/thousand.test.ts"]
+
+/**
+ * The real-engine tiers run the CLI as users do, through the installed bin (pnpm build makes it,
+ * and the MCP suites need the build anyway): a start through tsx costs ten times its CPU.
+ */
+const BUILT_CLI = { HERMES_SANDBOX_TEST_CLI_BIN: "packages/cli/bundle/hermes-sandbox.cjs" }
+/** Files that take a minute or more (the slowest-files table at the end of a run): started first. */
+const LONG_RUNNING = [
+  "test/chaos/thousand.test.ts",
+  "test/installed.e2e.test.ts",
+  "test/chaos/kill-owner.test.ts",
+  "test/fleet/hosts.test.ts",
+  "test/remote/faults.remote.test.ts",
+  "test/chaos/engine-restart.test.ts",
+  "test/tools.e2e.test.ts",
+  "test/mcp-stdio.e2e.test.ts",
+  "test/mcp-upstream.test.ts",
+  "test/session.e2e.test.ts",
+  "images/runner/hermes-run.test.ts",
+  "packages/events/test/Crash.test.ts"
+]
+
+const POOL_ENV = { ...BUILT_CLI, HERMES_SANDBOX_TEST_WARM_POOL: "1" }
+/** Fails the run if a hermes-sandbox-* container is left on the engine. */
+const LEAK_CHECK = "test/global-setup.ts"
+/** Starts the throwaway PostgreSQL cluster (unless HERMES_SANDBOX_TEST_PG_URL names one). */
+const POSTGRES = "test/postgres-global-setup.ts"
+
+const project = (test: NonNullable<TestProjectInlineConfiguration["test"]>): TestProjectInlineConfiguration => ({
+  extends: true,
+  test
+})
+
 export default defineConfig({
   test: {
-    include: ["packages/*/test/**/*.test.ts", "test/**/*.test.ts", "examples/**/*.test.ts", "images/**/*.test.ts"],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    globalSetup: ["test/global-setup.ts", "test/postgres-global-setup.ts"],
-    reporters: ["default"]
+    // Real-engine files mostly wait (on containers, deadlines, timers), so more of them overlap than
+    // there are cores; HERMES_SANDBOX_TEST_FORKS sets it (scripts/test.sh picks per tier).
+    poolOptions: { forks: { maxForks: Number(process.env["HERMES_SANDBOX_TEST_FORKS"] ?? 2), minForks: 1 } },
+    reporters: ["default", "./test/support/slowestFiles.ts"],
+    sequence: { sequencer: longFirst(LONG_RUNNING) },
+    projects: [
+      // Unit files share their workers (no fresh process per file): importing effect and the packages
+      // once per worker instead of once per file is most of this tier's time.
+      project({ name: "unit", include: UNIT, exclude: [...JOURNAL, "**/node_modules/**"], isolate: false }),
+      project({ name: "journal", include: JOURNAL, env: BUILT_CLI, globalSetup: [POSTGRES, LEAK_CHECK] }),
+      project({
+        name: "engine",
+        include: ["test/**/*.test.ts", "examples/examples.test.ts", "examples/testing/evaluate.engine.test.ts"],
+        exclude: [...UNIT, ...JOURNAL, ...HEAVY, "**/node_modules/**"],
+        env: BUILT_CLI,
+        globalSetup: [LEAK_CHECK]
+      }),
+      project({ name: "engine-pool", include: POOL_ENGINE, env: POOL_ENV, globalSetup: [LEAK_CHECK] }),
+      project({ name: "heavy", include: HEAVY, env: BUILT_CLI, globalSetup: [POSTGRES, LEAK_CHECK] }),
+      project({ name: "heavy-pool", include: POOL_HEAVY, env: POOL_ENV, globalSetup: [LEAK_CHECK] })
+    ]
   }
 })

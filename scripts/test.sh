@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test suite on a fresh machine: set up, run every test (unit, property and
-# real-engine), then check that no hermes-sandbox-* container was left behind.
+# The test suite on a fresh machine: set up, run every test of every tier (unit, journal, engine,
+# heavy, and the warm-pool variants: scripts/test-tiers.sh), then check that no hermes-sandbox-*
+# container, private engine, database or sshd was left behind.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # An engine this script starts is stopped when it ends (HERMES_KEEP_ENGINE=1 keeps it for reruns);
@@ -50,28 +51,11 @@ if [ -n "$missing" ]; then
     exit 1
   fi
 fi
-printf '\n==== seccomp profile matches its derivation\n' >&2
-npx tsx packages/docker/seccomp/build-profile.ts --check
-printf '\n==== tests (pnpm test)\n' >&2
-# Each run's output is also kept, so the failures can be repeated at the very end (CI shows the tail).
-logs="$(mktemp -d /tmp/hermes-sandbox-test-logs.XXXXXX)"
+printf '\n==== tests (pnpm test: every tier, scripts/test-tiers.sh)\n' >&2
 set +e
-npx -y pnpm@10.34.0 test 2>&1 | tee "$logs/test.log"
-rc=${PIPESTATUS[0]}
-# The same real-engine and hostile suites again, with every executor keeping a warm pool.
-printf '\n==== tests with the warm pool on (pnpm test:pool)\n' >&2
-npx -y pnpm@10.34.0 test:pool 2>&1 | tee "$logs/test-pool.log"
-pool_rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] && rc=$pool_rc
+npx -y pnpm@10.34.0 test
+rc=$?
 set -e
-for run in test test-pool; do
-  # vitest marks a failed file or test with FAIL / × (and its message with →), then prints the
-  # error, the failing line (❯ file:line) and, for a property, fast-check's seed and counterexample;
-  # tsc prints "error TS". CI shows only the end of the output: these are what it needs.
-  failed="$(sed 's/\x1b\[[0-9;]*m//g' "$logs/$run.log" | grep -a -E '^ *(FAIL|×) |^ +→ |error TS[0-9]+|^ *(Test Files|Tests) .*failed|^[A-Za-z]*Error: |^Counterexample: |^\{ seed: |^Got error: |^ *❯ (test|packages)/[^ ]+:[0-9]+' | cut -c1-600 | head -120 || true)"
-  if [ -n "$failed" ]; then printf '\n==== failures in pnpm %s (repeated from above)\n%s\n' "${run/-/:}" "$failed" >&2; fi
-done
-rm -rf "$logs"
 left="$(docker ps -aq --filter name=hermes-sandbox-)"
 if [ -n "$left" ]; then
   echo "hermes-sandbox-* containers left behind:" >&2

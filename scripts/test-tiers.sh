@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The suite by tiers (vitest.config.ts names them): what `pnpm test` runs, and scripts/test.sh in CI.
+#
+#   scripts/test-tiers.sh check  type-check, import cycles, lint, the seccomp profile's derivation
+#   scripts/test-tiers.sh all    every test: first the checks, the build and the unit tier side by
+#                                side; then the journal, engine and heavy tiers (and their warm-pool
+#                                variants) in one vitest run, HERMES_SANDBOX_TEST_FORKS files at once
+#
+# Every test runs; nothing is retried. At the end: each phase's time, the 15 slowest test files of
+# the whole run, and the failures again (the part of the output CI shows). Exit 0 only if all passed.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mode="${1:-all}"
+T0=$(date +%s)
+logs="$(mktemp -d /tmp/hermes-sandbox-test-logs.XXXXXX)"
+trap 'rm -rf "$logs"' EXIT
+summary=()
+
+# Runs "$@" with its output in $logs/$name.log and records its time and exit code. A job started with
+# `job -q` prints its log only once it ends (so jobs running side by side do not interleave); others
+# print as they go.
+job() {
+  local quiet=""
+  [ "$1" = -q ] && { quiet=1; shift; }
+  local name="$1"; shift
+  local t0 rc
+  t0=$(date +%s)
+  if [ -n "$quiet" ]; then
+    "$@" >"$logs/$name.log" 2>&1
+    rc=$?
+  else
+    printf '\n==== %s: %s\n' "$name" "$*"
+    "$@" 2>&1 | tee "$logs/$name.log"
+    rc=${PIPESTATUS[0]}
+  fi
+  printf '\n==== %s (%s) exited %d after %d s\n' "$name" "$*" "$rc" "$(($(date +%s) - t0))"
+  [ -n "$quiet" ] && cat "$logs/$name.log"
+  printf '%s\t%d\t%d\n' "$name" "$rc" "$(($(date +%s) - t0))" >>"$logs/jobs.tsv"
+  return "$rc"
+}
+
+check() {
+  local rc=0
+  npx tsc -p . || rc=1
+  node scripts/circular.mjs || rc=1
+  npx biome lint || rc=1
+  npx tsx packages/docker/seccomp/build-profile.ts --check || rc=1
+  return "$rc"
+}
+
+report() {
+  printf '\n==== summary (whole run %d s)\n' "$(($(date +%s) - T0))"
+  [ -f "$logs/jobs.tsv" ] && while IFS=$'\t' read -r name rc secs; do
+    printf '  %-8s %5d s  %s\n' "$name" "$secs" "$([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)")"
+  done <"$logs/jobs.tsv"
+  if [ -s "$logs/times.tsv" ]; then echo; npx tsx test/support/slowestFiles.ts "$logs/times.tsv"; fi
+  # vitest marks a failed file or test with FAIL / × (and its message with →), then prints the error,
+  # the failing line (❯ file:line) and, for a property, fast-check's seed and counterexample; tsc
+  # prints "error TS". CI shows only the end of the output: these are what it needs.
+  local failed
+  failed="$(cat "$logs"/*.log 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g' | grep -a -E '^ *(FAIL|×) |^ +→ |error TS[0-9]+|^ *(Test Files|Tests) .*failed|^[A-Za-z]*Error: |^Counterexample: |^\{ seed: |^Got error: |^ *❯ (test|packages|images|examples)/[^ ]+:[0-9]+' | cut -c1-600 | head -150 || true)"
+  if [ -n "$failed" ]; then printf '\n==== failures (repeated from above)\n%s\n' "$failed"; fi
+  # The tests of every vitest run, counted: "Tests  3 failed | 1430 passed | 2 skipped (1435)".
+  cat "$logs"/*.log 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g' | grep -a -E '^ +Tests +[0-9]' | awk '
+    { for (i = 1; i <= NF; i++) { if ($i == "passed") p += $(i - 1); if ($i == "failed") f += $(i - 1); if ($i == "skipped") s += $(i - 1) } }
+    END { printf "\ntests: %d passed, %d failed", p, f; if (s > 0) printf ", %d skipped", s; printf "\n" }'
+}
+
+case "$mode" in
+  check)
+    job check check
+    exit $?
+    ;;
+  all)
+    export HERMES_SANDBOX_TEST_TIMES="$logs/times.tsv"
+    rc=0
+    # Phase 1: nothing here needs the engine; the build is what the real-engine tiers need first.
+    job -q check check & check_pid=$!
+    job -q unit env HERMES_SANDBOX_TEST_FORKS=2 npx vitest run --project unit & unit_pid=$!
+    job -q build npm run --silent build || rc=1
+    # Phase 2: every tier that needs the engine or PostgreSQL, together, as soon as the build is there.
+    if [ "$rc" = 0 ]; then
+      job engine env HERMES_SANDBOX_TEST_FORKS="${HERMES_SANDBOX_TEST_FORKS:-4}" npx vitest run \
+        --project journal --project engine --project engine-pool --project heavy --project heavy-pool || rc=1
+    fi
+    wait "$check_pid" || rc=1
+    wait "$unit_pid" || rc=1
+    report
+    exit "$rc"
+    ;;
+  *)
+    echo "usage: scripts/test-tiers.sh all|check" >&2
+    exit 2
+    ;;
+esac
