@@ -16,7 +16,11 @@ import { type EventEnvelope, Journal, MemoryJournal, SqliteJournal } from "@herm
 import { Sessions } from "@hermes-sandbox/core"
 import { createExecutor, createSession, DockerSessions, openHermesSandbox, openPersistent, type SandboxSession } from "@hermes-sandbox/docker"
 import { containerExists, docker, waitFor } from "./support/docker.js"
+import { fixtureCommand } from "./support/nodeFixture.js"
 import { sessionTracker } from "./support/sessions.js"
+
+/** test/support/sessionChild.ts as a process of its own, on the packages' build. */
+const sessionChild = fixtureCommand(new URL("./support/sessionChild.ts", import.meta.url).pathname)
 
 const run = promisify(execFile)
 const { track, trackName, removeTracked } = sessionTracker()
@@ -164,7 +168,7 @@ describe("sessions on the real engine", () => {
   it("a session whose owner process is SIGKILLed is removed while running (watchdog); the next start's sweep closes its journal streams", async () => {
     const journalDir = mkdtempSync(join(tmpdir(), "hs-kill-"))
     const journalPath = join(journalDir, "journal.sqlite")
-    const child = spawn(process.execPath, ["--import", "tsx", "test/support/sessionChild.ts", "session", journalPath], { stdio: ["ignore", "pipe", "inherit"] })
+    const child = spawn(sessionChild[0]!, [...sessionChild.slice(1), "session", journalPath], { stdio: ["ignore", "pipe", "inherit"] })
     const line = await new Promise<string>((resolve, reject) => {
       let out = ""
       child.stdout!.on("data", (c: Buffer) => {
@@ -356,7 +360,7 @@ describe("persistent sandboxes on the real engine", () => {
     )
 
     // In a NEW process (a restart).
-    const { stdout } = await run(process.execPath, ["--import", "tsx", "test/support/sessionChild.ts", "persistent", profile, "256m"], { timeout: 60_000 })
+    const { stdout } = await run(sessionChild[0]!, [...sessionChild.slice(1), "persistent", profile, "256m"], { timeout: 60_000 })
     const child = JSON.parse(stdout.trim().split("\n").pop()!) as { reconnected: boolean; containerName: string; openMs: number; firstCallMs: number; state: string }
     expect(child).toMatchObject({ reconnected: true, containerName: first.containerName, state: "/tmp|yes" })
 

@@ -12,6 +12,7 @@ import Docker from "dockerode"
 import { Effect, Stream } from "effect"
 import { ProcessIdentity } from "@hermes-sandbox/core"
 import { checkLifecycle, type EventEnvelope, isClosed, ProcessStart, project, SqliteJournal } from "@hermes-sandbox/events"
+import { fixtureCommand } from "../support/nodeFixture.js"
 
 export const root = new URL("../..", import.meta.url).pathname
 export const victimScript = join(root, "test/chaos/fixtures/victim.ts")
@@ -89,7 +90,8 @@ export interface VictimConfig {
 }
 
 export const spawnVictim = (config: VictimConfig = {}): Victim => {
-  const child = spawn(process.execPath, ["--import", "tsx", victimScript, JSON.stringify(config)], {
+  const [node, ...args] = fixtureCommand(victimScript)
+  const child = spawn(node!, [...args, JSON.stringify(config)], {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"]
   })

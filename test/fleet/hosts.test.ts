@@ -17,6 +17,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import { Effect, Stream } from "effect"
 import { type EventEnvelope, Journal, JournalLocation, Projection } from "@hermes-sandbox/events"
 import { containersOf, Leftovers, removeContainersOf, root, sleep, stillRunning, tempDir, track, waitFor } from "../chaos/support.js"
+import { fixtureCommand } from "../support/nodeFixture.js"
 import { createDatabase, PG_URL_ENV } from "../support/postgres.js"
 
 const LEASE_MS = 3_000
@@ -42,7 +43,8 @@ interface Host {
 }
 
 const spawnHost = (hostId: string, config: Record<string, unknown>): Host => {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "test/fleet/fixtures/host.ts"), JSON.stringify(config)], {
+  const [node, ...args] = fixtureCommand(join(root, "test/fleet/fixtures/host.ts"))
+  const child = spawn(node!, [...args, JSON.stringify(config)], {
     cwd: root,
     env: { ...process.env, HERMES_SANDBOX_HOST_ID: hostId },
     stdio: ["ignore", "pipe", "pipe"]

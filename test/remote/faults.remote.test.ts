@@ -17,6 +17,7 @@ import type { ExecutionResult } from "@hermes-sandbox/core"
 import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
 import { bounded } from "../chaos/engineSuite.js"
 import { journalProblems, readJournal, root, sleep, stillRunning, tempDir, track, typesOf, waitFor } from "../chaos/support.js"
+import { fixtureCommand } from "../support/nodeFixture.js"
 import { existsOn, TRANSPORTS, useRemote } from "./suite.js"
 
 const LONG = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
@@ -120,7 +121,8 @@ describe.each(TRANSPORTS)("the owner of a run over %s is SIGKILLed", (transport)
     const dir = tempDir(`remote-owner-${transport}`)
     const config = join(dir, "options.json")
     writeFileSync(config, JSON.stringify(remote.options), { mode: 0o600 })
-    const child = spawn(process.execPath, ["--import", "tsx", join(root, "test/remote/fixtures/owner.ts"), config], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+    const [node, ...args] = fixtureCommand(join(root, "test/remote/fixtures/owner.ts"))
+    const child = spawn(node!, [...args, config], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
     let stderr = ""
     child.stderr!.on("data", (d) => (stderr += d))
     const lines: Array<Record<string, unknown>> = []

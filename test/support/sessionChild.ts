@@ -1,7 +1,8 @@
 /**
  * A separate process for session e2e tests (a "restart" is a new process):
- *   tsx test/support/sessionChild.ts persistent <profile> <memory>   -> opens, prints JSON timings, detaches
- *   tsx test/support/sessionChild.ts session [journal.sqlite]       -> opens a session, prints its name, then waits to be killed
+ *   (run by session.e2e in plain Node on the packages' build: test/support/nodeFixture.ts)
+ *   sessionChild persistent <profile> <memory>   -> opens, prints JSON timings, detaches
+ *   sessionChild session [journal.sqlite]       -> opens a session, prints its name, then waits to be killed
  */
 import { createSession, openPersistent } from "@hermes-sandbox/docker"
 
