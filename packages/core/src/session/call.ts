@@ -7,7 +7,10 @@
  * its exit: nothing left in the sandbox by an earlier call can forge it. An exec cannot be killed
  * through the engine's API, so the deadline's kill is a second exec, `hermes-run --kill`, which
  * SIGKILLs every process the call started (or every process but PID 1); if the call's supervisor
- * does not report within KILL_GRACE after that, the whole sandbox is killed and the session ends.
+ * does not report within KILL_GRACE after that killer has done its work, the whole sandbox is
+ * killed and the session ends. The engine answers an exec's start before the process runs, and on a
+ * loaded host running it takes seconds: the grace counts from the killer's exit, within KILLER_BOUND
+ * (an exec that never runs, as in a frozen sandbox, ends the session by then).
  */
 import { Deferred, Effect, Option, Redacted, type Scope } from "effect"
 import { createHash } from "node:crypto"
@@ -62,8 +65,10 @@ export interface CallInput {
   readonly tools?: ToolPlan | undefined
 }
 
-/** After a kill, how long the call's process may take to end before the whole sandbox is killed. */
+/** After the killer's work, how long the call's process may take to end before the whole sandbox is killed. */
 const KILL_GRACE = "5 seconds"
+/** How long the killer exec may take to run at all (the engine starts it, it kills, it exits). */
+const KILLER_BOUND = "20 seconds"
 const encoder = new TextEncoder()
 
 /** The call's environment: the session's, its secrets, then the call's own (checked with what it is merged over). */
@@ -242,9 +247,14 @@ export const superviseExec = (
           ).pipe(Effect.option)
         // Before the program started (no 'p' frame), its supervisor's own process tree is the call.
         if (Option.isNone(killer)) yield* proc.kill.pipe(Effect.ignore)
-        // The call's supervisor reports once its child died, or the exec ends.
-        const afterKill = yield* Effect.raceFirst(Effect.asVoid(Deferred.await(sup.report)), Effect.asVoid(proc.exit)).pipe(
-          Effect.timeoutTo({ duration: KILL_GRACE, onSuccess: () => true, onTimeout: () => false }),
+        // The call's supervisor reports once its child died, or the exec ends. Its grace runs from
+        // the killer's exit (or from now when there is no killer: the exec itself was killed).
+        const reported = Effect.raceFirst(Effect.asVoid(Deferred.await(sup.report)), Effect.asVoid(proc.exit)).pipe(Effect.as(true))
+        const killed = Option.isSome(killer)
+          ? killer.value.exit.pipe(Effect.ignore, Effect.timeoutTo({ duration: KILLER_BOUND, onSuccess: () => true, onTimeout: () => false }))
+          : Effect.succeed(true)
+        const givenUp = Effect.flatMap(killed, (ran) => (ran ? Effect.sleep(KILL_GRACE) : Effect.void)).pipe(Effect.as(false))
+        const afterKill = yield* Effect.raceFirst(reported, givenUp).pipe(
           Effect.orElseSucceed(() => false),
           Effect.ensuring(Option.isSome(killer) ? killer.value.detach : Effect.void)
         )
