@@ -80,7 +80,15 @@ print("pids", rd("/sys/fs/cgroup/pids/pids.current"), rd("/sys/fs/cgroup/pids/pi
 import subprocess, time
 ${READ}
 subprocess.Popen(["bash", "-c", ":(){ :|:& };:"], stderr=subprocess.DEVNULL)
-time.sleep(3)
+# The bomb reaches the limit within seconds on a quiet host, later on a loaded one: look until it
+# has (its processes come and go, so one sample may catch it just below), for up to 20 s. (gVisor
+# shows no pids files: the bomb aborts the Sentry meanwhile.)
+def full():
+    current, limit = rd("/sys/fs/cgroup/pids/pids.current"), rd("/sys/fs/cgroup/pids/pids.max")
+    return current != "n/a" and current == limit
+until = time.monotonic() + 20
+while time.monotonic() < until and not full():
+    time.sleep(0.05)
 print("pids", rd("/sys/fs/cgroup/pids/pids.current"), rd("/sys/fs/cgroup/pids/pids.max"))
 print("work", sum(i * i for i in range(10**6)))
 `
