@@ -28,7 +28,7 @@ const python = (p: Program): string => {
 }
 
 // The same contract on the real engine (started by .ci/run / scripts/ensure-engine.sh); with
-// HERMES_SANDBOX_TEST_WARM_POOL=N (pnpm test:pool) every executor keeps a warm pool of N.
+// HERMES_SANDBOX_TEST_WARM_POOL=N (the engine-pool project) every executor keeps a warm pool of N.
 executorContract(poolOn ? `docker, warm pool of ${warmPoolSize}` : "docker", {
   base: Layer.merge(DockerExecutor.runtimeLayer(), MemoryJournal.layer()),
   executor: (options) => DockerExecutor.layer(poolOn && options.warmPool === undefined ? { ...options, warmPool: { size: warmPoolSize } } : options),

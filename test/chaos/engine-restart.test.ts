@@ -4,7 +4,7 @@
  * end with a typed infrastructure error within a bound (never a hang, never a fake success:
  * the programs sleep for 10 minutes, so any result is fake), and once the engine answers again
  * its container is removed and its lifecycle closed. With HERMES_SANDBOX_TEST_WARM_POOL=N
- * (pnpm test:pool) each executor also keeps a warm pool, which must ride out the same faults.
+ * (the heavy-pool project) each executor also keeps a warm pool, which must ride out the same faults.
  */
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"

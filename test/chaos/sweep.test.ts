@@ -92,7 +92,7 @@ describe("crash recovery by the startup sweep (real engine, SQLite journal)", ()
     for (const c of created) {
       expect(typesOf(events, c.executionId)).toEqual(
         c.claimed === true
-          // A warm sandbox (pnpm test:pool): claimed already running.
+          // A warm sandbox (the engine-pool project): claimed already running.
           ? ["ExecutionRequested", "ContainerClaimed", "ExecutionInterrupted", "ContainerDestroyed"]
           : ["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ExecutionInterrupted", "ContainerDestroyed"]
       )
@@ -100,7 +100,7 @@ describe("crash recovery by the startup sweep (real engine, SQLite journal)", ()
       expect(destroyed?.data).toMatchObject({ reason: "orphan-reaped", containerName: c.containerName })
     }
     expect(journalProblems(events)).toEqual([])
-    // With a warm pool (pnpm test:pool) the victim waits for it: one execution was a claim.
+    // With a warm pool (the engine-pool project) the victim waits for it: one execution was a claim.
     expect(created.filter((c) => c.claimed === true)).toHaveLength(poolOn ? 1 : 0)
     console.log(`executor startup including the sweep of 3 orphans: ${Math.round(startupMs)} ms`)
   }, 120_000)

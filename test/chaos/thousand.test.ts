@@ -2,7 +2,7 @@
  * 1,000 executions at concurrency 16 on the real engine, journalled to SQLite: zero failures,
  * zero leaks, exactly 1,000 closed lifecycles with no violation. Its own file so it runs in
  * parallel with the other suites (a few minutes on 2 cores: ~0.2 s of engine CPU per container).
- * With HERMES_SANDBOX_TEST_WARM_POOL=N (pnpm test:pool) the executor keeps a warm pool: the same
+ * With HERMES_SANDBOX_TEST_WARM_POOL=N (the heavy-pool project) the executor keeps a warm pool: the same
  * invariants hold, executions claim pooled sandboxes, and every pool stream is closed too.
  */
 import { join } from "node:path"

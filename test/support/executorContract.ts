@@ -1,7 +1,7 @@
 /**
  * One contract for the Executor's behaviour, written once with the Effect API and run on the fake
  * runtime (executor-contract.fake.test.ts) and on the engine (executor-contract.docker.test.ts,
- * also with a warm pool: pnpm test:pool), as the runtime contract is (runtimeContract.ts).
+ * also with a warm pool: the engine-pool project), as the runtime contract is (runtimeContract.ts).
  *
  * A world says how to build an executor over its runtime and journal, how its programs do a thing
  * and how time passes. What only one side can show stays in that side's suite: fault injection,
