@@ -44,8 +44,8 @@ export const parseArgs = (argv: ReadonlyArray<string>): Options => {
     else if (a.startsWith("-")) throw new Error(`unknown option ${a}\n${usage}`)
     else files.push(a)
   }
-  if (files.length === 0) throw new Error(`name at least one test file\n${usage}`)
   if (projects.some((p) => p === "")) throw new Error(`--project takes a name\n${usage}`)
+  if (files.length === 0) throw new Error(`name at least one test file\n${usage}`)
   return { runs, load, projects, files }
 }
 
