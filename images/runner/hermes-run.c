@@ -297,14 +297,15 @@ static int proc_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *st
  * sandbox (parent pid 0: other calls' supervisors, waiting for the lock), optionally only those
  * started at or after `since`; repeated until a pass finds none (a process may fork meanwhile).
  */
-static void kill_others(pid_t spare, int only_since, unsigned long long since) {
+/* 0 once none is left; 1 if some were still there after the last pass (or /proc cannot be read). */
+static int kill_others(pid_t spare, int only_since, unsigned long long since) {
   pid_t self = getpid();
   /* A killed process stays visible (not yet a zombie) until the kernel has torn it down, which takes
      longer on a loaded host: passes repeat until none is left, backing off, for about 4 s at most. */
   for (int pass = 0; pass < 200; pass++) {
     int found = 0;
     DIR *d = opendir("/proc");
-    if (d == NULL) return;
+    if (d == NULL) return 1;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
       if (!isdigit((unsigned char)e->d_name[0])) continue;
@@ -319,9 +320,10 @@ static void kill_others(pid_t spare, int only_since, unsigned long long since) {
       if (kill(pid, SIGKILL) == 0) found = 1;
     }
     closedir(d);
-    if (!found) return;
+    if (!found) return 0;
     usleep(1000 * (pass < 20 ? pass + 1 : 20));
   }
+  return 1;
 }
 
 /* The pid holding a flock on the file with this inode, from /proc/locks; 0 if none is found. */
@@ -1192,8 +1194,9 @@ static int kill_call(int argc, char **argv) {
   char state;
   unsigned long long st;
   if (target > 1 && proc_stat(target, &ppid, &state, &st) && st == start) kill(target, SIGKILL);
-  kill_others(0, only_since, start);
-  return 0;
+  /* Exit 0: nothing of the call is left (the host may go on even before the engine says the call's
+     exec ended); 1: something outlived every pass. */
+  return kill_others(0, only_since, start);
 }
 
 struct relay {

@@ -6,11 +6,13 @@
  * The call's supervisor takes the session lock, relays the shell's output in frames and reports
  * its exit: nothing left in the sandbox by an earlier call can forge it. An exec cannot be killed
  * through the engine's API, so the deadline's kill is a second exec, `hermes-run --kill`, which
- * SIGKILLs every process the call started (or every process but PID 1); if the call's supervisor
- * does not report within KILL_GRACE after that killer has done its work, the whole sandbox is
- * killed and the session ends. The engine answers an exec's start before the process runs, and on a
- * loaded host running it takes seconds: the grace counts from the killer's exit, within KILLER_BOUND
- * (an exec that never runs, as in a frozen sandbox, ends the session by then).
+ * SIGKILLs every process the call started (or every process but PID 1) and exits 0 once none of
+ * them is left. The call's supervisor then reports (or its exec ends) within KILL_GRACE; if it does
+ * not, the killer's word decides: 0, and the call is over (the engine is late to say so, as on a
+ * loaded host); anything else, or no killer run within KILLER_BOUND (a frozen sandbox runs no exec),
+ * and only killing the whole sandbox is sure: the session ends. (The engine answers an exec's start
+ * before its process runs: on a loaded host the killer took seconds to run, so the grace counts
+ * from its exit.)
  */
 import { Deferred, Effect, Option, Redacted, type Scope } from "effect"
 import { createHash } from "node:crypto"
@@ -250,11 +252,16 @@ export const superviseExec = (
         // The call's supervisor reports once its child died, or the exec ends. Its grace runs from
         // the killer's exit (or from now when there is no killer: the exec itself was killed).
         const reported = Effect.raceFirst(Effect.asVoid(Deferred.await(sup.report)), Effect.asVoid(proc.exit)).pipe(Effect.as(true))
-        const killed = Option.isSome(killer)
-          ? killer.value.exit.pipe(Effect.ignore, Effect.timeoutTo({ duration: KILLER_BOUND, onSuccess: () => true, onTimeout: () => false }))
-          : Effect.succeed(true)
-        const givenUp = Effect.flatMap(killed, (ran) => (ran ? Effect.sleep(KILL_GRACE) : Effect.void)).pipe(Effect.as(false))
-        const afterKill = yield* Effect.raceFirst(reported, givenUp).pipe(
+        const killerCleared = Option.isSome(killer)
+          ? killer.value.exit.pipe(
+            Effect.map((status) => Option.some(status.exitCode === 0)),
+            Effect.timeoutTo({ duration: KILLER_BOUND, onSuccess: (ran) => ran, onTimeout: () => Option.none<boolean>() }),
+            Effect.orElseSucceed(() => Option.none<boolean>())
+          )
+          : Effect.succeed(Option.some(false))
+        const afterGrace = Effect.flatMap(killerCleared, (cleared) =>
+          Option.isNone(cleared) ? Effect.succeed(false) : Effect.as(Effect.sleep(KILL_GRACE), cleared.value))
+        const afterKill = yield* Effect.raceFirst(reported, afterGrace).pipe(
           Effect.orElseSucceed(() => false),
           Effect.ensuring(Option.isSome(killer) ? killer.value.detach : Effect.void)
         )
