@@ -133,18 +133,29 @@ const compileJsonSchema = (schema: JsonSchema): ValidateFunction => {
 }
 
 const MAX_ERRORS_SHOWN = 5
+/** A path in a refusal names the code's own keys: each is shown up to this many characters. */
+const MAX_PATH_SHOWN = 200
+
+const clipPath = (path: string): string => (path.length <= MAX_PATH_SHOWN ? path : `${path.slice(0, MAX_PATH_SHOWN)}…`)
 
 const jsonSchemaCheck = (validate: ValidateFunction) => (args: unknown): Either.Either<unknown, string> => {
   if (validate(args)) return Either.right(args)
-  const errors = (validate.errors ?? []).slice(0, MAX_ERRORS_SHOWN).map((e) => `${e.instancePath === "" ? "arguments" : `arguments${e.instancePath.replaceAll("/", ".")}`} ${e.message ?? "is invalid"}`)
-  return Either.left(errors.join("; "))
+  const errors = (validate.errors ?? []).slice(0, MAX_ERRORS_SHOWN).map((e) =>
+    `${e.instancePath === "" ? "arguments" : clipPath(`arguments${e.instancePath.replaceAll("/", ".")}`)} ${e.message ?? "is invalid"}`
+  )
+  const more = (validate.errors?.length ?? 0) - MAX_ERRORS_SHOWN
+  return Either.left(errors.join("; ") + (more > 0 ? `; and ${more} more` : ""))
 }
 
 const effectSchemaCheck = (schema: Schema.Schema.AnyNoContext) => {
   // Excess properties are refused, as the advertised JSON Schema (additionalProperties: false) says.
-  const decode = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "error" })
+  // The first problem only: listing every excess key the code sent made megabyte messages.
+  const decode = Schema.decodeUnknownEither(schema, { errors: "first", onExcessProperty: "error" })
   return (args: unknown): Either.Either<unknown, string> =>
-    Either.mapLeft(decode(args), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
+    Either.mapLeft(decode(args), (error) =>
+      ParseResult.ArrayFormatter.formatErrorSync(error).slice(0, MAX_ERRORS_SHOWN).map((issue) =>
+        `${issue.path.length === 0 ? "arguments" : clipPath(`arguments.${issue.path.map(String).join(".")}`)}: ${clipPath(issue.message)}`
+      ).join("; "))
 }
 
 const anyObject: JsonSchema = { type: "object" }

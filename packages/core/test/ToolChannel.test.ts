@@ -423,19 +423,17 @@ describe("ToolChannel: Effect Schema parameters", () => {
       expect(h.repliesTo(2)[0]?.payload).toContain("extra")
     }))
 
-  it.scoped("a decode failure is a refusal (invalid-arguments) with the formatted message, every error shown", () =>
+  it.scoped("a decode failure is a refusal (invalid-arguments) naming the first problem and its path, bounded", () =>
     Effect.gen(function*() {
       let invoked = 0
       const h = yield* open({ inc: { parameters: Params, handler: () => invoked++ } })
       const bad = { n: "abc", tags: [1] }
       h.call(1, "inc", JSON.stringify(bad))
       yield* drain
-      const decoded = Schema.decodeUnknownEither(Params, { errors: "all", onExcessProperty: "ignore" })(bad)
-      if (Either.isRight(decoded)) throw new Error("expected a decode failure")
-      const formatted = ParseResult.TreeFormatter.formatErrorSync(decoded.left)
-      expect(formatted).toContain("abc")
-      expect(h.repliesTo(1)).toEqual([{ id: 1, status: "2", payload: `invalid arguments for inc: ${formatted}`, bytes: enc.encode(`invalid arguments for inc: ${formatted}`).byteLength }])
-      expect(h.outcomeOf(1)[0]!.data).toMatchObject({ reason: "invalid-arguments" })
+      const [reply] = h.repliesTo(1)
+      expect(reply).toMatchObject({ id: 1, status: "2" })
+      expect(reply!.payload).toMatch(/^invalid arguments for inc: arguments\.n: .*abc/)
+      expect(h.outcomeOf(1)[0]!.data).toMatchObject({ reason: "invalid-arguments", message: reply!.payload })
       expect(invoked).toBe(0)
     }))
 
@@ -1102,6 +1100,77 @@ describe("planTools", () => {
       expect(withObject({})).toEqual(Either.right({ opts: { a: 1 } }))
       const forged = JSON.parse('{"__proto__": {"polluted": true}}') as unknown
       expect(Either.isRight(withObject(forged))).toBe(true)
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+    }))
+})
+
+describe("ToolChannel: what the code sends is bounded before the host keeps it (hostile review 2)", () => {
+  const echo: Tools = { echo: { parameters: Schema.Struct({ q: Schema.String }), handler: (args) => args } }
+  const MESSAGE_BOUND = 8192 + 64
+
+  it.scoped("#1: 5,000 excess keys of 86 bytes (455 KB) to an Effect Schema tool: one bounded refusal, in the journal and to the code", () =>
+    Effect.gen(function*() {
+      const h = yield* open(echo)
+      const args = Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`k${String(i).padStart(5, "0")}${"x".repeat(80)}`, 1]))
+      h.call(1, "echo", JSON.stringify({ q: "a", ...args }))
+      yield* drain
+      const [reply] = h.repliesTo(1)
+      expect(reply!.status).toBe("2")
+      expect(reply!.payload.length).toBeLessThan(MESSAGE_BOUND)
+      const refused = h.outcomeOf(1)[0]!
+      expect(refused.type).toBe("ToolCallRefused")
+      expect(String(refused.data.message).length).toBeLessThan(MESSAGE_BOUND)
+    }))
+
+  it.scoped("#1: a JSON Schema map whose keys are the code's own (5 keys of 150 KB): paths clipped", () =>
+    Effect.gen(function*() {
+      const h = yield* open({ m: { parameters: { type: "object", additionalProperties: { type: "string" } }, handler: () => 0 } })
+      const args = Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`${i}${"k".repeat(150_000)}`, 1]))
+      expect(h.call(1, "m", JSON.stringify(args))).toBeUndefined()
+      yield* drain
+      const message = String(h.outcomeOf(1)[0]!.data.message)
+      expect(message.length).toBeLessThan(2_000)
+      expect(message).toMatch(/^invalid arguments for m: arguments\.0k+… must be string/)
+    }))
+
+  it.scoped("#1: any refusal message is cut at 8,192 characters", () =>
+    Effect.gen(function*() {
+      const h = yield* open({ s: { parameters: { type: "object", properties: { q: { type: "string", pattern: `^${"a".repeat(20_000)}$` } } }, handler: () => 0 } })
+      h.call(1, "s", JSON.stringify({ q: "b" }))
+      yield* drain
+      expect(String(h.outcomeOf(1)[0]!.data.message).length).toBeLessThan(MESSAGE_BOUND)
+    }))
+
+  it.scoped("#3/#4: arguments nested deeper than 64 or holding more than 100,000 values are refused before they are parsed; a nested call recorded with its arguments gets its record, its outcome and its answer", () =>
+    Effect.gen(function*() {
+      const h = yield* open({ f: { handler: () => "ok" } }, {}, { recordArguments: true })
+      h.call(1, "f", `{"a":${"[".repeat(400_000)}${"]".repeat(400_000)}}`)
+      h.call(2, "f", `{"a":[${Array.from({ length: 150_000 }, () => "{}").join(",")}]}`)
+      h.call(3, "f", `{"a":${"[".repeat(63)}1${"]".repeat(63)}}`)
+      yield* drain
+      expect(h.repliesTo(1)).toMatchObject([{ status: "2", payload: "the arguments of f nest deeper than 64 arrays and objects" }])
+      expect(h.repliesTo(2)).toMatchObject([{ status: "2", payload: "the arguments of f hold more than 100000 values" }])
+      expect(h.repliesTo(3)).toMatchObject([{ status: "0", payload: "\"ok\"" }])
+      for (const id of [1, 2, 3]) {
+        expect(h.ofCall(id).map((e) => e.type), `call ${id}`).toEqual(["ToolCallRequested", id === 3 ? "ToolCallCompleted" : "ToolCallRefused"])
+      }
+      // What the journal keeps of a refused call's arguments is their text; of a served one, the value.
+      expect(typeof h.ofCall(1)[0]!.data.arguments).toBe("string")
+      expect(h.ofCall(3)[0]!.data.arguments).toMatchObject({ a: expect.any(Array) })
+    }))
+
+  it.scoped("#7: __proto__, constructor and prototype keys never reach a handler, at any depth", () =>
+    Effect.gen(function*() {
+      const seen: Array<unknown> = []
+      const h = yield* open({ t: { handler: (args) => void seen.push(args) } })
+      h.call(1, "t", '{"__proto__":{"isAdmin":true},"constructor":{"prototype":{"polluted":true}},"q":1,"nested":{"__proto__":{"x":1},"ok":true},"list":[{"prototype":1,"v":2}]}')
+      yield* drain
+      expect(h.repliesTo(1)[0]!.status).toBe("0")
+      const args = seen[0] as Record<string, unknown>
+      expect(Object.keys(args)).toEqual(["q", "nested", "list"])
+      expect(Object.keys(args.nested as object)).toEqual(["ok"])
+      expect(args.list).toEqual([{ v: 2 }])
+      expect(Object.assign({}, args) as Record<string, unknown>).not.toHaveProperty("isAdmin")
       expect(({} as Record<string, unknown>).polluted).toBeUndefined()
     }))
 })

@@ -20,6 +20,7 @@ import { encodeToolReply, type ToolChannelHeader } from "../RunnerProtocol.js"
 import type { SandboxError } from "../Errors.js"
 import type { PlannedTool, ToolPlan } from "../Tools.js"
 import { toolModules } from "../tools/stubs.js"
+import { decodeArguments } from "../tools/toolArguments.js"
 
 /** What SupervisedRun hands over from the frames; a string back is a protocol violation. */
 export interface ToolFrames {
@@ -71,9 +72,12 @@ export const errorMessage = (error: unknown): string => {
         return String(error)
       }
     })()
-  const message = text === "" ? "the tool failed without a message" : text
-  return message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)}… (message cut at ${MAX_MESSAGE_CHARS} characters)` : message
+  return clipMessage(text === "" ? "the tool failed without a message" : text)
 }
+
+/** Every message the host sends the code and records (a handler's, a refusal's): at most MAX_MESSAGE_CHARS. */
+export const clipMessage = (message: string): string =>
+  message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)}… (message cut at ${MAX_MESSAGE_CHARS} characters)` : message
 
 /** The handler's outcome as an Effect, whatever it returned: a value, a Promise or an Effect. */
 const invoke = (planned: PlannedTool, args: unknown, context: Parameters<PlannedTool["tool"]["handler"]>[1]): Effect.Effect<unknown, unknown> =>
@@ -116,7 +120,9 @@ export const make = (input: {
     // A call whose arguments are arriving; over maxArgumentBytes they are counted, not kept.
     let pending: { id: number; tool: string; expected: number; chunks: Array<Uint8Array> | undefined; got: number } | undefined
 
-    const append = (event: JournalEvent) => input.append(event).pipe(Effect.ignore)
+    // A record that cannot be written (a journal error, or a defect while encoding it) never takes
+    // the call's answer or its other records with it.
+    const append = (event: JournalEvent) => input.append(event).pipe(Effect.ignore, Effect.catchAllDefect(() => Effect.void))
     const reply = (id: number, status: "0" | "1" | "2", payload: Uint8Array) =>
       Effect.suspend(() => write === undefined ? Effect.void : write(encodeToolReply(id, status, payload))).pipe(Effect.ignore)
 
@@ -124,16 +130,8 @@ export const make = (input: {
     const serve = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number): Effect.Effect<void> =>
       Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
         const startedAt = yield* Clock.currentTimeMillis
-        let value: unknown
-        let parsed = false
-        if (args !== undefined) {
-          try {
-            value = JSON.parse(utf8.decode(args))
-            parsed = true
-          } catch {
-            // refused below
-          }
-        }
+        // Bounded in depth and values before it is parsed; prototype keys dropped (toolArguments.ts).
+        const decoded = args === undefined ? undefined : decodeArguments(args, tool)
         yield* append({
           type: "ToolCallRequested",
           data: {
@@ -141,11 +139,13 @@ export const make = (input: {
             tool,
             argumentBytes,
             ...(args === undefined ? {} : { argumentsSha256: sha256(args) }),
-            ...(plan.recordArguments && args !== undefined ? { arguments: parsed ? value : utf8.decode(args) } : {})
+            ...(plan.recordArguments && args !== undefined ? { arguments: decoded?._tag === "Decoded" ? decoded.value : utf8.decode(args) } : {})
           }
         })
-        const refuse = (reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large", message: string) =>
-          append({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(
+        const refuse = (reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large", text: string) => {
+          // A validator's words can carry the code's own keys: bounded like every other message.
+          const message = clipMessage(text)
+          return append({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(
             Effect.zipRight(reply(id, "2", encoder.encode(message))),
             Effect.zipRight(Effect.suspend(() =>
               ++refused >= MAX_REFUSED_CALLS
@@ -155,6 +155,7 @@ export const make = (input: {
                 : Effect.void
             ))
           )
+        }
         if (args === undefined) {
           return yield* refuse("arguments-too-large", `the arguments of ${argumentBytes} bytes exceed the limit of ${limits.maxArgumentBytes} bytes (maxArgumentBytes)`)
         }
@@ -163,7 +164,8 @@ export const make = (input: {
           const known = [...plan.tools.keys()].join(", ")
           return yield* refuse("unknown-tool", `no tool named ${JSON.stringify(tool.slice(0, 80))} is available to this run (tools: ${known})`)
         }
-        if (!parsed) return yield* refuse("invalid-arguments", `the arguments of ${tool} are not JSON`)
+        if (decoded === undefined || decoded._tag === "Refused") return yield* refuse("invalid-arguments", decoded?.message ?? `the arguments of ${tool} are missing`)
+        const value = decoded.value
         if (typeof value !== "object" || value === null || Array.isArray(value)) {
           return yield* refuse("invalid-arguments", `the arguments of ${tool} must be one JSON object`)
         }
