@@ -1,5 +1,6 @@
 /** One readable timeline line per event: time, sequence, execution, type, the facts that matter. */
 import type { EventEnvelope } from "@hermes-sandbox/events"
+import { journalText } from "./terminal.js"
 
 const short = (id: string) => id.slice(-12)
 
@@ -73,5 +74,6 @@ const details = (e: EventEnvelope): string => {
   }
 }
 
+/** The line, its journal-sourced text neutralized (terminal.ts, journalText): one line, whatever the names hold. */
 export const formatEvent = (e: EventEnvelope): string =>
-  `${new Date(e.timestamp).toISOString()}  #${String(e.sequence).padStart(6)}  ${short(e.streamId)}  ${e.type.padEnd(20)}  ${details(e)}`.trimEnd()
+  `${new Date(e.timestamp).toISOString()}  #${String(e.sequence).padStart(6)}  ${short(e.streamId)}  ${e.type.padEnd(20)}  ${journalText(details(e))}`.trimEnd()

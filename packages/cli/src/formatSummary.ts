@@ -1,11 +1,12 @@
 /** The text of `hermes-sandbox events summary`: one line per fact, tool calls one line per tool. */
 import type { Summary } from "@hermes-sandbox/events"
+import { journalText } from "./terminal.js"
 
 const label = (name: string) => name.padEnd(18)
 
 export const formatSummary = (summary: Summary): string => {
   const tools = Object.entries(summary.toolCalls).map(([tool, n]) =>
-    `${tool}: ${n.requested} requested, ${n.completed} completed, ${n.failed} failed, ${n.refused} refused`
+    `${journalText(tool)}: ${n.requested} requested, ${n.completed} completed, ${n.failed} failed, ${n.refused} refused`
   )
   const lines = [
     `${label("executions")}${summary.total}`,

@@ -47,6 +47,14 @@ export const sanitizeForTerminal = (text: string): string => {
 }
 
 /**
+ * A string from the journal (a tool's name, a client's name, a path, a message: sandboxed code or
+ * an MCP client chose them) as part of one line the CLI prints, on a terminal or not: neutralized
+ * as above, and a line break shown as `\x0a`, so that it can neither act on a terminal nor pose as
+ * a line of its own. (`--json` prints the journal's strings exactly instead.)
+ */
+export const journalText = (text: string): string => sanitizeForTerminal(text).replaceAll("\n", "\\x0a")
+
+/**
  * One output stream of the program, chunk by chunk: UTF-8 sequences and a CRLF split across
  * chunks are joined before sanitizing (an escape split across chunks needs nothing: its ESC is
  * escaped wherever it falls).

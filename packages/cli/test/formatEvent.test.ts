@@ -53,4 +53,16 @@ describe("formatEvent", () => {
     expect(formatEvent(call("ToolCallRefused", { callId: 4, tool: "nope", reason: "unknown-tool", message: "no tool named nope" })))
       .toBe(`${prefix("ToolCallRefused")}call 4 nope refused (unknown-tool): no tool named nope`)
   })
+  it("names the sandbox or an MCP client chose never reach the terminal as controls or as lines of their own (hostile review 2, #5)", () => {
+    const call = (type: string, data: Record<string, unknown>) => ({ ...requested({}), type, data }) as unknown as EventEnvelope
+    const hostile = "\u001b]0;PWNED\u0007\u001b[2J\u001b[31mX\n2026-12-01T00:00:00.000Z  #     8  forged\u202e"
+    const line = formatEvent(call("ToolCallRefused", { callId: 1, tool: hostile, reason: "unknown-tool", message: "no tool" }))
+    expect(line).toBe(
+      "2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ToolCallRefused       call 1 \\x1b]0;PWNED\\x07\\x1b[2J\\x1b[31mX\\x0a2026-12-01T00:00:00.000Z  #     8  forged\\u202e refused (unknown-tool): no tool"
+    )
+    expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/)
+    const tagged = formatEvent(requested({ tags: { "mcp.client_name": "\u001b[2Jevil\r\nclient" } }))
+    expect(tagged).toContain("[mcp.client_name=\\x1b[2Jevil\\x0aclient]")
+    expect(tagged.split("\n")).toHaveLength(1)
+  })
 })

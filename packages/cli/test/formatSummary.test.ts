@@ -41,4 +41,9 @@ describe("formatSummary", () => {
       ""
     ].join("\n"))
   })
+  it("a tool name the sandbox chose is printed neutralized, on its own line (hostile review 2, #5)", () => {
+    const text = formatSummary({ ...summary, toolCalls: { "\u001b]0;T\u0007x\ny": { requested: 1, completed: 0, failed: 0, refused: 1 } } })
+    expect(text).toContain("tool calls        \\x1b]0;T\\x07x\\x0ay: 1 requested, 0 completed, 0 failed, 1 refused\n")
+    expect(text).not.toMatch(/[\u001b\u0007]/)
+  })
 })
