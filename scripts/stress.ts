@@ -13,7 +13,9 @@
  * when any run failed. The busy loops are ended however this script ends.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { availableParallelism } from "node:os"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { availableParallelism, tmpdir } from "node:os"
+import { join } from "node:path"
 import { pathToFileURL } from "node:url"
 
 interface Options {
@@ -87,12 +89,19 @@ const main = async () => {
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
   process.stdout.write(`stress: ${options.files.join(" ")}: ${options.runs} runs beside ${options.load} busy loop(s)\n`)
   let failed = 0
+  const logs = mkdtempSync(join(tmpdir(), "hermes-stress-"))
   for (let run = 1; run <= options.runs; run++) {
     const r = await runOnce(options)
     const ok = r.code === 0
-    if (!ok) failed++
     process.stdout.write(`run ${run}/${options.runs}: ${ok ? "passed" : `FAILED (exit ${r.code})`} in ${(r.ms / 1000).toFixed(1)} s\n`)
-    if (!ok) process.stdout.write(`${failureLines(r.output).map((l) => `  ${l}`).join("\n")}\n`)
+    if (ok) continue
+    failed++
+    // The whole output is kept; what is shown is the failures, or the output's end when none is recognised.
+    const log = join(logs, `run-${run}.log`)
+    writeFileSync(log, r.output)
+    const lines = failureLines(r.output)
+    const shown = lines.length > 0 ? lines : r.output.trimEnd().split("\n").slice(-30)
+    process.stdout.write(`${shown.map((l) => `  ${l}`).join("\n")}\n  (the run's whole output: ${log})\n`)
   }
   process.stdout.write(`stress: ${options.runs - failed} passed, ${failed} failed\n`)
   stop()
