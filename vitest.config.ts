@@ -84,8 +84,7 @@ const LONG_RUNNING = [
   "test/mcp-stdio.e2e.test.ts",
   "test/mcp-upstream.test.ts",
   "test/session.e2e.test.ts",
-  "images/runner/hermes-run.test.ts",
-  "packages/events/test/Crash.test.ts"
+  "images/runner/hermes-run.test.ts"
 ]
 
 const POOL_ENV = { ...BUILT_CLI, HERMES_SANDBOX_TEST_WARM_POOL: "1" }
@@ -107,12 +106,14 @@ export default defineConfig({
     // Real-engine files mostly wait (on containers, deadlines, timers), so more of them overlap than
     // there are cores; HERMES_SANDBOX_TEST_FORKS sets it (scripts/test.sh picks per tier).
     poolOptions: { forks: { maxForks: Number(process.env["HERMES_SANDBOX_TEST_FORKS"] ?? 2), minForks: 1 } },
+    setupFiles: process.env["PIDMAP"] ? ["./test/support/pidmap.ts"] : [],
     reporters: ["default", "./test/support/slowestFiles.ts"],
     sequence: { sequencer: longFirst(LONG_RUNNING) },
     projects: [
-      // Unit files share their workers (no fresh process per file): importing effect and the packages
-      // once per worker instead of once per file is most of this tier's time.
-      project({ name: "unit", include: UNIT, exclude: [...JOURNAL, "**/node_modules/**"], isolate: false }),
+      // Unit files share their workers (no fresh process per file): the unit runs pass --isolate=false
+      // (package.json, scripts/test-tiers.sh). A project's own `isolate` is not applied by vitest 3.2
+      // (its forks pool takes the root's), so it is not set here.
+      project({ name: "unit", include: UNIT, exclude: [...JOURNAL, "**/node_modules/**"] }),
       project({ name: "journal", include: JOURNAL, env: BUILT_CLI, globalSetup: [POSTGRES, LEAK_CHECK] }),
       project({
         name: "engine",

@@ -1,13 +1,14 @@
 /**
- * A TypeScript fixture (a process a test starts and kills: an executor's owner, a fleet host) run
- * in plain Node, as a user's program runs: esbuild bundles the fixture's own files into one ES
- * module under test/.built/, with every package left external, so Node resolves the workspace's
- * packages to their build (dist/, by the workspace's `hermes-sandbox-dist` export condition).
- * Started through tsx instead, each process paid ~2.5 s of CPU before its first line (tsx's
- * loader hooks every one of the ~700 modules the SDK imports); this way, ~1 s.
+ * A TypeScript fixture (a process a test starts and kills: an executor's owner, a fleet host, a
+ * journal writer) run in plain Node: esbuild bundles the fixture with the workspace's packages
+ * (their sources, compiled as the build compiles them) and every pure-JS dependency into one ES
+ * module under test/.built/, so a start parses one file instead of resolving and loading ~700
+ * modules. Per start: through tsx ~2.5 s of CPU (its loader hooks every module), on the packages'
+ * build with the dependencies left external ~1.1–1.3 s, bundled ~0.4 s.
  *
- * The real-engine tiers build first (`pnpm test:engine`, scripts/test-tiers.sh); without a build
- * this fails and says so.
+ * Left external: native addons (better-sqlite3, found from test/'s own dependencies; `.node`
+ * files) and the optional ones their packages try and do without (cpu-features, pg-native).
+ * No build is needed, so the unit tier's fixtures use it too.
  */
 import { createHash } from "node:crypto"
 import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs"
@@ -18,14 +19,37 @@ const root = new URL("../..", import.meta.url).pathname
 const outDir = join(root, "test/.built")
 const built = new Map<string, string>()
 
+/** Packages required at run time rather than bundled. */
+const EXTERNAL = ["better-sqlite3", "cpu-features", "pg-native", "*.node"]
+/**
+ * What bundled CommonJS dependencies expect of their scope: a `require` for the external packages
+ * (from the bundle's place, test/: its own dependencies) and `__dirname`/`__filename`, the bundle's
+ * (ssh2 computes a Windows helper's path from it at load; nothing a fixture runs reads files there).
+ */
+const REQUIRE = [
+  `import { createRequire as __fixtureRequire } from "node:module";`,
+  `import { dirname as __fixtureDirname } from "node:path";`,
+  `import { fileURLToPath as __fixturePath } from "node:url";`,
+  `const require = __fixtureRequire(import.meta.url);`,
+  `const __filename = __fixturePath(import.meta.url);`,
+  `const __dirname = __fixtureDirname(__filename);`
+].join(" ")
+
 /** The bundled fixture's path (built once per process, named by its content). */
 export const bundleFixture = (source: string): string => {
   const known = built.get(source)
   if (known !== undefined) return known
-  if (!existsSync(join(root, "packages/docker/dist/index.js"))) {
-    throw new Error(`${source} runs on the packages' build, which is missing: run \`pnpm build\` first`)
-  }
-  const result = buildSync({ entryPoints: [source], bundle: true, packages: "external", platform: "node", format: "esm", target: "node20", write: false })
+  const result = buildSync({
+    entryPoints: [source],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    external: EXTERNAL,
+    banner: { js: REQUIRE },
+    write: false,
+    logLevel: "error"
+  })
   const text = result.outputFiles[0]!.contents
   const out = join(outDir, `${basename(source, ".ts")}-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.mjs`)
   if (!existsSync(out)) {
@@ -39,5 +63,5 @@ export const bundleFixture = (source: string): string => {
   return out
 }
 
-/** argv to start a fixture in plain Node on the packages' build: `spawn(cmd[0], [...cmd.slice(1), ...args])`. */
-export const fixtureCommand = (source: string): Array<string> => [process.execPath, "--conditions=hermes-sandbox-dist", bundleFixture(source)]
+/** argv to start a fixture in plain Node: `spawn(cmd[0], [...cmd.slice(1), ...args])`. */
+export const fixtureCommand = (source: string): Array<string> => [process.execPath, bundleFixture(source)]

@@ -4,14 +4,19 @@
  * typed SqliteAddonMissing, whose message says how to fix it, instead of the `bindings` package's
  * "Could not locate the bindings file" list of paths. The addon loads on `new Database`, so the
  * module mock stands in for a missing or foreign .node file.
+ *
+ * The unit tier's files share their workers: the journal modules another file loaded are in the
+ * module cache already, without the mock. So they are loaded afresh here, after resetting it.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { vi } from "vitest"
-import { JournalError } from "../src/JournalError.js"
-import * as SqliteJournal from "../src/SqliteJournal.js"
-import { addonFailure } from "../src/internal/sqliteJournal.js"
 import { tempJournalPath } from "./helpers.js"
+
+vi.resetModules()
+const { JournalError } = await import("../src/JournalError.js")
+const SqliteJournal = await import("../src/SqliteJournal.js")
+const { addonFailure } = await import("../src/internal/sqliteJournal.js")
 
 const addon = vi.hoisted(() => ({ failure: undefined as Error | undefined }))
 
@@ -54,7 +59,7 @@ describe("SqliteJournal without its native addon", () => {
       const error = yield* openWith(notBuilt())
       expect(error).toBeInstanceOf(SqliteJournal.SqliteAddonMissing)
       expect(error._tag).toBe("SqliteAddonMissing")
-      const missing = error as SqliteJournal.SqliteAddonMissing
+      const missing = error as InstanceType<typeof SqliteJournal.SqliteAddonMissing>
       expect(missing.reason).toBe("not-built")
       expect(missing.path).toBe(journalPath)
       expect(missing.message).toContain(`cannot open journal ${journalPath}: `)
@@ -67,7 +72,7 @@ describe("SqliteJournal without its native addon", () => {
 
   it.effect("built for another Node.js: SqliteAddonMissing (incompatible), the same fixes", () =>
     Effect.gen(function*() {
-      const error = (yield* openWith(incompatible())) as SqliteJournal.SqliteAddonMissing
+      const error = (yield* openWith(incompatible())) as InstanceType<typeof SqliteJournal.SqliteAddonMissing>
       expect(error._tag).toBe("SqliteAddonMissing")
       expect(error.reason).toBe("incompatible")
       expect(error.message).toContain("another Node.js version")

@@ -14,6 +14,7 @@ import type { JournalError } from "../src/JournalError.js"
 import { checkLifecycle } from "../src/Projection.js"
 import * as PostgresJournal from "../src/PostgresJournal.js"
 import * as SqliteJournal from "../src/SqliteJournal.js"
+import { fixtureCommand } from "../../../test/support/nodeFixture.js"
 import { createDatabase } from "../../../test/support/postgres.js"
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..")
@@ -98,7 +99,8 @@ export interface Child {
 }
 
 export const spawnWriter = (args: ReadonlyArray<string>): Child => {
-  const child = spawn(process.execPath, ["--import", "tsx", writerFixture, ...args], {
+  const [command, ...prefix] = fixtureCommand(writerFixture)
+  const child = spawn(command!, [...prefix, ...args], {
     cwd: repoRoot,
     stdio: ["pipe", "pipe", "pipe"]
   })
