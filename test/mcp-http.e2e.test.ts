@@ -68,9 +68,9 @@ interface Raw {
   readonly text: string
 }
 /** One HTTP request with exactly these headers (node:http: Host too, which fetch will not set). */
-const raw = (url: string, options: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {}) =>
+const raw = (url: string, options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; localAddress?: string } = {}) =>
   new Promise<Raw>((resolve, reject) => {
-    const req = request(url, { method: options.method ?? "POST", headers: options.headers ?? {} }, (res) => {
+    const req = request(url, { method: options.method ?? "POST", headers: options.headers ?? {}, ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }) }, (res) => {
       const chunks: Array<Buffer> = []
       res.on("data", (c: Buffer) => chunks.push(c))
       res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString("utf8") }))
@@ -189,9 +189,10 @@ describe("MCP over HTTP: authentication", () => {
 })
 
 describe("MCP over HTTP: Host and Origin (DNS rebinding)", () => {
-  it("a foreign Host is refused even with the token; a foreign Origin is refused; the server's own origin is accepted", async () => {
+  it("a foreign Host is refused even with the token; a foreign Origin is refused; loopback names on any port are accepted (a local web client runs on its own)", async () => {
     const port = new URL(s1.url).port
-    for (const host of ["evil.example", `evil.example:${port}`, `127.0.0.1.evil.example:${port}`, `localhost:${Number(port) === 1 ? 2 : 1}`]) {
+    const otherPort = Number(port) === 6274 ? 6275 : 6274
+    for (const host of ["evil.example", `evil.example:${port}`, `127.0.0.1.evil.example:${port}`, `localhost.evil.example:${port}`, `127.0.0.1:${port}@evil.example`]) {
       const r = await raw(s1.url, { headers: { ...authed, host }, body: initialize })
       expect(r.status, host).toBe(403)
       expect(messageOf(r).error?.message, host).toMatch(/Host/)
@@ -199,12 +200,12 @@ describe("MCP over HTTP: Host and Origin (DNS rebinding)", () => {
     }
     // The Host check comes before the token check: a rebinding page learns nothing about it.
     expect((await raw(s1.url, { headers: { ...jsonHeaders, host: "evil.example" }, body: initialize })).status).toBe(403)
-    for (const origin of ["http://evil.example", `http://evil.example:${port}`, `https://127.0.0.1:${port}`, "null"]) {
+    for (const origin of ["http://evil.example", `http://evil.example:${port}`, `http://localhost.evil.example:${port}`, "null", `http://127.0.0.1:${port}/x`]) {
       const r = await raw(s1.url, { headers: { ...authed, origin }, body: initialize })
       expect(r.status, origin).toBe(403)
       expect(messageOf(r).error?.message, origin).toMatch(/Origin/)
     }
-    for (const [host, origin] of [[`127.0.0.1:${port}`, `http://127.0.0.1:${port}`], [`localhost:${port}`, `http://localhost:${port}`]] as const) {
+    for (const [host, origin] of [[`127.0.0.1:${port}`, `http://127.0.0.1:${port}`], [`localhost:${port}`, `http://localhost:${port}`], [`localhost:${otherPort}`, `http://localhost:${otherPort}`], [`[::1]:${port}`, `https://127.0.0.1:${otherPort}`], ["localhost", "http://[::1]"]] as const) {
       const r = await raw(s1.url, { headers: { ...authed, host, origin }, body: initialize })
       expect(r.status, origin).toBe(200)
       expect((messageOf(r).result as { serverInfo: { name: string } }).serverInfo.name).toBe("hermes-sandbox")
@@ -362,7 +363,7 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
     const b = await connect(serving.url)
     const third = await raw(serving.url, { headers: authed, body: initialize })
     expect(third.status).toBe(429)
-    expect(messageOf(third).error?.message).toMatch(/127\.0\.0\.1 has 2 MCP sessions open \(at most 2 per client\): end one \(DELETE\) first/)
+    expect(messageOf(third).error?.message).toMatch(/this token has 2 MCP sessions open \(at most 2 per client\): end one \(DELETE\) first/)
     expect(third.headers["mcp-session-id"]).toBeUndefined()
     expect(serving.sessions()).toBe(2)
     // Through the SDK's client the refusal is an error at connect.
@@ -374,6 +375,51 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
     await Promise.all([a.client.close(), b.close(), c.close()])
     await serving.close()
     expect(serving.sessions()).toBe(0)
+  })
+
+  it("the cap counts credentials, not source addresses: 127.0.0.2 and up are the same client; another token has its own share and cannot use the first one's sessions (hostile review 2, #6)", async () => {
+    const other = "second-client-token-0123456789"
+    const serving = await serveHttp(sandbox, { token, clients: { ci: other }, maxSessionsPerClient: 3, maxSessionsPerAddress: 5 })
+    servings.push(serving)
+    const opened: Array<string> = []
+    const statuses: Array<number> = []
+    for (const from of ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"]) {
+      const r = await raw(serving.url, { headers: authed, body: initialize, localAddress: from })
+      statuses.push(r.status)
+      if (r.status === 429) expect(messageOf(r).error?.message).toMatch(/this token has 3 MCP sessions open \(at most 3 per client\)/)
+      const id = r.headers["mcp-session-id"]
+      if (typeof id === "string") opened.push(id)
+    }
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429])
+    // The other credential is not locked out, even from the same machine; the address guard (5 from loopback) is the second line.
+    const second = { ...jsonHeaders, authorization: `Bearer ${other}` }
+    const theirs = await raw(serving.url, { headers: second, body: initialize, localAddress: "127.0.0.9" })
+    expect(theirs.status).toBe(200)
+    expect((await raw(serving.url, { headers: second, body: initialize })).status).toBe(200)
+    const third = await raw(serving.url, { headers: second, body: initialize })
+    expect(third.status).toBe(429)
+    expect(messageOf(third).error?.message).toMatch(/this machine has 5 MCP sessions open \(at most 5 per address\)/)
+    // A session id is bound to the credential that opened it.
+    const foreign = await raw(serving.url, { headers: { ...second, "mcp-session-id": opened[0]!, "mcp-protocol-version": "2025-06-18" }, body: toolsList })
+    expect(foreign.status).toBe(404)
+    expect(serving.sessions()).toBe(5)
+    await serving.close()
+    expect(serving.sessions()).toBe(0)
+  })
+
+  it("a session that never calls a tool is closed after unusedSessionIdleS; one that called is kept to sessionIdleS", async () => {
+    const serving = await serveHttp(sandbox, { token, unusedSessionIdleS: 3 })
+    servings.push(serving)
+    const unused = await raw(serving.url, { headers: authed, body: initialize })
+    expect(unused.status).toBe(200)
+    const used = await connect(serving.url)
+    expect((await call(used.client, "execute_code", { language: "python", code: "print(1)" })).structured).toMatchObject({ status: "success" })
+    expect(await waitFor(async () => serving.sessions() === 1, 15_000)).toBe(true)
+    const late = await raw(serving.url, { headers: { ...authed, "mcp-session-id": String(unused.headers["mcp-session-id"]), "mcp-protocol-version": "2025-06-18" }, body: toolsList })
+    expect(late.status).toBe(404)
+    expect((await used.client.listTools()).tools).toHaveLength(5)
+    await used.close()
+    await serving.close()
   })
 
   it("an idle MCP session is closed and its session sandbox removed; a request running longer than the idle limit is not cut", async () => {

@@ -3,9 +3,11 @@
  * code, so it is closed by default:
  *
  * - a bearer token on every request (compared in constant time); without it 401, nothing runs;
- * - loopback only unless `allowRemote`; the Host header must name this server and a browser's
- *   Origin must be this server's (DNS rebinding: a page cannot reach 127.0.0.1 under its own name);
- * - request bodies are bounded; MCP sessions are bounded per client address and in all;
+ * - loopback only unless `allowRemote`; the Host header and a browser's Origin must be a loopback
+ *   name (any port) or this server's (DNS rebinding: a page cannot reach 127.0.0.1 under its own name);
+ * - request bodies are bounded; MCP sessions are bounded per credential (the token a client holds),
+ *   per address (every loopback address is one: 127.0.0.2 is the same machine) and in all, and a
+ *   session that never made a call expires after a minute;
  * - one MCP server instance per MCP session (the SDK requires it); a session that ends — DELETE,
  *   idle expiry, the server's shutdown — closes its calls and removes its session sandbox.
  */
@@ -24,8 +26,13 @@ export interface HttpOptions {
   readonly host?: string
   /** Default 0: a free port (see `url`). */
   readonly port?: number
-  /** The bearer token every request must carry. */
-  readonly token: string
+  /** The bearer token every request must carry (the credential "default"); optional with `clients`. */
+  readonly token?: string
+  /**
+   * More credentials, by name: each client holding its own token has its own share of the
+   * sessions (maxSessionsPerClient), so one client cannot lock the others out.
+   */
+  readonly clients?: Readonly<Record<string, string>>
   /** Listen on a non-loopback address. Without it such a host is refused. */
   readonly allowRemote?: boolean
   /** More Host header values to accept (host:port), e.g. a reverse proxy's name. */
@@ -36,8 +43,12 @@ export interface HttpOptions {
   readonly maxBodyBytes?: number
   /** An MCP session with no request for this long is closed. Default 1800 s. */
   readonly sessionIdleS?: number
-  /** MCP sessions open at once per client address. Default 8. */
+  /** MCP sessions open at once per credential (per token). Default 8. */
   readonly maxSessionsPerClient?: number
+  /** MCP sessions open at once per client address, all loopback addresses counting as one. Default 32. */
+  readonly maxSessionsPerAddress?: number
+  /** An MCP session that made no call yet is closed after this long. Default 60 s. */
+  readonly unusedSessionIdleS?: number
   /** MCP sessions open at once. Default 64. */
   readonly maxSessions?: number
 }
@@ -55,11 +66,20 @@ export interface HttpServing {
 interface Entry {
   readonly session: McpSession
   readonly transport: StreamableHTTPServerTransport
+  /** The credential's name. */
   readonly client: string
+  /** The address it came from (every loopback address as "loopback"). */
+  readonly address: string
+  /** A tool was called (until then the session expires after unusedSessionIdleS). */
+  used: boolean
   lastSeen: number
   /** POSTs being answered now (a call running): the session is not idle while one runs. */
   running: number
 }
+
+/** localhost, 127.0.0.1 or [::1], with or without a port. */
+const LOOPBACK_HOST = /^(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?$/
+const LOOPBACK_ORIGIN = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?$/
 
 const reply = (res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}) => {
   if (res.headersSent) return res.end()
@@ -112,30 +132,40 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   if (!isLoopback(host) && options.allowRemote !== true) {
     throw new Error(`refusing to listen on ${host}: not a loopback address, and this endpoint runs code; pass allowRemote (--allow-remote) to do it anyway, behind TLS`)
   }
-  if (options.token.length < 16) throw new Error("the bearer token must be at least 16 characters")
-  const token = Buffer.from(options.token, "utf8")
+  const given = { ...options.clients, ...(options.token === undefined ? {} : { default: options.token }) }
+  if (Object.keys(given).length === 0) throw new Error("a bearer token is required (token, or clients)")
+  const credentials = Object.entries(given).map(([name, t]) => {
+    if (t.length < 16) throw new Error(`the bearer token${name === "default" ? "" : ` of ${JSON.stringify(name)}`} must be at least 16 characters`)
+    return { name, token: Buffer.from(t, "utf8") }
+  })
   const maxBody = options.maxBodyBytes ?? 16 * 1024 * 1024
   const idleMs = (options.sessionIdleS ?? 1800) * 1000
   const perClient = options.maxSessionsPerClient ?? 8
+  const perAddress = options.maxSessionsPerAddress ?? 32
+  const unusedIdleMs = (options.unusedSessionIdleS ?? 60) * 1000
   const maxSessions = options.maxSessions ?? 64
   const entries = new Map<string, Entry>()
   let port = 0
   let closing: Promise<void> | undefined
 
-  const authorized = (req: IncomingMessage) => {
+  /** The credential the request's bearer token is, if any (every token compared, in constant time). */
+  const credentialOf = (req: IncomingMessage): string | undefined => {
     const header = req.headers.authorization ?? ""
     const given = Buffer.from(header.startsWith("Bearer ") ? header.slice(7).trim() : "", "utf8")
-    return given.length === token.length && timingSafeEqual(given, token)
+    let found: string | undefined
+    for (const c of credentials) if (given.length === c.token.length && timingSafeEqual(given, c.token)) found = c.name
+    return found
   }
+  // DNS rebinding: a page's own name never passes, only loopback names (on any port: a local web
+  // client such as an inspector UI runs on its own), this server's address, and the ones allowed.
   const hostAllowed = (req: IncomingMessage) => {
-    const names = [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${host}:${port}`, ...(options.allowedHosts ?? [])]
-    return names.includes((req.headers.host ?? "").toLowerCase())
+    const value = (req.headers.host ?? "").toLowerCase()
+    return LOOPBACK_HOST.test(value) || value === `${host}:${port}` || (options.allowedHosts ?? []).includes(value)
   }
   const originAllowed = (req: IncomingMessage) => {
     const origin = req.headers.origin
     if (origin === undefined) return true
-    const origins = [`http://127.0.0.1:${port}`, `http://localhost:${port}`, `http://[::1]:${port}`, ...(options.allowedOrigins ?? [])]
-    return origins.includes(origin.toLowerCase())
+    return LOOPBACK_ORIGIN.test(origin.toLowerCase()) || (options.allowedOrigins ?? []).map((o) => o.toLowerCase()).includes(origin.toLowerCase())
   }
 
   const closeEntry = async (id: string, reason: string) => {
@@ -151,7 +181,8 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
     if (path !== "/mcp") return reply(res, 404, "not found: the MCP endpoint is /mcp")
     if (!hostAllowed(req)) return reply(res, 403, `forbidden: Host ${JSON.stringify(req.headers.host ?? "")} is not this server's`)
     if (!originAllowed(req)) return reply(res, 403, `forbidden: Origin ${JSON.stringify(req.headers.origin)} is not allowed`)
-    if (!authorized(req)) return reply(res, 401, "unauthorized: send Authorization: Bearer <token>", { "www-authenticate": `Bearer realm="hermes-sandbox"` })
+    const credential = credentialOf(req)
+    if (credential === undefined) return reply(res, 401, "unauthorized: send Authorization: Bearer <token>", { "www-authenticate": `Bearer realm="hermes-sandbox"` })
     if (closing !== undefined) return reply(res, 503, "the server is stopping")
 
     let body: unknown
@@ -168,11 +199,13 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
     const sessionId = req.headers["mcp-session-id"]
     if (typeof sessionId === "string") {
       const entry = entries.get(sessionId)
-      if (entry === undefined) return reply(res, 404, "no such MCP session (it ended or expired): initialize a new one")
+      // Another credential's session is not found either (its id is not a secret of that client alone).
+      if (entry === undefined || entry.client !== credential) return reply(res, 404, "no such MCP session (it ended or expired): initialize a new one")
       entry.lastSeen = Date.now()
       // Idle time counts from a call's end, not its start. Not a GET: its standing event stream
       // would keep a session that makes no calls alive forever.
       if (req.method === "POST") {
+        if ((Array.isArray(body) ? body : [body]).some((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call")) entry.used = true
         entry.running++
         res.once("close", () => {
           entry.running--
@@ -185,19 +218,24 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
     if (req.method !== "POST" || !(Array.isArray(body) ? body.some(isInitializeRequest) : isInitializeRequest(body))) {
       return reply(res, 400, "no Mcp-Session-Id header: the first request must be initialize")
     }
-    const client = req.socket.remoteAddress ?? "unknown"
+    const remote = req.socket.remoteAddress ?? "unknown"
+    const address = isLoopback(remote) ? "loopback" : remote
+    const client = credential
     if (entries.size >= maxSessions) return reply(res, 429, `this server has ${entries.size} MCP sessions open (at most ${maxSessions})`)
     const fromClient = [...entries.values()].filter((e) => e.client === client).length
-    if (fromClient >= perClient) return reply(res, 429, `${client} has ${fromClient} MCP sessions open (at most ${perClient} per client): end one (DELETE) first`)
+    const shownClient = client === "default" ? "this token" : `client ${JSON.stringify(client)}`
+    if (fromClient >= perClient) return reply(res, 429, `${shownClient} has ${fromClient} MCP sessions open (at most ${perClient} per client): end one (DELETE) first`)
+    const fromAddress = [...entries.values()].filter((e) => e.address === address).length
+    if (fromAddress >= perAddress) return reply(res, 429, `${address === "loopback" ? "this machine" : address} has ${fromAddress} MCP sessions open (at most ${perAddress} per address): end one (DELETE) first`)
 
     const id = randomUUID()
-    const session = sandbox.openSession({ id, transport: "http", client })
+    const session = sandbox.openSession({ id, transport: "http", client: client === "default" ? remote : `${client}@${remote}` })
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => id,
       onsessionclosed: (closedId) => void closeEntry(closedId, "the client ended the MCP session (DELETE)")
     })
     transport.onclose = () => void closeEntry(id, "the transport closed")
-    const entry: Entry = { session, transport, client, lastSeen: Date.now(), running: 0 }
+    const entry: Entry = { session, transport, client, address, used: false, lastSeen: Date.now(), running: 0 }
     entries.set(id, entry)
     const server = createServer(session)
     await server.connect(transport)
@@ -211,8 +249,12 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   })
   const sweep = setInterval(() => {
     const now = Date.now()
-    for (const [id, e] of entries) if (e.running === 0 && now - e.lastSeen > idleMs) void closeEntry(id, `idle for more than ${idleMs / 1000} s`)
-  }, Math.min(idleMs, 30_000))
+    for (const [id, e] of entries) {
+      if (e.running > 0) continue
+      if (now - e.lastSeen > idleMs) void closeEntry(id, `idle for more than ${idleMs / 1000} s`)
+      else if (!e.used && now - e.lastSeen > unusedIdleMs) void closeEntry(id, `no call within ${unusedIdleMs / 1000} s of its start`)
+    }
+  }, Math.max(250, Math.min(idleMs, unusedIdleMs, 30_000) / 4))
   sweep.unref()
 
   await new Promise<void>((resolve, reject) => {

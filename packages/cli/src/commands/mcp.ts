@@ -41,16 +41,36 @@ export const TOKEN_VARIABLE = "HERMES_SANDBOX_MCP_TOKEN"
 
 const say = (line: string) => process.stderr.write(`hermes-sandbox mcp: ${line}\n`)
 
-const tokenOf = (options: McpOptions): { readonly token: string; readonly generated: boolean } => {
+/**
+ * --token-file holds one token, or one credential per line, "NAME TOKEN" (a bare token is the
+ * credential "default"): each credential has its own share of the sessions (--client-sessions).
+ */
+export const tokensOf = (text: string, source: string): { readonly token?: string; readonly clients: Record<string, string> } => {
+  const lines = text.split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"))
+  if (lines.length === 0) throw new UsageError(`${source}: no token in it`)
+  let token: string | undefined
+  const clients: Record<string, string> = {}
+  for (const line of lines) {
+    const words = line.split(/\s+/)
+    if (words.length > 2) throw new UsageError(`${source}: a line is a token, or "NAME TOKEN"`)
+    const [name, value] = words.length === 2 ? [words[0]!, words[1]!] : ["default", words[0]!]
+    if (value.length < 16) throw new UsageError(`${source}: the token${name === "default" ? "" : ` of ${name}`} must be at least 16 characters`)
+    if (name === "default" ? token !== undefined : name in clients) throw new UsageError(`${source}: ${name === "default" ? "more than one bare token" : `${name} named twice`}`)
+    if (name === "default") token = value
+    else clients[name] = value
+  }
+  return { ...(token === undefined ? {} : { token }), clients }
+}
+
+const tokenOf = (options: McpOptions): { readonly token?: string; readonly clients?: Record<string, string>; readonly generated: boolean } => {
   if (options.tokenFile !== undefined) {
-    let token: string
+    let text: string
     try {
-      token = readFileSync(options.tokenFile, "utf8").trim()
+      text = readFileSync(options.tokenFile, "utf8")
     } catch (error) {
       throw new UsageError(`--token-file ${options.tokenFile}: ${(error as { code?: string }).code === "ENOENT" ? "no such file" : (error as Error).message}`)
     }
-    if (token.length < 16) throw new UsageError(`--token-file ${options.tokenFile}: the token must be at least 16 characters`)
-    return { token, generated: false }
+    return { ...tokensOf(text, `--token-file ${options.tokenFile}`), generated: false }
   }
   const fromEnv = process.env[TOKEN_VARIABLE]
   if (fromEnv !== undefined && fromEnv !== "") {
@@ -137,7 +157,8 @@ export const mcp = async (options: McpOptions): Promise<number> => {
       await serving.close()
     } else {
       const serving = await serveHttp(sandbox, {
-        token: token!.token,
+        ...(token!.token === undefined ? {} : { token: token!.token }),
+        ...(token!.clients === undefined || Object.keys(token!.clients).length === 0 ? {} : { clients: token!.clients }),
         ...(options.host === undefined ? {} : { host: options.host }),
         ...(port === undefined ? {} : { port }),
         ...(options.allowRemote === true ? { allowRemote: true } : {}),
