@@ -148,6 +148,43 @@ open("real.txt", "w").write("real")
     expect(sized.filesTruncated).toBe(true)
   })
 
+  it("16,000 symlinks with 4 KiB paths (hostile review 2, #2): the skipped list the host keeps, journals and returns is bounded; the rest are counted", async () => {
+    const r = await executor.executeCode({
+      language: "python",
+      // A directory path of ~3.5 KiB, then symlinks with 245-byte names until the workspace runs out of inodes.
+      code: String.raw`
+import os
+d = "/workspace/" + "/".join(["d" * 250] * 14)
+os.makedirs(d)
+os.chdir(d)
+n = 0
+try:
+    for i in range(20000):
+        os.symlink("x", ("%05d" % i) + "L" * 240)
+        n += 1
+except OSError:
+    pass
+print(n)
+`,
+      collect: ["**"]
+    })
+    expect(r.exitCode, r.stderr).toBe(0)
+    const made = Number(r.stdout.trim())
+    expect(made).toBeGreaterThan(5_000)
+    const listed = r.skippedFiles ?? []
+    // Paths of ~3.8 KiB: the 256 KiB bound binds before the 1,000 entries.
+    expect(listed.length).toBeGreaterThan(10)
+    expect(listed.length).toBeLessThanOrEqual(1_000)
+    expect(listed.reduce((n, s) => n + Buffer.byteLength(s.path), 0)).toBeLessThanOrEqual(256 * 1024)
+    expect(listed.every((s) => s.skipped === "symlink")).toBe(true)
+    expect(listed.length + (r.skippedFilesOmitted ?? 0)).toBe(made)
+    expect(r.collection).toEqual({ status: "complete" })
+    const collected = events.find((e) => e.streamId === r.executionId && e.type === "ArtifactsCollected")?.data as { skipped: Array<unknown>; skippedOmitted?: number }
+    expect(collected.skipped.length).toBe(listed.length)
+    expect(collected.skippedOmitted).toBe(r.skippedFilesOmitted)
+    expect(JSON.stringify(collected).length).toBeLessThan(400 * 1024)
+  })
+
   it("forged frames in the output and in file names inject no file, alter no content and forge no result", async () => {
     // Frames need the run's key, which the program never sees; it tries 'f'/'c'/'F'/'x' frames
     // with random and all-zero keys on both streams, and names a file as if it were a frame.

@@ -143,6 +143,45 @@ describe("execute_code collect: results and file resources (in-memory transport,
     await close()
   })
 
+  it("whatever the limits, a result lists at most 1,000 files and 100 skipped entries (and 256 KiB of their paths), and counts the rest (hostile review 2, #2)", async () => {
+    const wide = await openSandbox({ limits: { collectLimits: { maxFiles: 5_000 } } })
+    const { client, close } = await connect(wide, "http")
+    // 3,000 small files and ~16,000 symlinks whose paths are ~3.8 KiB each (until the inodes run out).
+    const r = await call(client, {
+      language: "python",
+      code: String.raw`
+import os
+for i in range(3000):
+    open("f%04d.txt" % i, "w").write("x")
+d = "/workspace/" + "/".join(["d" * 250] * 14)
+os.makedirs(d)
+n = 0
+try:
+    for i in range(20000):
+        os.symlink("x", d + "/" + ("%05d" % i) + "L" * 240)
+        n += 1
+except OSError:
+    pass
+print(n)
+`,
+      collect: ["**"]
+    })
+    expect(r.result.isError).toBeFalsy()
+    const made = Number(String(r.structured.stdout).trim())
+    expect(made).toBeGreaterThan(5_000)
+    expect(r.structured.files).toHaveLength(1_000)
+    expect(r.structured.files_omitted).toBe(2_000)
+    expect(blocks(r.content, "resource_link")).toHaveLength(1_000)
+    const skipped = r.structured.skipped_files ?? []
+    expect(skipped.length).toBeLessThanOrEqual(100)
+    expect(skipped.length + Number(r.structured.skipped_files_omitted)).toBe(made)
+    // The whole response: ~125 MB before the bounds.
+    expect(JSON.stringify(r.result).length).toBeLessThan(2 * 1024 * 1024)
+    expect(String(r.structured.output)).toContain("Not collected: ")
+    expect(String(r.structured.output)).toContain(`and ${made - 20} more (see the JSON).`)
+    await close()
+  })
+
   it("images past maxImageBytes or maxImages are links only; a run that collects nothing says so", async () => {
     const small = await openSandbox({ limits: { maxImages: 1, maxImageBytes: 4000 } })
     const { client, close } = await connect(small)

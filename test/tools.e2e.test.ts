@@ -460,6 +460,30 @@ import time; time.sleep(60)
     expect(mine.map((e) => e.type)).toContain("ExecutionFailed")
   })
 
+  it("the run's journal budget: recorded arguments past maxJournalBytes end the run with ContainerFailed (journal-budget), and the journal says so (hostile review 2, #1)", async () => {
+    let executionId = ""
+    const run = executor.executeCode(
+      {
+        language: "python",
+        // 200 KB of arguments per call, recorded: the 2 MiB budget holds about nine.
+        code: "from hermes_tools import call_tool\npad = 'x' * 200000\nfor i in range(40):\n    call_tool('echo', {'pad': pad})",
+        tools: { echo: { parameters: { type: "object" }, handler: () => "ok" } },
+        toolLimits: { maxCalls: 100, maxJournalBytes: 2 * 1024 * 1024 },
+        recordToolArguments: true
+      },
+      { onExecutionId: (id) => (executionId = id) }
+    )
+    await expect(run).rejects.toMatchObject({ _tag: "ContainerFailed", reason: "journal-budget", message: expect.stringContaining("than a run may (10000 events, 2097152 bytes") })
+    const mine = events.filter((e) => e.streamId === executionId)
+    const requested = mine.filter((e) => e.type === "ToolCallRequested")
+    expect(requested.length).toBeGreaterThan(3)
+    expect(requested.length).toBeLessThan(11)
+    const toolBytes = mine.filter((e) => e.type.startsWith("ToolCall")).reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e.data)), 0)
+    expect(toolBytes).toBeLessThanOrEqual(2 * 1024 * 1024)
+    const failed = mine.find((e) => e.type === "ExecutionFailed")
+    expect(JSON.stringify(failed?.data)).toContain("journal-budget")
+  })
+
   it("recordToolArguments: the arguments are journaled when the user opts in", async () => {
     const r = await executor.executeCode({ language: "bash", code: `hermes-tool add '{"a": 1, "b": 2}'`, tools: { add: addTool }, recordToolArguments: true })
     expect(r.stdout.trim()).toBe("3")

@@ -32,6 +32,9 @@
  *              has exited (and its pipes were drained); <signal> is the first signal sent to the
  *              sandbox from outside (docker stop/kill, forwarded to the program), 0 if none;
  *              nothing follows
+ *   'd'        "<o|e> <bytes written so far>": the stream passed the cap (sent when it first does,
+ *              then at most every TELL_DROPPED_MS while the program goes on writing), so that a
+ *              run killed before its 'x' (deadline, OOM) still reports the cut and about how much
  *   'E'        "<message>": setup failed (bad header, a file that cannot be written); exit 126
  * Plain mode (no key; sessions' code snippets, already inside a framed call): set up the files,
  * then exec the interpreter in place.
@@ -67,6 +70,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KEY_BYTES 16
@@ -388,7 +392,9 @@ static void take_lock(const char *path) {
  *   'f'  "<mode octal> <file size> " + path bytes: a file's content follows in 'c' frames
  *   'c'  a piece of that content (payload <= 65536)
  *   'F'  "<bytes sent>": the file is complete
- *   's'  "<reason> <size> " + path bytes: a matching entry that was not sent, and why
+ *   's'  "<reason> <size> " + path bytes: a matching entry that was not sent, and why (at most
+ *        SKIPPED_MAX_FRAMES of them, SKIPPED_MAX_NAME_BYTES of paths in all)
+ *   'S'  "<reason> <count>": after the walk, how many more entries were skipped for that reason
  *   'n'  "<kind f|d|l|o> <size> <mode octal> <mtime seconds> " + name: one entry of a listing
  *   'k'  "<words>": a file operation succeeded
  *   'r'  "<ERRNO NAME> <message>": a file operation failed (no program ran)
@@ -460,10 +466,37 @@ static void frame_with_bytes(char type, const char *words, const char *bytes, si
   frame(type, buf, w + 1 + len);
 }
 
+/* The reasons an entry is skipped (the host knows the same list): past SKIPPED_MAX_FRAMES entries or
+   SKIPPED_MAX_NAME_BYTES of their paths, the rest are only counted per reason, and told at the end
+   of the walk in one 'S' frame per reason, so that a workspace of many unsendable entries (16,384
+   symlinks with 4 KiB paths) costs the host a bounded list and a count. */
+static const char *const skip_reasons[] = {"too-large", "limit", "total-limit", "symlink", "not-regular", "unreadable", "too-deep", "name-too-long", "walk-limit"};
+#define SKIP_REASONS (sizeof skip_reasons / sizeof skip_reasons[0])
+#define SKIPPED_MAX_FRAMES 1000
+#define SKIPPED_MAX_NAME_BYTES (256 * 1024)
+static unsigned long long skipped_frames = 0, skipped_name_bytes = 0, skipped_omitted[SKIP_REASONS];
+
 static void skipped(const char *reason, unsigned long long size, const char *path, size_t len) {
+  if (skipped_frames >= SKIPPED_MAX_FRAMES || skipped_name_bytes + len > SKIPPED_MAX_NAME_BYTES) {
+    for (size_t i = 0; i < SKIP_REASONS; i++)
+      if (strcmp(skip_reasons[i], reason) == 0) skipped_omitted[i]++;
+    return;
+  }
+  skipped_frames++;
+  skipped_name_bytes += len;
   char words[96];
   snprintf(words, sizeof words, "%s %llu", reason, size);
   frame_with_bytes('s', words, path, len);
+}
+
+/* After the walk: how many skipped entries of each reason were not listed. */
+static void skipped_summary(void) {
+  for (size_t i = 0; i < SKIP_REASONS; i++) {
+    if (skipped_omitted[i] == 0) continue;
+    char words[96];
+    int n = snprintf(words, sizeof words, "%s %llu", skip_reasons[i], skipped_omitted[i]);
+    frame('S', words, (size_t)n);
+  }
 }
 
 /* Send an open regular file from `offset`, at most `limit` bytes: 'f', 'c'..., 'F'. */
@@ -591,7 +624,7 @@ static void collect_in(int dir, char *rel, size_t rel_len, char **seg, int depth
       skipped("too-large", (unsigned long long)st.st_size, rel, len);
     } else if (sent_files >= lim_files) {
       skipped("limit", (unsigned long long)st.st_size, rel, len);
-    } else if (sent_bytes + (unsigned long long)st.st_size > lim_total_bytes) {
+    } else if (sent_bytes + (unsigned long long)st.st_size + len > lim_total_bytes) {
       skipped("total-limit", (unsigned long long)st.st_size, rel, len);
     } else {
       int fd = open_regular(dir, name, &st);
@@ -601,7 +634,7 @@ static void collect_in(int dir, char *rel, size_t rel_len, char **seg, int depth
         send_file(fd, &st, rel, len, 0, (unsigned long long)st.st_size);
         close(fd);
         sent_files++;
-        sent_bytes += (unsigned long long)st.st_size;
+        sent_bytes += (unsigned long long)st.st_size + len; /* names count: the host holds them too */
       }
     }
     rel[rel_len] = 0;
@@ -622,6 +655,7 @@ static void collect(const char *workspace) {
   rel[0] = 0;
   collect_in(root, rel, 0, seg, 0, 0);
   close(root);
+  skipped_summary();
 }
 
 /* ---- a session's file operations: no program runs; the reply, then 'x' ------------------------ */
@@ -1203,19 +1237,45 @@ struct relay {
   int fd;
   char type;
   unsigned long long total;
+  /* The total the last 'd' frame told, and when (CLOCK_MONOTONIC, ms). */
+  unsigned long long told;
+  long long told_at;
 };
 
-/* Read what is there; relay up to the cap, count the rest. 0 on EOF. */
-static int pump(struct relay *r, size_t cap, unsigned char *buf) {
-  ssize_t n = read(r->fd, buf, CHUNK);
-  if (n < 0) return errno == EINTR || errno == EAGAIN ? 1 : 0;
-  if (n == 0) return 0;
+/* How often at most a stream past its cap says how much was written ('d'). */
+#define TELL_DROPPED_MS 200
+
+static long long monotonic_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* n bytes the program wrote: relay what fits under the cap, count the rest, and once past the cap
+   tell the host the count (at once the first time, then every TELL_DROPPED_MS at most). */
+static void relay_bytes(struct relay *r, const unsigned char *buf, size_t n, size_t cap) {
   unsigned long long before = r->total;
   r->total += (unsigned long long)n;
   if (before < cap) {
     unsigned long long room = cap - before;
-    frame(r->type, buf, (size_t)n < room ? (size_t)n : (size_t)room);
+    frame(r->type, buf, n < room ? n : (size_t)room);
   }
+  if (r->total <= cap) return;
+  long long now = monotonic_ms();
+  if (r->told != 0 && now - r->told_at < TELL_DROPPED_MS) return;
+  char msg[48];
+  int len = snprintf(msg, sizeof msg, "%c %llu", r->type, r->total);
+  frame('d', msg, (size_t)len);
+  r->told = r->total;
+  r->told_at = now;
+}
+
+/* Read what is there and relay it. 0 on EOF. */
+static int pump(struct relay *r, size_t cap, unsigned char *buf) {
+  ssize_t n = read(r->fd, buf, CHUNK);
+  if (n < 0) return errno == EINTR || errno == EAGAIN ? 1 : 0;
+  if (n == 0) return 0;
+  relay_bytes(r, buf, (size_t)n, cap);
   return 1;
 }
 
@@ -1616,7 +1676,7 @@ int main(int argc, char **argv) {
 
   static unsigned char buf[CHUNK];
   int sfd = run.sfd;
-  struct relay streams[2] = {{run.out, 'o', 0}, {run.err, 'e', 0}};
+  struct relay streams[2] = {{run.out, 'o', 0, 0, 0}, {run.err, 'e', 0, 0, 0}};
   int open_streams = 2, status = 0, exited = 0, outside_signal = 0;
   while (!exited) {
     struct pollfd fds[5 + TOOL_CALLS_MAX];
@@ -1743,12 +1803,7 @@ int main(int argc, char **argv) {
       ssize_t n = read(streams[i].fd, buf, pending > 0 && pending < CHUNK ? (size_t)pending : CHUNK);
       if (n <= 0) break;
       if (pending > 0) pending = n >= pending ? 0 : pending - (int)n;
-      unsigned long long before = streams[i].total;
-      streams[i].total += (unsigned long long)n;
-      if (before < cap) {
-        unsigned long long room = cap - before;
-        frame(streams[i].type, buf, (size_t)n < room ? (size_t)n : (size_t)room);
-      }
+      relay_bytes(&streams[i], buf, (size_t)n, cap);
     }
   }
   (void)open_streams;

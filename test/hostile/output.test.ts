@@ -103,6 +103,24 @@ print("done", file=sys.stderr)
     expect(diskPeak).toBeLessThan(1 * MiB)
   })
 
+  it("a flood past the cap that runs into its deadline still says it was cut, and counts at least what the supervisor told", async () => {
+    // The report ('x') never comes: the sandbox is killed at the deadline. The supervisor told the
+    // count as the stream passed the cap and every 200 ms since ('d' frames).
+    const limit = 64 * 1024
+    const r = await h.run({
+      language: "python",
+      timeoutMs: 5_000,
+      outputLimitBytes: limit,
+      code: "import os\nchunk = b'x' * 65536\nwhile True:\n    os.write(1, chunk)\n    os.write(2, chunk)\n"
+    })
+    expect(r.timedOut).toBe(true)
+    for (const [text, bytes, truncated] of [[r.stdout, r.stdoutBytes, r.stdoutTruncated], [r.stderr, r.stderrBytes, r.stderrTruncated]] as const) {
+      expect(truncated).toBe(true)
+      expect(text.length).toBe(limit)
+      expect(bytes).toBeGreaterThan(4 * limit)
+    }
+  })
+
   it("a single 4 MiB print() arrives whole (gVisor's host pipe takes 64 KiB per write)", async () => {
     const r = await h.run({ language: "python", outputLimitBytes: 8 * MiB, code: "import sys\nprint('x' * (4 << 20))\nsys.stdout.buffer.write(b'y' * (2 << 20))" })
     expectOutcome(r, exited(0))

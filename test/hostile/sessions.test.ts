@@ -117,6 +117,17 @@ echo maps-bytes $(cat /proc/$PPID/maps 2>/dev/null | wc -c)`)
     }
   }, 60_000)
 
+  it("a call that floods past its cap into its deadline says it was cut and counts at least what the supervisor told; the session goes on", async () => {
+    const s = track(await createSession())
+    const limit = 64 * 1024
+    const r = await s.runCode({ language: "python", timeoutMs: 3_000, outputLimitBytes: limit, code: "import os\nchunk = b'x' * 65536\nwhile True:\n    os.write(1, chunk)\n" })
+    expect(r).toMatchObject({ timedOut: true, stdoutTruncated: true })
+    expect(r.stdout.length).toBe(limit)
+    expect(r.stdoutBytes).toBeGreaterThan(4 * limit)
+    expect((await s.run("echo next")).stdout).toBe("next\n")
+    await s.close()
+  }, 60_000)
+
   it("a leftover holding the session lock cannot wedge the session: killed by default; with keepBackgroundProcesses, the call says who holds it", async () => {
     const plain = track(await createSession())
     await plain.run("setsid env -i flock /tmp/.hermes-session/lock sleep 300 </dev/null >/dev/null 2>&1 &")

@@ -17,9 +17,10 @@ const artifacts = (d: Record<string, unknown>): string => {
   const bytes = files.reduce((sum, f) => sum + f.size, 0)
   const reasons = new Map<string, number>()
   for (const s of skipped) reasons.set(s.reason, (reasons.get(s.reason) ?? 0) + 1)
-  const why = [...reasons].map(([reason, n]) => `${n} ${reason}`).join(", ")
+  const omitted = typeof d.skippedOmitted === "number" ? d.skippedOmitted : 0
+  const why = [...reasons].map(([reason, n]) => `${n} ${reason}`).join(", ") + (omitted > 0 ? `${reasons.size > 0 ? ", " : ""}${omitted} not listed` : "")
   return `${files.length} ${files.length === 1 ? "file" : "files"}, ${bytes} B` +
-    (skipped.length === 0 ? "" : `, ${skipped.length} skipped (${why})`) +
+    (skipped.length + omitted === 0 ? "" : `, ${skipped.length + omitted} skipped (${why})`) +
     (d.truncated === true ? ", truncated" : "") +
     (d.status === "complete" ? "" : `, ${d.status}${d.reason === undefined ? "" : ` (${d.reason})`}`)
 }

@@ -3,11 +3,13 @@
  * of the transfer. The supervisor (PID 1, after the program and everything it left have been
  * killed) walks /workspace without following a symlink and sends what matches as frames carrying
  * the run's key ('f' begins a file, 'c' its content, 'F' ends it, 's' an entry it did not send);
- * the archive API cannot be used because it does not see tmpfs mounts. Nothing the program writes
+ * the archive API cannot be used because it does not see tmpfs mounts. 'S' says how many more
+ * entries were skipped for a reason once the list reached its bound. Nothing the program writes
  * can be taken for a file: its bytes only travel inside 'o'/'e' frames.
  *
  * The host takes nothing on trust either: the limits are checked again here as the bytes arrive
- * (so host memory never holds more than `maxTotalBytes` of content), the size and the sha256 are
+ * (so host memory never holds more than `maxTotalBytes` of content and names, plus a bounded list of
+ * skipped entries), the size and the sha256 are
  * computed here from what arrived, and a frame out of order is a protocol violation.
  */
 import { createHash, type Hash } from "node:crypto"
@@ -20,6 +22,13 @@ export type { CollectLimits } from "./RunnerProtocol.js"
 /** What a run sends back unless the request says otherwise. */
 export const DEFAULT_COLLECT_LIMITS: CollectLimits = { maxFiles: 100, maxFileBytes: 10 * Schemas.MiB, maxTotalBytes: 32 * Schemas.MiB }
 export const MAX_COLLECT_PATTERNS = 64
+/**
+ * Skipped entries listed at most, and bytes of their paths at most (the supervisor stops at the same
+ * numbers); past either the rest are counted per reason (`skippedFilesOmitted`). A workspace of
+ * 16,384 symlinks with 4 KiB paths made 62 MB of skipped entries before.
+ */
+export const MAX_SKIPPED_LISTED = 1000
+export const MAX_SKIPPED_NAME_BYTES = 256 * 1024
 export const MAX_COLLECT_PATTERN_BYTES = 1024
 /** More than this many `**` in one pattern could make matching costly; none needs it. */
 export const MAX_GLOBSTARS = 4
@@ -157,6 +166,9 @@ interface Receiving {
 export class FileReceiver {
   readonly files: Array<CollectedFile> = []
   readonly skipped: Array<SkippedFile> = []
+  /** Skipped entries past the list's bounds, counted per reason. */
+  readonly omitted = new Map<SkipReason, number>()
+  private skippedNameBytes = 0
   private current: Receiving | undefined
   private totalBytes = 0
   private sentFiles = 0
@@ -198,7 +210,10 @@ export class FileReceiver {
       this.announcedSize = announced
       const declared = this.range === undefined ? announced : Math.min(this.limits.maxFileBytes, announced - Math.min(this.range.offset, announced))
       if (declared > this.limits.maxFileBytes) return `a file of ${declared} bytes announced, over ${this.limits.maxFileBytes}`
-      if (this.totalBytes + declared > this.limits.maxTotalBytes) return `files over ${this.limits.maxTotalBytes} bytes in all announced`
+      // A collection's names count against maxTotalBytes too (the supervisor counts them the same way).
+      const nameBytes = this.range === undefined ? parts.rest.length : 0
+      if (this.totalBytes + declared + nameBytes > this.limits.maxTotalBytes) return `files over ${this.limits.maxTotalBytes} bytes in all announced`
+      this.totalBytes += nameBytes
       this.current = {
         path: Buffer.from(parts.rest),
         mode: Number.parseInt(parts.words[0]!, 8),
@@ -217,13 +232,13 @@ export class FileReceiver {
       this.sentFiles++
       if (file.received !== file.declared) {
         // The read stopped early (an I/O error inside): the file is not whole, so it is not returned.
-        this.skipped.push({ path: file.path.toString("utf8"), size: file.declared, skipped: "unreadable" })
+        this.skip({ path: file.path.toString("utf8"), size: file.declared, skipped: "unreadable" }, file.path.length)
         return undefined
       }
       const content = file.content
       const path = this.decodePath(file.path)
       if (path === undefined) {
-        this.skipped.push({ path: file.path.toString("utf8"), size: file.received, skipped: "name-not-utf8" })
+        this.skip({ path: file.path.toString("utf8"), size: file.received, skipped: "name-not-utf8" }, file.path.length)
         return undefined
       }
       this.files.push({
@@ -241,7 +256,15 @@ export class FileReceiver {
       const parts = FileReceiver.split(bytes, 2)
       if (parts === undefined || !SKIP_REASONS.has(parts.words[0]!) || !/^(0|[1-9][0-9]{0,19})$/.test(parts.words[1]!)) return "a skipped-entry frame that is not the supervisor's"
       const path = this.decodePath(parts.rest)
-      this.skipped.push({ path: path ?? parts.rest.toString("utf8"), size: Number(parts.words[1]), skipped: path === undefined ? "name-not-utf8" : parts.words[0] as SkipReason })
+      this.skip({ path: path ?? parts.rest.toString("utf8"), size: Number(parts.words[1]), skipped: path === undefined ? "name-not-utf8" : parts.words[0] as SkipReason }, parts.rest.length)
+      return undefined
+    }
+    if (type === "S") {
+      if (this.current !== undefined) return "a count of skipped entries inside a file"
+      const words = bytes.toString("latin1").split(" ")
+      if (words.length !== 2 || !SKIP_REASONS.has(words[0]!) || !/^[1-9][0-9]{0,15}$/.test(words[1]!)) return "a count of skipped entries that is not the supervisor's"
+      const reason = words[0] as SkipReason
+      this.omitted.set(reason, (this.omitted.get(reason) ?? 0) + Number(words[1]))
       return undefined
     }
     return `a frame '${type}' where files were expected`
@@ -257,6 +280,16 @@ export class FileReceiver {
     file.received += chunk.byteLength
     this.totalBytes += chunk.byteLength
     return undefined
+  }
+
+  /** List a skipped entry within the list's bounds; past them, count it. */
+  private skip(entry: SkippedFile, nameBytes: number): void {
+    if (this.skipped.length >= MAX_SKIPPED_LISTED || this.skippedNameBytes + nameBytes > MAX_SKIPPED_NAME_BYTES) {
+      this.omitted.set(entry.skipped, (this.omitted.get(entry.skipped) ?? 0) + 1)
+      return
+    }
+    this.skippedNameBytes += nameBytes
+    this.skipped.push(entry)
   }
 
   private decodePath(bytes: Buffer): string | undefined {
@@ -276,9 +309,12 @@ export class FileReceiver {
     readonly skippedFiles: ReadonlyArray<SkippedFile>
     readonly filesTruncated: boolean
     readonly collection: CollectionStatus
+    readonly skippedFilesOmitted?: number
   } {
     const skippedFiles = [...this.skipped]
-    if (ended.complete) {
+    const omitted = [...this.omitted.values()].reduce((a, b) => a + b, 0)
+    // (With entries left out of the list, a literal pattern's may be among them: nothing is claimed then.)
+    if (ended.complete && omitted === 0) {
       const seen = new Set([...this.files.map((f) => f.path), ...this.skipped.map((s) => s.path)])
       for (const pattern of this.patterns) {
         const literal = literalPath(pattern)
@@ -289,12 +325,13 @@ export class FileReceiver {
     }
     const collection: CollectionStatus = ended.complete
       ? { status: "complete" }
-      : { status: this.files.length > 0 || this.skipped.length > 0 ? "partial" : "none", reason: ended.timedOut ? "timed-out" : "sandbox-ended" }
+      : { status: this.files.length > 0 || this.skipped.length > 0 || omitted > 0 ? "partial" : "none", reason: ended.timedOut ? "timed-out" : "sandbox-ended" }
     return {
       files: this.files,
       skippedFiles,
-      filesTruncated: !ended.complete || this.skipped.some((s) => TRUNCATING.has(s.skipped)),
-      collection
+      filesTruncated: !ended.complete || this.skipped.some((s) => TRUNCATING.has(s.skipped)) || [...this.omitted.keys()].some((r) => TRUNCATING.has(r)),
+      collection,
+      ...(omitted > 0 ? { skippedFilesOmitted: omitted } : {})
     }
   }
 }

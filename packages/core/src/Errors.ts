@@ -50,6 +50,8 @@ export class ImageNotFound extends Schema.TaggedError<ImageNotFound>()("ImageNot
  * - "quota-unsupported": a disk quota was asked for and the engine's storage cannot apply it
  * - "uids-exhausted": sandboxUid "per-sandbox" and every uid of the range is held by a live sandbox
  * - "tool-calls": the code made more refused tool calls than a run may (a flood): the run was ended
+ * - "journal-budget": the run's tool calls would have written more to the journal than a run may
+ *   (ToolLimits.maxJournalEvents / maxJournalBytes): the run was ended
  * - "engine": any other failure the engine reported (its message says which), e.g. a full disk
  */
 export const ContainerFailureReason = Schema.Literal(
@@ -64,6 +66,7 @@ export const ContainerFailureReason = Schema.Literal(
   "quota-unsupported",
   "uids-exhausted",
   "tool-calls",
+  "journal-budget",
   "engine"
 )
 export type ContainerFailureReason = typeof ContainerFailureReason.Type

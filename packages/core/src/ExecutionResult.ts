@@ -24,6 +24,8 @@ export interface ExecutionResult {
   readonly files?: ReadonlyArray<CollectedFile>
   /** With `collect`: matching entries not sent, each with the reason. */
   readonly skippedFiles?: ReadonlyArray<SkippedFile>
+  /** With `collect`: skipped entries past the list's bounds (Artifacts.MAX_SKIPPED_LISTED entries, MAX_SKIPPED_NAME_BYTES of paths), counted only. */
+  readonly skippedFilesOmitted?: number
   /** With `collect`: something matching was held back (a limit) or the collection was cut short. */
   readonly filesTruncated?: boolean
   /** With `collect`: whether the walk ended (a timeout or a killed sandbox cuts it short). */
@@ -33,7 +35,7 @@ export interface ExecutionResult {
 }
 
 /** The files part of a result (ExecutionResult's optional fields). */
-export type CollectedOutcome = Pick<Required<ExecutionResult>, "files" | "skippedFiles" | "filesTruncated" | "collection">
+export type CollectedOutcome = Pick<Required<ExecutionResult>, "files" | "skippedFiles" | "filesTruncated" | "collection"> & Pick<ExecutionResult, "skippedFilesOmitted">
 
 /** What the executor and sessions know when a run ends; the result is derived from it in one place. */
 export interface RunOutcome {

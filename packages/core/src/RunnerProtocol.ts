@@ -20,10 +20,12 @@
  * supervisor, not the container's streams). So the decoder below takes nothing on trust that
  * does not carry the key: a byte that does not parse ends the run as a protocol violation.
  * Types: 'o'/'e' output, 'p' started (pid, start time), 'w' waiting for the lock (holder),
- * 'l' lock held, 'x' exited (code, byte counts, a signal from outside), 'E' setup failed (message);
+ * 'l' lock held, 'x' exited (code, byte counts, a signal from outside), 'd' a stream passed the cap
+ * ("<o|e> <bytes written so far>", repeated while it goes on), 'E' setup failed (message);
  * files out (after a one-shot program, `collect`; a session's file operations): 'f' a file begins
  * ("<mode> <size> " + path bytes), 'c' its content, 'F' it ended ("<bytes sent>"), 's' an entry not
- * sent ("<reason> <size> " + path), 'n' a listing's entry, 'k' an operation done, 'r' it failed;
+ * sent ("<reason> <size> " + path; at most Artifacts.MAX_SKIPPED_LISTED), 'S' how many more were skipped
+ * for a reason ("<reason> <count>"), 'n' a listing's entry, 'k' an operation done, 'r' it failed;
  * tool calls: 't' a call ("<id> <argument bytes> " + name) followed by exactly that many bytes of
  * 'a' frames, 'b' a call larger than allowed ("<id> <bytes> " + name), 'q' its caller went away ("<id>").
  */
@@ -68,7 +70,7 @@ export const MAX_FRAME_PAYLOAD = 65_536
 const MAX_CONTROL_PAYLOAD = 8_192
 /** Frame types whose payload is data, delivered piecewise as it arrives: output and file content. */
 const DATA_TYPES = new Set([0x6f, 0x65, 0x63, 0x61]) // 'o' 'e' 'c' 'a'
-const CONTROL_TYPES = "pwlxEfFsnkrtbq"
+const CONTROL_TYPES = "pwlxdEfFsSnkrtbq"
 
 const encoder = new TextEncoder()
 

@@ -57,6 +57,13 @@ export interface ToolLimits {
   readonly maxArgumentBytes: number
   /** A result (JSON text); a larger result is a tool error. */
   readonly maxResultBytes: number
+  /**
+   * What one run's tool calls may write to the journal: events, and bytes of their data (recorded
+   * arguments, messages). A call that would pass either ends the run (ContainerFailed,
+   * "journal-budget"); each call's outcome is provided for before the call is recorded.
+   */
+  readonly maxJournalEvents: number
+  readonly maxJournalBytes: number
 }
 
 export const DEFAULT_TOOL_LIMITS: ToolLimits = {
@@ -64,7 +71,9 @@ export const DEFAULT_TOOL_LIMITS: ToolLimits = {
   maxInFlight: 8,
   callTimeoutMs: 60_000,
   maxArgumentBytes: Schemas.MiB,
-  maxResultBytes: Schemas.MiB
+  maxResultBytes: Schemas.MiB,
+  maxJournalEvents: 10_000,
+  maxJournalBytes: 16 * Schemas.MiB
 }
 
 /** The largest limits accepted (the supervisor holds one request and one reply per call in flight). */
@@ -73,7 +82,9 @@ export const MAX_TOOL_LIMITS: ToolLimits = {
   maxInFlight: 64,
   callTimeoutMs: 24 * 3600_000,
   maxArgumentBytes: 16 * Schemas.MiB,
-  maxResultBytes: 16 * Schemas.MiB
+  maxResultBytes: 16 * Schemas.MiB,
+  maxJournalEvents: 1_000_000,
+  maxJournalBytes: 1024 * Schemas.MiB
 }
 
 
@@ -82,8 +93,10 @@ export const ToolLimitsSchema = Schema.Struct({
   maxInFlight: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxInFlight)),
   callTimeoutMs: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.callTimeoutMs)),
   maxArgumentBytes: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxArgumentBytes)),
-  maxResultBytes: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxResultBytes))
-}).annotations({ message: () => "an object { maxCalls?, maxInFlight?, callTimeoutMs?, maxArgumentBytes?, maxResultBytes? }" })
+  maxResultBytes: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxResultBytes)),
+  maxJournalEvents: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxJournalEvents)),
+  maxJournalBytes: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxJournalBytes))
+}).annotations({ message: () => "an object { maxCalls?, maxInFlight?, callTimeoutMs?, maxArgumentBytes?, maxResultBytes?, maxJournalEvents?, maxJournalBytes? }" })
 
 /** Limits given over the limits in force (the executor's, or the defaults). */
 export const resolveToolLimits = (given: { readonly [K in keyof ToolLimits]?: number | undefined } | undefined, base: ToolLimits = DEFAULT_TOOL_LIMITS): ToolLimits =>
@@ -92,7 +105,9 @@ export const resolveToolLimits = (given: { readonly [K in keyof ToolLimits]?: nu
     maxInFlight: given.maxInFlight ?? base.maxInFlight,
     callTimeoutMs: given.callTimeoutMs ?? base.callTimeoutMs,
     maxArgumentBytes: given.maxArgumentBytes ?? base.maxArgumentBytes,
-    maxResultBytes: given.maxResultBytes ?? base.maxResultBytes
+    maxResultBytes: given.maxResultBytes ?? base.maxResultBytes,
+    maxJournalEvents: given.maxJournalEvents ?? base.maxJournalEvents,
+    maxJournalBytes: given.maxJournalBytes ?? base.maxJournalBytes
   }
 
 /** A tool ready to serve: its arguments' check, and what the generated modules show of it. */

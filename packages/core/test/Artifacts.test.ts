@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import { FileReceiver, mimeOf, patternIssue } from "../src/Artifacts.js"
+import { FileReceiver, MAX_SKIPPED_LISTED, MAX_SKIPPED_NAME_BYTES, mimeOf, patternIssue } from "../src/Artifacts.js"
 
 const limits = { maxFiles: 10, maxFileBytes: 1000, maxTotalBytes: 2000 }
 const words = (w: string, path: string | Buffer) => Buffer.concat([Buffer.from(`${w} `), Buffer.isBuffer(path) ? path : Buffer.from(path)])
@@ -47,10 +47,12 @@ describe("FileReceiver", () => {
     expect(nested.frame("f", words("644 1", "b"))).toMatch(/inside another/)
     expect(nested.frame("s", words("symlink 0", "c"))).toMatch(/inside a file/)
     expect(fresh().frame("f", words("644 1001", "big"))).toMatch(/over 1000/)
+    // Names count against maxTotalBytes with the content (the supervisor counts them so too).
     const total = fresh()
     expect(send(total, "a", Buffer.alloc(1000))).toEqual([])
-    expect(send(total, "b", Buffer.alloc(1000))).toEqual([])
-    expect(total.frame("f", words("644 1", "c"))).toMatch(/over 2000 bytes in all/)
+    expect(send(total, "b", Buffer.alloc(998))).toEqual([])
+    expect(total.frame("f", words("644 0", "c"))).toMatch(/over 2000 bytes in all/)
+    expect(fresh().frame("f", words("644 0", "n".repeat(2001)))).toMatch(/over 2000 bytes in all/)
     const longer = fresh()
     longer.frame("f", words("644 2", "a"))
     expect(longer.content(Buffer.from("abc"))).toMatch(/longer than announced/)
@@ -64,6 +66,7 @@ describe("FileReceiver", () => {
     for (const bad of ["644", "x 1 a", "644 -1 a", "644 1 "]) expect(fresh().frame("f", Buffer.from(bad)), bad).toBeDefined()
     expect(fresh().frame("s", words("made-up 0", "a"))).toMatch(/not the supervisor's/)
     expect(fresh().frame("x", Buffer.from(""))).toMatch(/where files were expected/)
+    for (const bad of ["symlink", "symlink 0", "made-up 3", "symlink 3 x", "symlink -1"]) expect(fresh().frame("S", Buffer.from(bad)), bad).toMatch(/not the supervisor's/)
   })
 
   it("a cut-short run keeps what arrived whole and says why; literal patterns that named nothing are listed", () => {
@@ -85,6 +88,27 @@ describe("FileReceiver", () => {
       { path: "report.csv", size: 0, skipped: "not-found" },
       { path: "out/summary.txt", size: 0, skipped: "not-found" }
     ])
+  })
+
+  it("the skipped list is bounded in entries and in path bytes, whatever arrives; the rest are counted per reason", () => {
+    // 20,000 symlinks with 4 KiB paths: 78 MiB of names before the bound.
+    const long = new FileReceiver(limits)
+    for (let i = 0; i < 20_000; i++) expect(long.frame("s", words("symlink 1", `${String(i).padStart(5, "0")}${"L".repeat(4091)}`))).toBeUndefined()
+    const cut = long.outcome({ complete: true, timedOut: false })
+    expect(cut.skippedFiles.length).toBe(Math.floor(MAX_SKIPPED_NAME_BYTES / 4096))
+    expect(cut.skippedFiles.reduce((n, s) => n + s.path.length, 0)).toBeLessThanOrEqual(MAX_SKIPPED_NAME_BYTES)
+    expect(cut.skippedFilesOmitted).toBe(20_000 - cut.skippedFiles.length)
+    expect(cut.filesTruncated).toBe(false) // symlinks are never sent: not a limit
+    // Short names: the count binds; the supervisor's own counts ('S') add up; a limit among the omitted truncates.
+    const many = new FileReceiver(limits, ["report.csv"])
+    for (let i = 0; i < 5_000; i++) many.frame("s", words("not-regular 0", `f${i}`))
+    expect(many.frame("S", Buffer.from("total-limit 7"))).toBeUndefined()
+    const counted = many.outcome({ complete: true, timedOut: false })
+    expect(counted.skippedFiles.length).toBe(MAX_SKIPPED_LISTED) // and no "not-found" claimed: report.csv may be among the omitted
+    expect(counted.skippedFilesOmitted).toBe(5_000 - MAX_SKIPPED_LISTED + 7)
+    expect(counted.filesTruncated).toBe(true)
+    const none = new FileReceiver(limits)
+    expect(none.outcome({ complete: true, timedOut: false }).skippedFilesOmitted).toBeUndefined()
   })
 
   it("names that are not UTF-8 are listed, not returned under a different name; a short read is unreadable", () => {

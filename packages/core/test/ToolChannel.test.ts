@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { createHash } from "node:crypto"
-import { Effect, Either, FastCheck as fc, Fiber, JSONSchema, Option, ParseResult, Schema, TestClock } from "effect"
+import { Deferred, Effect, Either, FastCheck as fc, Fiber, JSONSchema, Option, Schema, TestClock } from "effect"
 import { type EventEnvelope, MemoryJournal } from "@hermes-sandbox/events"
 import * as ToolChannel from "@hermes-sandbox/core/kernel/ToolChannel"
 import { DEFAULT_TOOL_LIMITS, planTools, resolveToolLimits, type ToolContext, type ToolLimits, type Tools } from "@hermes-sandbox/core/Tools"
@@ -319,6 +319,36 @@ describe("ToolChannel: each outcome", () => {
       expect(h.outcomeOf(6)[0]!.data).toMatchObject({ reason: "budget-exhausted" })
       expect(invoked).toBe(2)
       expect(h.channel.callsMade()).toBe(2)
+    }))
+
+  it.scoped("the journal budget (events): a call the budget has no room for, with its outcome, is not recorded or served, and the run is ended (journal-budget)", () =>
+    Effect.gen(function*() {
+      const h = yield* open({ add }, { maxJournalEvents: 6 })
+      for (let id = 1; id <= 5; id++) h.call(id, "add", `{"a":${id},"b":1}`)
+      yield* drain
+      // Three calls fit, with their outcomes: 6 events. The fourth ends the run; nothing of it or after it is written.
+      for (const id of [1, 2, 3]) expect(h.ofCall(id).map((e) => e.type)).toEqual(["ToolCallRequested", "ToolCallCompleted"])
+      expect(h.events).toHaveLength(6)
+      expect(h.byId().map((r) => r.id)).toEqual([1, 2, 3])
+      const ended = yield* Deferred.poll(h.channel.flooded)
+      expect(Option.isSome(ended)).toBe(true)
+      const why = yield* Option.getOrThrow(ended)
+      expect(why).toMatchObject({ reason: "journal-budget", message: expect.stringContaining("(6 events, 16777216 bytes: maxJournalEvents, maxJournalBytes; 6 events and") })
+    }))
+
+  it.scoped("the journal budget (bytes): recorded arguments count; a refusal's message is within the reserve; the run ends before the journal passes maxJournalBytes", () =>
+    Effect.gen(function*() {
+      const big = { handler: () => "ok", parameters: { type: "object" } }
+      const budget = 300_000
+      const h = yield* open({ big }, { maxJournalBytes: budget, maxArgumentBytes: 200_000 }, { recordArguments: true })
+      const args = JSON.stringify({ pad: "x".repeat(100_000) })
+      for (let id = 1; id <= 4; id++) h.call(id, "big", args)
+      yield* drain
+      const written = h.events.reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e.data)), 0)
+      expect(written).toBeLessThanOrEqual(budget)
+      expect(h.events.filter((e) => e.type === "ToolCallRequested").length).toBe(2)
+      for (const id of [1, 2]) expect(h.outcomeOf(id)).toHaveLength(1)
+      expect((yield* Option.getOrThrow(yield* Deferred.poll(h.channel.flooded))).reason).toBe("journal-budget")
     }))
 
   it.scoped("a call larger than maxArgumentBytes ('b'): status 2 arguments-too-large, ToolCallRequested with its size and no argumentsSha256; a 'b' within the limit is a violation", () =>

@@ -141,7 +141,8 @@ export const ContainerExited = event("ContainerExited", {
 
 /**
  * The files a run sent back (`collect`): paths, sizes and sha256 digests, never the content.
- * Appended before the terminal event, also when the collection was cut short (`status`).
+ * Appended before the terminal event, also when the collection was cut short (`status`). The
+ * skipped entries are listed up to a bound and counted past it (`skippedOmitted`, since 0.3.0).
  *
  * @since 0.2.0
  * @category schemas
@@ -149,6 +150,8 @@ export const ContainerExited = event("ContainerExited", {
 export const ArtifactsCollected = event("ArtifactsCollected", {
   files: Schema.Array(Schema.Struct({ path: Schema.String, size: Count, sha256: Schema.String, mime: Schema.String })),
   skipped: Schema.Array(Schema.Struct({ path: Schema.String, size: Count, reason: Schema.String })),
+  /** Skipped entries past the list's bounds (1,000 entries, 256 KiB of paths), counted only. */
+  skippedOmitted: Schema.optional(Count),
   truncated: Schema.Boolean,
   status: Schema.Literal("complete", "partial", "none"),
   reason: Schema.optional(Schema.String)
@@ -264,12 +267,16 @@ export const ExecutionInterrupted = event("ExecutionInterrupted", {
 })
 
 /**
+ * The run failed with a typed error: its tag, its message and, when it has one, its reason
+ * (ContainerFailed's: "journal-budget", "tool-calls", "protocol", …; since 0.3.0).
+ *
  * @since 0.1.0
  * @category schemas
  */
 export const ExecutionFailed = event("ExecutionFailed", {
   errorTag: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  reason: Schema.optional(Schema.String)
 })
 
 /**

@@ -318,7 +318,7 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
       next.artifacts = {
         files: envelope.data.files.length,
         bytes: envelope.data.files.reduce((n, f) => n + f.size, 0),
-        skipped: envelope.data.skipped.length,
+        skipped: envelope.data.skipped.length + (envelope.data.skippedOmitted ?? 0),
         status: envelope.data.status
       }
       break

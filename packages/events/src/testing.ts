@@ -158,6 +158,7 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
     {
       files: fc.array(fc.record({ path: arbText, size: arbBytes, sha256: fc.stringMatching(/^[0-9a-f]{64}$/), mime: fc.constantFrom("image/png", "text/csv") }), { maxLength: 3 }),
       skipped: fc.array(fc.record({ path: arbText, size: arbBytes, reason: fc.constantFrom("too-large", "symlink") }), { maxLength: 2 }),
+      skippedOmitted: fc.nat(),
       truncated: fc.boolean(),
       status: fc.constantFrom("complete" as const, "partial" as const, "none" as const),
       reason: fc.constantFrom("timed-out", "sandbox-ended")

@@ -101,10 +101,10 @@ export class FileOpReply {
     return `a frame '${type}' where a file operation's reply was expected`
   }
 
-  /** 'f'/'F'/'s': only a read sends a file, and only before any other reply. */
+  /** 'f'/'F'/'s'/'S': only a read sends a file, and only before any other reply. */
   readonly fileFrame = (type: string): string | undefined => {
     if (this.file === undefined) return `a file frame '${type}' in a ${this.op.op}`
-    if (type === "s") return "a skipped entry in a read"
+    if (type === "s" || type === "S") return "a skipped entry in a read"
     if (this.ended !== undefined) return "a file after the file operation's reply"
     return undefined
   }

@@ -131,7 +131,7 @@ export const runToCompletion = <E>(input: {
 
     const flooded = input.tools === undefined
       ? Effect.never
-      : Deferred.await(input.tools.flooded).pipe(Effect.map((message) => ({ _tag: "Flooded" as const, message })))
+      : Deferred.await(input.tools.flooded).pipe(Effect.map((flooded) => ({ _tag: "Flooded" as const, ...flooded })))
     // raceFirst: the first to end, a failure included (the engine gone is an answer too).
     const ended = yield* Effect.raceFirst(
       Effect.raceFirst(target.exit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))), Deferred.await(run.report)),
@@ -147,7 +147,7 @@ export const runToCompletion = <E>(input: {
       exitCode = yield* target.atDeadline(run)
     } else if (ended.value._tag === "Flooded") {
       return yield* target.kill.pipe(
-        Effect.zipRight(new ContainerFailed({ operation: "tool call", containerName: name, reason: "tool-calls", message: `${name}: ${ended.value.message}` }))
+        Effect.zipRight(new ContainerFailed({ operation: "tool call", containerName: name, reason: ended.value.reason, message: `${name}: ${ended.value.message}` }))
       )
     } else if (ended.value._tag === "Exited") {
       reported = true
@@ -192,6 +192,7 @@ export const runToCompletion = <E>(input: {
         data: {
           files: collected.files.map(({ path, size, sha256, mime }) => ({ path, size, sha256, mime })),
           skipped: collected.skippedFiles.map(({ path, size, skipped }) => ({ path, size, reason: skipped })),
+          ...(collected.skippedFilesOmitted === undefined ? {} : { skippedOmitted: collected.skippedFilesOmitted }),
           truncated: collected.filesTruncated,
           status: collected.collection.status,
           ...(collected.collection.reason === undefined ? {} : { reason: collected.collection.reason })
@@ -225,7 +226,10 @@ export const withTerminalEvent = <A, E extends { readonly _tag: string; readonly
       terminal ? Effect.void : beforeTerminal.pipe(Effect.zipRight(append(event)), Effect.zipRight(Effect.sync(() => void (terminal = true))))
     return body(record).pipe(
       Effect.onInterrupt(() => Effect.flatMap(interruptReason, (reason) => record({ type: "ExecutionInterrupted", data: { reason } })).pipe(Effect.ignore)),
-      Effect.tapError((error) => record({ type: "ExecutionFailed", data: { errorTag: error._tag, message: error.message } }).pipe(Effect.ignore))
+      Effect.tapError((error) => {
+        const reason = (error as { readonly reason?: unknown }).reason
+        return record({ type: "ExecutionFailed", data: { errorTag: error._tag, message: error.message, ...(typeof reason === "string" ? { reason } : {}) } }).pipe(Effect.ignore)
+      })
     )
   })
 

@@ -27,7 +27,7 @@ export interface SupervisedRunHooks {
   readonly onStderr?: ((chunk: Uint8Array) => void) | undefined
 }
 
-/** Files the run sends back ('f'/'c'/'F'/'s' frames): without it, any such frame is a violation. */
+/** Files the run sends back ('f'/'c'/'F'/'s'/'S' frames): without it, any such frame is a violation. */
 export interface SupervisedRunFiles {
   readonly patterns: ReadonlyArray<string>
   readonly limits: CollectLimits
@@ -93,7 +93,7 @@ export const makeSupervisedRun = (
       control: (type, payload, bytes) => {
         if (type === "t" || type === "b" || type === "q") {
           refused(tools === undefined ? `a tool call frame '${type}' where no tools were given` : tools.frame(type, bytes))
-        } else if (type === "f" || type === "F" || type === "s") {
+        } else if (type === "f" || type === "F" || type === "s" || type === "S") {
           refused(reply?.fileFrame(type) ?? (receiver === undefined ? `a file frame '${type}' where no files were asked for` : receiver.frame(type, bytes)))
         } else if (type === "n" || type === "k" || type === "r") {
           refused(reply === undefined ? `a file operation's frame '${type}' where none was asked for` : reply.frame(type, bytes))
@@ -110,6 +110,12 @@ export const makeSupervisedRun = (
           // cannot parse: the keyed reply before that is the answer, this is the supervisor's exit (126).
           if (fileOp?.op === "write" && reply?.outcome?._tag === "Failed") return settle({ _tag: "Exited", exit: { exitCode: 126, stdoutBytes: 0, stderrBytes: 0, outsideSignal: 0 } })
           settle({ _tag: "SetupFailed", message: payload })
+        } else if (type === "d") {
+          // The stream passed the cap: how much the program wrote so far (a run killed before its
+          // 'x' still reports the cut, and at least this count).
+          const match = /^([oe]) (0|[1-9][0-9]{0,19})$/.exec(payload)
+          if (match === null) return refused(`a dropped-bytes frame that is not the supervisor's (${JSON.stringify(payload.slice(0, 80))})`)
+          ;(match[1] === "o" ? stdout : stderr).countAtLeast(Number(match[2]))
         } else if (type === "p") {
           const [pid, start] = payload.split(" ")
           if (pid !== undefined && /^[1-9][0-9]*$/.test(pid) && start !== undefined && /^[0-9]+$/.test(start)) started = { pid: Number(pid), start }

@@ -37,8 +37,17 @@ export interface ToolChannel extends ToolFrames {
   readonly settle: Effect.Effect<void>
   /** Calls dispatched to a handler so far (refusals do not count). */
   readonly callsMade: () => number
-  /** Completed once the code made more refused calls than a run may (MAX_REFUSED_CALLS): the run must end. */
-  readonly flooded: Deferred.Deferred<string>
+  /**
+   * Completed once the code made more refused calls than a run may (MAX_REFUSED_CALLS), or its calls
+   * would write more to the journal than the run's budget (maxJournalEvents, maxJournalBytes): the
+   * run must end.
+   */
+  readonly flooded: Deferred.Deferred<Flooded>
+}
+
+export interface Flooded {
+  readonly reason: "tool-calls" | "journal-budget"
+  readonly message: string
 }
 
 /**
@@ -51,6 +60,12 @@ const encoder = new TextEncoder()
 const utf8 = new TextDecoder("utf-8", { fatal: false })
 /** A tool error's message as the code sees it: the handler's words, bounded. */
 const MAX_MESSAGE_CHARS = 8192
+/**
+ * What a call's outcome event may take at most (its message is clipped to MAX_MESSAGE_CHARS, up to
+ * 3 UTF-8 bytes each, plus the tool's name and a few fields): reserved when the call is recorded,
+ * so a call the journal took always gets its outcome.
+ */
+const OUTCOME_RESERVE_BYTES = 3 * MAX_MESSAGE_CHARS + 1024
 const CALL_HEAD = /^([1-9][0-9]{0,9}) (0|[1-9][0-9]{0,10}) /
 /** What a request holds besides its arguments: a tool name of at most 64 bytes and a newline. */
 const REQUEST_SLACK = 65
@@ -116,13 +131,48 @@ export const make = (input: {
     let made = 0
     let refused = 0
     let settled = false
-    const flooded = yield* Deferred.make<string>()
+    const flooded = yield* Deferred.make<Flooded>()
+    const endRun = (why: Flooded) => Deferred.succeed(flooded, why)
+    // The run's journal budget: what its calls have written (an outcome's reserve counted at the request).
+    let journalEvents = 0
+    let journalBytes = 0
+    const dataBytes = (event: JournalEvent): number => {
+      try {
+        return Buffer.byteLength(JSON.stringify(event.data) ?? "", "utf8")
+      } catch {
+        return Number.POSITIVE_INFINITY // not encodable: it could not be written anyway
+      }
+    }
     // A call whose arguments are arriving; over maxArgumentBytes they are counted, not kept.
     let pending: { id: number; tool: string; expected: number; chunks: Array<Uint8Array> | undefined; got: number } | undefined
 
     // A record that cannot be written (a journal error, or a defect while encoding it) never takes
     // the call's answer or its other records with it.
     const append = (event: JournalEvent) => input.append(event).pipe(Effect.ignore, Effect.catchAllDefect(() => Effect.void))
+    /** A call's outcome: within what its request reserved; the budget then counts what it took. */
+    const appendOutcome = (event: JournalEvent) =>
+      Effect.suspend(() => {
+        journalBytes += Math.min(dataBytes(event), OUTCOME_RESERVE_BYTES) - OUTCOME_RESERVE_BYTES
+        return append(event)
+      })
+    /**
+     * A call's request, if the budget has room for it and its outcome (reserved now); else the run
+     * ends (journal-budget) and the call is not served: false.
+     */
+    const appendRequest = (event: JournalEvent) =>
+      Effect.suspend(() => {
+        const bytes = dataBytes(event) + OUTCOME_RESERVE_BYTES
+        if (journalEvents + 2 > limits.maxJournalEvents || journalBytes + bytes > limits.maxJournalBytes) {
+          settled = true
+          return endRun({
+            reason: "journal-budget",
+            message: `the code's tool calls would write more to the journal than a run may (${limits.maxJournalEvents} events, ${limits.maxJournalBytes} bytes: maxJournalEvents, maxJournalBytes; ${journalEvents} events and ${journalBytes} bytes so far); the run was ended`
+          }).pipe(Effect.as(false))
+        }
+        journalEvents += 2
+        journalBytes += bytes
+        return append(event).pipe(Effect.as(true))
+      })
     const reply = (id: number, status: "0" | "1" | "2", payload: Uint8Array) =>
       Effect.suspend(() => write === undefined ? Effect.void : write(encodeToolReply(id, status, payload))).pipe(Effect.ignore)
 
@@ -132,7 +182,7 @@ export const make = (input: {
         const startedAt = yield* Clock.currentTimeMillis
         // Bounded in depth and values before it is parsed; prototype keys dropped (toolArguments.ts).
         const decoded = args === undefined ? undefined : decodeArguments(args, tool)
-        yield* append({
+        const recorded = yield* appendRequest({
           type: "ToolCallRequested",
           data: {
             callId: id,
@@ -142,14 +192,16 @@ export const make = (input: {
             ...(plan.recordArguments && args !== undefined ? { arguments: decoded?._tag === "Decoded" ? decoded.value : utf8.decode(args) } : {})
           }
         })
+        // Over the journal's budget: the run is ending; the call gets no answer but the run's end.
+        if (!recorded) return
         const refuse = (reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large", text: string) => {
           // A validator's words can carry the code's own keys: bounded like every other message.
           const message = clipMessage(text)
-          return append({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(
+          return appendOutcome({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(
             Effect.zipRight(reply(id, "2", encoder.encode(message))),
             Effect.zipRight(Effect.suspend(() =>
               ++refused >= MAX_REFUSED_CALLS
-                ? Deferred.succeed(flooded, `the code made ${refused} refused tool calls (at most ${MAX_REFUSED_CALLS} per run); the run was ended`).pipe(
+                ? endRun({ reason: "tool-calls", message: `the code made ${refused} refused tool calls (at most ${MAX_REFUSED_CALLS} per run); the run was ended` }).pipe(
                   Effect.zipRight(Effect.sync(() => void (settled = true)))
                 )
                 : Effect.void
@@ -213,7 +265,7 @@ export const make = (input: {
               controller.abort(reason)
               callers.delete(id)
               const now = yield* Clock.currentTimeMillis
-              yield* append({ type: "ToolCallFailed", data: { callId: id, tool, durationMs: now - startedAt, reason: "cancelled", message: reason } })
+              yield* appendOutcome({ type: "ToolCallFailed", data: { callId: id, tool, durationMs: now - startedAt, reason: "cancelled", message: reason } })
             })
           )
         )
@@ -223,10 +275,10 @@ export const make = (input: {
         if (outcome._tag === "Result") {
           // The answer first: the code waits for it; the journal's record follows at once.
           yield* reply(id, "0", outcome.json)
-          yield* append({ type: "ToolCallCompleted", data: { callId: id, tool, durationMs, resultBytes: outcome.json.byteLength } })
+          yield* appendOutcome({ type: "ToolCallCompleted", data: { callId: id, tool, durationMs, resultBytes: outcome.json.byteLength } })
         } else {
           yield* reply(id, "1", encoder.encode(outcome.message))
-          yield* append({ type: "ToolCallFailed", data: { callId: id, tool, durationMs, reason: outcome.reason, message: outcome.message } })
+          yield* appendOutcome({ type: "ToolCallFailed", data: { callId: id, tool, durationMs, reason: outcome.reason, message: outcome.message } })
         }
       }))
 

@@ -13,8 +13,33 @@ import type { ExecuteCodeResult } from "./schemas.js"
 /** The raster types MCP clients show; their mime comes from the content's signature, not the name. */
 const INLINE_IMAGE = /^image\/(png|jpeg|gif|webp)$/
 
-/** Files and skipped entries named in `output` at most (the JSON lists all). */
+/** Files and skipped entries named in `output` at most (the JSON lists more), each name cut to NAME_IN_OUTPUT characters. */
 const NAMED_IN_OUTPUT = 20
+const NAME_IN_OUTPUT = 200
+
+/**
+ * What one result lists at most, whatever limits the server was given (maxFiles reaches 100,000):
+ * files (each also a resource_link) and skipped entries, in count and in bytes of their paths.
+ * Past that the result says how many more there were (`files_omitted`, `skipped_files_omitted`);
+ * the files are still the server's resources (resources/list).
+ */
+export const MAX_LISTED_FILES = 1000
+export const MAX_LISTED_SKIPPED = 100
+export const MAX_LISTED_PATH_BYTES = 256 * 1024
+
+/** The head of `items` within `maxCount` entries and `maxBytes` of their paths. */
+const bounded = <A>(items: ReadonlyArray<A>, maxCount: number, pathOf: (a: A) => string): { readonly listed: ReadonlyArray<A>; readonly omitted: number } => {
+  let bytes = 0
+  let n = 0
+  while (n < items.length && n < maxCount) {
+    bytes += Buffer.byteLength(pathOf(items[n]!), "utf8")
+    if (bytes > MAX_LISTED_PATH_BYTES) break
+    n++
+  }
+  return { listed: items.slice(0, n), omitted: items.length - n }
+}
+
+const shownName = (path: string) => JSON.stringify(path.length > NAME_IN_OUTPUT ? `${path.slice(0, NAME_IN_OUTPUT)}…` : path)
 
 export interface CollectedContext {
   readonly maxImages: number
@@ -23,17 +48,20 @@ export interface CollectedContext {
   readonly kept: boolean
 }
 
-export type CollectedFields = Pick<ExecuteCodeResult, "files" | "skipped_files" | "files_truncated" | "collection">
+export type CollectedFields = Pick<ExecuteCodeResult, "files" | "skipped_files" | "files_truncated" | "collection" | "files_omitted" | "skipped_files_omitted">
 
-const listed = <A>(items: ReadonlyArray<A>, show: (a: A) => string) =>
-  items.slice(0, NAMED_IN_OUTPUT).map(show).join(", ") + (items.length > NAMED_IN_OUTPUT ? `, and ${items.length - NAMED_IN_OUTPUT} more (see the JSON)` : "")
+const listed = <A>(items: ReadonlyArray<A>, total: number, show: (a: A) => string) =>
+  items.slice(0, NAMED_IN_OUTPUT).map(show).join(", ") + (total > NAMED_IN_OUTPUT ? `, and ${total - NAMED_IN_OUTPUT} more (see the JSON)` : "")
 
 /** The result's fields, `output`'s notes and the content blocks of a run with `collect`; undefined without. */
 export const collectedResult = (r: ExecutionResult, context: CollectedContext): { readonly fields: CollectedFields; readonly notes: ReadonlyArray<string>; readonly content: ReadonlyArray<ExtraContent> } | undefined => {
   if (r.files === undefined) return undefined
-  const skipped = r.skippedFiles ?? []
+  const skippedBound = bounded(r.skippedFiles ?? [], MAX_LISTED_SKIPPED, (s) => s.path)
+  const skipped = skippedBound.listed
+  const skippedTotal = skipped.length + skippedBound.omitted + (r.skippedFilesOmitted ?? 0)
+  const filesBound = bounded(r.files, MAX_LISTED_FILES, (f) => f.path)
   let images = 0
-  const files = r.files.map((f) => {
+  const files = filesBound.listed.map((f) => {
     const image = INLINE_IMAGE.test(f.mime) && f.size <= context.maxImageBytes && images < context.maxImages
     if (image) images++
     return { file: f, image, uri: context.kept ? fileUri(r.executionId, f.path) : undefined }
@@ -45,14 +73,14 @@ export const collectedResult = (r: ExecutionResult, context: CollectedContext): 
   ]
 
   const notes: Array<string> = []
-  if (files.length > 0) {
-    notes.push(`Collected ${files.length} ${files.length === 1 ? "file" : "files"} from /workspace: ${listed(files, ({ file, image }) => `${JSON.stringify(file.path)} (${file.size} bytes, ${file.mime}${image ? ", shown as an image" : ""})`)}.` +
+  if (r.files.length > 0) {
+    notes.push(`Collected ${r.files.length} ${r.files.length === 1 ? "file" : "files"} from /workspace: ${listed(files, r.files.length, ({ file, image }) => `${shownName(file.path)} (${file.size} bytes, ${file.mime}${image ? ", shown as an image" : ""})`)}.` +
       (context.kept ? " Read each with resources/read at its files[].uri (sandbox://executions/{execution_id}/files/{path})." : " The server could not keep them (over its file store), so they cannot be read as resources."))
   }
-  if (skipped.length > 0) notes.push(`Not collected: ${listed(skipped, (s) => `${JSON.stringify(s.path)} (${s.skipped})`)}.`)
+  if (skippedTotal > 0) notes.push(`Not collected: ${listed(skipped, skippedTotal, (s) => `${shownName(s.path)} (${s.skipped})`)}.`)
   if (r.collection !== undefined && r.collection.status !== "complete") {
     notes.push(`The collection was cut short (${r.collection.reason ?? "the sandbox ended"}): ${r.collection.status === "none" ? "no file came back" : "only the files above came back"}.`)
-  } else if (files.length === 0 && skipped.length === 0) {
+  } else if (r.files.length === 0 && skippedTotal === 0) {
     notes.push("collect matched no file in /workspace.")
   }
 
@@ -60,6 +88,8 @@ export const collectedResult = (r: ExecutionResult, context: CollectedContext): 
     fields: {
       files: files.map(({ file, image, uri }) => ({ path: file.path, size_bytes: file.size, sha256: file.sha256, mime_type: file.mime, ...(uri === undefined ? {} : { uri }), image })),
       skipped_files: skipped.map((s) => ({ path: s.path, size_bytes: s.size, reason: s.skipped })),
+      ...(filesBound.omitted > 0 ? { files_omitted: filesBound.omitted } : {}),
+      ...(skippedTotal > skipped.length ? { skipped_files_omitted: skippedTotal - skipped.length } : {}),
       files_truncated: r.filesTruncated ?? false,
       collection: r.collection ?? { status: "complete" }
     },

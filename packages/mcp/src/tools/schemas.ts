@@ -107,7 +107,9 @@ export const ExecuteCodeResult = Schema.Struct({
   ...RunResult.fields,
   tool_calls_made: optional(Count, "With host tools (see the description): the calls the code made that a tool served (refused calls do not count)."),
   files: optional(Schema.Array(CollectedFile), "With collect: the files brought back."),
-  skipped_files: optional(Schema.Array(SkippedFile), "With collect: matching entries not brought back, each with the reason."),
+  files_omitted: optional(Count, "With collect: files brought back but not listed here (a result lists at most 1,000); they are still resources (resources/list)."),
+  skipped_files: optional(Schema.Array(SkippedFile), "With collect: matching entries not brought back, each with the reason (at most 100 listed)."),
+  skipped_files_omitted: optional(Count, "With collect: further entries not brought back and not listed."),
   files_truncated: optional(Schema.Boolean, "With collect: something matching was held back by a limit, or the collection was cut short."),
   collection: optional(
     Schema.Struct({
