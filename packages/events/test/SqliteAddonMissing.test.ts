@@ -6,14 +6,20 @@
  * module mock stands in for a missing or foreign .node file.
  *
  * The unit tier's files share their workers: the journal modules another file loaded are in the
- * module cache already, without the mock. So they are loaded afresh here, after resetting it.
+ * module cache already, without the mock. So they are loaded afresh here, after resetting it; and
+ * the mock is removed when this file is done, with the modules that saw it, or every later file in
+ * the worker would open its journals with the throwing stand-in (a whole CI run failed so).
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { vi } from "vitest"
+import { afterAll, vi } from "vitest"
 import { tempJournalPath } from "./helpers.js"
 
 vi.resetModules()
+afterAll(() => {
+  vi.doUnmock("better-sqlite3")
+  vi.resetModules()
+})
 const { JournalError } = await import("../src/JournalError.js")
 const SqliteJournal = await import("../src/SqliteJournal.js")
 const { addonFailure } = await import("../src/internal/sqliteJournal.js")
