@@ -9,6 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { createHash } from "node:crypto"
 import { Deferred, Effect, Either, FastCheck as fc, Fiber, JSONSchema, Option, Schema, TestClock } from "effect"
 import { type EventEnvelope, MemoryJournal } from "@hermes-sandbox/events"
+import { ArgumentsInFlight } from "@hermes-sandbox/core/kernel/ArgumentsInFlight"
 import * as ToolChannel from "@hermes-sandbox/core/kernel/ToolChannel"
 import { DEFAULT_TOOL_LIMITS, planTools, resolveToolLimits, type ToolContext, type ToolLimits, type Tools } from "@hermes-sandbox/core/Tools"
 import type { Language } from "@hermes-sandbox/core/Language"
@@ -61,6 +62,7 @@ const open = (
     readonly language?: Language
     /** A journal whose append suspends once before it commits (a remote or batching journal). */
     readonly appendSuspends?: boolean
+    readonly inFlight?: ArgumentsInFlight
   } = {}
 ) =>
   Effect.gen(function*() {
@@ -72,6 +74,7 @@ const open = (
       plan,
       language: options.language ?? "python",
       executionId: EXECUTION_ID,
+      ...(options.inFlight === undefined ? {} : { inFlight: options.inFlight }),
       append: (event) =>
         (options.appendSuspends === true ? Effect.yieldNow() : Effect.void).pipe(
           Effect.zipRight(journal.append({ streamId: EXECUTION_ID, events: [event], executorId: "test" })),
@@ -349,6 +352,39 @@ describe("ToolChannel: each outcome", () => {
       expect(h.events.filter((e) => e.type === "ToolCallRequested").length).toBe(2)
       for (const id of [1, 2]) expect(h.outcomeOf(id)).toHaveLength(1)
       expect((yield* Option.getOrThrow(yield* Deferred.poll(h.channel.flooded))).reason).toBe("journal-budget")
+    }))
+
+  it.scoped("the host's bound on arguments in flight over all runs: a call past it is refused host-busy, its bytes not kept; served calls give their share back", () =>
+    Effect.gen(function*() {
+      const inFlight = new ArgumentsInFlight(100)
+      let release: (() => void) | undefined
+      const slow = { handler: () => new Promise((resolve) => (release = () => resolve("done"))) }
+      const a = yield* open({ slow, add }, {}, { inFlight })
+      const b = yield* open({ slow, add }, {}, { inFlight }) // another run on the same host
+      const sixty = JSON.stringify({ pad: "x".repeat(50) })
+      expect(sixty.length).toBe(60)
+      a.call(1, "slow", sixty)
+      yield* drain
+      expect(inFlight.bytes).toBe(60) // held while its handler runs
+      b.call(1, "add", sixty)
+      yield* drain
+      expect(b.outcomeOf(1)[0]!.data).toMatchObject({ reason: "host-busy", message: expect.stringContaining("(at most 100); this call of 60 bytes was not taken") })
+      expect(b.repliesTo(1)[0]!.status).toBe("2")
+      expect(inFlight.bytes).toBe(60)
+      release!()
+      yield* drain
+      expect(a.repliesTo(1)[0]!.status).toBe("0")
+      expect(inFlight.bytes).toBe(0)
+      b.call(2, "add", `{"a":1,"b":2}`)
+      yield* drain
+      expect(b.repliesTo(2)[0]!).toMatchObject({ status: "0", payload: "3" })
+      expect(inFlight.bytes).toBe(0)
+      // A run that ends with a call's arguments half arrived gives that share back too.
+      a.channel.frame("t", Buffer.from(`2 60 add`))
+      a.channel.argumentsChunk(enc.encode(sixty.slice(0, 10)))
+      expect(inFlight.bytes).toBe(60)
+      yield* a.channel.settle
+      expect(inFlight.bytes).toBe(0)
     }))
 
   it.scoped("a call larger than maxArgumentBytes ('b'): status 2 arguments-too-large, ToolCallRequested with its size and no argumentsSha256; a 'b' within the limit is a violation", () =>

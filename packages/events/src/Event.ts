@@ -177,12 +177,13 @@ export type ToolCallFailureReason = typeof ToolCallFailureReason.Type
 
 /**
  * Why a tool call was never dispatched to a handler (refusals do not count against the
- * run's call budget).
+ * run's call budget). `host-busy` (since 0.3.0): the host held as many tool arguments in flight,
+ * over all its runs, as it may.
  *
  * @since 0.2.0
  * @category schemas
  */
-export const ToolCallRefusalReason = Schema.Literal("unknown-tool", "invalid-arguments", "budget-exhausted", "arguments-too-large")
+export const ToolCallRefusalReason = Schema.Literal("unknown-tool", "invalid-arguments", "budget-exhausted", "arguments-too-large", "host-busy")
 
 /**
  * @since 0.2.0

@@ -62,7 +62,7 @@ describe("Event", () => {
     expect(Either.isLeft(decode({ type: "ToolCallRequested", data: { ...requested, callId: -1 } }))).toBe(true)
     expect(Either.isLeft(decode({ type: "ToolCallCompleted", data: { callId: 1, tool: "t", durationMs: 2, resultBytes: 0.5 } }))).toBe(true)
     expect([...Event.ToolCallFailureReason.literals]).toEqual(["error", "timed-out", "result-too-large", "cancelled"])
-    expect([...Event.ToolCallRefusalReason.literals]).toEqual(["unknown-tool", "invalid-arguments", "budget-exhausted", "arguments-too-large"])
+    expect([...Event.ToolCallRefusalReason.literals]).toEqual(["unknown-tool", "invalid-arguments", "budget-exhausted", "arguments-too-large", "host-busy"])
     expect(Either.isLeft(decode({ type: "ToolCallFailed", data: { callId: 1, tool: "t", durationMs: 2, reason: "bored", message: "m" } }))).toBe(true)
     expect(Either.isLeft(decode({ type: "ToolCallRefused", data: { callId: 1, tool: "t", reason: "error", message: "m" } }))).toBe(true)
     expect(Event.lifecycleEventTypes).toEqual(expect.arrayContaining(["ToolCallRequested", "ToolCallCompleted", "ToolCallFailed", "ToolCallRefused"]))

@@ -20,6 +20,7 @@ import { encodeToolReply, type ToolChannelHeader } from "../RunnerProtocol.js"
 import type { SandboxError } from "../Errors.js"
 import type { PlannedTool, ToolPlan } from "../Tools.js"
 import { toolModules } from "../tools/stubs.js"
+import { type ArgumentsInFlight, hostArgumentsInFlight } from "./ArgumentsInFlight.js"
 import { decodeArguments } from "../tools/toolArguments.js"
 
 /** What SupervisedRun hands over from the frames; a string back is a protocol violation. */
@@ -119,6 +120,8 @@ export const make = (input: {
   readonly language: Language
   readonly executionId: string
   readonly append: (event: JournalEvent) => Effect.Effect<unknown, JournalError>
+  /** The bound on arguments held across runs (default: the process's, ArgumentsInFlight.ts). */
+  readonly inFlight?: ArgumentsInFlight
 }): Effect.Effect<ToolChannel, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { plan, executionId } = input
@@ -143,8 +146,10 @@ export const make = (input: {
         return Number.POSITIVE_INFINITY // not encodable: it could not be written anyway
       }
     }
-    // A call whose arguments are arriving; over maxArgumentBytes they are counted, not kept.
-    let pending: { id: number; tool: string; expected: number; chunks: Array<Uint8Array> | undefined; got: number } | undefined
+    const inFlight = input.inFlight ?? hostArgumentsInFlight
+    // A call whose arguments are arriving; over maxArgumentBytes, or past the host's bound on what
+    // it holds (busy), they are counted, not kept.
+    let pending: { id: number; tool: string; expected: number; chunks: Array<Uint8Array> | undefined; got: number; busy: boolean } | undefined
 
     // A record that cannot be written (a journal error, or a defect while encoding it) never takes
     // the call's answer or its other records with it.
@@ -177,7 +182,7 @@ export const make = (input: {
       Effect.suspend(() => write === undefined ? Effect.void : write(encodeToolReply(id, status, payload))).pipe(Effect.ignore)
 
     // Interruptible only while the handler runs: every call that was requested gets its outcome.
-    const serve = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number): Effect.Effect<void> =>
+    const serve = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number, busy: boolean): Effect.Effect<void> =>
       Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
         const startedAt = yield* Clock.currentTimeMillis
         // Bounded in depth and values before it is parsed; prototype keys dropped (toolArguments.ts).
@@ -194,7 +199,7 @@ export const make = (input: {
         })
         // Over the journal's budget: the run is ending; the call gets no answer but the run's end.
         if (!recorded) return
-        const refuse = (reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large", text: string) => {
+        const refuse = (reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large" | "host-busy", text: string) => {
           // A validator's words can carry the code's own keys: bounded like every other message.
           const message = clipMessage(text)
           return appendOutcome({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(
@@ -207,6 +212,9 @@ export const make = (input: {
                 : Effect.void
             ))
           )
+        }
+        if (busy) {
+          return yield* refuse("host-busy", `the host holds ${inFlight.bytes} bytes of tool arguments in flight over all its runs (at most ${inFlight.maxBytes}); this call of ${argumentBytes} bytes was not taken: try again`)
         }
         if (args === undefined) {
           return yield* refuse("arguments-too-large", `the arguments of ${argumentBytes} bytes exceed the limit of ${limits.maxArgumentBytes} bytes (maxArgumentBytes)`)
@@ -282,11 +290,15 @@ export const make = (input: {
         }
       }))
 
-    const dispatch = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number) => {
-      if (settled) return
-      const fiber = Runtime.runFork(runtime)(serve(id, tool, args, argumentBytes))
+    /** `held`: bytes this call holds of the host's bound, released when its serving ends. */
+    const dispatch = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number, held = 0, busy = false) => {
+      if (settled) return inFlight.release(held)
+      const fiber = Runtime.runFork(runtime)(serve(id, tool, args, argumentBytes, busy))
       serving.set(id, fiber)
-      fiber.addObserver(() => serving.delete(id))
+      fiber.addObserver(() => {
+        serving.delete(id)
+        inFlight.release(held)
+      })
     }
 
     const frame: ToolFrames["frame"] = (type, bytes) => {
@@ -321,7 +333,9 @@ export const make = (input: {
         return undefined
       }
       // The supervisor's bound is the whole request (name, newline, arguments): the arguments' own is here.
-      pending = { id, tool, expected: size, chunks: size > limits.maxArgumentBytes ? undefined : [], got: 0 }
+      const tooLarge = size > limits.maxArgumentBytes
+      const busy = !tooLarge && !inFlight.tryHold(size)
+      pending = { id, tool, expected: size, chunks: tooLarge || busy ? undefined : [], got: 0, busy }
       return undefined
     }
 
@@ -331,15 +345,21 @@ export const make = (input: {
       if (pending.got > pending.expected) return `call ${pending.id}'s arguments run past the ${pending.expected} bytes announced`
       pending.chunks?.push(Uint8Array.from(chunk))
       if (pending.got === pending.expected) {
-        const { id, tool, chunks, expected } = pending
+        const { id, tool, chunks, expected, busy } = pending
         pending = undefined
-        dispatch(id, tool, chunks === undefined ? undefined : Buffer.concat(chunks), expected)
+        dispatch(id, tool, chunks === undefined ? undefined : Buffer.concat(chunks), expected, chunks === undefined ? 0 : expected, busy)
       }
       return undefined
     }
 
     const settle = Effect.suspend(() => {
       settled = true
+      // A call whose arguments were still arriving gives its share back; the rest of its bytes are
+      // counted, not kept (it will not be served).
+      if (pending?.chunks !== undefined) {
+        inFlight.release(pending.expected)
+        pending.chunks = undefined
+      }
       return Fiber.interruptAll([...serving.values()])
     })
     yield* Effect.addFinalizer(() => settle)
