@@ -3,14 +3,19 @@
  * through the journal's own client, so no engine is needed): the timeline shows each call, the
  * summary counts them per tool, in text and JSON.
  */
+import { spawn } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { Event, openJournal } from "@hermes-sandbox/events"
-import { cli } from "./support/cli.js"
+import { cli, cliCommand } from "./support/cli.js"
 
-const journal = join(mkdtempSync(join(tmpdir(), "hermes-cli-tools-")), "journal.sqlite")
+const scratch = mkdtempSync(join(tmpdir(), "hermes-cli-tools-"))
+const journal = join(scratch, "journal.sqlite")
+/** A journal whose sandbox-chosen strings (a tool name, an MCP client's name) carry terminal escapes. */
+const hostileJournal = join(scratch, "hostile.sqlite")
+const HOSTILE_TOOL = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mX"
 const E = Event.make
 const container = { containerName: "hermes-sandbox-1", containerId: "c1" }
 const sha = "ab".repeat(32)
@@ -49,6 +54,58 @@ beforeAll(async () => {
   } finally {
     await client.close()
   }
+  const hostile = await openJournal({ path: hostileJournal })
+  try {
+    await hostile.append({
+      streamId: "01a23261-e690-75bb-95e7-a93c6a6de2d9",
+      executorId: "test",
+      events: [
+        E("ExecutionRequested", {
+          language: "python",
+          image: "hermes-sandbox/python:latest",
+          codeBytes: 40,
+          codeSha256: sha,
+          stdinBytes: 0,
+          fileCount: 0,
+          timeoutMs: 30_000,
+          limits: { memoryBytes: 1, nanoCpus: 1, pidsLimit: 1, outputLimitBytes: 1 },
+          network: false,
+          runtime: "docker",
+          tags: { "mcp.client_name": "\x1b[2Jevil\nclient" }
+        }),
+        E("ContainerCreated", { ...container, imageId: "sha256:i" }),
+        E("ContainerStarted", { containerId: "c1" }),
+        E("ToolCallRequested", { callId: 1, tool: HOSTILE_TOOL, argumentBytes: 2, argumentsSha256: sha }),
+        E("ToolCallRefused", { callId: 1, tool: HOSTILE_TOOL, reason: "unknown-tool", message: `no tool named ${HOSTILE_TOOL}` })
+      ]
+    })
+  } finally {
+    await hostile.close()
+  }
+})
+
+/** The command's output as a terminal gets it: run under script(1), on a pseudo-terminal. */
+const onTerminal = (args: ReadonlyArray<string>) =>
+  new Promise<string>((resolve, reject) => {
+    const quoted = [...cliCommand, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ")
+    const child = spawn("script", ["-qec", quoted, "/dev/null"], { stdio: ["ignore", "pipe", "pipe"] })
+    let out = ""
+    child.stdout.on("data", (d: Buffer) => (out += d.toString("latin1")))
+    child.on("error", reject)
+    child.on("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`script exited ${code}: ${out}`))))
+  })
+
+describe("events on a terminal (hostile review 2, #5)", () => {
+  it("a tool name and a client name with escape sequences reach the terminal escaped, never as control bytes", async () => {
+    const out = await onTerminal(["events", "--journal", hostileJournal])
+    expect(out).toContain("ToolCallRefused")
+    // The sequences would set the window title, clear the screen and colour the line.
+    expect(out).not.toContain("\x1b]0;PWNED")
+    expect(out).not.toContain("\x1b[2J")
+    expect(out).not.toContain("\x07")
+    expect(out).toContain("\\x1b]0;PWNED\\x07\\x1b[2J\\x1b[31mX")
+    expect(out).toContain("\\x1b[2Jevil\\x0aclient")
+  })
 })
 
 describe("events with tool calls", () => {

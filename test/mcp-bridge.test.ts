@@ -14,7 +14,7 @@ import { join } from "node:path"
 import { it as effectIt } from "@effect/vitest"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { ToolContext } from "@hermes-sandbox/core"
+import { planTools, resolveToolLimits, type ToolContext } from "@hermes-sandbox/core"
 import { McpTools, McpUpstreamFailed, type McpUpstream, toolsFromMcp, unwrapCallToolResult } from "@hermes-sandbox/mcp"
 import { waitFor } from "./support/docker.js"
 import { goneWithin, pidsWith, processMarker } from "./support/processes.js"
@@ -285,6 +285,35 @@ describe("toolsFromMcp: paginated tools/list, names that clash once mapped", () 
     expect(await callOn(upstream, "a_b_2", { n: 1 })).toEqual(["called a-b", { n: 1 }])
     expect(await callOn(upstream, "a_b", {})).toEqual(["called a_b", {}])
     expect(await callOn(upstream, long)).toEqual([`called ${"x".repeat(70)}`, {}])
+  })
+})
+
+describe("an upstream tool's JSON Schema takes the bounded refusal path (hostile review 2, #1)", () => {
+  // Map-shaped parameters (additionalProperties, patternProperties) put the data's own keys in the
+  // validator's paths: 5 keys of 150 KB made a 750,163-character refusal before.
+  const mapShaped = `
+    import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+    import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
+    import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+    const server = new Server({ name: "map-shaped", version: "1" }, { capabilities: { tools: {} } })
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [
+      { name: "headers", inputSchema: { type: "object", additionalProperties: { type: "string", maxLength: 10 } } },
+      { name: "env", inputSchema: { type: "object", patternProperties: { "^[A-Z]": { type: "integer" } } } }
+    ] }))
+    server.setRequestHandler(CallToolRequestSchema, () => ({ content: [{ type: "text", text: "ok" }] }))
+    await server.connect(new StdioServerTransport())
+  `
+  it("5 keys of 150 KB each: the refusal is bounded, names at most 5 problems, each path cut", async () => {
+    const upstream = await open({ command: process.execPath, args: ["--input-type=module", "-e", mapShaped], cwd: testDir })
+    const plan = await Effect.runPromise(Effect.scoped(planTools(upstream.tools, resolveToolLimits(undefined), false)))
+    const big = (prefix: string) => Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`${prefix}${i}${"k".repeat(150_000)}`, "v".repeat(20)]))
+    for (const [tool, value] of [["headers", big("h")], ["env", big("E")]] as const) {
+      const checked = plan!.tools.get(tool)!.check(value)
+      expect(checked._tag, tool).toBe("Left")
+      const message = (checked as { left: string }).left
+      expect(message.length, tool).toBeLessThan(8192)
+      expect(message, tool).toMatch(/k{10}/) // the path is named, cut
+    }
   })
 })
 
