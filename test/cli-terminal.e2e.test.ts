@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { CLI_MARK } from "../packages/cli/src/terminal.js"
-import { cli } from "./support/cli.js"
+import { cli, cliCommand } from "./support/cli.js"
 
 const root = new URL("..", import.meta.url).pathname
 const dir = mkdtempSync(join(tmpdir(), "hermes-cli-tty-"))
@@ -36,8 +36,8 @@ time.sleep(60)
 /** The command line on a pseudo-terminal (standard input, output and error all the terminal). */
 const onTerminal = (args: ReadonlyArray<string>) =>
   new Promise<{ code: number | null; output: string }>((resolve) => {
-    // tsx itself, not npx: npx draws a spinner on a terminal.
-    const command = ["node_modules/.bin/tsx", "packages/cli/src/bin.ts", ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ")
+    // The CLI as the suites run it (the installed bin in the real-engine tiers: test/support/cli.ts).
+    const command = [...cliCommand, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ")
     const child = spawn("script", ["-qec", command, "/dev/null"], { cwd: root, env: { ...process.env, TERM: "xterm-256color" }, stdio: ["pipe", "pipe", "inherit"] })
     const chunks: Array<Buffer> = []
     child.stdout.on("data", (d: Buffer) => chunks.push(d))

@@ -10,6 +10,7 @@ import net from "node:net"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { createExecutor } from "@hermes-sandbox/docker"
+import { cliCommand } from "../support/cli.js"
 import { root, tempDir, waitFor } from "./support.js"
 
 const failure = async (p: Promise<unknown>) => {
@@ -114,7 +115,8 @@ describe("an unreachable engine is a typed DockerUnavailable within seconds", ()
   it("the CLI: exit 125 with the reason and the fix, within seconds", async () => {
     const socketPath = join(tempDir("cli-nosock"), "docker.sock")
     const t0 = Date.now()
-    const child = spawn(process.execPath, ["--import", "tsx", "packages/cli/src/bin.ts", "run", "--no-journal", "-"], {
+    const [command, ...prefix] = cliCommand
+    const child = spawn(command!, [...prefix, "run", "--no-journal", "-"], {
       cwd: root,
       env: { ...process.env, DOCKER_HOST: `unix://${socketPath}` }
     })
