@@ -2,15 +2,17 @@
  * pnpm bench:bounds — what the worst inputs of hostile review 2 cost the host now (issue 25): peak
  * memory and journal growth of one executor, each case in a child process of its own (so the peak
  * RSS is that case's alone) with a SQLite journal of its own, as a ratio to the same measures for
- * an idle executor's `print(1)` run in the same bench run.
+ * an idle executor's `print(1)` run in the same bench run. The journal's growth is the encoded size
+ * of the events the run appended (the file's own size moves with SQLite's WAL checkpoints).
  *
  * Cases, each at the bound that stops it:
  *   - refusals: an Effect Schema tool, the code sends 5,000 excess keys of 86 bytes per call in a
  *     loop (214 MB of journal in 45 s before): ends at 1,000 refusals (tool-calls);
  *   - recorded arguments: recordToolArguments, 1 MiB of arguments per call, maxCalls 1,000: ends at
  *     the journal budget (16 MiB, journal-budget);
- *   - dense arguments in flight: 8 threads each send `{"a":[{},{},…]}` of 1 MiB to a tool that
- *     waits 4 s (+106 to +207 MiB of host memory before);
+ *   - dense arguments in flight: 8 threads each send `{"a":[{},{},…]}` to a tool that waits 4 s,
+ *     of 1 MiB (+106 to +207 MiB of host memory before; now refused by the values bound before
+ *     parsing) and of 45,000 objects (just within that bound: held and served);
  *   - skipped entries: 16,000 symlinks with 4 KiB paths under collect ["**"] (62 MB of skipped
  *     entries, +156 MiB before);
  *   - an output flood into the deadline (1 MiB kept per stream).
@@ -18,7 +20,7 @@
  *   npx tsx bench/bounds.ts
  */
 import { execFileSync } from "node:child_process"
-import { mkdtempSync, rmSync, statSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -51,9 +53,15 @@ const CASES: Record<string, () => ExecuteRequest> = {
     recordToolArguments: true,
     timeoutMs: 120_000
   }),
-  "dense arguments in flight": () => ({
+  "dense arguments in flight (past the values bound)": () => ({
     language: "python",
     code: "import threading\nfrom hermes_tools import call_tool\ndense = [{}] * 340000\ndef go():\n    call_tool('slow', {'a': dense})\nts = [threading.Thread(target=go) for _ in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint('done')\n",
+    tools: { slow: { parameters: { type: "object" }, handler: () => new Promise((resolve) => setTimeout(() => resolve("ok"), 4000)) } },
+    timeoutMs: 120_000
+  }),
+  "dense arguments in flight (within the values bound)": () => ({
+    language: "python",
+    code: "import threading\nfrom hermes_tools import call_tool\ndense = [{}] * 45000\ndef go():\n    call_tool('slow', {'a': dense})\nts = [threading.Thread(target=go) for _ in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint('done')\n",
     tools: { slow: { parameters: { type: "object" }, handler: () => new Promise((resolve) => setTimeout(() => resolve("ok"), 4000)) } },
     timeoutMs: 120_000
   }),
@@ -77,18 +85,19 @@ const child = async (name: string) => {
   const executor = await createExecutor({ journal: { path }, timeoutMs: 120_000, awaitRemoval: true, sweepOnStart: false, watchdog: false })
   try {
     await executor.executeCode({ language: "python", code: "print(1)" })
-    const journalBefore = statSync(path).size + (statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0)
+    let journalBytes = 0
+    const counting = executor.events$.subscribe((e) => (journalBytes += Buffer.byteLength(JSON.stringify(e))))
     const before = process.resourceUsage().maxRSS
     const t0 = performance.now()
     const outcome = await executor.executeCode(CASES[name]!()).then(
-      (r) => `exit ${r.exitCode}${r.timedOut ? ", timed out" : ""}${r.stdoutTruncated ? `, stdout cut (${r.stdoutBytes} B written)` : ""}${r.skippedFilesOmitted === undefined ? "" : `, ${r.skippedFiles?.length} skipped listed + ${r.skippedFilesOmitted} counted`}, result ${(JSON.stringify(r).length / 1024).toFixed(0)} KiB`,
+      (r) => `exit ${r.exitCode}${r.stdout.includes("ToolRefused") || r.stderr.includes("ToolRefused") ? " (calls refused)" : ""}${r.timedOut ? ", timed out" : ""}${r.stdoutTruncated ? `, stdout cut (${r.stdoutBytes} B written)` : ""}${r.skippedFilesOmitted === undefined ? "" : `, ${r.skippedFiles?.length} skipped listed + ${r.skippedFilesOmitted} counted`}, result ${(JSON.stringify(r).length / 1024).toFixed(0)} KiB`,
       (e: { _tag?: string; reason?: string }) => `${e._tag} (${e.reason})`
     )
     const seconds = (performance.now() - t0) / 1000
     const after = process.resourceUsage().maxRSS
     await executor.close()
-    const journalAfter = statSync(path).size + (statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0)
-    console.log(JSON.stringify({ name, growthMiB: (after - before) / 1024, journalBytes: journalAfter - journalBefore, outcome, seconds }))
+    counting.unsubscribe()
+    console.log(JSON.stringify({ name, peakMiB: after / 1024, growthMiB: (after - before) / 1024, journalBytes, outcome, seconds }))
   } finally {
     await executor.close()
     rmSync(dir, { recursive: true, force: true })
@@ -99,14 +108,14 @@ const main = () => {
   console.log(`npx tsx bench/bounds.ts, ${new Date().toISOString()}, load ${execFileSync("cat", ["/proc/loadavg"]).toString().trim()}\n`)
   const rows = Object.keys(CASES).map((name) => {
     const out = execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--case", name], { encoding: "utf8", maxBuffer: 64 * MiB })
-    return JSON.parse(out.trim().split("\n").at(-1)!) as { name: string; growthMiB: number; journalBytes: number; outcome: string; seconds: number }
+    return JSON.parse(out.trim().split("\n").at(-1)!) as { name: string; peakMiB: number; growthMiB: number; journalBytes: number; outcome: string; seconds: number }
   })
   const idle = rows[0]!
-  console.log("| case | how it ended | s | peak RSS growth (MiB) | × idle | journal growth | × idle |")
-  console.log("| --- | --- | --- | --- | --- | --- | --- |")
-  const ratio = (x: number, base: number) => (base > 0 ? `${(x / base).toFixed(1)}×` : "—")
+  console.log("| case | how it ended | s | peak RSS (MiB) | × idle | growth over the warm-up (MiB) | journal appended | × idle |")
+  console.log("| --- | --- | --- | --- | --- | --- | --- | --- |")
+  const ratio = (x: number, base: number) => `${(x / base).toFixed(1)}×`
   for (const r of rows) {
-    console.log(`| ${r.name} | ${r.outcome} | ${r.seconds.toFixed(1)} | ${r.growthMiB.toFixed(1)} | ${ratio(Math.max(r.growthMiB, 0.1), Math.max(idle.growthMiB, 0.1))} | ${(r.journalBytes / 1024).toFixed(0)} KiB | ${ratio(r.journalBytes, idle.journalBytes)} |`)
+    console.log(`| ${r.name} | ${r.outcome} | ${r.seconds.toFixed(1)} | ${r.peakMiB.toFixed(0)} | ${ratio(r.peakMiB, idle.peakMiB)} | ${r.growthMiB.toFixed(1)} | ${(r.journalBytes / 1024).toFixed(0)} KiB | ${ratio(r.journalBytes, idle.journalBytes)} |`)
   }
 }
 
