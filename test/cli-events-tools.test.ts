@@ -19,6 +19,21 @@ const HOSTILE_TOOL = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mX"
 const E = Event.make
 const container = { containerName: "hermes-sandbox-1", containerId: "c1" }
 const sha = "ab".repeat(32)
+/** A run's first event, with the tags given. */
+const requested = (tags?: Record<string, string>) =>
+  E("ExecutionRequested", {
+    language: "python",
+    image: "hermes-sandbox/python:latest",
+    codeBytes: 40,
+    codeSha256: sha,
+    stdinBytes: 0,
+    fileCount: 0,
+    timeoutMs: 30_000,
+    limits: { memoryBytes: 1, nanoCpus: 1, pidsLimit: 1, outputLimitBytes: 1 },
+    network: false,
+    runtime: "docker",
+    ...(tags === undefined ? {} : { tags })
+  })
 
 beforeAll(async () => {
   const client = await openJournal({ path: journal })
@@ -27,18 +42,7 @@ beforeAll(async () => {
       streamId: "01a23261-e690-75bb-95e7-a93c6a6de2d8",
       executorId: "test",
       events: [
-        E("ExecutionRequested", {
-          language: "python",
-          image: "hermes-sandbox/python:latest",
-          codeBytes: 40,
-          codeSha256: sha,
-          stdinBytes: 0,
-          fileCount: 0,
-          timeoutMs: 30_000,
-          limits: { memoryBytes: 1, nanoCpus: 1, pidsLimit: 1, outputLimitBytes: 1 },
-          network: false,
-          runtime: "docker"
-        }),
+        requested(),
         E("ContainerCreated", { ...container, imageId: "sha256:i" }),
         E("ContainerStarted", { containerId: "c1" }),
         E("ToolCallRequested", { callId: 1, tool: "web_search", argumentBytes: 15, argumentsSha256: sha }),
@@ -60,19 +64,7 @@ beforeAll(async () => {
       streamId: "01a23261-e690-75bb-95e7-a93c6a6de2d9",
       executorId: "test",
       events: [
-        E("ExecutionRequested", {
-          language: "python",
-          image: "hermes-sandbox/python:latest",
-          codeBytes: 40,
-          codeSha256: sha,
-          stdinBytes: 0,
-          fileCount: 0,
-          timeoutMs: 30_000,
-          limits: { memoryBytes: 1, nanoCpus: 1, pidsLimit: 1, outputLimitBytes: 1 },
-          network: false,
-          runtime: "docker",
-          tags: { "mcp.client_name": "\x1b[2Jevil\nclient" }
-        }),
+        requested({ "mcp.client_name": "\x1b[2Jevil\nclient" }),
         E("ContainerCreated", { ...container, imageId: "sha256:i" }),
         E("ContainerStarted", { containerId: "c1" }),
         E("ToolCallRequested", { callId: 1, tool: HOSTILE_TOOL, argumentBytes: 2, argumentsSha256: sha }),
