@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The supervisor (images/runner/hermes-run.c) built with AddressSanitizer and UndefinedBehaviorSanitizer,
+# and its own test suite (images/runner/hermes-run.test.ts, on the host, no engine) run against that
+# build through HERMES_RUN_UNDER_TEST. Any sanitizer report goes to the supervisor's stderr, which the
+# suite requires to be empty, so a report fails the test that caused it.
+#
+# Leak detection is off: the supervisor is a one-shot process whose few allocations (the header's
+# argument table, file names) live until it exits, which LeakSanitizer reports as leaks.
+#
+#   pnpm test:sanitize      (hostile review 2, #10; not part of `pnpm test`: ~60 s of CPU)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out="$(mktemp -d /tmp/hermes-run-sanitized.XXXXXX)"
+trap 'rm -rf "$out"' EXIT
+gcc -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1 -Wall -Wextra -Werror \
+  -o "$out/hermes-run" images/runner/hermes-run.c
+export HERMES_RUN_UNDER_TEST="$out/hermes-run"
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
+export UBSAN_OPTIONS="print_stacktrace=1"
+exec node_modules/.bin/vitest run --project unit --isolate=false images/runner/hermes-run.test.ts
