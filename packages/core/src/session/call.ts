@@ -252,8 +252,11 @@ export const superviseExec = (
         // The call's supervisor reports once its child died, or the exec ends. Its grace runs from
         // the killer's exit (or from now when there is no killer: the exec itself was killed).
         const reported = Effect.raceFirst(Effect.asVoid(Deferred.await(sup.report)), Effect.asVoid(proc.exit)).pipe(Effect.as(true))
+        // What the killer did, for the log line when the sandbox has to go (the reason stays one).
+        let killerSaid = Option.isSome(killer) ? "the killer did not end within its bound" : "no killer could be started in the sandbox"
         const killerCleared = Option.isSome(killer)
           ? killer.value.exit.pipe(
+            Effect.tap((status) => Effect.sync(() => void (killerSaid = status.exitCode === 0 ? "the killer left nothing, but the call did not end within the grace" : `the killer exited ${status.exitCode}: something outlived every pass`))),
             Effect.map((status) => Option.some(status.exitCode === 0)),
             Effect.timeoutTo({ duration: KILLER_BOUND, onSuccess: (ran) => ran, onTimeout: () => Option.none<boolean>() }),
             Effect.orElseSucceed(() => Option.none<boolean>())
@@ -268,6 +271,7 @@ export const superviseExec = (
         if (!afterKill) {
           // Something in the sandbox outlived the kill: only killing the sandbox is sure.
           yield* runtime.kill(container).pipe(Effect.ignore)
+          yield* Effect.logWarning(`${container.name}: a timed-out ${input.what} could not be killed inside (${killerSaid}); the sandbox was killed`)
           yield* deps.sandboxKilled(`a timed-out ${input.what} could not be killed inside; the sandbox was killed`)
         }
         return 137
