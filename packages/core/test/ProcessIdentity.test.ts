@@ -33,8 +33,9 @@ describe("ProcessIdentity and ProcessStart", () => {
   })
 
   it("a zombie does not run, though kill(0) still reaches it and its start time is still readable", async () => {
-    // sh starts `sleep 0` and becomes `sleep 30` by exec: the exited child's parent never waits for it.
-    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] })
+    // perl forks a child that exits at once and never waits for it. (Not `sh -c "sleep 0 & exec
+    // sleep 30"`: a shell may reap its background job before the exec when the job ends first.)
+    const parent = spawn("perl", ["-e", '$| = 1; my $p = fork(); exit 0 if $p == 0; print "$p\\n"; sleep 30'], { stdio: ["ignore", "pipe", "ignore"] })
     try {
       const line = await new Promise<string>((resolve) => createInterface({ input: parent.stdout! }).once("line", resolve))
       const zombie = Number(line)
