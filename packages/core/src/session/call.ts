@@ -71,6 +71,8 @@ export interface CallInput {
 const KILL_GRACE = "5 seconds"
 /** How long the killer exec may take to run at all (the engine starts it, it kills, it exits). */
 const KILLER_BOUND = "20 seconds"
+/** How many killers may run, one after another, within KILLER_BOUND. */
+const KILLER_ATTEMPTS = 3
 const encoder = new TextEncoder()
 
 /** The call's environment: the session's, its secrets, then the call's own (checked with what it is merged over). */
@@ -240,33 +242,49 @@ export const superviseExec = (
         // Everything the call started dies now, escapees (setsid, double fork, env -i) included: every
         // process started since the call began (all of them but PID 1 when leftovers are not kept).
         const started = sup.started()
-        const killer = started === undefined
-          ? Option.none<ExecProcess>()
-          : yield* runtime.exec(
+        // One killer exec: its exit code, or none when the engine could not start it.
+        const killOnce = started === undefined
+          ? Effect.succeedNone
+          : runtime.exec(
             container,
             { command: [supervisor, "--kill", String(started.pid), started.start, plan.keepBackgroundProcesses ? "since" : "all"], env: {}, stdin: false },
             { stdout: () => {}, stderr: () => {} }
-          ).pipe(Effect.option)
+          ).pipe(
+            Effect.flatMap((killer) => killer.exit.pipe(Effect.map((status) => status.exitCode), Effect.ensuring(killer.detach))),
+            Effect.option
+          )
         // Before the program started (no 'p' frame), its supervisor's own process tree is the call.
-        if (Option.isNone(killer)) yield* proc.kill.pipe(Effect.ignore)
+        if (started === undefined) yield* proc.kill.pipe(Effect.ignore)
         // The call's supervisor reports once its child died, or the exec ends. Its grace runs from
         // the killer's exit (or from now when there is no killer: the exec itself was killed).
         const reported = Effect.raceFirst(Effect.asVoid(Deferred.await(sup.report)), Effect.asVoid(proc.exit)).pipe(Effect.as(true))
         // What the killer did, for the log line when the sandbox has to go (the reason stays one).
-        let killerSaid = Option.isSome(killer) ? "the killer did not end within its bound" : "no killer could be started in the sandbox"
-        const killerCleared = Option.isSome(killer)
-          ? killer.value.exit.pipe(
-            Effect.tap((status) => Effect.sync(() => void (killerSaid = status.exitCode === 0 ? "the killer left nothing, but the call did not end within the grace" : `the killer exited ${status.exitCode}: something outlived every pass`))),
-            Effect.map((status) => Option.some(status.exitCode === 0)),
-            Effect.timeoutTo({ duration: KILLER_BOUND, onSuccess: (ran) => ran, onTimeout: () => Option.none<boolean>() }),
-            Effect.orElseSucceed(() => Option.none<boolean>())
-          )
-          : Effect.succeed(Option.some(false))
+        let killerSaid = started === undefined ? "the program had not started: its exec was killed" : "the killer did not end within its bound"
+        // On a loaded host an exec may fail to start, or a killer's passes end before a process with
+        // thousands of threads is torn down: another killer runs, within KILLER_BOUND in all.
+        const killerCleared = started === undefined
+          ? Effect.succeed(Option.some(false))
+          : Effect.gen(function*() {
+            let anyStarted = false
+            for (let attempt = 1; attempt <= KILLER_ATTEMPTS; attempt++) {
+              const code = yield* killOnce
+              anyStarted ||= Option.isSome(code)
+              if (Option.isSome(code) && code.value === 0) {
+                killerSaid = "the killer left nothing, but the call did not end within the grace"
+                return Option.some(true)
+              }
+              killerSaid = Option.isNone(code)
+                ? `no killer could be started in the sandbox (${attempt} tries)`
+                : `the killer exited ${code.value}: something outlived every pass (${attempt} tries)`
+            }
+            // No killer ever started: the exec itself is all that is left to kill.
+            if (!anyStarted) yield* proc.kill.pipe(Effect.ignore)
+            return Option.some(false)
+          }).pipe(Effect.timeoutTo({ duration: KILLER_BOUND, onSuccess: (ran) => ran, onTimeout: () => Option.none<boolean>() }))
         const afterGrace = Effect.flatMap(killerCleared, (cleared) =>
           Option.isNone(cleared) ? Effect.succeed(false) : Effect.as(Effect.sleep(KILL_GRACE), cleared.value))
         const afterKill = yield* Effect.raceFirst(reported, afterGrace).pipe(
-          Effect.orElseSucceed(() => false),
-          Effect.ensuring(Option.isSome(killer) ? killer.value.detach : Effect.void)
+          Effect.orElseSucceed(() => false)
         )
         if (!afterKill) {
           // Something in the sandbox outlived the kill: only killing the sandbox is sure.
