@@ -103,8 +103,15 @@ print("work", sum(i * i for i in range(10**6)))
 
     it("a fork bomb that never returns is ended by the host-side deadline", async () => {
       const r = await h.run({ language: "bash", code: "bomb() { bomb | bomb; }; bomb", timeoutMs: 3_000 })
-      expectOutcome(r, gvisor ? exited(2) : TIMED_OUT)
-      if (!gvisor) expect(r.durationMs).toBeLessThan(3_000 + 5_000)
+      if (gvisor) {
+        // The Sentry aborts (exit 2) once the bomb exhausts it. On a loaded host the deadline may come
+        // first (137), or both at once: the deadline fired as the sandbox exited 2. Ended either way.
+        const ended = [exited(2), TIMED_OUT, { ...TIMED_OUT, exitCode: 2 }]
+        expect(ended, `classification of ${r.containerName}\n${r.stderr.slice(-1500)}`).toContainEqual({ exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled })
+      } else {
+        expectOutcome(r, TIMED_OUT)
+      }
+      expect(r.durationMs).toBeLessThan(3_000 + 5_000)
     })
 
     it("thread bomb stops at the pids limit (runc); gVisor bounds it by memory instead", async () => {
