@@ -87,7 +87,30 @@ const LONG_RUNNING = [
   "images/runner/hermes-run.test.ts"
 ]
 
+/**
+ * The real-engine tiers import the packages as built (dist/, what an installed package runs): the
+ * "hermes-sandbox-dist" condition picks dist/ in vite's resolution and in Node's own (the forks'
+ * --conditions flag), and dist/ is loaded by Node itself, not transformed and run by vite. Loading the sources through vite cost each file
+ * ~1.7 s of a core (BENCHMARKS.md, "The test suite's own time"). test/global-setup.ts refuses a
+ * dist/ older than its sources; the unit and journal tiers test the sources.
+ */
+const BUILT_PACKAGES: Pick<TestProjectInlineConfiguration, "resolve" | "ssr"> = {
+  resolve: { conditions: ["hermes-sandbox-dist", "import", "module", "node", "default"] },
+  ssr: { resolve: { conditions: ["hermes-sandbox-dist", "import", "node", "default"] } }
+}
+const builtPackages = (test: NonNullable<TestProjectInlineConfiguration["test"]>): TestProjectInlineConfiguration => ({
+  extends: true,
+  ...BUILT_PACKAGES,
+  test: {
+    ...test,
+    globalSetup: [BUILT, ...(test.globalSetup === undefined ? [] : [test.globalSetup].flat())],
+    server: { deps: { external: [/\/packages\/[^/]+\/dist\//] } }
+  }
+})
+
 const POOL_ENV = { ...BUILT_CLI, HERMES_SANDBOX_TEST_WARM_POOL: "1" }
+/** Refuses a dist/ older than its sources (the tiers that import the built packages). */
+const BUILT = "test/built-global-setup.ts"
 /** Fails the run if a hermes-sandbox-* container is left on the engine. */
 const LEAK_CHECK = "test/global-setup.ts"
 /** Starts the throwaway PostgreSQL cluster (unless HERMES_SANDBOX_TEST_PG_URL names one). */
@@ -105,7 +128,16 @@ export default defineConfig({
     pool: "forks",
     // Real-engine files mostly wait (on containers, deadlines, timers), so more of them overlap than
     // there are cores; HERMES_SANDBOX_TEST_FORKS sets it (scripts/test.sh picks per tier).
-    poolOptions: { forks: { maxForks: Number(process.env["HERMES_SANDBOX_TEST_FORKS"] ?? 2), minForks: 1 } },
+    poolOptions: {
+      forks: {
+        maxForks: Number(process.env["HERMES_SANDBOX_TEST_FORKS"] ?? 2),
+        minForks: 1,
+        // Node's own resolution in the workers, for the built packages' imports of each other (the
+        // tiers that load dist/, below). The unit and journal tiers' packages go through vite, whose
+        // conditions pick src/. (A project's own poolOptions.forks is not applied by vitest 3.2.)
+        execArgv: ["--conditions=hermes-sandbox-dist"]
+      }
+    },
     setupFiles: process.env["PIDMAP"] ? ["./test/support/pidmap.ts"] : [],
     reporters: ["default", "./test/support/slowestFiles.ts"],
     sequence: { sequencer: longFirst(LONG_RUNNING) },
@@ -115,16 +147,16 @@ export default defineConfig({
       // (its forks pool takes the root's), so it is not set here.
       project({ name: "unit", include: UNIT, exclude: [...JOURNAL, "**/node_modules/**"] }),
       project({ name: "journal", include: JOURNAL, env: BUILT_CLI, globalSetup: [POSTGRES, LEAK_CHECK] }),
-      project({
+      builtPackages({
         name: "engine",
         include: ["test/**/*.test.ts", "examples/examples.test.ts", "examples/testing/evaluate.engine.test.ts"],
         exclude: [...UNIT, ...JOURNAL, ...HEAVY, "**/node_modules/**"],
         env: BUILT_CLI,
         globalSetup: [LEAK_CHECK]
       }),
-      project({ name: "engine-pool", include: POOL_ENGINE, env: POOL_ENV, globalSetup: [LEAK_CHECK] }),
-      project({ name: "heavy", include: HEAVY, env: BUILT_CLI, globalSetup: [POSTGRES, LEAK_CHECK] }),
-      project({ name: "heavy-pool", include: POOL_HEAVY, env: POOL_ENV, globalSetup: [LEAK_CHECK] })
+      builtPackages({ name: "engine-pool", include: POOL_ENGINE, env: POOL_ENV, globalSetup: [LEAK_CHECK] }),
+      builtPackages({ name: "heavy", include: HEAVY, env: BUILT_CLI, globalSetup: [POSTGRES, LEAK_CHECK] }),
+      builtPackages({ name: "heavy-pool", include: POOL_HEAVY, env: POOL_ENV, globalSetup: [LEAK_CHECK] })
     ]
   }
 })

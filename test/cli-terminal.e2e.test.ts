@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { CLI_MARK } from "../packages/cli/src/terminal.js"
+import { CLI_MARK } from "@hermes-sandbox/cli/terminal"
 import { cli, cliCommand } from "./support/cli.js"
 
 const root = new URL("..", import.meta.url).pathname
