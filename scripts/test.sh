@@ -23,7 +23,8 @@ HERMES_IMAGE_VARIANT=all bash scripts/setup.sh
 # Test-only tools: mkfs.xfs for the private engine on XFS (test/chaos/xfs-storage.test.ts);
 # rootlesskit and newuidmap for the rootless engine (test/chaos/rootless.test.ts); PostgreSQL
 # for the Postgres journal's throwaway cluster (test/postgres-global-setup.ts); sshd and openssl
-# for the engine reached over ssh and TLS on loopback (test/remote).
+# for the engine reached over ssh and TLS on loopback (test/remote); pyflakes and shellcheck for the
+# lint of the programs that run inside sandboxes (scripts/test-tiers.sh, check).
 missing=""
 command -v mkfs.xfs >/dev/null 2>&1 || missing="$missing xfsprogs"
 command -v rootlesskit >/dev/null 2>&1 || missing="$missing rootlesskit"
@@ -31,6 +32,8 @@ command -v newuidmap >/dev/null 2>&1 || missing="$missing uidmap"
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
 [ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
 command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
+command -v pyflakes3 >/dev/null 2>&1 || missing="$missing pyflakes3"
+command -v shellcheck >/dev/null 2>&1 || missing="$missing shellcheck"
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     printf '\n==== installing test-only packages:%s\n' "$missing" >&2

@@ -1,8 +1,8 @@
 /**
- * The shell side of a session: one fixed bash script that every session call runs, as the
- * child of the call's supervisor (images/runner/hermes-run.c, framed argv mode). The user's
- * command reaches it as an ARGUMENT (`$1`), never spliced into a shell string, and the script
- * itself never changes.
+ * The shell side of a session: one fixed bash script (internal/session-shell.sh) that every
+ * session call runs, as the child of the call's supervisor (images/runner/hermes-run.c, framed
+ * argv mode). The user's command reaches it as an ARGUMENT (`$1`), never spliced into a shell
+ * string, and the script itself never changes.
  *
  *   bash -c SESSION_SHELL hermes-session <stateDir> <keepNames> <mode> [args...]
  *
@@ -26,42 +26,14 @@
  * forge (see RunnerProtocol). `exit N` in the command still saves the state (EXIT trap); a
  * command that `exec`s away skips that.
  */
+import { SESSION_SHELL } from "./session-shell.sh.generated.js"
+
 export const SESSION_STATE_DIR = "/tmp/.hermes-session"
 
 export type SessionShellMode = "eval" | "argv" | "runner" | "idle"
 
-export const SESSION_SHELL = String.raw`__hs_dir=$1 __hs_keep=$2 __hs_mode=$3
-shift 3
-IFS=$' \t\n'
-if [ "$__hs_mode" = idle ]; then
-  if [ -f "$__hs_dir/cwd" ]; then echo $(( $(date +%s) - $(stat -c %Y -- "$__hs_dir/cwd") )); else echo none; fi
-  exit 0
-fi
-mkdir -p -m 700 -- "$__hs_dir" 2>/dev/null
-read -r -a __hs_names <<< "$__hs_keep"
-declare -A __hs_saved=()
-for __hs_n in "${"${"}__hs_names[@]}"; do
-  if [ -n "${"${"}!__hs_n+x}" ]; then __hs_saved[$__hs_n]=${"${"}!__hs_n}; fi
-done
-if [ -f "$__hs_dir/env" ]; then . "$__hs_dir/env"; fi
-for __hs_n in "${"${"}!__hs_saved[@]}"; do export "$__hs_n=${"${"}__hs_saved[$__hs_n]}"; done
-if [ -f "$__hs_dir/cwd" ] && IFS= read -r -d '' __hs_cwd < "$__hs_dir/cwd"; then cd -- "$__hs_cwd" 2>/dev/null; fi
-__hs_finish() {
-  __hs_status=$?
-  trap - EXIT
-  set +euo pipefail
-  ( for __hs_n in "${"${"}__hs_names[@]}" SHLVL PWD OLDPWD _ HERMES_TOOLS_SOCKET; do unset "$__hs_n" 2>/dev/null; done; export -p ) > "$__hs_dir/env.tmp" 2>/dev/null && mv -f -- "$__hs_dir/env.tmp" "$__hs_dir/env"
-  printf '%s\0' "$PWD" > "$__hs_dir/cwd.tmp" 2>/dev/null && mv -f -- "$__hs_dir/cwd.tmp" "$__hs_dir/cwd"
-  exit "$__hs_status"
-}
-trap __hs_finish EXIT
-case "$__hs_mode" in
-  eval) eval "$1" ;;
-  argv) "$@" ;;
-  runner) HERMES_WORKSPACE=$PWD "$@" ;;
-  *) echo "hermes-session: unknown mode $__hs_mode" >&2; exit 126 ;;
-esac
-`
+/** The script, kept in internal/session-shell.sh (linted by shellcheck) and embedded by `pnpm codegen`. */
+export { SESSION_SHELL }
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 

@@ -14,9 +14,16 @@
  * they become identifiers. Everything else a tool brings (its description, its schema's property
  * names and texts) is only ever emitted inside string literals or comments, escaped, so no text
  * can end them early and become code.
+ *
+ * Each module's fixed part, its runtime, is a real file that linters read:
+ * tools/runtime/hermes_tools.py and tools/runtime/hermes_tools.js, embedded through the modules
+ * `pnpm codegen` generates next to them (scripts/codegen.ts). This file generates the rest: the
+ * docs and one function per tool.
  */
 import type { Language } from "../Language.js"
 import type { JsonSchema } from "../Tools.js"
+import { HERMES_TOOLS_JS } from "./runtime/hermes_tools.js.generated.js"
+import { HERMES_TOOLS_PY } from "./runtime/hermes_tools.py.generated.js"
 
 /** A name every generated module can bind: an identifier in Python and JavaScript. */
 export const TOOL_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/
@@ -49,7 +56,7 @@ const JAVASCRIPT_RESERVED = [
   "implements", "interface", "package", "private", "protected", "public", "await", "arguments", "eval"
 ]
 
-/** The Python module's private names (the runtime below; all start with `_hermes_`). */
+/** The Python module's private names (its runtime, tools/runtime/hermes_tools.py; all start with `_hermes_`). */
 const PYTHON_PRIVATE = [
   "_hermes_builtins", "_hermes_json", "_hermes_os", "_hermes_socket", "_hermes_NotGiven", "_hermes_not_given",
   "_hermes_call", "_hermes_call_with", "_hermes_more", "_hermes_cjson", "_hermes_encode", "_hermes_decode",
@@ -230,176 +237,6 @@ const pythonFunction = (tool: ToolSpec): string => {
   return `\n\ndef ${tool.name}(${signature}):\n${pyText(doc, "    ")}    return _hermes_call_with(${pyString(tool.name)}, (${given}), _hermes_more)\n`
 }
 
-/**
- * The module's fixed part. Every builtin is reached through `_hermes_builtins`, because a tool may
- * be called `open`, `filter` or `OSError` and its function then shadows that builtin here.
- */
-const PYTHON_RUNTIME = String.raw`
-import builtins as _hermes_builtins
-import os as _hermes_os
-
-# The C modules under socket and json: importing socket.py and json would cost every run that
-# imports this module ~12 ms of CPU (enum, re); the calls below need neither. Other Pythons
-# (PyPy) fall back to the modules.
-try:
-    import _socket as _hermes_socket
-except ImportError:
-    import socket as _hermes_socket
-try:
-    import _json as _hermes_cjson
-    _hermes_cjson.make_encoder, _hermes_cjson.make_scanner, _hermes_cjson.encode_basestring
-except (ImportError, AttributeError):
-    _hermes_cjson = None
-
-
-def _hermes_not_json(value):
-    raise _hermes_builtins.TypeError("Object of type " + _hermes_builtins.type(value).__name__ + " is not JSON serializable")
-
-
-def _hermes_encode(args, ascii):
-    """json.dumps(args, ensure_ascii=ascii, allow_nan=False), through the C encoder json itself uses."""
-    if _hermes_cjson is not None:
-        try:
-            encoder = _hermes_cjson.make_encoder(
-                {}, _hermes_not_json, _hermes_cjson.encode_basestring_ascii if ascii else _hermes_cjson.encode_basestring,
-                None, ": ", ", ", False, False, False)
-        except _hermes_builtins.TypeError:
-            encoder = None
-        if encoder is not None:
-            return "".join(encoder(args, 0))
-    import json as _hermes_json
-    return _hermes_json.dumps(args, ensure_ascii=ascii, allow_nan=False)
-
-
-class _hermes_JsonContext:
-    """What json's C scanner reads of a decoder: json.loads' defaults."""
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = _hermes_builtins.float
-    parse_int = _hermes_builtins.int
-    parse_constant = {"-Infinity": _hermes_builtins.float("-inf"), "Infinity": _hermes_builtins.float("inf"), "NaN": _hermes_builtins.float("nan")}.__getitem__
-    memo = {}
-
-
-_hermes_scan = None
-
-
-def _hermes_decode(text):
-    """json.loads(text); anything the C scanner does not take whole goes to json itself (its errors)."""
-    global _hermes_scan
-    if _hermes_cjson is not None:
-        try:
-            if _hermes_scan is None:
-                _hermes_scan = _hermes_cjson.make_scanner(_hermes_JsonContext())
-            value, end = _hermes_scan(text, 0)
-            if end == _hermes_builtins.len(text):
-                return value
-        except (_hermes_builtins.StopIteration, _hermes_builtins.TypeError, _hermes_builtins.ValueError):
-            pass
-    import json as _hermes_json
-    return _hermes_json.loads(text)
-
-
-class ToolError(_hermes_builtins.Exception):
-    """A tool call failed: the tool raised (the message is its message), timed out, returned too
-    much, or the run is ending."""
-
-
-class ToolRefused(ToolError):
-    """The host refused a call without running the tool: unknown tool, invalid arguments, no calls
-    left in this run's budget, or arguments too large."""
-
-
-def call_tool(name, args=None):
-    """Call the host tool named name with args (a dict, sent as a JSON object; None for none) and
-    return its result (parsed JSON). Raises ToolError if the tool fails and ToolRefused if the host
-    refuses the call. A call is never retried."""
-    if not _hermes_builtins.isinstance(name, _hermes_builtins.str):
-        raise _hermes_builtins.TypeError("call_tool: the name must be a str, not " + _hermes_builtins.type(name).__name__)
-    if args is None:
-        args = {}
-    elif not _hermes_builtins.isinstance(args, _hermes_builtins.dict):
-        raise _hermes_builtins.TypeError("call_tool: args must be a dict, not " + _hermes_builtins.type(args).__name__)
-    return _hermes_call(name, args)
-
-
-class _hermes_NotGiven:
-    """The default of an argument not given: it is left out of the call."""
-
-    __slots__ = ()
-
-    def __repr__(self):
-        return "<not given>"
-
-
-_hermes_not_given = _hermes_NotGiven()
-
-
-def _hermes_call_with(name, given, more):
-    args = {}
-    for key, value in given:
-        if value is not _hermes_not_given:
-            args[key] = value
-    args.update(more)
-    return _hermes_call(name, args)
-
-
-def _hermes_call(name, args):
-    if "\n" in name:
-        raise _hermes_builtins.ValueError("a tool name has no newline: " + _hermes_builtins.repr(name))
-    path = _hermes_os.environ.get("HERMES_TOOLS_SOCKET")
-    if not path:
-        raise ToolError("this run has no tool channel (no tools were given to it)")
-    try:
-        body = _hermes_encode(args, False).encode("utf-8")
-    except _hermes_builtins.UnicodeEncodeError:
-        # A lone surrogate (say from a surrogateescape'd file name) has no UTF-8 form; escaped it does.
-        body = _hermes_encode(args, True).encode("ascii")
-    request = name.encode("utf-8") + b"\n" + body
-    chunks = []
-    sock = _hermes_socket.socket(_hermes_socket.AF_UNIX, _hermes_socket.SOCK_STREAM)
-    try:
-        # The host times calls out; a default timeout the program set must not cut one short.
-        sock.settimeout(None)
-        try:
-            sock.connect(path)
-        except _hermes_builtins.OSError as error:
-            raise ToolError("cannot reach the tool channel: " + (error.strerror or _hermes_builtins.str(error))) from None
-        try:
-            sock.sendall(request)
-            sock.shutdown(_hermes_socket.SHUT_WR)
-        except _hermes_builtins.OSError:
-            # The channel stopped reading (arguments too large, or the run is ending); its answer,
-            # if there is one, is still to be read.
-            pass
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except _hermes_builtins.OSError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        sock.close()
-    reply = b"".join(chunks)
-    if not reply:
-        raise ToolError("the tool channel closed before the call was answered (the run is ending)")
-    status, payload = reply[:1], reply[1:]
-    if status == b"0":
-        try:
-            return _hermes_decode(payload.decode("utf-8"))
-        except _hermes_builtins.ValueError as error:
-            raise ToolError("the tool channel sent a result that is not JSON: " + _hermes_builtins.str(error)) from None
-    message = payload.decode("utf-8", "replace")
-    if status == b"1":
-        raise ToolError(message)
-    if status == b"2":
-        raise ToolRefused(message)
-    raise ToolError("the tool channel sent an unknown status " + _hermes_builtins.repr(status))
-`
-
 const pythonModule = (tools: ReadonlyArray<ToolSpec>): string => {
   const names = tools.map((t) => t.name)
   const doc = [
@@ -413,7 +250,7 @@ const pythonModule = (tools: ReadonlyArray<ToolSpec>): string => {
     `Tools: ${names.length > 0 ? names.join(", ") : "(none)"}`
   ]
   const all = [...names, "call_tool", "ToolError", "ToolRefused"].map(pyString).join(", ")
-  return `# Generated by hermes-sandbox for this run: the host tools this code may call.\n${pyText(doc, "")}${PYTHON_RUNTIME}\n__all__ = [${all}]\n${
+  return `# Generated by hermes-sandbox for this run: the host tools this code may call.\n${pyText(doc, "")}\n${HERMES_TOOLS_PY}\n__all__ = [${all}]\n${
     tools.map(pythonFunction).join("")
   }`
 }
@@ -442,101 +279,10 @@ const javascriptFunction = (tool: ToolSpec): string => {
   return `\n${jsDoc(doc)}exports.${tool.name} = async function ${tool.name}(args) {\n  return callTool(${JSON.stringify(tool.name)}, args);\n};\n`
 }
 
-/** The module's fixed part. */
-const JAVASCRIPT_RUNTIME = String.raw`"use strict";
-const net = require("node:net");
-
-/** A tool call failed: the tool threw (the message is its message), timed out, returned too much, or the run is ending. */
-class ToolError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = "ToolError";
-  }
-}
-
-/** The host refused a call without running the tool: unknown tool, invalid arguments, no calls left in this run's budget, or arguments too large. */
-class ToolRefused extends ToolError {
-  constructor(message) {
-    super(message);
-    this.name = "ToolRefused";
-  }
-}
-
-/**
- * Call the host tool named name with args (one object, sent as JSON; undefined for none) and
- * resolve to its result (parsed JSON). Rejects with ToolError if the tool fails and ToolRefused if
- * the host refuses the call. A call is never retried.
- */
-async function callTool(name, args) {
-  if (typeof name !== "string") throw new TypeError("callTool: the name must be a string, not " + typeof name);
-  if (name.includes("\n")) throw new TypeError("a tool name has no newline: " + JSON.stringify(name));
-  if (args === undefined) args = {};
-  if (typeof args !== "object" || args === null || Array.isArray(args)) {
-    throw new TypeError("the arguments of " + name + " are one object, as in " + name + "({ ... }), not " + (args === null ? "null" : Array.isArray(args) ? "an array" : typeof args));
-  }
-  const path = process.env.HERMES_TOOLS_SOCKET;
-  if (!path) throw new ToolError("this run has no tool channel (no tools were given to it)");
-  const request = Buffer.concat([Buffer.from(name + "\n", "utf8"), Buffer.from(JSON.stringify(args), "utf8")]);
-  return decode(await exchange(path, request));
-}
-
-/** One call's connection: the request out, everything until EOF back. */
-function exchange(path, request) {
-  return new Promise((resolve, reject) => {
-    const attempt = (delay) => {
-      const socket = net.createConnection({ path });
-      const chunks = [];
-      let connected = false;
-      let failure;
-      socket.on("connect", () => {
-        connected = true;
-        socket.end(request);
-      });
-      socket.on("data", (chunk) => chunks.push(chunk));
-      // After the connection, an error (the channel stopped reading, or closed) ends the reply:
-      // whatever arrived is the answer, nothing at all means the channel closed.
-      socket.on("error", (error) => {
-        failure = error;
-      });
-      socket.on("close", () => {
-        if (connected) return resolve(Buffer.concat(chunks));
-        // A full listen backlog (more calls than the channel takes at once): a non-blocking
-        // connect fails where Python's blocks. Nothing was sent, so this is no retry of a call.
-        if (failure !== undefined && failure.code === "EAGAIN") return void setTimeout(attempt, delay, Math.min(delay * 2, 50));
-        reject(new ToolError("cannot reach the tool channel: " + (failure !== undefined ? failure.message : "closed")));
-      });
-    };
-    attempt(1);
-  });
-}
-
-function decode(reply) {
-  if (reply.length === 0) throw new ToolError("the tool channel closed before the call was answered (the run is ending)");
-  const status = reply[0];
-  const payload = reply.subarray(1).toString("utf8");
-  if (status === 0x30) {
-    try {
-      return JSON.parse(payload);
-    } catch (error) {
-      throw new ToolError("the tool channel sent a result that is not JSON: " + error.message);
-    }
-  }
-  if (status === 0x31) throw new ToolError(payload);
-  if (status === 0x32) throw new ToolRefused(payload);
-  throw new ToolError("the tool channel sent an unknown status " + status);
-}
-
-// Each export on its own line, so Node's named-export detection for CommonJS sees every name
-// and 'import { web_search } from "hermes_tools"' works from an ES module.
-exports.callTool = callTool;
-exports.ToolError = ToolError;
-exports.ToolRefused = ToolRefused;
-`
-
 const javascriptModule = (tools: ReadonlyArray<ToolSpec>): string =>
   `// Generated by hermes-sandbox for this run: the host tools this code may call.\n// Tools: ${
     tools.length > 0 ? tools.map((t) => t.name).join(", ") : "(none)"
-  }. Each takes one object of arguments, as in web_search({ query: "x" }).\n${JAVASCRIPT_RUNTIME}${tools.map(javascriptFunction).join("")}`
+  }. Each takes one object of arguments, as in web_search({ query: "x" }).\n${HERMES_TOOLS_JS}${tools.map(javascriptFunction).join("")}`
 
 /** CommonJS whatever the code directory's own package.json says. */
 const JAVASCRIPT_PACKAGE_JSON = `${
