@@ -7,7 +7,11 @@
 # Leak detection is off: the supervisor is a one-shot process whose few allocations (the header's
 # argument table, file names) live until it exits, which LeakSanitizer reports as leaks.
 #
-#   pnpm test:sanitize      (hostile review 2, #10; not part of `pnpm test`: ~60 s of CPU)
+#   pnpm test:sanitize                     the supervisor's suite on that build (hostile review 2, #10)
+#   scripts/sanitize-supervisor.sh ARGS…   `vitest ARGS…` with that build instead: `pnpm test` runs the
+#                                          whole unit tier so (scripts/test-tiers.sh), the supervisor's
+#                                          suite included; the plain build is what every real-engine
+#                                          test runs in its sandboxes
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="$(mktemp -d /tmp/hermes-run-sanitized.XXXXXX)"
@@ -17,4 +21,6 @@ gcc -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame
 export HERMES_RUN_UNDER_TEST="$out/hermes-run"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
 export UBSAN_OPTIONS="print_stacktrace=1"
-exec node_modules/.bin/vitest run --project unit --isolate=false images/runner/hermes-run.test.ts
+if [ "$#" = 0 ]; then set -- run --project unit --isolate=false images/runner/hermes-run.test.ts; fi
+# Not exec: the trap removes the build when vitest ends.
+node_modules/.bin/vitest "$@"

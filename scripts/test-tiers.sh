@@ -86,7 +86,8 @@ case "$mode" in
     # The checks yield the CPU (nice 10; they have no deadline) to the build and then to the tests.
     # (The unit tier does not: its crash test's writers, starved at nice 10, ran past its timeout.)
     (renice -n 10 -p "$BASHPID" >/dev/null; job -q check check) & check_pid=$!
-    job -q unit env HERMES_SANDBOX_TEST_FORKS=2 vitest run --project unit --isolate=false & unit_pid=$!
+    # The unit tier with the supervisor built with ASan and UBSan (its host-side suite is in this tier).
+    job -q unit env HERMES_SANDBOX_TEST_FORKS=2 bash scripts/sanitize-supervisor.sh run --project unit --isolate=false & unit_pid=$!
     job -q build bash -c "$(node -p 'require("./package.json").scripts.build')" || rc=1
     # Phase 2: every tier that needs the engine or PostgreSQL, together, as soon as the build is there.
     if [ "$rc" = 0 ]; then
