@@ -2,9 +2,10 @@
 # The suite by tiers (vitest.config.ts names them): what `pnpm test` runs, and scripts/test.sh in CI.
 #
 #   scripts/test-tiers.sh check  type-check, import cycles, lint, the seccomp profile's derivation
-#   scripts/test-tiers.sh all    every test: first the checks, the build and the unit tier side by
-#                                side; then the journal, engine and heavy tiers (and their warm-pool
-#                                variants) in one vitest run, HERMES_SANDBOX_TEST_FORKS files at once
+#   scripts/test-tiers.sh all    every test: first the checks, the supervisor's fuzzers, the build
+#                                and the unit tier side by side; then the journal, engine and heavy
+#                                tiers (and their warm-pool variants) in one vitest run,
+#                                HERMES_SANDBOX_TEST_FORKS files at once
 #
 # Every test runs; nothing is retried. At the end: each phase's time, the 15 slowest test files of
 # the whole run, and the failures again (the part of the output CI shows). Exit 0 only if all passed.
@@ -86,6 +87,8 @@ case "$mode" in
     # The checks yield the CPU (nice 10; they have no deadline) to the build and then to the tests.
     # (The unit tier does not: its crash test's writers, starved at nice 10, ran past its timeout.)
     (renice -n 10 -p "$BASHPID" >/dev/null; job -q check check) & check_pid=$!
+    # libFuzzer on the supervisor's parsers, a bounded time per target, also yielding the CPU.
+    (renice -n 10 -p "$BASHPID" >/dev/null; job -q fuzz env HERMES_FUZZ_SECONDS="${HERMES_FUZZ_SECONDS:-15}" bash scripts/fuzz-supervisor.sh) & fuzz_pid=$!
     # The unit tier with the supervisor built with ASan and UBSan (its host-side suite is in this tier).
     job -q unit env HERMES_SANDBOX_TEST_FORKS=2 bash scripts/sanitize-supervisor.sh run --project unit --isolate=false & unit_pid=$!
     job -q build bash -c "$(node -p 'require("./package.json").scripts.build')" || rc=1
@@ -95,6 +98,7 @@ case "$mode" in
         --project journal --project engine --project engine-pool --project heavy --project heavy-pool || rc=1
     fi
     wait "$check_pid" || rc=1
+    wait "$fuzz_pid" || rc=1
     wait "$unit_pid" || rc=1
     report
     exit "$rc"

@@ -24,7 +24,8 @@ HERMES_IMAGE_VARIANT=all bash scripts/setup.sh
 # rootlesskit and newuidmap for the rootless engine (test/chaos/rootless.test.ts); PostgreSQL
 # for the Postgres journal's throwaway cluster (test/postgres-global-setup.ts); sshd and openssl
 # for the engine reached over ssh and TLS on loopback (test/remote); pyflakes and shellcheck for the
-# lint of the programs that run inside sandboxes (scripts/test-tiers.sh, check).
+# lint of the programs that run inside sandboxes (scripts/test-tiers.sh, check); clang and libFuzzer's
+# runtime for the supervisor's fuzzers (scripts/fuzz-supervisor.sh).
 missing=""
 command -v mkfs.xfs >/dev/null 2>&1 || missing="$missing xfsprogs"
 command -v rootlesskit >/dev/null 2>&1 || missing="$missing rootlesskit"
@@ -34,6 +35,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgre
 command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 command -v pyflakes3 >/dev/null 2>&1 || missing="$missing pyflakes3"
 command -v shellcheck >/dev/null 2>&1 || missing="$missing shellcheck"
+command -v clang-14 >/dev/null 2>&1 || missing="$missing clang-14"
+ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-14-dev"
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     printf '\n==== installing test-only packages:%s\n' "$missing" >&2
