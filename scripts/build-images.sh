@@ -191,37 +191,42 @@ if [ "$WITH_DATA" = 1 ]; then
   if [ "$WITH_LANGS" = 1 ]; then BASE_DESC="$BASE_DESC; python-data: $DATA_DESC"; else BASE_DESC="$DATA_DESC"; fi
 fi
 
-# ---- the supervisor (images/runner/hermes-run.c), one static binary for every image ----------
+# ---- the supervisor (images/runner/*.c), one static binary for every image -------------------
 # Static, so it runs in any image whatever its libc; compiled here because the offline base has no
-# compiler. gcc and the static C library come from Debian (gcc, libc6-dev) when missing.
-SUPERVISOR_SRC=images/runner/hermes-run.c
-SUPERVISOR=images/runner/build/hermes-run
+# compiler. Built by its one build rule, images/runner/Makefile (make rebuilds it when a source is
+# newer). gcc, the static C library and make come from Debian (gcc, libc6-dev, make) when missing.
+RUNNER=images/runner
+SUPERVISOR=build/hermes-run
 # The build context. Run from an installed @hermes-sandbox/docker (its assets/ hold this script
 # and images/) the package may be read-only: then the supervisor is compiled into a copy of images/.
 CONTEXT=images
-if ! { mkdir -p "$(dirname "$SUPERVISOR")" 2>/dev/null && [ -w "$(dirname "$SUPERVISOR")" ]; }; then
+if ! { mkdir -p "$RUNNER/build" 2>/dev/null && [ -w "$RUNNER/build" ]; }; then
   CONTEXT="$WORKDIR/context"
   mkdir -p "$CONTEXT"
   cp -R images/. "$CONTEXT/"
-  SUPERVISOR="$CONTEXT/runner/build/hermes-run"
+  RUNNER="$CONTEXT/runner"
   step "images/ is read-only here; building from a copy in $CONTEXT"
 fi
-if ! command -v gcc >/dev/null 2>&1 || [ ! -e /usr/lib/x86_64-linux-gnu/libc.a ] && [ ! -e /usr/lib/aarch64-linux-gnu/libc.a ] && [ ! -e /usr/lib/libc.a ]; then
+if ! command -v gcc >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1 || [ ! -e /usr/lib/x86_64-linux-gnu/libc.a ] && [ ! -e /usr/lib/aarch64-linux-gnu/libc.a ] && [ ! -e /usr/lib/libc.a ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    step "installing gcc and libc6-dev from Debian (to compile the supervisor)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >"$WORKDIR/apt.log" 2>&1 ||
-      { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >"$WORKDIR/apt.log" 2>&1; } ||
-      { tail -20 "$WORKDIR/apt.log" >&2; die "could not install gcc and libc6-dev"; }
+    step "installing gcc, libc6-dev and make from Debian (to compile the supervisor)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev make >"$WORKDIR/apt.log" 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev make >"$WORKDIR/apt.log" 2>&1; } ||
+      { tail -20 "$WORKDIR/apt.log" >&2; die "could not install gcc, libc6-dev and make"; }
   else
-    die "compiling the supervisor needs gcc and a static C library (Debian: apt-get install gcc libc6-dev)"
+    die "compiling the supervisor needs gcc, a static C library and make (Debian: apt-get install gcc libc6-dev make)"
   fi
 fi
-if [ ! -x "$SUPERVISOR" ] || [ "$SUPERVISOR_SRC" -nt "$SUPERVISOR" ]; then
-  mkdir -p "$(dirname "$SUPERVISOR")"
-  gcc -static -O2 -s -Wall -Wextra -Werror -o "$SUPERVISOR.tmp" "$SUPERVISOR_SRC" || die "compiling $SUPERVISOR_SRC failed"
-  mv -f "$SUPERVISOR.tmp" "$SUPERVISOR"
-  step "compiled the supervisor $SUPERVISOR ($(wc -c < "$SUPERVISOR") bytes)"
+if ! make -q -C "$RUNNER" >/dev/null 2>&1; then
+  make -s --no-print-directory -C "$RUNNER" || die "compiling the supervisor ($RUNNER/Makefile) failed"
+  step "compiled the supervisor $RUNNER/$SUPERVISOR ($(wc -c < "$RUNNER/$SUPERVISOR") bytes)"
 fi
+# What the supervisor can do beyond runner protocol 2's base, from the same table as its code
+# (protocol.h, generated from packages/core/src/RunnerProtocolTable.ts): each image says it in a
+# label, and the SDK refuses a request that needs a feature its image lacks before creating anything.
+FEATURES="$(sed -n 's/^#define HERMES_RUNNER_FEATURES "\([a-z,]*\)"$/\1/p' "$RUNNER/protocol.h")"
+[ -n "$FEATURES" ] || die "$RUNNER/protocol.h names no HERMES_RUNNER_FEATURES (run 'pnpm codegen')"
+FEATURES_LABEL="org.hermes-sandbox.runner-features=$FEATURES"
 
 # ---- build the images ----------------------------------------------------------------------
 # build_image IMAGE DOCKERFILE-DIR BASE: `docker build` (no network: everything is in the base).
@@ -231,7 +236,7 @@ build_image() {
   local log="$WORKDIR/build-$dir.log" before after rc
   before=$(docker image inspect --format '{{.Id}}' "$img" 2>/dev/null || true)
   set +e
-  docker build --network none --build-arg "BASE=$base" -t "$img" -f "$CONTEXT/$dir/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | {
+  docker build --network none --build-arg "BASE=$base" --label "$FEATURES_LABEL" -t "$img" -f "$CONTEXT/$dir/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | {
     # Show each step that does work (cached steps and bare ARG lines are skipped).
     pending=""
     while IFS= read -r line; do

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# libFuzzer on the supervisor's parsers (images/runner/hermes-run.c; hostile review 2, #10): the
+# libFuzzer on the supervisor's parsers (images/runner/*.c; hostile review 2, #10): the
 # header the host sends on stdin, the tool requests the sandboxed program sends on its socket (and
 # the host's replies), the paths of files and file operations. One target each, in
 # images/runner/fuzz/ (fuzz_common.h says how a one-shot process is fuzzed in one process), built
-# with AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer), each run for
+# by the supervisor's build rule (images/runner/Makefile) with libFuzzer, AddressSanitizer and
+# UndefinedBehaviorSanitizer (+ LeakSanitizer), each run for
 # HERMES_FUZZ_SECONDS (default 20) from a COPY of its checked-in seed corpus
 # (images/runner/fuzz/corpus/<target>/, written by make-seeds.py), which stays as it is.
 #
@@ -77,8 +78,10 @@ summary=()
 started=$SECONDS
 for t in "${targets[@]}"; do
   echo "fuzz-supervisor: building $t"
-  "$cc" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1 -Wall -Wextra -Werror \
-    -o "$build/$t" "$fuzz/$t.c"
+  # The image's build rule with the target's file (which includes every source file: fuzz/unity.c),
+  # clang and libFuzzer; its warnings and hardening flags as they are. Always rebuilt (-B): the compiler may differ.
+  make -B -s --no-print-directory -C images/runner OUT="fuzz/build/$t" SRCS="fuzz/$t.c" CC="$cc" STATIC= OPT="-O1 -g" \
+    SANITIZE="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
   cp -R "$fuzz/corpus/$t" "$work/corpus-$t"
   artifacts="$build/artifacts/$t"
   mkdir -p "$artifacts"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The supervisor (images/runner/hermes-run.c) built with AddressSanitizer and UndefinedBehaviorSanitizer,
+# The supervisor (images/runner/*.c) built with AddressSanitizer and UndefinedBehaviorSanitizer,
 # and its own test suite (images/runner/hermes-run.test.ts, on the host, no engine) run against that
 # build through HERMES_RUN_UNDER_TEST. Any sanitizer report goes to the supervisor's stderr, which the
 # suite requires to be empty, so a report fails the test that caused it.
@@ -16,8 +16,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="$(mktemp -d /tmp/hermes-run-sanitized.XXXXXX)"
 trap 'rm -rf "$out"' EXIT
-gcc -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1 -Wall -Wextra -Werror \
-  -o "$out/hermes-run" images/runner/hermes-run.c
+# The image's build rule (images/runner/Makefile) with the sanitizers: not static (ASan needs the
+# dynamic loader), not stripped, -O1 -g for readable reports; its warnings and hardening flags as they are.
+make -s --no-print-directory -C images/runner OUT="$out/hermes-run" STATIC= OPT="-O1 -g" \
+  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 export HERMES_RUN_UNDER_TEST="$out/hermes-run"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
 export UBSAN_OPTIONS="print_stacktrace=1"

@@ -48,11 +48,13 @@ check() {
   node scripts/circular.mjs || rc=1
   biome lint || rc=1
   tsx packages/docker/seccomp/build-profile.ts --check || rc=1
-  # The programs that run inside sandboxes (scripts/codegen.ts): the modules that embed them are
-  # current, and each passes its language's linter (the JavaScript one: biome lint, above).
+  # The programs that run inside sandboxes (scripts/codegen.ts): the modules and C headers that
+  # embed them (and the supervisor's protocol.h) are current, and each passes its language's linter
+  # (the JavaScript one: biome lint, above).
   # pyflakes3 is Debian's pyflakes (python3 -m pyflakes of /usr/bin/python3, not of a python3 earlier on PATH).
   tsx scripts/codegen.ts --check || rc=1
   pyflakes3 packages/core/src/tools/runtime/hermes_tools.py || rc=1
+  pyflakes3 images/runner/preload.py || rc=1
   shellcheck packages/core/src/internal/session-shell.sh || rc=1
   return "$rc"
 }

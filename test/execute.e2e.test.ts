@@ -12,8 +12,14 @@ import type { SandboxExecutor } from "@hermes-sandbox/docker"
 import { startSleeper, testExecutor as createExecutor } from "./support/executor.js"
 import Docker from "dockerode"
 import { lastValueFrom, toArray } from "rxjs"
-import { readFileSync } from "node:fs"
+import { execFile } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { promisify } from "node:util"
 import { containerExists, sandboxContainers, waitFor } from "./support/docker.js"
+
+const run = promisify(execFile)
 
 describe("executeCode on the real engine", () => {
   let executor: SandboxExecutor
@@ -188,6 +194,35 @@ describe("executeCode on the real engine", () => {
       await bare.close()
     }
   })
+
+  it("an image whose supervisor lacks a feature (its runner-features label) refuses a request that needs it before any container exists; what it has runs", async () => {
+    // A throwaway image FROM the python image whose label says its supervisor has no tool calls.
+    const tag = `hermes-sandbox-test/no-tools:${process.pid}`
+    const dir = mkdtempSync(join(tmpdir(), "hs-no-tools-"))
+    writeFileSync(join(dir, "Dockerfile"), "FROM hermes-sandbox/python:latest\nLABEL org.hermes-sandbox.runner-features=\"collect,fileops,preload\"\n")
+    try {
+      await run("docker", ["build", "--network", "none", "-q", "-t", tag, dir], { timeout: 120_000 })
+      const lacking = await createExecutor({ images: { python: tag } })
+      const ours = async () => (await sandboxContainers({ executorId: lacking.executorId }))
+      try {
+        const before = await ours()
+        const error = await lacking.executeCode({ language: "python", code: "print(1)", tools: { one: { handler: () => 1 } } }).catch((e: unknown) => e)
+        expect(error).toMatchObject({ _tag: "ContainerFailed", reason: "protocol", operation: "create" })
+        const message = (error as Error).message
+        expect(message).toContain(`image ${tag} has a supervisor without the feature this request needs: tools`)
+        expect(message).toContain('says org.hermes-sandbox.runner-features="collect,fileops,preload"')
+        expect(message).toContain("hermes-sandbox image build")
+        expect(await ours()).toEqual(before)
+        const r = await lacking.executeCode({ language: "python", code: "open('a.csv', 'w').write('x,y')", collect: ["*.csv"] })
+        expect(r.files?.map((f) => f.path)).toEqual(["a.csv"])
+      } finally {
+        await lacking.close()
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+      await run("docker", ["rmi", "-f", tag]).catch(() => {})
+    }
+  }, 180_000)
 
   it("a missing image is ImageNotFound with the command that builds it", async () => {
     const error = await executor.executeCode({ language: "python", code: "print(1)", image: "hermes-sandbox/missing:0" }).catch((e: unknown) => e)

@@ -1,4 +1,4 @@
-// Runs the in-container supervisor (hermes-run.c, runner protocol 2) directly on the host — no
+// Runs the in-container supervisor (images/runner/*.c, runner protocol 2) directly on the host — no
 // Docker — with HERMES_WORKSPACE / HERMES_CODE_DIR pointing at temporary directories, in both
 // modes: framed (a `key`: everything comes back as frames, decoded with RunnerProtocol.FrameDecoder)
 // and plain (no key: the supervisor sets up the files and execs the interpreter in place).
@@ -17,17 +17,14 @@ import { RunnerProtocol } from "@hermes-sandbox/core"
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
-const SOURCE = path.join(here, "hermes-run.c")
-// HERMES_RUN_UNDER_TEST: another build of it (a modified copy, say), used as is.
+// HERMES_RUN_UNDER_TEST: another build of it (a modified copy, the sanitized build), used as is.
 const SUPERVISOR = process.env.HERMES_RUN_UNDER_TEST ?? path.join(here, "build", "hermes-run")
 
-// scripts/build-images.sh compiles it; so does this suite when it is missing or older than its source.
+// The image's build (images/runner/Makefile, as scripts/build-images.sh runs it): make rebuilds it
+// when a source file is newer, and does nothing otherwise.
 beforeAll(() => {
   if (process.env.HERMES_RUN_UNDER_TEST !== undefined) return
-  if (fs.existsSync(SUPERVISOR) && fs.statSync(SUPERVISOR).mtimeMs >= fs.statSync(SOURCE).mtimeMs) return
-  fs.mkdirSync(path.dirname(SUPERVISOR), { recursive: true })
-  execFileSync("gcc", ["-static", "-O2", "-s", "-Wall", "-Wextra", "-Werror", "-o", `${SUPERVISOR}.tmp`, SOURCE], { stdio: "inherit" })
-  fs.renameSync(`${SUPERVISOR}.tmp`, SUPERVISOR)
+  execFileSync("make", ["-s", "--no-print-directory", "-C", here], { stdio: "inherit" })
 })
 
 type Mode = "framed" | "plain"

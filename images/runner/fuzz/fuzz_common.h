@@ -1,15 +1,16 @@
 /*
  * What every libFuzzer target of the supervisor shares (scripts/fuzz-supervisor.sh builds and runs
- * them; hostile review 2, #10). A target #includes this file, which #includes ../hermes-run.c itself:
- * the static parsers are called as they are, nothing of them is copied.
+ * them through ../Makefile; hostile review 2, #10). A target #includes this file, which #includes the
+ * supervisor's files themselves (unity.c, all of them as one translation unit): the static parsers
+ * are called as they are, nothing of them is copied.
  *
  * hermes-run is a one-shot process: it reads one header, and a bad one ends it (fail() -> _exit).
  * A fuzzer runs millions of inputs in one process, so each input gets a "process" emulated here,
- * around the unchanged code, by function-like macros defined only while hermes-run.c is compiled
+ * around the unchanged code, by function-like macros defined only while the supervisor is compiled
  * into the target:
  *
  *   _exit        longjmps back to the harness: fail(), the supervisor's only way out on bad input,
- *                ends with _exit (so does frame() when stdout is gone). No change to hermes-run.c:
+ *                ends with _exit (so does frame() when stdout is gone). No change to the supervisor:
  *                fail() still formats and sends its 'E' frame (or stderr line) as it does.
  *   header end   hermes-run.c's one change (7 lines, under #ifdef HERMES_FUZZ, defined here and
  *                never in the image's build, whose binary is byte-for-byte the same): once `run`
@@ -42,7 +43,7 @@
  *                fails either at malloc ("out of memory") or at the end of stdin, both exit 126.
  *                (Without this, libFuzzer's -malloc_limit_mb would call that a crash.)
  *
- * Each target's global state (the statics of hermes-run.c) is reset to its initial values
+ * Each target's global state (the supervisor's statics) is reset to its initial values
  * before each input (fz_reset_supervisor: keep it in step with the initializers there).
  *
  * HERMES_FUZZ_DEBUG=1 prints, per input, how the "process" ended, how much of stdin it read, its
@@ -51,8 +52,9 @@
 #ifndef HERMES_FUZZ_COMMON_H
 #define HERMES_FUZZ_COMMON_H
 
-/* The headers hermes-run.c includes, first and with _GNU_SOURCE (it defines it again, identically),
-   so that the macros below rename only hermes-run.c's calls, never the system's declarations. */
+/* The headers the supervisor includes (hermes-run.h), first and with _GNU_SOURCE (it defines it
+   again, identically), so that the macros below rename only the supervisor's calls, never the
+   system's declarations. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <dirent.h>
@@ -466,7 +468,7 @@ static int fz_bind(int fd, const struct sockaddr *a, socklen_t n) {
 #define setenv(a, b, c) fz_setenv(a, b, c)
 #define bind(fd, a, n) fz_bind(fd, a, n)
 
-#include "../hermes-run.c"
+#include "unity.c"
 
 #undef main
 #undef _exit
@@ -499,13 +501,13 @@ static int fz_bind(int fd, const struct sockaddr *a, socklen_t n) {
 
 /* ---- per input ---------------------------------------------------------------------------------- */
 
-/* hermes-run.c's statics, as its initializers have them (a fresh process). */
+/* The supervisor's statics, as its initializers have them (a fresh process). */
 static void fz_reset_supervisor(void) {
   framed = 0;
   memset(key, 0, sizeof key);
   memset(patterns, 0, sizeof patterns);
   npatterns = 0;
-  lim_files = 100, lim_file_bytes = 10ULL << 20, lim_total_bytes = 32ULL << 20;
+  lim_files = COLLECT_DEFAULT_FILES, lim_file_bytes = COLLECT_DEFAULT_FILE_BYTES, lim_total_bytes = COLLECT_DEFAULT_TOTAL_BYTES;
   sent_files = 0, sent_bytes = 0, visited = 0;
   skipped_frames = 0, skipped_name_bytes = 0;
   memset(skipped_omitted, 0, sizeof skipped_omitted);

@@ -1,7 +1,7 @@
 /*
- * libFuzzer target: the supervisor's header parser (hermes-run.c's main up to `run`: read_line,
- * parse_size, read_blob, hexval, the key/cap/lang/code/file/arg/lock/tools/stdin/module/leftovers/
- * collect/limits lines, open_in for `file` and `module` paths, add_pattern for `collect`, and a
+ * libFuzzer target: the supervisor's header parser (main up to `run`: header.c's read_line,
+ * parse_size, read_blob, hexval and its handlers of the key/cap/lang/code/file/arg/lock/tools/stdin/
+ * module/leftovers/collect/limits lines, open_in for `file` and `module` paths, add_pattern for `collect`, and a
  * session's file operation (read/write/list/remove: parent_of, op_*, take_lock)).
  *
  * The input is the whole of stdin, as the host writes it ("HERMES/2\n" + header lines + blobs). See

@@ -3,13 +3,13 @@
  * of the header fixed (a structure-aware view of fuzz_header: every mutation lands in the path).
  *
  * The first byte picks what the path is for, the rest is the path (any bytes, NULs included):
- *   0 read, 1 write, 2 list, 3 remove   a session's file operation: main's NUL check, then parent_of
+ *   0 read, 1 write, 2 list, 3 remove   a session's file operation: the header's NUL check, then parent_of
  *                                       (absolute, under /workspace or /tmp, no '..', no symlink
  *                                       followed) and op_read / op_write / op_list / op_remove
  *   4 file, 5 module                    a file the header carries: open_in (relative, no '..',
  *                                       created without following a symlink)
  *   6 collect                           "<pattern>\0<a/relative/path>": add_pattern on the pattern
- *                                       (main's NUL check first), then matches() / match_from against
+ *                                       (the header's NUL check first), then matches() / match_from against
  *                                       the path's names (as collect_in has them: at most 32)
  * The bits above pick offsets, modes and limits. Besides the sanitizers and fuzz_common.h's checks
  * (nothing outside the roots changed, well-formed frames), what the checks promise is asserted: an
@@ -60,7 +60,7 @@ static void fz_collect(const char *data, size_t size) {
   fz_begin(NULL, 0);
   fz_armed = 1;
   if (setjmp(fz_jmp) == 0) {
-    /* main's `collect` line: a length 1..PATH_MAX-1 of bytes without a NUL (the NUL ends it here). */
+    /* The header's `collect` line: a length 1..PATH_MAX-1 of bytes without a NUL (the NUL ends it here). */
     if (plen > 0 && plen < PATH_MAX) {
       char *text = fz_malloc(plen + 1);
       memcpy(text, data, plen);

@@ -15,23 +15,28 @@
 import { createHash, type Hash } from "node:crypto"
 import { Schema } from "effect"
 import type { CollectLimits } from "./RunnerProtocol.js"
+import { FRAME, LIMIT, SKIP_REASONS as SUPERVISOR_SKIP_REASONS } from "./RunnerProtocolTable.js"
 import * as Schemas from "./Schemas.js"
 
 export type { CollectLimits } from "./RunnerProtocol.js"
 
-/** What a run sends back unless the request says otherwise. */
-export const DEFAULT_COLLECT_LIMITS: CollectLimits = { maxFiles: 100, maxFileBytes: 10 * Schemas.MiB, maxTotalBytes: 32 * Schemas.MiB }
-export const MAX_COLLECT_PATTERNS = 64
+/** What a run sends back unless the request says otherwise (the supervisor's defaults too). */
+export const DEFAULT_COLLECT_LIMITS: CollectLimits = {
+  maxFiles: LIMIT.collectDefaultFiles,
+  maxFileBytes: LIMIT.collectDefaultFileBytes,
+  maxTotalBytes: LIMIT.collectDefaultTotalBytes
+}
+export const MAX_COLLECT_PATTERNS = LIMIT.collectPatterns
 /**
  * Skipped entries listed at most, and bytes of their paths at most (the supervisor stops at the same
  * numbers); past either the rest are counted per reason (`skippedFilesOmitted`). A workspace of
  * 16,384 symlinks with 4 KiB paths made 62 MB of skipped entries before.
  */
-export const MAX_SKIPPED_LISTED = 1000
-export const MAX_SKIPPED_NAME_BYTES = 256 * 1024
+export const MAX_SKIPPED_LISTED = LIMIT.skippedListed
+export const MAX_SKIPPED_NAME_BYTES = LIMIT.skippedNameBytes
 export const MAX_COLLECT_PATTERN_BYTES = 1024
 /** More than this many `**` in one pattern could make matching costly; none needs it. */
-export const MAX_GLOBSTARS = 4
+export const MAX_GLOBSTARS = LIMIT.globstars
 
 /** One file sent back: its bytes, and what the host computed of them. */
 export interface CollectedFile {
@@ -73,9 +78,8 @@ export interface CollectionStatus {
   readonly reason?: "timed-out" | "sandbox-ended"
 }
 
-const SKIP_REASONS: ReadonlySet<string> = new Set<SkipReason>([
-  "too-large", "limit", "total-limit", "symlink", "not-regular", "unreadable", "too-deep", "name-too-long", "walk-limit", "name-not-utf8", "not-found"
-])
+/** The reasons an 's' or 'S' frame may give: the supervisor's, and the two the host adds itself (as before). */
+const SKIP_REASONS: ReadonlySet<string> = new Set<SkipReason>([...SUPERVISOR_SKIP_REASONS, "name-not-utf8", "not-found"])
 /** Skips that mean "there was more than the limits let through". */
 const TRUNCATING: ReadonlySet<SkipReason> = new Set<SkipReason>(["too-large", "limit", "total-limit", "walk-limit", "too-deep"])
 
@@ -199,7 +203,7 @@ export class FileReceiver {
 
   readonly frame = (type: string, bytes: Buffer): string | undefined => {
     this.began = true
-    if (type === "f") {
+    if (type === FRAME.fileBegin) {
       if (this.current !== undefined) return "a file began inside another"
       const parts = FileReceiver.split(bytes, 2)
       if (parts === undefined || !/^[0-7]{1,5}$/.test(parts.words[0]!) || !/^(0|[1-9][0-9]{0,15})$/.test(parts.words[1]!) || parts.rest.length === 0) {
@@ -224,7 +228,7 @@ export class FileReceiver {
       }
       return undefined
     }
-    if (type === "F") {
+    if (type === FRAME.fileEnd) {
       const file = this.current
       if (file === undefined) return "a file ended that never began"
       if (bytes.toString("latin1") !== String(file.received)) return "a file's end that does not count its bytes"
@@ -251,7 +255,7 @@ export class FileReceiver {
       })
       return undefined
     }
-    if (type === "s") {
+    if (type === FRAME.skipped) {
       if (this.current !== undefined) return "a skipped entry inside a file"
       const parts = FileReceiver.split(bytes, 2)
       if (parts === undefined || !SKIP_REASONS.has(parts.words[0]!) || !/^(0|[1-9][0-9]{0,19})$/.test(parts.words[1]!)) return "a skipped-entry frame that is not the supervisor's"
@@ -259,7 +263,7 @@ export class FileReceiver {
       this.skip({ path: path ?? parts.rest.toString("utf8"), size: Number(parts.words[1]), skipped: path === undefined ? "name-not-utf8" : parts.words[0] as SkipReason }, parts.rest.length)
       return undefined
     }
-    if (type === "S") {
+    if (type === FRAME.skippedCount) {
       if (this.current !== undefined) return "a count of skipped entries inside a file"
       const words = bytes.toString("latin1").split(" ")
       if (words.length !== 2 || !SKIP_REASONS.has(words[0]!) || !/^[1-9][0-9]{0,15}$/.test(words[1]!)) return "a count of skipped entries that is not the supervisor's"

@@ -35,7 +35,18 @@ import {
   makeFakeStdin,
   outputFrames
 } from "./internal/fakeProgram.js"
-import { encodeFrame, MAX_FRAME_PAYLOAD, RUNNER_PROTOCOL_ERROR_EXIT } from "./RunnerProtocol.js"
+import {
+  encodeFrame,
+  MAX_FRAME_PAYLOAD,
+  missingFeatures,
+  missingFeaturesMessage,
+  RUNNER_FEATURES,
+  RUNNER_FEATURES_LABEL,
+  RUNNER_PROTOCOL_ERROR_EXIT,
+  RUNNER_PROTOCOL_LABEL,
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerFeature
+} from "./RunnerProtocol.js"
 
 export { type FakeProgram, fakeProgram, type FakeToolCall } from "./internal/fakeProgram.js"
 
@@ -52,7 +63,22 @@ export interface FakeFaults {
    */
   createUnanswered?: { readonly landsAfterMs?: number }
   missingImages?: ReadonlyArray<string>
+  /**
+   * The labels of these images, as the engine would report them; any other image has a current
+   * hermes-sandbox image's (runner protocol 2, every feature). `{ [RUNNER_PROTOCOL_LABEL]: "2" }`
+   * is an image built before images said what their supervisor can do: a create or exec that needs a
+   * feature it lacks is refused (ContainerFailed reason "protocol") before anything exists, as the
+   * Docker runtime refuses it. (Only the features are checked here.)
+   */
+  imageLabels?: Readonly<Record<string, Readonly<Record<string, string>>>>
 }
+
+/** A current hermes-sandbox image's labels, as far as the runtimes read them. */
+const CURRENT_IMAGE_LABELS: Readonly<Record<string, string>> = {
+  [RUNNER_PROTOCOL_LABEL]: String(RUNNER_PROTOCOL_VERSION),
+  [RUNNER_FEATURES_LABEL]: RUNNER_FEATURES.join(",")
+}
+const BUILD_COMMAND = "pnpm hermes-sandbox image build"
 
 interface FakeSandbox {
   readonly id: string
@@ -107,6 +133,16 @@ export const make = (initialFaults: FakeFaults = {}) =>
             : Effect.void
         )
       )
+
+    /** Like DockerRuntime: what the image's supervisor lacks of `requires` refuses the operation. */
+    const refuseMissingFeatures = (image: string, requires: ReadonlyArray<RunnerFeature> | undefined, operation: string, containerName: string) =>
+      Effect.flatMap(Ref.get(faults), (f) => {
+        const labels = f.imageLabels?.[image] ?? CURRENT_IMAGE_LABELS
+        const missing = missingFeatures(labels, requires)
+        return missing.length === 0
+          ? Effect.void
+          : Effect.fail(new ContainerFailed({ operation, containerName, reason: "protocol", message: missingFeaturesMessage(image, labels, missing, BUILD_COMMAND) }))
+      })
 
     // Like the engine, a sandbox is found by id or by name.
     const lookup = (ref: SandboxRef) => sandboxes.get(ref.id) ?? byName.get(ref.id)
@@ -195,7 +231,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
           Effect.zipRight(Ref.get(faults)),
           Effect.flatMap((f) =>
             f.missingImages?.includes(image)
-              ? Effect.fail(new ImageNotFound({ image, buildCommand: "pnpm hermes-sandbox image build", message: `No such image: ${image}` }))
+              ? Effect.fail(new ImageNotFound({ image, buildCommand: BUILD_COMMAND, message: `No such image: ${image}` }))
               : Effect.succeed(`sha256:fake-${image}`)
           )
         ),
@@ -204,8 +240,9 @@ export const make = (initialFaults: FakeFaults = {}) =>
           yield* engineCheck("create")
           const f = yield* Ref.get(faults)
           if (f.missingImages?.includes(spec.image)) {
-            return yield* new ImageNotFound({ image: spec.image, buildCommand: "pnpm hermes-sandbox image build", message: `No such image: ${spec.image}` })
+            return yield* new ImageNotFound({ image: spec.image, buildCommand: BUILD_COMMAND, message: `No such image: ${spec.image}` })
           }
+          yield* refuseMissingFeatures(spec.image, spec.requires, "create", spec.name)
           if (f.createFails) return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 500, reason: "engine", message: "injected create failure" })
           if (byName.has(spec.name)) {
             return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 409, reason: "conflict", message: `Conflict. The container name "/${spec.name}" is already in use` })
@@ -312,7 +349,14 @@ export const make = (initialFaults: FakeFaults = {}) =>
               .map((s): SandboxInfo => ({ id: s.id, name: s.name, labels: s.spec.labels, status: s.status, createdAt: s.createdAt }))
           )
         ),
-      exec: fakeExec.exec
+      exec: (ref, spec, output) =>
+        output.requires === undefined || output.requires.length === 0
+          ? fakeExec.exec(ref, spec, output)
+          : engineCheck("exec").pipe(
+            Effect.zipRight(find(ref, "exec")),
+            Effect.flatMap((s) => refuseMissingFeatures(s.spec.image, output.requires, "exec", s.name)),
+            Effect.zipRight(fakeExec.exec(ref, spec, output))
+          )
     })
 
     const control: FakeRuntimeControlService = {

@@ -1,42 +1,50 @@
 /**
  * Runner protocol, version 2: how a program reaches the in-container supervisor
- * (images/runner/hermes-run.c) and how the supervisor reports back.
+ * (images/runner/*.c) and how the supervisor reports back. Its words, frame types, features and
+ * limits are one table, RunnerProtocolTable.ts, from which `pnpm codegen` writes the supervisor's
+ * images/runner/protocol.h (whose comment lists them all); this module is the host's codec over it.
  *
  * In, on the container's (or a session exec's) stdin: "HERMES/2\n", then header lines, each
  * variable-length value following its line as exactly that many raw bytes (names may hold any
- * byte, newlines included), then "run\n", then the program's own stdin, untouched:
- *
- *   key <32 hex>  cap <n>  lang <language>  code <n>+bytes  file <pathlen> <n>+path+bytes
- *   arg <n>+bytes  lock <n>+path  leftovers kill  collect <n>+pattern  limits <files> <bytes> <total>
- *   read <n> <offset> <limit>+path  write <n> <len> <mode>+path+bytes  list <n>+path  remove <n>+path
- *   tools <calls at once> <request bytes> <reply bytes>  stdin <n>+bytes  module <pathlen> <n>+path+bytes  run
- *
- * With `tools` the program's stdin travels in the header (`stdin`) and what follows `run` is the
- * host's replies to tool calls, "R <id> <status 0|1|2> <n>\n" + n bytes, until the run ends.
+ * byte, newlines included), then "run\n", then the program's own stdin, untouched. With `tools`
+ * the program's stdin travels in the header (`stdin`) and what follows `run` is the host's replies
+ * to tool calls, "R <id> <status 0|1|2> <n>\n" + n bytes, until the run ends.
  *
  * Out, on stdout, frames: <16-byte key><type><4-byte big-endian length><payload>. The key is
  * drawn per run and never reaches the program (it is read by the supervisor, which is not
  * dumpable and, in a one-shot sandbox, PID 1; the program's stdout and stderr are pipes to the
  * supervisor, not the container's streams). So the decoder below takes nothing on trust that
  * does not carry the key: a byte that does not parse ends the run as a protocol violation.
- * Types: 'o'/'e' output, 'p' started (pid, start time), 'w' waiting for the lock (holder),
- * 'l' lock held, 'x' exited (code, byte counts, a signal from outside), 'd' a stream passed the cap
- * ("<o|e> <bytes written so far>", repeated while it goes on), 'E' setup failed (message);
- * files out (after a one-shot program, `collect`; a session's file operations): 'f' a file begins
- * ("<mode> <size> " + path bytes), 'c' its content, 'F' it ended ("<bytes sent>"), 's' an entry not
- * sent ("<reason> <size> " + path; at most Artifacts.MAX_SKIPPED_LISTED), 'S' how many more were skipped
- * for a reason ("<reason> <count>"), 'n' a listing's entry, 'k' an operation done, 'r' it failed;
- * tool calls: 't' a call ("<id> <argument bytes> " + name) followed by exactly that many bytes of
- * 'a' frames, 'b' a call larger than allowed ("<id> <bytes> " + name), 'q' its caller went away ("<id>").
+ *
+ * What an image's supervisor can do beyond the base of protocol 2 is its label
+ * RUNNER_FEATURES_LABEL; `missingFeatures` says what a request needs that an image lacks, which the
+ * runtimes refuse before anything is created (SandboxSpec.requires, OutputReceiver.requires).
  */
 import { randomBytes } from "node:crypto"
 import type { Language } from "./Language.js"
+import {
+  FRAME,
+  FRAMES,
+  LIMIT,
+  RUNNER_FEATURE_TABLE,
+  RUNNER_FEATURES,
+  RUNNER_FEATURES_LABEL,
+  RUNNER_MODES,
+  RUNNER_PROTOCOL_VERSION,
+  type HeaderWord,
+  type RunnerFeature
+} from "./RunnerProtocolTable.js"
 
-export const RUNNER_PROTOCOL_VERSION = 2
-/** The label every runner image carries, with the protocol version its supervisor speaks. */
-export const RUNNER_PROTOCOL_LABEL = "org.hermes-sandbox.runner-protocol"
+export {
+  RUNNER_FEATURES,
+  RUNNER_FEATURES_LABEL,
+  RUNNER_PROTOCOL_LABEL,
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerFeature
+} from "./RunnerProtocolTable.js"
+
 /** The supervisor's exit code for a malformed header or a failed setup. */
-export const RUNNER_PROTOCOL_ERROR_EXIT = 126
+export const RUNNER_PROTOCOL_ERROR_EXIT = LIMIT.protocolErrorExit
 /**
  * Where the images keep the supervisor: execute-only (0711), because a process that execs a file it
  * cannot read is non-dumpable from its first instruction (no window before its prctl in which a
@@ -56,21 +64,26 @@ export const SUPERVISOR_READABLE = "/opt/hermes/hermes-run-readable"
  */
 export const preloadedCommand = (command: ReadonlyArray<string>, language: Language): ReadonlyArray<string> =>
   language === "python" && command.length === 1 && (command[0] === SUPERVISOR || command[0] === SUPERVISOR_READABLE)
-    ? [...command, "--preload", "python"]
+    ? [...command, RUNNER_MODES.preload.arg, "python"]
     : command
 
 /** The supervisor path for an OCI runtime. */
 export const supervisorFor = (runtime: string | undefined): string => runtime === "runsc" ? SUPERVISOR_READABLE : SUPERVISOR
 
-export const KEY_BYTES = 16
+export const KEY_BYTES = LIMIT.keyBytes
 const FRAME_HEAD = KEY_BYTES + 1 + 4
 /** Largest payload the supervisor writes in one frame. */
-export const MAX_FRAME_PAYLOAD = 65_536
+export const MAX_FRAME_PAYLOAD = LIMIT.framePayload
 /** Control payloads are small (a path of at most PATH_MAX and a few words); anything longer is not the supervisor's. */
-const MAX_CONTROL_PAYLOAD = 8_192
-/** Frame types whose payload is data, delivered piecewise as it arrives: output and file content. */
-const DATA_TYPES = new Set([0x6f, 0x65, 0x63, 0x61]) // 'o' 'e' 'c' 'a'
-const CONTROL_TYPES = "pwlxdEfFsSnkrtbq"
+const MAX_CONTROL_PAYLOAD = LIMIT.controlPayload
+const frameTypes: ReadonlyArray<{ readonly type: string; readonly data?: true }> = Object.values(FRAMES)
+/** Frame types whose payload is data, delivered piecewise as it arrives: output, file content, tool arguments. */
+const DATA_TYPES = new Set(frameTypes.filter((f) => f.data === true).map((f) => f.type.charCodeAt(0)))
+const CONTROL_TYPES = frameTypes.filter((f) => f.data !== true).map((f) => f.type).join("")
+const STDOUT = FRAME.stdout.charCodeAt(0)
+const STDERR = FRAME.stderr.charCodeAt(0)
+const FILE_CONTENT = FRAME.fileContent.charCodeAt(0)
+const TOOL_ARGUMENTS = FRAME.toolArguments.charCodeAt(0)
 
 const encoder = new TextEncoder()
 
@@ -126,7 +139,7 @@ export interface CollectLimits {
  * In a `write`'s mode: an existing regular file keeps its permission bits; only a new one gets the
  * low bits (0o777). Without it the file gets exactly the low bits.
  */
-export const KEEP_EXISTING_MODE = 0o100000
+export const KEEP_EXISTING_MODE = LIMIT.keepExistingMode
 
 /** A file operation the supervisor does itself (no program, no shell): absolute paths under the writable roots. */
 export type FileOp =
@@ -141,48 +154,50 @@ export const makeRunKey = (): string => randomBytes(KEY_BYTES).toString("hex")
 export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
   const parts: Array<Uint8Array> = []
   const line = (text: string) => parts.push(encoder.encode(text + "\n"))
-  const blob = (word: string, bytes: Uint8Array) => {
-    line(`${word} ${bytes.byteLength}`)
+  /** A header line: a word of the table and its arguments. */
+  const head = (w: HeaderWord, ...args: ReadonlyArray<string | number>) => line([w, ...args].join(" "))
+  const blob = (w: HeaderWord, bytes: Uint8Array) => {
+    head(w, bytes.byteLength)
     parts.push(bytes)
   }
   line(`HERMES/${RUNNER_PROTOCOL_VERSION}`)
-  if (payload.key !== undefined) line(`key ${payload.key}`)
-  if (payload.capBytes !== undefined) line(`cap ${payload.capBytes}`)
+  if (payload.key !== undefined) head("key", payload.key)
+  if (payload.capBytes !== undefined) head("cap", payload.capBytes)
   if (payload.lock !== undefined) blob("lock", encoder.encode(payload.lock))
-  if (payload.killLeftovers === true) line("leftovers kill")
+  if (payload.killLeftovers === true) head("leftovers", "kill")
   for (const arg of payload.args ?? []) blob("arg", encoder.encode(arg))
-  if (payload.language !== undefined) line(`lang ${payload.language}`)
+  if (payload.language !== undefined) head("lang", payload.language)
   if (payload.code !== undefined) blob("code", payload.code)
   for (const [path, content] of payload.files ?? []) {
     const name = encoder.encode(path)
-    line(`file ${name.byteLength} ${content.byteLength}`)
+    head("file", name.byteLength, content.byteLength)
     parts.push(name, content)
   }
   if (payload.collect !== undefined) {
     for (const pattern of payload.collect.patterns) blob("collect", encoder.encode(pattern))
     const l = payload.collect.limits
-    line(`limits ${l.maxFiles} ${l.maxFileBytes} ${l.maxTotalBytes}`)
+    head("limits", l.maxFiles, l.maxFileBytes, l.maxTotalBytes)
   }
   const op = payload.fileOp
   if (op !== undefined) {
     const name = encoder.encode(op.path)
-    if (op.op === "read") line(`read ${name.byteLength} ${op.offset} ${op.limit}`)
-    else if (op.op === "write") line(`write ${name.byteLength} ${op.content.byteLength} ${op.mode}`)
-    else line(`${op.op} ${name.byteLength}`)
+    if (op.op === "read") head(op.op, name.byteLength, op.offset, op.limit)
+    else if (op.op === "write") head(op.op, name.byteLength, op.content.byteLength, op.mode)
+    else head(op.op, name.byteLength)
     parts.push(name)
     if (op.op === "write") parts.push(op.content)
   }
   const tools = payload.tools
   if (tools !== undefined) {
-    line(`tools ${tools.maxInFlight} ${tools.maxRequestBytes} ${tools.maxReplyBytes}`)
+    head("tools", tools.maxInFlight, tools.maxRequestBytes, tools.maxReplyBytes)
     for (const [path, content] of tools.modules) {
       const name = encoder.encode(path)
-      line(`module ${name.byteLength} ${content.byteLength}`)
+      head("module", name.byteLength, content.byteLength)
       parts.push(name, content)
     }
     blob("stdin", payload.stdin)
   }
-  line("run")
+  head("run")
   if (tools === undefined) parts.push(payload.stdin)
   const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
   let offset = 0
@@ -271,8 +286,8 @@ export class FrameDecoder {
         this.type = this.head[KEY_BYTES]!
         this.remaining = this.head.readUInt32BE(KEY_BYTES + 1)
         const output = DATA_TYPES.has(this.type)
-        if (this.type === 0x63 && this.handlers.content === undefined) return this.fail("file content where none was asked for")
-        if (this.type === 0x61 && this.handlers.toolArguments === undefined) return this.fail("tool call arguments where no tools were given")
+        if (this.type === FILE_CONTENT && this.handlers.content === undefined) return this.fail("file content where none was asked for")
+        if (this.type === TOOL_ARGUMENTS && this.handlers.toolArguments === undefined) return this.fail("tool call arguments where no tools were given")
         if (!output && CONTROL_TYPES.indexOf(String.fromCharCode(this.type)) < 0) return this.fail(`an unknown frame type ${this.type}`)
         if (this.remaining > (output ? MAX_FRAME_PAYLOAD : MAX_CONTROL_PAYLOAD)) return this.fail(`a frame of ${this.remaining} bytes`)
         if (this.remaining === 0) {
@@ -285,10 +300,10 @@ export class FrameDecoder {
       const piece = data.subarray(at, at + n)
       at += n
       this.remaining -= n
-      if (this.type === 0x6f) this.handlers.stdout(piece)
-      else if (this.type === 0x65) this.handlers.stderr(piece)
-      else if (this.type === 0x63) this.handlers.content!(piece)
-      else if (this.type === 0x61) this.handlers.toolArguments!(piece)
+      if (this.type === STDOUT) this.handlers.stdout(piece)
+      else if (this.type === STDERR) this.handlers.stderr(piece)
+      else if (this.type === FILE_CONTENT) this.handlers.content!(piece)
+      else if (this.type === TOOL_ARGUMENTS) this.handlers.toolArguments!(piece)
       else this.control.push(Buffer.from(piece))
       if (this.remaining === 0) {
         this.headFill = 0
@@ -301,8 +316,9 @@ export class FrameDecoder {
     const type = String.fromCharCode(this.type)
     const payload = Buffer.concat(this.control)
     this.control = []
-    const text = type === "E" || type === "w" || type === "r" ? utf8.decode(payload) : latin1.decode(payload)
-    if (type === "x") this.ended = true
+    // Messages are UTF-8; anything else (paths, numbers) is bytes.
+    const text = type === FRAME.setupFailed || type === FRAME.lockWait || type === FRAME.opFailed ? utf8.decode(payload) : latin1.decode(payload)
+    if (type === FRAME.exited) this.ended = true
     this.handlers.control(type, text, payload)
   }
 
@@ -375,7 +391,9 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
   for (;;) {
     const line = readLine()
     if (line === undefined) return undefined
-    const [word, a, b, c] = line.split(" ")
+    const [first, a, b, c] = line.split(" ")
+    // Checked against the table: a comparison with a word it lacks does not compile.
+    const word = first as HeaderWord
     if (word === "run") break
     if (word === "key") decoded.key = a!
     else if (word === "cap") decoded.capBytes = Number(a)
@@ -422,4 +440,49 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
     }
   }
   return { ...decoded, stdin: headerStdin ?? data.subarray(at) }
+}
+
+/** What an image's supervisor can do, from its labels: an image without RUNNER_FEATURES_LABEL predates the label, and has protocol 2's base only. */
+export const supervisorFeatures = (labels: Readonly<Record<string, string>> | undefined): ReadonlySet<RunnerFeature> => {
+  const listed = labels?.[RUNNER_FEATURES_LABEL]
+  if (listed === undefined) return new Set()
+  const said = new Set(listed.split(",").map((f) => f.trim()))
+  return new Set(RUNNER_FEATURES.filter((f) => said.has(f)))
+}
+
+/** The features in `requires` that an image with these labels lacks, in the table's order. */
+export const missingFeatures = (
+  labels: Readonly<Record<string, string>> | undefined,
+  requires: ReadonlyArray<RunnerFeature> | undefined
+): ReadonlyArray<RunnerFeature> => {
+  if (requires === undefined || requires.length === 0) return []
+  const has = supervisorFeatures(labels)
+  return RUNNER_FEATURES.filter((f) => requires.includes(f) && !has.has(f))
+}
+
+/** What a supervisor invoked with this command must be able to do ("--preload": preload). */
+export const commandFeatures = (command: ReadonlyArray<string>): ReadonlyArray<RunnerFeature> =>
+  command.includes(RUNNER_MODES.preload.arg) ? ["preload"] : []
+
+/** `a` and `b` together, each feature once, in the table's order. */
+export const withFeatures = (a: ReadonlyArray<RunnerFeature> | undefined, b: ReadonlyArray<RunnerFeature> | undefined): ReadonlyArray<RunnerFeature> =>
+  RUNNER_FEATURES.filter((f) => a?.includes(f) === true || b?.includes(f) === true)
+
+/**
+ * Why a request is refused before anything is created: the image's supervisor lacks `missing`. Names
+ * the image, each missing feature, what its label says, and the command that rebuilds the images.
+ */
+export const missingFeaturesMessage = (
+  image: string,
+  labels: Readonly<Record<string, string>> | undefined,
+  missing: ReadonlyArray<RunnerFeature>,
+  buildCommand: string
+): string => {
+  const listed = labels?.[RUNNER_FEATURES_LABEL]
+  const label = listed === undefined
+    ? `has no label ${RUNNER_FEATURES_LABEL} (it was built before images said what their supervisor can do, so it is taken to have runner protocol ${RUNNER_PROTOCOL_VERSION}'s base only)`
+    : `says ${RUNNER_FEATURES_LABEL}=${JSON.stringify(listed)}`
+  const what = missing.map((f) => `${f} (${RUNNER_FEATURE_TABLE[f].what})`).join(", ")
+  return `image ${image} has a supervisor without ${missing.length === 1 ? "the feature" : "the features"} this request needs: ${what}. The image ${label}. ` +
+    `Rebuild the SDK's images: ${buildCommand} (an image of your own: build it again FROM a current hermes-sandbox image, docs/custom-images.md)`
 }

@@ -6,6 +6,7 @@
  */
 import { Context, type Effect, type Option } from "effect"
 import type { SandboxError } from "./Errors.js"
+import type { RunnerFeature } from "./RunnerProtocolTable.js"
 
 /** What the executor asks for. Hardening defaults are the runtime's business (ContainerSpec in packages/docker). */
 export interface SandboxSpec {
@@ -27,6 +28,13 @@ export interface SandboxSpec {
   readonly runtime?: string | undefined
   /** Bind mounts; read-only unless mode is "rw". */
   readonly mounts: ReadonlyArray<{ readonly hostPath: string; readonly containerPath: string; readonly mode: "ro" | "rw" }>
+  /**
+   * What the image's supervisor must be able to do beyond runner protocol 2's base (the kernel
+   * fills it in: kernel/Sandbox.ts). The runtime checks it against the image's label
+   * (RUNNER_FEATURES_LABEL) and fails the create with ContainerFailed reason "protocol", before
+   * any container exists, when one is missing.
+   */
+  readonly requires?: ReadonlyArray<RunnerFeature> | undefined
 }
 
 export interface SandboxLimits {
@@ -52,6 +60,13 @@ export interface SandboxCreated extends SandboxRef {
 export interface OutputReceiver {
   readonly stdout: (chunk: Uint8Array) => void
   readonly stderr: (chunk: Uint8Array) => void
+  /**
+   * What the supervised run behind these streams asks of the image's supervisor beyond runner
+   * protocol 2's base (kernel/SupervisedRun.ts says it). `exec` fails with ContainerFailed reason
+   * "protocol", before the process exists, when the sandbox's image lacks one; the kernel adds it
+   * to the spec of a sandbox created for the run (SandboxSpec.requires).
+   */
+  readonly requires?: ReadonlyArray<RunnerFeature> | undefined
 }
 
 export interface AttachedIO {

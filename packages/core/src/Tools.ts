@@ -9,6 +9,7 @@ import { Ajv, type ValidateFunction } from "ajv"
 import { Ajv2020 } from "ajv/dist/2020.js"
 import { Effect, Either, JSONSchema, ParseResult, Schema } from "effect"
 import { type InvalidRequest, invalidRequest } from "./Errors.js"
+import { LIMIT } from "./RunnerProtocolTable.js"
 import * as Schemas from "./Schemas.js"
 import { RESERVED_TOOL_NAMES, TOOL_NAME, type ToolSpec } from "./tools/stubs.js"
 
@@ -79,7 +80,8 @@ export const DEFAULT_TOOL_LIMITS: ToolLimits = {
 /** The largest limits accepted (the supervisor holds one request and one reply per call in flight). */
 export const MAX_TOOL_LIMITS: ToolLimits = {
   maxCalls: 100_000,
-  maxInFlight: 64,
+  // The supervisor's table of calls in flight (its `tools` line refuses more).
+  maxInFlight: LIMIT.toolCallsInFlight,
   callTimeoutMs: 24 * 3600_000,
   maxArgumentBytes: 16 * Schemas.MiB,
   maxResultBytes: 16 * Schemas.MiB,

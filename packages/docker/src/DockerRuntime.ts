@@ -16,10 +16,14 @@ import {
   type SandboxError,
   SandboxRuntime,
   type SandboxInfo,
+  type SandboxRef,
   type SandboxSpec,
   type SandboxState,
+  missingFeatures,
+  missingFeaturesMessage,
   RUNNER_PROTOCOL_LABEL,
   RUNNER_PROTOCOL_VERSION,
+  type RunnerFeature,
   SUPERVISOR
 } from "@hermes-sandbox/core"
 import { toCreateOptions } from "./ContainerSpec.js"
@@ -148,8 +152,9 @@ export const make = (options: DockerRuntimeOptions = {}) =>
         uids?.release(uid)
       })
 
-    const imageIds = new Map<string, string>()
-    const resolveImage = (image: string) =>
+    type Labels = Readonly<Record<string, string>> | undefined
+    const imageIds = new Map<string, { readonly id: string; readonly labels: Labels }>()
+    const inspectImage = (image: string) =>
       Effect.suspend(() => {
         const cached = imageIds.get(image)
         if (cached !== undefined) return Effect.succeed(cached)
@@ -170,14 +175,46 @@ export const make = (options: DockerRuntimeOptions = {}) =>
               })
             }
           ),
-          Effect.map((i) => i.Id),
-          Effect.tap((id) => Effect.sync(() => imageIds.set(image, id))),
+          Effect.map((i) => ({ id: i.Id, labels: i.Config?.Labels ?? undefined })),
+          Effect.tap((found) => Effect.sync(() => imageIds.set(image, found))),
           Effect.catchIf(
             (e): e is ContainerFailed => e._tag === "ContainerFailed" && e.reason === "not-found",
             () => Effect.fail(imageNotFound(image))
           )
         )
       })
+    const resolveImage = (image: string) => Effect.map(inspectImage(image), (i) => i.id)
+
+    /**
+     * A request that needs more of the supervisor than its image can do (RunnerProtocol's features:
+     * an image built before one existed lacks it) is refused before the container or the exec
+     * exists, naming what is missing and how to rebuild.
+     */
+    const refuseMissingFeatures = (
+      image: string,
+      labels: Labels,
+      requires: ReadonlyArray<RunnerFeature> | undefined,
+      operation: string,
+      containerName: string
+    ): Effect.Effect<void, ContainerFailed> => {
+      const missing = missingFeatures(labels, requires)
+      return missing.length === 0
+        ? Effect.void
+        : Effect.fail(new ContainerFailed({ operation, containerName, reason: "protocol", message: missingFeaturesMessage(image, labels, missing, IMAGE_BUILD_COMMAND) }))
+    }
+    /** Each container's image and labels (the image's, which a container inherits), for the exec check; until removed. */
+    const containerImages = new Map<string, { readonly image: string; readonly labels: Labels }>()
+    const containerImage = (ref: SandboxRef) =>
+      Effect.suspend(() => {
+        const known = containerImages.get(ref.id)
+        if (known !== undefined) return Effect.succeed(known)
+        // A container this runtime did not create (a persistent session reattached): asked once.
+        return dockerCall(ctx("inspect", ref.name), (signal) => docker.getContainer(ref.id).inspect({ abortSignal: signal } as object)).pipe(
+          Effect.map((c) => ({ image: c.Config?.Image ?? c.Image, labels: c.Config?.Labels ?? undefined })),
+          Effect.tap((found) => Effect.sync(() => containerImages.set(ref.id, found)))
+        )
+      })
+    const dockerExec = makeDockerExec(docker, (operation, containerName) => ctx(operation, containerName))
 
     // The engine's clock (for the event-log query below), from `info`, so a remote engine's skew does not matter.
     const serverTime = Date.parse((info as { SystemTime?: string }).SystemTime ?? "")
@@ -221,7 +258,9 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       resolveImage,
       create: (requested) =>
         Effect.gen(function*() {
-          const imageId = yield* resolveImage(requested.image)
+          const image = yield* inspectImage(requested.image)
+          yield* refuseMissingFeatures(requested.image, image.labels, requested.requires, "create", requested.name)
+          const imageId = image.id
           yield* checkEngineLimits(requested)
           const { spec, uid } = yield* takeUid(requested)
           const releaseOnFailure = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
@@ -239,6 +278,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
             )
           ))
           if (uid !== undefined) uidOfContainer.set(created.id, uid)
+          containerImages.set(created.id, { image: requested.image, labels: image.labels })
           const keptLimits: Effect.Effect<void, ContainerFailed> = checkCreateKeptLimits(spec, created)
           yield* Effect.tapError(keptLimits, () => releaseUid(created.id))
           return { id: created.id, name: spec.name, imageId }
@@ -406,7 +446,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           // Another remover got there first: ask again until that removal is done (then: not found).
           Effect.retry({ while: isRemovalInProgress, schedule: Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(50))) }),
           Effect.catchIf(isGone, () => Effect.void),
-          Effect.tap(() => Effect.sync(() => armedWaits.delete(ref.id))),
+          Effect.tap(() => Effect.sync(() => (armedWaits.delete(ref.id), containerImages.delete(ref.id)))),
           // The container and its processes are gone: its uid may serve another sandbox.
           Effect.tap(() => releaseUid(ref.id)),
           Effect.asVoid
@@ -431,7 +471,13 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           ),
 
       // A process next to the main one (sessions); killed from inside, see internal/dockerExec.ts.
-      exec: makeDockerExec(docker, (operation, containerName) => ctx(operation, containerName))
+      exec: (ref, spec, output) =>
+        output.requires === undefined || output.requires.length === 0
+          ? dockerExec(ref, spec, output)
+          : containerImage(ref).pipe(
+            Effect.flatMap(({ image, labels }) => refuseMissingFeatures(image, labels, output.requires, "exec", ref.name)),
+            Effect.zipRight(dockerExec(ref, spec, output))
+          )
     })
   })
 

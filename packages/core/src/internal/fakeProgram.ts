@@ -15,6 +15,7 @@ import {
   RUNNER_PROTOCOL_ERROR_EXIT,
   type ToolChannelHeader
 } from "../RunnerProtocol.js"
+import { LIMIT } from "../RunnerProtocolTable.js"
 
 export interface FakeProgram {
   readonly stdout?: string
@@ -234,10 +235,10 @@ export interface FakeToolChannel {
 
 /** What the modules raise when a run has no tool channel (the supervisor sets no HERMES_TOOLS_SOCKET). */
 const NO_CHANNEL = "this run has no tool channel (no tools were given to it)"
-/** How much of a name the supervisor puts in a call's frame (TOOL_NAME_SENT_MAX). */
-const NAME_SENT_MAX = 256
-/** The longest reply line the supervisor reads (LINE_MAX_BYTES). */
-const REPLY_LINE_MAX = 4096
+/** How much of a name the supervisor puts in a call's frame. */
+const NAME_SENT_MAX = LIMIT.toolNameSent
+/** The longest reply line the supervisor reads. */
+const REPLY_LINE_MAX = LIMIT.headerLine
 const REPLY_HEAD = /^R ([0-9]{1,10}) ([012]) ([0-9]{1,20})$/
 
 const toolEncoder = new TextEncoder()

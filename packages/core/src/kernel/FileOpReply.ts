@@ -14,6 +14,7 @@
  */
 import { FileReceiver } from "../Artifacts.js"
 import type { FileOp } from "../RunnerProtocol.js"
+import { FRAME, LIMIT } from "../RunnerProtocolTable.js"
 
 /** One entry of a listing, as the supervisor sent it (the name's bytes are the filesystem's). */
 export interface ListedEntry {
@@ -29,8 +30,8 @@ export type FileOpOutcome =
   | { readonly _tag: "Listed"; readonly count: number; readonly more: boolean }
   | { readonly _tag: "Failed"; readonly code: string; readonly message: string }
 
-/** The supervisor's listing bound (hermes-run.c LIST_MAX_ENTRIES). */
-export const LIST_MAX_ENTRIES = 10_000
+/** The supervisor's listing bound (RunnerProtocolTable LIMITS.listEntries). */
+export const LIST_MAX_ENTRIES = LIMIT.listEntries
 
 const KINDS = { f: "file", d: "directory", l: "symlink", o: "other" } as const
 const ENTRY = /^([fdlo]) (0|[1-9][0-9]{0,19}) ([0-7]{1,6}) (-?(?:0|[1-9][0-9]{0,18})) /
@@ -57,7 +58,7 @@ export class FileOpReply {
   /** 'n', 'k' or 'r'; a reason when the supervisor did not write it. */
   readonly frame = (type: string, bytes: Buffer): string | undefined => {
     if (this.outcome !== undefined) return `a frame '${type}' after the file operation's reply`
-    if (type === "r") {
+    if (type === FRAME.opFailed) {
       if (this.file?.began === true) return "a failure reply after the file began"
       const text = bytes.toString("utf8")
       const m = FAILED.exec(text)
@@ -65,7 +66,7 @@ export class FileOpReply {
       this.ended = { _tag: "Failed", code: m[1]!, message: text.slice(m[0].length) }
       return undefined
     }
-    if (type === "n") {
+    if (type === FRAME.listEntry) {
       if (this.op.op !== "list") return `a listing's entry in a ${this.op.op}`
       if (this.entries.length >= LIST_MAX_ENTRIES) return `more than ${LIST_MAX_ENTRIES} entries in a listing`
       const m = ENTRY.exec(bytes.subarray(0, 64).toString("latin1"))
@@ -80,7 +81,7 @@ export class FileOpReply {
       })
       return undefined
     }
-    if (type === "k") {
+    if (type === FRAME.opDone) {
       const text = bytes.toString("latin1")
       if (this.op.op === "write") {
         if (text !== `written ${this.op.content.byteLength}`) return "a write's reply that does not count its bytes"
@@ -104,7 +105,7 @@ export class FileOpReply {
   /** 'f'/'F'/'s'/'S': only a read sends a file, and only before any other reply. */
   readonly fileFrame = (type: string): string | undefined => {
     if (this.file === undefined) return `a file frame '${type}' in a ${this.op.op}`
-    if (type === "s" || type === "S") return "a skipped entry in a read"
+    if (type === FRAME.skipped || type === FRAME.skippedCount) return "a skipped entry in a read"
     if (this.ended !== undefined) return "a file after the file operation's reply"
     return undefined
   }

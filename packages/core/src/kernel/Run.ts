@@ -18,6 +18,7 @@ import { Clock, Deferred, Effect, Fiber, Option, type Scope } from "effect"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import { ContainerFailed, type SandboxError } from "../Errors.js"
 import type { ExitStatus } from "../SandboxRuntime.js"
+import { LIMIT } from "../RunnerProtocolTable.js"
 import { type CollectedOutcome, type ExecutionResult, toExecutionResult } from "../ExecutionResult.js"
 import type { SupervisedRun, SupervisorReport } from "./SupervisedRun.js"
 import type { ToolChannel } from "./ToolChannel.js"
@@ -117,14 +118,13 @@ export const runToCompletion = <E>(input: {
           new ContainerFailed({ operation: reason === "setup" ? "setup" : target.kind === "run" ? "report" : "session call", containerName: name, reason, message })
         )
       )
-    // A header line the image's supervisor does not know: it predates this SDK (a custom or old image).
-    const older = (message: string) =>
-      /^unknown header line/.test(message) ? `${message} (the image's supervisor is older than this SDK: rebuild the image, e.g. \`hermes-sandbox image build\`)` : message
+    // (A request that needs more than the image's supervisor can do never gets here: the runtime
+    // refused it before anything was created, from the image's RUNNER_FEATURES_LABEL.)
     const refuseReport = (report: SupervisorReport) =>
       report._tag === "SetupFailed"
         ? refuse("setup", target.kind === "run"
-          ? `the sandbox ${name} could not be set up, so the program never ran: ${older(report.message)}`
-          : `the call in ${name} could not be set up, so it never ran: ${older(report.message)}`)
+          ? `the sandbox ${name} could not be set up, so the program never ran: ${report.message}`
+          : `the call in ${name} could not be set up, so it never ran: ${report.message}`)
         : report._tag === "Violation"
         ? refuse("protocol", `the report channel of ${target.kind === "run" ? "" : "a call in "}${name} carried bytes its supervisor did not write (${report.reason}); nothing it reported was used`)
         : Effect.void
@@ -171,7 +171,7 @@ export const runToCompletion = <E>(input: {
       yield* target.drained.pipe(Effect.timeout(OUTPUT_DRAIN_TIMEOUT), Effect.ignore)
       const late = yield* polled(run)
       if (Option.isSome(late)) yield* refuseReport(late.value)
-      if (Option.isNone(late) && (ended.value.exitCode === 126 || ended.value.exitCode === 127) && run.diagnostics() !== "") {
+      if (Option.isNone(late) && (ended.value.exitCode === LIMIT.protocolErrorExit || ended.value.exitCode === LIMIT.interpreterMissingExit) && run.diagnostics() !== "") {
         // The supervisor refused before it could frame anything (a malformed header: an SDK or image mismatch).
         return yield* refuse("protocol", `the supervisor in ${name} refused the ${target.kind}: ${run.diagnostics()}`)
       }

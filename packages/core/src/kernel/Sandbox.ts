@@ -15,6 +15,7 @@ import { Effect, Option } from "effect"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import type { SandboxError } from "../Errors.js"
 import type { AttachedIO, ExitStatus, OutputReceiver, SandboxCreated, SandboxRef, SandboxRuntime, SandboxSpec } from "../SandboxRuntime.js"
+import { commandFeatures, RUNNER_FEATURES, type RunnerFeature, withFeatures } from "../RunnerProtocol.js"
 
 /** A sandbox that runs, attached, with its exit armed. */
 export interface StartedSandbox {
@@ -47,6 +48,8 @@ export interface CreateInput {
   readonly own: (container: SandboxCreated) => Effect.Effect<void>
   /** Made ahead of demand by the warm pool (recorded as such). */
   readonly pooled?: boolean
+  /** What the run the sandbox is made for needs of its supervisor (added to SandboxSpec.requires). */
+  readonly requires?: ReadonlyArray<RunnerFeature> | undefined
   /**
    * The create got no answer (the engine died, the call timed out): it may still have created the
    * container, which nothing would own. Called with its name; the caller removes it by name.
@@ -54,9 +57,22 @@ export interface CreateInput {
   readonly unanswered?: (name: string) => Effect.Effect<void>
 }
 
+/**
+ * What the image's supervisor must be able to do for a sandbox made with this input: what the spec
+ * and the run say, what its command asks (`--preload`), and for a warm-pool sandbox every feature,
+ * since any request may claim it. The runtime refuses the create when the image lacks one.
+ */
+const required = (input: CreateInput): SandboxSpec => {
+  const requires = withFeatures(
+    withFeatures(input.spec.requires, input.requires),
+    withFeatures(commandFeatures(input.spec.command), input.pooled === true ? RUNNER_FEATURES : [])
+  )
+  return requires.length === 0 ? input.spec : { ...input.spec, requires }
+}
+
 /** Create, own and record `ContainerCreated`, in one uninterruptible step. */
 export const create = (deps: KernelDeps, input: CreateInput): Effect.Effect<SandboxCreated, SandboxError | JournalError> =>
-  deps.runtime.create(input.spec).pipe(
+  deps.runtime.create(required(input)).pipe(
     Effect.tap(input.own),
     Effect.tap((c) =>
       deps.append(input.streamId, {
@@ -93,9 +109,15 @@ export const start = (
     return { container, io, exit, kill: deps.runtime.kill(container) }
   })
 
-/** Create (owned, recorded) and start: a fresh one-shot sandbox. */
+/**
+ * Create (owned, recorded) and start: a fresh one-shot sandbox, for the run whose streams
+ * `receiver` takes (what that run needs of the supervisor is required of the image).
+ */
 export const createStarted = (deps: KernelDeps, input: CreateInput & { readonly receiver: OutputReceiver }) =>
-  Effect.flatMap(create(deps, input), (container) => start(deps, input.streamId, container, input.receiver))
+  Effect.flatMap(
+    create(deps, { ...input, requires: input.receiver.requires }),
+    (container) => start(deps, input.streamId, container, input.receiver)
+  )
 
 /**
  * Claim a warm sandbox, own it and record `ContainerClaimed` in one uninterruptible step, like a

@@ -22,6 +22,7 @@ import type { PlannedTool, ToolPlan } from "../Tools.js"
 import { toolModules } from "../tools/stubs.js"
 import { type ArgumentsInFlight, hostArgumentsInFlight } from "./ArgumentsInFlight.js"
 import { decodeArguments } from "../tools/toolArguments.js"
+import { FRAME } from "../RunnerProtocolTable.js"
 
 /** What SupervisedRun hands over from the frames; a string back is a protocol violation. */
 export interface ToolFrames {
@@ -303,7 +304,7 @@ export const make = (input: {
 
     const frame: ToolFrames["frame"] = (type, bytes) => {
       const text = bytes.toString("latin1")
-      if (type === "q") {
+      if (type === FRAME.toolCallerGone) {
         // The caller went away (its process ended): its handler is cancelled; the supervisor drops the reply.
         if (!/^[1-9][0-9]{0,9}$/.test(text) || Number(text) > lastId) return `a 'q' frame for no call (${JSON.stringify(text.slice(0, 40))})`
         const id = Number(text)
@@ -322,7 +323,7 @@ export const make = (input: {
       if (id !== lastId + 1) return `tool call ${id} after call ${lastId}`
       lastId = id
       const tool = utf8.decode(bytes.subarray(m[0].length))
-      if (type === "b") {
+      if (type === FRAME.toolTooLarge) {
         if (size <= limits.maxArgumentBytes) return `call ${id} refused as too large at ${size} bytes`
         dispatch(id, tool, undefined, size)
         return undefined
