@@ -5,7 +5,7 @@
 //
 //   node scripts/assets.mjs copy    assets/scripts/build-images.sh, assets/images/ (every image's
 //                                   directory — python, node, bash, python-data —, the supervisor's
-//                                   C source and README; no compiled binary, no tests)
+//                                   C sources, Makefile and README; no compiled binary, no tests, no fuzzers)
 //   node scripts/assets.mjs clean   removes assets/
 //
 // The layout under assets/ is the repository's (scripts/ next to images/): build-images.sh finds
@@ -31,9 +31,11 @@ const copy = () => {
   cpSync(images, join(assets, "images"), {
     recursive: true,
     // build/ holds the host's compiled supervisor: the script compiles it where the images are built.
+    // fuzz/ is the supervisor's fuzzing harness (scripts/fuzz-supervisor.sh), no part of an image.
     filter: (source) => {
       const name = basename(source)
-      return !(name === "build" && relative(images, source) === join("runner", "build")) && !name.endsWith(".test.ts")
+      const at = relative(images, source)
+      return at !== join("runner", "build") && at !== join("runner", "fuzz") && !name.endsWith(".test.ts")
     }
   })
   // Every image build-images.sh can build must be buildable from the copy (python-data included).
