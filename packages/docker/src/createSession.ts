@@ -20,7 +20,8 @@
  * error classes, never Effect's wrappers.
  */
 import { type Effect, Exit, Layer, ManagedRuntime } from "effect"
-import { Observable } from "rxjs"
+// The class alone, not rxjs's index (events/src/Rx.ts says why).
+import { Observable } from "rxjs/internal/Observable"
 import {
   type ExecuteOptions,
   type ExecutionResult,

@@ -14,7 +14,9 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Stream from "effect/Stream"
-import { Observable } from "rxjs"
+// The class alone (rxjs's own module, the one its index re-exports, so operators from "rxjs" apply):
+// the index loads all ~220 of rxjs's modules, ~100 ms of every import of this package.
+import { Observable } from "rxjs/internal/Observable"
 import type { EventEnvelope } from "./Event.js"
 import {
   type AppendInput,

@@ -4,7 +4,9 @@
  * fake (errors, abort, events$, stats, close) is what the real facade does, by construction.
  */
 import { Exit, type Layer, ManagedRuntime } from "effect"
-import { Observable, type Subscriber } from "rxjs"
+import type { Subscriber } from "rxjs"
+// The class alone, not rxjs's index (events/src/Rx.ts says why).
+import { Observable } from "rxjs/internal/Observable"
 import { ExecutorClosed, type ExecuteRequest, Executor } from "@hermes-sandbox/core"
 import type { EventEnvelope, Journal } from "@hermes-sandbox/events"
 import type { ExecuteCallOptions, SandboxExecutor } from "../createExecutor.js"

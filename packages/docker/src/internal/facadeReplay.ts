@@ -5,7 +5,8 @@
  * while the facade is open.
  */
 import { Effect, type ManagedRuntime, Stream } from "effect"
-import { Observable } from "rxjs"
+// The class alone, not rxjs's index (events/src/Rx.ts says why).
+import { Observable } from "rxjs/internal/Observable"
 import { type EventEnvelope, Journal, type ReplayOptions, toObservable } from "@hermes-sandbox/events"
 
 export type FacadeReplay = (options?: ReplayOptions) => Observable<EventEnvelope>
