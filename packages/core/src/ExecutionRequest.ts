@@ -10,42 +10,20 @@ import type { ResolvedSandboxDefaults } from "./ExecutorConfig.js"
 import type { Language } from "./Language.js"
 import * as Schemas from "./Schemas.js"
 import { type CollectLimits, CollectLimitsSchema, CollectPatterns, DEFAULT_COLLECT_LIMITS } from "./Artifacts.js"
-import { planTools, resolveToolLimits, type ToolLimits, ToolLimitsSchema, type ToolPlan, type Tools } from "./Tools.js"
+import { planTools, resolveToolLimits, ToolLimitsSchema, type ToolPlan, type Tools } from "./Tools.js"
 
 export { MAX_PATH_BYTES, MAX_PATH_SEGMENT_BYTES } from "./Schemas.js"
 
-export interface ExecuteRequest {
-  readonly language: string
-  readonly code: string
-  /** Fed to the program's standard input. */
-  readonly stdin?: string
-  readonly timeoutMs?: number
-  readonly memory?: number | string
-  readonly cpus?: number
-  readonly pidsLimit?: number
-  readonly outputLimitBytes?: number
-  readonly env?: Readonly<Record<string, string>>
-  /** Files written into /workspace before the program starts: relative path -> content. */
-  readonly files?: Readonly<Record<string, string | Uint8Array>>
-  /** Overrides the language's image. */
-  readonly image?: string
-  /**
-   * Files to send back after the program ends: globs relative to /workspace ("*.png", "out/**",
-   * "report.csv"; `*` and `?` stay within a name, `**` spans directories, a leading dot must be
-   * matched explicitly; a directory brings everything below it). See Artifacts.ts.
-   */
-  readonly collect?: ReadonlyArray<string>
-  /** Bounds on what `collect` sends back (defaults: 100 files, 10 MiB each, 32 MiB in all). */
-  readonly collectLimits?: Partial<CollectLimits>
+/**
+ * An execute_code request as users write it: {@link ExecuteRequestSchema}'s input side, and the
+ * host tools, which are functions, not data.
+ */
+export interface ExecuteRequest extends Schemas.Input<typeof ExecuteRequestSchema> {
   /**
    * Host tools the code may call (`from hermes_tools import name` in Python, `require("hermes_tools")`
    * in JavaScript, `hermes-tool NAME JSON` in bash). Replaces the executor's `tools`; `{}` gives none.
    */
   readonly tools?: Tools
-  /** Bounds on this run's tool calls, over the executor's. */
-  readonly toolLimits?: Partial<ToolLimits>
-  /** Record each call's arguments in ToolCallRequested (default false: only their size and sha256). */
-  readonly recordToolArguments?: boolean
 }
 
 export interface ExecutionPlan {
@@ -171,20 +149,30 @@ const aString = Schema.String.annotations({ message: () => "a string" })
  * over its env) is checked by planExecution.
  */
 export const ExecuteRequestSchema = Schema.Struct({
+  /** python, javascript or bash, in any case; aliases py, js, node, sh. */
   language: Schemas.LanguageName,
   code: aString,
+  /** Fed to the program's standard input. */
   stdin: Schema.optional(aString),
+  /** Files written into /workspace before the program starts: relative path -> content. */
   files: Schema.optional(Files),
+  /** Variables over the executor's `env`. */
   env: Schema.optional(Schemas.EnvEntries),
-  memory: Schema.optional(Schemas.Memory),
+  // Each absent one is the executor's.
+  ...Schemas.optionalFields(Schemas.LimitFields),
+  /** Overrides the language's image. */
   image: Schema.optional(Schemas.Image),
-  timeoutMs: Schema.optional(Schemas.TimeoutMs),
-  cpus: Schema.optional(Schemas.Cpus),
-  pidsLimit: Schema.optional(Schemas.PositiveInt(1 << 22)),
-  outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * Schemas.MiB)),
+  /**
+   * Files to send back after the program ends: globs relative to /workspace ("*.png", "out/**",
+   * "report.csv"; `*` and `?` stay within a name, `**` spans directories, a leading dot must be
+   * matched explicitly; a directory brings everything below it). See Artifacts.ts.
+   */
   collect: Schema.optional(CollectPatterns),
+  /** Bounds on what `collect` sends back (defaults: 100 files, 10 MiB each, 32 MiB in all). */
   collectLimits: Schema.optional(CollectLimitsSchema),
+  /** Bounds on this run's tool calls, over the executor's. */
   toolLimits: Schema.optional(ToolLimitsSchema),
+  /** Record each call's arguments in ToolCallRequested (default false: only their size and sha256). */
   recordToolArguments: Schema.optional(Schemas.Flag)
 }).annotations({ identifier: "ExecuteRequest", message: () => "an object { language, code, ... }" })
 

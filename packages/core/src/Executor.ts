@@ -20,10 +20,9 @@ import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } fro
 import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./ExecutionRequest.js"
 import type { ExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
-import { ContainerNamePrefix, Label, ProjectName } from "./Labels.js"
+import { ContainerNamePrefix, DEADLINE_MARGIN_S, deadlineLabel, Label, ownerLabels, ProjectName } from "./Labels.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
-import * as ProcessIdentity from "./ProcessIdentity.js"
 import { encodeRunnerPayload, preloadedCommand } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./kernel/SupervisedRun.js"
 import { boundedWait, resultOf, runToCompletion, withTerminalEvent } from "./kernel/Run.js"
@@ -87,13 +86,6 @@ const KILL_EXIT_TIMEOUT_MS = 15_000
 
 const inFlightGauge = Metric.gauge("hermes_sandbox_executions_in_flight")
 const queuedGauge = Metric.gauge("hermes_sandbox_executions_queued")
-
-/**
- * Epoch-seconds deadline label: after this the container is certainly garbage (timeout + a generous
- * margin). Wall-clock time on purpose, not Clock: other processes read it.
- */
-const deadlineLabel = (timeoutMs: number) => String(Math.ceil((Date.now() + timeoutMs) / 1000) + 300)
-
 
 export const make = (options: ExecutorOptions = {}) =>
   Effect.gen(function*() {
@@ -182,10 +174,9 @@ export const make = (options: ExecutorOptions = {}) =>
         [Label.project]: ProjectName,
         [Label.executor]: executorId,
         [Label.execution]: executionId,
-        [Label.deadline]: deadlineLabel(input.lifetimeMs),
-        [Label.ownerPid]: String(ProcessIdentity.self.pid),
-        [Label.ownerHost]: ProcessIdentity.self.host,
-        [Label.ownerStarted]: ProcessIdentity.self.started,
+        // After this the container is certainly garbage: its lifetime and a generous margin.
+        [Label.deadline]: deadlineLabel(input.lifetimeMs, DEADLINE_MARGIN_S),
+        ...ownerLabels(),
         [Label.language]: input.language,
         [Label.scope]: "oneShot",
         ...extraLabels
@@ -205,8 +196,9 @@ export const make = (options: ExecutorOptions = {}) =>
       mounts: []
     })
 
-    const pool = options.warmPool === undefined ? undefined : yield* WarmPool.make({
-      options: options.warmPool,
+    const poolOptions = options.warmPool
+    const pool = poolOptions === undefined ? undefined : yield* WarmPool.make({
+      options: poolOptions,
       append: (streamId, ...events) => append(streamId, ...events),
       specFor: (language, poolStreamId, containerName) =>
         specFor(
@@ -219,7 +211,7 @@ export const make = (options: ExecutorOptions = {}) =>
             memoryBytes: config.memoryBytes,
             nanoCpus: config.nanoCpus,
             pidsLimit: config.pidsLimit,
-            lifetimeMs: (options.warmPool?.idleTtlMs ?? 300_000) + 60_000 + config.timeoutMs
+            lifetimeMs: WarmPool.idleTtlMs(poolOptions) + 60_000 + config.timeoutMs
           },
           poolStreamId,
           containerName,

@@ -4,6 +4,8 @@
  * orphan (owner gone, or deadline passed), and how a persistent sandbox is found
  * again after a restart.
  */
+import * as ProcessIdentity from "./ProcessIdentity.js"
+
 export const LabelPrefix = "org.hermes-sandbox"
 
 export const Label = {
@@ -31,3 +33,27 @@ export const Label = {
 
 export const ProjectName = "hermes-sandbox"
 export const ContainerNamePrefix = "hermes-sandbox-"
+
+let owner: Readonly<Record<string, string>> | undefined
+/**
+ * The labels naming this process as a container's owner (pid, host, start time): the startup sweep
+ * and the watchdog remove the container once the owner is provably gone. One object, made once:
+ * spread it, do not change it.
+ */
+export const ownerLabels = (): Readonly<Record<string, string>> =>
+  owner ??= {
+    [Label.ownerPid]: String(ProcessIdentity.self.pid),
+    [Label.ownerHost]: ProcessIdentity.self.host,
+    [Label.ownerStarted]: ProcessIdentity.self.started
+  }
+
+/**
+ * The `deadline` label of a container that may legitimately live `lifetimeMs` from `nowMs`: epoch
+ * seconds, plus `marginS` seconds. Wall-clock time on purpose, not Clock: other processes read it
+ * (the sweep, the reaper, the watchdog), and past it the container is garbage.
+ */
+export const deadlineLabel = (lifetimeMs: number, marginS: number, nowMs: number = Date.now()): string =>
+  String(Math.ceil((nowMs + lifetimeMs) / 1000) + marginS)
+
+/** The margin of a deadline that is not fixed by the user (a run's, a session's): generous, so a slow engine is never cut short. */
+export const DEADLINE_MARGIN_S = 300

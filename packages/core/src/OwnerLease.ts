@@ -23,17 +23,21 @@
  * ContainerFailed (killed from outside the SDK), never as a silent result, and a journal that
  * refuses renewals refuses every run's own events too.
  */
-import { Clock, Deferred, Duration, Effect, Fiber, type Scope, Stream } from "effect"
+import { Clock, Deferred, Duration, Effect, Fiber, Schema, type Scope, Stream } from "effect"
 import { Event, Journal, type JournalError, type JournalService, type LeaseState, type LeaseStatus, Projection } from "@hermes-sandbox/events"
+import * as Schemas from "./Schemas.js"
 
-export interface OwnerLeaseOptions {
+/** An owner's lease options as users write them (`ownerLease` of an executor or a sessions service). */
+export const OwnerLeaseOptionsSchema = Schema.Struct({
   /** How long each renewal holds the owner's containers. Default 30 000 ms. */
-  readonly leaseMs?: number
+  leaseMs: Schema.optional(Schemas.PositiveInt()),
   /** How often the lease is renewed; at most a third of `leaseMs`, so two renewals may fail before it runs out. Default `leaseMs / 3`. */
-  readonly renewEveryMs?: number
+  renewEveryMs: Schema.optional(Schemas.PositiveInt()),
   /** How far the owner's clock and a sweeper's may differ: a lease counts as expired only this long after its end. Default 5 000 ms. */
-  readonly clockSkewMs?: number
-}
+  clockSkewMs: Schema.optional(Schemas.NonNegativeInt)
+})
+
+export interface OwnerLeaseOptions extends Schemas.Input<typeof OwnerLeaseOptionsSchema> {}
 
 export interface ResolvedLease {
   readonly leaseMs: number

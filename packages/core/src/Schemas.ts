@@ -331,10 +331,82 @@ export const WorkspacePath = Schema.String.pipe(
 
 const AbsolutePath = Schema.String.pipe(Schema.startsWith("/"))
 
+// ---------------------------------------------------------------------------------------
+// Option types: a struct schema is the type
+// ---------------------------------------------------------------------------------------
+
+/**
+ * The limits every sandbox has, as requests, sandbox defaults and session options write them (one
+ * schema each, spread into the three structs: see {@link optionalFields} and {@link withDefaults}).
+ */
+export const LimitFields = {
+  /** The deadline, in milliseconds (fractions rounded up), at most 24 h. */
+  timeoutMs: TimeoutMs,
+  /** Memory limit, bytes or "512m"; swap is set equal to it (no extra swap). */
+  memory: Memory,
+  /** CPUs, fractions allowed. */
+  cpus: Cpus,
+  /** Most processes/threads in the sandbox. */
+  pidsLimit: PositiveInt(1 << 22),
+  /** Cap on each of stdout and stderr kept in the result. */
+  outputLimitBytes: PositiveInt(1024 * MiB)
+}
+
+/** Each field optional: absent (or undefined), it is left out of the decoded value, for its user's default. */
+export const optionalFields = <const F extends Record<string, Schema.Schema.Any>>(fields: F): { readonly [K in keyof F]: Schema.optional<F[K]> } =>
+  Object.fromEntries(Object.entries(fields).map(([key, schema]) => [key, Schema.optional(schema)])) as { readonly [K in keyof F]: Schema.optional<F[K]> }
+
+/** Each field optional: absent (or undefined), it decodes to its value in `defaults` (given decoded). */
+export const withDefaults = <const F extends Record<string, Schema.Schema.Any>>(
+  fields: F,
+  defaults: { readonly [K in keyof F]: Schema.Schema.Type<F[K]> }
+): { readonly [K in keyof F]: Schema.optionalWith<F[K], { readonly default: () => Schema.Schema.Type<F[K]> }> } =>
+  Object.fromEntries(Object.entries(fields).map(([key, schema]) => [key, Schema.optionalWith(schema, { default: () => defaults[key] })])) as {
+    readonly [K in keyof F]: Schema.optionalWith<F[K], { readonly default: () => Schema.Schema.Type<F[K]> }>
+  }
+
+/** `T` with `undefined` taken out of the type of its optional properties, at every depth of plain objects. */
+type ExactOptional<T> = T extends string | number | boolean | bigint | symbol | null | undefined | Uint8Array ? T
+  : T extends ReadonlyArray<infer E> ? ReadonlyArray<ExactOptional<E>>
+  : { [K in keyof T]: Pick<T, K> extends Required<Pick<T, K>> ? ExactOptional<T[K]> : ExactOptional<Exclude<T[K], undefined>> }
+
+/** A struct: fields and no index signatures (a Record is a TypeLiteral too, with no fields). */
+type StructSchema = { readonly fields: Schema.Struct.Fields; readonly records: readonly [] }
+
+/** The keys of a struct's fields that users may leave out. */
+type OptionalKeys<F> = { [K in keyof F]: F[K] extends { readonly _EncodedToken: "?:" } ? K : never }[keyof F]
+
+/** A schema's input: a struct's (and so a struct's within an array or a union) by {@link Input}, keeping its fields' doc comments. */
+type SchemaInput<S> = S extends StructSchema ? { [K in keyof Input<S>]: Input<S>[K] }
+  : S extends Schema.Array$<infer V> ? ReadonlyArray<SchemaInput<V>>
+  : S extends { readonly members: ReadonlyArray<infer M> } ? SchemaInput<M>
+  : ExactOptional<Schema.Schema.Encoded<S>>
+
+/** Each field's input (an optional one's, `optional(S)` or `optionalWith(S, ...)`, is S's), mapped over the fields themselves so that each keeps its doc comment. */
+type FieldInputs<F> = {
+  readonly [K in keyof F]: F[K] extends { readonly _EncodedToken: "?:"; readonly from: infer S } ? SchemaInput<S>
+    : F[K] extends { readonly _EncodedToken: "?:" } ? ExactOptional<Exclude<Schema.Schema.Encoded<F[K]>, undefined>>
+    : SchemaInput<F[K]>
+}
+
+/**
+ * What users write for a struct schema, as its options' types say it: the struct's encoded side,
+ * readonly, a field optional where the schema lets it be left out, typed without an explicit
+ * `undefined` (`timeoutMs?: number`, as a hand-written interface has it under
+ * exactOptionalPropertyTypes), at every depth; each field with its doc comment. The decoders still
+ * take `undefined` for an absent field. (Fields are not renamed: no `fromKey`.)
+ *
+ *   export interface ExecuteRequest extends Schemas.Input<typeof ExecuteRequestSchema> { readonly tools?: Tools }
+ */
+export type Input<S extends StructSchema> =
+  & Pick<FieldInputs<S["fields"]>, Exclude<keyof S["fields"], OptionalKeys<S["fields"]>>>
+  & Partial<Pick<FieldInputs<S["fields"]>, OptionalKeys<S["fields"]>>>
+
 /** A bind mount: host path and container path absolute (the container's / refused), read-only unless "rw". */
 export const Mount = Schema.Struct({
   hostPath: AbsolutePath.annotations(allowed("an absolute host path")),
   containerPath: AbsolutePath.pipe(Schema.filter((p) => p !== "/"), Schema.annotations(allowed("an absolute container path other than /"))),
+  /** Read-only unless "rw". */
   mode: Schema.optional(Schema.Literal("ro", "rw").annotations(allowed(`"ro" (default) or "rw"`)))
 }).annotations({ identifier: "Mount" })
 
@@ -438,3 +510,20 @@ export const decoderFor = <A, I>(schema: Schema.Schema<A, I>, whole?: string) =>
   return (prefix: string, input: unknown): Either.Either<A, InvalidRequest> =>
     Either.mapLeft(decode(input), (error) => toInvalidRequest(error.issue, prefix, undefined, whole ?? prefix))
 }
+
+const decodeEnvEntries = decoderFor(EnvEntries)
+
+/**
+ * Variables merged over others (a session's secrets over its env, a call's over its session's):
+ * each as {@link EnvEntries} takes it, and all of `{ ...base, ...env }` within MAX_ENV_TOTAL_BYTES.
+ * Fields under `prefix`; values are never echoed (they may be secrets), only their size.
+ */
+export const decodeEnvOver = (
+  prefix: string,
+  env: unknown,
+  base: Readonly<Record<string, string>> = {}
+): Either.Either<Readonly<Record<string, string>>, InvalidRequest> =>
+  Either.flatMap(decodeEnvEntries(prefix, env), (entries) => {
+    const tooLarge = envTotalIssue({ ...base, ...entries }, Object.keys(base).length, EnvEntries.ast)
+    return tooLarge === undefined ? Either.right(entries) : Either.left(toInvalidRequest(tooLarge, prefix))
+  })

@@ -45,12 +45,12 @@
  * ExecutionRequested (scope, sessionId) then ContainerExited | ExecutionTimedOut |
  * ExecutionInterrupted | ExecutionFailed. Events are published after they commit.
  */
-import { Clock, Context, Effect, FiberSet, Layer, Ref, Stream } from "effect"
+import { Clock, Context, Effect, FiberSet, Layer, Ref, Schema, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { type InvalidRequest, invalidRequest, type SandboxError, type SessionConfigMismatch } from "./Errors.js"
 import { SessionEnded } from "./Errors.js"
-import { check, resolveSandboxDefaults, type ResolvedSandboxDefaults, type SandboxDefaults } from "./ExecutorConfig.js"
+import { ExecutorOnlyOptionsSchema, resolveSandboxDefaults, type ResolvedSandboxDefaults, type SandboxDefaults } from "./ExecutorConfig.js"
 import * as Fingerprint from "./Fingerprint.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
@@ -59,6 +59,7 @@ import * as Sandbox from "./kernel/Sandbox.js"
 import { ContainerNamePrefix } from "./Labels.js"
 import { SUPERVISOR, supervisorFor } from "./RunnerProtocol.js"
 import { SandboxRuntime } from "./SandboxRuntime.js"
+import * as Schemas from "./Schemas.js"
 import { makeHandle, type Session } from "./session/handle.js"
 import { findOrCreate } from "./session/persistent.js"
 import {
@@ -91,15 +92,19 @@ export { DEFAULT_FILE_MODE, DEFAULT_READ_LIMIT_BYTES, MAX_READ_LIMIT_BYTES, MAX_
 export { IDLE_COMMAND } from "./session/plan.js"
 export type { PersistentOptions, SessionMount, SessionOptions, SessionScope } from "./session/plan.js"
 
-/** The sessions service's options: the sandbox defaults (no scheduling: sessions have no queue, slots or pool). */
-export interface SessionsOptions extends SandboxDefaults {
+/** The sessions service's own options, beyond the sandbox defaults. */
+const SessionsOnlyOptionsSchema = Schema.Struct({
   /** Default image of session sandboxes. Default: the python image (bash, python3, the runner). */
-  readonly sessionImage?: string
+  sessionImage: Schema.optionalWith(Schemas.Image, { default: () => DEFAULT_SESSION_IMAGE }),
   /** How code snippets are run (reads a RunnerProtocol payload on stdin). Default: the supervisor in plain mode (/opt/hermes/hermes-run). */
-  readonly runner?: ReadonlyArray<string>
+  runner: Schema.optional(Schema.Array(Schema.String).annotations({ message: () => "an argv: an array of strings" })),
   /** Remove idle persistent sandboxes nobody holds when the service starts (in the background). Default true. */
-  readonly reapOnStart?: boolean
-}
+  reapOnStart: Schema.optional(Schemas.Flag)
+})
+const decodeSessionsOnlyOptions = Schemas.decoderFor(SessionsOnlyOptionsSchema, "options")
+
+/** The sessions service's options: the sandbox defaults (no scheduling: sessions have no queue, slots or pool). */
+export interface SessionsOptions extends SandboxDefaults, Schemas.Input<typeof SessionsOnlyOptionsSchema> {}
 
 export type SessionOpenError = InvalidRequest | SandboxError | SessionConfigMismatch | SessionEnded | JournalError
 
@@ -139,7 +144,7 @@ interface Registered {
 }
 
 /** Options only an executor reads: a session service refuses them rather than ignoring them. */
-const EXECUTOR_ONLY = ["maxConcurrency", "maxQueue", "whenQueueFull", "warmPool", "awaitRemoval"] as const
+const EXECUTOR_ONLY = Object.keys(ExecutorOnlyOptionsSchema.fields)
 const refuseExecutorOnly = (options: SessionsOptions): Effect.Effect<void, InvalidRequest> => {
   const given = EXECUTOR_ONLY.find((k) => (options as Record<string, unknown>)[k] !== undefined)
   return given === undefined
@@ -154,10 +159,11 @@ export const make = (options: SessionsOptions = {}) =>
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
     const executorId = options.executorId ?? uuidv7()
-    const defaultImage = yield* check.image("sessionImage", options.sessionImage ?? DEFAULT_SESSION_IMAGE)
+    const own = yield* decodeSessionsOnlyOptions("", options)
+    const defaultImage = own.sessionImage
     // The supervisor binary this runtime can load (gVisor needs the readable copy).
     const supervisor = supervisorFor(config.runtime)
-    const runner = options.runner ?? DEFAULT_RUNNER.map((a) => a === SUPERVISOR ? supervisor : a)
+    const runner = own.runner ?? DEFAULT_RUNNER.map((a) => a === SUPERVISOR ? supervisor : a)
     const serviceScope = yield* Effect.scope
     const closed = yield* Ref.make(false)
     // The ownership lease first (released last, once every session sandbox is gone), then the startup sweep.

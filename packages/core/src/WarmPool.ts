@@ -13,7 +13,7 @@
  * (pool-recycled), when their runner dies, and when the pool drains on close
  * (pool-drained).
  */
-import { Clock, Effect, Exit, Fiber, FiberSet, Option, Queue, Ref, type Scope } from "effect"
+import { Clock, Effect, Exit, Fiber, FiberSet, Option, Queue, Ref, Schema, type Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import * as Removals from "./kernel/Removals.js"
@@ -21,15 +21,25 @@ import * as Sandbox from "./kernel/Sandbox.js"
 import { ContainerNamePrefix } from "./Labels.js"
 import type { Language } from "./Language.js"
 import { type OutputReceiver, type SandboxRef, SandboxRuntime, type SandboxSpec } from "./SandboxRuntime.js"
+import * as Schemas from "./Schemas.js"
 
-export interface WarmPoolOptions {
+/** How long an unclaimed sandbox waits before it is replaced, unless `idleTtlMs` says otherwise: 5 min. */
+export const DEFAULT_IDLE_TTL_MS = 300_000
+
+/** The pool's options as users write them (an executor's `warmPool`). */
+export const WarmPoolOptionsSchema = Schema.Struct({
   /** Ready sandboxes kept per language. */
-  readonly size: number
-  /** Languages to keep warm. Default: all three. */
-  readonly languages?: ReadonlyArray<Language>
+  size: Schemas.PositiveInt(256),
   /** Unclaimed sandboxes older than this are replaced. Default 300 000 (5 min). */
-  readonly idleTtlMs?: number
-}
+  idleTtlMs: Schema.optional(Schemas.PositiveInt()),
+  /** Languages to keep warm. Default: all three. */
+  languages: Schema.optional(Schema.Array(Schemas.LanguageLiteral))
+}).annotations({ message: () => "an object { size, languages?, idleTtlMs? }" })
+
+export interface WarmPoolOptions extends Schemas.Input<typeof WarmPoolOptionsSchema> {}
+
+/** How long an unclaimed sandbox of this pool waits before it is replaced (and so may live, unclaimed). */
+export const idleTtlMs = (options: WarmPoolOptions): number => options.idleTtlMs ?? DEFAULT_IDLE_TTL_MS
 
 /** A started sandbox whose supervisor waits for its one program. */
 export type WarmSandbox = Sandbox.WarmSandbox
@@ -56,7 +66,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
   Effect.gen(function*() {
     const runtime = yield* SandboxRuntime
     const languages = deps.options.languages ?? (["python", "javascript", "bash"] as const)
-    const idleTtlMs = deps.options.idleTtlMs ?? 300_000
+    const idleTtl = idleTtlMs(deps.options)
     // Made first, so its stragglers get their last attempt after the drain below (kernel/Removals.ts).
     const removals = yield* Removals.make({ runtime, append: (streamId, event) => deps.append(streamId, event), logPrefix: "warm pool: " })
     const ready = new Map<Language, Array<Entry>>(languages.map((l) => [l, []]))
@@ -123,7 +133,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
         for (const language of languages) {
           // Recycle the idle ones first, so the pool never serves a stale sandbox.
           for (const entry of [...(ready.get(language) ?? [])]) {
-            if (now - entry.readyAt > idleTtlMs && takeOut(language, entry)) yield* FiberSet.run(background, destroy(entry, "pool-recycled"))
+            if (now - entry.readyAt > idleTtl && takeOut(language, entry)) yield* FiberSet.run(background, destroy(entry, "pool-recycled"))
           }
           const missing = deps.options.size - (ready.get(language)?.length ?? 0) - (making.get(language) ?? 0)
           if (missing <= 0) continue

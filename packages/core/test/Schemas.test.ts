@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, FastCheck as fc, Schema } from "effect"
-import { check, describeValue, type ExecuteRequest, planExecution, resolveExecutorConfig, resolveSandboxDefaults, Schemas } from "@hermes-sandbox/core"
+import { describeValue, type ExecuteRequest, planExecution, resolveExecutorConfig, resolveSandboxDefaults, SandboxDefaultsSchema, Schemas } from "@hermes-sandbox/core"
 import { arbBytes, arbExecuteRequest, arbExecutorOptions, arbMemory, arbSize } from "@hermes-sandbox/core/testing"
+import * as EventsTesting from "@hermes-sandbox/events/testing"
 
 const { GiB, KiB, MiB, TiB } = Schemas
 const decodeSize = Schema.decodeUnknownSync(Schemas.Size)
@@ -107,11 +108,11 @@ describe("InvalidRequest from the first issue: the path is the field, the messag
       expect((yield* planExecution({ language: "python", code: "1", timeoutMs: 2.5, cpus: 0.333 }, config))).toMatchObject({ timeoutMs: 3, nanoCpus: 333_000_000 })
     }))
 
-  it("check.* keep their signatures and messages (the prefix is the field)", () => {
-    expect(Effect.runSync(check.memory("memory", "1g"))).toBe(GiB)
-    expect(Effect.runSync(Effect.flip(check.positiveInt("lifetimeSeconds", 0, 10)))).toMatchObject({ field: "lifetimeSeconds", allowed: "an integer from 1 to 10" })
-    expect(Effect.runSync(Effect.flip(check.env("secretEnv", { "1X": "v" })))).toMatchObject({ field: "secretEnv.1X", value: "1X" })
-    expect(Effect.runSync(Effect.flip(check.image("sessionImage", " ")))).toMatchObject({ field: "sessionImage" })
+  it("decoders of picked fields (check.* before them) keep the messages (the path is the field)", () => {
+    expect(Effect.runSync(Schemas.decoderFor(SandboxDefaultsSchema.pick("memory"))("", { memory: "1g" })).memory).toBe(GiB)
+    expect(Effect.runSync(Effect.flip(Schemas.decoderFor(Schema.Struct({ lifetimeSeconds: Schemas.PositiveInt(10) }))("", { lifetimeSeconds: 0 })))).toMatchObject({ field: "lifetimeSeconds", allowed: "an integer from 1 to 10" })
+    expect(Effect.runSync(Effect.flip(Schemas.decodeEnvOver("secretEnv", { "1X": "v" })))).toMatchObject({ field: "secretEnv.1X", value: "1X" })
+    expect(Effect.runSync(Effect.flip(Schemas.decoderFor(Schema.Struct({ sessionImage: Schemas.Image }))("", { sessionImage: " " })))).toMatchObject({ field: "sessionImage" })
   })
 })
 
@@ -140,6 +141,18 @@ describe("properties over the derived arbitraries", () => {
         if (request.timeoutMs !== undefined) expect(p.timeoutMs).toBe(Math.ceil(request.timeoutMs))
         expect(Object.keys(config.languages)).toContain(p.language)
         expect(p.files.map(([path]) => path)).toEqual(Object.keys(request.files ?? {}))
+      }),
+      { numRuns: 300 }
+    )
+  })
+
+  it("events' narrower arbExecuteRequest is held to the schema: its type is a request, and every value plans", () => {
+    const config = Effect.runSync(resolveExecutorConfig())
+    const narrower: fc.Arbitrary<ExecuteRequest> = EventsTesting.arbExecuteRequest
+    fc.assert(
+      fc.property(narrower, (request) => {
+        const plan = Effect.runSync(Effect.either(planExecution(request, config)))
+        if (Either.isLeft(plan)) throw new Error(`refused ${JSON.stringify(request)}: ${plan.left.message}`)
       }),
       { numRuns: 300 }
     )

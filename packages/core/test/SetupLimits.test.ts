@@ -8,12 +8,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Exit, Layer, Redacted, Scope } from "effect"
 import {
-  check,
   Executor,
   MAX_ENV_STRING_BYTES,
   MAX_ENV_TOTAL_BYTES,
   planExecution,
   resolveExecutorConfig,
+  Schemas,
   Session,
   validateWorkspacePath
 } from "@hermes-sandbox/core"
@@ -179,15 +179,15 @@ describe("environments the kernel takes", () => {
       expect(yield* Effect.flip(resolveExecutorConfig({ env: many(24, 100 * KiB) }))).toMatchObject({ _tag: "InvalidRequest", field: "env" })
     }))
 
-  it.effect("check.env takes the variables it is merged over; a long name is cut short in the field", () =>
+  it.effect("Schemas.decodeEnvOver (check.env before it) takes the variables it is merged over; a long name is cut short in the field", () =>
     Effect.gen(function*() {
       const b = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`B${i}`, "b".repeat(100 * KiB)]))
       const a = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`A${i}`, "a".repeat(100 * KiB)]))
-      yield* check.env("env", b)
-      yield* check.env("env", b, { B0: "replaced" })
-      expect(yield* Effect.flip(check.env("env", b, a))).toMatchObject({ field: "env" })
+      yield* Schemas.decodeEnvOver("env", b)
+      yield* Schemas.decodeEnvOver("env", b, { B0: "replaced" })
+      expect(yield* Effect.flip(Schemas.decodeEnvOver("env", b, a))).toMatchObject({ field: "env" })
       const name = "N".repeat(200 * KiB)
-      const e = yield* Effect.flip(check.env("env", { [name]: "" }))
+      const e = yield* Effect.flip(Schemas.decodeEnvOver("env", { [name]: "" }))
       expect(e.field).toBe(`env.${"N".repeat(64)}...`)
       expect(e.message.length).toBeLessThan(400)
     }))

@@ -18,7 +18,6 @@
 import { Context, Effect, Layer, Ref } from "effect"
 import * as fc from "effect/FastCheck"
 import { type ExecuteRequest, Executor, type ExecutorOptions } from "@hermes-sandbox/core"
-import * as CoreTesting from "@hermes-sandbox/core/testing"
 import { type FakeFaults, type FakeProgram, fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
 import type { SandboxExecutor } from "./createExecutor.js"
 import { openExecutorFacade } from "./internal/executorFacade.js"
@@ -26,7 +25,9 @@ import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal
 
 export { type FakeFaults, type FakeProgram, fakeProgram } from "@hermes-sandbox/core/testing"
 // Core's arbitraries: input that its schemas accept (requests, options, sizes), as users write it.
-export { arbBytes, arbExecutorOptions, arbMemory, arbSandboxDefaults, arbSize } from "@hermes-sandbox/core/testing"
+// arbExecuteRequest: requests executeCode accepts, typed ExecuteRequest (an absent field left out,
+// not `undefined`).
+export { arbBytes, arbExecuteRequest, arbExecutorOptions, arbMemory, arbSandboxDefaults, arbSize } from "@hermes-sandbox/core/testing"
 // Events' arbitraries: valid journal histories and lifecycles, and the helpers around them. Not its
 // arbExecuteRequest (snippets with a narrower request type, for the journal's own tests): core's above is
 // the one executeCode validates.
@@ -101,14 +102,6 @@ export const createFakeExecutor = async (options: CreateFakeExecutorOptions = {}
     createdCount: () => Effect.runPromise(control.createdCount)
   }
 }
-
-/**
- * Requests executeCode accepts (core's arbExecuteRequest), with an absent field left out rather than
- * `undefined`, so a value types as ExecuteRequest (also under exactOptionalPropertyTypes).
- */
-export const arbExecuteRequest: fc.Arbitrary<ExecuteRequest> = CoreTesting.arbExecuteRequest.map(
-  (request) => Object.fromEntries(Object.entries(request).filter(([, v]) => v !== undefined)) as unknown as ExecuteRequest
-)
 
 /**
  * Programs that end by themselves (no `hang`, no `sleepMs`): what they print and how they exit,

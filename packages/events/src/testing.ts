@@ -57,7 +57,11 @@ export type Language = "python" | "javascript" | "bash"
 export const arbLanguage: fc.Arbitrary<Language> = fc.constantFrom("python", "javascript", "bash")
 
 /**
- * What a caller hands the executor.
+ * The part of an executor request the journal's own tests need: a narrower view of core's
+ * `ExecuteRequest` (the schema executeCode validates), which events cannot import (core depends on
+ * events). core's tests hold it to that schema: every value of {@link arbExecuteRequest} plans,
+ * and this type is assignable to core's. For requests with every field executeCode takes, use
+ * `arbExecuteRequest` of `@hermes-sandbox/core/testing` (or `@hermes-sandbox/docker/testing`).
  *
  * @since 0.1.0
  * @category models
@@ -77,7 +81,8 @@ const snippets: Record<Language, ReadonlyArray<string>> = {
 
 /**
  * Requests: realistic snippets (including ones that loop, exhaust memory or fail) and
- * arbitrary text, with optional stdin and timeout (omitted, not `undefined`).
+ * arbitrary text, with optional stdin and timeout (omitted, not `undefined`). Narrower than core's
+ * schema-derived `arbExecuteRequest` (see {@link ExecuteRequest}), and accepted by it.
  *
  * @since 0.1.0
  * @category arbitraries

@@ -19,7 +19,7 @@ import { createHash } from "node:crypto"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import { ContainerFailed, type InvalidRequest, invalidRequest, type SandboxError } from "../Errors.js"
 import { planExecution } from "../ExecutionRequest.js"
-import { check, type ResolvedSandboxDefaults } from "../ExecutorConfig.js"
+import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import type { ExecuteOptions } from "../Executor.js"
 import { SESSION_LOCK, SESSION_STATE_DIR, sessionInvocation } from "../internal/sessionShell.js"
 import { type Completion, runToCompletion } from "../kernel/Run.js"
@@ -28,7 +28,8 @@ import { encodeRunnerPayload } from "../RunnerProtocol.js"
 import type { ToolChannel } from "../kernel/ToolChannel.js"
 import type { ToolLimits, ToolPlan, Tools } from "../Tools.js"
 import type { ExecProcess, SandboxRef, SandboxRuntime } from "../SandboxRuntime.js"
-import type { SessionPlan } from "./plan.js"
+import * as Schemas from "../Schemas.js"
+import { callTimeoutMs, type SessionPlan } from "./plan.js"
 
 export interface RunOptions extends ExecuteOptions {
   readonly stdin?: string
@@ -80,7 +81,7 @@ const callEnv = (plan: SessionPlan, extra: Readonly<Record<string, string>> | un
   Effect.gen(function*() {
     const secrets = Object.fromEntries(Object.entries(plan.secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
     // Checked with what it is merged over: the kernel's bound is on the call's whole environment.
-    const perCall = extra === undefined ? {} : yield* check.env("env", extra, { ...plan.env, ...secrets })
+    const perCall = extra === undefined ? {} : yield* Schemas.decodeEnvOver("env", extra, { ...plan.env, ...secrets })
     return { ...plan.env, ...secrets, ...perCall }
   })
 
@@ -111,7 +112,7 @@ export const commandInput = (
       codeBytes: bytes.byteLength,
       codeSha256: createHash("sha256").update(bytes).digest("hex"),
       fileCount: 0,
-      timeoutMs: o.timeoutMs === undefined ? plan.timeoutMs : yield* check.timeoutMs("timeoutMs", o.timeoutMs),
+      timeoutMs: yield* callTimeoutMs(o, plan.timeoutMs),
       outputLimitBytes: plan.outputLimitBytes,
       env: yield* callEnv(plan, o.env)
     }

@@ -15,12 +15,12 @@
  */
 import { Effect, type Scope } from "effect"
 import { ContainerFailed, FileNotFound, type FileOperation, type InvalidRequest, invalidRequest, type SandboxError, SandboxFileError, type SessionEnded } from "../Errors.js"
-import { check } from "../ExecutorConfig.js"
 import { SESSION_LOCK } from "../internal/sessionShell.js"
 import { makeSupervisedRun } from "../kernel/SupervisedRun.js"
 import { encodeRunnerPayload, type FileOp, KEEP_EXISTING_MODE } from "../RunnerProtocol.js"
 import * as Schemas from "../Schemas.js"
 import { type CallDeps, superviseExec } from "./call.js"
+import { callTimeoutMs } from "./plan.js"
 
 /** Where relative paths resolve. */
 export const WORKSPACE = "/workspace"
@@ -132,9 +132,6 @@ interface Planned {
   readonly timeoutMs: number
 }
 
-const deadline = (o: FileCallOptions | undefined, defaultMs: number) =>
-  o?.timeoutMs === undefined ? Effect.succeed(defaultMs) : check.timeoutMs("timeoutMs", o.timeoutMs)
-
 export const planRead = (path: unknown, o: ReadFileOptions | undefined, defaultTimeoutMs: number): Effect.Effect<Planned, InvalidRequest> =>
   Effect.gen(function*() {
     const resolved = yield* sandboxPath("path", path)
@@ -142,7 +139,7 @@ export const planRead = (path: unknown, o: ReadFileOptions | undefined, defaultT
     const limit = o?.limit === undefined
       ? DEFAULT_READ_LIMIT_BYTES
       : yield* integerIn("limit", o.limit, 0, MAX_READ_LIMIT_BYTES, `an integer from 0 to ${MAX_READ_LIMIT_BYTES} (64 MiB; read larger files in pieces with offset)`)
-    return { op: { op: "read", path: resolved, offset, limit }, timeoutMs: yield* deadline(o, defaultTimeoutMs) }
+    return { op: { op: "read", path: resolved, offset, limit }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
   })
 
 export const planWrite = (path: unknown, content: unknown, o: WriteFileOptions | undefined, defaultTimeoutMs: number): Effect.Effect<Planned, InvalidRequest> =>
@@ -155,19 +152,19 @@ export const planWrite = (path: unknown, content: unknown, o: WriteFileOptions |
     }
     // Without a mode, an existing file keeps its bits (a new one gets DEFAULT_FILE_MODE), as an editor's save does.
     const mode = o?.mode === undefined ? KEEP_EXISTING_MODE | DEFAULT_FILE_MODE : yield* integerIn("mode", o.mode, 0, 0o777, "permission bits from 0 to 0o777 (511)")
-    return { op: { op: "write", path: resolved, content: bytes, mode }, timeoutMs: yield* deadline(o, defaultTimeoutMs) }
+    return { op: { op: "write", path: resolved, content: bytes, mode }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
   })
 
 export const planList = (dir: unknown, o: FileCallOptions | undefined, defaultTimeoutMs: number): Effect.Effect<Planned, InvalidRequest> =>
   Effect.gen(function*() {
     const resolved = yield* sandboxPath("dir", dir ?? WORKSPACE)
-    return { op: { op: "list", path: resolved }, timeoutMs: yield* deadline(o, defaultTimeoutMs) }
+    return { op: { op: "list", path: resolved }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
   })
 
 export const planRemove = (path: unknown, o: FileCallOptions | undefined, defaultTimeoutMs: number): Effect.Effect<Planned, InvalidRequest> =>
   Effect.gen(function*() {
     const resolved = yield* sandboxPath("path", path)
-    return { op: { op: "remove", path: resolved }, timeoutMs: yield* deadline(o, defaultTimeoutMs) }
+    return { op: { op: "remove", path: resolved }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
   })
 
 const VERB: Readonly<Record<FileOperation, string>> = { read: "read", write: "write", list: "list", remove: "remove" }

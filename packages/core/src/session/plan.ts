@@ -3,74 +3,30 @@
  * plan becomes on the engine — the sandbox's spec, its labels and its fingerprint. Nothing here
  * talks to the engine or the journal.
  */
-import { Effect, Redacted, Schema } from "effect"
+import { Effect, Either, Redacted, Schema } from "effect"
 import { type InvalidRequest, invalidRequest } from "../Errors.js"
-import { check, type ResolvedSandboxDefaults } from "../ExecutorConfig.js"
+import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import * as Fingerprint from "../Fingerprint.js"
-import { Label, ProjectName } from "../Labels.js"
+import { DEADLINE_MARGIN_S, deadlineLabel, Label, ownerLabels, ProjectName } from "../Labels.js"
 import { mountDanger } from "../Mounts.js"
 import * as Schemas from "../Schemas.js"
-import * as ProcessIdentity from "../ProcessIdentity.js"
 import { SUPERVISOR } from "../RunnerProtocol.js"
 import type { SandboxLimits, SandboxSpec } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
 
 export type SessionScope = "session" | "persistent"
 
-export interface SessionMount {
-  readonly hostPath: string
-  readonly containerPath: string
-  /** Read-only unless "rw". */
-  readonly mode?: "ro" | "rw"
-}
+/** A bind mount: read-only unless mode "rw". */
+export interface SessionMount extends Schemas.Input<typeof Schemas.Mount> {}
 
-export interface SessionOptions {
-  /** Image of the sandbox. It needs bash; code snippets need the runner. Default: the Sessions' image. */
-  readonly image?: string
-  /** Variables for every call (exec environment; not in the container's configuration). */
-  readonly env?: Readonly<Record<string, string>>
+/** A session's options as users write them: {@link SessionOptionsSchema}'s input side, and the secrets. */
+export interface SessionOptions extends Schemas.Input<typeof SessionOptionsSchema> {
   /** Forwarded variables (Hermes `docker_forward_env`): like `env`, and their values are never printed. */
   readonly secretEnv?: Readonly<Record<string, Redacted.Redacted<string>>>
-  /** Bind mounts, read-only unless mode "rw". The Docker socket and "/" are refused unless allowDangerousMounts. */
-  readonly mounts?: ReadonlyArray<SessionMount>
-  readonly allowDangerousMounts?: boolean
-  /** Working directory of the first call. Default /workspace. */
-  readonly workingDir?: string
-  /** Idle seconds after which the sandbox is destroyed (Hermes `lifetime_seconds`). Default: never. */
-  readonly lifetimeSeconds?: number
-  /**
-   * Hard cap on the sandbox's life, counted from its creation, whatever it does. Session: default
-   * and at most 24 h. Persistent: default 7 days, at most 366 days; recorded as its `deadline`
-   * label when it is created (reopening with another value does not move it), past which the
-   * startup sweep, the reaper and its holder remove it (SessionReaper).
-   */
-  readonly maxLifetimeMs?: number
-  /** Default per-call deadline. Default: the Sessions' timeoutMs. */
-  readonly timeoutMs?: number
-  readonly memory?: number | string
-  readonly cpus?: number
-  readonly pidsLimit?: number
-  readonly network?: boolean
-  readonly outputLimitBytes?: number
-  /**
-   * Let processes a call leaves running (`server &`, daemons) live on into later calls. Default
-   * false: each call starts by ending every process earlier calls left in the sandbox, and ends
-   * those it left itself, so no call can read, alter or wedge another (one process-free trust
-   * domain per call; files and the saved cwd/env carry over). With true, the Hermes agent's
-   * background jobs work, and a leftover can read a later call's environment, memory and output
-   * (same uid, no Yama) — but never forge its exit code or its end (docs/sessions.md).
-   */
-  readonly keepBackgroundProcesses?: boolean
-  /** The caller's labels, recorded in SessionOpened and in every call's ExecutionRequested. */
-  readonly tags?: Readonly<Record<string, string>>
 }
 
-export interface PersistentOptions extends SessionOptions {
-  /** Which persistent sandbox (Hermes profile). Default "default". */
-  readonly profile?: string
-  /** When the profile's sandbox was made with another configuration. Default "replace". */
-  readonly onConfigChange?: "replace" | "refuse"
-}
+/** A persistent sandbox's options: a session's, and which profile it serves. */
+export interface PersistentOptions extends SessionOptions, Schemas.Input<typeof PersistentFieldsSchema> {}
 
 export interface SessionPlan {
   readonly image: string
@@ -96,28 +52,65 @@ const PROFILE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/
 
 /**
  * A session's options as users write them, each field decoded with core's shared schemas (the
- * same messages as an executor's options); what needs more than one field (the environment over
- * the service's, dangerous and duplicate mounts, secrets) is checked after the decode.
+ * same messages as an executor's options; an absent one is the service's); what needs more than
+ * one field (the environment over the service's, dangerous and duplicate mounts, secrets) is
+ * checked after the decode.
  */
 export const SessionOptionsSchema = Schema.Struct({
+  /** Image of the sandbox. It needs bash; code snippets need the runner. Default: the Sessions' image. */
   image: Schema.optional(Schemas.Image),
+  /** Variables for every call (exec environment; not in the container's configuration). */
   env: Schema.optional(Schemas.EnvEntries),
+  /** Bind mounts, read-only unless mode "rw". The Docker socket and "/" are refused unless allowDangerousMounts. */
   mounts: Schema.optional(Schema.Array(Schemas.Mount)),
   allowDangerousMounts: Schema.optional(Schemas.Flag),
+  /** Working directory of the first call. Default /workspace. */
   workingDir: Schema.optional(Schema.String.pipe(Schema.startsWith("/"), Schema.annotations({ message: () => "an absolute path" }))),
+  /** Idle seconds after which the sandbox is destroyed (Hermes `lifetime_seconds`). Default: never. */
   lifetimeSeconds: Schema.optional(Schemas.PositiveInt(366 * 86400)),
+  /**
+   * Hard cap on the sandbox's life, counted from its creation, whatever it does. Session: default
+   * and at most 24 h. Persistent: default 7 days, at most 366 days; recorded as its `deadline`
+   * label when it is created (reopening with another value does not move it), past which the
+   * startup sweep, the reaper and its holder remove it (SessionReaper).
+   */
   maxLifetimeMs: Schema.optional(Schemas.PositiveInt(SessionReaper.MAX_PERSISTENT_LIFETIME_MS)),
-  timeoutMs: Schema.optional(Schemas.TimeoutMs),
-  memory: Schema.optional(Schemas.Memory),
-  cpus: Schema.optional(Schemas.Cpus),
-  pidsLimit: Schema.optional(Schemas.PositiveInt(1 << 22)),
+  // `timeoutMs` is each call's default deadline. Each absent one is the Sessions'.
+  ...Schemas.optionalFields(Schemas.LimitFields),
   network: Schema.optional(Schemas.Flag),
-  outputLimitBytes: Schema.optional(Schemas.PositiveInt(1024 * Schemas.MiB)),
+  /**
+   * Let processes a call leaves running (`server &`, daemons) live on into later calls. Default
+   * false: each call starts by ending every process earlier calls left in the sandbox, and ends
+   * those it left itself, so no call can read, alter or wedge another (one process-free trust
+   * domain per call; files and the saved cwd/env carry over). With true, the Hermes agent's
+   * background jobs work, and a leftover can read a later call's environment, memory and output
+   * (same uid, no Yama) — but never forge its exit code or its end (docs/sessions.md).
+   */
   keepBackgroundProcesses: Schema.optional(Schemas.Flag),
+  /** The caller's labels, recorded in SessionOpened and in every call's ExecutionRequested. */
   tags: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
 }).annotations({ identifier: "SessionOptions", message: () => "an object of session options" })
 
+/** What a persistent sandbox takes beyond a session's options. */
+const PersistentFieldsSchema = Schema.Struct({
+  /** Which persistent sandbox (Hermes profile). Default "default". */
+  profile: Schema.optionalWith(
+    Schema.String.pipe(Schema.pattern(PROFILE), Schema.annotations({ message: () => "1-63 characters [A-Za-z0-9_.-], starting with a letter or digit" })),
+    { default: () => "default" }
+  ),
+  /** When the profile's sandbox was made with another configuration. Default "replace". */
+  onConfigChange: Schema.optionalWith(Schema.Literal("replace", "refuse").annotations({ message: () => `"replace" or "refuse"` }), { default: () => "replace" as const })
+})
+
 const decodeSessionOptions = Schemas.decoderFor(SessionOptionsSchema, "options")
+const decodePersistentFields = Schemas.decoderFor(PersistentFieldsSchema, "options")
+// A session's hard cap is a deadline like a call's (at most 24 h); a persistent sandbox's may be a year.
+const decodeSessionLifetime = Schemas.decoderFor(Schema.Struct({ maxLifetimeMs: Schemas.TimeoutMs }))
+const decodeCallTimeout = Schemas.decoderFor(SessionOptionsSchema.pick("timeoutMs"))
+
+/** A call's own deadline (`timeoutMs` of its options), decoded as the session's is; absent, `otherwise`. */
+export const callTimeoutMs = (o: { readonly timeoutMs?: number } | undefined, otherwise: number): Effect.Effect<number, InvalidRequest> =>
+  o?.timeoutMs === undefined ? Effect.succeed(otherwise) : Either.map(decodeCallTimeout("", o), (d) => d.timeoutMs ?? otherwise)
 
 /** Validate session options over the service's defaults; InvalidRequest before any resource exists. */
 export const resolvePlan = (
@@ -128,7 +121,9 @@ export const resolvePlan = (
 ): Effect.Effect<SessionPlan, InvalidRequest> =>
   Effect.gen(function*() {
     const o = yield* decodeSessionOptions("", input)
-    const env = yield* check.env("env", { ...config.env, ...(o.env ?? {}) })
+    const env = { ...config.env, ...(o.env ?? {}) }
+    const tooLarge = Schemas.envTotalIssue(env, 0, SessionOptionsSchema.ast)
+    if (tooLarge !== undefined) return yield* Effect.fail(Schemas.toInvalidRequest(tooLarge, "env"))
     const secretEnv: Record<string, Redacted.Redacted<string>> = {}
     for (const [name, value] of Object.entries(input.secretEnv ?? {})) {
       if (!Schemas.ENV_NAME.test(name)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
@@ -138,7 +133,7 @@ export const resolvePlan = (
     {
       // The same bounds as env (NUL bytes, string and total sizes), the values never echoed.
       const revealed = Object.fromEntries(Object.entries(secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
-      const checked = yield* Effect.either(check.env("secretEnv", revealed, env))
+      const checked = Schemas.decodeEnvOver("secretEnv", revealed, env)
       if (checked._tag === "Left") return yield* Effect.fail(invalidRequest(checked.left.field, "(redacted)", checked.left.allowed))
     }
     const mounts: Array<SandboxSpec["mounts"][number]> = []
@@ -150,8 +145,7 @@ export const resolvePlan = (
       if (mounts.some((x) => x.containerPath === m.containerPath)) return yield* Effect.fail(invalidRequest(`mounts[${i}].containerPath`, m.containerPath, "a container path mounted once"))
       mounts.push({ hostPath: m.hostPath, containerPath: m.containerPath, mode: m.mode ?? "ro" })
     }
-    // A session's hard cap is a deadline like a call's (at most 24 h); a persistent sandbox's may be a year.
-    if (scope === "session" && o.maxLifetimeMs !== undefined) yield* check.timeoutMs("maxLifetimeMs", o.maxLifetimeMs)
+    if (scope === "session" && o.maxLifetimeMs !== undefined) yield* decodeSessionLifetime("", { maxLifetimeMs: o.maxLifetimeMs })
     return {
       image: o.image ?? defaultImage,
       env,
@@ -178,13 +172,7 @@ export const resolvePlan = (
 
 /** The persistent options beyond a session's: which profile, and what a changed configuration does. */
 export const resolvePersistent = (o: PersistentOptions): Effect.Effect<{ readonly profile: string; readonly policy: "replace" | "refuse" }, InvalidRequest> =>
-  Effect.gen(function*() {
-    const profile = o.profile ?? "default"
-    if (!PROFILE.test(profile)) return yield* Effect.fail(invalidRequest("profile", profile, "1-63 characters [A-Za-z0-9_.-], starting with a letter or digit"))
-    const policy = o.onConfigChange ?? "replace"
-    if (policy !== "replace" && policy !== "refuse") return yield* Effect.fail(invalidRequest("onConfigChange", policy, `"replace" or "refuse"`))
-    return { profile, policy }
-  })
+  Either.map(decodePersistentFields("", o), (p) => ({ profile: p.profile, policy: p.onConfigChange }))
 
 /** What a persistent sandbox is found again by: image, limits, mounts, env NAMES and the sandbox's shape. */
 export const fingerprintOf = (plan: SessionPlan, imageId: string, config: ResolvedSandboxDefaults) => {
@@ -242,11 +230,9 @@ export const sessionLabels = (plan: SessionPlan, sessionId: string, executorId: 
   [Label.scope]: "session",
   [Label.session]: sessionId,
   [Label.executor]: executorId,
-  [Label.ownerPid]: String(ProcessIdentity.self.pid),
-  [Label.ownerHost]: ProcessIdentity.self.host,
-  [Label.ownerStarted]: ProcessIdentity.self.started,
+  ...ownerLabels(),
   // Hard cap (+ margin): a label cannot move, so it is not the idle deadline (see SessionReaper).
-  [Label.deadline]: String(Math.ceil((Date.now() + plan.maxLifetimeMs) / 1000) + 300),
+  [Label.deadline]: deadlineLabel(plan.maxLifetimeMs, DEADLINE_MARGIN_S),
   ...fingerprintLabels(plan, fp)
 })
 
@@ -257,6 +243,6 @@ export const persistentLabels = (plan: SessionPlan, sessionId: string, profile: 
   [Label.session]: sessionId,
   [Label.profile]: profile,
   // The maximum lifetime, fixed at create (labels cannot move): the sweep and the reaper remove it past it.
-  [Label.deadline]: String(Math.ceil((nowMs + plan.maxLifetimeMs) / 1000)),
+  [Label.deadline]: deadlineLabel(plan.maxLifetimeMs, 0, nowMs),
   ...fingerprintLabels(plan, fp)
 })
