@@ -17,7 +17,7 @@
 #
 #   HERMES_FUZZ_SECONDS=60 bash scripts/fuzz-supervisor.sh [target...]
 #   (targets: fuzz_header fuzz_tool_request fuzz_path; all by default; one at a time, one core)
-# `pnpm test` runs it (scripts/test-tiers.sh) for 15 s a target. HERMES_FUZZ_CC: another clang
+# `pnpm test` runs it (scripts/test-tiers.sh) for 10 s a target. HERMES_FUZZ_CC: another clang
 # (default clang-14, else clang).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

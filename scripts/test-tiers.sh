@@ -90,7 +90,7 @@ case "$mode" in
     # (The unit tier does not: its crash test's writers, starved at nice 10, ran past its timeout.)
     (renice -n 10 -p "$BASHPID" >/dev/null; job -q check check) & check_pid=$!
     # libFuzzer on the supervisor's parsers, a bounded time per target, also yielding the CPU.
-    (renice -n 10 -p "$BASHPID" >/dev/null; job -q fuzz env HERMES_FUZZ_SECONDS="${HERMES_FUZZ_SECONDS:-15}" bash scripts/fuzz-supervisor.sh) & fuzz_pid=$!
+    (renice -n 10 -p "$BASHPID" >/dev/null; job -q fuzz env HERMES_FUZZ_SECONDS="${HERMES_FUZZ_SECONDS:-10}" bash scripts/fuzz-supervisor.sh) & fuzz_pid=$!
     # The unit tier with the supervisor built with ASan and UBSan (its host-side suite is in this tier).
     job -q unit env HERMES_SANDBOX_TEST_FORKS=2 bash scripts/sanitize-supervisor.sh run --project unit --isolate=false & unit_pid=$!
     job -q build bash -c "$(node -p 'require("./package.json").scripts.build')" || rc=1

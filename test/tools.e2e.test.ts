@@ -484,6 +484,53 @@ import time; time.sleep(60)
     expect(JSON.stringify(failed?.data)).toContain("journal-budget")
   })
 
+  it("the host's bound on arguments in flight over all runs (64 MiB): with four calls of 15 MB held, a fifth is refused host-busy and its bytes are not kept; the four are then served (hostile review 2, #3)", async () => {
+    // The handlers hold their calls until the refusal is seen, so the fifth arrives with 60 MB held.
+    let release!: () => void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    const fallback = setTimeout(() => release(), 45_000) // no refusal: the assertions below fail
+    let entered = 0
+    const seen = executor.events$.subscribe((e) => {
+      const event = e as unknown as Seen
+      if (event.type === "ToolCallRefused" && event.data.reason === "host-busy") release()
+    })
+    try {
+      const r = await executor.executeCode({
+        language: "python",
+        code: String.raw`
+import threading
+from hermes_tools import hold, ToolRefused
+pad = "x" * 15000000
+out = []
+def call():
+    try:
+        out.append("served " + hold(pad=pad))
+    except ToolRefused as e:
+        out.append("refused " + str(e))
+threads = [threading.Thread(target=call) for _ in range(5)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for line in sorted(out):
+    print(line)
+`,
+        tools: { hold: { parameters: { type: "object" }, handler: async () => (entered++, await released, "ok") } },
+        toolLimits: { maxArgumentBytes: 16 * 1024 * 1024, maxInFlight: 8, callTimeoutMs: 60_000 },
+        timeoutMs: 60_000
+      })
+      expect(r.exitCode, r.stderr).toBe(0)
+      const lines = r.stdout.trim().split("\n")
+      expect(lines.slice(0, 1)).toEqual([expect.stringMatching(/^refused the host holds \d+ bytes of tool arguments in flight over all its runs \(at most 67108864\); this call of 150000\d\d bytes was not taken/)])
+      expect(lines.slice(1)).toEqual(["served ok", "served ok", "served ok", "served ok"])
+      expect(entered).toBe(4)
+      expect(toolEvents(r).filter((e) => e.type === "ToolCallRefused").map((e) => e.data.reason)).toEqual(["host-busy"])
+    } finally {
+      clearTimeout(fallback)
+      seen.unsubscribe()
+    }
+  }, 120_000)
+
   it("recordToolArguments: the arguments are journaled when the user opts in", async () => {
     const r = await executor.executeCode({ language: "bash", code: `hermes-tool add '{"a": 1, "b": 2}'`, tools: { add: addTool }, recordToolArguments: true })
     expect(r.stdout.trim()).toBe("3")

