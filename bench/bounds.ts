@@ -56,13 +56,23 @@ const CASES: Record<string, () => ExecuteRequest> = {
   "dense arguments in flight (past the values bound)": () => ({
     language: "python",
     code: "import threading\nfrom hermes_tools import call_tool\ndense = [{}] * 340000\ndef go():\n    call_tool('slow', {'a': dense})\nts = [threading.Thread(target=go) for _ in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint('done')\n",
-    tools: { slow: { parameters: { type: "object" }, handler: () => new Promise((resolve) => setTimeout(() => resolve("ok"), 4000)) } },
+    tools: {
+      slow: {
+        parameters: { type: "object" },
+        handler: () => new Promise((resolve) => setTimeout(() => resolve("ok"), 4000))
+      }
+    },
     timeoutMs: 120_000
   }),
   "dense arguments in flight (within the values bound)": () => ({
     language: "python",
     code: "import threading\nfrom hermes_tools import call_tool\ndense = [{}] * 45000\ndef go():\n    call_tool('slow', {'a': dense})\nts = [threading.Thread(target=go) for _ in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint('done')\n",
-    tools: { slow: { parameters: { type: "object" }, handler: () => new Promise((resolve) => setTimeout(() => resolve("ok"), 4000)) } },
+    tools: {
+      slow: {
+        parameters: { type: "object" },
+        handler: () => new Promise((resolve) => setTimeout(() => resolve("ok"), 4000))
+      }
+    },
     timeoutMs: 120_000
   }),
   "skipped entries": () => ({
@@ -82,7 +92,13 @@ const CASES: Record<string, () => ExecuteRequest> = {
 const child = async (name: string) => {
   const dir = mkdtempSync(join(tmpdir(), "bench-bounds-"))
   const path = join(dir, "journal.sqlite")
-  const executor = await createExecutor({ journal: { path }, timeoutMs: 120_000, awaitRemoval: true, sweepOnStart: false, watchdog: false })
+  const executor = await createExecutor({
+    journal: { path },
+    timeoutMs: 120_000,
+    awaitRemoval: true,
+    sweepOnStart: false,
+    watchdog: false
+  })
   try {
     await executor.executeCode({ language: "python", code: "print(1)" })
     let journalBytes = 0
@@ -90,14 +106,24 @@ const child = async (name: string) => {
     const before = process.resourceUsage().maxRSS
     const t0 = performance.now()
     const outcome = await executor.executeCode(CASES[name]!()).then(
-      (r) => `exit ${r.exitCode}${r.stdout.includes("ToolRefused") || r.stderr.includes("ToolRefused") ? " (calls refused)" : ""}${r.timedOut ? ", timed out" : ""}${r.stdoutTruncated ? `, stdout cut (${r.stdoutBytes} B written)` : ""}${r.skippedFilesOmitted === undefined ? "" : `, ${r.skippedFiles?.length} skipped listed + ${r.skippedFilesOmitted} counted`}, result ${(JSON.stringify(r).length / 1024).toFixed(0)} KiB`,
+      (r) =>
+        `exit ${r.exitCode}${r.stdout.includes("ToolRefused") || r.stderr.includes("ToolRefused") ? " (calls refused)" : ""}${r.timedOut ? ", timed out" : ""}${r.stdoutTruncated ? `, stdout cut (${r.stdoutBytes} B written)` : ""}${r.skippedFilesOmitted === undefined ? "" : `, ${r.skippedFiles?.length} skipped listed + ${r.skippedFilesOmitted} counted`}, result ${(JSON.stringify(r).length / 1024).toFixed(0)} KiB`,
       (e: { _tag?: string; reason?: string }) => `${e._tag} (${e.reason})`
     )
     const seconds = (performance.now() - t0) / 1000
     const after = process.resourceUsage().maxRSS
     await executor.close()
     counting.unsubscribe()
-    console.log(JSON.stringify({ name, peakMiB: after / 1024, growthMiB: (after - before) / 1024, journalBytes, outcome, seconds }))
+    console.log(
+      JSON.stringify({
+        name,
+        peakMiB: after / 1024,
+        growthMiB: (after - before) / 1024,
+        journalBytes,
+        outcome,
+        seconds
+      })
+    )
   } finally {
     await executor.close()
     rmSync(dir, { recursive: true, force: true })
@@ -105,17 +131,33 @@ const child = async (name: string) => {
 }
 
 const main = () => {
-  console.log(`npx tsx bench/bounds.ts, ${new Date().toISOString()}, load ${execFileSync("cat", ["/proc/loadavg"]).toString().trim()}\n`)
+  console.log(
+    `npx tsx bench/bounds.ts, ${new Date().toISOString()}, load ${execFileSync("cat", ["/proc/loadavg"]).toString().trim()}\n`
+  )
   const rows = Object.keys(CASES).map((name) => {
-    const out = execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--case", name], { encoding: "utf8", maxBuffer: 64 * MiB })
-    return JSON.parse(out.trim().split("\n").at(-1)!) as { name: string; peakMiB: number; growthMiB: number; journalBytes: number; outcome: string; seconds: number }
+    const out = execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--case", name], {
+      encoding: "utf8",
+      maxBuffer: 64 * MiB
+    })
+    return JSON.parse(out.trim().split("\n").at(-1)!) as {
+      name: string
+      peakMiB: number
+      growthMiB: number
+      journalBytes: number
+      outcome: string
+      seconds: number
+    }
   })
   const idle = rows[0]!
-  console.log("| case | how it ended | s | peak RSS (MiB) | × idle | growth over the warm-up (MiB) | journal appended | × idle |")
+  console.log(
+    "| case | how it ended | s | peak RSS (MiB) | × idle | growth over the warm-up (MiB) | journal appended | × idle |"
+  )
   console.log("| --- | --- | --- | --- | --- | --- | --- | --- |")
   const ratio = (x: number, base: number) => `${(x / base).toFixed(1)}×`
   for (const r of rows) {
-    console.log(`| ${r.name} | ${r.outcome} | ${r.seconds.toFixed(1)} | ${r.peakMiB.toFixed(0)} | ${ratio(r.peakMiB, idle.peakMiB)} | ${r.growthMiB.toFixed(1)} | ${(r.journalBytes / 1024).toFixed(0)} KiB | ${ratio(r.journalBytes, idle.journalBytes)} |`)
+    console.log(
+      `| ${r.name} | ${r.outcome} | ${r.seconds.toFixed(1)} | ${r.peakMiB.toFixed(0)} | ${ratio(r.peakMiB, idle.peakMiB)} | ${r.growthMiB.toFixed(1)} | ${(r.journalBytes / 1024).toFixed(0)} KiB | ${ratio(r.journalBytes, idle.journalBytes)} |`
+    )
   }
 }
 

@@ -15,7 +15,11 @@ const used = () => {
   return m.heapUsed + m.arrayBuffers
 }
 const CHUNKS = 1_100_000
-const measure = (label: string, feed: (c: { push: (chunk: Uint8Array) => void; total: number }) => void, make: () => { push: (chunk: Uint8Array) => void; total: number } = () => new OutputCapture(1024 * 1024)) => {
+const measure = (
+  label: string,
+  feed: (c: { push: (chunk: Uint8Array) => void; total: number }) => void,
+  make: () => { push: (chunk: Uint8Array) => void; total: number } = () => new OutputCapture(1024 * 1024)
+) => {
   const before = used()
   const capture = make()
   feed(capture)
@@ -44,11 +48,16 @@ const rows = [
   measure("1.1 million one-byte chunks", (c) => {
     for (let i = 0; i < CHUNKS; i++) c.push(one)
   }),
-  measure("1.1 million one-byte chunks, the previous capture (a14c94a)", (c) => {
-    for (let i = 0; i < CHUNKS; i++) c.push(one)
-  }, () => new ChunkListCapture(1024 * 1024))
+  measure(
+    "1.1 million one-byte chunks, the previous capture (a14c94a)",
+    (c) => {
+      for (let i = 0; i < CHUNKS; i++) c.push(one)
+    },
+    () => new ChunkListCapture(1024 * 1024)
+  )
 ]
 console.log(`pnpm bench:capture, ${new Date().toISOString()}, cap 1 MiB\n`)
 console.log("| input | heap + array buffers held (MiB) | ratio to baseline |")
 console.log("| --- | --- | --- |")
-for (const r of rows) console.log(`| ${r.label} | ${r.grownMiB.toFixed(2)} | ${(r.grownMiB / rows[0]!.grownMiB).toFixed(2)}× |`)
+for (const r of rows)
+  console.log(`| ${r.label} | ${r.grownMiB.toFixed(2)} | ${(r.grownMiB / rows[0]!.grownMiB).toFixed(2)}× |`)

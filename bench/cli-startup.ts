@@ -48,10 +48,17 @@ const Variants: Record<string, ReadonlyArray<string>> = { ...Builtin }
 for (const c of values.command ?? []) {
   const at = c.indexOf("=")
   if (at <= 0) throw new Error(`--command: expected label=command line, got ${c}`)
-  Variants[c.slice(0, at)] = c.slice(at + 1).split(" ").map((a) => a === "node" ? process.execPath : a)
+  Variants[c.slice(0, at)] = c
+    .slice(at + 1)
+    .split(" ")
+    .map((a) => (a === "node" ? process.execPath : a))
 }
-const chosen = [...(values.variant ?? (values.command === undefined ? Object.keys(Builtin) : [])), ...(values.command ?? []).map((c) => c.slice(0, c.indexOf("=")))]
-for (const v of chosen) if (!(v in Variants)) throw new Error(`unknown variant ${v}; one of ${Object.keys(Builtin).join(", ")}`)
+const chosen = [
+  ...(values.variant ?? (values.command === undefined ? Object.keys(Builtin) : [])),
+  ...(values.command ?? []).map((c) => c.slice(0, c.indexOf("=")))
+]
+for (const v of chosen)
+  if (!(v in Variants)) throw new Error(`unknown variant ${v}; one of ${Object.keys(Builtin).join(", ")}`)
 type Variant = string
 
 /** One whole process: spawn, write the program, wait for exit; milliseconds. */
@@ -74,7 +81,9 @@ const once = (variant: Variant): Promise<number> =>
         result = undefined
       }
       if (code !== 0 || result?.stdout !== "1\n") {
-        reject(new Error(`${variant}: exit ${code}, stdout ${JSON.stringify(stdout)}, stderr ${JSON.stringify(stderr)}`))
+        reject(
+          new Error(`${variant}: exit ${code}, stdout ${JSON.stringify(stdout)}, stderr ${JSON.stringify(stderr)}`)
+        )
       } else resolve(elapsed)
     })
     child.stdin.end("print(1)\n")
@@ -93,5 +102,7 @@ const ms = (x: number) => `${Math.round(x)}`
 process.stdout.write(`| command | min | median | max | runs |\n| --- | ---: | ---: | ---: | ---: |\n`)
 for (const v of chosen) {
   const t = times[v]!
-  process.stdout.write(`| \`${Variants[v]!.map((a) => a === process.execPath ? "node" : a).join(" ")} run --json -\` | ${ms(Math.min(...t))} ms | ${ms(median(t))} ms | ${ms(Math.max(...t))} ms | ${t.length} |\n`)
+  process.stdout.write(
+    `| \`${Variants[v]!.map((a) => (a === process.execPath ? "node" : a)).join(" ")} run --json -\` | ${ms(Math.min(...t))} ms | ${ms(median(t))} ms | ${ms(Math.max(...t))} ms | ${t.length} |\n`
+  )
 }

@@ -28,7 +28,12 @@ const flag = (name: string) => {
 const WRITE_TEN = "import os\nfor i in range(10):\n    open(f'f{i}.bin', 'wb').write(os.urandom(100_000))\n"
 
 const rssChild = async (maxTotalBytes: number) => {
-  const executor = await createExecutor({ timeoutMs: 120_000, memory: "2g", workspaceSize: "1100m", awaitRemoval: true })
+  const executor = await createExecutor({
+    timeoutMs: 120_000,
+    memory: "2g",
+    workspaceSize: "1100m",
+    awaitRemoval: true
+  })
   try {
     await executor.executeCode({ language: "python", code: "print(1)" })
     const before = process.resourceUsage().maxRSS
@@ -41,7 +46,17 @@ const rssChild = async (maxTotalBytes: number) => {
     })
     const after = process.resourceUsage().maxRSS
     const received = (r.files ?? []).reduce((n, f) => n + f.size, 0)
-    console.log(JSON.stringify({ maxTotalBytes, offeredBytes: 40 * 25 * MiB, receivedBytes: received, skipped: r.skippedFiles?.length ?? 0, beforeKb: before, afterKb: after, growthMiB: (after - before) / 1024 }))
+    console.log(
+      JSON.stringify({
+        maxTotalBytes,
+        offeredBytes: 40 * 25 * MiB,
+        receivedBytes: received,
+        skipped: r.skippedFiles?.length ?? 0,
+        beforeKb: before,
+        afterKb: after,
+        growthMiB: (after - before) / 1024
+      })
+    )
   } finally {
     await executor.close()
   }
@@ -77,20 +92,37 @@ const main = async () => {
     await executor.close()
   }
   const p50 = (n: string) => percentile(times.get(n)!, 50)
-  console.log(`npx tsx bench/collect.ts --rounds ${rounds}, ${new Date().toISOString()}, load ${execFileSync("cat", ["/proc/loadavg"]).toString().trim()}\n`)
+  console.log(
+    `npx tsx bench/collect.ts --rounds ${rounds}, ${new Date().toISOString()}, load ${execFileSync("cat", ["/proc/loadavg"]).toString().trim()}\n`
+  )
   console.log("| variant | p50 ms | p95 ms | ratio to print(1) p50 |")
   console.log("| --- | --- | --- | --- |")
-  for (const n of names) console.log(`| ${n} | ${p50(n).toFixed(1)} | ${percentile(times.get(n)!, 95).toFixed(1)} | ${(p50(n) / p50(names[0]!)).toFixed(2)}× |`)
-  console.log(`\ncollection adds at p50: ${(p50(names[2]!) - p50(names[1]!)).toFixed(1)} ms over writing the same files without collect; ` +
-    `${(p50(names[2]!) - p50(names[0]!)).toFixed(1)} ms over print(1) (writing included)`)
+  for (const n of names)
+    console.log(
+      `| ${n} | ${p50(n).toFixed(1)} | ${percentile(times.get(n)!, 95).toFixed(1)} | ${(p50(n) / p50(names[0]!)).toFixed(2)}× |`
+    )
+  console.log(
+    `\ncollection adds at p50: ${(p50(names[2]!) - p50(names[1]!)).toFixed(1)} ms over writing the same files without collect; ` +
+      `${(p50(names[2]!) - p50(names[0]!)).toFixed(1)} ms over print(1) (writing included)`
+  )
 
   console.log("\nPeak RSS of a client whose program offers 1 GiB of files (child process each):\n")
   console.log("| maxTotalBytes | offered | received | peak RSS growth (MiB) |")
   console.log("| --- | --- | --- | --- |")
   for (const cap of [32 * MiB, 128 * MiB]) {
-    const out = execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--rss-child", String(cap)], { encoding: "utf8" })
-    const m = JSON.parse(out.trim().split("\n").at(-1)!) as { receivedBytes: number; growthMiB: number; offeredBytes: number }
-    console.log(`| ${cap / MiB} MiB | ${m.offeredBytes / MiB} MiB | ${(m.receivedBytes / MiB).toFixed(0)} MiB | ${m.growthMiB.toFixed(1)} |`)
+    const out = execFileSync(
+      process.execPath,
+      [...process.execArgv, fileURLToPath(import.meta.url), "--rss-child", String(cap)],
+      { encoding: "utf8" }
+    )
+    const m = JSON.parse(out.trim().split("\n").at(-1)!) as {
+      receivedBytes: number
+      growthMiB: number
+      offeredBytes: number
+    }
+    console.log(
+      `| ${cap / MiB} MiB | ${m.offeredBytes / MiB} MiB | ${(m.receivedBytes / MiB).toFixed(0)} MiB | ${m.growthMiB.toFixed(1)} |`
+    )
   }
 }
 

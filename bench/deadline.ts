@@ -13,8 +13,20 @@ const N = Number(process.env.HERMES_BENCH_DEADLINE_RUNS ?? 10)
 const TIMEOUT_MS = 2_000
 const programs = [
   ["busy loop (reference)", { language: "python" as const, code: "while True:\n    pass" }],
-  ["JS exit handler spinning 30 s after its output", { language: "javascript" as const, code: `console.log("done"); process.on("exit", () => { const t = Date.now(); while (Date.now() - t < 30000); })` }],
-  ["Python atexit sleeping 60 s", { language: "python" as const, code: "import atexit, time\nprint('done', flush=True)\natexit.register(lambda: time.sleep(60))" }]
+  [
+    "JS exit handler spinning 30 s after its output",
+    {
+      language: "javascript" as const,
+      code: `console.log("done"); process.on("exit", () => { const t = Date.now(); while (Date.now() - t < 30000); })`
+    }
+  ],
+  [
+    "Python atexit sleeping 60 s",
+    {
+      language: "python" as const,
+      code: "import atexit, time\nprint('done', flush=True)\natexit.register(lambda: time.sleep(60))"
+    }
+  ]
 ] as const
 
 const pct = (xs: Array<number>, p: number) => {
@@ -43,7 +55,9 @@ try {
     await next
     queued.push(Date.now() - (Date.parse(h.startedAt) + TIMEOUT_MS))
   }
-  rows.push(`| the next queued print(1) after the JS exit-handler run (maxConcurrency 1), until its result | ${N} | ${pct(queued, 50)} | ${pct(queued, 95)} | ${Math.max(...queued)} |`)
+  rows.push(
+    `| the next queued print(1) after the JS exit-handler run (maxConcurrency 1), until its result | ${N} | ${pct(queued, 50)} | ${pct(queued, 95)} | ${Math.max(...queued)} |`
+  )
 } finally {
   const t = Date.now()
   await executor.close()

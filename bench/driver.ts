@@ -33,7 +33,14 @@ const sweepOwn = async () => {
   const labels = [`${BenchLabel.run}=${context.runId}`, `${Label.executor}=${context.executorId}`]
   for (const label of labels) {
     const found = await docker.listContainers({ all: true, filters: { label: [label] } }).catch(() => [])
-    await Promise.all(found.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {})))
+    await Promise.all(
+      found.map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true, v: true })
+          .catch(() => {})
+      )
+    )
   }
 }
 
@@ -86,13 +93,17 @@ process.on("message", async (raw) => {
         try {
           // "floor": loads nothing, so its RSS is what node + tsx cost before any variant's libraries.
           context = m.ctx
-          variant = m.variant === "floor"
-            ? { init: async () => ({}), execute: async () => ({ ok: true }), close: async () => {} }
-            : await makeVariant(m.variant as VariantName, m.ctx)
+          variant =
+            m.variant === "floor"
+              ? { init: async () => ({}), execute: async () => ({ ok: true }), close: async () => {} }
+              : await makeVariant(m.variant as VariantName, m.ctx)
           const info = await variant.init()
           send({ type: "ready", info })
         } catch (e) {
-          send({ type: e instanceof Unavailable ? "unavailable" : "failed", reason: e instanceof Error ? e.message : String(e) })
+          send({
+            type: e instanceof Unavailable ? "unavailable" : "failed",
+            reason: e instanceof Error ? e.message : String(e)
+          })
         }
         break
       }
@@ -112,7 +123,7 @@ process.on("message", async (raw) => {
         break
     }
   } catch (e) {
-    send({ type: "failed", reason: e instanceof Error ? e.stack ?? e.message : String(e) })
+    send({ type: "failed", reason: e instanceof Error ? (e.stack ?? e.message) : String(e) })
   }
 })
 

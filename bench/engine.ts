@@ -78,9 +78,12 @@ export const findEngineDaemons = (pidFile = "/var/run/docker.pid"): Array<number
   if (dockerd === undefined || readComm(dockerd) !== "dockerd") {
     throw new Error(`bench: no dockerd behind ${pidFile}; the engine CPU figures need the engine's pid`)
   }
-  const pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number)
+  const pids = readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
   const containerd = pids.filter((pid) => readComm(pid) === "containerd" && parentOf(pid) === dockerd)
-  if (containerd.length === 0) throw new Error(`bench: dockerd ${dockerd} runs no containerd of its own (an external containerd is not supported)`)
+  if (containerd.length === 0)
+    throw new Error(`bench: dockerd ${dockerd} runs no containerd of its own (an external containerd is not supported)`)
   return [dockerd, ...containerd]
 }
 
@@ -155,7 +158,9 @@ const kernelSecBetween = (a: KernelTicks, b: KernelTicks): number => {
 /** The cgroup of `pid` in the cpuacct hierarchy (v1), e.g. "/". */
 const cpuacctGroupOf = (pid: number): string | undefined => {
   try {
-    const line = readFileSync(`/proc/${pid}/cgroup`, "utf8").split("\n").find((l) => l.split(":")[1]?.split(",").includes("cpuacct"))
+    const line = readFileSync(`/proc/${pid}/cgroup`, "utf8")
+      .split("\n")
+      .find((l) => l.split(":")[1]?.split(",").includes("cpuacct"))
     return line?.split(":")[2]
   } catch {
     return undefined
@@ -177,8 +182,10 @@ export const cgroupMethodUnavailable = (): string | undefined => {
   }
   const cpuacct = mounts.split("\n").find((l) => l.split(" ")[1] === CPUACCT && l.split(" ")[2] === "cgroup")
   if (cpuacct === undefined) return "no cgroup v1 cpuacct hierarchy at " + CPUACCT
-  if (cpuacct.split(" ")[3]!.split(",").includes("cpu")) return "cpuacct is mounted together with cpu (moving the engine would change its CPU shares)"
-  if (!existsSync(`${CONTAINERS_GROUP}/cpuacct.usage`)) return "no cpuacct group 'docker' (the engine does not use the cgroupfs driver)"
+  if (cpuacct.split(" ")[3]!.split(",").includes("cpu"))
+    return "cpuacct is mounted together with cpu (moving the engine would change its CPU shares)"
+  if (!existsSync(`${CONTAINERS_GROUP}/cpuacct.usage`))
+    return "no cpuacct group 'docker' (the engine does not use the cgroupfs driver)"
   return undefined
 }
 
@@ -195,13 +202,18 @@ export class EngineCpu {
   private timer: NodeJS.Timeout | undefined
   polls = 0
 
-  constructor(private readonly pollMs: number, private readonly engineContainerIds: ReadonlySet<string> = new Set(), forcePoll = false) {
+  constructor(
+    private readonly pollMs: number,
+    private readonly engineContainerIds: ReadonlySet<string> = new Set(),
+    forcePoll = false
+  ) {
     this.daemonPids = findEngineDaemons()
     const why = forcePoll ? "--cpu-method poll" : cgroupMethodUnavailable()
     this.method = why === undefined ? "cgroup" : "poll"
-    this.methodNote = why === undefined
-      ? "cgroup accounting (cpuacct): engine processes = dockerd, containerd, shims, runc; sandbox processes = the containers' cgroups"
-      : `polling /proc every ${pollMs} ms (cgroup accounting unavailable: ${why}); a shim's last interval is missed, so engine CPU is underestimated`
+    this.methodNote =
+      why === undefined
+        ? "cgroup accounting (cpuacct): engine processes = dockerd, containerd, shims, runc; sandbox processes = the containers' cgroups"
+        : `polling /proc every ${pollMs} ms (cgroup accounting unavailable: ${why}); a shim's last interval is missed, so engine CPU is underestimated`
   }
 
   start() {
@@ -387,7 +399,10 @@ export class EngineEvents {
   private stream: IncomingMessage | undefined
   private waiters = new Set<() => void>()
 
-  constructor(private readonly docker: Docker, private readonly runId: string) {}
+  constructor(
+    private readonly docker: Docker,
+    private readonly runId: string
+  ) {}
 
   async start() {
     this.stream = (await this.docker.getEvents({ filters: { type: ["container"] } })) as unknown as IncomingMessage

@@ -25,7 +25,14 @@ export const SECCOMP_PROFILE_PATH = fileURLToPath(SECCOMP_PROFILE_URL)
  * keyed end-of-run frame.
  */
 export const runnerPayload = (): Buffer =>
-  Buffer.from(encodeRunnerPayload({ language: "python", code: new TextEncoder().encode(PROGRAM), files: [], stdin: new Uint8Array() }))
+  Buffer.from(
+    encodeRunnerPayload({
+      language: "python",
+      code: new TextEncoder().encode(PROGRAM),
+      files: [],
+      stdin: new Uint8Array()
+    })
+  )
 
 /** What a runner variant's stdout must be: the program's output. */
 export const expectedRunnerStdout = () => EXPECTED_STDOUT
@@ -33,7 +40,12 @@ export const expectedRunnerStdout = () => EXPECTED_STDOUT
 export { BenchLabel } from "./benchLabel.js"
 
 /** A spec with the SDK's defaults (512m, 1 CPU, 256 pids, 64m tmpfs, uid 1001, no network). */
-export const benchSpec = (name: string, labels: Record<string, string>, command: ReadonlyArray<string> = RUNNER_COMMAND, openStdin = true): SandboxSpec => ({
+export const benchSpec = (
+  name: string,
+  labels: Record<string, string>,
+  command: ReadonlyArray<string> = RUNNER_COMMAND,
+  openStdin = true
+): SandboxSpec => ({
   name,
   image: PYTHON_IMAGE,
   command,
@@ -92,7 +104,10 @@ export const cliFlags = (o: Docker.ContainerCreateOptions): Array<string> => {
   for (const c of take("CapAdd") ?? []) flags.push("--cap-add", c)
   for (const s of take("SecurityOpt") ?? []) {
     // The CLI takes the profile as a file and sends its text, as the SDK does.
-    flags.push("--security-opt", s.startsWith("seccomp=") && s.trimEnd().endsWith("}") ? `seccomp=${SECCOMP_PROFILE_PATH}` : s)
+    flags.push(
+      "--security-opt",
+      s.startsWith("seccomp=") && s.trimEnd().endsWith("}") ? `seccomp=${SECCOMP_PROFILE_PATH}` : s
+    )
   }
   if (take("Privileged")) flags.push("--privileged")
   if (take("ReadonlyRootfs")) flags.push("--read-only")
@@ -120,15 +135,32 @@ export const cliFlags = (o: Docker.ContainerCreateOptions): Array<string> => {
   const mounts = take("Mounts") ?? []
   if (mounts.length > 0) throw new Error("bench: mounts are not mapped to docker run flags")
   const unmapped = Object.keys(h).filter((k) => !handled.has(k))
-  if (unmapped.length > 0) throw new Error(`bench: HostConfig fields not mapped to docker run flags: ${unmapped.join(", ")}`)
+  if (unmapped.length > 0)
+    throw new Error(`bench: HostConfig fields not mapped to docker run flags: ${unmapped.join(", ")}`)
   // NetworkDisabled has no flag of its own: --network none gives the same sandbox (loopback only).
   return flags
 }
 
 /** The HostConfig fields compared between a CLI-created and an SDK-config container. */
 const COMPARED = [
-  "NetworkMode", "Memory", "MemorySwap", "NanoCpus", "PidsLimit", "CapDrop", "CapAdd", "SecurityOpt", "Privileged",
-  "ReadonlyRootfs", "Tmpfs", "Ulimits", "IpcMode", "ShmSize", "CgroupnsMode", "Init", "LogConfig", "AutoRemove"
+  "NetworkMode",
+  "Memory",
+  "MemorySwap",
+  "NanoCpus",
+  "PidsLimit",
+  "CapDrop",
+  "CapAdd",
+  "SecurityOpt",
+  "Privileged",
+  "ReadonlyRootfs",
+  "Tmpfs",
+  "Ulimits",
+  "IpcMode",
+  "ShmSize",
+  "CgroupnsMode",
+  "Init",
+  "LogConfig",
+  "AutoRemove"
 ] as const
 
 /** Differences between two inspected containers' hardening (empty = identical). */
@@ -140,12 +172,12 @@ export const hardeningDiff = (a: Docker.ContainerInspectInfo, b: Docker.Containe
     k === "LogConfig"
       ? (v as { Type?: string } | undefined)?.Type
       : k === "CapDrop" || k === "CapAdd"
-      ? [...((v as Array<string> | null) ?? [])].sort()
-      : k === "Init"
-      ? v === true // docker create without --init leaves it null; the API's false means the same
-      : k === "Ulimits"
-      ? [...((v as Array<{ Name: string }> | null) ?? [])].sort((x, y) => x.Name.localeCompare(y.Name))
-      : v
+        ? [...((v as Array<string> | null) ?? [])].sort()
+        : k === "Init"
+          ? v === true // docker create without --init leaves it null; the API's false means the same
+          : k === "Ulimits"
+            ? [...((v as Array<{ Name: string }> | null) ?? [])].sort((x, y) => x.Name.localeCompare(y.Name))
+            : v
   for (const k of COMPARED) {
     const va = JSON.stringify(norm(k, ha[k]))
     const vb = JSON.stringify(norm(k, hb[k]))
@@ -154,8 +186,12 @@ export const hardeningDiff = (a: Docker.ContainerInspectInfo, b: Docker.Containe
   const ca = a.Config as unknown as Record<string, unknown>
   const cb = b.Config as unknown as Record<string, unknown>
   for (const k of ["User", "WorkingDir", "Hostname", "OpenStdin", "StdinOnce", "Tty", "Env"]) {
-    const va = JSON.stringify(k === "Env" ? [...((ca[k] as Array<string>) ?? [])].filter((e) => !e.startsWith("PATH=")).sort() : ca[k])
-    const vb = JSON.stringify(k === "Env" ? [...((cb[k] as Array<string>) ?? [])].filter((e) => !e.startsWith("PATH=")).sort() : cb[k])
+    const va = JSON.stringify(
+      k === "Env" ? [...((ca[k] as Array<string>) ?? [])].filter((e) => !e.startsWith("PATH=")).sort() : ca[k]
+    )
+    const vb = JSON.stringify(
+      k === "Env" ? [...((cb[k] as Array<string>) ?? [])].filter((e) => !e.startsWith("PATH=")).sort() : cb[k]
+    )
     if (va !== vb) out.push(`Config.${k}: ${va} vs ${vb}`)
   }
   return out

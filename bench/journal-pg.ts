@@ -77,7 +77,11 @@ if (process.argv[2] === "writer") {
   await new Promise<void>((resolve) => createInterface({ input: process.stdin }).once("line", () => resolve()))
   for (let i = 0; i < Number(countArg); i++) {
     const started = now()
-    const [envelope] = await journal.append({ streamId: streamOf(i), executorId: "bench-writer", events: [lifecycleEvent(i, 0)] })
+    const [envelope] = await journal.append({
+      streamId: streamOf(i),
+      executorId: "bench-writer",
+      events: [lifecycleEvent(i, 0)]
+    })
     process.stdout.write(`${envelope!.sequence} ${started}\n`)
     await new Promise((resolve) => setTimeout(resolve, 5))
   }
@@ -107,7 +111,11 @@ const singleAppends = async (journal: JournalClient): Promise<number> => {
   const started = now()
   let n = 0
   while (now() < until) {
-    await journal.append({ streamId: streamOf(1_000_000_000 + Math.floor(n / 5)), executorId: "bench", events: [lifecycleEvent(n, n % 5)] })
+    await journal.append({
+      streamId: streamOf(1_000_000_000 + Math.floor(n / 5)),
+      executorId: "bench",
+      events: [lifecycleEvent(n, n % 5)]
+    })
     n++
   }
   return n / ((now() - started) / 1000)
@@ -119,7 +127,11 @@ const load = async (journal: JournalClient): Promise<number> => {
   for (let execution = 0; loaded < EVENTS; execution += BATCH_EXECUTIONS) {
     const batch: Array<BatchAppendInput> = []
     for (let n = execution; n < execution + BATCH_EXECUTIONS && loaded + batch.length * 5 < EVENTS; n++) {
-      batch.push({ streamId: streamOf(n), executorId: "bench", events: [0, 1, 2, 3, 4].map((k) => lifecycleEvent(n, k)) })
+      batch.push({
+        streamId: streamOf(n),
+        executorId: "bench",
+        events: [0, 1, 2, 3, 4].map((k) => lifecycleEvent(n, k))
+      })
     }
     loaded += (await journal.appendBatch(batch)).length
   }
@@ -141,7 +153,9 @@ const followLatency = async (location: string): Promise<{ p50: number; p99: numb
   const from = (await follower.lastSequence()) + 1
   const delivered = new Map<number, number>()
   const subscription = follower.follow({ fromSequence: from }).subscribe((e) => delivered.set(e.sequence, now()))
-  const child = spawn(process.execPath, ["--import", "tsx", self, "writer", location, String(FOLLOW)], { stdio: ["pipe", "pipe", "inherit"] })
+  const child = spawn(process.execPath, ["--import", "tsx", self, "writer", location, String(FOLLOW)], {
+    stdio: ["pipe", "pipe", "inherit"]
+  })
   const appended = new Map<number, number>()
   const lines = createInterface({ input: child.stdout })
   const ready = new Promise<void>((resolve) => lines.on("line", (line) => (line === "ready" ? resolve() : undefined)))
@@ -156,7 +170,8 @@ const followLatency = async (location: string): Promise<{ p50: number; p99: numb
   child.stdin.write("go\n")
   await exited
   const deadline = Date.now() + 5_000
-  while (delivered.size < appended.size && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
+  while (delivered.size < appended.size && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 10))
   subscription.unsubscribe()
   await follower.close()
   const latencies = [...appended].map(([sequence, started]) => {
@@ -173,13 +188,22 @@ const measure = async (name: string, location: () => string): Promise<Figures> =
   const journal = await open(main)
   try {
     const single = await singleAppends(journal)
-    process.stderr.write(`${name}: loading ${EVENTS.toLocaleString("en-US")} events in batches of ${BATCH_EXECUTIONS * 5}...\n`)
+    process.stderr.write(
+      `${name}: loading ${EVENTS.toLocaleString("en-US")} events in batches of ${BATCH_EXECUTIONS * 5}...\n`
+    )
     const batched = await load(journal)
     process.stderr.write(`${name}: replay...\n`)
     const replayed = await replay(journal)
     process.stderr.write(`${name}: follow latency across processes...\n`)
     const follow = await followLatency(location())
-    return { single, batched, replay: replayed.rate, replaySeconds: replayed.seconds, followP50: follow.p50, followP99: follow.p99 }
+    return {
+      single,
+      batched,
+      replay: replayed.rate,
+      replaySeconds: replayed.seconds,
+      followP50: follow.p50,
+      followP99: follow.p99
+    }
   } finally {
     await journal.close()
   }
@@ -193,16 +217,27 @@ try {
   const sqlite = await measure("SQLite", () => path.join(dir, `journal-${files++}.sqlite`))
   // A database of its own per journal, as each SQLite journal has its file.
   const postgres = await measure("PostgreSQL", () => createDatabase("bench", cluster.url))
-  const f = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+  const f = (n: number, digits = 0) =>
+    n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
   const rows = [
     ["append, 1 event per append (events/s)", f(sqlite.single), f(postgres.single)],
     [`appendBatch, ${BATCH_EXECUTIONS * 5} events per batch (events/s)`, f(sqlite.batched), f(postgres.batched)],
-    [`replay of ${f(EVENTS)} events (events/s)`, `${f(sqlite.replay)} (${f(sqlite.replaySeconds, 1)} s)`, `${f(postgres.replay)} (${f(postgres.replaySeconds, 1)} s)`],
-    [`follow latency across processes, p50 / p99 (ms; ${FOLLOW} appends 5 ms apart)`, `${f(sqlite.followP50, 2)} / ${f(sqlite.followP99, 2)}`, `${f(postgres.followP50, 2)} / ${f(postgres.followP99, 2)}`]
+    [
+      `replay of ${f(EVENTS)} events (events/s)`,
+      `${f(sqlite.replay)} (${f(sqlite.replaySeconds, 1)} s)`,
+      `${f(postgres.replay)} (${f(postgres.replaySeconds, 1)} s)`
+    ],
+    [
+      `follow latency across processes, p50 / p99 (ms; ${FOLLOW} appends 5 ms apart)`,
+      `${f(sqlite.followP50, 2)} / ${f(sqlite.followP99, 2)}`,
+      `${f(postgres.followP50, 2)} / ${f(postgres.followP99, 2)}`
+    ]
   ]
-  process.stdout.write(`\n${os.cpus().length} × ${os.cpus()[0]?.model ?? "CPU"}, Node ${process.version}; SQLite synchronous=FULL (WAL), PostgreSQL ${
-    fs.readFileSync(path.join(cluster.dir, "data", "PG_VERSION"), "utf8").trim()
-  } on loopback with fsync=on, synchronous_commit=on\n\n`)
+  process.stdout.write(
+    `\n${os.cpus().length} × ${os.cpus()[0]?.model ?? "CPU"}, Node ${process.version}; SQLite synchronous=FULL (WAL), PostgreSQL ${fs
+      .readFileSync(path.join(cluster.dir, "data", "PG_VERSION"), "utf8")
+      .trim()} on loopback with fsync=on, synchronous_commit=on\n\n`
+  )
   process.stdout.write("| | SQLite | PostgreSQL |\n| --- | ---: | ---: |\n")
   for (const row of rows) process.stdout.write(`| ${row.join(" | ")} |\n`)
 } finally {

@@ -79,7 +79,11 @@ interface Variant {
 // ---------------------------------------------------------------------------------------------
 // Child side: the in-process variants, each in its own process, commanded over IPC.
 
-type ToChild = { readonly type: "call" } | { readonly type: "pings"; readonly n: number } | { readonly type: "cpu" } | { readonly type: "close" }
+type ToChild =
+  | { readonly type: "call" }
+  | { readonly type: "pings"; readonly n: number }
+  | { readonly type: "cpu" }
+  | { readonly type: "close" }
 type FromChild =
   | { readonly type: "ready"; readonly info: string }
   | { readonly type: "failed"; readonly reason: string }
@@ -102,7 +106,12 @@ const checkTool = (ms: number, r: ToolResult): Call => {
   const s = (r.structuredContent ?? {}) as { status?: string; stdout?: string; container_name?: string }
   return s.status === "success" && s.stdout === EXPECTED && r.isError !== true
     ? { ms, ok: true, ...(s.container_name === undefined ? {} : { containerName: s.container_name }) }
-    : { ms, ok: false, detail: JSON.stringify(r).slice(0, 300), ...(s.container_name === undefined ? {} : { containerName: s.container_name }) }
+    : {
+        ms,
+        ok: false,
+        detail: JSON.stringify(r).slice(0, 300),
+        ...(s.container_name === undefined ? {} : { containerName: s.container_name })
+      }
 }
 
 const executeCodeArgs = { name: "execute_code", arguments: { code: CODE, language: "python" } }
@@ -120,7 +129,12 @@ const openInProcess = async (variant: "sdk-cold" | "mcp-memory"): Promise<InProc
         const ms = performance.now() - s
         return r.exitCode === 0 && r.stdout === EXPECTED
           ? { ms, ok: true, containerName: r.containerName }
-          : { ms, ok: false, detail: `exit ${r.exitCode}, stdout ${JSON.stringify(r.stdout)}`, containerName: r.containerName }
+          : {
+              ms,
+              ok: false,
+              detail: `exit ${r.exitCode}, stdout ${JSON.stringify(r.stdout)}`,
+              containerName: r.containerName
+            }
       },
       close: () => executor.close()
     }
@@ -155,7 +169,10 @@ const child = (variant: "sdk-cold" | "mcp-memory") => {
   const send = (m: FromChild) => process.send?.(m)
   let opened: InProcess | undefined
   let closing: Promise<void> | undefined
-  const close = () => (closing ??= (opened?.close() ?? Promise.resolve()).catch((e) => void process.stderr.write(`${variant}: close failed: ${String(e)}\n`)))
+  const close = () =>
+    (closing ??= (opened?.close() ?? Promise.resolve()).catch(
+      (e) => void process.stderr.write(`${variant}: close failed: ${String(e)}\n`)
+    ))
   process.on("message", async (raw) => {
     const m = raw as ToChild
     try {
@@ -185,7 +202,7 @@ const child = (variant: "sdk-cold" | "mcp-memory") => {
           break
       }
     } catch (e) {
-      send({ type: "failed", reason: e instanceof Error ? e.stack ?? e.message : String(e) })
+      send({ type: "failed", reason: e instanceof Error ? (e.stack ?? e.message) : String(e) })
     }
   })
   // Ctrl-C reaches the whole process group: the parent orchestrates the cleanup.
@@ -196,7 +213,7 @@ const child = (variant: "sdk-cold" | "mcp-memory") => {
       opened = o
       send({ type: "ready", info: o.info })
     },
-    (e) => send({ type: "failed", reason: e instanceof Error ? e.stack ?? e.message : String(e) })
+    (e) => send({ type: "failed", reason: e instanceof Error ? (e.stack ?? e.message) : String(e) })
   )
 }
 
@@ -216,7 +233,10 @@ const openChild = (variant: "sdk-cold" | "mcp-memory"): Promise<Variant> =>
     let pending: ((m: FromChild) => void) | undefined
     const ask = <T extends FromChild["type"]>(m: ToChild, answer: T) =>
       new Promise<Extract<FromChild, { type: T }>>((ok, fail) => {
-        pending = (r) => (r.type === answer ? ok(r as Extract<FromChild, { type: T }>) : fail(new Error(`${variant}: ${r.type === "failed" ? r.reason : r.type}`)))
+        pending = (r) =>
+          r.type === answer
+            ? ok(r as Extract<FromChild, { type: T }>)
+            : fail(new Error(`${variant}: ${r.type === "failed" ? r.reason : r.type}`))
         p.send(m)
       })
     p.on("message", (raw) => {
@@ -225,7 +245,9 @@ const openChild = (variant: "sdk-cold" | "mcp-memory"): Promise<Variant> =>
         resolve({
           info: m.info,
           call: async () => (await ask({ type: "call" }, "call")).call,
-          ...(variant === "mcp-memory" ? { pings: async (n: number) => (await ask({ type: "pings", n }, "pings")).ms } : {}),
+          ...(variant === "mcp-memory"
+            ? { pings: async (n: number) => (await ask({ type: "pings", n }, "pings")).ms }
+            : {}),
           cpuSec: async () => (await ask({ type: "cpu" }, "cpu")).sec,
           close: async () => {
             if (p.exitCode !== null || !p.connected) return
@@ -257,9 +279,26 @@ const dockerRun = (): Variant => ({
     new Promise((resolve, reject) => {
       const name = `hermes-bench-mcp-${runId}-${++counter}`
       const s = performance.now()
-      const p = spawn("docker", ["run", "--rm", "--network", "none", "--name", name, "--label", `${BenchLabel.run}=${runId}`, IMAGE, "python3", "-c", CODE], {
-        stdio: ["ignore", "pipe", "pipe"]
-      })
+      const p = spawn(
+        "docker",
+        [
+          "run",
+          "--rm",
+          "--network",
+          "none",
+          "--name",
+          name,
+          "--label",
+          `${BenchLabel.run}=${runId}`,
+          IMAGE,
+          "python3",
+          "-c",
+          CODE
+        ],
+        {
+          stdio: ["ignore", "pipe", "pipe"]
+        }
+      )
       let stdout = ""
       let stderr = ""
       p.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d))
@@ -267,7 +306,15 @@ const dockerRun = (): Variant => ({
       p.on("error", reject)
       p.on("close", (code) => {
         const ms = performance.now() - s
-        resolve(code === 0 && stdout === EXPECTED ? { ms, ok: true } : { ms, ok: false, detail: `exit ${code}, stdout ${JSON.stringify(stdout)}, stderr ${JSON.stringify(stderr.slice(0, 200))}` })
+        resolve(
+          code === 0 && stdout === EXPECTED
+            ? { ms, ok: true }
+            : {
+                ms,
+                ok: false,
+                detail: `exit ${code}, stdout ${JSON.stringify(stdout)}, stderr ${JSON.stringify(stderr.slice(0, 200))}`
+              }
+        )
       })
     }),
   close: async () => {}
@@ -286,7 +333,13 @@ const openStdio = async (): Promise<Variant> => {
   const { clientSide } = await import("../test/support/mcpSdk.js")
   const { Client, StdioClientTransport } = await clientSide()
   const { command, args } = mcpServerCommand(["--no-journal"])
-  const transport = new StdioClientTransport({ command, args, env: process.env as Record<string, string>, stderr: "pipe", cwd: root })
+  const transport = new StdioClientTransport({
+    command,
+    args,
+    env: process.env as Record<string, string>,
+    stderr: "pipe",
+    cwd: root
+  })
   let stderr = ""
   transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString()))
   const client = new Client({ name: "bench-mcp", version: "1.0.0" })
@@ -322,7 +375,9 @@ class Destroyed {
   private stream: NodeJS.ReadableStream | undefined
 
   async start() {
-    this.stream = (await docker.getEvents({ filters: { type: ["container"], event: ["destroy"] } })) as NodeJS.ReadableStream
+    this.stream = (await docker.getEvents({
+      filters: { type: ["container"], event: ["destroy"] }
+    })) as NodeJS.ReadableStream
     let buffer = ""
     this.stream.on("data", (chunk: Buffer) => {
       buffer += chunk.toString()
@@ -350,7 +405,13 @@ class Destroyed {
     const late = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), timeoutMs).unref())
     if (await Promise.race([destroyed, late])) return true
     this.waiters.delete(name)
-    return docker.getContainer(name).inspect().then(() => false, () => true)
+    return docker
+      .getContainer(name)
+      .inspect()
+      .then(
+        () => false,
+        () => true
+      )
   }
 
   stop() {
@@ -374,25 +435,33 @@ const main = async () => {
     }
   })
   if (values.help) {
-    process.stdout.write(`usage: npx tsx bench/mcp.ts [--iterations 60] [--warmup 5] [--pings 200] [--seed 16] [--variants ${VariantNames.join(",")}]\n`)
+    process.stdout.write(
+      `usage: npx tsx bench/mcp.ts [--iterations 60] [--warmup 5] [--pings 200] [--seed 16] [--variants ${VariantNames.join(",")}]\n`
+    )
     return
   }
   const iterations = Number(values.iterations)
   const warmup = Number(values.warmup)
   const pingCount = Number(values.pings)
   const chosen = values.variants.split(",").map((v) => v.trim()) as Array<VariantName>
-  for (const v of chosen) if (!VariantNames.includes(v)) throw new Error(`unknown variant ${v}; one of ${VariantNames.join(", ")}`)
+  for (const v of chosen)
+    if (!VariantNames.includes(v)) throw new Error(`unknown variant ${v}; one of ${VariantNames.join(", ")}`)
   const log = (s: string) => process.stderr.write(`${s}\n`)
   const status = (s: string) => process.stderr.write(`\r${s}\x1b[K`)
 
-  await docker.getImage(IMAGE).inspect().catch(() => {
-    throw new Error(`${IMAGE} is missing: build the images first (hermes-sandbox doctor)`)
-  })
+  await docker
+    .getImage(IMAGE)
+    .inspect()
+    .catch(() => {
+      throw new Error(`${IMAGE} is missing: build the images first (hermes-sandbox doctor)`)
+    })
   const version = await docker.version()
   const info = (await docker.info()) as Record<string, unknown>
   const loadBefore = loadavg()
   const started = Date.now()
-  log(`bench/mcp ${runId}: ${chosen.join(", ")}; ${iterations} rounds after ${warmup} warm-up; load ${loadBefore.map((l) => l.toFixed(2)).join(" ")}`)
+  log(
+    `bench/mcp ${runId}: ${chosen.join(", ")}; ${iterations} rounds after ${warmup} warm-up; load ${loadBefore.map((l) => l.toFixed(2)).join(" ")}`
+  )
 
   const destroyed = new Destroyed()
   await destroyed.start()
@@ -405,7 +474,10 @@ const main = async () => {
   try {
     for (const name of chosen) {
       status(`starting ${name}...`)
-      variants.set(name, name === "docker-run" ? dockerRun() : name === "mcp-stdio" ? await openStdio() : await openChild(name))
+      variants.set(
+        name,
+        name === "docker-run" ? dockerRun() : name === "mcp-stdio" ? await openStdio() : await openChild(name)
+      )
     }
     status("")
     for (const [name, v] of variants) if (v.info !== undefined) log(`${name}: ${v.info}`)
@@ -425,7 +497,8 @@ const main = async () => {
         status(`${warm ? `warm-up ${i + 1}/${warmup}` : `round ${i - warmup + 1}/${iterations}`}: ${name}`)
         const r = await variants.get(name)!.call()
         // Let background removal finish before anything else is measured.
-        if (r.containerName !== undefined && !(await destroyed.gone(r.containerName))) log(`\n${name}: ${r.containerName} still exists after 30 s`)
+        if (r.containerName !== undefined && !(await destroyed.gone(r.containerName)))
+          log(`\n${name}: ${r.containerName} still exists after 30 s`)
         if (warm) {
           if (!r.ok) log(`\n${name} warm-up failed: ${r.detail}`)
           continue
@@ -442,7 +515,7 @@ const main = async () => {
     for (const [name, v] of variants) {
       const start = cpuAtStart.get(name)
       const n = times.get(name)!.length + failures.get(name)!.length
-      if (v.cpuSec && start !== undefined && n > 0) cpuPerCall.set(name, ((await v.cpuSec()) - start) * 1000 / n)
+      if (v.cpuSec && start !== undefined && n > 0) cpuPerCall.set(name, (((await v.cpuSec()) - start) * 1000) / n)
     }
     const pings = new Map<VariantName, Array<number>>()
     if (!stopping && pingCount > 0) {
@@ -460,24 +533,41 @@ const main = async () => {
     const out: Array<string> = []
     const p = (s = "") => out.push(s)
     const base = times.get("docker-run")
-    p(`Run \`${runId}\`, ${new Date(started).toISOString()}, ${((Date.now() - started) / 1000).toFixed(0)} s. Command: \`npx tsx bench/mcp.ts${process.argv.slice(2).filter((a) => a !== "--").map((a) => ` ${a}`).join("")}\`.`)
+    p(
+      `Run \`${runId}\`, ${new Date(started).toISOString()}, ${((Date.now() - started) / 1000).toFixed(0)} s. Command: \`npx tsx bench/mcp.ts${process.argv
+        .slice(2)
+        .filter((a) => a !== "--")
+        .map((a) => ` ${a}`)
+        .join("")}\`.`
+    )
     p()
-    p(`Machine: ${cpus().length} cores (${cpus()[0]?.model.trim() ?? "?"}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Docker Engine ${version.Version} (${String(info.DefaultRuntime)}, cgroup v${String(info.CgroupVersion ?? "1")}) on the same cores; Node ${process.version}. ` +
-      `Load average (1/5/15 min) before: ${loadBefore.map((l) => l.toFixed(2)).join(" / ")}, after: ${loadAfter.map((l) => l.toFixed(2)).join(" / ")}.`)
+    p(
+      `Machine: ${cpus().length} cores (${cpus()[0]?.model.trim() ?? "?"}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB; Docker Engine ${version.Version} (${String(info.DefaultRuntime)}, cgroup v${String(info.CgroupVersion ?? "1")}) on the same cores; Node ${process.version}. ` +
+        `Load average (1/5/15 min) before: ${loadBefore.map((l) => l.toFixed(2)).join(" / ")}, after: ${loadAfter.map((l) => l.toFixed(2)).join(" / ")}.`
+    )
     p()
-    p(`Latency of one \`print(1)\`, ${iterations} rounds (each round runs every variant once, shuffled) after ${warmup} warm-up rounds; ratios to \`docker run --rm\`.`)
+    p(
+      `Latency of one \`print(1)\`, ${iterations} rounds (each round runs every variant once, shuffled) after ${warmup} warm-up rounds; ratios to \`docker run --rm\`.`
+    )
     p()
     p("| variant | p50 | p95 | min | max | mean | CPU per call | failed |")
     p("|---|---:|---:|---:|---:|---:|---:|---:|")
     for (const name of chosen) {
       const t = times.get(name)!
       const s = summarize(t)
-      const ratio = (x: number, q: number) => (base === undefined || base.length === 0 || name === "docker-run" ? "" : ` (${(x / percentile(base, q)).toFixed(2)}×)`)
+      const ratio = (x: number, q: number) =>
+        base === undefined || base.length === 0 || name === "docker-run"
+          ? ""
+          : ` (${(x / percentile(base, q)).toFixed(2)}×)`
       const cpu = cpuPerCall.get(name)
-      p(`| ${Labels[name]} | ${fmt(s.p50)} ms${ratio(s.p50, 50)} | ${fmt(s.p95)} ms${ratio(s.p95, 95)} | ${fmt(s.min)} ms | ${fmt(s.max)} ms | ${fmt(s.mean)} ms | ${cpu === undefined ? "—" : `${fmt(cpu)} ms`} | ${failures.get(name)!.length}/${t.length + failures.get(name)!.length} |`)
+      p(
+        `| ${Labels[name]} | ${fmt(s.p50)} ms${ratio(s.p50, 50)} | ${fmt(s.p95)} ms${ratio(s.p95, 95)} | ${fmt(s.min)} ms | ${fmt(s.max)} ms | ${fmt(s.mean)} ms | ${cpu === undefined ? "—" : `${fmt(cpu)} ms`} | ${failures.get(name)!.length}/${t.length + failures.get(name)!.length} |`
+      )
     }
     p()
-    p("CPU per call: the process doing the work (the SDK's process; the MCP server's process; the in-process MCP variant's client and server together), user + system over the measured rounds, per call.")
+    p(
+      "CPU per call: the process doing the work (the SDK's process; the MCP server's process; the in-process MCP variant's client and server together), user + system over the measured rounds, per call."
+    )
     const sdk = times.get("sdk-cold")
     const verdicts: Array<string> = []
     if (sdk !== undefined && sdk.length > 0) {
@@ -491,15 +581,30 @@ const main = async () => {
         if (t === undefined || t.length === 0) continue
         const d50 = percentile(t, 50) - percentile(sdk, 50)
         const d95 = percentile(t, 95) - percentile(sdk, 95)
-        const paired = rounds.flatMap((r) => (r[name] !== undefined && r["sdk-cold"] !== undefined ? [r[name]! - r["sdk-cold"]!] : []))
-        p(`| ${Labels[name]} | ${signed(d50)} | ${signed(d95)} | ${(percentile(t, 50) / percentile(sdk, 50)).toFixed(3)}× | ${(percentile(t, 95) / percentile(sdk, 95)).toFixed(3)}× | ${signed(percentile(paired, 50))} (${paired.length} rounds) |`)
-        if (name === "mcp-stdio") verdicts.push(`MCP over stdio adds ${signed(d50)} at p50 over the SDK's cold path (goal ≤ +10 ms: **${d50 <= 10 ? "met" : "not met"}**).`)
+        const paired = rounds.flatMap((r) =>
+          r[name] !== undefined && r["sdk-cold"] !== undefined ? [r[name]! - r["sdk-cold"]!] : []
+        )
+        p(
+          `| ${Labels[name]} | ${signed(d50)} | ${signed(d95)} | ${(percentile(t, 50) / percentile(sdk, 50)).toFixed(3)}× | ${(percentile(t, 95) / percentile(sdk, 95)).toFixed(3)}× | ${signed(percentile(paired, 50))} (${paired.length} rounds) |`
+        )
+        if (name === "mcp-stdio")
+          verdicts.push(
+            `MCP over stdio adds ${signed(d50)} at p50 over the SDK's cold path (goal ≤ +10 ms: **${d50 <= 10 ? "met" : "not met"}**).`
+          )
       }
     }
     if (pings.size > 0) {
       p()
-      p(`\`ping\` round trip (the protocol alone, no container; ${pingCount} after 20 unmeasured): ` +
-        [...pings].map(([name, ms]) => `${name === "mcp-stdio" ? "stdio" : "in-memory"} p50 ${fmt(percentile(ms, 50))} ms, p95 ${fmt(percentile(ms, 95))} ms`).join("; ") + ".")
+      p(
+        `\`ping\` round trip (the protocol alone, no container; ${pingCount} after 20 unmeasured): ` +
+          [...pings]
+            .map(
+              ([name, ms]) =>
+                `${name === "mcp-stdio" ? "stdio" : "in-memory"} p50 ${fmt(percentile(ms, 50))} ms, p95 ${fmt(percentile(ms, 95))} ms`
+            )
+            .join("; ") +
+          "."
+      )
     }
     for (const v of verdicts) {
       p()
@@ -512,8 +617,17 @@ const main = async () => {
     for (const [name, v] of variants) await v.close().catch((e) => log(`${name}: close failed: ${String(e)}`))
     destroyed.stop()
     // Whatever docker run left (a run cut short).
-    const left = await docker.listContainers({ all: true, filters: { label: [`${BenchLabel.run}=${runId}`] } }).catch(() => [])
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => {})))
+    const left = await docker
+      .listContainers({ all: true, filters: { label: [`${BenchLabel.run}=${runId}`] } })
+      .catch(() => [])
+    await Promise.all(
+      left.map((c) =>
+        docker
+          .getContainer(c.Id)
+          .remove({ force: true })
+          .catch(() => {})
+      )
+    )
   }
 }
 
@@ -523,7 +637,7 @@ else
   main().then(
     () => process.exit(0),
     (e) => {
-      process.stderr.write(`\nbench/mcp: ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`)
+      process.stderr.write(`\nbench/mcp: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`)
       process.exit(1)
     }
   )

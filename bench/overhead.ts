@@ -43,10 +43,10 @@ const child = async (variant: Variant, gapMs: number, n: number): Promise<ChildR
     const { MemoryJournal } = await import("@hermes-sandbox/events")
     // The facade's defaults: the bounded in-memory journal (10,000 events), removal off the caller's path.
     const runtime = ManagedRuntime.make(
-      Executor.layer({ sweepOnStart: false, ...(variant === "sdk-pool" ? { warmPool: { size: 4, languages: ["python"] } } : {}) }).pipe(
-        Layer.provideMerge(FakeRuntime.layer()),
-        Layer.provideMerge(MemoryJournal.layer({ maxEvents: 10_000 }))
-      )
+      Executor.layer({
+        sweepOnStart: false,
+        ...(variant === "sdk-pool" ? { warmPool: { size: 4, languages: ["python"] } } : {})
+      }).pipe(Layer.provideMerge(FakeRuntime.layer()), Layer.provideMerge(MemoryJournal.layer({ maxEvents: 10_000 })))
     )
     const executor = await runtime.runPromise(Executor.Executor)
     once = async () => {
@@ -75,13 +75,21 @@ const median = (xs: ReadonlyArray<number>) => {
 
 const runChild = (variant: Variant, gapMs: number, n: number) =>
   new Promise<ChildResult>((resolve, reject) => {
-    const p = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--child", variant, String(gapMs), String(n)], {
-      stdio: ["ignore", "pipe", "inherit"]
-    })
+    const p = spawn(
+      process.execPath,
+      [...process.execArgv, fileURLToPath(import.meta.url), "--child", variant, String(gapMs), String(n)],
+      {
+        stdio: ["ignore", "pipe", "inherit"]
+      }
+    )
     let out = ""
     p.stdout.setEncoding("utf8").on("data", (d: string) => (out += d))
     p.on("error", reject)
-    p.on("close", (code) => (code === 0 ? resolve(JSON.parse(out) as ChildResult) : reject(new Error(`${variant} (gap ${gapMs} ms) exited ${code}`))))
+    p.on("close", (code) =>
+      code === 0
+        ? resolve(JSON.parse(out) as ChildResult)
+        : reject(new Error(`${variant} (gap ${gapMs} ms) exited ${code}`))
+    )
   })
 
 const main = async () => {
@@ -103,7 +111,9 @@ const main = async () => {
     }
   })
   if (values.help) {
-    process.stdout.write("usage: pnpm bench:overhead -- [--rounds 3] [--spaced 100 (ms between executions)] [--hot 3000] [--count 100] [--write]\n")
+    process.stdout.write(
+      "usage: pnpm bench:overhead -- [--rounds 3] [--spaced 100 (ms between executions)] [--hot 3000] [--count 100] [--write]\n"
+    )
     return
   }
   const rounds = Number(values.rounds)
@@ -129,11 +139,15 @@ const main = async () => {
   const cell = (variant: Variant, gapMs: number) => median(results.get(`${variant}|${gapMs}`) ?? [NaN])
   const lines: Array<string> = []
   const p = (s = "") => lines.push(s)
-  p(`Run ${new Date(started).toISOString()}, ${((Date.now() - started) / 1000).toFixed(0)} s, Node ${process.version}. ` +
-    `Command: \`pnpm bench:overhead${rounds === 3 && values.spaced === "100" ? "" : ` -- --rounds ${rounds} --spaced ${values.spaced}`}\`. ` +
-    `CPU = the process's user + system time (GC helper threads included) per execution, median of ${rounds} fresh processes.`)
+  p(
+    `Run ${new Date(started).toISOString()}, ${((Date.now() - started) / 1000).toFixed(0)} s, Node ${process.version}. ` +
+      `Command: \`pnpm bench:overhead${rounds === 3 && values.spaced === "100" ? "" : ` -- --rounds ${rounds} --spaced ${values.spaced}`}\`. ` +
+      `CPU = the process's user + system time (GC helper threads included) per execution, median of ${rounds} fresh processes.`
+  )
   p()
-  p(`| variant | ${rhythms.map((r) => `${r.name}: CPU per execution`).join(" | ")} | ${rhythms.map((r) => `${r.name}: above the baseline`).join(" | ")} |`)
+  p(
+    `| variant | ${rhythms.map((r) => `${r.name}: CPU per execution`).join(" | ")} | ${rhythms.map((r) => `${r.name}: above the baseline`).join(" | ")} |`
+  )
   p(`|---|${rhythms.map(() => "---:").join("|")}|${rhythms.map(() => "---:").join("|")}|`)
   for (const v of Variants) {
     const own = rhythms.map((r) => `${cell(v, r.gapMs).toFixed(2)} ms`)
@@ -148,7 +162,10 @@ const main = async () => {
     const END = "<!-- bench:overhead:end -->"
     const text = readFileSync(path, "utf8")
     if (!text.includes(START) || !text.includes(END)) throw new Error(`BENCHMARKS.md has no ${START} … ${END} section`)
-    writeFileSync(path, `${text.slice(0, text.indexOf(START) + START.length)}\n${table}\n${text.slice(text.indexOf(END))}`)
+    writeFileSync(
+      path,
+      `${text.slice(0, text.indexOf(START) + START.length)}\n${table}\n${text.slice(text.indexOf(END))}`
+    )
     process.stderr.write("BENCHMARKS.md updated\n")
   }
 }

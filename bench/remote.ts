@@ -44,7 +44,8 @@ try {
     ["unix (private engine)", { socketPath: tls.engine.socketPath }],
     ["tls (private engine, tcp 127.0.0.1, client certificates, verified)", tls.options]
   ]
-  for (const [name, options] of variants) executors.push({ name, executor: await createExecutor({ ...common, ...options }), times: [] })
+  for (const [name, options] of variants)
+    executors.push({ name, executor: await createExecutor({ ...common, ...options }), times: [] })
   const once = async (executor: SandboxExecutor) => {
     const t0 = performance.now()
     const r = await executor.executeCode({ language: "python", code: "print(1)" })
@@ -55,11 +56,15 @@ try {
   for (let round = 0; round < N; round++) {
     for (const e of shuffle([...executors])) e.times.push(await once(e.executor))
   }
-  console.log(`pnpm bench:remote, ${new Date().toISOString()}, ${N} rounds, cold python print(1), maxConcurrency 1, no warm pool\n`)
+  console.log(
+    `pnpm bench:remote, ${new Date().toISOString()}, ${N} rounds, cold python print(1), maxConcurrency 1, no warm pool\n`
+  )
   console.log("| transport | runs | p50 (ms) | p90 (ms) | min | max |")
   console.log("| --- | --- | --- | --- | --- | --- |")
   for (const e of executors) {
-    console.log(`| ${e.name} | ${e.times.length} | ${pct(e.times, 50).toFixed(0)} | ${pct(e.times, 90).toFixed(0)} | ${Math.min(...e.times).toFixed(0)} | ${Math.max(...e.times).toFixed(0)} |`)
+    console.log(
+      `| ${e.name} | ${e.times.length} | ${pct(e.times, 50).toFixed(0)} | ${pct(e.times, 90).toFixed(0)} | ${Math.min(...e.times).toFixed(0)} | ${Math.max(...e.times).toFixed(0)} |`
+    )
   }
 } finally {
   for (const e of executors) await e.executor.close().catch(() => undefined)

@@ -17,9 +17,28 @@ import { parseArgs } from "node:util"
 import { DockerEngine } from "@hermes-sandbox/docker"
 import { Label } from "@hermes-sandbox/core"
 import { cgroupMethodUnavailable, type CpuWindow, EngineCpu, EngineEvents } from "./engine.js"
-import { BenchLabel, benchSpec, cliFlags, createOptionsFor, EXPECTED_STDOUT, expectedRunnerStdout, hardeningDiff, PROGRAM, PYTHON_IMAGE, RUNNER_COMMAND, runnerPayload } from "./hardening.js"
+import {
+  BenchLabel,
+  benchSpec,
+  cliFlags,
+  createOptionsFor,
+  EXPECTED_STDOUT,
+  expectedRunnerStdout,
+  hardeningDiff,
+  PROGRAM,
+  PYTHON_IMAGE,
+  RUNNER_COMMAND,
+  runnerPayload
+} from "./hardening.js"
 import type { BatchResult, ClientCpu, FromDriver, ToDriver } from "./protocol.js"
-import { type BurstResult, type LevelResult, renderSection, type RunResults, type VariantResult, writeBenchmarksMd } from "./report.js"
+import {
+  type BurstResult,
+  type LevelResult,
+  renderSection,
+  type RunResults,
+  type VariantResult,
+  writeBenchmarksMd
+} from "./report.js"
 import { rng, shuffle, summarize } from "./stats.js"
 import { latencyChart } from "./svg.js"
 import { type VariantContext, VariantLabels, type VariantName, VariantNames } from "./variants.js"
@@ -44,27 +63,28 @@ const HELP = `usage: pnpm bench -- [options]
 
 const argv = process.argv.slice(2)
 if (argv[0] === "--") argv.shift()
-const parse = () => parseArgs({
-  args: argv,
-  strict: true,
-  options: {
-    iterations: { type: "string" },
-    warmup: { type: "string" },
-    count: { type: "string" },
-    levels: { type: "string" },
-    burst: { type: "string" },
-    "burst-rounds": { type: "string" },
-    "pool-size": { type: "string" },
-    variants: { type: "string" },
-    seed: { type: "string" },
-    "cpu-poll-ms": { type: "string" },
-    "cpu-method": { type: "string" },
-    quick: { type: "boolean", default: false },
-    write: { type: "boolean" },
-    "no-write": { type: "boolean" },
-    help: { type: "boolean", short: "h" }
-  }
-})
+const parse = () =>
+  parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      iterations: { type: "string" },
+      warmup: { type: "string" },
+      count: { type: "string" },
+      levels: { type: "string" },
+      burst: { type: "string" },
+      "burst-rounds": { type: "string" },
+      "pool-size": { type: "string" },
+      variants: { type: "string" },
+      seed: { type: "string" },
+      "cpu-poll-ms": { type: "string" },
+      "cpu-method": { type: "string" },
+      quick: { type: "boolean", default: false },
+      write: { type: "boolean" },
+      "no-write": { type: "boolean" },
+      help: { type: "boolean", short: "h" }
+    }
+  })
 let opts: ReturnType<typeof parse>["values"]
 try {
   opts = parse().values
@@ -87,7 +107,10 @@ const config = {
   iterations: int(opts.iterations, quick ? 10 : 60, "iterations"),
   warmup: int(opts.warmup, quick ? 1 : 3, "warmup"),
   count: int(opts.count, quick ? 16 : 48, "count"),
-  levels: (opts.levels ?? (quick ? "1,8" : "1,4,8,16")).split(",").map((s) => int(s.trim(), 1, "levels")).filter((n) => n > 0),
+  levels: (opts.levels ?? (quick ? "1,8" : "1,4,8,16"))
+    .split(",")
+    .map((s) => int(s.trim(), 1, "levels"))
+    .filter((n) => n > 0),
   burst: int(opts.burst, 8, "burst"),
   burstRounds: int(opts["burst-rounds"], quick ? 1 : 3, "burst-rounds"),
   poolSize: 0,
@@ -101,7 +124,8 @@ const config = {
 }
 config.poolSize = int(opts["pool-size"], config.burst, "pool-size")
 const selected = (opts.variants?.split(",").map((s) => s.trim()) ?? [...VariantNames]) as Array<VariantName>
-for (const v of selected) if (!VariantNames.includes(v)) throw new Error(`unknown variant ${v}; one of ${VariantNames.join(", ")}`)
+for (const v of selected)
+  if (!VariantNames.includes(v)) throw new Error(`unknown variant ${v}; one of ${VariantNames.join(", ")}`)
 
 const log = (s: string) => process.stderr.write(`${s}\n`)
 const status = (s: string) => process.stderr.write(process.stderr.isTTY ? `\r\x1b[K${s}` : `${s}\n`)
@@ -172,12 +196,16 @@ class Driver {
         this.pending.clear()
         this.lifecycle?.(failure)
         resolve()
-      }))
+      })
+    )
   }
 
   private lifecycleMessage(m: ToDriver, timeoutMs: number): Promise<FromDriver> {
     return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve({ type: "failed", reason: `no answer to ${m.type} within ${timeoutMs} ms` }), timeoutMs)
+      const timer = setTimeout(
+        () => resolve({ type: "failed", reason: `no answer to ${m.type} within ${timeoutMs} ms` }),
+        timeoutMs
+      )
       this.lifecycle = (a) => {
         clearTimeout(timer)
         this.lifecycle = undefined
@@ -188,21 +216,33 @@ class Driver {
   }
 
   init(poolSize: number) {
-    return this.lifecycleMessage({ type: "init", variant: this.name, ctx: contextFor(this.name, this.executorId, poolSize) }, 120_000)
+    return this.lifecycleMessage(
+      { type: "init", variant: this.name, ctx: contextFor(this.name, this.executorId, poolSize) },
+      120_000
+    )
   }
 
   close() {
-    return this.alive ? this.lifecycleMessage({ type: "close" }, 60_000) : Promise.resolve<FromDriver>({ type: "closed" })
+    return this.alive
+      ? this.lifecycleMessage({ type: "close" }, 60_000)
+      : Promise.resolve<FromDriver>({ type: "closed" })
   }
 
-  private request<T extends FromDriver["type"]>(m: WithoutId<Extract<ToDriver, { id: number }>>, type: T): Promise<Extract<FromDriver, { type: T }>> {
+  private request<T extends FromDriver["type"]>(
+    m: WithoutId<Extract<ToDriver, { id: number }>>,
+    type: T
+  ): Promise<Extract<FromDriver, { type: T }>> {
     const id = this.nextId++
     return new Promise((resolve, reject) => {
       if (!this.alive || !this.child.connected || cleaning !== undefined) {
         reject(new Error(`${this.name}: the driver is gone`))
         return
       }
-      this.pending.set(id, (a) => (a.type === type ? resolve(a as Extract<FromDriver, { type: T }>) : reject(new Error(`${this.name}: ${"reason" in a ? a.reason : a.type}`))))
+      this.pending.set(id, (a) =>
+        a.type === type
+          ? resolve(a as Extract<FromDriver, { type: T }>)
+          : reject(new Error(`${this.name}: ${"reason" in a ? a.reason : a.type}`))
+      )
       this.child.send({ ...m, id } as ToDriver)
     })
   }
@@ -229,23 +269,31 @@ let cleaning: Promise<number> | undefined
 /** Close every driver (each removes what it created), then remove anything of this run that is left. */
 const cleanup = () =>
   (cleaning ??= (async () => {
-    await Promise.all([...drivers.values(), ...(floor ? [floor] : [])].map(async (d) => {
-      const a = await d.close()
-      if (a.type !== "closed") {
-        log(`${d.name}: ${"reason" in a ? a.reason : a.type}; stopping it`)
-        d.child.kill("SIGTERM")
-      }
-      await Promise.race([d.exited, new Promise((r) => setTimeout(r, 30_000))])
-    }))
+    await Promise.all(
+      [...drivers.values(), ...(floor ? [floor] : [])].map(async (d) => {
+        const a = await d.close()
+        if (a.type !== "closed") {
+          log(`${d.name}: ${"reason" in a ? a.reason : a.type}; stopping it`)
+          d.child.kill("SIGTERM")
+        }
+        await Promise.race([d.exited, new Promise((r) => setTimeout(r, 30_000))])
+      })
+    )
     engineCpu?.stop()
     events?.stop()
-    const mine = [`${BenchLabel.run}=${runId}`, ...[...drivers.values()].map((d) => `${Label.executor}=${d.executorId}`)]
+    const mine = [
+      `${BenchLabel.run}=${runId}`,
+      ...[...drivers.values()].map((d) => `${Label.executor}=${d.executorId}`)
+    ]
     let left = 0
     for (const label of mine) {
       const found = await docker.listContainers({ all: true, filters: { label: [label] } }).catch(() => [])
       for (const c of found) {
         left++
-        await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {})
+        await docker
+          .getContainer(c.Id)
+          .remove({ force: true, v: true })
+          .catch(() => {})
       }
     }
     if (left > 0) log(`removed ${left} container(s) of this run that were left behind`)
@@ -278,7 +326,10 @@ const hostBusySec = () => {
 /** This process and every child it reaped (the drivers, their docker CLI processes), seconds. */
 const selfTreeSec = () => {
   const s = readFileSync("/proc/self/stat", "utf8")
-  const f = s.slice(s.lastIndexOf(")") + 2).split(" ").map(Number)
+  const f = s
+    .slice(s.lastIndexOf(")") + 2)
+    .split(" ")
+    .map(Number)
   return (f[11]! + f[12]! + f[13]! + f[14]!) / 100
 }
 
@@ -302,12 +353,15 @@ const main = async () => {
     runtime: String(info.DefaultRuntime),
     node: process.version
   }
-  log(`hermes-sandbox bench ${runId}: ${selected.join(", ")}; ${machine.cores} cores, Docker ${machine.engineVersion}, load ${loadStart.map((l) => l.toFixed(2)).join(" ")}`)
+  log(
+    `hermes-sandbox bench ${runId}: ${selected.join(", ")}; ${machine.cores} cores, Docker ${machine.engineVersion}, load ${loadStart.map((l) => l.toFixed(2)).join(" ")}`
+  )
   log(`config: ${JSON.stringify(config)}`)
 
   events = new EngineEvents(docker, runId)
   await events.start()
-  if (config.cpuMethod === "cgroup" && cgroupMethodUnavailable() !== undefined) throw new Error(`--cpu-method cgroup: ${cgroupMethodUnavailable()}`)
+  if (config.cpuMethod === "cgroup" && cgroupMethodUnavailable() !== undefined)
+    throw new Error(`--cpu-method cgroup: ${cgroupMethodUnavailable()}`)
   const engineContainers = new Set((await docker.listContainers({ all: true })).map((c) => c.Id))
   engineCpu = new EngineCpu(config.cpuPollMs, engineContainers, config.cpuMethod === "poll")
   engineCpu.start()
@@ -320,7 +374,11 @@ const main = async () => {
     const apiName = `hermes-bench-${runId}-verify-api`
     const labels = { [BenchLabel.run]: runId, [BenchLabel.variant]: "verify" }
     const { spawnSync } = await import("node:child_process")
-    const r = spawnSync("docker", ["create", ...cliFlags(createOptionsFor(benchSpec(cliName, labels))), PYTHON_IMAGE, ...RUNNER_COMMAND], { encoding: "utf8" })
+    const r = spawnSync(
+      "docker",
+      ["create", ...cliFlags(createOptionsFor(benchSpec(cliName, labels))), PYTHON_IMAGE, ...RUNNER_COMMAND],
+      { encoding: "utf8" }
+    )
     if (r.status !== 0) throw new Error(`docker create failed: ${r.stderr}`)
     const api = await docker.createContainer(createOptionsFor(benchSpec(apiName, labels)))
     try {
@@ -330,13 +388,25 @@ const main = async () => {
       await api.remove({ force: true })
     }
   })()
-  log(hardeningCheck.length === 0 ? "hardening check: docker run flags and the SDK's create options give identical containers" : `hardening check: DIFFERENCES ${hardeningCheck.join("; ")}`)
+  log(
+    hardeningCheck.length === 0
+      ? "hardening check: docker run flags and the SDK's create options give identical containers"
+      : `hardening check: DIFFERENCES ${hardeningCheck.join("; ")}`
+  )
 
   floor = new Driver("floor")
   if ((await floor.init(0)).type !== "ready") throw new Error("the floor driver did not start")
   const floorRssKb = (await floor.cpu()).cpu.maxRssKb
 
-  const results = new Map<VariantName, VariantResult & { latencies: Array<number>; resultLatencies: Array<number>; latencyFailures: Array<string>; levels: Array<LevelResult> }>()
+  const results = new Map<
+    VariantName,
+    VariantResult & {
+      latencies: Array<number>
+      resultLatencies: Array<number>
+      latencyFailures: Array<string>
+      levels: Array<LevelResult>
+    }
+  >()
   for (const name of selected) {
     const d = new Driver(name)
     drivers.set(name, d)
@@ -349,7 +419,11 @@ const main = async () => {
     } else {
       endStatus()
       const reason = "reason" in a ? a.reason : a.type
-      log(name === "sdk-pool" && a.type === "unavailable" ? `warm pool: not available (${reason})` : `${name}: ${a.type} (${reason}); skipping it`)
+      log(
+        name === "sdk-pool" && a.type === "unavailable"
+          ? `warm pool: not available (${reason})`
+          : `${name}: ${a.type} (${reason}); skipping it`
+      )
       results.set(name, { ...base, status: a.type === "unavailable" ? "unavailable" : "failed", reason })
       await d.close()
       drivers.delete(name)
@@ -365,7 +439,8 @@ const main = async () => {
       const c = events!.count(name)
       return name === "sdk-pool" ? c.others === 0 && c.poolRunning >= config.poolSize : c.others === 0
     }
-    if (!(await events!.waitUntil(settled, 60_000))) log(`\n${name}: not settled after 60 s (${JSON.stringify(events!.count(name))}); continuing`)
+    if (!(await events!.waitUntil(settled, 60_000)))
+      log(`\n${name}: not settled after 60 s (${JSON.stringify(events!.count(name))}); continuing`)
   }
   for (const name of active) await settle(name)
 
@@ -374,7 +449,9 @@ const main = async () => {
   for (let i = 0; i < rounds; i++) {
     const warm = i < config.warmup
     for (const name of shuffle(active, random)) {
-      status(`[latency${warm ? " warm-up" : ""}] ${name} ${warm ? i + 1 : i - config.warmup + 1}/${warm ? config.warmup : config.iterations}`)
+      status(
+        `[latency${warm ? " warm-up" : ""}] ${name} ${warm ? i + 1 : i - config.warmup + 1}/${warm ? config.warmup : config.iterations}`
+      )
       const r = await drivers.get(name)!.batch(1, 1)
       if (!warm) {
         const v = results.get(name)!
@@ -438,7 +515,10 @@ const main = async () => {
   endStatus()
 
   // Phase 3: bursts of N at once (the pool, if any, full before each).
-  const bursts = new Map<VariantName, { elapsedMs: Array<number>; latencies: Array<number>; failures: number; counters: Record<string, number> }>()
+  const bursts = new Map<
+    VariantName,
+    { elapsedMs: Array<number>; latencies: Array<number>; failures: number; counters: Record<string, number> }
+  >()
   for (let round = 0; round < config.burstRounds && config.burst > 0; round++) {
     for (const name of shuffle(active, random)) {
       status(`[burst ${round + 1}/${config.burstRounds}] ${name}: ${config.burst} at once`)
@@ -481,15 +561,28 @@ const main = async () => {
   const wallSec = (performance.now() - started) / 1000
 
   const command = `pnpm bench${argv.length > 0 ? ` -- ${argv.join(" ")}` : ""}`
-  const dockerRunCommand = `docker run --rm ${cliFlags(createOptionsFor(benchSpec("hermes-bench-<run>-docker-run-<n>", { [BenchLabel.run]: "<run>", [BenchLabel.variant]: "docker-run" })))
-    .map((a) => (/[\s"'{}]/.test(a) ? `'${a}'` : a)).join(" ")} ${PYTHON_IMAGE} ${RUNNER_COMMAND.join(" ")}  # stdin: HERMES/2\\nlang python\\ncode 8\\nprint(1)run\\n`
+  const dockerRunCommand = `docker run --rm ${cliFlags(
+    createOptionsFor(
+      benchSpec("hermes-bench-<run>-docker-run-<n>", { [BenchLabel.run]: "<run>", [BenchLabel.variant]: "docker-run" })
+    )
+  )
+    .map((a) => (/[\s"'{}]/.test(a) ? `'${a}'` : a))
+    .join(" ")} ${PYTHON_IMAGE} ${RUNNER_COMMAND.join(" ")}  # stdin: HERMES/2\\nlang python\\ncode 8\\nprint(1)run\\n`
   const run: RunResults = {
     runId,
     date: new Date().toISOString(),
     command,
     options: config,
     machine,
-    contention: { loadStart, foreignCreates, foreignShimsSec, hostBusySec: busy, runSec: ours, otherSec: Math.max(0, busy - ours), capacitySec: wallSec * machine.cores },
+    contention: {
+      loadStart,
+      foreignCreates,
+      foreignShimsSec,
+      hostBusySec: busy,
+      runSec: ours,
+      otherSec: Math.max(0, busy - ours),
+      capacitySec: wallSec * machine.cores
+    },
     hardeningCheck,
     dockerRunCommand,
     variants: selected.map((n) => results.get(n)!),
@@ -524,7 +617,7 @@ main().then(
   async (e: unknown) => {
     if (interrupted) return
     endStatus()
-    log(`bench failed: ${e instanceof Error ? e.stack ?? e.message : String(e)}`)
+    log(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`)
     await cleanup().catch(() => 0)
     process.exit(1)
   }

@@ -171,7 +171,16 @@ def call_tool(name, args):
 `
 
 /** Process CPU of each step of importing hermes_tools, in the sandbox: the C modules, then what socket and json add. */
-const IMPORT_STEPS = ["_json + _socket (C modules)", "enum", "re (after enum)", "json (the rest)", "socket (the rest)", "read hermes_tools.py", "compile hermes_tools.py", "run its body"]
+const IMPORT_STEPS = [
+  "_json + _socket (C modules)",
+  "enum",
+  "re (after enum)",
+  "json (the rest)",
+  "socket (the rest)",
+  "read hermes_tools.py",
+  "compile hermes_tools.py",
+  "run its body"
+]
 const importBreakdownProgram = `
 import sys, time
 c = time.process_time_ns
@@ -190,7 +199,13 @@ print(json.dumps({"steps": [(t[i + 1] - t[i]) / 1e6 for i in range(len(t) - 1)],
 
 /** The imports of the warm pool's preloaded interpreter (hermes-run.c, PYTHON_PRELOAD), before it waits for a program. */
 const PRELOAD_IMPORTS = "import atexit, os, sys, runpy, threading, traceback"
-const PRELOAD_STEPS = ["import threading", "import runpy", "import traceback", "runpy.run_path of an empty file, first call (imports pkgutil, which imports typing)", "compile + exec of the same file"]
+const PRELOAD_STEPS = [
+  "import threading",
+  "import runpy",
+  "import traceback",
+  "runpy.run_path of an empty file, first call (imports pkgutil, which imports typing)",
+  "compile + exec of the same file"
+]
 const preloadBreakdownProgram = `
 import os, sys, time
 empty = os.path.join(sys.path[0], "empty.py")
@@ -228,7 +243,10 @@ const cleanup = () =>
     events?.stop()
     for (const label of [`${BenchLabel.run}=${runId}`, ...executorIds.map((id) => `${Label.executor}=${id}`)]) {
       for (const c of await docker.listContainers({ all: true, filters: { label: [label] } }).catch(() => [])) {
-        await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => {})
+        await docker
+          .getContainer(c.Id)
+          .remove({ force: true, v: true })
+          .catch(() => {})
       }
     }
   })())
@@ -254,9 +272,17 @@ const newExecutor = async (owner: string, options: Parameters<typeof createExecu
 
 /** A container with the SDK's hardening running `command` (stdin attached when given), removed inline. */
 const runBare = async (command: ReadonlyArray<string>, stdin?: Uint8Array): Promise<void> => {
-  const container = await docker.createContainer(createOptionsFor(benchSpec(`hermes-bench-${runId}-bare-${++counter}`, labels("bare"), command, stdin !== undefined)))
+  const container = await docker.createContainer(
+    createOptionsFor(benchSpec(`hermes-bench-${runId}-bare-${++counter}`, labels("bare"), command, stdin !== undefined))
+  )
   try {
-    const stream = (await container.attach({ stream: true, stdin: stdin !== undefined, stdout: true, stderr: true, hijack: stdin !== undefined })) as unknown as NodeJS.ReadWriteStream
+    const stream = (await container.attach({
+      stream: true,
+      stdin: stdin !== undefined,
+      stdout: true,
+      stderr: true,
+      hijack: stdin !== undefined
+    })) as unknown as NodeJS.ReadWriteStream
     stream.on("data", () => {})
     const ended = new Promise<void>((resolve) => {
       stream.once("end", resolve)
@@ -305,12 +331,14 @@ const clientMs = () => {
 
 /** Until `owner`'s containers are gone, on the engine's event stream. */
 const settle = async (owner: string) => {
-  if (!(await events!.waitUntil(() => events!.count(owner).others === 0, 60_000))) log(`${owner}: not settled after 60 s; continuing`)
+  if (!(await events!.waitUntil(() => events!.count(owner).others === 0, 60_000)))
+    log(`${owner}: not settled after 60 s; continuing`)
 }
 
 /** Until this run's running containers use no more CPU (a pooled interpreter done starting). */
 const idle = async () => {
-  const mine = (s: CpuSnapshot) => [...(s.containerGroups ?? [])].reduce((n, [id, sec]) => (events!.isMine(id) ? n + sec : n), 0)
+  const mine = (s: CpuSnapshot) =>
+    [...(s.containerGroups ?? [])].reduce((n, [id, sec]) => (events!.isMine(id) ? n + sec : n), 0)
   if (engineCpu!.method !== "cgroup") return new Promise((r) => setTimeout(r, 500))
   let last = mine(engineCpu!.snapshot())
   for (let i = 0; i < 100; i++) {
@@ -358,7 +386,12 @@ const measured = async <A>(owner: string, fn: () => Promise<A>): Promise<{ value
 
 const cpuBetween = (e0: CpuSnapshot, e1: CpuSnapshot, c0: number, c1: number): Cpu => {
   const w = engineCpu!.window(e0, e1, events!.isMine)
-  return { clientMs: c1 - c0, engineMs: w.daemonsSec * 1000, sandboxMs: w.shimsSec * 1000, foreign: events!.takeForeignCreates() }
+  return {
+    clientMs: c1 - c0,
+    engineMs: w.daemonsSec * 1000,
+    sandboxMs: w.shimsSec * 1000,
+    foreign: events!.takeForeignCreates()
+  }
 }
 
 // ---- formatting -----------------------------------------------------------------------------------
@@ -385,13 +418,17 @@ const main = async () => {
   // ---- 1. round trips ----
   const sdk = await newExecutor("sdk", { timeoutMs: 120_000, toolLimits: { maxCalls: 1_000 } })
   const execName = `hermes-bench-${runId}-exec`
-  const execContainer = await docker.createContainer(createOptionsFor(benchSpec(execName, labels("exec"), ["sleep", "infinity"], false)))
+  const execContainer = await docker.createContainer(
+    createOptionsFor(benchSpec(execName, labels("exec"), ["sleep", "infinity"], false))
+  )
   await execContainer.start()
-  if ((await dockerCli(["exec", execName, "mkdir", "-p", "/tmp/rpc"])) !== 0) throw new Error("mkdir /tmp/rpc in the exec container failed")
+  if ((await dockerCli(["exec", execName, "mkdir", "-p", "/tmp/rpc"])) !== 0)
+    throw new Error("mkdir /tmp/rpc in the exec container failed")
 
   const tool = (language: Request["language"], code: string, expectedCalls: number) => async (): Promise<Samples> => {
     const r = await sdk.executeCode({ language, code, tools: TOOLS })
-    if (r.exitCode !== 0 || r.toolCallsMade !== expectedCalls) throw new Error(`${language}: exit ${r.exitCode}, ${r.toolCallsMade} calls, stderr ${r.stderr.slice(0, 400)}`)
+    if (r.exitCode !== 0 || r.toolCallsMade !== expectedCalls)
+      throw new Error(`${language}: exit ${r.exitCode}, ${r.toolCallsMade} calls, stderr ${r.stderr.slice(0, 400)}`)
     return JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Samples
   }
   const execCli = async () => {
@@ -418,7 +455,15 @@ const main = async () => {
       if (info.ExitCode !== 0) throw new Error(`exec API: exit ${info.ExitCode}`)
     }
   }
-  const lat = { pySeq: [] as Array<number>, pyConc: [] as Array<number>, jsSeq: [] as Array<number>, jsConc: [] as Array<number>, bash: [] as Array<number>, execCli: [] as Array<number>, execApi: [] as Array<number> }
+  const lat = {
+    pySeq: [] as Array<number>,
+    pyConc: [] as Array<number>,
+    jsSeq: [] as Array<number>,
+    jsConc: [] as Array<number>,
+    bash: [] as Array<number>,
+    execCli: [] as Array<number>,
+    execApi: [] as Array<number>
+  }
   const walls = { py: [] as Array<number>, js: [] as Array<number> }
   const cpu1 = { py: [] as Array<Cpu>, py0: [] as Array<Cpu>, execCli: [] as Array<Cpu>, execApi: [] as Array<Cpu> }
   const pyCalls = WARM_CALLS + SEQ + THREADS * PER_THREAD
@@ -459,25 +504,42 @@ const main = async () => {
   const cli = summarize(lat.execCli)
   const api = summarize(lat.execApi)
   const concurrent = THREADS * PER_THREAD
-  out.push(`Command: \`${command}\` (seed ${config.seed}), ${started.toISOString()}; load average before: ${loadStart.map((l) => l.toFixed(2)).join(" / ")}; engine CPU: ${engineCpu.methodNote}.`, "")
-  out.push(`#### Round trip of one call of a no-op tool, timed inside the sandbox (${config.rounds} executions per caller, shuffled rounds), and one \`docker exec\` round trip`, "")
+  out.push(
+    `Command: \`${command}\` (seed ${config.seed}), ${started.toISOString()}; load average before: ${loadStart.map((l) => l.toFixed(2)).join(" / ")}; engine CPU: ${engineCpu.methodNote}.`,
+    ""
+  )
+  out.push(
+    `#### Round trip of one call of a no-op tool, timed inside the sandbox (${config.rounds} executions per caller, shuffled rounds), and one \`docker exec\` round trip`,
+    ""
+  )
   out.push("| caller | calls | p50 ms | p95 ms | p99 ms | calls/s | p50 / `docker exec` CLI p50 | p50 / exec API p50 |")
   out.push("|---|---:|---:|---:|---:|---:|---:|---:|")
   const row = (name: string, xs: Array<number>, perSec: number) => {
     const s = summarize(xs)
-    out.push(`| ${name} | ${s.n} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.p99)} | ${perSec.toFixed(0)} | ${ratio(s.p50 / cli.p50)} | ${ratio(s.p50 / api.p50)} |`)
+    out.push(
+      `| ${name} | ${s.n} | ${ms(s.p50)} | ${ms(s.p95)} | ${ms(s.p99)} | ${perSec.toFixed(0)} | ${ratio(s.p50 / cli.p50)} | ${ratio(s.p50 / api.p50)} |`
+    )
   }
   const seqRate = (xs: Array<number>) => 1000 / (xs.reduce((a, b) => a + b, 0) / xs.length)
-  const concRate = (wallsMs: Array<number>) => (concurrent * wallsMs.length) / (wallsMs.reduce((a, b) => a + b, 0) / 1000)
+  const concRate = (wallsMs: Array<number>) =>
+    (concurrent * wallsMs.length) / (wallsMs.reduce((a, b) => a + b, 0) / 1000)
   row(`Python, ${SEQ} sequential`, lat.pySeq, seqRate(lat.pySeq))
   row(`Python, ${THREADS} threads × ${PER_THREAD}`, lat.pyConc, concRate(walls.py))
   row(`JavaScript, ${SEQ} sequential`, lat.jsSeq, seqRate(lat.jsSeq))
   row(`JavaScript, Promise.all of ${THREADS} × ${PER_THREAD}`, lat.jsConc, concRate(walls.js))
   row(`bash, \`hermes-tool noop '{}'\` × ${BASH_CALLS} (a process each)`, lat.bash, seqRate(lat.bash))
   row(`baseline: \`docker exec <ctr> ls /tmp/rpc\` (CLI)`, lat.execCli, seqRate(lat.execCli))
-  row(`baseline: the same through the Engine API (dockerode: create, start, inspect)`, lat.execApi, seqRate(lat.execApi))
+  row(
+    `baseline: the same through the Engine API (dockerode: create, start, inspect)`,
+    lat.execApi,
+    seqRate(lat.execApi)
+  )
   const pyP50 = percentile(lat.pySeq, 50)
-  out.push("", `Goal p50 ≤ 2 ms (Python, sequential): ${ms(pyP50)} ms, **${pyP50 <= 2 ? "met" : "not met"}**; one sequential Python call is ${(cli.p50 / pyP50).toFixed(0)}× faster than one \`docker exec\` poll through the CLI and ${(api.p50 / pyP50).toFixed(0)}× faster than one through the Engine API.`, "")
+  out.push(
+    "",
+    `Goal p50 ≤ 2 ms (Python, sequential): ${ms(pyP50)} ms, **${pyP50 <= 2 ? "met" : "not met"}**; one sequential Python call is ${(cli.p50 / pyP50).toFixed(0)}× faster than one \`docker exec\` poll through the CLI and ${(api.p50 / pyP50).toFixed(0)}× faster than one through the Engine API.`,
+    ""
+  )
 
   const per = (xs: Array<Cpu>, k: keyof Omit<Cpu, "foreign">, n: number) => median(xs.map((c) => c[k])) / n
   const cpuRow = (name: string, xs: Array<Cpu>, n: number, minus?: Array<Cpu>) => {
@@ -485,32 +547,95 @@ const main = async () => {
     const total = v("clientMs") + v("engineMs") + v("sandboxMs")
     out.push(`| ${name} | ${ms(v("clientMs"))} | ${ms(v("engineMs"))} | ${ms(v("sandboxMs"))} | ${ms(total)} |`)
   }
-  out.push("CPU per call or poll (median window of the rounds, ms; client = this process and the docker CLI processes it reaped, engine = dockerd, containerd, shims, runc; sandbox = the containers' cgroups):", "")
+  out.push(
+    "CPU per call or poll (median window of the rounds, ms; client = this process and the docker CLI processes it reaped, engine = dockerd, containerd, shims, runc; sandbox = the containers' cgroups):",
+    ""
+  )
   out.push("| | client | engine processes | sandbox processes | total |", "|---|---:|---:|---:|---:|")
-  cpuRow(`one Python tool call (the execution's CPU minus the same program making no calls, / ${pyCalls})`, cpu1.py, pyCalls, cpu1.py0)
+  cpuRow(
+    `one Python tool call (the execution's CPU minus the same program making no calls, / ${pyCalls})`,
+    cpu1.py,
+    pyCalls,
+    cpu1.py0
+  )
   cpuRow("one `docker exec` poll, CLI", cpu1.execCli, config.execs)
   cpuRow("one `docker exec` poll, Engine API", cpu1.execApi, config.execs)
   out.push("")
 
   // ---- 2. the sandbox's CPU per execution ----
   const cpuExecutor = await newExecutor("sdk-cpu", { awaitRemoval: true, timeoutMs: 60_000 })
-  const sdkRun = (request: Request, calls = 0) => async () => {
-    const r = await cpuExecutor.executeCode(request)
-    if (r.exitCode !== 0 || r.stdout !== "1\n" || (r.toolCallsMade ?? 0) !== calls) throw new Error(`exit ${r.exitCode}, stdout ${JSON.stringify(r.stdout)}, ${r.toolCallsMade} calls, stderr ${r.stderr.slice(0, 400)}`)
-  }
+  const sdkRun =
+    (request: Request, calls = 0) =>
+    async () => {
+      const r = await cpuExecutor.executeCode(request)
+      if (r.exitCode !== 0 || r.stdout !== "1\n" || (r.toolCallsMade ?? 0) !== calls)
+        throw new Error(
+          `exit ${r.exitCode}, stdout ${JSON.stringify(r.stdout)}, ${r.toolCallsMade} calls, stderr ${r.stderr.slice(0, 400)}`
+        )
+    }
   const runnerPayload = (framed: boolean, args: ReadonlyArray<string>) =>
     encodeRunnerPayload({ ...(framed ? { key: makeRunKey() } : {}), args, files: [], stdin: new Uint8Array() })
   const cpuVariants: ReadonlyArray<{ key: string; label: string; owner: string; run: () => Promise<void> }> = [
-    { key: "true", label: "container running `/bin/true` (runc's init in the container, no supervisor)", owner: "bare", run: () => runBare(["/bin/true"]) },
-    { key: "plain-true", label: "supervisor, plain mode (exec in place) → `/bin/true`", owner: "bare", run: () => runBare(RUNNER_COMMAND, runnerPayload(false, ["/bin/true"])) },
-    { key: "framed-true", label: "supervisor, framed mode (fork, pipes, relay, frames) → `/bin/true`", owner: "bare", run: () => runBare(RUNNER_COMMAND, runnerPayload(true, ["/bin/true"])) },
-    { key: "bare", label: "**reference**: bare `python3 -c 'print(1)'` container, same hardening", owner: "bare", run: () => runBare(["python3", "-c", "print(1)"]) },
-    { key: "preload", label: "bare `python3 -c` with the warm pool preload's imports first (`" + PRELOAD_IMPORTS + "; print(1)`)", owner: "bare", run: () => runBare(["python3", "-c", `${PRELOAD_IMPORTS}\nprint(1)`]) },
-    { key: "sdk", label: "SDK `print(1)` (supervisor PID 1 → `python3 main.py`)", owner: "sdk-cpu", run: sdkRun({ language: "python", code: "print(1)" }) },
-    { key: "tools", label: "SDK `print(1)`, tools given, no call", owner: "sdk-cpu", run: sdkRun({ language: "python", code: "print(1)", tools: TOOLS }) },
-    { key: "import", label: "SDK, tools given, `import hermes_tools`, no call", owner: "sdk-cpu", run: sdkRun({ language: "python", code: "import hermes_tools\nprint(1)", tools: TOOLS }) },
-    { key: "call", label: "SDK, tools given, one call (`from hermes_tools import noop; noop()`)", owner: "sdk-cpu", run: sdkRun({ language: "python", code: "from hermes_tools import noop\nnoop()\nprint(1)", tools: TOOLS }, 1) },
-    { key: "lean", label: "SDK, tools given, one call through a lean client (`_socket` + `_json`, no `socket`/`json` import)", owner: "sdk-cpu", run: sdkRun({ language: "python", code: `${LEAN_CLIENT}\ncall_tool("noop", {})\nprint(1)`, tools: TOOLS }, 1) }
+    {
+      key: "true",
+      label: "container running `/bin/true` (runc's init in the container, no supervisor)",
+      owner: "bare",
+      run: () => runBare(["/bin/true"])
+    },
+    {
+      key: "plain-true",
+      label: "supervisor, plain mode (exec in place) → `/bin/true`",
+      owner: "bare",
+      run: () => runBare(RUNNER_COMMAND, runnerPayload(false, ["/bin/true"]))
+    },
+    {
+      key: "framed-true",
+      label: "supervisor, framed mode (fork, pipes, relay, frames) → `/bin/true`",
+      owner: "bare",
+      run: () => runBare(RUNNER_COMMAND, runnerPayload(true, ["/bin/true"]))
+    },
+    {
+      key: "bare",
+      label: "**reference**: bare `python3 -c 'print(1)'` container, same hardening",
+      owner: "bare",
+      run: () => runBare(["python3", "-c", "print(1)"])
+    },
+    {
+      key: "preload",
+      label: "bare `python3 -c` with the warm pool preload's imports first (`" + PRELOAD_IMPORTS + "; print(1)`)",
+      owner: "bare",
+      run: () => runBare(["python3", "-c", `${PRELOAD_IMPORTS}\nprint(1)`])
+    },
+    {
+      key: "sdk",
+      label: "SDK `print(1)` (supervisor PID 1 → `python3 main.py`)",
+      owner: "sdk-cpu",
+      run: sdkRun({ language: "python", code: "print(1)" })
+    },
+    {
+      key: "tools",
+      label: "SDK `print(1)`, tools given, no call",
+      owner: "sdk-cpu",
+      run: sdkRun({ language: "python", code: "print(1)", tools: TOOLS })
+    },
+    {
+      key: "import",
+      label: "SDK, tools given, `import hermes_tools`, no call",
+      owner: "sdk-cpu",
+      run: sdkRun({ language: "python", code: "import hermes_tools\nprint(1)", tools: TOOLS })
+    },
+    {
+      key: "call",
+      label: "SDK, tools given, one call (`from hermes_tools import noop; noop()`)",
+      owner: "sdk-cpu",
+      run: sdkRun({ language: "python", code: "from hermes_tools import noop\nnoop()\nprint(1)", tools: TOOLS }, 1)
+    },
+    {
+      key: "lean",
+      label: "SDK, tools given, one call through a lean client (`_socket` + `_json`, no `socket`/`json` import)",
+      owner: "sdk-cpu",
+      run: sdkRun({ language: "python", code: `${LEAN_CLIENT}\ncall_tool("noop", {})\nprint(1)`, tools: TOOLS }, 1)
+    }
   ]
   const sandbox = new Map<string, Array<number>>(cpuVariants.map((v) => [v.key, []]))
   const contaminated = new Map<string, number>(cpuVariants.map((v) => [v.key, 0]))
@@ -535,11 +660,19 @@ const main = async () => {
     for (const [i, x] of (JSON.parse(p.stdout.trim()) as Array<number>).entries()) preloadSteps[i]!.push(x)
   }
   const med = (key: string) => median(sandbox.get(key)!)
-  out.push(`#### The sandbox's own CPU per execution (the container's cgroup; median of ${config.cpuRounds} shuffled rounds; ${PYTHON_IMAGE}, Python ${pythonVersion})`, "")
-  out.push("| variant | median ms | p25–p75 ms | Δ vs bare `python3 -c` | windows (left out: someone else's container created meanwhile) |", "|---|---:|---:|---:|---:|")
+  out.push(
+    `#### The sandbox's own CPU per execution (the container's cgroup; median of ${config.cpuRounds} shuffled rounds; ${PYTHON_IMAGE}, Python ${pythonVersion})`,
+    ""
+  )
+  out.push(
+    "| variant | median ms | p25–p75 ms | Δ vs bare `python3 -c` | windows (left out: someone else's container created meanwhile) |",
+    "|---|---:|---:|---:|---:|"
+  )
   for (const v of cpuVariants) {
     const xs = sandbox.get(v.key)!
-    out.push(`| ${v.label} | ${ms(median(xs))} | ${ms(percentile(xs, 25))}–${ms(percentile(xs, 75))} | ${v.key === "bare" ? "—" : `${med(v.key) - med("bare") >= 0 ? "+" : ""}${ms(med(v.key) - med("bare"))}`} | ${xs.length} (${contaminated.get(v.key)}) |`)
+    out.push(
+      `| ${v.label} | ${ms(median(xs))} | ${ms(percentile(xs, 25))}–${ms(percentile(xs, 75))} | ${v.key === "bare" ? "—" : `${med(v.key) - med("bare") >= 0 ? "+" : ""}${ms(med(v.key) - med("bare"))}`} | ${xs.length} (${contaminated.get(v.key)}) |`
+    )
   }
   const d = (a: string, b: string) => `${ms(med(a) - med(b))} ms`
   out.push(
@@ -548,12 +681,18 @@ const main = async () => {
       `The warm pool preload's imports: ${d("preload", "bare")}. Tools given, no call: ${d("tools", "sdk")}; \`import hermes_tools\`: ${d("import", "tools")} more; the call itself: ${d("call", "import")}; one call through the lean client: ${d("lean", "tools")} over tools given.`,
     ""
   )
-  out.push("Where importing hermes_tools spends its CPU (in the sandbox, time.process_time_ns, in this order; median ms):", "")
+  out.push(
+    "Where importing hermes_tools spends its CPU (in the sandbox, time.process_time_ns, in this order; median ms):",
+    ""
+  )
   out.push(`| ${IMPORT_STEPS.join(" | ")} | total |`, `|${IMPORT_STEPS.map(() => "---:").join("|")}|---:|`)
   const stepMedians = steps.map((xs) => median(xs))
   out.push(`| ${stepMedians.map(ms).join(" | ")} | ${ms(stepMedians.reduce((a, b) => a + b, 0))} |`, "")
   const preloadMedians = preloadSteps.map((xs) => median(xs))
-  out.push("What the warm pool's preloaded interpreter does besides the program: its imports before it waits, then `runpy.run_path` on the request's path (a fresh interpreter, in this order; median ms):", "")
+  out.push(
+    "What the warm pool's preloaded interpreter does besides the program: its imports before it waits, then `runpy.run_path` on the request's path (a fresh interpreter, in this order; median ms):",
+    ""
+  )
   out.push(`| ${PRELOAD_STEPS.join(" | ")} |`, `|${PRELOAD_STEPS.map(() => "---:").join("|")}|`)
   out.push(`| ${preloadMedians.map(ms).join(" | ")} |`, "")
 
@@ -564,22 +703,81 @@ const main = async () => {
     mkdirSync(`${dir}/ws`, { recursive: true })
     mkdirSync(`${dir}/m`, { recursive: true })
     writeFileSync(`${dir}/m/main.py`, "print(1)")
-    const env = { PATH: "/usr/bin:/bin", LANG: "C.UTF-8", PYTHONDONTWRITEBYTECODE: "1", PYTHONUNBUFFERED: "1", HOME: `${dir}/ws`, HERMES_CODE_DIR: `${dir}/code`, HERMES_WORKSPACE: `${dir}/ws` }
+    const env = {
+      PATH: "/usr/bin:/bin",
+      LANG: "C.UTF-8",
+      PYTHONDONTWRITEBYTECODE: "1",
+      PYTHONUNBUFFERED: "1",
+      HOME: `${dir}/ws`,
+      HERMES_CODE_DIR: `${dir}/code`,
+      HERMES_WORKSPACE: `${dir}/ws`
+    }
     const code = enc.encode("print(1)")
-    const modules = toolModules("python", [{ name: "noop", description: "Does nothing.", parameters: { type: "object" } }]).map((m) => [m.path, enc.encode(m.content)] as const)
+    const modules = toolModules("python", [
+      { name: "noop", description: "Does nothing.", parameters: { type: "object" } }
+    ]).map((m) => [m.path, enc.encode(m.content)] as const)
     const framedCode = (tools: boolean) => () =>
-      encodeRunnerPayload({ key: makeRunKey(), language: "python", code, files: [], stdin: new Uint8Array(), ...(tools ? { tools: { maxInFlight: 8, maxRequestBytes: 1 << 20, maxReplyBytes: 1 << 20, modules } } : {}) })
-    const hostVariants: ReadonlyArray<{ key: string; label: string; argv: ReadonlyArray<string>; input?: () => Uint8Array }> = [
+      encodeRunnerPayload({
+        key: makeRunKey(),
+        language: "python",
+        code,
+        files: [],
+        stdin: new Uint8Array(),
+        ...(tools ? { tools: { maxInFlight: 8, maxRequestBytes: 1 << 20, maxReplyBytes: 1 << 20, modules } } : {})
+      })
+    const hostVariants: ReadonlyArray<{
+      key: string
+      label: string
+      argv: ReadonlyArray<string>
+      input?: () => Uint8Array
+    }> = [
       { key: "true", label: "`/bin/true`", argv: ["/bin/true"] },
-      { key: "plain-true", label: "supervisor, plain mode → `/bin/true`", argv: [supervisor], input: () => runnerPayload(false, ["/bin/true"]) },
-      { key: "framed-true", label: "supervisor, framed mode → `/bin/true`", argv: [supervisor], input: () => runnerPayload(true, ["/bin/true"]) },
+      {
+        key: "plain-true",
+        label: "supervisor, plain mode → `/bin/true`",
+        argv: [supervisor],
+        input: () => runnerPayload(false, ["/bin/true"])
+      },
+      {
+        key: "framed-true",
+        label: "supervisor, framed mode → `/bin/true`",
+        argv: [supervisor],
+        input: () => runnerPayload(true, ["/bin/true"])
+      },
       { key: "py-c", label: "`python3 -c 'print(1)'`", argv: ["/usr/bin/python3", "-c", "print(1)"] },
-      { key: "py-main", label: "`python3 main.py` (the same one line in a file)", argv: ["/usr/bin/python3", `${dir}/m/main.py`] },
-      { key: "framed-code", label: "supervisor, framed, `print(1)` as the SDK sends it (→ `python3 main.py`)", argv: [supervisor], input: framedCode(false) },
-      { key: "framed-tools", label: "the same with the tool channel (socket, `hermes-tool` link, PYTHONPATH, hermes_tools.py written), no import", argv: [supervisor], input: framedCode(true) },
-      { key: "py-preload", label: "`python3 -c` with the warm pool preload's imports, then `print(1)`", argv: ["/usr/bin/python3", "-c", `${PRELOAD_IMPORTS}\nprint(1)`] },
-      { key: "py-json-socket", label: "`python3 -c 'import json, socket; print(1)'`", argv: ["/usr/bin/python3", "-c", "import json, socket\nprint(1)"] },
-      { key: "py-lean", label: "`python3 -c 'import _json, _socket; print(1)'`", argv: ["/usr/bin/python3", "-c", "import _json, _socket\nprint(1)"] }
+      {
+        key: "py-main",
+        label: "`python3 main.py` (the same one line in a file)",
+        argv: ["/usr/bin/python3", `${dir}/m/main.py`]
+      },
+      {
+        key: "framed-code",
+        label: "supervisor, framed, `print(1)` as the SDK sends it (→ `python3 main.py`)",
+        argv: [supervisor],
+        input: framedCode(false)
+      },
+      {
+        key: "framed-tools",
+        label:
+          "the same with the tool channel (socket, `hermes-tool` link, PYTHONPATH, hermes_tools.py written), no import",
+        argv: [supervisor],
+        input: framedCode(true)
+      },
+      {
+        key: "py-preload",
+        label: "`python3 -c` with the warm pool preload's imports, then `print(1)`",
+        argv: ["/usr/bin/python3", "-c", `${PRELOAD_IMPORTS}\nprint(1)`]
+      },
+      {
+        key: "py-json-socket",
+        label: "`python3 -c 'import json, socket; print(1)'`",
+        argv: ["/usr/bin/python3", "-c", "import json, socket\nprint(1)"]
+      },
+      {
+        key: "py-lean",
+        label: "`python3 -c 'import _json, _socket; print(1)'`",
+        argv: ["/usr/bin/python3", "-c", "import _json, _socket\nprint(1)"]
+      }
     ]
     const hostCpu = new Map<string, number>(hostVariants.map((v) => [v.key, 0]))
     const slices = 10
@@ -590,7 +788,11 @@ const main = async () => {
         for (const v of shuffle(hostVariants, random)) {
           const before = childrenMs()
           for (let i = 0; i < perSlice; i++) {
-            const r = spawnSync(v.argv[0]!, v.argv.slice(1), { env, ...(v.input ? { input: v.input() } : {}), stdio: [v.input ? "pipe" : "ignore", "ignore", "ignore"] })
+            const r = spawnSync(v.argv[0]!, v.argv.slice(1), {
+              env,
+              ...(v.input ? { input: v.input() } : {}),
+              stdio: [v.input ? "pipe" : "ignore", "ignore", "ignore"]
+            })
             if (r.status !== 0) throw new Error(`host ${v.key}: exit ${r.status}`)
           }
           hostCpu.set(v.key, hostCpu.get(v.key)! + childrenMs() - before)
@@ -601,7 +803,10 @@ const main = async () => {
     }
     const runs = slices * perSlice
     const h = (key: string) => hostCpu.get(key)! / runs
-    out.push(`#### The supervisor outside any container (this host, no namespaces, cgroups or seccomp; ${runs} runs each in ${slices} shuffled slices; CPU of the process tree per run, from the reaped children's times)`, "")
+    out.push(
+      `#### The supervisor outside any container (this host, no namespaces, cgroups or seccomp; ${runs} runs each in ${slices} shuffled slices; CPU of the process tree per run, from the reaped children's times)`,
+      ""
+    )
     out.push("| command | CPU ms per run |", "|---|---:|")
     for (const v of hostVariants) out.push(`| ${v.label} | ${ms(h(v.key))} |`)
     const hd = (a: string, b: string) => `${ms(h(a) - h(b))} ms`
@@ -622,14 +827,29 @@ const main = async () => {
     pool.events$.subscribe((e) => {
       if (e.type === "ContainerClaimed") claimed++
     })
-    const poolRun = (request: Request, calls = 0) => async () => {
-      const r = await pool.executeCode(request)
-      if (r.exitCode !== 0 || r.stdout !== "1\n" || (r.toolCallsMade ?? 0) !== calls) throw new Error(`pool: exit ${r.exitCode}, ${r.stderr.slice(0, 400)}`)
-    }
+    const poolRun =
+      (request: Request, calls = 0) =>
+      async () => {
+        const r = await pool.executeCode(request)
+        if (r.exitCode !== 0 || r.stdout !== "1\n" || (r.toolCallsMade ?? 0) !== calls)
+          throw new Error(`pool: exit ${r.exitCode}, ${r.stderr.slice(0, 400)}`)
+      }
     const poolVariants = [
-      { key: "print", label: "warm pool, `print(1)` (the preloaded interpreter runs it)", run: poolRun({ language: "python", code: "print(1)" }) },
-      { key: "tools", label: "warm pool, `print(1)`, tools given, no call", run: poolRun({ language: "python", code: "print(1)", tools: TOOLS }) },
-      { key: "call", label: "warm pool, tools given, one call", run: poolRun({ language: "python", code: "from hermes_tools import noop\nnoop()\nprint(1)", tools: TOOLS }, 1) }
+      {
+        key: "print",
+        label: "warm pool, `print(1)` (the preloaded interpreter runs it)",
+        run: poolRun({ language: "python", code: "print(1)" })
+      },
+      {
+        key: "tools",
+        label: "warm pool, `print(1)`, tools given, no call",
+        run: poolRun({ language: "python", code: "print(1)", tools: TOOLS })
+      },
+      {
+        key: "call",
+        label: "warm pool, tools given, one call",
+        run: poolRun({ language: "python", code: "from hermes_tools import noop\nnoop()\nprint(1)", tools: TOOLS }, 1)
+      }
     ]
     const pLat = new Map<string, Array<number>>(poolVariants.map((v) => [v.key, []]))
     const pCpu = new Map<string, Array<number>>(poolVariants.map((v) => [v.key, []]))
@@ -653,16 +873,28 @@ const main = async () => {
         if (cpu.foreign === 0) pCpu.get(v.key)!.push(cpu.sandboxMs)
       }
     }
-    out.push(`#### Warm pool (size 1; ${config.poolRounds} shuffled rounds; each window from an idle, full pool to the next: one pooled sandbox's whole life; ${claimed - claimedBefore} of ${config.poolRounds * poolVariants.length} executions claimed a pooled sandbox)`, "")
-    out.push("| variant | latency p50 ms | p95 ms | sandbox CPU median ms | Δ CPU vs pooled `print(1)` |", "|---|---:|---:|---:|---:|")
+    out.push(
+      `#### Warm pool (size 1; ${config.poolRounds} shuffled rounds; each window from an idle, full pool to the next: one pooled sandbox's whole life; ${claimed - claimedBefore} of ${config.poolRounds * poolVariants.length} executions claimed a pooled sandbox)`,
+      ""
+    )
+    out.push(
+      "| variant | latency p50 ms | p95 ms | sandbox CPU median ms | Δ CPU vs pooled `print(1)` |",
+      "|---|---:|---:|---:|---:|"
+    )
     const base = median(pCpu.get("print")!)
     for (const v of poolVariants) {
       const c = median(pCpu.get(v.key)!)
-      out.push(`| ${v.label} | ${ms(percentile(pLat.get(v.key)!, 50))} | ${ms(percentile(pLat.get(v.key)!, 95))} | ${ms(c)} | ${v.key === "print" ? "—" : `+${ms(c - base)}`} |`)
+      out.push(
+        `| ${v.label} | ${ms(percentile(pLat.get(v.key)!, 50))} | ${ms(percentile(pLat.get(v.key)!, 95))} | ${ms(c)} | ${v.key === "print" ? "—" : `+${ms(c - base)}`} |`
+      )
     }
     out.push("")
   }
-  out.push(`Load average after: ${loadavg().map((l) => l.toFixed(2)).join(" / ")}.`)
+  out.push(
+    `Load average after: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" / ")}.`
+  )
   await cleanup()
   process.stdout.write(`\n${out.join("\n")}\n`)
 }
@@ -671,7 +903,7 @@ main().then(
   () => process.exit(0),
   async (e: unknown) => {
     if (interrupted) return
-    log(`bench:tools failed: ${e instanceof Error ? e.stack ?? e.message : String(e)}`)
+    log(`bench:tools failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`)
     await cleanup().catch(() => {})
     process.exit(1)
   }

@@ -14,7 +14,16 @@ import type { SandboxSpec } from "@hermes-sandbox/core"
 // Only type imports above: each driver loads just its own variant's libraries (dynamic imports
 // below), and the configuration comes ready-made from the runner, so a driver's memory is its own.
 
-export const VariantNames = ["docker-run", "docker-run-c", "docker-exec", "dockerode", "testcontainers", "sdk-runtime", "sdk-cold", "sdk-pool"] as const
+export const VariantNames = [
+  "docker-run",
+  "docker-run-c",
+  "docker-exec",
+  "dockerode",
+  "testcontainers",
+  "sdk-runtime",
+  "sdk-cold",
+  "sdk-pool"
+] as const
 export type VariantName = (typeof VariantNames)[number]
 
 export const VariantLabels: Record<VariantName, string> = {
@@ -89,7 +98,10 @@ const probe = async (run: () => Promise<{ stderr: string }>) => {
 const check = (stdout: string, exitCode: number | null, stderr: string, expected: string): Outcome =>
   exitCode === 0 && stdout === expected
     ? { ok: true }
-    : { ok: false, detail: `exit ${exitCode}, stdout ${JSON.stringify(stdout.slice(0, 80))}, stderr ${JSON.stringify(stderr.slice(0, 200))}` }
+    : {
+        ok: false,
+        detail: `exit ${exitCode}, stdout ${JSON.stringify(stdout.slice(0, 80))}, stderr ${JSON.stringify(stderr.slice(0, 200))}`
+      }
 
 /** Run the docker CLI; resolves when it exited and its output closed. `timed`: under /usr/bin/time -f %M. */
 const dockerCli = (args: ReadonlyArray<string>, stdin?: Buffer, timed = false) =>
@@ -127,7 +139,15 @@ const dockerRun = (ctx: VariantContext): Variant => {
 
 /** Reference: the same `docker run --rm` with `python3 -c` instead of the runner (one interpreter start instead of two). */
 const dockerRunC = (ctx: VariantContext): Variant => {
-  const argsFor = () => ["run", "--rm", "--name", nextName(ctx, "docker-run-c"), ...ctx.programFlags, ctx.image, ...(ctx.programCreateOptions.Cmd ?? [])]
+  const argsFor = () => [
+    "run",
+    "--rm",
+    "--name",
+    nextName(ctx, "docker-run-c"),
+    ...ctx.programFlags,
+    ctx.image,
+    ...(ctx.programCreateOptions.Cmd ?? [])
+  ]
   return {
     init: async () => ({}),
     execute: async () => {
@@ -146,17 +166,36 @@ const dockerExec = (ctx: VariantContext): Variant => {
   let started = false
   return {
     init: async () => {
-      const r = await dockerCli(["run", "--detach", "--name", name, ...ctx.sleeperFlags, ctx.image, "sleep", "infinity"])
+      const r = await dockerCli([
+        "run",
+        "--detach",
+        "--name",
+        name,
+        ...ctx.sleeperFlags,
+        ctx.image,
+        "sleep",
+        "infinity"
+      ])
       if (r.code !== 0) throw new Error(`could not start the long-lived container: ${r.stderr}`)
       started = true
       return { container: name }
     },
     // Each concurrent worker has its own code directory, so parallel runners never share main.py.
     execute: async (slot) => {
-      const r = await dockerCli(["exec", "--interactive", "--env", `HERMES_CODE_DIR=/tmp/.hermes-w${slot}`, name, ...ctx.runnerCommand], payload)
+      const r = await dockerCli(
+        ["exec", "--interactive", "--env", `HERMES_CODE_DIR=/tmp/.hermes-w${slot}`, name, ...ctx.runnerCommand],
+        payload
+      )
       return check(r.stdout, r.code, r.stderr, ctx.expectedRunnerStdout)
     },
-    probeHelperRss: () => probe(() => dockerCli(["exec", "--interactive", "--env", "HERMES_CODE_DIR=/tmp/.hermes-probe", name, ...ctx.runnerCommand], payload, true)),
+    probeHelperRss: () =>
+      probe(() =>
+        dockerCli(
+          ["exec", "--interactive", "--env", "HERMES_CODE_DIR=/tmp/.hermes-probe", name, ...ctx.runnerCommand],
+          payload,
+          true
+        )
+      ),
     close: async () => {
       if (started) await dockerCli(["rm", "--force", "--volumes", name])
     }
@@ -166,7 +205,11 @@ const dockerExec = (ctx: VariantContext): Variant => {
 /** 3. Hand-written dockerode: create, attach (hijacked), arm wait, start, write, wait, remove — the SDK's config. */
 const rawDockerode = async (ctx: VariantContext): Promise<Variant> => {
   const { default: Dockerode } = await import("dockerode")
-  const docker = new Dockerode({ socketPath: process.env.DOCKER_HOST?.startsWith("unix://") ? process.env.DOCKER_HOST.slice(7) : "/var/run/docker.sock" })
+  const docker = new Dockerode({
+    socketPath: process.env.DOCKER_HOST?.startsWith("unix://")
+      ? process.env.DOCKER_HOST.slice(7)
+      : "/var/run/docker.sock"
+  })
   const payload = Buffer.from(ctx.payload, "base64")
   const collector = (into: Array<Buffer>) =>
     new Writable({
@@ -180,7 +223,13 @@ const rawDockerode = async (ctx: VariantContext): Promise<Variant> => {
     execute: async () => {
       const container = await docker.createContainer({ ...ctx.runnerCreateOptions, name: nextName(ctx, "dockerode") })
       try {
-        const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as NodeJS.ReadWriteStream
+        const stream = (await container.attach({
+          stream: true,
+          stdin: true,
+          stdout: true,
+          stderr: true,
+          hijack: true
+        })) as unknown as NodeJS.ReadWriteStream
         const out: Array<Buffer> = []
         const err: Array<Buffer> = []
         docker.modem.demuxStream(stream, collector(out), collector(err))
@@ -192,9 +241,16 @@ const rawDockerode = async (ctx: VariantContext): Promise<Variant> => {
         // Arm the exit wait before start: the engine answers the headers once the waiter is registered.
         const waitResponse = await new Promise<IncomingMessage>((resolve, reject) =>
           docker.modem.dial(
-            { path: `/containers/${container.id}/wait?`, method: "POST", isStream: true, statusCodes: { 200: true, 404: "no such container" }, options: { condition: "next-exit" } },
+            {
+              path: `/containers/${container.id}/wait?`,
+              method: "POST",
+              isStream: true,
+              statusCodes: { 200: true, 404: "no such container" },
+              options: { condition: "next-exit" }
+            },
             (e: unknown, res: unknown) => (e ? reject(e) : resolve(res as IncomingMessage))
-          ))
+          )
+        )
         const exited = new Promise<number>((resolve, reject) => {
           const chunks: Array<Buffer> = []
           waitResponse.on("data", (c: Buffer) => chunks.push(c))
@@ -212,7 +268,15 @@ const rawDockerode = async (ctx: VariantContext): Promise<Variant> => {
         const exitCode = await exited
         await closed
         const resultAtMs = performance.now()
-        return { ...check(Buffer.concat(out).toString("utf8"), exitCode, Buffer.concat(err).toString("utf8"), ctx.expectedRunnerStdout), resultAtMs }
+        return {
+          ...check(
+            Buffer.concat(out).toString("utf8"),
+            exitCode,
+            Buffer.concat(err).toString("utf8"),
+            ctx.expectedRunnerStdout
+          ),
+          resultAtMs
+        }
       } finally {
         await container.remove({ force: true, v: true }).catch(() => {})
       }
@@ -243,10 +307,10 @@ const sdkRuntime = async (ctx: VariantContext): Promise<Variant> => {
     [Label.ownerHost]: ProcessIdentity.self.host,
     [Label.ownerStarted]: ProcessIdentity.self.started
   }
-  const once = Effect.gen(function*() {
+  const once = Effect.gen(function* () {
     const port = yield* SandboxRuntime
     const container = yield* port.create({ ...ctx.runnerSpec, name: nextName(ctx, "sdk-runtime"), labels })
-    return yield* Effect.gen(function*() {
+    return yield* Effect.gen(function* () {
       const out: Array<Uint8Array> = []
       const err: Array<Uint8Array> = []
       const io = yield* port.attach(container, { stdout: (b) => out.push(b), stderr: (b) => err.push(b) })
@@ -257,7 +321,15 @@ const sdkRuntime = async (ctx: VariantContext): Promise<Variant> => {
       const { exitCode } = yield* exited
       yield* io.closed
       const resultAtMs = performance.now()
-      return { ...check(Buffer.concat(out).toString("utf8"), exitCode, Buffer.concat(err).toString("utf8"), ctx.expectedRunnerStdout), resultAtMs }
+      return {
+        ...check(
+          Buffer.concat(out).toString("utf8"),
+          exitCode,
+          Buffer.concat(err).toString("utf8"),
+          ctx.expectedRunnerStdout
+        ),
+        resultAtMs
+      }
     }).pipe(Effect.ensuring(Effect.ignore(port.remove(container))))
   })
   return {
@@ -300,7 +372,17 @@ const testcontainers = async (ctx: VariantContext): Promise<Variant> => {
   class HardenedContainer extends tc.GenericContainer {
     constructor(options: Docker.ContainerCreateOptions) {
       super(ctx.image)
-      const { HostConfig, name: _n, Image: _i, Cmd: _c, Labels: _l, AttachStdin: _a, OpenStdin: _o, StdinOnce: _s, ...rest } = options
+      const {
+        HostConfig,
+        name: _n,
+        Image: _i,
+        Cmd: _c,
+        Labels: _l,
+        AttachStdin: _a,
+        OpenStdin: _o,
+        StdinOnce: _s,
+        ...rest
+      } = options
       Object.assign(this.createOpts, rest)
       // testcontainers reads output through the logs API: it needs a log driver that keeps them.
       Object.assign(this.hostConfig, HostConfig, { LogConfig: { Type: "json-file", Config: {} } })
@@ -346,9 +428,12 @@ const sdk = async (ctx: VariantContext, pool: boolean): Promise<Variant> => {
       // sweepOnStart off: the startup sweep could remove other engineers' orphans; it is not on the measured path.
       try {
         const base = { sweepOnStart: false, executorId: ctx.executorId }
-        executor = await createExecutor(pool ? { ...base, warmPool: { size: ctx.poolSize, languages: ["python"] } } : base)
+        executor = await createExecutor(
+          pool ? { ...base, warmPool: { size: ctx.poolSize, languages: ["python"] } } : base
+        )
       } catch (e) {
-        if (pool) throw new Unavailable(`createExecutor({ warmPool }) failed: ${e instanceof Error ? e.message : String(e)}`)
+        if (pool)
+          throw new Unavailable(`createExecutor({ warmPool }) failed: ${e instanceof Error ? e.message : String(e)}`)
         throw e
       }
       executor.events$.subscribe((e) => {

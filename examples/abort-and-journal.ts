@@ -17,7 +17,9 @@ const path = process.argv[2] ?? join(mkdtempSync(join(tmpdir(), "hermes-journal-
   await executor.executeCode({ language: "python", code: "print('recorded')" })
   const controller = new AbortController()
   setTimeout(() => controller.abort("changed my mind"), 1_000)
-  const aborted = await executor.executeCode({ language: "python", code: "import time; time.sleep(60)" }, { signal: controller.signal }).catch((e: { _tag: string }) => e._tag)
+  const aborted = await executor
+    .executeCode({ language: "python", code: "import time; time.sleep(60)" }, { signal: controller.signal })
+    .catch((e: { _tag: string }) => e._tag)
   console.log(`second run: ${String(aborted)}`)
 }
 

@@ -9,14 +9,14 @@ import { Executor } from "@hermes-sandbox/core"
 import { DockerExecutor } from "@hermes-sandbox/docker"
 import { MemoryJournal } from "@hermes-sandbox/events"
 
-const program = Effect.gen(function*() {
+const program = Effect.gen(function* () {
   const executor = yield* Executor.Executor
   const result = yield* executor.executeCode({ language: "python", code: "print(6*7)" })
   yield* Effect.log(`stdout=${JSON.stringify(result.stdout)} exit=${result.exitCode} container=${result.containerName}`)
   // Typed errors: handle exactly what you expect.
-  const missing = yield* executor.executeCode({ language: "python", code: "print(1)", image: "no/such-image:0" }).pipe(
-    Effect.catchTag("ImageNotFound", (e) => Effect.succeed(`ImageNotFound: build it with ${e.buildCommand}`))
-  )
+  const missing = yield* executor
+    .executeCode({ language: "python", code: "print(1)", image: "no/such-image:0" })
+    .pipe(Effect.catchTag("ImageNotFound", (e) => Effect.succeed(`ImageNotFound: build it with ${e.buildCommand}`)))
   yield* Effect.log(String(missing))
   return result.stdout
 })

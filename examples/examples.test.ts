@@ -20,7 +20,14 @@ describe("examples", () => {
     expect(stdout).toContain('stdout "hello, sandbox\\n"')
     expect(stdout).toMatch(/result exit=3 timedOut=false/)
     expect(stdout).toMatch(/result exit=137 timedOut=true/)
-    for (const type of ["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ExecutionTimedOut", "ContainerDestroyed"]) {
+    for (const type of [
+      "ExecutionRequested",
+      "ContainerCreated",
+      "ContainerStarted",
+      "ContainerExited",
+      "ExecutionTimedOut",
+      "ContainerDestroyed"
+    ]) {
       expect(stdout).toContain(type)
     }
   })

@@ -13,8 +13,14 @@ const subscription = executor.events$.subscribe((event) => console.log(`  event 
 const snippets = [
   { title: "python", request: { language: "python", code: "print(6*7)" } },
   { title: "javascript", request: { language: "javascript", code: "console.log([1, 2, 3].map((x) => x * x))" } },
-  { title: "bash with stdin", request: { language: "bash", code: 'read who; echo "hello, $who"; exit 3', stdin: "sandbox\n" } },
-  { title: "a busy loop past its 2 s timeout", request: { language: "python", code: "while True: pass", timeoutMs: 2_000 } }
+  {
+    title: "bash with stdin",
+    request: { language: "bash", code: 'read who; echo "hello, $who"; exit 3', stdin: "sandbox\n" }
+  },
+  {
+    title: "a busy loop past its 2 s timeout",
+    request: { language: "python", code: "while True: pass", timeoutMs: 2_000 }
+  }
 ] as const
 
 for (const { title, request } of snippets) {

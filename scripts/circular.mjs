@@ -6,7 +6,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 
 const root = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), "..")
-const sources = fs.readdirSync(path.join(root, "packages"))
+const sources = fs
+  .readdirSync(path.join(root, "packages"))
   .map((name) => path.join(root, "packages", name, "src"))
   .filter((dir) => fs.existsSync(dir))
 
@@ -22,7 +23,9 @@ const circular = result.circular()
 // (events <- core <- docker <- cli), which their package.json dependencies already enforce.
 const unresolved = result.warnings().skipped.filter((specifier) => !specifier.startsWith("@hermes-sandbox/"))
 if (unresolved.length > 0) {
-  console.error(`import(s) that could not be resolved (a cycle through them would go unseen):\n  ${unresolved.join("\n  ")}`)
+  console.error(
+    `import(s) that could not be resolved (a cycle through them would go unseen):\n  ${unresolved.join("\n  ")}`
+  )
   process.exit(1)
 }
 if (circular.length > 0) {

@@ -93,15 +93,22 @@ export const cStringHeader = (source: string, target: string, name: string, doc:
     const body = lines.slice(first)
     if (body.length === 0) throw new Error(`codegen: ${source} has nothing but comments`)
     const encoder = new TextEncoder()
-    return `${cHeader([source])} */\n/* ${doc} */\nstatic const char ${name}[] =\n` +
-      body.map((line) => `  "${cStringBody(encoder.encode(line))}"`).join("\n") + ";\n"
+    return (
+      `${cHeader([source])} */\n/* ${doc} */\nstatic const char ${name}[] =\n` +
+      body.map((line) => `  "${cStringBody(encoder.encode(line))}"`).join("\n") +
+      ";\n"
+    )
   }
 })
 
 const TABLE = "packages/core/src/RunnerProtocolTable.ts"
 
 /** C's name for a camelCase one: lockWait -> LOCK_WAIT. */
-const upperSnake = (name: string) => name.replace(/([a-z0-9])([A-Z])/g, "$1_$2").replace(/-/g, "_").toUpperCase()
+const upperSnake = (name: string) =>
+  name
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .replace(/-/g, "_")
+    .toUpperCase()
 
 /** A comment's text that cannot end the comment. */
 const commentText = (text: string) => text.replaceAll("*/", "* /")
@@ -115,28 +122,44 @@ export const renderProtocolHeader = (table: typeof import("../packages/core/src/
   const out: Array<string> = []
   const v = table.RUNNER_PROTOCOL_VERSION
   const words = Object.entries(table.HEADER_WORDS) as Array<[string, { args: string; what: string; feature?: string }]>
-  const modes = Object.values(table.RUNNER_MODES) as Array<{ arg: string; args: string; what: string; feature?: string }>
+  const modes = Object.values(table.RUNNER_MODES) as Array<{
+    arg: string
+    args: string
+    what: string
+    feature?: string
+  }>
   const frames = Object.entries(table.FRAMES) as Array<[string, { type: string; data?: true; payload: string }]>
   const limits = Object.values(table.LIMITS) as Array<{ c: string; value: number; what: string; octal?: true }>
   const pad = (text: string, width: number) => text.padEnd(width)
-  const feature = (f: string | undefined) => f === undefined ? "" : ` [${f}]`
+  const feature = (f: string | undefined) => (f === undefined ? "" : ` [${f}]`)
   out.push(cHeader([TABLE]) + " *")
   out.push(` * The runner protocol, version ${v}, as the supervisor sees it: what the host writes to its stdin and`)
-  out.push(` * what it writes back, with the bounds both sides hold. The host reads the same table (RunnerProtocol.ts).`)
+  out.push(
+    ` * what it writes back, with the bounds both sides hold. The host reads the same table (RunnerProtocol.ts).`
+  )
   out.push(` * [feature]: not in every image; an image says which of them its supervisor has in its label`)
   out.push(` * ${table.RUNNER_FEATURES_LABEL} (scripts/build-images.sh writes HERMES_RUNNER_FEATURES below).`)
   out.push(" *")
-  out.push(` * stdin: "HERMES/${v}\\n", then header lines "<word> [arguments]\\n" (each < ${table.LIMITS.headerLine.value} bytes), every`)
-  out.push(" * variable-length value following its line as exactly that many raw bytes (\"+ ...\"):")
-  for (const [w, spec] of words) out.push(commentText(` *   ${pad(`${w} ${spec.args}`, 50)} ${spec.what}${feature(spec.feature)}`))
+  out.push(
+    ` * stdin: "HERMES/${v}\\n", then header lines "<word> [arguments]\\n" (each < ${table.LIMITS.headerLine.value} bytes), every`
+  )
+  out.push(' * variable-length value following its line as exactly that many raw bytes ("+ ..."):')
+  for (const [w, spec] of words)
+    out.push(commentText(` *   ${pad(`${w} ${spec.args}`, 50)} ${spec.what}${feature(spec.feature)}`))
   out.push(" *")
   out.push(" * stdout (framed mode): frames <key><type><4-byte big-endian length><payload>:")
-  for (const [, f] of frames) out.push(commentText(` *   '${f.type}' ${f.data === true ? "data" : "    "} ${f.payload}`))
+  for (const [, f] of frames)
+    out.push(commentText(` *   '${f.type}' ${f.data === true ? "data" : "    "} ${f.payload}`))
   out.push(" *")
   out.push(" * Other invocations (argv[1]):")
   for (const m of modes) out.push(commentText(` *   ${pad(`${m.arg} ${m.args}`, 28)} ${m.what}${feature(m.feature)}`))
   out.push(" * Features:")
-  for (const f of table.RUNNER_FEATURES) out.push(commentText(` *   ${pad(f, 10)} ${table.RUNNER_FEATURE_TABLE[f].what} (since ${table.RUNNER_FEATURE_TABLE[f].since})`))
+  for (const f of table.RUNNER_FEATURES)
+    out.push(
+      commentText(
+        ` *   ${pad(f, 10)} ${table.RUNNER_FEATURE_TABLE[f].what} (since ${table.RUNNER_FEATURE_TABLE[f].since})`
+      )
+    )
   out.push(" */")
   out.push("#ifndef HERMES_PROTOCOL_H")
   out.push("#define HERMES_PROTOCOL_H")
@@ -149,13 +172,16 @@ export const renderProtocolHeader = (table: typeof import("../packages/core/src/
   out.push("")
   out.push("/* Header words. */")
   for (const [w] of words) out.push(`#define WORD_${upperSnake(w)} "${w}"`)
-  out.push("/* Every header word but `run` (which ends the header), as X(name, WORD_NAME): the supervisor's handler table. */")
+  out.push(
+    "/* Every header word but `run` (which ends the header), as X(name, WORD_NAME): the supervisor's handler table. */"
+  )
   out.push("#define HERMES_HEADER_WORDS(X) \\")
   const handled = words.filter(([w]) => w !== "run")
   out.push(...handled.map(([w], i) => `  X(${w}, WORD_${upperSnake(w)})${i === handled.length - 1 ? "" : " \\"}`))
   out.push("")
   out.push("/* Other invocations. */")
-  for (const [name, m] of Object.entries(table.RUNNER_MODES)) out.push(`#define MODE_${upperSnake(name)} "${(m as { arg: string }).arg}"`)
+  for (const [name, m] of Object.entries(table.RUNNER_MODES))
+    out.push(`#define MODE_${upperSnake(name)} "${(m as { arg: string }).arg}"`)
   out.push(`#define TOOL_CLIENT_NAME "${table.TOOL_CLIENT_NAME}"`)
   out.push("")
   out.push("/* Frame types. */")
@@ -245,8 +271,11 @@ const main = async (argv: ReadonlyArray<string>): Promise<number> => {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  main(process.argv.slice(2)).then((code) => process.exit(code), (error: unknown) => {
-    console.error(error)
-    process.exit(1)
-  })
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error)
+      process.exit(1)
+    }
+  )
 }

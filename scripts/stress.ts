@@ -34,7 +34,8 @@ export const parseArgs = (argv: ReadonlyArray<string>): Options => {
   const files: Array<string> = []
   const count = (flag: string, value: string | undefined, min: number) => {
     const n = Number(value)
-    if (value === undefined || !Number.isInteger(n) || n < min) throw new Error(`${flag} takes a whole number >= ${min}\n${usage}`)
+    if (value === undefined || !Number.isInteger(n) || n < min)
+      throw new Error(`${flag} takes a whole number >= ${min}\n${usage}`)
     return n
   }
   for (let i = 0; i < argv.length; i++) {
@@ -56,13 +57,19 @@ export const failureLines = (output: string): Array<string> =>
   output
     .replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"), "")
     .split("\n")
-    .filter((l) => /^ *(FAIL|×) |^ +→ |^[A-Za-z]*Error: |^Counterexample: |\{ seed: |seed[ :=]+-?\d+|^ *❯ (test|packages|images|examples)\/[^ ]+:\d+/.test(l))
+    .filter((l) =>
+      /^ *(FAIL|×) |^ +→ |^[A-Za-z]*Error: |^Counterexample: |\{ seed: |seed[ :=]+-?\d+|^ *❯ (test|packages|images|examples)\/[^ ]+:\d+/.test(
+        l
+      )
+    )
     .map((l) => l.slice(0, 400))
 
 const busyLoops = (n: number): Array<ChildProcess> =>
   Array.from({ length: n }, () => spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }))
 
-const runOnce = (options: Options): Promise<{ readonly code: number | null; readonly output: string; readonly ms: number }> =>
+const runOnce = (
+  options: Options
+): Promise<{ readonly code: number | null; readonly output: string; readonly ms: number }> =>
   new Promise((resolve) => {
     const t0 = Date.now()
     const args = ["vitest", "run", ...options.projects.flatMap((p) => ["--project", p]), ...options.files]
@@ -93,7 +100,9 @@ const main = async () => {
   for (let run = 1; run <= options.runs; run++) {
     const r = await runOnce(options)
     const ok = r.code === 0
-    process.stdout.write(`run ${run}/${options.runs}: ${ok ? "passed" : `FAILED (exit ${r.code})`} in ${(r.ms / 1000).toFixed(1)} s\n`)
+    process.stdout.write(
+      `run ${run}/${options.runs}: ${ok ? "passed" : `FAILED (exit ${r.code})`} in ${(r.ms / 1000).toFixed(1)} s\n`
+    )
     if (ok) continue
     failed++
     // The whole output is kept; what is shown is the failures, or the output's end when none is recognised.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The suite by tiers (vitest.config.ts names them): what `pnpm test` runs, and scripts/test.sh in CI.
 #
-#   scripts/test-tiers.sh check  type-check, import cycles, lint, the seccomp profile's derivation
+#   scripts/test-tiers.sh check  type-check, import cycles, lint, formatting, the seccomp profile's derivation
 #   scripts/test-tiers.sh all    every test: first the checks, the supervisor's fuzzers, the build
 #                                and the unit tier side by side; then the journal, engine and heavy
 #                                tiers (and their warm-pool variants) in one vitest run,
@@ -47,6 +47,7 @@ check() {
   tsc -p . || rc=1
   node scripts/circular.mjs || rc=1
   biome lint || rc=1
+  biome format || rc=1
   tsx packages/docker/seccomp/build-profile.ts --check || rc=1
   # The programs that run inside sandboxes (scripts/codegen.ts): the modules and C headers that
   # embed them (and the supervisor's protocol.h) are current, and each passes its language's linter

@@ -21,7 +21,8 @@ export const staleBuilds = (): Array<string> => {
     if (!existsSync(src)) continue
     for (const file of sources(src)) {
       const built = join(root, "packages", pkg, "dist", file.replace(/\.ts$/, ".js"))
-      if (!existsSync(built) || statSync(built).mtimeMs < statSync(join(src, file)).mtimeMs) stale.push(relative(root, join(src, file)))
+      if (!existsSync(built) || statSync(built).mtimeMs < statSync(join(src, file)).mtimeMs)
+        stale.push(relative(root, join(src, file)))
     }
   }
   return stale

@@ -8,7 +8,17 @@
  * from the packed tarball.
  */
 import { spawn } from "node:child_process"
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs"
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  utimesSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
@@ -50,7 +60,10 @@ describe("the bundled bin (packages/cli/bundle)", () => {
     const v = await bundled(["--version"], cache)
     expect({ code: v.code, stdout: v.stdout }).toEqual({ code: 0, stdout: `${manifest.version}\n` })
     writeFileSync(join(outside, "in.txt"), "from-file")
-    const r = await bundled(["run", "--json", "--no-journal", "--file", "in.txt=in.txt", "-e", "print(open('in.txt').read())"], cache)
+    const r = await bundled(
+      ["run", "--json", "--no-journal", "--file", "in.txt=in.txt", "-e", "print(open('in.txt').read())"],
+      cache
+    )
     expect(r.stderr).toBe("")
     expect(JSON.parse(r.stdout)).toMatchObject({ exitCode: 0, stdout: "from-file\n" })
   })
@@ -92,7 +105,9 @@ describe("the bundled bin (packages/cli/bundle)", () => {
       utimesSync(file, new Date(Date.UTC(2020, 0, 1 + i)), new Date(Date.UTC(2020, 0, 1 + i)))
     })
     expect(JSON.parse((await bundled(PRINT, cache)).stdout)).toMatchObject({ stdout: "42\n" })
-    const keys = cacheFiles(cache).map((f) => f.slice("compile-".length, "compile-".length + 16)).sort()
+    const keys = cacheFiles(cache)
+      .map((f) => f.slice("compile-".length, "compile-".length + 16))
+      .sort()
     expect(keys).toHaveLength(4)
     expect(keys.slice(0, 3)).toEqual(["0000000000000003", "0000000000000004", "0000000000000005"])
   })
@@ -105,16 +120,22 @@ describe("the bundled bin (packages/cli/bundle)", () => {
     expect(cacheFiles(open)).toEqual([])
 
     const off = mkdtempSync(join(tmpdir(), "hermes-cache-"))
-    expect(JSON.parse((await bundled(PRINT, off, { NODE_DISABLE_COMPILE_CACHE: "1" })).stdout)).toMatchObject({ stdout: "42\n" })
+    expect(JSON.parse((await bundled(PRINT, off, { NODE_DISABLE_COMPILE_CACHE: "1" })).stdout)).toMatchObject({
+      stdout: "42\n"
+    })
     expect(existsSync(join(off, "hermes-sandbox"))).toBe(false)
   })
 
   it("SIGKILLed mid-run: the watchdog it spawned (from the docker package's files) removes the sandbox", async () => {
     const cache = mkdtempSync(join(tmpdir(), "hermes-cache-"))
-    const child = spawn(process.execPath, [bin, "run", "--events", "--no-journal", "-e", "import time\nprint('up', flush=True)\ntime.sleep(120)"], {
-      cwd: outside,
-      env: { ...process.env, NODE_OPTIONS: "", XDG_CACHE_HOME: cache }
-    })
+    const child = spawn(
+      process.execPath,
+      [bin, "run", "--events", "--no-journal", "-e", "import time\nprint('up', flush=True)\ntime.sleep(120)"],
+      {
+        cwd: outside,
+        env: { ...process.env, NODE_OPTIONS: "", XDG_CACHE_HOME: cache }
+      }
+    )
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (d) => (stdout += d))
@@ -126,7 +147,9 @@ describe("the bundled bin (packages/cli/bundle)", () => {
     expect(await containerExists(container!)).toBe(true)
     child.kill("SIGKILL")
     expect(await exited).toBe("SIGKILL")
-    expect(await waitFor(async () => !(await containerExists(container!)), 20_000), `${container} still exists`).toBe(true)
+    expect(await waitFor(async () => !(await containerExists(container!)), 20_000), `${container} still exists`).toBe(
+      true
+    )
     expect(await containerExists(container!)).toBe(false)
   }, 120_000)
 })

@@ -53,10 +53,20 @@ describe("events --journal postgres://", () => {
     expect(lines).toHaveLength(5)
     expect(lines[0]).toContain(`${streamId.slice(-12)}  ExecutionRequested`)
     const json = await cli(["events", "--json", "--journal", url])
-    expect(json.stdout.trim().split("\n").map((l) => JSON.parse(l).sequence)).toEqual([1, 2, 3, 4, 5])
+    expect(
+      json.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).sequence)
+    ).toEqual([1, 2, 3, 4, 5])
     const summary = await cli(["events", "summary", "--json", "--journal", url])
     expect(summary.code).toBe(0)
-    expect(JSON.parse(summary.stdout)).toMatchObject({ total: 1, byOutcome: { exited: 1 }, containersAlive: 0, openLifecycles: 0 })
+    expect(JSON.parse(summary.stdout)).toMatchObject({
+      total: 1,
+      byOutcome: { exited: 1 },
+      containersAlive: 0,
+      openLifecycles: 0
+    })
   })
 
   it("--follow prints the history, then what another process appends, until stopped", async () => {
@@ -67,7 +77,13 @@ describe("events --journal postgres://", () => {
     const seen = (n: number) =>
       new Promise<void>((resolve, reject) => {
         const check = () => {
-          if (stdout.trim().split("\n").filter((l) => l !== "").length >= n) resolve()
+          if (
+            stdout
+              .trim()
+              .split("\n")
+              .filter((l) => l !== "").length >= n
+          )
+            resolve()
         }
         child.stdout.on("data", (d) => {
           stdout += d
@@ -82,7 +98,11 @@ describe("events --journal postgres://", () => {
       const writer = await openJournal({ url })
       try {
         const appendedAt = Date.now()
-        await writer.append({ streamId: "another", executorId: "test", events: [E("ExecutorStats", { inFlight: 1, queued: 0 })] })
+        await writer.append({
+          streamId: "another",
+          executorId: "test",
+          events: [E("ExecutorStats", { inFlight: 1, queued: 0 })]
+        })
         await seen(6)
         // Woken by the notification, not by the 5 s safety re-check.
         expect(Date.now() - appendedAt).toBeLessThan(3_000)
@@ -118,4 +138,3 @@ describe("events --journal postgres://", () => {
     expect(r.stderr + r.stdout).not.toContain(new URL(url).password)
   })
 })
-

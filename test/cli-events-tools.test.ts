@@ -48,7 +48,13 @@ beforeAll(async () => {
         E("ToolCallRequested", { callId: 1, tool: "web_search", argumentBytes: 15, argumentsSha256: sha }),
         E("ToolCallRequested", { callId: 2, tool: "add", argumentBytes: 13, argumentsSha256: sha }),
         E("ToolCallCompleted", { callId: 2, tool: "add", durationMs: 1, resultBytes: 1 }),
-        E("ToolCallFailed", { callId: 1, tool: "web_search", durationMs: 60_000, reason: "timed-out", message: "no answer in 60 s" }),
+        E("ToolCallFailed", {
+          callId: 1,
+          tool: "web_search",
+          durationMs: 60_000,
+          reason: "timed-out",
+          message: "no answer in 60 s"
+        }),
         E("ToolCallRequested", { callId: 3, tool: "nope", argumentBytes: 2, argumentsSha256: sha }),
         E("ToolCallRefused", { callId: 3, tool: "nope", reason: "unknown-tool", message: "no tool named nope" }),
         E("ContainerExited", { exitCode: 0, oomKilled: false, durationMs: 61_000 }),
@@ -68,7 +74,12 @@ beforeAll(async () => {
         E("ContainerCreated", { ...container, imageId: "sha256:i" }),
         E("ContainerStarted", { containerId: "c1" }),
         E("ToolCallRequested", { callId: 1, tool: HOSTILE_TOOL, argumentBytes: 2, argumentsSha256: sha }),
-        E("ToolCallRefused", { callId: 1, tool: HOSTILE_TOOL, reason: "unknown-tool", message: `no tool named ${HOSTILE_TOOL}` })
+        E("ToolCallRefused", {
+          callId: 1,
+          tool: HOSTILE_TOOL,
+          reason: "unknown-tool",
+          message: `no tool named ${HOSTILE_TOOL}`
+        })
       ]
     })
   } finally {
@@ -115,11 +126,13 @@ describe("events with tool calls", () => {
   it("summary counts them per tool, in text and JSON", async () => {
     const text = await cli(["events", "summary", "--journal", journal])
     expect(text.code).toBe(0)
-    expect(text.stdout).toContain([
-      "tool calls        add: 1 requested, 1 completed, 0 failed, 0 refused",
-      "                  nope: 1 requested, 0 completed, 0 failed, 1 refused",
-      "                  web_search: 1 requested, 0 completed, 1 failed, 0 refused"
-    ].join("\n"))
+    expect(text.stdout).toContain(
+      [
+        "tool calls        add: 1 requested, 1 completed, 0 failed, 0 refused",
+        "                  nope: 1 requested, 0 completed, 0 failed, 1 refused",
+        "                  web_search: 1 requested, 0 completed, 1 failed, 0 refused"
+      ].join("\n")
+    )
     const json = await cli(["events", "summary", "--json", "--journal", journal])
     expect(JSON.parse(json.stdout)).toMatchObject({
       total: 1,

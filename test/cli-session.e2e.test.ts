@@ -4,10 +4,16 @@ import { openPersistent } from "@hermes-sandbox/docker"
 import { cli } from "./support/cli.js"
 import { containerExists, docker } from "./support/docker.js"
 
-
 const names: Array<string> = []
 afterAll(async () => {
-  await Promise.all(names.map((n) => docker.getContainer(n).remove({ force: true }).catch(() => {})))
+  await Promise.all(
+    names.map((n) =>
+      docker
+        .getContainer(n)
+        .remove({ force: true })
+        .catch(() => {})
+    )
+  )
 })
 
 describe("hermes-sandbox session", () => {
@@ -25,7 +31,11 @@ describe("hermes-sandbox session", () => {
 
       const listed = await cli(["session", "list", "--json"])
       expect(listed.code).toBe(0)
-      const row = listed.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>).find((r) => r["name"] === p.containerName)
+      const row = listed.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((r) => r["name"] === p.containerName)
       if (row === undefined && !(await containerExists(p.containerName))) continue
       expect(row).toMatchObject({ scope: "persistent", status: "running", profile, idleSeconds: 1 })
 

@@ -38,7 +38,11 @@ const onTerminal = (args: ReadonlyArray<string>) =>
   new Promise<{ code: number | null; output: string }>((resolve) => {
     // The CLI as the suites run it (the installed bin in the real-engine tiers: test/support/cli.ts).
     const command = [...cliCommand, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ")
-    const child = spawn("script", ["-qec", command, "/dev/null"], { cwd: root, env: { ...process.env, TERM: "xterm-256color" }, stdio: ["pipe", "pipe", "inherit"] })
+    const child = spawn("script", ["-qec", command, "/dev/null"], {
+      cwd: root,
+      env: { ...process.env, TERM: "xterm-256color" },
+      stdio: ["pipe", "pipe", "inherit"]
+    })
     const chunks: Array<Buffer> = []
     child.stdout.on("data", (d: Buffer) => chunks.push(d))
     child.on("close", (code) => resolve({ code, output: Buffer.concat(chunks).toString("utf8") }))
@@ -59,7 +63,10 @@ describe("hermes-sandbox run on a terminal", () => {
     const marked = text.split("\n").filter((line) => line.startsWith(CLI_MARK))
     expect(marked).toEqual([`${CLI_MARK} timed out after 3000 ms; the sandbox was killed`])
     // On a line of its own, after the program's unfinished last line, and last.
-    expect(text.endsWith(`partial\n${CLI_MARK} timed out after 3000 ms; the sandbox was killed\n`), JSON.stringify(text.slice(-200))).toBe(true)
+    expect(
+      text.endsWith(`partial\n${CLI_MARK} timed out after 3000 ms; the sandbox was killed\n`),
+      JSON.stringify(text.slice(-200))
+    ).toBe(true)
   })
 
   it("--json on a terminal is the result line, unchanged", async () => {
@@ -68,7 +75,10 @@ describe("hermes-sandbox run on a terminal", () => {
     const lines = r.output.replace(/\r\n/g, "\n").trim().split("\n")
     expect(lines).toHaveLength(1)
     const result = JSON.parse(lines[0]!)
-    expect(result).toMatchObject({ timedOut: true, stdout: "\x1b]0;pwned-title\x07\x1b[2J\x1b[Hcleared\n\u009b31mc1 \u202eevil\u202c crlf\r\npartial" })
+    expect(result).toMatchObject({
+      timedOut: true,
+      stdout: "\x1b]0;pwned-title\x07\x1b[2J\x1b[Hcleared\n\u009b31mc1 \u202eevil\u202c crlf\r\npartial"
+    })
   })
 
   it("through pipes the program's bytes and the CLI's lines are as before, byte for byte", async () => {

@@ -29,7 +29,8 @@ const newFile = (name: string) => join(dir, `${++files}-${name}`)
 // (mcpServerCommand says to run `pnpm build` when it is missing).
 mcpServerCommand()
 const command = [process.execPath, "--conditions=hermes-sandbox-dist", builtBin]
-const run = (args: Array<string>, env: Record<string, string> = {}) => cli(["run", "--no-journal", ...args], { command, env })
+const run = (args: Array<string>, env: Record<string, string> = {}) =>
+  cli(["run", "--no-journal", ...args], { command, env })
 
 const markers: Array<string> = []
 /** A configuration file with server-everything as "everything" (its process found by its marker), plus `more` entries. */
@@ -37,7 +38,15 @@ const configFile = (everythingEntry: Record<string, unknown> = {}, more: Record<
   const marker = processMarker("cli-tools")
   markers.push(marker)
   const path = newFile("upstream.json")
-  writeFileSync(path, JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [everything, "stdio", marker], ...everythingEntry }, ...more } }))
+  writeFileSync(
+    path,
+    JSON.stringify({
+      mcpServers: {
+        everything: { command: process.execPath, args: [everything, "stdio", marker], ...everythingEntry },
+        ...more
+      }
+    })
+  )
   return { path, marker }
 }
 
@@ -49,7 +58,8 @@ const program = (code: string) => {
 
 afterAll(async () => {
   try {
-    for (const marker of markers) expect(await goneWithin(marker, 10_000), `a server-everything process with ${marker} is left`).toBe(true)
+    for (const marker of markers)
+      expect(await goneWithin(marker, 10_000), `a server-everything process with ${marker} is left`).toBe(true)
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -114,7 +124,17 @@ except ToolRefused as e:
     print("ToolRefused:", e)
 `)
     const started = Date.now()
-    const r = await run(["--json", "--events", "--upstream-config", path, "--tool-max-calls", "2", "--tool-timeout", "1s", code])
+    const r = await run([
+      "--json",
+      "--events",
+      "--upstream-config",
+      path,
+      "--tool-max-calls",
+      "2",
+      "--tool-timeout",
+      "1s",
+      code
+    ])
     expect(r.code, r.stderr).toBe(0)
     expect(Date.now() - started).toBeLessThan(25_000)
     const result = JSON.parse(r.stdout) as { stdout: string; toolCallsMade: number }
@@ -125,7 +145,9 @@ except ToolRefused as e:
       ""
     ])
     expect(result.toolCallsMade).toBe(2)
-    expect(r.stderr).toMatch(/hermes-sandbox: upstream MCP server "everything" \(mcp-servers\/everything 2\.0\.0\): 12 tools for the program: everything_echo, /)
+    expect(r.stderr).toMatch(
+      /hermes-sandbox: upstream MCP server "everything" \(mcp-servers\/everything 2\.0\.0\): 12 tools for the program: everything_echo, /
+    )
     expect(r.stderr).toMatch(/tool simulate-research-query not offered/)
     expect(r.stderr).toMatch(/ToolCallFailed +call 1 everything_trigger_long_running_operation/)
   })
@@ -135,20 +157,26 @@ except ToolRefused as e:
     const ran = program("print('ran')\n")
     const r = await run(["--upstream-config", path, ran])
     expect(r.code, r.stderr).toBe(125)
-    expect(r.stderr).toMatch(/hermes-sandbox: the upstream MCP server "broken" could not be used: the MCP server \/nonexistent\/mcp-server could not be connected to: .*ENOENT/)
+    expect(r.stderr).toMatch(
+      /hermes-sandbox: the upstream MCP server "broken" could not be used: the MCP server \/nonexistent\/mcp-server could not be connected to: .*ENOENT/
+    )
     expect(r.stdout).toBe("")
     expect(await goneWithin(marker, 10_000)).toBe(true)
 
     const json = await run(["--json", "--upstream-config", path, ran])
     expect(json.code).toBe(125)
-    expect(JSON.parse(json.stdout)).toMatchObject({ error: { _tag: "McpUpstreamFailed", upstream: "broken", reason: "connect-failed" } })
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      error: { _tag: "McpUpstreamFailed", upstream: "broken", reason: "connect-failed" }
+    })
   })
 
   it("a configuration the upstream refuses, a bad file and tool limits without a file are usage errors (exit 2), as for mcp", async () => {
     const { path, marker } = configFile({ include: ["echo", "get_sum"] })
     const refused = await run(["--upstream-config", path, CALLS])
     expect(refused.code, refused.stderr).toBe(2)
-    expect(refused.stderr).toMatch(/--upstream-config .*: the upstream MCP server "everything" could not be used: .*has no tool "get_sum"/)
+    expect(refused.stderr).toMatch(
+      /--upstream-config .*: the upstream MCP server "everything" could not be used: .*has no tool "get_sum"/
+    )
     expect(await goneWithin(marker, 10_000)).toBe(true)
 
     const bad = newFile("bad.yaml")
@@ -167,7 +195,9 @@ except ToolRefused as e:
 
 /** The built CLI started (not awaited): its output as it comes, its exit. */
 const started = (args: Array<string>) => {
-  const child: ChildProcess = spawn(command[0]!, [...command.slice(1), "run", "--no-journal", ...args], { stdio: ["ignore", "pipe", "pipe"] })
+  const child: ChildProcess = spawn(command[0]!, [...command.slice(1), "run", "--no-journal", ...args], {
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   let stdout = ""
   let stderr = ""
   child.stdout!.on("data", (d) => (stdout += d))
@@ -177,7 +207,10 @@ const started = (args: Array<string>) => {
 }
 
 describe("hermes-sandbox run --upstream-config: a signal during a tool call", () => {
-  for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+  for (const [signal, code] of [
+    ["SIGINT", 130],
+    ["SIGTERM", 143]
+  ] as const) {
     it(`${signal} while the program waits on a call: exit ${code}, the sandbox removed, no server-everything process left`, async () => {
       const { path, marker } = configFile()
       const waiting = program(String.raw`
@@ -189,7 +222,9 @@ print("not reached")
       const c = started(["--events", "--upstream-config", path, waiting])
       expect(await waitFor(async () => c.stdout().includes("Echo: ready\n"), 60_000, 50), c.stderr()).toBe(true)
       // The second call is in flight, on the upstream, when the signal comes.
-      expect(await waitFor(async () => /ToolCallRequested +call 2 /.test(c.stderr()), 10_000, 50), c.stderr()).toBe(true)
+      expect(await waitFor(async () => /ToolCallRequested +call 2 /.test(c.stderr()), 10_000, 50), c.stderr()).toBe(
+        true
+      )
       expect(pidsWith(marker)).toHaveLength(1)
       const container = /ContainerCreated +(hermes-sandbox-\S+)/.exec(c.stderr())?.[1]
       expect(container).toBeDefined()
@@ -206,15 +241,21 @@ describe("hermes-sandbox run without --upstream-config: startup unchanged", () =
   it("never loads the MCP client code (@hermes-sandbox/mcp, the MCP SDK); with the option it does", async () => {
     // A module hook that appends every URL the CLI's ESM loader resolves to a file.
     const hooks = newFile("hooks.mjs")
-    writeFileSync(hooks, `import { appendFileSync } from "node:fs"
+    writeFileSync(
+      hooks,
+      `import { appendFileSync } from "node:fs"
 export async function resolve(specifier, context, next) {
   const resolved = await next(specifier, context)
   appendFileSync(process.env.HERMES_TEST_RESOLVED, resolved.url + "\\n")
   return resolved
 }
-`)
+`
+    )
     const register = newFile("register.mjs")
-    writeFileSync(register, `import { register } from "node:module"\nregister(${JSON.stringify(pathToFileURL(hooks).href)})\n`)
+    writeFileSync(
+      register,
+      `import { register } from "node:module"\nregister(${JSON.stringify(pathToFileURL(hooks).href)})\n`
+    )
     const loaded = async (args: Array<string>) => {
       const log = newFile("resolved.txt")
       writeFileSync(log, "")
@@ -223,12 +264,17 @@ export async function resolve(specifier, context, next) {
         env: { HERMES_TEST_RESOLVED: log }
       })
       expect(r.code, r.stderr).toBe(0)
-      return readFileSync(log, "utf8").split("\n").filter((u) => u !== "")
+      return readFileSync(log, "utf8")
+        .split("\n")
+        .filter((u) => u !== "")
     }
     const mcpCode = (urls: ReadonlyArray<string>) => urls.filter((u) => /packages\/mcp\/|@modelcontextprotocol/.test(u))
 
     const without = await loaded(["--json", "-e", "print(1)"])
-    expect(without.some((u) => u.includes("packages/docker/")), "the probe saw the SDK load").toBe(true)
+    expect(
+      without.some((u) => u.includes("packages/docker/")),
+      "the probe saw the SDK load"
+    ).toBe(true)
     expect(mcpCode(without)).toEqual([])
     const { path } = configFile()
     expect(mcpCode(await loaded(["--json", "--upstream-config", path, CALLS])).length).toBeGreaterThan(0)

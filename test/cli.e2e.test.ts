@@ -51,7 +51,10 @@ describe("hermes-sandbox CLI", () => {
   })
 
   it("exits 125 when the sandbox itself fails (no engine), naming the endpoint and the fix", async () => {
-    const r = await cli(["run", "--no-journal", "-"], { stdin: "print(1)", env: { DOCKER_HOST: "unix:///tmp/hermes-no-engine.sock" } })
+    const r = await cli(["run", "--no-journal", "-"], {
+      stdin: "print(1)",
+      env: { DOCKER_HOST: "unix:///tmp/hermes-no-engine.sock" }
+    })
     expect(r.code).toBe(125)
     expect(r.stderr).toContain("unix:///tmp/hermes-no-engine.sock")
     expect(r.stderr).toContain("fix:")
@@ -69,15 +72,29 @@ describe("hermes-sandbox CLI", () => {
   it("events prints the recorded lifecycles as a timeline and as JSON lines; summary counts them", async () => {
     const text = await cli(["events", "--journal", journal])
     expect(text.code).toBe(0)
-    for (const type of ["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ContainerDestroyed"]) {
+    for (const type of [
+      "ExecutionRequested",
+      "ContainerCreated",
+      "ContainerStarted",
+      "ContainerExited",
+      "ContainerDestroyed"
+    ]) {
       expect(text.stdout).toContain(type)
     }
     const json = await cli(["events", "--json", "--journal", journal])
-    const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l) as { sequence: number; streamId: string; type: string })
+    const events = json.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { sequence: number; streamId: string; type: string })
     expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1))
     const one = events.find((e) => e.type === "ExecutionRequested")!.streamId
     const only = await cli(["events", "--json", "--execution", one, "--journal", journal])
-    expect(only.stdout.trim().split("\n").every((l) => JSON.parse(l).streamId === one)).toBe(true)
+    expect(
+      only.stdout
+        .trim()
+        .split("\n")
+        .every((l) => JSON.parse(l).streamId === one)
+    ).toBe(true)
     const summary = await cli(["events", "summary", "--json", "--journal", journal])
     const s = JSON.parse(summary.stdout)
     expect(s.total).toBe(2)
@@ -93,13 +110,20 @@ describe("hermes-sandbox CLI", () => {
     expect(r.stdout).toMatch(/ok\s+smoke run/)
     expect(r.stdout).toMatch(/disk quota/)
     // userns-remap is reported as the engine has it (test/chaos/userns-remap.test.ts covers "on").
-    const remapped = ((await docker.info()) as { SecurityOptions?: Array<string> }).SecurityOptions?.some((o) => o.includes("name=userns")) === true
-    expect(r.stdout).toMatch(remapped ? /ok\s+userns-remap\s+on:/ : /warn\s+userns-remap\s+off: uid 1001 in a sandbox is uid 1001 on the host/)
+    const remapped =
+      ((await docker.info()) as { SecurityOptions?: Array<string> }).SecurityOptions?.some((o) =>
+        o.includes("name=userns")
+      ) === true
+    expect(r.stdout).toMatch(
+      remapped ? /ok\s+userns-remap\s+on:/ : /warn\s+userns-remap\s+off: uid 1001 in a sandbox is uid 1001 on the host/
+    )
     expect(r.code).toBe(0)
   })
 
   it("config show prints each value and where it came from", async () => {
-    const r = await cli(["config", "show", "--config", "examples/hermes-config.yaml"], { env: { TERMINAL_TIMEOUT: "42" } })
+    const r = await cli(["config", "show", "--config", "examples/hermes-config.yaml"], {
+      env: { TERMINAL_TIMEOUT: "42" }
+    })
     expect(r.code).toBe(0)
     expect(r.stdout).toContain("TERMINAL_TIMEOUT")
     expect(r.stdout).toContain("hermes-config.yaml")

@@ -73,7 +73,16 @@ print(hashlib.sha256(png).hexdigest(), len(png))
   })
 
   it("names with any bytes JavaScript strings hold round-trip exactly; `**`, directories and dotfiles follow glob rules", async () => {
-    const names = ["spaced name.txt", "ünïcødé-表.txt", "new\nline.txt", "tab\there.txt", "deep/a/b/c.txt", ".hidden.txt", "out/x.bin", "out/sub/y.bin"]
+    const names = [
+      "spaced name.txt",
+      "ünïcødé-表.txt",
+      "new\nline.txt",
+      "tab\there.txt",
+      "deep/a/b/c.txt",
+      ".hidden.txt",
+      "out/x.bin",
+      "out/sub/y.bin"
+    ]
     const r = await executor.executeCode({
       language: "python",
       code: `import os\nfor i, n in enumerate(${JSON.stringify(names)}):\n    os.makedirs(os.path.dirname(n) or ".", exist_ok=True)\n    open(n, "wb").write(bytes([i]) * (i + 1))\n`,
@@ -86,7 +95,11 @@ print(hashlib.sha256(png).hexdigest(), len(png))
       if (n === ".hidden.txt") return
       expect(Buffer.from(files.get(n)!.content)).toEqual(Buffer.alloc(i + 1, i))
     })
-    const dot = await executor.executeCode({ language: "bash", code: "echo h > .hidden.txt", collect: [".*.txt", "missing.csv"] })
+    const dot = await executor.executeCode({
+      language: "bash",
+      code: "echo h > .hidden.txt",
+      collect: [".*.txt", "missing.csv"]
+    })
     expect(dot.files?.map((f) => f.path)).toEqual([".hidden.txt"])
     expect(dot.skippedFiles).toEqual([{ path: "missing.csv", size: 0, skipped: "not-found" }])
   })
@@ -139,7 +152,11 @@ open("real.txt", "w").write("real")
       collectLimits: { maxFileBytes: 1 << 20, maxTotalBytes: 1 << 20 }
     })
     expect(sized.exitCode, sized.stderr).toBe(0)
-    expect(sized.files?.map((f) => [f.path, f.size])).toEqual([["part0.bin", 300 << 10], ["part1.bin", 300 << 10], ["part2.bin", 300 << 10]])
+    expect(sized.files?.map((f) => [f.path, f.size])).toEqual([
+      ["part0.bin", 300 << 10],
+      ["part1.bin", 300 << 10],
+      ["part2.bin", 300 << 10]
+    ])
     expect(sized.skippedFiles).toEqual([
       { path: "big.bin", size: 3 << 20, skipped: "too-large" },
       { path: "part3.bin", size: 300 << 10, skipped: "total-limit" },
@@ -179,7 +196,10 @@ print(n)
     expect(listed.every((s) => s.skipped === "symlink")).toBe(true)
     expect(listed.length + (r.skippedFilesOmitted ?? 0)).toBe(made)
     expect(r.collection).toEqual({ status: "complete" })
-    const collected = events.find((e) => e.streamId === r.executionId && e.type === "ArtifactsCollected")?.data as { skipped: Array<unknown>; skippedOmitted?: number }
+    const collected = events.find((e) => e.streamId === r.executionId && e.type === "ArtifactsCollected")?.data as {
+      skipped: Array<unknown>
+      skippedOmitted?: number
+    }
     expect(collected.skipped.length).toBe(listed.length)
     expect(collected.skippedOmitted).toBe(r.skippedFilesOmitted)
     expect(JSON.stringify(collected).length).toBeLessThan(400 * 1024)
@@ -204,7 +224,11 @@ open("fc 4 x.txt", "w").write("x")
       collect: ["*.txt"]
     })
     expect(r.exitCode, r.stderr).toBe(0)
-    expect(r.files?.map((f) => [f.path, text(f.content)]).sort()).toEqual([["644 4 evil.txt", "named like a frame"], ["a.txt", "genuine"], ["fc 4 x.txt", "x"]])
+    expect(r.files?.map((f) => [f.path, text(f.content)]).sort()).toEqual([
+      ["644 4 evil.txt", "named like a frame"],
+      ["a.txt", "genuine"],
+      ["fc 4 x.txt", "x"]
+    ])
     expect(r.stdout).toContain("evil.txt") // the forged bytes are the program's output, nothing else
     expect(r.collection).toEqual({ status: "complete" })
   })
@@ -250,7 +274,12 @@ print("armed")
       collect: ["*.txt"],
       timeoutMs: 2_000
     })
-    expect(r).toMatchObject({ timedOut: true, files: [], filesTruncated: true, collection: { status: "none", reason: "timed-out" } })
+    expect(r).toMatchObject({
+      timedOut: true,
+      files: [],
+      filesTruncated: true,
+      collection: { status: "none", reason: "timed-out" }
+    })
     const collected = events.find((e) => e.streamId === r.executionId && e.type === "ArtifactsCollected")
     expect(collected?.data).toMatchObject({ files: [], status: "none", reason: "timed-out" })
   })
@@ -266,7 +295,11 @@ print("armed")
     expect(r.oomKilled).toBe(true)
     if (runtime === "runsc") {
       // gVisor's OOM ends the whole sandbox (SECURITY.md): nothing could be sent, and the result says so.
-      expect(r).toMatchObject({ files: [], filesTruncated: true, collection: { status: "none", reason: "sandbox-ended" } })
+      expect(r).toMatchObject({
+        files: [],
+        filesTruncated: true,
+        collection: { status: "none", reason: "sandbox-ended" }
+      })
     } else {
       expect(r.collection).toEqual({ status: "complete" })
       expect(r.files?.map((f) => text(f.content))).toEqual(["before"])
@@ -275,9 +308,13 @@ print("armed")
 
   it("refuses bad patterns and limits before any container exists", async () => {
     for (const collect of [["/etc/passwd"], ["../x"], ["a/../../b"], [""], ["**/**/**/**/**/x"]]) {
-      await expect(executor.executeCode({ language: "python", code: "pass", collect })).rejects.toMatchObject({ _tag: "InvalidRequest" })
+      await expect(executor.executeCode({ language: "python", code: "pass", collect })).rejects.toMatchObject({
+        _tag: "InvalidRequest"
+      })
     }
-    await expect(executor.executeCode({ language: "python", code: "pass", collect: ["x"], collectLimits: { maxFiles: 0 } })).rejects.toMatchObject({ _tag: "InvalidRequest" })
+    await expect(
+      executor.executeCode({ language: "python", code: "pass", collect: ["x"], collectLimits: { maxFiles: 0 } })
+    ).rejects.toMatchObject({ _tag: "InvalidRequest" })
   })
 })
 

@@ -15,7 +15,10 @@ const plainNode = (script: string) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
     // No --import tsx, and nothing inherited that could load one.
     const env = { ...process.env, NODE_OPTIONS: "" }
-    const child = spawn(process.execPath, ["--conditions=hermes-sandbox-dist", "--input-type=module", "-e", script], { cwd: testDir, env })
+    const child = spawn(process.execPath, ["--conditions=hermes-sandbox-dist", "--input-type=module", "-e", script], {
+      cwd: testDir,
+      env
+    })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (d) => (stdout += d))
@@ -27,7 +30,10 @@ describe("the compiled packages", () => {
   it("exist: pnpm build wrote dist/ for every package", () => {
     for (const entry of ["events/dist/index", "core/dist/index", "docker/dist/index", "cli/dist/main"]) {
       for (const ext of [".js", ".d.ts"]) {
-        expect(existsSync(new URL(`../packages/${entry}${ext}`, import.meta.url)), `packages/${entry}${ext} (run pnpm build)`).toBe(true)
+        expect(
+          existsSync(new URL(`../packages/${entry}${ext}`, import.meta.url)),
+          `packages/${entry}${ext} (run pnpm build)`
+        ).toBe(true)
       }
     }
   })
@@ -39,6 +45,12 @@ describe("the compiled packages", () => {
     expect(r.code).toBe(0)
     const out = JSON.parse(r.stdout.trim())
     expect(out).toMatchObject({ exitCode: 0, stdout: "42\n" })
-    expect(out.types).toEqual(["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ContainerDestroyed"])
+    expect(out.types).toEqual([
+      "ExecutionRequested",
+      "ContainerCreated",
+      "ContainerStarted",
+      "ContainerExited",
+      "ContainerDestroyed"
+    ])
   })
 })

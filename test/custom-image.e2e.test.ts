@@ -24,7 +24,8 @@ const documentedDockerfile = () => {
   const doc = readFileSync(new URL("../docs/custom-images.md", import.meta.url), "utf8")
   const after = doc.slice(doc.indexOf("<!-- custom-image-offline"))
   const block = /```dockerfile\n([\s\S]*?)```/.exec(after)
-  if (block?.[1] === undefined) throw new Error("docs/custom-images.md: no dockerfile block after the custom-image-offline marker")
+  if (block?.[1] === undefined)
+    throw new Error("docs/custom-images.md: no dockerfile block after the custom-image-offline marker")
   return block[1]
 }
 

@@ -18,7 +18,9 @@ const page = readFileSync(join(root, "docs/tools.md"), "utf8")
 
 /** The fenced blocks whose info string is "<language> <marker> <name>", by name, in page order. */
 const blocks = (marker: string): ReadonlyArray<readonly [string, string]> =>
-  [...page.matchAll(new RegExp(`^\`\`\`\\w+ ${marker} ([\\w-]+)\\n([\\s\\S]*?)^\`\`\`$`, "gm"))].map((m) => [m[1]!, m[2]!] as const)
+  [...page.matchAll(new RegExp(`^\`\`\`\\w+ ${marker} ([\\w-]+)\\n([\\s\\S]*?)^\`\`\`$`, "gm"))].map(
+    (m) => [m[1]!, m[2]!] as const
+  )
 
 const examples = blocks("tools-example")
 const outputs = new Map(blocks("tools-output"))
@@ -40,8 +42,18 @@ describe("docs/tools.md's examples", () => {
   it("type-checks as written", async () => {
     // Against the packages' published declarations (dist/*.d.ts, as a user's program is checked),
     // not their sources: checking the sources again cost ~35 s of CPU, a second whole-project tsc.
-    writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ extends: join(root, "tsconfig.base.json"), compilerOptions: { noEmit: true, customConditions: ["hermes-sandbox-dist"] }, include: ["*.mts"] }))
-    const checked = await run(join(root, "node_modules/.bin/tsc"), ["-p", join(dir, "tsconfig.json")], { cwd: dir, timeout: 240_000 }).then(
+    writeFileSync(
+      join(dir, "tsconfig.json"),
+      JSON.stringify({
+        extends: join(root, "tsconfig.base.json"),
+        compilerOptions: { noEmit: true, customConditions: ["hermes-sandbox-dist"] },
+        include: ["*.mts"]
+      })
+    )
+    const checked = await run(join(root, "node_modules/.bin/tsc"), ["-p", join(dir, "tsconfig.json")], {
+      cwd: dir,
+      timeout: 240_000
+    }).then(
       () => "",
       (e: { stdout?: string; message: string }) => e.stdout || e.message
     )
@@ -51,10 +63,16 @@ describe("docs/tools.md's examples", () => {
   for (const [name] of examples) {
     it(`${name}: prints what the page shows`, async () => {
       // From test/: the MCP example's `npx -y @modelcontextprotocol/server-everything` finds the test package's copy.
-      const { stdout, stderr } = await run(join(root, "node_modules/.bin/tsx"), [fileOf(name)], { cwd: testDir, timeout: 150_000 }).catch(
-        (e: { stdout?: string; stderr?: string; message: string }) => ({ stdout: e.stdout ?? "", stderr: `${e.message}\n${e.stderr ?? ""}` })
+      const { stdout, stderr } = await run(join(root, "node_modules/.bin/tsx"), [fileOf(name)], {
+        cwd: testDir,
+        timeout: 150_000
+      }).catch((e: { stdout?: string; stderr?: string; message: string }) => ({
+        stdout: e.stdout ?? "",
+        stderr: `${e.message}\n${e.stderr ?? ""}`
+      }))
+      expect(stdout, `docs/tools.md example "${name}" printed something else (stderr: ${stderr})`).toBe(
+        outputs.get(name)
       )
-      expect(stdout, `docs/tools.md example "${name}" printed something else (stderr: ${stderr})`).toBe(outputs.get(name))
     }, 180_000)
   }
 })

@@ -20,10 +20,22 @@ describe("package entry points", () => {
   })
 
   it("the testing entries have them", () => {
-    expect(Object.keys(CoreTesting)).toEqual(expect.arrayContaining(["FakeRuntime", "FakeRuntimeControl", "fakeProgram"]))
-    expect(Object.keys(EventsTesting)).toEqual(expect.arrayContaining(["arbLifecycle", "arbJournalHistory", "toEnvelopes"]))
+    expect(Object.keys(CoreTesting)).toEqual(
+      expect.arrayContaining(["FakeRuntime", "FakeRuntimeControl", "fakeProgram"])
+    )
+    expect(Object.keys(EventsTesting)).toEqual(
+      expect.arrayContaining(["arbLifecycle", "arbJournalHistory", "toEnvelopes"])
+    )
     expect(Object.keys(DockerTesting)).toEqual(
-      expect.arrayContaining(["createFakeExecutor", "fakeProgram", "arbFakeProgram", "arbExecuteRequest", "arbExecutorOptions", "arbLifecycle", "arbJournalHistory"])
+      expect.arrayContaining([
+        "createFakeExecutor",
+        "fakeProgram",
+        "arbFakeProgram",
+        "arbExecuteRequest",
+        "arbExecutorOptions",
+        "arbLifecycle",
+        "arbJournalHistory"
+      ])
     )
   })
 })

@@ -31,11 +31,22 @@ describe("executeCode on the real engine", () => {
   })
 
   it("runs javascript and bash, and feeds stdin", async () => {
-    const js = await executor.executeCode({ language: "javascript", code: "console.log([1,2,3].map(x => x * 2).join(','))" })
+    const js = await executor.executeCode({
+      language: "javascript",
+      code: "console.log([1,2,3].map(x => x * 2).join(','))"
+    })
     expect(js.stdout).toBe("2,4,6\n")
-    const sh = await executor.executeCode({ language: "bash", code: 'read name; echo "hello $name"; echo oops >&2; exit 4', stdin: "agent\n" })
+    const sh = await executor.executeCode({
+      language: "bash",
+      code: 'read name; echo "hello $name"; echo oops >&2; exit 4',
+      stdin: "agent\n"
+    })
     expect(sh).toMatchObject({ exitCode: 4, stdout: "hello agent\n", stderr: "oops\n" })
-    const py = await executor.executeCode({ language: "python", code: "import sys\nprint(sys.stdin.read().upper())", stdin: "from stdin" })
+    const py = await executor.executeCode({
+      language: "python",
+      code: "import sys\nprint(sys.stdin.read().upper())",
+      stdin: "from stdin"
+    })
     expect(py.stdout).toBe("FROM STDIN\n")
   })
 
@@ -105,7 +116,10 @@ describe("executeCode on the real engine", () => {
   })
 
   it("never throws on invalid UTF-8 or binary output", async () => {
-    const r = await executor.executeCode({ language: "python", code: "import sys\nsys.stdout.buffer.write(b'ok\\xff\\xfe\\x00\\x80end')" })
+    const r = await executor.executeCode({
+      language: "python",
+      code: "import sys\nsys.stdout.buffer.write(b'ok\\xff\\xfe\\x00\\x80end')"
+    })
     expect(r.exitCode).toBe(0)
     expect(r.stdout.startsWith("ok")).toBe(true)
     expect(r.stdout).toContain("\uFFFD")
@@ -125,12 +139,21 @@ describe("executeCode on the real engine", () => {
     const seen: Array<{ type: string; streamId: string; data: unknown }> = []
     const sub = executor.events$.subscribe((e) => seen.push(e))
     controller.abort("test abort")
-    const error = await run.then(() => undefined, (e: unknown) => e as { _tag: string; executionId: string; reason: string })
+    const error = await run.then(
+      () => undefined,
+      (e: unknown) => e as { _tag: string; executionId: string; reason: string }
+    )
     sub.unsubscribe()
     // The error names the execution (its journal stream) and the journal keeps the abort's reason.
-    expect(error).toMatchObject({ _tag: "ExecutionAborted", reason: "test abort", executionId: expect.stringMatching(/^[0-9a-f-]{36}$/) })
+    expect(error).toMatchObject({
+      _tag: "ExecutionAborted",
+      reason: "test abort",
+      executionId: expect.stringMatching(/^[0-9a-f-]{36}$/)
+    })
     // (A pooled sandbox keeps its pool name: the journal, not the name, ties it to the execution.)
-    expect(seen.find((e) => e.streamId === error!.executionId && e.type === "ExecutionInterrupted")?.data).toEqual({ reason: "interrupted by the caller: test abort" })
+    expect(seen.find((e) => e.streamId === error!.executionId && e.type === "ExecutionInterrupted")?.data).toEqual({
+      reason: "interrupted by the caller: test abort"
+    })
     expect(await containerExists(container.name)).toBe(false)
   })
 
@@ -147,11 +170,16 @@ describe("executeCode on the real engine", () => {
       const { run, container } = await startSleeper(executor)
       // Handled from now on: the run may reject while `docker stop` is still waiting for the exit
       // (an unhandled rejection in between failed a whole CI run).
-      const outcome = run.then((result) => ({ resolved: result }), (error: unknown) => error)
+      const outcome = run.then(
+        (result) => ({ resolved: result }),
+        (error: unknown) => error
+      )
       await kill(container.id)
       expect(await outcome, how).toMatchObject({
         _tag: "ContainerFailed",
-        message: expect.stringMatching(/killed from outside the SDK \(signal (15|9)(, exit code (143|137)\)|\) while the program ran; the exit code it then reported \((143|137)\))/)
+        message: expect.stringMatching(
+          /killed from outside the SDK \(signal (15|9)(, exit code (143|137)\)|\) while the program ran; the exit code it then reported \((143|137)\))/
+        )
       })
     }
   })
@@ -159,7 +187,8 @@ describe("executeCode on the real engine", () => {
   it("a program that traps the outside SIGTERM and exits 0 (the supervisor reports the end) is still a ContainerFailed, not a success", async () => {
     // The supervisor reports the end before the engine's verdict; the engine's event stream has the
     // kill by then (it is logged before the signal is delivered; the program takes 0.3 s to exit).
-    const trapping = "import signal, sys, time\ndef bye(*_):\n    time.sleep(0.3)\n    print('cleaned up', flush=True)\n    sys.exit(0)\n" +
+    const trapping =
+      "import signal, sys, time\ndef bye(*_):\n    time.sleep(0.3)\n    print('cleaned up', flush=True)\n    sys.exit(0)\n" +
       "signal.signal(signal.SIGTERM, bye)\nprint('up', flush=True)\ntime.sleep(60)\n"
     const docker = new Docker({ socketPath: "/var/run/docker.sock" })
     const killers: Array<[string, (id: string) => Promise<unknown>]> = [
@@ -169,9 +198,17 @@ describe("executeCode on the real engine", () => {
     for (const [how, kill] of killers) {
       const { run, container } = await startSleeper(executor, { code: trapping })
       // Handled from now on: the run may reject while `docker stop` is still waiting for the exit.
-      const outcome = run.then((result) => ({ resolved: result }), (error: unknown) => error)
+      const outcome = run.then(
+        (result) => ({ resolved: result }),
+        (error: unknown) => error
+      )
       await kill(container.id)
-      expect(await outcome, how).toMatchObject({ _tag: "ContainerFailed", message: expect.stringMatching(/killed from outside the SDK \(signal 15\) while the program ran; the exit code it then reported \(0\)/) })
+      expect(await outcome, how).toMatchObject({
+        _tag: "ContainerFailed",
+        message: expect.stringMatching(
+          /killed from outside the SDK \(signal 15\) while the program ran; the exit code it then reported \(0\)/
+        )
+      })
       expect(await waitFor(async () => !(await containerExists(container.name)), 10_000), how).toBe(true)
     }
   })
@@ -181,13 +218,15 @@ describe("executeCode on the real engine", () => {
     const suite = /^VERSION_CODENAME=(.*)$/m.exec(readFileSync("/etc/os-release", "utf8"))?.[1] ?? "bookworm"
     const bare = await createExecutor({ images: { python: `hermes-sandbox/base:${suite}` } })
     // This executor's containers only: other files' executors (and warm pools) run beside this one.
-    const ours = async () => (await sandboxContainers({ executorId: bare.executorId }))
+    const ours = async () => await sandboxContainers({ executorId: bare.executorId })
     try {
       const before = await ours()
       await expect(bare.executeCode({ language: "python", code: "print(1)" })).rejects.toMatchObject({
         _tag: "ContainerFailed",
         reason: "protocol",
-        message: expect.stringMatching(/image hermes-sandbox\/base:\w+ does not speak runner protocol 2 .*org\.hermes-sandbox\.runner-protocol/)
+        message: expect.stringMatching(
+          /image hermes-sandbox\/base:\w+ does not speak runner protocol 2 .*org\.hermes-sandbox\.runner-protocol/
+        )
       })
       expect(await ours()).toEqual(before)
     } finally {
@@ -199,21 +238,30 @@ describe("executeCode on the real engine", () => {
     // A throwaway image FROM the python image whose label says its supervisor has no tool calls.
     const tag = `hermes-sandbox-test/no-tools:${process.pid}`
     const dir = mkdtempSync(join(tmpdir(), "hs-no-tools-"))
-    writeFileSync(join(dir, "Dockerfile"), "FROM hermes-sandbox/python:latest\nLABEL org.hermes-sandbox.runner-features=\"collect,fileops,preload\"\n")
+    writeFileSync(
+      join(dir, "Dockerfile"),
+      'FROM hermes-sandbox/python:latest\nLABEL org.hermes-sandbox.runner-features="collect,fileops,preload"\n'
+    )
     try {
       await run("docker", ["build", "--network", "none", "-q", "-t", tag, dir], { timeout: 120_000 })
       const lacking = await createExecutor({ images: { python: tag } })
-      const ours = async () => (await sandboxContainers({ executorId: lacking.executorId }))
+      const ours = async () => await sandboxContainers({ executorId: lacking.executorId })
       try {
         const before = await ours()
-        const error = await lacking.executeCode({ language: "python", code: "print(1)", tools: { one: { handler: () => 1 } } }).catch((e: unknown) => e)
+        const error = await lacking
+          .executeCode({ language: "python", code: "print(1)", tools: { one: { handler: () => 1 } } })
+          .catch((e: unknown) => e)
         expect(error).toMatchObject({ _tag: "ContainerFailed", reason: "protocol", operation: "create" })
         const message = (error as Error).message
         expect(message).toContain(`image ${tag} has a supervisor without the feature this request needs: tools`)
         expect(message).toContain('says org.hermes-sandbox.runner-features="collect,fileops,preload"')
         expect(message).toContain("hermes-sandbox image build")
         expect(await ours()).toEqual(before)
-        const r = await lacking.executeCode({ language: "python", code: "open('a.csv', 'w').write('x,y')", collect: ["*.csv"] })
+        const r = await lacking.executeCode({
+          language: "python",
+          code: "open('a.csv', 'w').write('x,y')",
+          collect: ["*.csv"]
+        })
         expect(r.files?.map((f) => f.path)).toEqual(["a.csv"])
       } finally {
         await lacking.close()
@@ -225,10 +273,15 @@ describe("executeCode on the real engine", () => {
   }, 180_000)
 
   it("a missing image is ImageNotFound with the command that builds it", async () => {
-    const error = await executor.executeCode({ language: "python", code: "print(1)", image: "hermes-sandbox/missing:0" }).catch((e: unknown) => e)
-    expect(error).toMatchObject({ _tag: "ImageNotFound", image: "hermes-sandbox/missing:0", buildCommand: "pnpm hermes-sandbox image build" })
+    const error = await executor
+      .executeCode({ language: "python", code: "print(1)", image: "hermes-sandbox/missing:0" })
+      .catch((e: unknown) => e)
+    expect(error).toMatchObject({
+      _tag: "ImageNotFound",
+      image: "hermes-sandbox/missing:0",
+      buildCommand: "pnpm hermes-sandbox image build"
+    })
   })
-
 })
 
 describe("executor lifecycle on the real engine", () => {
@@ -242,7 +295,12 @@ describe("executor lifecycle on the real engine", () => {
     expect(stats.removing).toBeLessThanOrEqual(1)
     await e.close()
     const events = await all
-    expect(events.filter((x) => x.streamId === r.executionId).map((x) => x.type).at(-1)).toBe("ContainerDestroyed")
+    expect(
+      events
+        .filter((x) => x.streamId === r.executionId)
+        .map((x) => x.type)
+        .at(-1)
+    ).toBe("ContainerDestroyed")
     // Subscribing after close completes at once.
     expect(await lastValueFrom(e.events$.pipe(toArray()))).toEqual([])
   })
@@ -257,12 +315,16 @@ describe("executor lifecycle on the real engine", () => {
       await executor.close()
     }
     for (const outcome of await Promise.all(outcomes)) expect(outcome).toMatchObject({ _tag: "ExecutionAborted" })
-    await expect(executor.executeCode({ language: "python", code: "print(1)" })).rejects.toMatchObject({ _tag: "ExecutorClosed" })
+    await expect(executor.executeCode({ language: "python", code: "print(1)" })).rejects.toMatchObject({
+      _tag: "ExecutorClosed"
+    })
   })
 
   it("background removal still completes before close() resolves", async () => {
     const executor = await createExecutor({ awaitRemoval: false })
-    const results = await Promise.all(Array.from({ length: 4 }, () => executor.executeCode({ language: "python", code: "print(1)" })))
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () => executor.executeCode({ language: "python", code: "print(1)" }))
+    )
     await executor.close()
     for (const r of results) expect(await containerExists(r.containerName)).toBe(false)
   })

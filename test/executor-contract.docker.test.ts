@@ -14,7 +14,10 @@ const python = (p: Program): string => {
   if (p.echoStdin) lines.push("sys.stdout.flush()", "sys.stdout.buffer.write(sys.stdin.buffer.read())")
   if (p.printFile) lines.push(`sys.stdout.write(open(${s(p.printFile)}).read())`)
   if (p.stdoutBytes) {
-    lines.push(`for _ in range(${Math.floor(p.stdoutBytes / 65536)}): sys.stdout.write('x' * 65536)`, `sys.stdout.write('x' * ${p.stdoutBytes % 65536})`)
+    lines.push(
+      `for _ in range(${Math.floor(p.stdoutBytes / 65536)}): sys.stdout.write('x' * 65536)`,
+      `sys.stdout.write('x' * ${p.stdoutBytes % 65536})`
+    )
   }
   lines.push(...pythonToolCalls(p))
   if (p.stderr) lines.push(`sys.stderr.write(${s(p.stderr)})`)
@@ -31,7 +34,10 @@ const python = (p: Program): string => {
 // HERMES_SANDBOX_TEST_WARM_POOL=N (the engine-pool project) every executor keeps a warm pool of N.
 executorContract(poolOn ? `docker, warm pool of ${warmPoolSize}` : "docker", {
   base: Layer.merge(DockerExecutor.runtimeLayer(), MemoryJournal.layer()),
-  executor: (options) => DockerExecutor.layer(poolOn && options.warmPool === undefined ? { ...options, warmPool: { size: warmPoolSize } } : options),
+  executor: (options) =>
+    DockerExecutor.layer(
+      poolOn && options.warmPool === undefined ? { ...options, warmPool: { size: warmPoolSize } } : options
+    ),
   language: "python",
   program: python,
   time: liveTime,

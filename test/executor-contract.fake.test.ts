@@ -11,7 +11,11 @@ executorContract("fake", {
   executor: (options) => Executor.layer(options),
   language: "python",
   program: ({ spin, stdout, stdoutBytes, ...rest }) =>
-    fakeProgram({ ...rest, ...(spin ? { hang: true } : {}), ...(stdout || stdoutBytes ? { stdout: `${stdout ?? ""}${"x".repeat(stdoutBytes ?? 0)}` } : {}) }),
+    fakeProgram({
+      ...rest,
+      ...(spin ? { hang: true } : {}),
+      ...(stdout || stdoutBytes ? { stdout: `${stdout ?? ""}${"x".repeat(stdoutBytes ?? 0)}` } : {})
+    }),
   time: testClockTime,
   warmPool: false
 })

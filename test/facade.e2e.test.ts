@@ -29,11 +29,19 @@ describe("Promise facades", () => {
     const executor = await createExecutor()
     const r = await executor.executeCode({ language: "python", code: "print(1)" })
     // The removal is recorded after the result (in the background): read until it is there.
-    const lifecycle = async () => (await lastValueFrom(executor.replay({ streamId: r.executionId }).pipe(toArray()))).map((e) => e.type)
+    const lifecycle = async () =>
+      (await lastValueFrom(executor.replay({ streamId: r.executionId }).pipe(toArray()))).map((e) => e.type)
     const deadline = Date.now() + 10_000
-    while (!(await lifecycle()).includes("ContainerDestroyed") && Date.now() < deadline) await new Promise((ok) => setTimeout(ok, 50))
+    while (!(await lifecycle()).includes("ContainerDestroyed") && Date.now() < deadline)
+      await new Promise((ok) => setTimeout(ok, 50))
     const history = await lastValueFrom(executor.replay({ streamId: r.executionId }).pipe(toArray()))
-    expect(history.map((e) => e.type)).toEqual(["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ContainerDestroyed"])
+    expect(history.map((e) => e.type)).toEqual([
+      "ExecutionRequested",
+      "ContainerCreated",
+      "ContainerStarted",
+      "ContainerExited",
+      "ContainerDestroyed"
+    ])
     await executor.close()
     await expect(lastValueFrom(executor.replay())).rejects.toMatchObject({ _tag: "ExecutorClosed" })
     expect(history.every((e) => e.streamId === r.executionId)).toBe(true)
@@ -90,7 +98,9 @@ describe("Promise facades", () => {
 
     let sessionContainer = ""
     {
-      await using h = await openHermesSandbox({ hermesConfig: hermesConfig("session", ["container_persistent: false"]) })
+      await using h = await openHermesSandbox({
+        hermesConfig: hermesConfig("session", ["container_persistent: false"])
+      })
       expect(h.scope).toBe("session")
       if (h.scope !== "oneShot") track(h.session)
       await h.run("cd /tmp")

@@ -15,7 +15,17 @@
  * localPrebuilds); without it npm compiled the addon from source, ~2 minutes of CPU.
  */
 import { type SpawnOptions, spawn } from "node:child_process"
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync
+} from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { delimiter, join, relative, sep } from "node:path"
@@ -33,8 +43,12 @@ const PNPM_VERSION = "10.34.0"
 const pnpm = ((): readonly [string, ReadonlyArray<string>] => {
   const execPath = process.env["npm_execpath"] ?? ""
   const manifest = join(execPath, "..", "..", "package.json")
-  const version = existsSync(manifest) ? (JSON.parse(readFileSync(manifest, "utf8")) as { name?: string; version?: string }) : undefined
-  return version?.name === "pnpm" && version.version === PNPM_VERSION ? [process.execPath, [execPath]] : ["npx", ["-y", `pnpm@${PNPM_VERSION}`]]
+  const version = existsSync(manifest)
+    ? (JSON.parse(readFileSync(manifest, "utf8")) as { name?: string; version?: string })
+    : undefined
+  return version?.name === "pnpm" && version.version === PNPM_VERSION
+    ? [process.execPath, [execPath]]
+    : ["npx", ["-y", `pnpm@${PNPM_VERSION}`]]
 })()
 const INSTALL_TIMEOUT_MS = 15 * 60_000
 const started = Date.now()
@@ -60,13 +74,24 @@ const userEnv = (): NodeJS.ProcessEnv => {
     if (/^(npm_|pnpm_|PNPM_|NODE_PATH$|NODE_OPTIONS$|INIT_CWD$|VITEST|TSX_)/i.test(k)) continue
     env[k] = v
   }
-  env["PATH"] = (process.env["PATH"] ?? "").split(delimiter).filter((d) => d !== "" && !insideRepo(d) && !d.includes(`${sep}node_modules${sep}`)).join(delimiter)
+  env["PATH"] = (process.env["PATH"] ?? "")
+    .split(delimiter)
+    .filter((d) => d !== "" && !insideRepo(d) && !d.includes(`${sep}node_modules${sep}`))
+    .join(delimiter)
   return env
 }
 
-const run = (command: string, args: ReadonlyArray<string>, options: { cwd: string; input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }) =>
+const run = (
+  command: string,
+  args: ReadonlyArray<string>,
+  options: { cwd: string; input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }
+) =>
   new Promise<Ran>((resolve, reject) => {
-    const spawnOptions: SpawnOptions = { cwd: options.cwd, env: options.env ?? userEnv(), stdio: ["pipe", "pipe", "pipe"] }
+    const spawnOptions: SpawnOptions = {
+      cwd: options.cwd,
+      env: options.env ?? userEnv(),
+      stdio: ["pipe", "pipe", "pipe"]
+    }
     const child = spawn(command, args, spawnOptions)
     let stdout = ""
     let stderr = ""
@@ -91,7 +116,10 @@ const timed = async <A>(label: string, f: () => Promise<A>): Promise<A> => {
 }
 
 const ok = (r: Ran, what: string) => {
-  if (r.code !== 0) throw new Error(`${what} exited ${r.code}\n--- stdout\n${r.stdout.slice(-4000)}\n--- stderr\n${r.stderr.slice(-4000)}`)
+  if (r.code !== 0)
+    throw new Error(
+      `${what} exited ${r.code}\n--- stdout\n${r.stdout.slice(-4000)}\n--- stderr\n${r.stderr.slice(-4000)}`
+    )
   return r
 }
 
@@ -191,11 +219,16 @@ const project = (manager: Manager): string => {
  * resolves another version the name does not match, and npm compiles it from source as before.
  */
 const localPrebuilds = async (): Promise<Record<string, string>> => {
-  const manifest = createRequire(join(repoRoot, "packages", "events", "package.json")).resolve("better-sqlite3/package.json")
+  const manifest = createRequire(join(repoRoot, "packages", "events", "package.json")).resolve(
+    "better-sqlite3/package.json"
+  )
   const { version } = JSON.parse(readFileSync(manifest, "utf8")) as { version: string }
   const staging = join(scratch, "prebuild")
   mkdirSync(join(staging, "build", "Release"), { recursive: true })
-  copyFileSync(join(manifest, "..", "build", "Release", "better_sqlite3.node"), join(staging, "build", "Release", "better_sqlite3.node"))
+  copyFileSync(
+    join(manifest, "..", "build", "Release", "better_sqlite3.node"),
+    join(staging, "build", "Release", "better_sqlite3.node")
+  )
   const dir = join(scratch, "prebuilds")
   mkdirSync(dir)
   const file = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`
@@ -212,10 +245,18 @@ const install = (manager: Manager, dir: string) =>
   timed(`${manager} install`, async () =>
     ok(
       manager === "npm"
-        ? await run("npm", ["install", "--no-audit", "--no-fund"], { cwd: dir, env: { ...userEnv(), ...(await localPrebuilds()) }, timeoutMs: INSTALL_TIMEOUT_MS })
-        : await run(pnpm[0], [...pnpm[1], "install", "--reporter=append-only"], { cwd: dir, timeoutMs: INSTALL_TIMEOUT_MS }),
+        ? await run("npm", ["install", "--no-audit", "--no-fund"], {
+            cwd: dir,
+            env: { ...userEnv(), ...(await localPrebuilds()) },
+            timeoutMs: INSTALL_TIMEOUT_MS
+          })
+        : await run(pnpm[0], [...pnpm[1], "install", "--reporter=append-only"], {
+            cwd: dir,
+            timeoutMs: INSTALL_TIMEOUT_MS
+          }),
       `${manager} install`
-    ))
+    )
+  )
 
 /** Every file of the installed @hermes-sandbox packages, resolved: none may lead into the workspace. */
 const installedFiles = (dir: string): Array<string> => {
@@ -236,7 +277,8 @@ const projects: Partial<Record<Manager, string>> = {}
 beforeAll(async () => {
   for (const p of PACKAGES) {
     for (const file of ["index.js", "index.d.ts"].map((f) => (p === "cli" ? f.replace("index", "main") : f))) {
-      if (!existsSync(join(repoRoot, "packages", p, "dist", file))) throw new Error(`packages/${p}/dist/${file} is missing: run pnpm build first`)
+      if (!existsSync(join(repoRoot, "packages", p, "dist", file)))
+        throw new Error(`packages/${p}/dist/${file} is missing: run pnpm build first`)
     }
   }
   expect(insideRepo(scratch), `${scratch} must be outside the workspace ${repoRoot}`).toBe(false)
@@ -244,24 +286,38 @@ beforeAll(async () => {
   await timed("pack", async () => {
     // One at a time: the docker package's prepack writes its assets/ into the working tree.
     for (const p of PACKAGES) {
-      ok(await run(pnpm[0], [...pnpm[1], "pack", "--pack-destination", tarballDir], { cwd: join(repoRoot, "packages", p), env: { ...process.env } }), `pnpm pack (${p})`)
-      const version = (JSON.parse(readFileSync(join(repoRoot, "packages", p, "package.json"), "utf8")) as { version: string }).version
+      ok(
+        await run(pnpm[0], [...pnpm[1], "pack", "--pack-destination", tarballDir], {
+          cwd: join(repoRoot, "packages", p),
+          env: { ...process.env }
+        }),
+        `pnpm pack (${p})`
+      )
+      const version = (
+        JSON.parse(readFileSync(join(repoRoot, "packages", p, "package.json"), "utf8")) as { version: string }
+      ).version
       tarballs[p] = join(tarballDir, `hermes-sandbox-${p}-${version}.tgz`)
       expect(existsSync(tarballs[p]!), tarballs[p]).toBe(true)
     }
   })
-  expect(existsSync(join(repoRoot, "packages", "docker", "assets")), "postpack removes packages/docker/assets").toBe(false)
+  expect(existsSync(join(repoRoot, "packages", "docker", "assets")), "postpack removes packages/docker/assets").toBe(
+    false
+  )
   // Both at once: they mostly wait on the registry and link from their caches.
   const managers: ReadonlyArray<Manager> = ["npm", "pnpm"]
-  await Promise.all(managers.map(async (m) => {
-    const dir = project(m)
-    await install(m, dir)
-    projects[m] = dir
-  }))
+  await Promise.all(
+    managers.map(async (m) => {
+      const dir = project(m)
+      await install(m, dir)
+      projects[m] = dir
+    })
+  )
 }, 2 * INSTALL_TIMEOUT_MS)
 
 afterAll(() => {
-  process.stderr.write(`[installed.e2e] ${timings.join(", ")}; whole file ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
+  process.stderr.write(
+    `[installed.e2e] ${timings.join(", ")}; whole file ${((Date.now() - started) / 1000).toFixed(1)} s\n`
+  )
   if (process.env["HERMES_KEEP_INSTALLED"] === undefined) rmSync(scratch, { recursive: true, force: true })
 })
 
@@ -274,18 +330,36 @@ describe.each(["npm", "pnpm"] as const)("installed with %s, outside the workspac
     expect(files.length).toBeGreaterThan(0)
     expect(files.filter(insideRepo)).toEqual([])
     const docker = realpathSync(join(dir(), "node_modules", "@hermes-sandbox", "docker"))
-    for (const asset of ["assets/scripts/build-images.sh", "assets/images/python/Dockerfile", "assets/images/python-data/Dockerfile", "assets/images/python-data/no-pythran.control", "assets/images/runner/hermes-run.c", "seccomp/hermes-sandbox.json", "watchdog/watchdog.mjs", "LICENSE", "README.md"]) {
+    for (const asset of [
+      "assets/scripts/build-images.sh",
+      "assets/images/python/Dockerfile",
+      "assets/images/python-data/Dockerfile",
+      "assets/images/python-data/no-pythran.control",
+      "assets/images/runner/hermes-run.c",
+      "seccomp/hermes-sandbox.json",
+      "watchdog/watchdog.mjs",
+      "LICENSE",
+      "README.md"
+    ]) {
       expect(existsSync(join(docker, asset)), asset).toBe(true)
     }
     for (const p of PACKAGES) {
-      const manifest = JSON.parse(readFileSync(join(dir(), "node_modules", "@hermes-sandbox", p, "package.json"), "utf8")) as Record<string, unknown>
-      expect(manifest, p).toMatchObject({ license: "MIT", engines: { node: ">=20" }, repository: { directory: `packages/${p}` } })
+      const manifest = JSON.parse(
+        readFileSync(join(dir(), "node_modules", "@hermes-sandbox", p, "package.json"), "utf8")
+      ) as Record<string, unknown>
+      expect(manifest, p).toMatchObject({
+        license: "MIT",
+        engines: { node: ">=20" },
+        repository: { directory: `packages/${p}` }
+      })
       expect(existsSync(join(dir(), "node_modules", "@hermes-sandbox", p, "LICENSE")), `${p}/LICENSE`).toBe(true)
     }
   })
 
   it("a strict consumer type-checks against the published declarations (skipLibCheck: false)", async () => {
-    await timed(`${manager} tsc`, async () => ok(await run(join(dir(), "node_modules", ".bin", "tsc"), ["-p", "."], { cwd: dir() }), "tsc"))
+    await timed(`${manager} tsc`, async () =>
+      ok(await run(join(dir(), "node_modules", ".bin", "tsc"), ["-p", "."], { cwd: dir() }), "tsc")
+    )
   })
 
   it("plain Node runs an execution through the Promise API", async () => {
@@ -305,8 +379,11 @@ describe.each(["npm", "pnpm"] as const)("installed with %s, outside the workspac
     if (manager === "npm") {
       // npm built the addon: the run is recorded in the project's journal.
       expect(JSON.parse(ok(r, "run").stdout.trim())).toMatchObject({ exitCode: 0, stdout: "42\n", timedOut: false })
-      const summary = ok(await run(bin(), ["events", "summary", "--journal", journal, "--json"], { cwd: dir() }), "events summary")
-      expect(summary.stdout).toContain("\"total\":1")
+      const summary = ok(
+        await run(bin(), ["events", "summary", "--journal", journal, "--json"], { cwd: dir() }),
+        "events summary"
+      )
+      expect(summary.stdout).toContain('"total":1')
     } else {
       // pnpm 10 did not run better-sqlite3's build script: the journal says how to fix that.
       expect(r.code).toBe(125)
@@ -314,7 +391,10 @@ describe.each(["npm", "pnpm"] as const)("installed with %s, outside the workspac
       expect(error).toMatchObject({ _tag: "SqliteAddonMissing", reason: "not-built" })
       expect(error.message).toContain("pnpm approve-builds")
       expect(error.message).toContain("npm rebuild better-sqlite3")
-      const memory = ok(await run(bin(), ["run", "--json", "--no-journal", "-e", "print(6*7)"], { cwd: dir() }), "run --no-journal")
+      const memory = ok(
+        await run(bin(), ["run", "--json", "--no-journal", "-e", "print(6*7)"], { cwd: dir() }),
+        "run --no-journal"
+      )
       expect(JSON.parse(memory.stdout.trim())).toMatchObject({ exitCode: 0, stdout: "42\n" })
     }
   })
@@ -322,11 +402,23 @@ describe.each(["npm", "pnpm"] as const)("installed with %s, outside the workspac
   it("the installed bin serves MCP over stdio (hermes-sandbox mcp), driven by the SDK's client", async () => {
     const { Client } = await import("@modelcontextprotocol/sdk/client/index.js")
     const { StdioClientTransport } = await import("@modelcontextprotocol/sdk/client/stdio.js")
-    const transport = new StdioClientTransport({ command: bin(), args: ["mcp", "--no-journal"], cwd: dir(), env: userEnv() as Record<string, string>, stderr: "pipe" })
+    const transport = new StdioClientTransport({
+      command: bin(),
+      args: ["mcp", "--no-journal"],
+      cwd: dir(),
+      env: userEnv() as Record<string, string>,
+      stderr: "pipe"
+    })
     const client = new Client({ name: "installed-test", version: "1" })
     await client.connect(transport)
     try {
-      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(["execute_code", "read_file", "reset_session", "terminal", "write_file"])
+      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
+        "execute_code",
+        "read_file",
+        "reset_session",
+        "terminal",
+        "write_file"
+      ])
       const r = await client.callTool({ name: "execute_code", arguments: { language: "python", code: "print(6*7)" } })
       expect(r.structuredContent).toMatchObject({ status: "success", stdout: "42\n" })
       const t = await client.callTool({ name: "terminal", arguments: { command: "cd /tmp && echo $PWD" } })
@@ -336,14 +428,20 @@ describe.each(["npm", "pnpm"] as const)("installed with %s, outside the workspac
     }
   })
 
-  it("the installed bin builds the images from the package's assets (hermes-sandbox image build)", async () => {
-    const r = await timed(`${manager} image build`, async () => ok(await run(bin(), ["image", "build"], { cwd: dir(), timeoutMs: 20 * 60_000 }), "image build"))
-    expect(r.stdout).toContain("built: hermes-sandbox/python:latest")
-    expect(r.stdout).toContain("built: hermes-sandbox/node:latest")
-    expect(r.stdout).toContain("built: hermes-sandbox/bash:latest")
-    // The supervisor was compiled from the package's C source, next to it (not in the checkout).
-    const docker = realpathSync(join(dir(), "node_modules", "@hermes-sandbox", "docker"))
-    expect(existsSync(join(docker, "assets", "images", "runner", "build", "hermes-run"))).toBe(true)
-    expect(relative(repoRoot, docker).startsWith("..")).toBe(true)
-  }, 20 * 60_000)
+  it(
+    "the installed bin builds the images from the package's assets (hermes-sandbox image build)",
+    async () => {
+      const r = await timed(`${manager} image build`, async () =>
+        ok(await run(bin(), ["image", "build"], { cwd: dir(), timeoutMs: 20 * 60_000 }), "image build")
+      )
+      expect(r.stdout).toContain("built: hermes-sandbox/python:latest")
+      expect(r.stdout).toContain("built: hermes-sandbox/node:latest")
+      expect(r.stdout).toContain("built: hermes-sandbox/bash:latest")
+      // The supervisor was compiled from the package's C source, next to it (not in the checkout).
+      const docker = realpathSync(join(dir(), "node_modules", "@hermes-sandbox", "docker"))
+      expect(existsSync(join(docker, "assets", "images", "runner", "build", "hermes-run"))).toBe(true)
+      expect(relative(repoRoot, docker).startsWith("..")).toBe(true)
+    },
+    20 * 60_000
+  )
 })

@@ -25,12 +25,20 @@ const everything = `${testDir}node_modules/@modelcontextprotocol/server-everythi
 /** The reference server over stdio, with a marker argument (it ignores arguments after the transport) to find its process by. */
 const stdioServer = (env: Record<string, string> = {}) => {
   const marker = processMarker("bridge-test")
-  return { marker, spec: { command: process.execPath, args: [everything, "stdio", marker], env, stderr: "ignore" as const } }
+  return {
+    marker,
+    spec: { command: process.execPath, args: [everything, "stdio", marker], env, stderr: "ignore" as const }
+  }
 }
 
 const gone = (marker: string) => goneWithin(marker, 10_000)
 
-const context = (signal: AbortSignal = new AbortController().signal): ToolContext => ({ signal, executionId: "bridge-test", callId: 1, tool: "test" })
+const context = (signal: AbortSignal = new AbortController().signal): ToolContext => ({
+  signal,
+  executionId: "bridge-test",
+  callId: 1,
+  tool: "test"
+})
 const callOn = (upstream: McpUpstream, name: string, args: Record<string, unknown> = {}, signal?: AbortSignal) => {
   const tool = upstream.tools[name]
   if (tool === undefined) throw new Error(`no tool ${name}; have ${Object.keys(upstream.tools).join(", ")}`)
@@ -78,11 +86,17 @@ describe("toolsFromMcp over stdio (server-everything)", () => {
     expect(upstream.renamed).toEqual(
       EVERYTHING_TOOLS.filter((n) => n.includes("-")).map((n) => ({ upstream: n, name: n.replaceAll("-", "_") }))
     )
-    expect(upstream.skipped).toEqual([{ upstream: "simulate-research-query", reason: expect.stringContaining("task-based execution") }])
+    expect(upstream.skipped).toEqual([
+      { upstream: "simulate-research-query", reason: expect.stringContaining("task-based execution") }
+    ])
     const echo = upstream.tools.echo!
     expect(echo.description).toBe("Echoes back the input string")
     // The upstream's inputSchema as it is: what the sandbox checks arguments against and shows the code.
-    expect(echo.parameters).toMatchObject({ type: "object", properties: { message: { type: "string" } }, required: ["message"] })
+    expect(echo.parameters).toMatchObject({
+      type: "object",
+      properties: { message: { type: "string" } },
+      required: ["message"]
+    })
     expect(upstream.tools.get_sum!.parameters).toMatchObject({ required: ["a", "b"] })
   })
 
@@ -107,10 +121,16 @@ describe("toolsFromMcp over stdio (server-everything)", () => {
   })
 
   it("content that is not all text (an image, an embedded resource, resource links) is the content array as it is", async () => {
-    const image = (await callOn(upstream, "get_annotated_message", { messageType: "success", includeImage: true })) as Array<Record<string, unknown>>
+    const image = (await callOn(upstream, "get_annotated_message", {
+      messageType: "success",
+      includeImage: true
+    })) as Array<Record<string, unknown>>
     expect(image.map((b) => b.type)).toEqual(["text", "image"])
     expect(image[1]).toMatchObject({ type: "image", mimeType: "image/png", data: expect.stringMatching(/^iVBOR/) })
-    const reference = (await callOn(upstream, "get_resource_reference", { resourceType: "Text", resourceId: 2 })) as Array<Record<string, unknown>>
+    const reference = (await callOn(upstream, "get_resource_reference", {
+      resourceType: "Text",
+      resourceId: 2
+    })) as Array<Record<string, unknown>>
     expect(reference.map((b) => b.type)).toEqual(["text", "resource", "text"])
     expect(reference[1]).toMatchObject({ resource: { uri: expect.stringContaining("2"), mimeType: "text/plain" } })
     const links = (await callOn(upstream, "get_resource_links", { count: 2 })) as Array<Record<string, unknown>>
@@ -118,8 +138,12 @@ describe("toolsFromMcp over stdio (server-everything)", () => {
   })
 
   it("an isError result is a thrown Error with the tool's text", async () => {
-    await expect(callOn(upstream, "echo", {})).rejects.toThrow(/Input validation error: Invalid arguments for tool echo/)
-    await expect(callOn(upstream, "get_resource_reference", { resourceType: "Neither" })).rejects.toThrow(/expected one of "Text"\|"Blob"/)
+    await expect(callOn(upstream, "echo", {})).rejects.toThrow(
+      /Input validation error: Invalid arguments for tool echo/
+    )
+    await expect(callOn(upstream, "get_resource_reference", { resourceType: "Neither" })).rejects.toThrow(
+      /expected one of "Text"\|"Blob"/
+    )
     // The connection is still good afterwards.
     expect(await callOn(upstream, "echo", { message: "still here" })).toBe("Echo: still here")
   })
@@ -129,7 +153,9 @@ describe("toolsFromMcp over stdio (server-everything)", () => {
     const started = Date.now()
     const call = callOn(upstream, "trigger_long_running_operation", { duration: 30, steps: 30 }, controller.signal)
     setTimeout(() => controller.abort(new Error("the run ended")), 300)
-    await expect(call).rejects.toThrow(/the call to trigger-long-running-operation on the MCP server "mcp-servers\/everything" .* was cancelled/)
+    await expect(call).rejects.toThrow(
+      /the call to trigger-long-running-operation on the MCP server "mcp-servers\/everything" .* was cancelled/
+    )
     expect(Date.now() - started).toBeLessThan(5_000)
     // A signal already aborted: no call at all.
     await expect(callOn(upstream, "echo", { message: "x" }, AbortSignal.abort())).rejects.toThrow(/was cancelled/)
@@ -184,7 +210,10 @@ describe("toolsFromMcp: prefix, include, exclude", () => {
   it("a prefix that is not an identifier's start is refused before anything starts", async () => {
     const { marker, spec } = stdioServer()
     for (const prefix of ["9_", "fs-", "a b"]) {
-      await expect(toolsFromMcp({ ...spec, prefix })).rejects.toMatchObject({ _tag: "McpUpstreamFailed", reason: "invalid-options" })
+      await expect(toolsFromMcp({ ...spec, prefix })).rejects.toMatchObject({
+        _tag: "McpUpstreamFailed",
+        reason: "invalid-options"
+      })
     }
     expect(pidsWith(marker)).toEqual([])
   })
@@ -237,7 +266,9 @@ describe("toolsFromMcp: the upstream's life", () => {
     await new Promise((r) => setTimeout(r, 200))
     process.kill(pid!, "SIGKILL")
     await expect(inFlight).rejects.toThrow(/^the MCP server "everything" \(.*node.*\) closed the connection$/)
-    await expect(callOn(upstream, "echo", { message: "x" })).rejects.toThrow(/^the MCP server "everything" \(.*\) closed the connection$/)
+    await expect(callOn(upstream, "echo", { message: "x" })).rejects.toThrow(
+      /^the MCP server "everything" \(.*\) closed the connection$/
+    )
   })
 
   it("a server that cannot start, or exits at once, is McpUpstreamFailed with what it said", async () => {
@@ -247,7 +278,11 @@ describe("toolsFromMcp: the upstream's life", () => {
       message: expect.stringContaining("ENOENT")
     })
     await expect(
-      toolsFromMcp({ command: process.execPath, args: ["-e", "console.error('no config file, giving up'); process.exit(3)"], stderr: "ignore" })
+      toolsFromMcp({
+        command: process.execPath,
+        args: ["-e", "console.error('no config file, giving up'); process.exit(3)"],
+        stderr: "ignore"
+      })
     ).rejects.toMatchObject({ reason: "connect-failed", message: expect.stringContaining("no config file, giving up") })
   })
 })
@@ -270,9 +305,15 @@ describe("toolsFromMcp: paginated tools/list, names that clash once mapped", () 
     await server.connect(new StdioServerTransport())
   `
   it("follows nextCursor to the last page; usable names keep theirs, mapped ones are numbered on a clash and reported", async () => {
-    const upstream = await open({ command: process.execPath, args: ["--input-type=module", "-e", paginating], cwd: testDir })
+    const upstream = await open({
+      command: process.execPath,
+      args: ["--input-type=module", "-e", paginating],
+      cwd: testDir
+    })
     const long = "x".repeat(64)
-    expect(Object.keys(upstream.tools).sort()).toEqual(["_9lives", "a_b", "a_b_2", "a_b_3", "class_", "ok", long].sort())
+    expect(Object.keys(upstream.tools).sort()).toEqual(
+      ["_9lives", "a_b", "a_b_2", "a_b_3", "class_", "ok", long].sort()
+    )
     expect(upstream.renamed).toEqual([
       { upstream: "a-b", name: "a_b_2" },
       { upstream: "9lives", name: "_9lives" },
@@ -304,10 +345,18 @@ describe("an upstream tool's JSON Schema takes the bounded refusal path (hostile
     await server.connect(new StdioServerTransport())
   `
   it("5 keys of 150 KB each: the refusal is bounded, names at most 5 problems, each path cut", async () => {
-    const upstream = await open({ command: process.execPath, args: ["--input-type=module", "-e", mapShaped], cwd: testDir })
+    const upstream = await open({
+      command: process.execPath,
+      args: ["--input-type=module", "-e", mapShaped],
+      cwd: testDir
+    })
     const plan = await Effect.runPromise(Effect.scoped(planTools(upstream.tools, resolveToolLimits(undefined), false)))
-    const big = (prefix: string) => Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`${prefix}${i}${"k".repeat(150_000)}`, "v".repeat(20)]))
-    for (const [tool, value] of [["headers", big("h")], ["env", big("E")]] as const) {
+    const big = (prefix: string) =>
+      Object.fromEntries(Array.from({ length: 5 }, (_, i) => [`${prefix}${i}${"k".repeat(150_000)}`, "v".repeat(20)]))
+    for (const [tool, value] of [
+      ["headers", big("h")],
+      ["env", big("E")]
+    ] as const) {
       const checked = plan!.tools.get(tool)!.check(value)
       expect(checked._tag, tool).toBe("Left")
       const message = (checked as { left: string }).left
@@ -319,22 +368,43 @@ describe("an upstream tool's JSON Schema takes the bounded refusal path (hostile
 
 describe("unwrapCallToolResult", () => {
   it("prefers structuredContent over the text, parses JSON text, keeps other content as it is", () => {
-    expect(unwrapCallToolResult({ content: [{ type: "text", text: "a summary for people" }], structuredContent: { n: 1 } })).toEqual({ n: 1 })
+    expect(
+      unwrapCallToolResult({ content: [{ type: "text", text: "a summary for people" }], structuredContent: { n: 1 } })
+    ).toEqual({ n: 1 })
     expect(unwrapCallToolResult({ content: [{ type: "text", text: "[1,2]" }] })).toEqual([1, 2])
     expect(unwrapCallToolResult({ content: [{ type: "text", text: "42" }] })).toBe(42)
     expect(unwrapCallToolResult({ content: [{ type: "text", text: "{not json" }] })).toBe("{not json")
-    expect(unwrapCallToolResult({ content: [{ type: "text", text: "a" }, { type: "text", text: "true" }] })).toEqual(["a", true])
-    const mixed = [{ type: "text", text: "x" }, { type: "audio", data: "AAAA", mimeType: "audio/wav" }]
+    expect(
+      unwrapCallToolResult({
+        content: [
+          { type: "text", text: "a" },
+          { type: "text", text: "true" }
+        ]
+      })
+    ).toEqual(["a", true])
+    const mixed = [
+      { type: "text", text: "x" },
+      { type: "audio", data: "AAAA", mimeType: "audio/wav" }
+    ]
     expect(unwrapCallToolResult({ content: mixed })).toBe(mixed)
     expect(unwrapCallToolResult({ content: [] })).toBeNull()
     expect(unwrapCallToolResult({ toolResult: { old: "protocol" } })).toEqual({ old: "protocol" })
   })
 
   it("isError throws the text content (every block), even when there is structuredContent", () => {
-    expect(() => unwrapCallToolResult({ isError: true, content: [{ type: "text", text: "no such file" }, { type: "text", text: "at /x" }], structuredContent: { a: 1 } })).toThrow(
-      /^no such file\nat \/x$/
+    expect(() =>
+      unwrapCallToolResult({
+        isError: true,
+        content: [
+          { type: "text", text: "no such file" },
+          { type: "text", text: "at /x" }
+        ],
+        structuredContent: { a: 1 }
+      })
+    ).toThrow(/^no such file\nat \/x$/)
+    expect(() => unwrapCallToolResult({ isError: true, content: [] }, "the tool t")).toThrow(
+      "the tool t reported an error without a message"
     )
-    expect(() => unwrapCallToolResult({ isError: true, content: [] }, "the tool t")).toThrow("the tool t reported an error without a message")
   })
 })
 
@@ -399,7 +469,11 @@ describe("toolsFromMcp over Streamable HTTP (server-everything streamableHttp)",
         .sort()
     )
     expect(await callOn(upstream, "ev_echo", { message: "over http" })).toBe("Echo: over http")
-    expect(await callOn(upstream, "ev_get_structured_content", { location: "New York" })).toEqual({ temperature: 33, conditions: "Cloudy", humidity: 82 })
+    expect(await callOn(upstream, "ev_get_structured_content", { location: "New York" })).toEqual({
+      temperature: 33,
+      conditions: "Cloudy",
+      humidity: 82
+    })
     await expect(callOn(upstream, "ev_echo", {})).rejects.toThrow(/Input validation error/)
     const controller = new AbortController()
     const slow = callOn(upstream, "ev_trigger_long_running_operation", { duration: 30, steps: 30 }, controller.signal)
@@ -424,7 +498,10 @@ describe("toolsFromMcp over Streamable HTTP (server-everything streamableHttp)",
   })
 
   it("a URL nothing listens on is McpUpstreamFailed (connect-failed)", async () => {
-    await expect(toolsFromMcp({ url: "http://127.0.0.1:9/mcp" })).rejects.toMatchObject({ _tag: "McpUpstreamFailed", reason: "connect-failed" })
+    await expect(toolsFromMcp({ url: "http://127.0.0.1:9/mcp" })).rejects.toMatchObject({
+      _tag: "McpUpstreamFailed",
+      reason: "connect-failed"
+    })
     await expect(toolsFromMcp({ url: "ftp://127.0.0.1/mcp" })).rejects.toMatchObject({ reason: "invalid-options" })
   })
 })

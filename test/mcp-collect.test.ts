@@ -22,7 +22,11 @@ const opened: Array<McpSandbox> = []
 const servings: Array<HttpServing> = []
 const dir = mkdtempSync(join(tmpdir(), "mcp-collect-"))
 const openSandbox = async (options: McpSandboxOptions = {}) => {
-  const sandbox = await McpSandbox.open({ journal: "memory", ...options, limits: { defaultTimeoutS: 30, ...options.limits } })
+  const sandbox = await McpSandbox.open({
+    journal: "memory",
+    ...options,
+    limits: { defaultTimeoutS: 30, ...options.limits }
+  })
   opened.push(sandbox)
   return sandbox
 }
@@ -39,12 +43,29 @@ afterAll(async () => {
 const connect = (on: McpSandbox = sandbox, transport: "stdio" | "http" = "stdio") =>
   connectInMemory(on, { transport, clientName: "collect-test", clientVersion: "1" })
 
-type Block = { type: string; text?: string; data?: string; mimeType?: string; uri?: string; name?: string; size?: number; description?: string }
-type Structured = Record<string, unknown> & { files?: Array<Record<string, unknown>>; skipped_files?: Array<Record<string, unknown>> }
+type Block = {
+  type: string
+  text?: string
+  data?: string
+  mimeType?: string
+  uri?: string
+  name?: string
+  size?: number
+  description?: string
+}
+type Structured = Record<string, unknown> & {
+  files?: Array<Record<string, unknown>>
+  skipped_files?: Array<Record<string, unknown>>
+}
 const call = async (client: Client, args: Record<string, unknown>) => {
   const result = await client.callTool({ name: "execute_code", arguments: args })
   const content = result.content as Array<Block>
-  return { result, content, json: JSON.parse(content[0]?.text ?? "") as Structured, structured: result.structuredContent as Structured }
+  return {
+    result,
+    content,
+    json: JSON.parse(content[0]?.text ?? "") as Structured,
+    structured: result.structuredContent as Structured
+  }
 }
 const blocks = (content: Array<Block>, type: string) => content.filter((b) => b.type === type)
 const sha256 = (b: Uint8Array | string) => createHash("sha256").update(b).digest("hex")
@@ -68,11 +89,17 @@ describe("execute_code collect: the tool's schema", () => {
   it("advertises collect as an array of strings with a description; a bad pattern is InvalidArguments naming its index, before any sandbox", async () => {
     const { client, close } = await connect()
     const tool = (await client.listTools()).tools.find((t) => t.name === "execute_code")!
-    const collect = (tool.inputSchema.properties as Record<string, { type?: string; items?: { type?: string }; description?: string }>).collect
+    const collect = (
+      tool.inputSchema.properties as Record<string, { type?: string; items?: { type?: string }; description?: string }>
+    ).collect
     expect(collect).toMatchObject({ type: "array", items: { type: "string" } })
     expect(collect?.description).toMatch(/glob patterns relative to \/workspace.*resource_link/s)
     expect(tool.description).toMatch(/collect .* resource_link .* image content/)
-    for (const [pattern, message] of [["/etc/passwd", /relative/], ["../x", /'\.\.'/], ["", /1 to 1024 bytes/]] as const) {
+    for (const [pattern, message] of [
+      ["/etc/passwd", /relative/],
+      ["../x", /'\.\.'/],
+      ["", /1 to 1024 bytes/]
+    ] as const) {
       const r = await call(client, { language: "python", code: "print(1)", collect: ["ok.txt", pattern] })
       expect(r.result.isError).toBe(true)
       const error = r.json.error as { _tag: string; issues: Array<{ field: string; message: string }> }
@@ -86,7 +113,11 @@ describe("execute_code collect: the tool's schema", () => {
 describe("execute_code collect: results and file resources (in-memory transport, real engine)", () => {
   it("a PNG comes back as an image block with the right bytes and as a resource_link whose resources/read returns the same bytes; listed in the text and structuredContent", async () => {
     const { client, close } = await connect()
-    const r = await call(client, { language: "python", code: `${pngProgram("chart.png")}\nprint("drawn")`, collect: ["*.png"] })
+    const r = await call(client, {
+      language: "python",
+      code: `${pngProgram("chart.png")}\nprint("drawn")`,
+      collect: ["*.png"]
+    })
     expect(r.result.isError).toBeFalsy()
     expect(r.content[0]?.type).toBe("text")
     expect(r.json).toEqual(r.structured)
@@ -96,9 +127,17 @@ describe("execute_code collect: results and file resources (in-memory transport,
     expect(png.subarray(0, 8).toString("hex")).toBe("89504e470d0a1a0a")
     const id = String(r.structured.execution_id)
     const uri = `sandbox://executions/${id}/files/chart.png`
-    expect(r.structured.files).toEqual([{ path: "chart.png", size_bytes: png.length, sha256: sha256(png), mime_type: "image/png", uri, image: true }])
-    expect(r.structured).toMatchObject({ skipped_files: [], files_truncated: false, collection: { status: "complete" } })
-    expect(String(r.structured.output)).toMatch(/^drawn\nCollected 1 file from \/workspace: "chart\.png" \(\d+ bytes, image\/png, shown as an image\)\. Read each with resources\/read/)
+    expect(r.structured.files).toEqual([
+      { path: "chart.png", size_bytes: png.length, sha256: sha256(png), mime_type: "image/png", uri, image: true }
+    ])
+    expect(r.structured).toMatchObject({
+      skipped_files: [],
+      files_truncated: false,
+      collection: { status: "complete" }
+    })
+    expect(String(r.structured.output)).toMatch(
+      /^drawn\nCollected 1 file from \/workspace: "chart\.png" \(\d+ bytes, image\/png, shown as an image\)\. Read each with resources\/read/
+    )
     const [link] = blocks(r.content, "resource_link")
     expect(link).toMatchObject({ uri, name: "chart.png", mimeType: "image/png", size: png.length })
     expect(link?.description).toContain(sha256(png))
@@ -109,7 +148,11 @@ describe("execute_code collect: results and file resources (in-memory transport,
     // The session's resources list it beside the run's events.
     const { resources } = await client.listResources()
     expect(resources.map((x) => x.uri)).toEqual(expect.arrayContaining([uri, `sandbox://executions/${id}/events`]))
-    expect(resources.find((x) => x.uri === uri)).toMatchObject({ name: "chart.png", mimeType: "image/png", size: png.length })
+    expect(resources.find((x) => x.uri === uri)).toMatchObject({
+      name: "chart.png",
+      mimeType: "image/png",
+      size: png.length
+    })
     const { resourceTemplates } = await client.listResourceTemplates()
     expect(resourceTemplates.map((t) => t.uriTemplate)).toContain("sandbox://executions/{id}/files/{+path}")
     await close()
@@ -129,17 +172,31 @@ describe("execute_code collect: results and file resources (in-memory transport,
     const links = blocks(r.content, "resource_link")
     expect(links.map((l) => l.name)).toEqual(["out/table.csv", odd])
     expect(links[1]?.uri).toBe(`sandbox://executions/${id}/files/out/with%20space%20%231%3F.csv`)
-    expect(r.structured.files?.map((f) => [f.path, f.mime_type, f.image])).toEqual([["out/table.csv", "text/csv", false], [odd, "text/csv", false]])
-    expect(Object.fromEntries((r.structured.skipped_files ?? []).map((s) => [s.path, s.reason]))).toEqual({ "out/passwd.csv": "symlink", "out/fifo.csv": "not-regular", "missing.txt": "not-found" })
+    expect(r.structured.files?.map((f) => [f.path, f.mime_type, f.image])).toEqual([
+      ["out/table.csv", "text/csv", false],
+      [odd, "text/csv", false]
+    ])
+    expect(Object.fromEntries((r.structured.skipped_files ?? []).map((s) => [s.path, s.reason]))).toEqual({
+      "out/passwd.csv": "symlink",
+      "out/fifo.csv": "not-regular",
+      "missing.txt": "not-found"
+    })
     // The text block (what a client that drops the other blocks shows) names every file and every skipped entry.
     const text = r.content[0]!.text!
-    for (const name of ["out/table.csv", "with space #1?.csv", "out/passwd.csv", "missing.txt", "not-regular"]) expect(text).toContain(name)
-    expect(String(r.structured.output)).toContain('Not collected: "out/fifo.csv" (not-regular), "out/passwd.csv" (symlink), "missing.txt" (not-found).')
+    for (const name of ["out/table.csv", "with space #1?.csv", "out/passwd.csv", "missing.txt", "not-regular"])
+      expect(text).toContain(name)
+    expect(String(r.structured.output)).toContain(
+      'Not collected: "out/fifo.csv" (not-regular), "out/passwd.csv" (symlink), "missing.txt" (not-found).'
+    )
     const table = await readBytes(client, links[0]!.uri!)
     expect(table).toMatchObject({ mimeType: "text/csv", text: "a,b\n1,2\n" })
     expect((await readBytes(client, links[1]!.uri!)).text).toBe("odd\n")
-    await expect(client.readResource({ uri: `sandbox://executions/${id}/files/out/nope.csv` })).rejects.toThrow(/not found/i)
-    await expect(client.readResource({ uri: `sandbox://executions/${id}/files/out/%E0%A4%A.csv` })).rejects.toThrow(/Unknown resource|not found/i)
+    await expect(client.readResource({ uri: `sandbox://executions/${id}/files/out/nope.csv` })).rejects.toThrow(
+      /not found/i
+    )
+    await expect(client.readResource({ uri: `sandbox://executions/${id}/files/out/%E0%A4%A.csv` })).rejects.toThrow(
+      /Unknown resource|not found/i
+    )
     await close()
   })
 
@@ -185,12 +242,24 @@ print(n)
   it("images past maxImageBytes or maxImages are links only; a run that collects nothing says so", async () => {
     const small = await openSandbox({ limits: { maxImages: 1, maxImageBytes: 4000 } })
     const { client, close } = await connect(small)
-    const r = await call(client, { language: "python", code: `${pngProgram("a.png", 8, 8)}\n${pngProgram("b.png", 8, 8)}\n${pngProgram("c.png", 64, 64)}`, collect: ["*.png"] })
-    expect(r.structured.files?.map((f) => [f.path, f.image])).toEqual([["a.png", true], ["b.png", false], ["c.png", false]])
+    const r = await call(client, {
+      language: "python",
+      code: `${pngProgram("a.png", 8, 8)}\n${pngProgram("b.png", 8, 8)}\n${pngProgram("c.png", 64, 64)}`,
+      collect: ["*.png"]
+    })
+    expect(r.structured.files?.map((f) => [f.path, f.image])).toEqual([
+      ["a.png", true],
+      ["b.png", false],
+      ["c.png", false]
+    ])
     expect(blocks(r.content, "image")).toHaveLength(1)
     expect(blocks(r.content, "resource_link")).toHaveLength(3)
     const none = await call(client, { language: "python", code: "print('nothing')", collect: ["*.png"] })
-    expect(none.structured).toMatchObject({ files: [], skipped_files: [], output: "nothing\ncollect matched no file in /workspace." })
+    expect(none.structured).toMatchObject({
+      files: [],
+      skipped_files: [],
+      output: "nothing\ncollect matched no file in /workspace."
+    })
     expect(none.content).toHaveLength(1)
     await close()
   })
@@ -198,7 +267,12 @@ print(n)
   it("the file store is bounded: past fileStoreBytes the oldest call's files are evicted first (and a file larger than the store is never collected); past fileRetentionS they expire", async () => {
     const bounded = await openSandbox({ limits: { fileStoreBytes: 300_000 } })
     const { client, close } = await connect(bounded)
-    const write = (name: string, size: number) => call(client, { language: "python", code: `open(${JSON.stringify(name)}, "wb").write(b"${name[0]}" * ${size})`, collect: [name] })
+    const write = (name: string, size: number) =>
+      call(client, {
+        language: "python",
+        code: `open(${JSON.stringify(name)}, "wb").write(b"${name[0]}" * ${size})`,
+        collect: [name]
+      })
     const first = await write("a.bin", 200_000)
     const uriA = String(first.structured.files?.[0]?.uri)
     expect((await readBytes(client, uriA)).bytes.length).toBe(200_000)
@@ -220,7 +294,9 @@ print(n)
     const kept = await call(c.client, { language: "bash", code: "echo hi > a.txt", collect: ["a.txt"] })
     const uri = String(kept.structured.files?.[0]?.uri)
     expect((await readBytes(c.client, uri)).text).toBe("hi\n")
-    expect(await waitFor(async () => brief.files.get(String(kept.structured.execution_id)) === undefined, 5_000, 100)).toBe(true)
+    expect(
+      await waitFor(async () => brief.files.get(String(kept.structured.execution_id)) === undefined, 5_000, 100)
+    ).toBe(true)
     await expect(c.client.readResource({ uri })).rejects.toThrow(/not found/i)
     await c.close()
   })
@@ -232,14 +308,26 @@ describe("execute_code collect over Streamable HTTP (serveHttp, the SDK's HTTP c
     const serving = await serveHttp(sandbox, { token })
     servings.push(serving)
     const connectHttp = async () => {
-      const transport = new StreamableHTTPClientTransport(new URL(serving.url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } })
+      const transport = new StreamableHTTPClientTransport(new URL(serving.url), {
+        requestInit: { headers: { Authorization: `Bearer ${token}` } }
+      })
       const client = new Client({ name: "collect-http", version: "1" })
       await client.connect(transport)
-      return { client, close: async () => { await transport.terminateSession().catch(() => {}); await client.close() } }
+      return {
+        client,
+        close: async () => {
+          await transport.terminateSession().catch(() => {})
+          await client.close()
+        }
+      }
     }
     const a = await connectHttp()
     const b = await connectHttp()
-    const r = await call(a.client, { language: "bash", code: "printf 'mine only' > secret.txt", collect: ["secret.txt"] })
+    const r = await call(a.client, {
+      language: "bash",
+      code: "printf 'mine only' > secret.txt",
+      collect: ["secret.txt"]
+    })
     const uri = String(r.structured.files?.[0]?.uri)
     expect(blocks(r.content, "resource_link")[0]?.uri).toBe(uri)
     expect((await readBytes(a.client, uri)).text).toBe("mine only")
@@ -259,16 +347,43 @@ describe("execute_code collect through the MCP Inspector's CLI", () => {
   it("tools/call with collect: the JSON it prints has the resource_link and the file in structuredContent", async () => {
     const { command, args } = mcpServerCommand(["--no-journal"])
     const home = mkdtempSync(join(dir, "home-"))
-    const run = await runInspector([command, ...args, "--method", "tools/call", "--tool-name", "execute_code",
-      "--tool-arg", "code=open('report.csv', 'w').write('x,y\\n1,2\\n')", "--tool-arg", "language=python", "--tool-arg", 'collect=["*.csv"]'],
-      { cwd: home, env: { ...process.env, HOME: home } })
+    const run = await runInspector(
+      [
+        command,
+        ...args,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "execute_code",
+        "--tool-arg",
+        "code=open('report.csv', 'w').write('x,y\\n1,2\\n')",
+        "--tool-arg",
+        "language=python",
+        "--tool-arg",
+        'collect=["*.csv"]'
+      ],
+      { cwd: home, env: { ...process.env, HOME: home } }
+    )
     expect(run.code, run.stderr).toBe(0)
     const result = JSON.parse(run.stdout) as { content: Array<Block>; structuredContent: Structured; isError?: boolean }
     expect(result.isError).toBeFalsy()
     const id = String(result.structuredContent.execution_id)
-    expect(result.content.find((b) => b.type === "resource_link")).toMatchObject({ uri: `sandbox://executions/${id}/files/report.csv`, name: "report.csv", mimeType: "text/csv", size: 8 })
-    expect(result.structuredContent.files).toEqual([expect.objectContaining({ path: "report.csv", sha256: sha256("x,y\n1,2\n") })])
+    expect(result.content.find((b) => b.type === "resource_link")).toMatchObject({
+      uri: `sandbox://executions/${id}/files/report.csv`,
+      name: "report.csv",
+      mimeType: "text/csv",
+      size: 8
+    })
+    expect(result.structuredContent.files).toEqual([
+      expect.objectContaining({ path: "report.csv", sha256: sha256("x,y\n1,2\n") })
+    ])
     // The server it started (and its sandbox) is gone with the inspector.
-    expect(await waitFor(async () => (await docker.listContainers({ all: true, filters: { name: [`hermes-sandbox-${id}`] } })).length === 0, 10_000)).toBe(true)
+    expect(
+      await waitFor(
+        async () =>
+          (await docker.listContainers({ all: true, filters: { name: [`hermes-sandbox-${id}`] } })).length === 0,
+        10_000
+      )
+    ).toBe(true)
   })
 })

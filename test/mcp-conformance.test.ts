@@ -36,13 +36,23 @@ const root = fileURLToPath(new URL("..", import.meta.url))
 const node24 = join(root, "node_modules/node/bin/node")
 const suitePackage = join(root, "node_modules/@modelcontextprotocol/conformance")
 if (!existsSync(node24) || !existsSync(join(suitePackage, "package.json"))) {
-  throw new Error(`${node24} or ${suitePackage} is missing: run pnpm install (the root devDependencies node and @modelcontextprotocol/conformance)`)
+  throw new Error(
+    `${node24} or ${suitePackage} is missing: run pnpm install (the root devDependencies node and @modelcontextprotocol/conformance)`
+  )
 }
 /** The suite's CLI: its package's bin, run with node24 (not the .bin shim, which would take this Node). */
-const suiteCli = join(suitePackage, (JSON.parse(readFileSync(join(suitePackage, "package.json"), "utf8")) as { bin: { conformance: string } }).bin.conformance)
+const suiteCli = join(
+  suitePackage,
+  (JSON.parse(readFileSync(join(suitePackage, "package.json"), "utf8")) as { bin: { conformance: string } }).bin
+    .conformance
+)
 
 /** The server scenarios, as the suite lists them (`list --server`: "  - name [spec versions]"). */
-const scenarios = [...execFileSync(node24, [suiteCli, "list", "--server"], { encoding: "utf8", timeout: 60_000 }).matchAll(/^\s+- (\S+)/gm)].map((m) => m[1]!)
+const scenarios = [
+  ...execFileSync(node24, [suiteCli, "list", "--server"], { encoding: "utf8", timeout: 60_000 }).matchAll(
+    /^\s+- (\S+)/gm
+  )
+].map((m) => m[1]!)
 
 const TOOLS = "execute_code, terminal, read_file, write_file, reset_session"
 /** A scenario that calls a tool of the suite's reference server, which this one has not: "Unknown tool". */
@@ -58,7 +68,11 @@ const fixtureResource = (uri: string): Expectation => ({
   error: new RegExp(`Unknown resource ${uri.replace(/[/.]/g, "\\$&")}: this server has sandbox://executions/`)
 })
 /** A scenario of a capability this server does not declare: the SDK answers -32601, as the spec has it. */
-const undeclared = (what: string): Expectation => ({ verdict: "fails", reason: what, error: /^Failed: MCP error -32601: Method not found$/ })
+const undeclared = (what: string): Expectation => ({
+  verdict: "fails",
+  reason: what,
+  error: /^Failed: MCP error -32601: Method not found$/
+})
 const NO_PROMPTS = "this server declares no `prompts` capability (it offers no prompts): prompts/* is -32601"
 
 type Expectation =
@@ -69,14 +83,20 @@ type Expectation =
 
 /** Every scenario not here must pass: at least one successful check, none failed, no warning. */
 const EXPECTED: Readonly<Record<string, Expectation>> = {
-  "logging-set-level": undeclared("this server declares no `logging` capability (it sends no log messages): logging/setLevel is -32601"),
-  "completion-complete": undeclared("this server declares no `completions` capability (no prompts or templates to complete): completion/complete is -32601"),
+  "logging-set-level": undeclared(
+    "this server declares no `logging` capability (it sends no log messages): logging/setLevel is -32601"
+  ),
+  "completion-complete": undeclared(
+    "this server declares no `completions` capability (no prompts or templates to complete): completion/complete is -32601"
+  ),
   "tools-call-simple-text": fixtureTool("test_simple_text"),
   "tools-call-image": fixtureTool("test_image_content"),
   "tools-call-audio": fixtureTool("test_audio_content"),
   "tools-call-embedded-resource": fixtureTool("test_embedded_resource"),
   "tools-call-mixed-content": fixtureTool("test_multiple_content_types"),
-  "tools-call-with-logging": undeclared("sets a log level first (no `logging` capability here: -32601), then would call the fixture tool test_tool_with_logging"),
+  "tools-call-with-logging": undeclared(
+    "sets a log level first (no `logging` capability here: -32601), then would call the fixture tool test_tool_with_logging"
+  ),
   "tools-call-error": fixtureTool("test_error_handling"),
   "tools-call-with-progress": fixtureTool("test_tool_with_progress"),
   "tools-call-sampling": fixtureTool("test_sampling"),
@@ -97,7 +117,9 @@ const EXPECTED: Readonly<Record<string, Expectation>> = {
   "resources-read-text": fixtureResource("test://static-text"),
   "resources-read-binary": fixtureResource("test://static-binary"),
   "resources-templates-read": fixtureResource("test://template/123/data"),
-  "resources-subscribe": undeclared("resources are declared without `subscribe` (they do not change in place): resources/subscribe is -32601"),
+  "resources-subscribe": undeclared(
+    "resources are declared without `subscribe` (they do not change in place): resources/subscribe is -32601"
+  ),
   "resources-unsubscribe": undeclared("resources are declared without `subscribe`: resources/unsubscribe is -32601"),
   "prompts-list": undeclared(NO_PROMPTS),
   "prompts-get-simple": undeclared(NO_PROMPTS),
@@ -111,7 +133,11 @@ interface Check {
   readonly status: "SUCCESS" | "FAILURE" | "WARNING" | "INFO" | "SKIPPED"
   readonly errorMessage?: string
   /** The DNS-rebinding checks': the request's Host and the answer. */
-  readonly details?: { readonly hostHeader?: string; readonly statusCode?: number; readonly body?: { readonly error?: { readonly message?: string } } }
+  readonly details?: {
+    readonly hostHeader?: string
+    readonly statusCode?: number
+    readonly body?: { readonly error?: { readonly message?: string } }
+  }
 }
 
 const dir = mkdtempSync(join(tmpdir(), "mcp-conformance-"))
@@ -120,13 +146,21 @@ const tokenFile = join(dir, "token")
 writeFileSync(tokenFile, `${token}\n`)
 /** The expected failures as the suite's own baseline file (--expected-failures; it counts a warning as a failure). */
 const baseline = join(dir, "expected-failures.yaml")
-writeFileSync(baseline, `server:\n${Object.keys(EXPECTED).map((name) => `  - ${name}\n`).join("")}`)
+writeFileSync(
+  baseline,
+  `server:\n${Object.keys(EXPECTED)
+    .map((name) => `  - ${name}\n`)
+    .join("")}`
+)
 
 /** One run of the suite's CLI on Node 24 (killed after 60 s), its results written under a fresh directory. */
 const runSuite = (args: ReadonlyArray<string>): Promise<{ code: number | null; output: string; resultDir: string }> =>
   new Promise((resolve, reject) => {
     const resultDir = mkdtempSync(join(dir, "results-"))
-    const child = spawn(node24, [suiteCli, ...args, "--output-dir", resultDir], { cwd: resultDir, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(node24, [suiteCli, ...args, "--output-dir", resultDir], {
+      cwd: resultDir,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let output = ""
     child.stdout.on("data", (d: Buffer) => (output += d.toString()))
     child.stderr.on("data", (d: Buffer) => (output += d.toString()))
@@ -146,8 +180,13 @@ const runSuite = (args: ReadonlyArray<string>): Promise<{ code: number | null; o
 
 /** The checks the suite saved for `scenario` (its directory: server-<scenario>-<timestamp>/checks.json). */
 const checksOf = (resultDir: string, scenario: string): Array<Check> => {
-  const dirs = readdirSync(resultDir).filter((d) => d.startsWith(`server-${scenario}-`) && /^\d{4}-/.test(d.slice(`server-${scenario}-`.length)))
-  if (dirs.length !== 1) throw new Error(`expected one result directory of ${scenario} in ${resultDir}, found: ${readdirSync(resultDir).join(", ")}`)
+  const dirs = readdirSync(resultDir).filter(
+    (d) => d.startsWith(`server-${scenario}-`) && /^\d{4}-/.test(d.slice(`server-${scenario}-`.length))
+  )
+  if (dirs.length !== 1)
+    throw new Error(
+      `expected one result directory of ${scenario} in ${resultDir}, found: ${readdirSync(resultDir).join(", ")}`
+    )
   return JSON.parse(readFileSync(join(resultDir, dirs[0]!, "checks.json"), "utf8")) as Array<Check>
 }
 const shown = (checks: ReadonlyArray<Check>) => checks.map((c) => `${c.id}: ${c.errorMessage ?? c.status}`)
@@ -162,7 +201,14 @@ const startProxy = async (target: URL): Promise<{ readonly url: string; readonly
   const agent = new Agent({ keepAlive: false })
   const server: Server = createServer((req, res) => {
     const upstream = request(
-      { hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers: { ...req.headers, authorization: `Bearer ${token}` }, agent },
+      {
+        hostname: target.hostname,
+        port: target.port,
+        method: req.method,
+        path: req.url,
+        headers: { ...req.headers, authorization: `Bearer ${token}` },
+        agent
+      },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers)
         answer.pipe(res)
@@ -207,7 +253,10 @@ afterAll(async () => {
   await proxy?.close()
   const code = await mcp?.stop()
   // No scenario calls a tool of this server: nothing may have reached the engine.
-  const left = executor === "" ? [] : await docker.listContainers({ all: true, filters: { label: [`org.hermes-sandbox.executor=${executor}`] } })
+  const left =
+    executor === ""
+      ? []
+      : await docker.listContainers({ all: true, filters: { label: [`org.hermes-sandbox.executor=${executor}`] } })
   rmSync(dir, { recursive: true, force: true })
   expect(code).toBe(130)
   expect(left).toEqual([])

@@ -15,7 +15,8 @@ import { parse as parseYaml } from "yaml"
 import { mcpServerCommand } from "./support/mcp.js"
 
 const page = readFileSync(new URL("../docs/mcp.md", import.meta.url), "utf8")
-const blocks = (lang: string) => [...page.matchAll(new RegExp("```" + lang + "\\n([\\s\\S]*?)```", "g"))].map((m) => m[1]!)
+const blocks = (lang: string) =>
+  [...page.matchAll(new RegExp("```" + lang + "\\n([\\s\\S]*?)```", "g"))].map((m) => m[1]!)
 // JSON blocks may start with a `// where it goes` comment line.
 const json = blocks("json").map((b) => JSON.parse(b.replace(/^\s*\/\/.*$/gm, "")) as Record<string, unknown>)
 const yaml = blocks("yaml").map((b) => parseYaml(b) as Record<string, unknown>)
@@ -29,10 +30,39 @@ const home = mkdtempSync(join(tmpdir(), "hs-mcp-docs-"))
 afterAll(() => rmSync(home, { recursive: true, force: true }))
 
 const snippets: Array<[string, StdioEntry | undefined]> = [
-  ["Hermes agent (mcp_servers.sandbox)", (yaml.find((y) => (y.mcp_servers as Record<string, { command?: string }> | undefined)?.sandbox?.command) as { mcp_servers: { sandbox: StdioEntry } } | undefined)?.mcp_servers.sandbox],
-  ["Claude Desktop (mcpServers with env)", (json.find((j) => (j.mcpServers as Record<string, StdioEntry> | undefined)?.["hermes-sandbox"]?.env) as { mcpServers: Record<string, StdioEntry> } | undefined)?.mcpServers["hermes-sandbox"]],
-  ["Cursor (mcpServers)", (json.find((j) => { const e = (j.mcpServers as Record<string, StdioEntry> | undefined)?.["hermes-sandbox"]; return e !== undefined && e.env === undefined }) as { mcpServers: Record<string, StdioEntry> } | undefined)?.mcpServers["hermes-sandbox"]],
-  ["VS Code (servers, type stdio)", (json.find((j) => (j.servers as Record<string, { type?: string }> | undefined)?.["hermes-sandbox"]?.type === "stdio") as { servers: Record<string, StdioEntry> } | undefined)?.servers["hermes-sandbox"]]
+  [
+    "Hermes agent (mcp_servers.sandbox)",
+    (
+      yaml.find((y) => (y.mcp_servers as Record<string, { command?: string }> | undefined)?.sandbox?.command) as
+        | { mcp_servers: { sandbox: StdioEntry } }
+        | undefined
+    )?.mcp_servers.sandbox
+  ],
+  [
+    "Claude Desktop (mcpServers with env)",
+    (
+      json.find((j) => (j.mcpServers as Record<string, StdioEntry> | undefined)?.["hermes-sandbox"]?.env) as
+        | { mcpServers: Record<string, StdioEntry> }
+        | undefined
+    )?.mcpServers["hermes-sandbox"]
+  ],
+  [
+    "Cursor (mcpServers)",
+    (
+      json.find((j) => {
+        const e = (j.mcpServers as Record<string, StdioEntry> | undefined)?.["hermes-sandbox"]
+        return e !== undefined && e.env === undefined
+      }) as { mcpServers: Record<string, StdioEntry> } | undefined
+    )?.mcpServers["hermes-sandbox"]
+  ],
+  [
+    "VS Code (servers, type stdio)",
+    (
+      json.find(
+        (j) => (j.servers as Record<string, { type?: string }> | undefined)?.["hermes-sandbox"]?.type === "stdio"
+      ) as { servers: Record<string, StdioEntry> } | undefined
+    )?.servers["hermes-sandbox"]
+  ]
 ]
 
 describe("docs/mcp.md's configuration snippets", () => {
@@ -48,7 +78,13 @@ describe("docs/mcp.md's configuration snippets", () => {
       const client = new Client({ name: "docs-test", version: "1" })
       await client.connect(transport)
       try {
-        expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(["execute_code", "read_file", "reset_session", "terminal", "write_file"])
+        expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
+          "execute_code",
+          "read_file",
+          "reset_session",
+          "terminal",
+          "write_file"
+        ])
         const r = await client.callTool({ name: "execute_code", arguments: { language: "python", code: "print(6*7)" } })
         expect(r.structuredContent).toMatchObject({ status: "success", stdout: "42\n" })
       } finally {
@@ -58,10 +94,14 @@ describe("docs/mcp.md's configuration snippets", () => {
   }
 
   it("the HTTP snippets name the endpoint and the bearer header the server requires", () => {
-    const hermes = yaml.find((y) => (y.mcp_servers as Record<string, { url?: string }> | undefined)?.sandbox?.url) as { mcp_servers: { sandbox: { url: string; headers: Record<string, string> } } }
+    const hermes = yaml.find((y) => (y.mcp_servers as Record<string, { url?: string }> | undefined)?.sandbox?.url) as {
+      mcp_servers: { sandbox: { url: string; headers: Record<string, string> } }
+    }
     expect(hermes.mcp_servers.sandbox.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
     expect(hermes.mcp_servers.sandbox.headers.Authorization).toMatch(/^Bearer /)
-    const vscode = json.find((j) => (j.servers as Record<string, { type?: string }> | undefined)?.["hermes-sandbox"]?.type === "http") as { servers: Record<string, { url: string; headers: Record<string, string> }> }
+    const vscode = json.find(
+      (j) => (j.servers as Record<string, { type?: string }> | undefined)?.["hermes-sandbox"]?.type === "http"
+    ) as { servers: Record<string, { url: string; headers: Record<string, string> }> }
     expect(vscode.servers["hermes-sandbox"]!.url).toBe(hermes.mcp_servers.sandbox.url)
     expect(vscode.servers["hermes-sandbox"]!.headers.Authorization).toMatch(/^Bearer /)
   })

@@ -45,7 +45,9 @@ const start = async (args: ReadonlyArray<string>) => {
 
 /** This executor's containers (any state): the executor label every sandbox carries. */
 const containersOf = async (executor: string) =>
-  (await docker.listContainers({ all: true, filters: { label: [`org.hermes-sandbox.executor=${executor}`] } })).map((c) => c.Names[0] ?? "")
+  (await docker.listContainers({ all: true, filters: { label: [`org.hermes-sandbox.executor=${executor}`] } })).map(
+    (c) => c.Names[0] ?? ""
+  )
 
 let s1: Awaited<ReturnType<typeof start>>
 beforeAll(async () => {
@@ -68,24 +70,46 @@ interface Raw {
   readonly text: string
 }
 /** One HTTP request with exactly these headers (node:http: Host too, which fetch will not set). */
-const raw = (url: string, options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; localAddress?: string } = {}) =>
+const raw = (
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; localAddress?: string } = {}
+) =>
   new Promise<Raw>((resolve, reject) => {
-    const req = request(url, { method: options.method ?? "POST", headers: options.headers ?? {}, ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }) }, (res) => {
-      const chunks: Array<Buffer> = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString("utf8") }))
-      res.on("error", reject)
-    })
+    const req = request(
+      url,
+      {
+        method: options.method ?? "POST",
+        headers: options.headers ?? {},
+        ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress })
+      },
+      (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (c: Buffer) => chunks.push(c))
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString("utf8") })
+        )
+        res.on("error", reject)
+      }
+    )
     req.on("error", reject)
     req.end(options.body)
   })
 
 const jsonHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
 const authed = { ...jsonHeaders, authorization: `Bearer ${token}` }
-const initialize = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } })
+const initialize = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+})
 const toolsList = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list", params: {} })
 /** The JSON-RPC message of a response, plain JSON or one SSE event. */
-const messageOf = (r: Raw) => JSON.parse(r.text.startsWith("event:") ? /^data: (.*)$/m.exec(r.text)![1]! : r.text) as { result?: unknown; error?: { code: number; message: string } }
+const messageOf = (r: Raw) =>
+  JSON.parse(r.text.startsWith("event:") ? /^data: (.*)$/m.exec(r.text)![1]! : r.text) as {
+    result?: unknown
+    error?: { code: number; message: string }
+  }
 
 interface Connected {
   readonly client: Client
@@ -95,7 +119,9 @@ interface Connected {
 }
 /** The SDK's client over Streamable HTTP with the bearer token: one MCP session. */
 const connect = async (url: string, name = "http-e2e"): Promise<Connected> => {
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } })
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } }
+  })
   const client = new Client({ name, version: "1.0.0" })
   await client.connect(transport)
   const connected: Connected = {
@@ -115,7 +141,11 @@ type Structured = Record<string, unknown>
 const call = async (client: Client, name: string, args: Record<string, unknown>) => {
   const result = await client.callTool({ name, arguments: args })
   const text = (result.content as Array<{ type: string; text: string }>)[0]?.text ?? ""
-  return { result, json: JSON.parse(text) as Structured, structured: result.structuredContent as Structured | undefined }
+  return {
+    result,
+    json: JSON.parse(text) as Structured,
+    structured: result.structuredContent as Structured | undefined
+  }
 }
 
 /** ExecutionRequested events in the server's journal (read from the file, as another process would). */
@@ -123,7 +153,9 @@ const requested = async () => {
   const client = await openJournal({ path: journal })
   try {
     const events = await lastValueFrom(client.replay().pipe(toArray()))
-    return events.flatMap((e) => (e.type === "ExecutionRequested" ? [{ streamId: e.streamId, tags: e.data.tags ?? {} }] : []))
+    return events.flatMap((e) =>
+      e.type === "ExecutionRequested" ? [{ streamId: e.streamId, tags: e.data.tags ?? {} }] : []
+    )
   } finally {
     await client.close()
   }
@@ -155,15 +187,28 @@ const gone = (name: string) => waitFor(async () => !(await containerExists(name)
 describe("MCP over HTTP: authentication", () => {
   it("401 with WWW-Authenticate without the token, with a wrong one of the same length, with a shorter one, with another scheme; nothing ran", async () => {
     const a = await connect(s1.url)
-    const execute = JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "execute_code", arguments: { language: "bash", code: "echo ran" } } })
+    const execute = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 3,
+      method: "tools/call",
+      params: { name: "execute_code", arguments: { language: "bash", code: "echo ran" } }
+    })
     const session = { "mcp-session-id": a.sessionId, "mcp-protocol-version": "2025-06-18" }
     const wrongSameLength = token.slice(0, -1) + (token.endsWith("x") ? "y" : "x")
     const refusals: Array<[string, Record<string, string>, string]> = [
       ["no Authorization", { ...jsonHeaders, ...session }, execute],
-      ["a wrong token of the same length", { ...jsonHeaders, ...session, authorization: `Bearer ${wrongSameLength}` }, execute],
+      [
+        "a wrong token of the same length",
+        { ...jsonHeaders, ...session, authorization: `Bearer ${wrongSameLength}` },
+        execute
+      ],
       ["a shorter token", { ...jsonHeaders, ...session, authorization: "Bearer e2e-token" }, execute],
       ["the token plus more", { ...jsonHeaders, ...session, authorization: `Bearer ${token}0` }, execute],
-      ["another scheme", { ...jsonHeaders, ...session, authorization: `Basic ${Buffer.from(`u:${token}`).toString("base64")}` }, execute],
+      [
+        "another scheme",
+        { ...jsonHeaders, ...session, authorization: `Basic ${Buffer.from(`u:${token}`).toString("base64")}` },
+        execute
+      ],
       ["the token without a scheme", { ...jsonHeaders, ...session, authorization: token }, execute],
       ["an initialize without Authorization", jsonHeaders, initialize]
     ]
@@ -182,7 +227,14 @@ describe("MCP over HTTP: authentication", () => {
     const ran = await call(a.client, "execute_code", { language: "bash", code: "echo ran" })
     expect(ran.structured).toMatchObject({ status: "success", stdout: "ran\n" })
     expect((await requested()).filter((e) => e.tags["mcp.session"] === a.sessionId)).toEqual([
-      { streamId: ran.structured?.execution_id, tags: expect.objectContaining({ "mcp.tool": "execute_code", "mcp.transport": "http", "mcp.client": "127.0.0.1" }) }
+      {
+        streamId: ran.structured?.execution_id,
+        tags: expect.objectContaining({
+          "mcp.tool": "execute_code",
+          "mcp.transport": "http",
+          "mcp.client": "127.0.0.1"
+        })
+      }
     ])
     await a.close()
   })
@@ -192,20 +244,40 @@ describe("MCP over HTTP: Host and Origin (DNS rebinding)", () => {
   it("a foreign Host is refused even with the token; a foreign Origin is refused; loopback names on any port are accepted (a local web client runs on its own)", async () => {
     const port = new URL(s1.url).port
     const otherPort = Number(port) === 6274 ? 6275 : 6274
-    for (const host of ["evil.example", `evil.example:${port}`, `127.0.0.1.evil.example:${port}`, `localhost.evil.example:${port}`, `127.0.0.1:${port}@evil.example`]) {
+    for (const host of [
+      "evil.example",
+      `evil.example:${port}`,
+      `127.0.0.1.evil.example:${port}`,
+      `localhost.evil.example:${port}`,
+      `127.0.0.1:${port}@evil.example`
+    ]) {
       const r = await raw(s1.url, { headers: { ...authed, host }, body: initialize })
       expect(r.status, host).toBe(403)
       expect(messageOf(r).error?.message, host).toMatch(/Host/)
       expect(r.headers["mcp-session-id"], host).toBeUndefined()
     }
     // The Host check comes before the token check: a rebinding page learns nothing about it.
-    expect((await raw(s1.url, { headers: { ...jsonHeaders, host: "evil.example" }, body: initialize })).status).toBe(403)
-    for (const origin of ["http://evil.example", `http://evil.example:${port}`, `http://localhost.evil.example:${port}`, "null", `http://127.0.0.1:${port}/x`]) {
+    expect((await raw(s1.url, { headers: { ...jsonHeaders, host: "evil.example" }, body: initialize })).status).toBe(
+      403
+    )
+    for (const origin of [
+      "http://evil.example",
+      `http://evil.example:${port}`,
+      `http://localhost.evil.example:${port}`,
+      "null",
+      `http://127.0.0.1:${port}/x`
+    ]) {
       const r = await raw(s1.url, { headers: { ...authed, origin }, body: initialize })
       expect(r.status, origin).toBe(403)
       expect(messageOf(r).error?.message, origin).toMatch(/Origin/)
     }
-    for (const [host, origin] of [[`127.0.0.1:${port}`, `http://127.0.0.1:${port}`], [`localhost:${port}`, `http://localhost:${port}`], [`localhost:${otherPort}`, `http://localhost:${otherPort}`], [`[::1]:${port}`, `https://127.0.0.1:${otherPort}`], ["localhost", "http://[::1]"]] as const) {
+    for (const [host, origin] of [
+      [`127.0.0.1:${port}`, `http://127.0.0.1:${port}`],
+      [`localhost:${port}`, `http://localhost:${port}`],
+      [`localhost:${otherPort}`, `http://localhost:${otherPort}`],
+      [`[::1]:${port}`, `https://127.0.0.1:${otherPort}`],
+      ["localhost", "http://[::1]"]
+    ] as const) {
       const r = await raw(s1.url, { headers: { ...authed, host, origin }, body: initialize })
       expect(r.status, origin).toBe(200)
       expect((messageOf(r).result as { serverInfo: { name: string } }).serverInfo.name).toBe("hermes-sandbox")
@@ -220,8 +292,13 @@ describe("MCP over HTTP: sessions", () => {
     const a = await connect(s1.url, "client-a")
     const b = await connect(s1.url, "client-b")
     expect(a.sessionId).not.toBe(b.sessionId)
-    expect((await call(a.client, "write_file", { path: "/workspace/owner", content: "a" })).structured).toMatchObject({ bytes_written: 1 })
-    expect((await call(b.client, "read_file", { path: "/workspace/owner" })).json.error).toMatchObject({ _tag: "FileOperationFailed", reason: "not-found" })
+    expect((await call(a.client, "write_file", { path: "/workspace/owner", content: "a" })).structured).toMatchObject({
+      bytes_written: 1
+    })
+    expect((await call(b.client, "read_file", { path: "/workspace/owner" })).json.error).toMatchObject({
+      _tag: "FileOperationFailed",
+      reason: "not-found"
+    })
     expect((await call(a.client, "read_file", { path: "/workspace/owner" })).structured?.content).toBe("a")
     const ida = String((await call(a.client, "terminal", { command: "true" })).structured?.session_id)
     const idb = String((await call(b.client, "terminal", { command: "true" })).structured?.session_id)
@@ -229,10 +306,14 @@ describe("MCP over HTTP: sessions", () => {
     expect(await containerExists(`hermes-sandbox-${ida}`)).toBe(true)
     expect(await containerExists(`hermes-sandbox-${idb}`)).toBe(true)
 
-    const run = String((await call(a.client, "execute_code", { language: "bash", code: "echo mine" })).structured?.execution_id)
+    const run = String(
+      (await call(a.client, "execute_code", { language: "bash", code: "echo mine" })).structured?.execution_id
+    )
     const uri = `sandbox://executions/${run}/events`
     const own = await a.client.readResource({ uri })
-    expect((JSON.parse(String((own.contents[0] as { text: string }).text)) as Array<{ type: string }>).map((e) => e.type)).toContain("ExecutionRequested")
+    expect(
+      (JSON.parse(String((own.contents[0] as { text: string }).text)) as Array<{ type: string }>).map((e) => e.type)
+    ).toContain("ExecutionRequested")
     expect((await a.client.listResources()).resources.map((r) => r.uri)).toContain(uri)
     await expect(b.client.readResource({ uri })).rejects.toThrow(/not found/i)
     expect((await b.client.listResources()).resources.map((r) => r.uri)).not.toContain(uri)
@@ -251,10 +332,15 @@ describe("MCP over HTTP: sessions", () => {
     expect(await containerExists(`hermes-sandbox-${id}`)).toBe(true)
     await c.transport.terminateSession()
     expect(await gone(`hermes-sandbox-${id}`)).toBe(true)
-    const after = await raw(s1.url, { headers: { ...authed, "mcp-session-id": c.sessionId, "mcp-protocol-version": "2025-06-18" }, body: toolsList })
+    const after = await raw(s1.url, {
+      headers: { ...authed, "mcp-session-id": c.sessionId, "mcp-protocol-version": "2025-06-18" },
+      body: toolsList
+    })
     expect(after.status).toBe(404)
     expect(messageOf(after).error?.message).toMatch(/no such MCP session/)
-    expect((await raw(s1.url, { method: "DELETE", headers: { ...authed, "mcp-session-id": c.sessionId } })).status).toBe(404)
+    expect(
+      (await raw(s1.url, { method: "DELETE", headers: { ...authed, "mcp-session-id": c.sessionId } })).status
+    ).toBe(404)
     expect(await containerExists(`hermes-sandbox-${otherId}`)).toBe(true)
     expect((await call(other.client, "terminal", { command: "echo still" })).structured?.stdout).toBe("still\n")
     await c.client.close()
@@ -266,7 +352,9 @@ describe("MCP over HTTP: sessions", () => {
     const s2 = await start(["--port", "0", "--token-file", tokenFile, "--no-journal"])
     const a = await connect(s2.url)
     const b = await connect(s2.url)
-    const ids = await Promise.all([a, b].map(async (c) => String((await call(c.client, "terminal", { command: "true" })).structured?.session_id)))
+    const ids = await Promise.all(
+      [a, b].map(async (c) => String((await call(c.client, "terminal", { command: "true" })).structured?.session_id))
+    )
     for (const id of ids) expect(await containerExists(`hermes-sandbox-${id}`)).toBe(true)
     expect(await s2.stop()).toBe(130)
     expect(s2.stderr()).toMatch(/SIGINT: stopping/)
@@ -292,16 +380,36 @@ describe("MCP over HTTP: abuse", () => {
     expect((await raw(s1.url.replace(/\/mcp$/, "/other"), { headers: authed, body: initialize })).status).toBe(404)
     // Still serving.
     const c = await connect(s1.url)
-    expect((await call(c.client, "execute_code", { language: "python", code: "print(6*7)" })).structured?.stdout).toBe("42\n")
+    expect((await call(c.client, "execute_code", { language: "python", code: "print(6*7)" })).structured?.stdout).toBe(
+      "42\n"
+    )
     await c.close()
   })
 
   it("--host 0.0.0.0 is refused without --allow-remote (a usage error naming it); with it the server listens", async () => {
-    const refused = await runCli(["--http", "--host", "0.0.0.0", "--port", "0", "--token-file", tokenFile, "--no-journal"])
+    const refused = await runCli([
+      "--http",
+      "--host",
+      "0.0.0.0",
+      "--port",
+      "0",
+      "--token-file",
+      tokenFile,
+      "--no-journal"
+    ])
     expect(refused.code).toBe(2)
     expect(refused.stderr).toMatch(/--allow-remote/)
     expect(refused.stderr).not.toMatch(/serving MCP/)
-    const remote = await start(["--host", "0.0.0.0", "--allow-remote", "--port", "0", "--token-file", tokenFile, "--no-journal"])
+    const remote = await start([
+      "--host",
+      "0.0.0.0",
+      "--allow-remote",
+      "--port",
+      "0",
+      "--token-file",
+      tokenFile,
+      "--no-journal"
+    ])
     expect(remote.url).toMatch(/^http:\/\/0\.0\.0\.0:\d+\/mcp$/)
     const port = new URL(remote.url).port
     expect((await raw(`http://127.0.0.1:${port}/mcp`, { headers: jsonHeaders, body: initialize })).status).toBe(401)
@@ -328,16 +436,34 @@ describe("MCP over HTTP: a client this project did not write", () => {
   const inspector = `${root}test/node_modules/.bin/mcp-inspector`
   // Its own HOME: it keeps OAuth state there, and must not try to open a browser.
   const env = () => ({ HOME: mkdtempSync(join(dir, "home-")), MCP_AUTO_OPEN_ENABLED: undefined })
-  const args = ["--transport", "http", "--method", "tools/call", "--tool-name", "execute_code", "--tool-arg", "code=print(6*7)", "--tool-arg", "language=python"]
+  const args = [
+    "--transport",
+    "http",
+    "--method",
+    "tools/call",
+    "--tool-name",
+    "execute_code",
+    "--tool-arg",
+    "code=print(6*7)",
+    "--tool-arg",
+    "language=python"
+  ]
 
   it("the MCP Inspector's CLI with the bearer token runs execute_code; without it, it fails", async () => {
-    const ok = await runProcess(inspector, ["--cli", s1.url, "--header", `Authorization: Bearer ${token}`, ...args], env())
+    const ok = await runProcess(
+      inspector,
+      ["--cli", s1.url, "--header", `Authorization: Bearer ${token}`, ...args],
+      env()
+    )
     expect(ok.code, ok.stderr).toBe(0)
     const result = JSON.parse(ok.stdout) as { structuredContent: Structured; isError?: boolean }
     expect(result.isError).toBeFalsy()
     expect(result.structuredContent).toMatchObject({ status: "success", stdout: "42\n", exit_code: 0 })
     const id = String(result.structuredContent.execution_id)
-    expect((await requested()).find((e) => e.streamId === id)?.tags).toMatchObject({ "mcp.transport": "http", "mcp.tool": "execute_code" })
+    expect((await requested()).find((e) => e.streamId === id)?.tags).toMatchObject({
+      "mcp.transport": "http",
+      "mcp.tool": "execute_code"
+    })
     expect(await gone(`hermes-sandbox-${id}`)).toBe(true)
 
     const before = (await requested()).length
@@ -363,11 +489,19 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
     const b = await connect(serving.url)
     const third = await raw(serving.url, { headers: authed, body: initialize })
     expect(third.status).toBe(429)
-    expect(messageOf(third).error?.message).toMatch(/this token has 2 MCP sessions open \(at most 2 per client\): end one \(DELETE\) first/)
+    expect(messageOf(third).error?.message).toMatch(
+      /this token has 2 MCP sessions open \(at most 2 per client\): end one \(DELETE\) first/
+    )
     expect(third.headers["mcp-session-id"]).toBeUndefined()
     expect(serving.sessions()).toBe(2)
     // Through the SDK's client the refusal is an error at connect.
-    await expect(new Client({ name: "third", version: "1" }).connect(new StreamableHTTPClientTransport(new URL(serving.url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }))).rejects.toThrow(/429|at most 2/)
+    await expect(
+      new Client({ name: "third", version: "1" }).connect(
+        new StreamableHTTPClientTransport(new URL(serving.url), {
+          requestInit: { headers: { Authorization: `Bearer ${token}` } }
+        })
+      )
+    ).rejects.toThrow(/429|at most 2/)
     await a.transport.terminateSession()
     expect(await waitFor(async () => serving.sessions() === 1, 5_000)).toBe(true)
     const c = await connect(serving.url)
@@ -379,14 +513,20 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
 
   it("the cap counts credentials, not source addresses: 127.0.0.2 and up are the same client; another token has its own share and cannot use the first one's sessions (hostile review 2, #6)", async () => {
     const other = "second-client-token-0123456789"
-    const serving = await serveHttp(sandbox, { token, clients: { ci: other }, maxSessionsPerClient: 3, maxSessionsPerAddress: 5 })
+    const serving = await serveHttp(sandbox, {
+      token,
+      clients: { ci: other },
+      maxSessionsPerClient: 3,
+      maxSessionsPerAddress: 5
+    })
     servings.push(serving)
     const opened: Array<string> = []
     const statuses: Array<number> = []
     for (const from of ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"]) {
       const r = await raw(serving.url, { headers: authed, body: initialize, localAddress: from })
       statuses.push(r.status)
-      if (r.status === 429) expect(messageOf(r).error?.message).toMatch(/this token has 3 MCP sessions open \(at most 3 per client\)/)
+      if (r.status === 429)
+        expect(messageOf(r).error?.message).toMatch(/this token has 3 MCP sessions open \(at most 3 per client\)/)
       const id = r.headers["mcp-session-id"]
       if (typeof id === "string") opened.push(id)
     }
@@ -400,7 +540,10 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
     expect(third.status).toBe(429)
     expect(messageOf(third).error?.message).toMatch(/this machine has 5 MCP sessions open \(at most 5 per address\)/)
     // A session id is bound to the credential that opened it.
-    const foreign = await raw(serving.url, { headers: { ...second, "mcp-session-id": opened[0]!, "mcp-protocol-version": "2025-06-18" }, body: toolsList })
+    const foreign = await raw(serving.url, {
+      headers: { ...second, "mcp-session-id": opened[0]!, "mcp-protocol-version": "2025-06-18" },
+      body: toolsList
+    })
     expect(foreign.status).toBe(404)
     expect(serving.sessions()).toBe(5)
     await serving.close()
@@ -413,9 +556,18 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
     const unused = await raw(serving.url, { headers: authed, body: initialize })
     expect(unused.status).toBe(200)
     const used = await connect(serving.url)
-    expect((await call(used.client, "execute_code", { language: "python", code: "print(1)" })).structured).toMatchObject({ status: "success" })
+    expect(
+      (await call(used.client, "execute_code", { language: "python", code: "print(1)" })).structured
+    ).toMatchObject({ status: "success" })
     expect(await waitFor(async () => serving.sessions() === 1, 15_000)).toBe(true)
-    const late = await raw(serving.url, { headers: { ...authed, "mcp-session-id": String(unused.headers["mcp-session-id"]), "mcp-protocol-version": "2025-06-18" }, body: toolsList })
+    const late = await raw(serving.url, {
+      headers: {
+        ...authed,
+        "mcp-session-id": String(unused.headers["mcp-session-id"]),
+        "mcp-protocol-version": "2025-06-18"
+      },
+      body: toolsList
+    })
     expect(late.status).toBe(404)
     expect((await used.client.listTools()).tools).toHaveLength(5)
     await used.close()
@@ -433,7 +585,10 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
     expect(await containerExists(`hermes-sandbox-${id}`)).toBe(true)
     expect(await waitFor(async () => serving.sessions() === 0, 5_000)).toBe(true)
     expect(await gone(`hermes-sandbox-${id}`)).toBe(true)
-    const after = await raw(serving.url, { headers: { ...authed, "mcp-session-id": c.sessionId, "mcp-protocol-version": "2025-06-18" }, body: toolsList })
+    const after = await raw(serving.url, {
+      headers: { ...authed, "mcp-session-id": c.sessionId, "mcp-protocol-version": "2025-06-18" },
+      body: toolsList
+    })
     expect(after.status).toBe(404)
     await c.client.close()
     await serving.close()

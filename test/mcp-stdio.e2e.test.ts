@@ -14,7 +14,17 @@ import { afterAll, describe, expect, it } from "vitest"
 import { isClosed } from "@hermes-sandbox/events"
 import { containerExists, waitFor } from "./support/docker.js"
 import { mcpServerCommand, runInspector } from "./support/mcp.js"
-import { childClient, containersOfExecutors, executeCodeRuns, lifecycleOf, processGone, readJournal, serverEnv, type StdioClient, stdioClient } from "./support/mcpClient.js"
+import {
+  childClient,
+  containersOfExecutors,
+  executeCodeRuns,
+  lifecycleOf,
+  processGone,
+  readJournal,
+  serverEnv,
+  type StdioClient,
+  stdioClient
+} from "./support/mcpClient.js"
 
 const dir = mkdtempSync(join(tmpdir(), "mcp-stdio-e2e-"))
 let journals = 0
@@ -43,7 +53,8 @@ const executorOf = (stderr: string) => /serving MCP over stdio \(executor (\S+)\
 
 afterAll(async () => {
   await Promise.allSettled(clients.map((c) => c.close()))
-  for (const [pid, journal] of serverPids) if (!processGone(pid) && commandLineOf(pid).includes(journal)) process.kill(pid, "SIGKILL")
+  for (const [pid, journal] of serverPids)
+    if (!processGone(pid) && commandLineOf(pid).includes(journal)) process.kill(pid, "SIGKILL")
   try {
     // Removals of the last results run in the background; give them a moment, then nothing of ours may remain.
     await waitFor(async () => (await containersOfExecutors(executors)).length === 0, 20_000, 250)
@@ -57,13 +68,21 @@ type Structured = Record<string, unknown>
 const textOf = (result: unknown) => (result as { content?: Array<{ text?: string }> }).content?.[0]?.text ?? ""
 /** The tags of a run's ExecutionRequested. */
 const tagsOf = (events: ReadonlyArray<{ readonly type: string; readonly data: unknown }>): Record<string, string> =>
-  (events.find((e) => e.type === "ExecutionRequested")?.data as { tags?: Record<string, string> } | undefined)?.tags ?? {}
+  (events.find((e) => e.type === "ExecutionRequested")?.data as { tags?: Record<string, string> } | undefined)?.tags ??
+  {}
 const gone = (name: string, ms: number) => waitFor(async () => !(await containerExists(name)), ms, 100)
 
 /** The execute_code run this journal gained after `before` (the newest), once it is recorded. */
 const newRun = async (journal: string, before: ReadonlyArray<string> = []) => {
   let id: string | undefined
-  await waitFor(async () => (id = executeCodeRuns(await readJournal(journal)).filter((r) => !before.includes(r)).at(-1)) !== undefined, 20_000, 100)
+  await waitFor(
+    async () =>
+      (id = executeCodeRuns(await readJournal(journal))
+        .filter((r) => !before.includes(r))
+        .at(-1)) !== undefined,
+    20_000,
+    100
+  )
   if (id === undefined) throw new Error(`no new execute_code run in ${journal}`)
   return id
 }
@@ -71,16 +90,27 @@ const newRun = async (journal: string, before: ReadonlyArray<string> = []) => {
 /** The newest execute_code run of this journal once its program has started (its ContainerStarted is recorded). */
 const startedRun = async (journal: string) => {
   const id = await newRun(journal)
-  if (!(await waitFor(async () => (await lifecycleOf(journal, id)).events.some((e) => e.type === "ContainerStarted"), 30_000, 100))) throw new Error(`run ${id} never started`)
+  if (
+    !(await waitFor(
+      async () => (await lifecycleOf(journal, id)).events.some((e) => e.type === "ContainerStarted"),
+      30_000,
+      100
+    ))
+  )
+    throw new Error(`run ${id} never started`)
   return id
 }
 
 /** Waits until the lifecycle of `id` is closed (every event it needs recorded), then returns it. */
 const closedLifecycle = async (journal: string, id: string, ms: number) => {
-  await waitFor(async () => {
-    const { state } = await lifecycleOf(journal, id)
-    return state !== undefined && isClosed(state)
-  }, ms, 200)
+  await waitFor(
+    async () => {
+      const { state } = await lifecycleOf(journal, id)
+      return state !== undefined && isClosed(state)
+    },
+    ms,
+    200
+  )
   return lifecycleOf(journal, id)
 }
 
@@ -92,7 +122,11 @@ describe("the SDK's Client spawning the built server over stdio", () => {
   it("execute_code in python, javascript and bash: success, the same JSON as text, the container removed, each run journaled with the MCP session and tool", async () => {
     const { client } = await connect()
     const sessions = new Set<string>()
-    for (const [language, code] of [["python", "print(6*7)"], ["javascript", "console.log(6*7)"], ["bash", "echo $((6*7))"]] as const) {
+    for (const [language, code] of [
+      ["python", "print(6*7)"],
+      ["javascript", "console.log(6*7)"],
+      ["bash", "echo $((6*7))"]
+    ] as const) {
       const result = await client.callTool({ name: "execute_code", arguments: { code, language } })
       const structured = result.structuredContent as Structured
       expect(result.isError, language).toBeFalsy()
@@ -104,7 +138,11 @@ describe("the SDK's Client spawning the built server over stdio", () => {
       const { events, state } = await closedLifecycle(journal, id, 10_000)
       expect(state && isClosed(state), language).toBe(true)
       const tags = tagsOf(events)
-      expect(tags).toMatchObject({ "mcp.tool": "execute_code", "mcp.transport": "stdio", "mcp.client_name": "e2e-stdio 1.0.0" })
+      expect(tags).toMatchObject({
+        "mcp.tool": "execute_code",
+        "mcp.transport": "stdio",
+        "mcp.client_name": "e2e-stdio 1.0.0"
+      })
       sessions.add(tags["mcp.session"]!)
     }
     // One stdio connection is one MCP session.
@@ -113,7 +151,10 @@ describe("the SDK's Client spawning the built server over stdio", () => {
 
   it("a timeout: status timeout, isError, output says so, the container gone", async () => {
     const { client } = await connect()
-    const result = await client.callTool({ name: "execute_code", arguments: { language: "python", code: "while True: pass", timeout_s: 1 } })
+    const result = await client.callTool({
+      name: "execute_code",
+      arguments: { language: "python", code: "while True: pass", timeout_s: 1 }
+    })
     const structured = result.structuredContent as Structured
     expect(result.isError).toBe(true)
     expect(structured.status).toBe("timeout")
@@ -128,10 +169,17 @@ describe("the SDK's Client spawning the built server over stdio", () => {
     const before = executeCodeRuns(await readJournal(journal))
     const abort = new AbortController()
     const progress: Array<string> = []
-    const pending = client.callTool({ name: "execute_code", arguments: { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(120)", timeout_s: 150 } }, undefined, {
-      signal: abort.signal,
-      onprogress: (p) => void progress.push(p.message ?? "")
-    })
+    const pending = client.callTool(
+      {
+        name: "execute_code",
+        arguments: { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(120)", timeout_s: 150 }
+      },
+      undefined,
+      {
+        signal: abort.signal,
+        onprogress: (p) => void progress.push(p.message ?? "")
+      }
+    )
     pending.catch(() => {})
     expect(await waitFor(async () => progress.includes("program started"), 30_000, 50)).toBe(true)
     const id = await newRun(journal, before)
@@ -147,7 +195,10 @@ describe("the SDK's Client spawning the built server over stdio", () => {
     expect(events.find((e) => e.type === "ContainerDestroyed")?.data).toMatchObject({ reason: "interrupted" })
     // Recorded by the server itself (its executor), not left for a later sweep.
     expect(events.find((e) => e.type === "ContainerDestroyed")?.metadata.executorId).toBe(server.executorId)
-    const after = await client.callTool({ name: "execute_code", arguments: { language: "bash", code: "echo still-serving" } })
+    const after = await client.callTool({
+      name: "execute_code",
+      arguments: { language: "bash", code: "echo still-serving" }
+    })
     expect((after.structuredContent as Structured).stdout).toBe("still-serving\n")
   })
 })
@@ -196,7 +247,10 @@ describe("a client that disappears mid-run", () => {
     const journal = newJournal("killed-server")
     const server = await start(["--journal", journal])
     const progress: Array<string> = []
-    const pending = server.client.callTool({ name: "execute_code", arguments: sleeper }, undefined, { onprogress: (p) => void progress.push(p.message ?? ""), timeout: 300_000 })
+    const pending = server.client.callTool({ name: "execute_code", arguments: sleeper }, undefined, {
+      onprogress: (p) => void progress.push(p.message ?? ""),
+      timeout: 300_000
+    })
     pending.catch(() => {})
     expect(await waitFor(async () => progress.includes("program started"), 30_000, 50)).toBe(true)
     const id = await newRun(journal)
@@ -224,15 +278,21 @@ describe("a client that disappears mid-run", () => {
     const { events, state } = await lifecycleOf(journal, id)
     expect(state && isClosed(state), JSON.stringify(events.map((e) => e.type))).toBe(true)
     expect(events.find((e) => e.type === "ContainerDestroyed")?.data).toMatchObject({ reason: "orphan-reaped" })
-    expect(events.find((e) => e.type === "ExecutionInterrupted")?.data).toMatchObject({ reason: expect.stringMatching(/owning process died/) })
+    expect(events.find((e) => e.type === "ExecutionInterrupted")?.data).toMatchObject({
+      reason: expect.stringMatching(/owning process died/)
+    })
   })
 })
 
 describe("two clients at once", () => {
   it("two servers, one journal: each client's session sandbox is its own (its files, its session id), and each is removed when its client closes", async () => {
     const journal = newJournal("two")
-    const [a, b] = await Promise.all([start(["--journal", journal], "client-a"), start(["--journal", journal], "client-b")])
-    const call = async (c: StdioClient, name: string, args: Record<string, unknown>) => (await c.client.callTool({ name, arguments: args })).structuredContent as Structured
+    const [a, b] = await Promise.all([
+      start(["--journal", journal], "client-a"),
+      start(["--journal", journal], "client-b")
+    ])
+    const call = async (c: StdioClient, name: string, args: Record<string, unknown>) =>
+      (await c.client.callTool({ name, arguments: args })).structuredContent as Structured
     const [wroteA, wroteB] = await Promise.all([
       call(a, "write_file", { path: "/workspace/mine.txt", content: "from a" }),
       call(b, "write_file", { path: "/workspace/mine.txt", content: "from b" })
@@ -276,16 +336,33 @@ describe("standard output carries the protocol alone", () => {
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
-    const send = (message: Record<string, unknown>) => child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`)
-    const messages = () => stdout.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Record<string, unknown>)
+    const send = (message: Record<string, unknown>) =>
+      child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`)
+    const messages = () =>
+      stdout
+        .split("\n")
+        .filter((l) => l !== "")
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
     const answered = (id: number) => waitFor(async () => messages().some((m) => m.id === id), 30_000, 50)
 
-    send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } })
+    send({
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } }
+    })
     expect(await answered(1), stderr).toBe(true)
     send({ method: "notifications/initialized" })
     send({ id: 2, method: "tools/list" })
     // A run too, with progress: the executor, the journal and the engine all get to log while the protocol flows.
-    send({ id: 3, method: "tools/call", params: { name: "execute_code", arguments: { language: "bash", code: "echo hi; echo err >&2" }, _meta: { progressToken: "p" } } })
+    send({
+      id: 3,
+      method: "tools/call",
+      params: {
+        name: "execute_code",
+        arguments: { language: "bash", code: "echo hi; echo err >&2" },
+        _meta: { progressToken: "p" }
+      }
+    })
     send({ id: 4, method: "no/such/method" })
     expect(await answered(2)).toBe(true)
     expect(await answered(3)).toBe(true)
@@ -301,13 +378,21 @@ describe("standard output carries the protocol alone", () => {
       expect(message.jsonrpc, line).toBe("2.0")
       expect("id" in message || "method" in message, line).toBe(true)
     }
-    const byId = new Map(messages().filter((m) => "id" in m).map((m) => [m.id, m]))
+    const byId = new Map(
+      messages()
+        .filter((m) => "id" in m)
+        .map((m) => [m.id, m])
+    )
     const resultOf = (id: number) => (byId.get(id)?.result ?? {}) as Structured
     expect(resultOf(1)).toMatchObject({ serverInfo: { name: "hermes-sandbox" } })
     expect(resultOf(2).tools).toHaveLength(5)
     expect(resultOf(3).structuredContent).toMatchObject({ status: "success", stdout: "hi\n", stderr: "err\n" })
     const run = String((resultOf(3).structuredContent as Structured).execution_id)
-    expect(tagsOf((await lifecycleOf(journal, run)).events)).toMatchObject({ "mcp.tool": "execute_code", "mcp.transport": "stdio", "mcp.client_name": "raw 0" })
+    expect(tagsOf((await lifecycleOf(journal, run)).events)).toMatchObject({
+      "mcp.tool": "execute_code",
+      "mcp.transport": "stdio",
+      "mcp.client_name": "raw 0"
+    })
     expect(byId.get(4)?.error).toMatchObject({ code: -32601 })
     expect(messages().filter((m) => m.method === "notifications/progress").length).toBeGreaterThan(0)
     expect(stderr).toMatch(/^hermes-sandbox mcp: serving MCP over stdio \(executor \S+\)$/m)
@@ -328,11 +413,32 @@ describe("a client this project did not write: the MCP Inspector's CLI", () => {
     const list = await inspect([command, ...args, "--method", "tools/list"])
     expect(list.code, list.stderr).toBe(0)
     const tools = (JSON.parse(list.stdout) as { tools: Array<{ name: string }> }).tools
-    expect(tools.map((t) => t.name).sort()).toEqual(["execute_code", "read_file", "reset_session", "terminal", "write_file"])
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      "execute_code",
+      "read_file",
+      "reset_session",
+      "terminal",
+      "write_file"
+    ])
 
-    const called = await inspect([command, ...args, "--method", "tools/call", "--tool-name", "execute_code", "--tool-arg", "code=print(6*7)", "--tool-arg", "language=python"])
+    const called = await inspect([
+      command,
+      ...args,
+      "--method",
+      "tools/call",
+      "--tool-name",
+      "execute_code",
+      "--tool-arg",
+      "code=print(6*7)",
+      "--tool-arg",
+      "language=python"
+    ])
     expect(called.code, called.stderr).toBe(0)
-    const result = JSON.parse(called.stdout) as { structuredContent: Structured; content: Array<{ text: string }>; isError?: boolean }
+    const result = JSON.parse(called.stdout) as {
+      structuredContent: Structured
+      content: Array<{ text: string }>
+      isError?: boolean
+    }
     expect(result.isError).toBeFalsy()
     expect(result.structuredContent).toMatchObject({ status: "success", stdout: "42\n", exit_code: 0 })
     expect(JSON.parse(result.content[0]!.text)).toEqual(result.structuredContent)

@@ -23,20 +23,32 @@ import { testExecutor } from "./support/executor.js"
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex")
 const fileOf = (r: ExecutionResult, path: string) => {
   const f = (r.files ?? []).find((x) => x.path === path)
-  if (f === undefined) throw new Error(`${path} was not collected: ${JSON.stringify({ skipped: r.skippedFiles, collection: r.collection, stderr: r.stderr })}`)
+  if (f === undefined)
+    throw new Error(
+      `${path} was not collected: ${JSON.stringify({ skipped: r.skippedFiles, collection: r.collection, stderr: r.stderr })}`
+    )
   return f
 }
 
 const imagePresent = async (): Promise<boolean> =>
-  docker.getImage(DATA_IMAGE).inspect().then(() => true, () => false)
+  docker
+    .getImage(DATA_IMAGE)
+    .inspect()
+    .then(
+      () => true,
+      () => false
+    )
 
 const requireImage = async () => {
   if (!(await imagePresent())) {
-    throw new Error(`${DATA_IMAGE} is not on the engine: build it with '${imageBuildCommand("data")}' (or 'bash scripts/build-images.sh --variant data'; scripts/test.sh builds it)`)
+    throw new Error(
+      `${DATA_IMAGE} is not on the engine: build it with '${imageBuildCommand("data")}' (or 'bash scripts/build-images.sh --variant data'; scripts/test.sh builds it)`
+    )
   }
 }
 
-const SALES_CSV = "region,product,units,price\nnorth,apple,10,0.5\nsouth,apple,4,0.5\nnorth,pear,3,1.25\nsouth,pear,8,1.25\nnorth,apple,6,0.5\n"
+const SALES_CSV =
+  "region,product,units,price\nnorth,apple,10,0.5\nsouth,apple,4,0.5\nnorth,pear,3,1.25\nsouth,pear,8,1.25\nnorth,apple,6,0.5\n"
 
 // Reads the CSV it was given, sums revenue per region, writes it as CSV (and as .xlsx, read back
 // through openpyxl), prints the CSV: the output is checked on stdout and in the collected file.
@@ -78,7 +90,13 @@ print("sha256", hashlib.sha256(data).hexdigest())
 print("workspace", ",".join(sorted(os.listdir("/workspace"))))
 `
 
-const facts = (stdout: string) => new Map(stdout.trim().split("\n").map((l) => [l.slice(0, l.indexOf(" ")), l.slice(l.indexOf(" ") + 1)]))
+const facts = (stdout: string) =>
+  new Map(
+    stdout
+      .trim()
+      .split("\n")
+      .map((l) => [l.slice(0, l.indexOf(" ")), l.slice(l.indexOf(" ") + 1)])
+  )
 
 describe("the data image's build command", () => {
   it("a missing hermes-sandbox/python-data names 'image build --variant data', other images the default build", () => {
@@ -117,7 +135,12 @@ describe.each(RUNTIMES)("hermes-sandbox/python-data (real engine, %s)", (runtime
   })
 
   it("per request (image): a matplotlib chart on Agg, nothing on stderr, the font list seeded, the PNG collected intact", async () => {
-    const r = await plain.executeCode({ language: "python", image: DATA_IMAGE, code: CHART_PROGRAM, collect: ["chart.png"] })
+    const r = await plain.executeCode({
+      language: "python",
+      image: DATA_IMAGE,
+      code: CHART_PROGRAM,
+      collect: ["chart.png"]
+    })
     // No "Matplotlib created a temporary config/cache directory" (a non-writable config dir), no
     // "building the font cache", no backend warning: stderr is empty.
     expect(r.stderr).toBe("")
@@ -171,7 +194,9 @@ print("ttest", "%.4f" % scipy.stats.ttest_ind([1, 2, 3, 4], [2, 3, 4, 5]).pvalue
     expect(f.get("ids")).toBe("1001 1001")
     expect(f.get("mounts")).toBe("ro rw rw")
     // gVisor checks the permission before the mount's read-only flag.
-    expect(runtime === "runc" ? ["Read-only file system"] : ["Read-only file system", "Permission denied"]).toContain(f.get("usr"))
+    expect(runtime === "runc" ? ["Read-only file system"] : ["Read-only file system", "Permission denied"]).toContain(
+      f.get("usr")
+    )
     expect(f.get("tmp")).toBe("writable")
     expect(f.get("supervisor")).toBe("0o711 0")
     expect(f.get("setuid")).toBe("0")
@@ -188,7 +213,14 @@ describe("hermes-sandbox/python-data from the CLI and doctor", () => {
   beforeAll(requireImage)
 
   it("run --image selects it", async () => {
-    const r = await cli(["run", "--no-journal", "--image", DATA_IMAGE, "-e", "import pandas as pd\nprint(pd.DataFrame({'a': [1, 2, 3]})['a'].sum())"])
+    const r = await cli([
+      "run",
+      "--no-journal",
+      "--image",
+      DATA_IMAGE,
+      "-e",
+      "import pandas as pd\nprint(pd.DataFrame({'a': [1, 2, 3]})['a'].sum())"
+    ])
     expect(r.stderr).toBe("")
     expect(r.code).toBe(0)
     expect(r.stdout).toBe("6\n")
@@ -198,7 +230,11 @@ describe("hermes-sandbox/python-data from the CLI and doctor", () => {
     const r = await cli(["doctor", "--json"])
     expect(r.code).toBe(0)
     const checks = JSON.parse(r.stdout) as Array<{ name: string; ok: boolean; required: boolean; detail: string }>
-    expect(checks.find((c) => c.name === "image python-data")).toMatchObject({ ok: true, required: false, detail: expect.stringMatching(/^hermes-sandbox\/python-data:latest \(\d+ MB\)/) })
+    expect(checks.find((c) => c.name === "image python-data")).toMatchObject({
+      ok: true,
+      required: false,
+      detail: expect.stringMatching(/^hermes-sandbox\/python-data:latest \(\d+ MB\)/)
+    })
     const labels = (await docker.getImage(DATA_IMAGE).inspect()).Config.Labels
     expect(labels).toMatchObject({
       "org.hermes-sandbox.image": "python-data",
@@ -209,7 +245,12 @@ describe("hermes-sandbox/python-data from the CLI and doctor", () => {
 
   it("doctor: an absent data image is a warning with the build command, never a failure", async () => {
     const check = await dataImageCheck(docker, "hermes-sandbox-test/python-data-absent:none")
-    expect(check).toMatchObject({ name: "image python-data", ok: false, required: false, fix: imageBuildCommand("data") })
+    expect(check).toMatchObject({
+      name: "image python-data",
+      ok: false,
+      required: false,
+      fix: imageBuildCommand("data")
+    })
     expect(check.fix).toContain("--variant data")
     expect(check.detail).toContain("absent")
   })

@@ -12,7 +12,15 @@ runtimeContract("docker", DockerExecutor.runtimeLayer(), {
   echoStdin: "import sys\nsys.stdout.buffer.write(sys.stdin.buffer.read())\n",
   idleCommand: ["sleep", "infinity"],
   exec: {
-    exitWith: (code, stdout, stderr) => ["sh", "-c", 'printf %s "$1"; printf %s "$2" >&2; exit "$3"', "sh", stdout, stderr, String(code)],
+    exitWith: (code, stdout, stderr) => [
+      "sh",
+      "-c",
+      'printf %s "$1"; printf %s "$2" >&2; exit "$3"',
+      "sh",
+      stdout,
+      stderr,
+      String(code)
+    ],
     echoStdin: ["cat"],
     hang: ["sleep", "1000"],
     printEnv: (name) => ["sh", "-c", 'printf "%s\\n" "$(printenv "$1")"', "sh", name],

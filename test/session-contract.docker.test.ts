@@ -17,10 +17,14 @@ const bash = (p: ShellProgram): string =>
     p.printEnv === undefined ? undefined : `printf '%s\\n' "\${${p.printEnv}-}"`,
     p.hang ? "sleep 3600" : undefined,
     p.sleepMs === undefined ? undefined : `sleep ${p.sleepMs / 1000}`,
-    p.writeFile === undefined ? undefined : `mkdir -p "$(dirname ${quote(p.writeFile.path)})" && printf %s ${quote(p.writeFile.content)} > ${quote(p.writeFile.path)}`,
+    p.writeFile === undefined
+      ? undefined
+      : `mkdir -p "$(dirname ${quote(p.writeFile.path)})" && printf %s ${quote(p.writeFile.content)} > ${quote(p.writeFile.path)}`,
     p.cat === undefined ? undefined : `cat ${quote(p.cat)}`,
     `exit ${p.exitCode ?? 0}`
-  ].filter((line) => line !== undefined).join("\n")
+  ]
+    .filter((line) => line !== undefined)
+    .join("\n")
 
 // The same contract on the real engine (started by .ci/run / scripts/ensure-engine.sh).
 sessionContract("docker", {
@@ -29,7 +33,11 @@ sessionContract("docker", {
   command: bash,
   snippet: ({ printCwd, printEnv }) => ({
     language: "python",
-    code: ["import os", ...(printCwd ? ["print(os.getcwd())"] : []), ...(printEnv === undefined ? [] : [`print(os.environ.get(${JSON.stringify(printEnv)}, ""))`])].join("\n")
+    code: [
+      "import os",
+      ...(printCwd ? ["print(os.getcwd())"] : []),
+      ...(printEnv === undefined ? [] : [`print(os.environ.get(${JSON.stringify(printEnv)}, ""))`])
+    ].join("\n")
   }),
   time: liveTime
 })

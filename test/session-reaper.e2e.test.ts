@@ -15,7 +15,6 @@ import { DockerSessions, openPersistent } from "@hermes-sandbox/docker"
 import { cli } from "./support/cli.js"
 import { containerExists, docker } from "./support/docker.js"
 
-
 interface Report {
   readonly checked: number
   readonly removed: ReadonlyArray<string>
@@ -32,7 +31,11 @@ const reapHere = (journalPath: string): Promise<Report> =>
   Effect.runPromise(
     Effect.flatMap(Sessions, (s) => s.reap).pipe(
       Effect.scoped,
-      Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false, sweepOnStart: false }).pipe(Layer.provide(SqliteJournal.layer({ path: journalPath }))))
+      Effect.provide(
+        DockerSessions.layer({ watchdog: false, reapOnStart: false, sweepOnStart: false }).pipe(
+          Layer.provide(SqliteJournal.layer({ path: journalPath }))
+        )
+      )
     )
   ) as Promise<Report>
 
@@ -42,14 +45,22 @@ const reapHere = (journalPath: string): Promise<Report> =>
  */
 const expectReaped = async (report: Report, name: string, reason?: string) => {
   const decision = report.decisions?.find((d) => d.name === name)
-  if (decision !== undefined) expect(decision).toMatchObject({ removed: true, ...(reason === undefined ? {} : { reason }) })
+  if (decision !== undefined)
+    expect(decision).toMatchObject({ removed: true, ...(reason === undefined ? {} : { reason }) })
   else expect(report.removed).not.toContain(name)
   expect(await containerExists(name)).toBe(false)
 }
 
 const names = new Set<string>()
 const removeAll = async () => {
-  await Promise.all([...names].map((n) => docker.getContainer(n).remove({ force: true }).catch(() => {})))
+  await Promise.all(
+    [...names].map((n) =>
+      docker
+        .getContainer(n)
+        .remove({ force: true })
+        .catch(() => {})
+    )
+  )
   names.clear()
 }
 afterEach(removeAll)
@@ -67,7 +78,9 @@ describe("the persistent-sandbox reaper decides on the host", () => {
     names.add(tampered.containerName)
     const control = await openPersistent({ profile: `rt-control-${runId}`, lifetimeSeconds: 2 })
     names.add(control.containerName)
-    const attack = await tampered.run("touch -d 2099-01-01 /tmp/.hermes-session/cwd; chmod 500 /tmp/.hermes-session; stat -c %y /tmp/.hermes-session/cwd")
+    const attack = await tampered.run(
+      "touch -d 2099-01-01 /tmp/.hermes-session/cwd; chmod 500 /tmp/.hermes-session; stat -c %y /tmp/.hermes-session/cwd"
+    )
     expect(attack.stdout).toContain("2099-01-01")
     await control.run("echo used")
     await tampered.close()
@@ -103,7 +116,9 @@ describe("the persistent-sandbox reaper decides on the host", () => {
     await Effect.runPromise(
       Effect.flatMap(Sessions, () => Effect.void).pipe(
         Effect.scoped,
-        Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(MemoryJournal.layer())))
+        Effect.provide(
+          DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(MemoryJournal.layer()))
+        )
       )
     )
     expect(await containerExists(bySweep.containerName)).toBe(false)
@@ -116,7 +131,11 @@ describe("the persistent-sandbox reaper decides on the host", () => {
     await p.close()
     await sleep(2_500)
     // Another process's call, recorded in the shared journal.
-    const again = await openPersistent({ profile: `rt-legit-${runId}`, lifetimeSeconds: 4, journal: { path: journalPath } })
+    const again = await openPersistent({
+      profile: `rt-legit-${runId}`,
+      lifetimeSeconds: 4,
+      journal: { path: journalPath }
+    })
     expect(again.reconnected, "the sandbox was removed before its idle limit").toBe(true)
     await again.run("echo still working")
     await again.close()

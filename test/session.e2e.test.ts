@@ -14,7 +14,14 @@ import { promisify } from "node:util"
 import { Effect, Layer, Stream } from "effect"
 import { type EventEnvelope, Journal, MemoryJournal, SqliteJournal } from "@hermes-sandbox/events"
 import { Sessions } from "@hermes-sandbox/core"
-import { createExecutor, createSession, DockerSessions, openHermesSandbox, openPersistent, type SandboxSession } from "@hermes-sandbox/docker"
+import {
+  createExecutor,
+  createSession,
+  DockerSessions,
+  openHermesSandbox,
+  openPersistent,
+  type SandboxSession
+} from "@hermes-sandbox/docker"
 import { containerExists, docker, waitFor } from "./support/docker.js"
 import { fixtureCommand } from "./support/nodeFixture.js"
 import { sessionTracker } from "./support/sessions.js"
@@ -43,7 +50,11 @@ describe("sessions on the real engine", () => {
     expect(second).toMatchObject({ exitCode: 3, stdout: "/tmp/proj/sub|hello world\n" })
     expect((await s.run('printf "%s|%s" "$PWD" "$MULTI"')).stdout).toBe("/tmp/proj/sub|a\nb")
     expect((await s.run(["pwd"])).stdout).toBe("/tmp/proj/sub\n")
-    const py = await s.runCode({ language: "python", code: "import os\nprint(os.getcwd(), os.environ['GREETING'], open('data.txt').read())", files: { "data.txt": "from files" } })
+    const py = await s.runCode({
+      language: "python",
+      code: "import os\nprint(os.getcwd(), os.environ['GREETING'], open('data.txt').read())",
+      files: { "data.txt": "from files" }
+    })
     expect(py).toMatchObject({ exitCode: 0, stdout: "/tmp/proj/sub hello world from files\n" })
     expect((await s.run("cat data.txt")).stdout).toBe("from files")
     expect((await s.run("cat", { stdin: "piped in" })).stdout).toBe("piped in")
@@ -93,7 +104,11 @@ describe("sessions on the real engine", () => {
     const s = track(await createSession())
     await s.run("echo 0 > /workspace/counter")
     const n = 8
-    await Promise.all(Array.from({ length: n }, () => s.run("x=$(cat /workspace/counter); sleep 0.05; echo $((x+1)) > /workspace/counter")))
+    await Promise.all(
+      Array.from({ length: n }, () =>
+        s.run("x=$(cat /workspace/counter); sleep 0.05; echo $((x+1)) > /workspace/counter")
+      )
+    )
     expect((await s.run("cat /workspace/counter")).stdout).toBe(`${n}\n`)
     await s.close()
   })
@@ -160,7 +175,10 @@ describe("sessions on the real engine", () => {
     const s = track(await createSession())
     const controller = new AbortController()
     setTimeout(() => controller.abort("enough"), 500)
-    await expect(s.run("sleep 123", { signal: controller.signal })).rejects.toMatchObject({ _tag: "ExecutionAborted", reason: "enough" })
+    await expect(s.run("sleep 123", { signal: controller.signal })).rejects.toMatchObject({
+      _tag: "ExecutionAborted",
+      reason: "enough"
+    })
     expect((await s.run("ps -eo args | grep -c '[s]leep 123' || true")).stdout.trim()).toBe("0")
     await s.close()
   })
@@ -168,7 +186,9 @@ describe("sessions on the real engine", () => {
   it("a session whose owner process is SIGKILLed is removed while running (watchdog); the next start's sweep closes its journal streams", async () => {
     const journalDir = mkdtempSync(join(tmpdir(), "hs-kill-"))
     const journalPath = join(journalDir, "journal.sqlite")
-    const child = spawn(sessionChild[0]!, [...sessionChild.slice(1), "session", journalPath], { stdio: ["ignore", "pipe", "inherit"] })
+    const child = spawn(sessionChild[0]!, [...sessionChild.slice(1), "session", journalPath], {
+      stdio: ["ignore", "pipe", "inherit"]
+    })
     const line = await new Promise<string>((resolve, reject) => {
       let out = ""
       child.stdout!.on("data", (c: Buffer) => {
@@ -186,13 +206,29 @@ describe("sessions on the real engine", () => {
     // A new process on the same journal: its startup sweep closes the dead owner's session stream.
     const sessionId = containerName.slice("hermes-sandbox-".length)
     const types = await Effect.runPromise(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* Sessions
         const journal = yield* Journal.Journal
-        return yield* journal.read({ streamId: sessionId }).pipe(Stream.map((e) => e.type), Stream.runCollect)
-      }).pipe(Effect.scoped, Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provideMerge(SqliteJournal.layer({ path: journalPath })))))
+        return yield* journal.read({ streamId: sessionId }).pipe(
+          Stream.map((e) => e.type),
+          Stream.runCollect
+        )
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(
+          DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(
+            Layer.provideMerge(SqliteJournal.layer({ path: journalPath }))
+          )
+        )
+      )
     )
-    expect([...types]).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "ContainerDestroyed", "SessionClosed"])
+    expect([...types]).toEqual([
+      "SessionOpened",
+      "ContainerCreated",
+      "ContainerStarted",
+      "ContainerDestroyed",
+      "SessionClosed"
+    ])
     rmSync(journalDir, { recursive: true, force: true })
   })
 
@@ -200,8 +236,14 @@ describe("sessions on the real engine", () => {
   it("refuses a Hermes configuration that mounts the Docker socket", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hs-sock-"))
     try {
-      writeFileSync(join(dir, "config.yaml"), "terminal:\n  backend: docker\n  docker_volumes:\n    - /var/run/docker.sock:/var/run/docker.sock\n")
-      await expect(createSession({ hermesConfig: { path: join(dir, "config.yaml"), env: {} } })).rejects.toMatchObject({ _tag: "HermesConfigError", key: "docker_volumes" })
+      writeFileSync(
+        join(dir, "config.yaml"),
+        "terminal:\n  backend: docker\n  docker_volumes:\n    - /var/run/docker.sock:/var/run/docker.sock\n"
+      )
+      await expect(createSession({ hermesConfig: { path: join(dir, "config.yaml"), env: {} } })).rejects.toMatchObject({
+        _tag: "HermesConfigError",
+        key: "docker_volumes"
+      })
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
@@ -257,7 +299,10 @@ describe("Hermes configuration: mounts and forwarded secrets", () => {
     const journalPath = join(dir, "journal.sqlite")
     const s = track(await createSession({ hermesConfig, journal: { path: journalPath } }))
     const seen = collect(s)
-    const used = await s.run('test "$HS_TEST_TOKEN" = "$EXPECTED" && test -n "$FROM_DOTENV" && echo "present $PLAIN_SETTING"', { env: { EXPECTED: secret } })
+    const used = await s.run(
+      'test "$HS_TEST_TOKEN" = "$EXPECTED" && test -n "$FROM_DOTENV" && echo "present $PLAIN_SETTING"',
+      { env: { EXPECTED: secret } }
+    )
     expect(used).toMatchObject({ exitCode: 0, stdout: "present visible\n" })
     // The shell's own argv (what ps shows) names the variables but holds no value.
     const argv = await s.run("tr '\\0' ' ' < /proc/$$/cmdline; echo; cat /proc/1/cmdline | tr '\\0' ' '")
@@ -283,10 +328,16 @@ describe("Hermes configuration: mounts and forwarded secrets", () => {
   })
 
   it("one-shot: forwarded values are in the container's Config.Env (where Docker keeps env), never in Cmd/Args; volumes are refused", async () => {
-    await expect(createExecutor({ hermesConfig })).rejects.toMatchObject({ _tag: "HermesConfigError", key: "docker_volumes" })
+    await expect(createExecutor({ hermesConfig })).rejects.toMatchObject({
+      _tag: "HermesConfigError",
+      key: "docker_volumes"
+    })
     const noVolumes = join(dir, "oneshot.yaml")
     writeFileSync(noVolumes, "terminal:\n  backend: docker\n  docker_forward_env: [HS_TEST_TOKEN]\n  timeout: 20\n")
-    const executor = await createExecutor({ hermesConfig: { path: noVolumes, env: { HS_TEST_TOKEN: secret } }, awaitRemoval: true })
+    const executor = await createExecutor({
+      hermesConfig: { path: noVolumes, env: { HS_TEST_TOKEN: secret } },
+      awaitRemoval: true
+    })
     try {
       const events: Array<EventEnvelope> = []
       let inspected: Promise<{ Cmd: unknown; Args: unknown; Env: ReadonlyArray<string> }> | undefined
@@ -295,11 +346,17 @@ describe("Hermes configuration: mounts and forwarded secrets", () => {
         if (e.type === "ContainerStarted") {
           const name = events.find((x) => x.type === "ContainerCreated" && x.streamId === e.streamId)
           if (name?.type === "ContainerCreated") {
-            inspected = docker.getContainer(name.data.containerName).inspect().then((i) => ({ Cmd: i.Config.Cmd, Args: i.Args, Env: i.Config.Env ?? [] }))
+            inspected = docker
+              .getContainer(name.data.containerName)
+              .inspect()
+              .then((i) => ({ Cmd: i.Config.Cmd, Args: i.Args, Env: i.Config.Env ?? [] }))
           }
         }
       })
-      const r = await executor.executeCode({ language: "bash", code: 'sleep 1; test -n "$HS_TEST_TOKEN" && echo present' })
+      const r = await executor.executeCode({
+        language: "bash",
+        code: 'sleep 1; test -n "$HS_TEST_TOKEN" && echo present'
+      })
       sub.unsubscribe()
       expect(r.stdout).toBe("present\n")
       expect(JSON.stringify(r)).not.toContain(secret)
@@ -341,13 +398,15 @@ describe("persistent sandboxes on the real engine", () => {
     const again = track(await openPersistent({ profile, memory: "256m" }))
     const facadeMs = performance.now() - t0
     expect(again).toMatchObject({ reconnected: true, containerName: first.containerName, sessionId: first.sessionId })
-    expect((await again.run('printf "%s|%s|" "$PWD" "$CARRIED"; ls /tmp/installed-package')).stdout).toBe("/tmp|yes|/tmp/installed-package\n")
+    expect((await again.run('printf "%s|%s|" "$PWD" "$CARRIED"; ls /tmp/installed-package')).stdout).toBe(
+      "/tmp|yes|/tmp/installed-package\n"
+    )
     await again.close()
 
     // The lookup itself, on a warm service: list by labels + bookkeeping.
     const lookups: Array<number> = []
     await Effect.runPromise(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const sessions = yield* Sessions
         for (let i = 0; i < 5; i++) {
           const t = performance.now()
@@ -356,12 +415,25 @@ describe("persistent sandboxes on the real engine", () => {
           expect(s.reconnected).toBe(true)
           yield* s.close
         }
-      }).pipe(Effect.scoped, Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(MemoryJournal.layer()))))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(
+          DockerSessions.layer({ watchdog: false, reapOnStart: false }).pipe(Layer.provide(MemoryJournal.layer()))
+        )
+      )
     )
 
     // In a NEW process (a restart).
-    const { stdout } = await run(sessionChild[0]!, [...sessionChild.slice(1), "persistent", profile, "256m"], { timeout: 60_000 })
-    const child = JSON.parse(stdout.trim().split("\n").pop()!) as { reconnected: boolean; containerName: string; openMs: number; firstCallMs: number; state: string }
+    const { stdout } = await run(sessionChild[0]!, [...sessionChild.slice(1), "persistent", profile, "256m"], {
+      timeout: 60_000
+    })
+    const child = JSON.parse(stdout.trim().split("\n").pop()!) as {
+      reconnected: boolean
+      containerName: string
+      openMs: number
+      firstCallMs: number
+      state: string
+    }
     expect(child).toMatchObject({ reconnected: true, containerName: first.containerName, state: "/tmp|yes" })
 
     const median = [...lookups].sort((a, b) => a - b)[2]!
@@ -386,7 +458,9 @@ describe("persistent sandboxes on the real engine", () => {
     await a.run("echo 0 > /workspace/counter")
     const perHandle = 4
     const bump = (s: SandboxSession, tag: string) =>
-      Array.from({ length: perHandle }, (_, i) => s.run(`x=$(cat /workspace/counter); sleep 0.2; echo $((x+1)) > /workspace/counter; echo ${tag}${i}`))
+      Array.from({ length: perHandle }, (_, i) =>
+        s.run(`x=$(cat /workspace/counter); sleep 0.2; echo $((x+1)) > /workspace/counter; echo ${tag}${i}`)
+      )
     const results = await Promise.all([...bump(a, "a"), ...bump(b, "b")])
     expect(results.every((r) => r.exitCode === 0)).toBe(true)
     expect((await b.run("cat /workspace/counter")).stdout).toBe(`${2 * perHandle}\n`)

@@ -26,10 +26,18 @@ const run = <A, E>(path: string, program: Effect.Effect<A, E, Journal.Journal | 
 
 /** Open a lifecycle (a request, nothing after it) as if executor `executorId` in this process wrote it. */
 const openLifecycle = (path: string, executionId: string, executorId: string) =>
-  run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: executionId, executorId, events: [requested] })))
+  run(
+    path,
+    Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: executionId, executorId, events: [requested] }))
+  )
 
 const eventsOf = (path: string, executionId: string) =>
-  run(path, Effect.flatMap(Journal.Journal, (j) => Stream.runCollect(j.read({ streamId: executionId }))).pipe(Effect.map((c) => [...c])))
+  run(
+    path,
+    Effect.flatMap(Journal.Journal, (j) => Stream.runCollect(j.read({ streamId: executionId }))).pipe(
+      Effect.map((c) => [...c])
+    )
+  )
 
 const sweep = (path: string) => run(path, Sweep.sweep({ executorId: "sweeper" }))
 
@@ -37,10 +45,14 @@ const sweep = (path: string) => run(path, Sweep.sweep({ executorId: "sweeper" })
 const rewriteStarted = (path: string, executionId: string, started: string | undefined) => {
   const db = new Database(path)
   try {
-    const sql = started === undefined
-      ? "UPDATE events SET metadata = json_remove(metadata, '$.started') WHERE execution_id = ?"
-      : "UPDATE events SET metadata = json_set(metadata, '$.started', ?) WHERE execution_id = ?"
-    const changed = started === undefined ? db.prepare(sql).run(executionId).changes : db.prepare(sql).run(started, executionId).changes
+    const sql =
+      started === undefined
+        ? "UPDATE events SET metadata = json_remove(metadata, '$.started') WHERE execution_id = ?"
+        : "UPDATE events SET metadata = json_set(metadata, '$.started', ?) WHERE execution_id = ?"
+    const changed =
+      started === undefined
+        ? db.prepare(sql).run(executionId).changes
+        : db.prepare(sql).run(started, executionId).changes
     expect(changed).toBeGreaterThan(0)
   } finally {
     db.close()
@@ -53,7 +65,9 @@ describe("the journal's writer identity survives pid reuse", () => {
     await openLifecycle(path, "exec-metadata", "writer")
     const events = await eventsOf(path, "exec-metadata")
     expect(ProcessIdentity.self.started).toMatch(/^\d+$/)
-    expect(events.map((e) => e.metadata)).toEqual([{ executorId: "writer", host: hostname(), pid: process.pid, started: ProcessIdentity.self.started }])
+    expect(events.map((e) => e.metadata)).toEqual([
+      { executorId: "writer", host: hostname(), pid: process.pid, started: ProcessIdentity.self.started }
+    ])
   })
 
   it("the startup sweep closes the lifecycle of a writer whose pid now belongs to another process, and leaves a live writer's open", async () => {
@@ -80,14 +94,34 @@ describe("the journal's writer identity survives pid reuse", () => {
 
 /** The durable journal's sweep mark (Journal.sweepMark), as the next sweep will read it. */
 const markOf = (path: string) =>
-  run(path, Effect.flatMap(Journal.Journal, (j) => (j.sweepMark === undefined ? Effect.die("no sweep mark on a SQLite journal") : j.sweepMark.get)))
-const lastOf = (path: string) => run(path, Effect.flatMap(Journal.Journal, (j) => j.lastSequence))
+  run(
+    path,
+    Effect.flatMap(Journal.Journal, (j) =>
+      j.sweepMark === undefined ? Effect.die("no sweep mark on a SQLite journal") : j.sweepMark.get
+    )
+  )
+const lastOf = (path: string) =>
+  run(
+    path,
+    Effect.flatMap(Journal.Journal, (j) => j.lastSequence)
+  )
 
 /** `count` closed lifecycles (requested, then failed before any container), as a busy journal holds. */
 const closedLifecycles = (path: string, count: number) =>
-  run(path, Effect.flatMap(Journal.Journal, (j) =>
-    Effect.forEach(Array.from({ length: count }, (_, i) => `exec-closed-${i}-${Math.random()}`), (streamId) =>
-      j.append({ streamId, executorId: "busy", events: [requested, { type: "ExecutionFailed", data: { errorTag: "ContainerFailed", message: "x" } }] }))))
+  run(
+    path,
+    Effect.flatMap(Journal.Journal, (j) =>
+      Effect.forEach(
+        Array.from({ length: count }, (_, i) => `exec-closed-${i}-${Math.random()}`),
+        (streamId) =>
+          j.append({
+            streamId,
+            executorId: "busy",
+            events: [requested, { type: "ExecutionFailed", data: { errorTag: "ContainerFailed", message: "x" } }]
+          })
+      )
+    )
+  )
 
 describe("the sweep's mark: a durable journal's replay does not grow with its length", () => {
   it("after a sweep that leaves nothing open the mark is past the last event; the next sweep starts there", async () => {
@@ -115,7 +149,10 @@ describe("the sweep's mark: a durable journal's replay does not grow with its le
     // Its writer dies (its pid now another process's): the next sweep, replaying from the mark, closes it.
     rewriteStarted(path, "exec-held", String(Number(ProcessIdentity.self.started) - 1))
     expect((await sweep(path)).closed).toEqual(["exec-held"])
-    expect((await eventsOf(path, "exec-held")).map((e) => e.type)).toEqual(["ExecutionRequested", "ExecutionInterrupted"])
+    expect((await eventsOf(path, "exec-held")).map((e) => e.type)).toEqual([
+      "ExecutionRequested",
+      "ExecutionInterrupted"
+    ])
     // Nothing is open any more: the mark moves past it (to the end of what that sweep read).
     expect(await markOf(path)).toBeGreaterThan((await eventsOf(path, "exec-held"))[1]!.sequence - 1)
   })
@@ -128,44 +165,103 @@ describe("the sweep's mark: a durable journal's replay does not grow with its le
     const sessionId = "sess-held"
     const containerName = `hermes-sandbox-${sessionId}`
     const append = (...events: ReadonlyArray<JournalEvent>) =>
-      run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: sessionId, executorId: "writer-session", events })))
+      run(
+        path,
+        Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: sessionId, executorId: "writer-session", events }))
+      )
     await closedLifecycles(path, 10)
     await append({ type: "SessionOpened", data: { sessionId, scope: "session", containerName } })
     const [opened] = await eventsOf(path, sessionId)
     expect((await sweep(path)).closed).toEqual([])
     expect(await markOf(path)).toBe(opened!.sequence)
-    await append({ type: "ContainerCreated", data: { containerName, containerId: "c-held", imageId: "i" } }, { type: "ContainerStarted", data: { containerId: "c-held" } })
+    await append(
+      { type: "ContainerCreated", data: { containerName, containerId: "c-held", imageId: "i" } },
+      { type: "ContainerStarted", data: { containerId: "c-held" } }
+    )
     await closedLifecycles(path, 10)
     expect((await sweep(path)).closed).toEqual([])
     // Its owner dies (its pid now another process's): the sweep closes the container and the session.
     rewriteStarted(path, sessionId, String(Number(ProcessIdentity.self.started) - 1))
     expect((await sweep(path)).closed).toEqual([sessionId])
     const closing = await eventsOf(path, sessionId)
-    expect(closing.map((e) => e.type)).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "ContainerDestroyed", "SessionClosed"])
+    expect(closing.map((e) => e.type)).toEqual([
+      "SessionOpened",
+      "ContainerCreated",
+      "ContainerStarted",
+      "ContainerDestroyed",
+      "SessionClosed"
+    ])
     // A session whose owner died before its container was recorded ends with SessionClosed alone.
-    await run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: "sess-orphan", executorId: "writer-session", events: [
-      { type: "SessionOpened", data: { sessionId: "sess-orphan", scope: "session", containerName: "hermes-sandbox-sess-orphan" } }
-    ] })))
+    await run(
+      path,
+      Effect.flatMap(Journal.Journal, (j) =>
+        j.append({
+          streamId: "sess-orphan",
+          executorId: "writer-session",
+          events: [
+            {
+              type: "SessionOpened",
+              data: { sessionId: "sess-orphan", scope: "session", containerName: "hermes-sandbox-sess-orphan" }
+            }
+          ]
+        })
+      )
+    )
     expect((await sweep(path)).closed).toEqual([])
     rewriteStarted(path, "sess-orphan", String(Number(ProcessIdentity.self.started) - 1))
     expect((await sweep(path)).closed).toEqual(["sess-orphan"])
     expect((await eventsOf(path, "sess-orphan")).map((e) => e.type)).toEqual(["SessionOpened", "SessionClosed"])
     // A persistent session outlives its owner by design: held (it holds the mark), never closed by the sweep.
-    await run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: "sess-persistent", executorId: "writer-session", events: [
-      { type: "SessionOpened", data: { sessionId: "sess-persistent", scope: "persistent", containerName: "hermes-sandbox-sess-persistent" } }
-    ] })))
+    await run(
+      path,
+      Effect.flatMap(Journal.Journal, (j) =>
+        j.append({
+          streamId: "sess-persistent",
+          executorId: "writer-session",
+          events: [
+            {
+              type: "SessionOpened",
+              data: {
+                sessionId: "sess-persistent",
+                scope: "persistent",
+                containerName: "hermes-sandbox-sess-persistent"
+              }
+            }
+          ]
+        })
+      )
+    )
     rewriteStarted(path, "sess-persistent", String(Number(ProcessIdentity.self.started) - 1))
     expect((await sweep(path)).closed).toEqual([])
     const [persistentOpened] = await eventsOf(path, "sess-persistent")
     expect(await markOf(path)).toBe(persistentOpened!.sequence)
-    await run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: "sess-persistent", executorId: "writer-session", events: [
-      { type: "SessionClosed", data: { sessionId: "sess-persistent", reason: "closed" } }
-    ] })))
+    await run(
+      path,
+      Effect.flatMap(Journal.Journal, (j) =>
+        j.append({
+          streamId: "sess-persistent",
+          executorId: "writer-session",
+          events: [{ type: "SessionClosed", data: { sessionId: "sess-persistent", reason: "closed" } }]
+        })
+      )
+    )
     // A session closed before its container was made (failed to start) holds nothing.
-    await run(path, Effect.flatMap(Journal.Journal, (j) => j.append({ streamId: "sess-failed", executorId: "writer-session", events: [
-      { type: "SessionOpened", data: { sessionId: "sess-failed", scope: "session", containerName: "hermes-sandbox-sess-failed" } },
-      { type: "SessionClosed", data: { sessionId: "sess-failed", reason: "failed to start: ImageNotFound" } }
-    ] })))
+    await run(
+      path,
+      Effect.flatMap(Journal.Journal, (j) =>
+        j.append({
+          streamId: "sess-failed",
+          executorId: "writer-session",
+          events: [
+            {
+              type: "SessionOpened",
+              data: { sessionId: "sess-failed", scope: "session", containerName: "hermes-sandbox-sess-failed" }
+            },
+            { type: "SessionClosed", data: { sessionId: "sess-failed", reason: "failed to start: ImageNotFound" } }
+          ]
+        })
+      )
+    )
     await sweep(path)
     expect(await markOf(path)).toBe((await lastOf(path)) + 1)
   })

@@ -14,11 +14,20 @@ describe("the slowest-files table", () => {
   it("ranks files by time, at most 15, across the lines several runs appended", () => {
     const dir = mkdtempSync(join(tmpdir(), "tiers-"))
     const file = join(dir, "times.tsv")
-    const lines = Array.from({ length: 20 }, (_, i) => `${i + 0.5}\t${i % 2 === 0 ? "unit" : "engine"}\ttest/f${i}.test.ts\t0.1\t${i}\n`)
+    const lines = Array.from(
+      { length: 20 },
+      (_, i) => `${i + 0.5}\t${i % 2 === 0 ? "unit" : "engine"}\ttest/f${i}.test.ts\t0.1\t${i}\n`
+    )
     writeFileSync(file, lines.join(""))
     const times = readTimes(file)
     expect(times).toHaveLength(20)
-    expect(times[3]).toEqual({ seconds: 3.5, project: "engine", file: "test/f3.test.ts", collectSeconds: 0.1, testsSeconds: 3 })
+    expect(times[3]).toEqual({
+      seconds: 3.5,
+      project: "engine",
+      file: "test/f3.test.ts",
+      collectSeconds: 0.1,
+      testsSeconds: 3
+    })
     const table = slowestTable(times).split("\n")
     expect(table[0]).toBe("15 slowest test files (import + tests, seconds):")
     expect(table).toHaveLength(16)
@@ -49,7 +58,7 @@ describe("pnpm test:stress", () => {
       "AssertionError: expected 1 to be 2",
       " ❯ test/x.test.ts:12:5",
       "Counterexample: [3]",
-      "{ seed: -1725429651, path: \"41\", endOnFailure: true }",
+      '{ seed: -1725429651, path: "41", endOnFailure: true }',
       " ✓ test/y.test.ts (3 tests) 12ms",
       "some other line"
     ].join("\n")
@@ -58,7 +67,7 @@ describe("pnpm test:stress", () => {
       "AssertionError: expected 1 to be 2",
       " ❯ test/x.test.ts:12:5",
       "Counterexample: [3]",
-      "{ seed: -1725429651, path: \"41\", endOnFailure: true }"
+      '{ seed: -1725429651, path: "41", endOnFailure: true }'
     ])
   })
 })
@@ -76,14 +85,25 @@ describe("the tiers (vitest.config.ts)", () => {
         byProject.set(s.project.name, (byProject.get(s.project.name) ?? new Set()).add(file))
       }
       const { execFileSync } = await import("node:child_process")
-      const tracked = execFileSync("git", ["ls-files", "*.test.ts"], { cwd: root, encoding: "utf8" }).split("\n").filter((f) => f !== "")
+      const tracked = execFileSync("git", ["ls-files", "*.test.ts"], { cwd: root, encoding: "utf8" })
+        .split("\n")
+        .filter((f) => f !== "")
       const inSomeTier = new Set([...byProject.values()].flatMap((files) => [...files]))
-      expect(tracked.filter((f) => !inSomeTier.has(f)), "test files no tier runs").toEqual([])
+      expect(
+        tracked.filter((f) => !inSomeTier.has(f)),
+        "test files no tier runs"
+      ).toEqual([])
       const unit = byProject.get("unit") ?? new Set()
       for (const other of ["journal", "engine", "engine-pool", "heavy", "heavy-pool"]) {
-        expect([...(byProject.get(other) ?? [])].filter((f) => unit.has(f)), `files in both unit and ${other}`).toEqual([])
+        expect(
+          [...(byProject.get(other) ?? [])].filter((f) => unit.has(f)),
+          `files in both unit and ${other}`
+        ).toEqual([])
       }
-      expect([...unit].filter((f) => f.endsWith(".pg.test.ts")), "PostgreSQL suites in the unit tier").toEqual([])
+      expect(
+        [...unit].filter((f) => f.endsWith(".pg.test.ts")),
+        "PostgreSQL suites in the unit tier"
+      ).toEqual([])
     } finally {
       await vitest.close()
     }

@@ -12,7 +12,11 @@ import { createSession } from "@hermes-sandbox/docker"
 import { testExecutor } from "./support/executor.js"
 import { RUNTIMES } from "./hostile/support.js"
 
-interface Seen { readonly type: string; readonly streamId: string; readonly data: Record<string, unknown> }
+interface Seen {
+  readonly type: string
+  readonly streamId: string
+  readonly data: Record<string, unknown>
+}
 
 /** Resolves once `n` calls are being served at once; a call that waits longer than 20 s fails. */
 const barrier = (n: number) => {
@@ -27,7 +31,12 @@ const barrier = (n: number) => {
       maxAtOnce = Math.max(maxAtOnce, now)
       if (++arrived >= n) open()
       try {
-        await Promise.race([opened, new Promise((_, reject) => setTimeout(() => reject(new Error(`only ${arrived} of ${n} calls arrived together`)), 20_000))])
+        await Promise.race([
+          opened,
+          new Promise((_, reject) =>
+            setTimeout(() => reject(new Error(`only ${arrived} of ${n} calls arrived together`)), 20_000)
+          )
+        ])
       } finally {
         now--
       }
@@ -38,14 +47,20 @@ const barrier = (n: number) => {
 
 const addTool = {
   description: "Add two numbers",
-  parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"], additionalProperties: false },
+  parameters: {
+    type: "object",
+    properties: { a: { type: "number" }, b: { type: "number" } },
+    required: ["a", "b"],
+    additionalProperties: false
+  },
   handler: ({ a, b }: { a: number; b: number }) => a + b
 }
 
 describe.each(RUNTIMES)("tool calls from sandboxed code (real engine, %s)", (runtime) => {
   let executor: SandboxExecutor
   const events: Array<Seen> = []
-  const of = (r: ExecutionResult, type?: string) => events.filter((e) => e.streamId === r.executionId && (type === undefined || e.type === type))
+  const of = (r: ExecutionResult, type?: string) =>
+    events.filter((e) => e.streamId === r.executionId && (type === undefined || e.type === type))
   const toolEvents = (r: ExecutionResult) => of(r).filter((e) => e.type.startsWith("ToolCall"))
 
   beforeAll(async () => {
@@ -61,10 +76,21 @@ describe.each(RUNTIMES)("tool calls from sandboxed code (real engine, %s)", (run
       add: addTool,
       web_search: {
         description: "Search the web",
-        parameters: { type: "object", properties: { query: { type: "string" }, limit: { type: "integer" } }, required: ["query"] },
-        handler: ({ query, limit }: { query: string; limit?: number }) => ({ data: { web: [{ url: `https://example.invalid/${query}`, title: query, limit: limit ?? null }] } })
+        parameters: {
+          type: "object",
+          properties: { query: { type: "string" }, limit: { type: "integer" } },
+          required: ["query"]
+        },
+        handler: ({ query, limit }: { query: string; limit?: number }) => ({
+          data: { web: [{ url: `https://example.invalid/${query}`, title: query, limit: limit ?? null }] }
+        })
       },
-      fail: { description: "Always fails", handler: () => { throw new Error("the upstream said no") } }
+      fail: {
+        description: "Always fails",
+        handler: () => {
+          throw new Error("the upstream said no")
+        }
+      }
     }
     const r = await executor.executeCode({
       language: "python",
@@ -104,7 +130,12 @@ except ToolRefused as e:
     expect(seen.filter((e) => e.type === "ToolCallRequested")).toHaveLength(7)
     expect(seen.filter((e) => e.type === "ToolCallCompleted")).toHaveLength(4)
     expect(seen.filter((e) => e.type === "ToolCallFailed").map((e) => e.data.reason)).toEqual(["error"])
-    expect(seen.filter((e) => e.type === "ToolCallRefused").map((e) => e.data.reason).sort()).toEqual(["invalid-arguments", "unknown-tool"])
+    expect(
+      seen
+        .filter((e) => e.type === "ToolCallRefused")
+        .map((e) => e.data.reason)
+        .sort()
+    ).toEqual(["invalid-arguments", "unknown-tool"])
     // Arguments are not journaled unless asked for: their size and sha256 are.
     const first = seen.find((e) => e.type === "ToolCallRequested")!
     expect(first.data.arguments).toBeUndefined()
@@ -117,7 +148,14 @@ except ToolRefused as e:
   it("javascript: require and dynamic import give one async function per tool taking one object; ToolError and ToolRefused", async () => {
     const r = await executor.executeCode({
       language: "javascript",
-      tools: { add: addTool, fail: { handler: async () => { throw new Error("nope from the host") } } },
+      tools: {
+        add: addTool,
+        fail: {
+          handler: async () => {
+            throw new Error("nope from the host")
+          }
+        }
+      },
       code: String.raw`
 const { add, callTool, ToolError, ToolRefused } = require("hermes_tools")
 ;(async () => {
@@ -152,8 +190,14 @@ x=$(hermes-tool add '{"a": 5, "b": 5}'); echo "x=$x"`
 
   it("8 concurrent calls from Python threads and from Promise.all are served at once", async () => {
     for (const [language, code] of [
-      ["python", "import threading\nfrom hermes_tools import meet\nout = []\nts = [threading.Thread(target=lambda i=i: out.append(meet(i=i))) for i in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(sorted(out))"],
-      ["javascript", "const { meet } = require('hermes_tools')\nPromise.all([0,1,2,3,4,5,6,7].map((i) => meet({ i }))).then((r) => console.log(JSON.stringify(r.sort((a, b) => a - b))))"]
+      [
+        "python",
+        "import threading\nfrom hermes_tools import meet\nout = []\nts = [threading.Thread(target=lambda i=i: out.append(meet(i=i))) for i in range(8)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(sorted(out))"
+      ],
+      [
+        "javascript",
+        "const { meet } = require('hermes_tools')\nPromise.all([0,1,2,3,4,5,6,7].map((i) => meet({ i }))).then((r) => console.log(JSON.stringify(r.sort((a, b) => a - b))))"
+      ]
     ] as const) {
       const b = barrier(8)
       const r = await executor.executeCode({
@@ -174,7 +218,17 @@ x=$(hermes-tool add '{"a": 5, "b": 5}'); echo "x=$x"`
     const r = await executor.executeCode({
       language: "python",
       code: "import threading\nfrom hermes_tools import slow\nts = [threading.Thread(target=slow) for i in range(6)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint('done')",
-      tools: { slow: { handler: async () => { now++; max = Math.max(max, now); await new Promise((r) => setTimeout(r, 300)); now--; return null } } },
+      tools: {
+        slow: {
+          handler: async () => {
+            now++
+            max = Math.max(max, now)
+            await new Promise((r) => setTimeout(r, 300))
+            now--
+            return null
+          }
+        }
+      },
       toolLimits: { maxInFlight: 2 }
     })
     expect(r.exitCode, r.stderr).toBe(0)
@@ -208,7 +262,9 @@ except ToolRefused as e:
     expect(lines[4]).toMatch(/^refused tool call limit reached/)
     expect(lines[5]).toBe("invalid")
     expect(r.toolCallsMade).toBe(3)
-    const refused = toolEvents(r).filter((e) => e.type === "ToolCallRefused").map((e) => e.data.reason)
+    const refused = toolEvents(r)
+      .filter((e) => e.type === "ToolCallRefused")
+      .map((e) => e.data.reason)
     expect(refused).toEqual(["budget-exhausted", "budget-exhausted", "invalid-arguments"])
   })
 
@@ -219,14 +275,25 @@ except ToolRefused as e:
       code: "from hermes_tools import hang, add, ToolError\ntry:\n    hang()\nexcept ToolError as e:\n    print('timeout:', e)\nprint(add(a=1, b=1))",
       tools: {
         add: addTool,
-        hang: { handler: (_: unknown, { signal }: ToolContext) => new Promise((resolve) => signal.addEventListener("abort", () => { aborted = String(signal.reason); resolve(null) })) }
+        hang: {
+          handler: (_: unknown, { signal }: ToolContext) =>
+            new Promise((resolve) =>
+              signal.addEventListener("abort", () => {
+                aborted = String(signal.reason)
+                resolve(null)
+              })
+            )
+        }
       },
       toolLimits: { callTimeoutMs: 500 }
     })
     expect(r.exitCode, r.stderr).toBe(0)
     expect(r.stdout.trim().split("\n")).toEqual(["timeout: hang did not answer within 500 ms (callTimeoutMs)", "2"])
     expect(aborted).toContain("did not answer within 500 ms")
-    expect(toolEvents(r).find((e) => e.type === "ToolCallFailed")?.data).toMatchObject({ tool: "hang", reason: "timed-out" })
+    expect(toolEvents(r).find((e) => e.type === "ToolCallFailed")?.data).toMatchObject({
+      tool: "hang",
+      reason: "timed-out"
+    })
   })
 
   it("arguments and results past their limits: a refusal and a tool error, the sandbox and the host unharmed", async () => {
@@ -377,7 +444,12 @@ import time; time.sleep(60)
       language: "python",
       timeoutMs: 3000,
       code: "from hermes_tools import forever\nprint('calling', flush=True)\nforever()",
-      tools: { forever: { handler: (_: unknown, { signal }: ToolContext) => new Promise(() => signal.addEventListener("abort", () => (aborted = true))) } }
+      tools: {
+        forever: {
+          handler: (_: unknown, { signal }: ToolContext) =>
+            new Promise(() => signal.addEventListener("abort", () => (aborted = true)))
+        }
+      }
     })
     expect(r.timedOut).toBe(true)
     expect(Date.now() - t0).toBeLessThan(20_000)
@@ -394,11 +466,20 @@ import time; time.sleep(60)
     const inCall = new Promise<void>((resolve) => (started = resolve))
     const controller = new AbortController()
     let executionId = ""
-    const run = executor.executeCode({
-      language: "python",
-      code: "from hermes_tools import forever\nforever()",
-      tools: { forever: { handler: (_: unknown, { signal }: ToolContext) => (started(), new Promise(() => signal.addEventListener("abort", () => (aborted = true)))) } }
-    }, { signal: controller.signal, onExecutionId: (id) => (executionId = id) })
+    const run = executor.executeCode(
+      {
+        language: "python",
+        code: "from hermes_tools import forever\nforever()",
+        tools: {
+          forever: {
+            handler: (_: unknown, { signal }: ToolContext) => (
+              started(), new Promise(() => signal.addEventListener("abort", () => (aborted = true)))
+            )
+          }
+        }
+      },
+      { signal: controller.signal, onExecutionId: (id) => (executionId = id) }
+    )
     await inCall
     controller.abort("enough")
     await expect(run).rejects.toMatchObject({ _tag: "ExecutionAborted" })
@@ -413,10 +494,19 @@ import time; time.sleep(60)
     let called = false
     let executionId = ""
     const run = executor.executeCode(
-      { language: "python", code: "open('/workspace/ran', 'w')", env: { HERMES_CODE_DIR: `/tmp/${"d".repeat(120)}` }, tools: { add: { ...addTool, handler: () => (called = true) } } },
+      {
+        language: "python",
+        code: "open('/workspace/ran', 'w')",
+        env: { HERMES_CODE_DIR: `/tmp/${"d".repeat(120)}` },
+        tools: { add: { ...addTool, handler: () => (called = true) } }
+      },
       { onExecutionId: (id) => (executionId = id) }
     )
-    await expect(run).rejects.toMatchObject({ _tag: "ContainerFailed", reason: "setup", message: expect.stringContaining("tool socket") })
+    await expect(run).rejects.toMatchObject({
+      _tag: "ContainerFailed",
+      reason: "setup",
+      message: expect.stringContaining("tool socket")
+    })
     expect(called).toBe(false)
     const types = events.filter((e) => e.streamId === executionId).map((e) => e.type)
     expect(types).toContain("ExecutionFailed")
@@ -430,7 +520,10 @@ import time; time.sleep(60)
       code: `timeout 1 hermes-tool slow; timeout 1 hermes-tool slow; hermes-tool add '{"a": 1, "b": 1}'`,
       tools: {
         add: addTool,
-        slow: { handler: (_: unknown, { signal }: ToolContext) => new Promise((resolve) => signal.addEventListener("abort", () => (aborted++, resolve(null)))) }
+        slow: {
+          handler: (_: unknown, { signal }: ToolContext) =>
+            new Promise((resolve) => signal.addEventListener("abort", () => (aborted++, resolve(null))))
+        }
       },
       toolLimits: { maxInFlight: 2, callTimeoutMs: 4000 },
       timeoutMs: 25_000
@@ -441,17 +534,27 @@ import time; time.sleep(60)
     // runc: the supervisor sees the hang-up at once ('q'): the handlers are cancelled and the slots freed.
     // gVisor reports no POLLHUP for a closed unix socket: a slot is freed when its handler ends, here
     // the first at its per-call timeout; the second is still running when the run ends (settled then).
-    const reasons = toolEvents(r).filter((e) => e.type === "ToolCallFailed").map((e) => e.data.reason)
+    const reasons = toolEvents(r)
+      .filter((e) => e.type === "ToolCallFailed")
+      .map((e) => e.data.reason)
     expect(reasons).toEqual(runtime === "runc" ? ["cancelled", "cancelled"] : ["timed-out", "cancelled"])
   })
 
   it("a flood of refused calls ends the run with ContainerFailed (tool-calls) instead of filling the journal", async () => {
     let executionId = ""
     const run = executor.executeCode(
-      { language: "python", code: "from hermes_tools import call_tool, ToolRefused\nwhile True:\n    try:\n        call_tool('nope', {})\n    except ToolRefused:\n        pass", tools: { add: addTool } },
+      {
+        language: "python",
+        code: "from hermes_tools import call_tool, ToolRefused\nwhile True:\n    try:\n        call_tool('nope', {})\n    except ToolRefused:\n        pass",
+        tools: { add: addTool }
+      },
       { onExecutionId: (id) => (executionId = id) }
     )
-    await expect(run).rejects.toMatchObject({ _tag: "ContainerFailed", reason: "tool-calls", message: expect.stringContaining("refused tool calls (at most 1000 per run)") })
+    await expect(run).rejects.toMatchObject({
+      _tag: "ContainerFailed",
+      reason: "tool-calls",
+      message: expect.stringContaining("refused tool calls (at most 1000 per run)")
+    })
     const mine = events.filter((e) => e.streamId === executionId)
     const refused = mine.filter((e) => e.type === "ToolCallRefused").length
     expect(refused).toBeGreaterThanOrEqual(1000)
@@ -473,12 +576,18 @@ import time; time.sleep(60)
       },
       { onExecutionId: (id) => (executionId = id) }
     )
-    await expect(run).rejects.toMatchObject({ _tag: "ContainerFailed", reason: "journal-budget", message: expect.stringContaining("than a run may (10000 events, 2097152 bytes") })
+    await expect(run).rejects.toMatchObject({
+      _tag: "ContainerFailed",
+      reason: "journal-budget",
+      message: expect.stringContaining("than a run may (10000 events, 2097152 bytes")
+    })
     const mine = events.filter((e) => e.streamId === executionId)
     const requested = mine.filter((e) => e.type === "ToolCallRequested")
     expect(requested.length).toBeGreaterThan(3)
     expect(requested.length).toBeLessThan(11)
-    const toolBytes = mine.filter((e) => e.type.startsWith("ToolCall")).reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e.data)), 0)
+    const toolBytes = mine
+      .filter((e) => e.type.startsWith("ToolCall"))
+      .reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e.data)), 0)
     expect(toolBytes).toBeLessThanOrEqual(2 * 1024 * 1024)
     const failed = mine.find((e) => e.type === "ExecutionFailed")
     expect(JSON.stringify(failed?.data)).toContain("journal-budget")
@@ -521,10 +630,18 @@ for line in sorted(out):
       })
       expect(r.exitCode, r.stderr).toBe(0)
       const lines = r.stdout.trim().split("\n")
-      expect(lines.slice(0, 1)).toEqual([expect.stringMatching(/^refused the host holds \d+ bytes of tool arguments in flight over all its runs \(at most 67108864\); this call of 150000\d\d bytes was not taken/)])
+      expect(lines.slice(0, 1)).toEqual([
+        expect.stringMatching(
+          /^refused the host holds \d+ bytes of tool arguments in flight over all its runs \(at most 67108864\); this call of 150000\d\d bytes was not taken/
+        )
+      ])
       expect(lines.slice(1)).toEqual(["served ok", "served ok", "served ok", "served ok"])
       expect(entered).toBe(4)
-      expect(toolEvents(r).filter((e) => e.type === "ToolCallRefused").map((e) => e.data.reason)).toEqual(["host-busy"])
+      expect(
+        toolEvents(r)
+          .filter((e) => e.type === "ToolCallRefused")
+          .map((e) => e.data.reason)
+      ).toEqual(["host-busy"])
     } finally {
       clearTimeout(fallback)
       seen.unsubscribe()
@@ -532,7 +649,12 @@ for line in sorted(out):
   }, 120_000)
 
   it("recordToolArguments: the arguments are journaled when the user opts in", async () => {
-    const r = await executor.executeCode({ language: "bash", code: `hermes-tool add '{"a": 1, "b": 2}'`, tools: { add: addTool }, recordToolArguments: true })
+    const r = await executor.executeCode({
+      language: "bash",
+      code: `hermes-tool add '{"a": 1, "b": 2}'`,
+      tools: { add: addTool },
+      recordToolArguments: true
+    })
     expect(r.stdout.trim()).toBe("3")
     expect(of(r, "ToolCallRequested")[0]?.data.arguments).toEqual({ a: 1, b: 2 })
   })
@@ -542,11 +664,22 @@ describe("tool calls: executor defaults, invalid tools, sessions (real engine)",
   it("executor-level tools serve every run; a request's own tools replace them; {} gives none", async () => {
     const executor = await testExecutor({ timeoutMs: 30_000, awaitRemoval: true, tools: { add: addTool } })
     try {
-      const a = await executor.executeCode({ language: "python", code: "from hermes_tools import add\nprint(add(a=2, b=2))" })
+      const a = await executor.executeCode({
+        language: "python",
+        code: "from hermes_tools import add\nprint(add(a=2, b=2))"
+      })
       expect(a.stdout.trim()).toBe("4")
-      const b = await executor.executeCode({ language: "python", code: "import hermes_tools\nprint(hasattr(hermes_tools, 'add'), hasattr(hermes_tools, 'mul'))", tools: { mul: { handler: () => 0 } } })
+      const b = await executor.executeCode({
+        language: "python",
+        code: "import hermes_tools\nprint(hasattr(hermes_tools, 'add'), hasattr(hermes_tools, 'mul'))",
+        tools: { mul: { handler: () => 0 } }
+      })
       expect(b.stdout.trim()).toBe("False True")
-      const c = await executor.executeCode({ language: "python", code: "import os\nprint(os.environ.get('HERMES_TOOLS_SOCKET'))\ntry:\n    import hermes_tools\nexcept ImportError:\n    print('no module')", tools: {} })
+      const c = await executor.executeCode({
+        language: "python",
+        code: "import os\nprint(os.environ.get('HERMES_TOOLS_SOCKET'))\ntry:\n    import hermes_tools\nexcept ImportError:\n    print('no module')",
+        tools: {}
+      })
       expect(c.stdout.trim().split("\n")).toEqual(["None", "no module"])
       expect(c.toolCallsMade).toBeUndefined()
     } finally {
@@ -557,11 +690,30 @@ describe("tool calls: executor defaults, invalid tools, sessions (real engine)",
   it("invalid tools are refused before any sandbox exists, naming the tool", async () => {
     const executor = await testExecutor({ timeoutMs: 30_000 })
     try {
-      await expect(executor.executeCode({ language: "python", code: "1", tools: { "bad-name": addTool } })).rejects.toMatchObject({ _tag: "InvalidRequest", field: "tools.bad-name" })
-      await expect(executor.executeCode({ language: "python", code: "1", tools: { class: addTool } })).rejects.toMatchObject({ _tag: "InvalidRequest", field: "tools.class" })
-      await expect(executor.executeCode({ language: "python", code: "1", tools: { f: { handler: 42 } as never } })).rejects.toMatchObject({ _tag: "InvalidRequest", field: "tools.f" })
-      await expect(executor.executeCode({ language: "python", code: "1", tools: { f: { handler: () => 1, parameters: { type: "nonsense" } } } })).rejects.toMatchObject({ _tag: "InvalidRequest", field: "tools.f.parameters" })
-      await expect(executor.executeCode({ language: "python", code: "1", tools: { add: addTool }, toolLimits: { maxInFlight: 1000 } })).rejects.toMatchObject({ _tag: "InvalidRequest" })
+      await expect(
+        executor.executeCode({ language: "python", code: "1", tools: { "bad-name": addTool } })
+      ).rejects.toMatchObject({ _tag: "InvalidRequest", field: "tools.bad-name" })
+      await expect(
+        executor.executeCode({ language: "python", code: "1", tools: { class: addTool } })
+      ).rejects.toMatchObject({ _tag: "InvalidRequest", field: "tools.class" })
+      await expect(
+        executor.executeCode({ language: "python", code: "1", tools: { f: { handler: 42 } as never } })
+      ).rejects.toMatchObject({ _tag: "InvalidRequest", field: "tools.f" })
+      await expect(
+        executor.executeCode({
+          language: "python",
+          code: "1",
+          tools: { f: { handler: () => 1, parameters: { type: "nonsense" } } }
+        })
+      ).rejects.toMatchObject({ _tag: "InvalidRequest", field: "tools.f.parameters" })
+      await expect(
+        executor.executeCode({
+          language: "python",
+          code: "1",
+          tools: { add: addTool },
+          toolLimits: { maxInFlight: 1000 }
+        })
+      ).rejects.toMatchObject({ _tag: "InvalidRequest" })
     } finally {
       await executor.close()
     }
@@ -570,11 +722,18 @@ describe("tool calls: executor defaults, invalid tools, sessions (real engine)",
   it("session.runCode: tools in a session call, journaled in the call's stream; the next call without tools has none", async () => {
     const session = await createSession({ timeoutMs: 30_000 })
     try {
-      const r = await session.runCode({ language: "python", code: "from hermes_tools import add\nprint(add(a=20, b=22))", tools: { add: addTool } })
+      const r = await session.runCode({
+        language: "python",
+        code: "from hermes_tools import add\nprint(add(a=20, b=22))",
+        tools: { add: addTool }
+      })
       expect(r.exitCode, r.stderr).toBe(0)
       expect(r.stdout.trim()).toBe("42")
       expect(r.toolCallsMade).toBe(1)
-      const b = await session.runCode({ language: "bash", code: "echo ${HERMES_TOOLS_SOCKET:-none}; hermes-tool add '{}'; echo rc=$?" })
+      const b = await session.runCode({
+        language: "bash",
+        code: "echo ${HERMES_TOOLS_SOCKET:-none}; hermes-tool add '{}'; echo rc=$?"
+      })
       expect(b.stdout.trim().split("\n")).toEqual(["none", "rc=3"])
       expect(b.stderr).toContain("this run has no tool channel")
     } finally {

@@ -20,12 +20,20 @@ describe("docs/testing.md", () => {
     const doc = readFileSync(docPath, "utf8")
     const current = (path: string) => readFileSync(new URL(path, root), "utf8")
     if (process.env.HERMES_SANDBOX_UPDATE_DOCS === "1") {
-      writeFileSync(docPath, doc.replace(block, (_, path: string) => `<!-- file: ${path} -->\n\`\`\`ts\n${current(path)}\`\`\`\n`))
+      writeFileSync(
+        docPath,
+        doc.replace(block, (_, path: string) => `<!-- file: ${path} -->\n\`\`\`ts\n${current(path)}\`\`\`\n`)
+      )
     }
-    const shown = [...readFileSync(docPath, "utf8").matchAll(block)].map(([, path, code]) => ({ path: path!, code: code! }))
+    const shown = [...readFileSync(docPath, "utf8").matchAll(block)].map(([, path, code]) => ({
+      path: path!,
+      code: code!
+    }))
     expect(shown.map((s) => s.path).sort()).toEqual([...examples].sort())
     for (const { path, code } of shown) {
-      expect(code, `docs/testing.md's copy of ${path} is out of date (HERMES_SANDBOX_UPDATE_DOCS=1 refreshes it)`).toBe(current(path))
+      expect(code, `docs/testing.md's copy of ${path} is out of date (HERMES_SANDBOX_UPDATE_DOCS=1 refreshes it)`).toBe(
+        current(path)
+      )
     }
   })
 })

@@ -10,7 +10,11 @@ describe("evaluate, on the engine", () => {
   it("computes, and reports Python's error", async () => {
     await using executor = await createExecutor()
     expect(await evaluate(executor, "6*7")).toEqual({ ok: true, value: "42" })
-    expect(await evaluate(executor, "1/0")).toEqual({ ok: false, reason: "error", detail: "ZeroDivisionError: division by zero" })
+    expect(await evaluate(executor, "1/0")).toEqual({
+      ok: false,
+      reason: "error",
+      detail: "ZeroDivisionError: division by zero"
+    })
     expect(await evaluate(executor, "__import__('os')")).toMatchObject({ ok: false, reason: "error" })
   })
 })

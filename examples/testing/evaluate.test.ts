@@ -13,9 +13,12 @@ describe("evaluate", () => {
     // echoStdin: the scripted program prints its standard input back.
     await using executor = await createFakeExecutor({ program: () => ({ echoStdin: true }) })
     await fc.assert(
-      fc.asyncProperty(fc.string({ minLength: 1 }).filter((s) => s.trim() !== ""), async (expression) => {
-        expect(await evaluate(executor, expression)).toEqual({ ok: true, value: expression.trim() })
-      })
+      fc.asyncProperty(
+        fc.string({ minLength: 1 }).filter((s) => s.trim() !== ""),
+        async (expression) => {
+          expect(await evaluate(executor, expression)).toEqual({ ok: true, value: expression.trim() })
+        }
+      )
     )
   })
 

@@ -137,11 +137,17 @@ const typesOf = (frames: ReadonlyArray<Frame>): Array<string> =>
 
 const start = (mode: Mode, input: Request | ((key: string) => Bytes), opts: Options = {}): Running => {
   const key = opts.key ?? RunnerProtocol.makeRunKey()
-  if (typeof input !== "function" && (input.lock !== undefined || input.killLeftovers === true) && opts.via === undefined) {
-    throw new Error("lock / leftovers kill only in a pid namespace of its own: kill_others would end every process of this user")
+  if (
+    typeof input !== "function" &&
+    (input.lock !== undefined || input.killLeftovers === true) &&
+    opts.via === undefined
+  ) {
+    throw new Error(
+      "lock / leftovers kill only in a pid namespace of its own: kill_others would end every process of this user"
+    )
   }
   const payload = typeof input === "function" ? bytes(input(key)) : encode(mode, key, input)
-  const cap = typeof input === "function" ? Infinity : input.capBytes ?? Infinity
+  const cap = typeof input === "function" ? Infinity : (input.capBytes ?? Infinity)
   const argv = [...(opts.via ?? []), ...(opts.wrap ?? []), SUPERVISOR, ...(opts.args ?? [])]
   const child = spawn(argv[0]!, argv.slice(1), {
     // The container sets PYTHONUNBUFFERED=1 (packages/docker/src/ContainerSpec.ts); so does the host here.
@@ -212,13 +218,24 @@ const start = (mode: Mode, input: Request | ((key: string) => Bytes), opts: Opti
         }
       }
       const status = report?.exitCode ?? exitCode ?? 128 + (signal ? os.constants.signals[signal] : 0)
-      return { mode, exitCode, signal, status, stdout: Buffer.concat(out), stderr: Buffer.concat(err), frames, report, supervisorStderr }
+      return {
+        mode,
+        exitCode,
+        signal,
+        status,
+        stdout: Buffer.concat(out),
+        stderr: Buffer.concat(err),
+        frames,
+        report,
+        supervisorStderr
+      }
     }
   })
   const until = async (what: string, test: () => boolean, ms = 20_000) => {
     const deadline = Date.now() + ms
     while (!test()) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; frames so far: ${JSON.stringify(typesOf(frames))}`)
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${what}; frames so far: ${JSON.stringify(typesOf(frames))}`)
       await sleep(10)
     }
   }
@@ -234,7 +251,8 @@ const start = (mode: Mode, input: Request | ((key: string) => Bytes), opts: Opti
   }
 }
 
-const run = (mode: Mode, input: Request | ((key: string) => Bytes), opts: Options = {}): Promise<Result> => start(mode, input, opts).done
+const run = (mode: Mode, input: Request | ((key: string) => Bytes), opts: Options = {}): Promise<Result> =>
+  start(mode, input, opts).done
 
 const expectRan = (r: Result, status = 0) => {
   expect(r.status, r.stderr.toString() + r.supervisorStderr).toBe(status)
@@ -268,7 +286,8 @@ const expectRefused = (r: Result, code: 126 | 127, pattern?: RegExp): string => 
 // Programs that copy their stdin to stdout, byte for byte.
 const CAT: Record<Language, string> = {
   python: "import sys\nsys.stdout.buffer.write(sys.stdin.buffer.read())\n",
-  javascript: "const c = []\nprocess.stdin.on('data', (d) => c.push(d)).on('end', () => process.stdout.write(Buffer.concat(c)))\n",
+  javascript:
+    "const c = []\nprocess.stdin.on('data', (d) => c.push(d)).on('end', () => process.stdout.write(Buffer.concat(c)))\n",
   bash: "exec cat\n"
 }
 const EXIT_42: Record<Language, string> = {
@@ -286,7 +305,11 @@ const EXT: Record<Language, string> = { python: "py", javascript: "js", bash: "s
 const binaryStdin = (): Buffer => {
   const all = Buffer.alloc(256 * 64)
   for (let i = 0; i < all.length; i++) all[i] = i % 256 // includes NUL, \n, \r, 0xff ...
-  return Buffer.concat([Buffer.from("HERMES/2\nkey 00000000000000000000000000000000\nrun\n\0\0"), all, Buffer.from([0, 10, 0])])
+  return Buffer.concat([
+    Buffer.from("HERMES/2\nkey 00000000000000000000000000000000\nrun\n\0\0"),
+    all,
+    Buffer.from([0, 10, 0])
+  ])
 }
 
 /** A python program printing its pid and its start time (field 22 of /proc/self/stat). */
@@ -314,7 +337,10 @@ describe.each(MODES)("%s mode", (mode) => {
       expectRan(r, 42)
     })
 
-    it.each([["SIGKILL", 9], ["SIGTERM", 15]] as const)("reports death by %s as 128 + %d", async (signal, n) => {
+    it.each([
+      ["SIGKILL", 9],
+      ["SIGTERM", 15]
+    ] as const)("reports death by %s as 128 + %d", async (signal, n) => {
       const r = await run(mode, { language, code: SELF_KILL[language](signal) })
       expectRan(r, 128 + n)
       // Plain mode: the supervisor became the program, so the process itself died by the signal;
@@ -367,8 +393,9 @@ describe.each(MODES)("%s mode", (mode) => {
     it("streams: the program starts before stdin ends and answers line by line", async () => {
       const echo: Record<Language, string> = {
         python: "import sys\nfor line in sys.stdin:\n    print('got ' + line.strip())\n",
-        javascript: "require('readline').createInterface({ input: process.stdin }).on('line', (l) => console.log('got ' + l))\n",
-        bash: "while IFS= read -r line; do echo \"got $line\"; done\n"
+        javascript:
+          "require('readline').createInterface({ input: process.stdin }).on('line', (l) => console.log('got ' + l))\n",
+        bash: 'while IFS= read -r line; do echo "got $line"; done\n'
       }
       const p = start(mode, { language, code: echo[language], stdin: "first\n" }, { keepOpen: true })
       await p.until("the first answer", () => p.stdoutSoFar().toString().includes("got first\n")) // stdin still open here
@@ -444,14 +471,31 @@ describe.each(MODES)("%s mode", (mode) => {
   })
 
   it("writes and reads back names with any bytes (newline, unicode, spaces, a leading '-')", async () => {
-    const names = ["line\nbreak.txt", "ünïcødé 名前 🙂.txt", " with  spaces .txt", "-leading-dash", "--", "dir with space/-x\r\n.bin", "tab\there"]
-    const r = await run(mode, { language: "bash", code: "true\n", files: names.map((n) => [n, `content of ${n}`] as const) })
+    const names = [
+      "line\nbreak.txt",
+      "ünïcødé 名前 🙂.txt",
+      " with  spaces .txt",
+      "-leading-dash",
+      "--",
+      "dir with space/-x\r\n.bin",
+      "tab\there"
+    ]
+    const r = await run(mode, {
+      language: "bash",
+      code: "true\n",
+      files: names.map((n) => [n, `content of ${n}`] as const)
+    })
     expectRan(r)
-    for (const n of names) expect(fs.readFileSync(path.join(workspace, n), "utf8"), JSON.stringify(n)).toBe(`content of ${n}`)
+    for (const n of names)
+      expect(fs.readFileSync(path.join(workspace, n), "utf8"), JSON.stringify(n)).toBe(`content of ${n}`)
     // A name that is not even UTF-8: the path is bytes.
     const raw = Buffer.from([0x6e, 0xff, 0x0a, 0x2d, 0xfe])
     const r2 = await run(mode, (key) =>
-      Buffer.concat([Buffer.from(`${prefix(mode, key)}lang bash\ncode 5\ntrue\nfile ${raw.length} 3\n`), raw, Buffer.from("rawrun\n")])
+      Buffer.concat([
+        Buffer.from(`${prefix(mode, key)}lang bash\ncode 5\ntrue\nfile ${raw.length} 3\n`),
+        raw,
+        Buffer.from("rawrun\n")
+      ])
     )
     expectRan(r2)
     const listed = fs.readdirSync(workspace, { encoding: "buffer" })
@@ -464,28 +508,40 @@ describe.each(MODES)("%s mode", (mode) => {
   })
 
   it("argv mode (`arg` lines) runs the argv, with the program's stdin", async () => {
-    const r = await run(mode, { args: ["sh", "-c", 'echo "argv: $0 $1"; cat; exit 7', "zero", "one"], stdin: "from stdin\n" })
+    const r = await run(mode, {
+      args: ["sh", "-c", 'echo "argv: $0 $1"; cat; exit 7', "zero", "one"],
+      stdin: "from stdin\n"
+    })
     expectRan(r, 7)
     expect(r.stdout.toString()).toBe("argv: zero one\nfrom stdin\n")
   })
 
-  it(mode === "framed" ? "reports the program's pid and start time in the 'p' frame" : "execs the program in place (its pid is the supervisor's)", async () => {
-    const p = start(mode, { language: "python", code: PRINT_PID_AND_START })
-    const r = await p.done
-    expectRan(r)
-    const [pid, startTime] = r.stdout.toString().trim().split(" ")
-    if (mode === "framed") {
-      expect(r.frames[0]).toMatchObject({ type: "p", text: `${pid} ${startTime}` })
-      expect(Number(pid)).not.toBe(p.child.pid)
-    } else {
-      expect(Number(pid)).toBe(p.child.pid)
+  it(
+    mode === "framed"
+      ? "reports the program's pid and start time in the 'p' frame"
+      : "execs the program in place (its pid is the supervisor's)",
+    async () => {
+      const p = start(mode, { language: "python", code: PRINT_PID_AND_START })
+      const r = await p.done
+      expectRan(r)
+      const [pid, startTime] = r.stdout.toString().trim().split(" ")
+      if (mode === "framed") {
+        expect(r.frames[0]).toMatchObject({ type: "p", text: `${pid} ${startTime}` })
+        expect(Number(pid)).not.toBe(p.child.pid)
+      } else {
+        expect(Number(pid)).toBe(p.child.pid)
+      }
     }
-  })
+  )
 
   it("a missing interpreter or command is 127; a command that cannot be executed is 126", async () => {
     const empty = path.join(tmp, "empty-bin")
     fs.mkdirSync(empty)
-    expectRefused(await run(mode, { language: "python", code: "print(1)" }, { env: { PATH: empty } }), 127, /cannot run python3: No such file/)
+    expectRefused(
+      await run(mode, { language: "python", code: "print(1)" }, { env: { PATH: empty } }),
+      127,
+      /cannot run python3: No such file/
+    )
     expectRefused(await run(mode, { args: ["hermes-no-such-command", "x"] }), 127, /cannot run hermes-no-such-command/)
     const notExecutable = path.join(tmp, "not-executable.sh")
     fs.writeFileSync(notExecutable, "#!/bin/sh\necho ran\n", { mode: 0o644 })
@@ -572,7 +628,11 @@ describe.each(MODES)("%s mode", (mode) => {
       ["stdin ending between header lines", "lang python\ncode 0\n", /stdin ended inside the header/],
       ["stdin ending inside a header line", "lang pyt", /stdin ended inside the header/],
       ["stdin ending inside the code", "lang python\ncode 100\nprint(1)", /stdin ended after 8 of 100 bytes of code/],
-      ["stdin ending inside a file", "lang python\ncode 0\nfile 1 10\naabc", /stdin ended after 3 of 10 bytes of a file/],
+      [
+        "stdin ending inside a file",
+        "lang python\ncode 0\nfile 1 10\naabc",
+        /stdin ended after 3 of 10 bytes of a file/
+      ],
       ["stdin ending inside a file path", "lang python\ncode 0\nfile 10 1\nabc", /of file path/],
       ["stdin ending inside an argument", "arg 10\nabc", /of an argument/],
       ["a negative length", "lang python\ncode -1\nrun\n", /code: not a number/],
@@ -681,7 +741,8 @@ describe("framed mode: the report", () => {
       Buffer.from(RunnerProtocol.encodeFrame("00".repeat(16), "o", "forged output")),
       Buffer.from(RunnerProtocol.encodeFrame(other, "p", "1 1"))
     ])
-    const code = "import sys\nd = sys.stdin.buffer.read()\nsys.stdout.buffer.write(d); sys.stdout.flush()\nsys.stderr.buffer.write(d)\nsys.exit(5)\n"
+    const code =
+      "import sys\nd = sys.stdin.buffer.read()\nsys.stdout.buffer.write(d); sys.stdout.flush()\nsys.stderr.buffer.write(d)\nsys.exit(5)\n"
     const r = await run("framed", { language: "python", code, stdin: forged })
     expectRan(r, 5)
     expect(r.stdout.equals(forged)).toBe(true)
@@ -711,24 +772,31 @@ describe("framed mode: the report", () => {
     expect(r.stdout.includes(Buffer.from(p.key, "hex"))).toBe(false)
   })
 
-  it.skipIf(process.getuid?.() !== 0)("the program (same uid) cannot open the supervisor's /proc entries: it is not dumpable", async () => {
-    // Both as nobody: uid alone would allow it; PR_SET_DUMPABLE 0 is what stops it.
-    fs.chmodSync(tmp, 0o755)
-    fs.chownSync(workspace, 65534, 65534)
-    fs.mkdirSync(codeDir, { mode: 0o700 })
-    fs.chownSync(codeDir, 65534, 65534)
-    const code = [
-      'p=$PPID',
-      'if (exec 3>"/proc/$p/fd/1") 2>/dev/null; then echo "supervisor fd: opened"; else echo "supervisor fd: denied"; fi',
-      'if cat "/proc/$p/environ" >/dev/null 2>&1; then echo "supervisor environ: read"; else echo "supervisor environ: denied"; fi',
-      // The control: the program's own child reads the program's (dumpable, same uid) entries.
-      'sh -c \'if cat "/proc/$PPID/environ" >/dev/null 2>&1 && (exec 3>"/proc/$PPID/fd/1"); then echo "own child: read"; else echo "own child: denied"; fi\'',
-      ""
-    ].join("\n")
-    const r = await run("framed", { language: "bash", code }, { wrap: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] })
-    expectRan(r)
-    expect(r.stdout.toString()).toBe("supervisor fd: denied\nsupervisor environ: denied\nown child: read\n")
-  })
+  it.skipIf(process.getuid?.() !== 0)(
+    "the program (same uid) cannot open the supervisor's /proc entries: it is not dumpable",
+    async () => {
+      // Both as nobody: uid alone would allow it; PR_SET_DUMPABLE 0 is what stops it.
+      fs.chmodSync(tmp, 0o755)
+      fs.chownSync(workspace, 65534, 65534)
+      fs.mkdirSync(codeDir, { mode: 0o700 })
+      fs.chownSync(codeDir, 65534, 65534)
+      const code = [
+        "p=$PPID",
+        'if (exec 3>"/proc/$p/fd/1") 2>/dev/null; then echo "supervisor fd: opened"; else echo "supervisor fd: denied"; fi',
+        'if cat "/proc/$p/environ" >/dev/null 2>&1; then echo "supervisor environ: read"; else echo "supervisor environ: denied"; fi',
+        // The control: the program's own child reads the program's (dumpable, same uid) entries.
+        'sh -c \'if cat "/proc/$PPID/environ" >/dev/null 2>&1 && (exec 3>"/proc/$PPID/fd/1"); then echo "own child: read"; else echo "own child: denied"; fi\'',
+        ""
+      ].join("\n")
+      const r = await run(
+        "framed",
+        { language: "bash", code },
+        { wrap: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] }
+      )
+      expectRan(r)
+      expect(r.stdout.toString()).toBe("supervisor fd: denied\nsupervisor environ: denied\nown child: read\n")
+    }
+  )
 })
 
 // ---- in a pid namespace of its own (never the host's: kill_others) -----------------------------
@@ -736,7 +804,10 @@ describe("framed mode: the report", () => {
 const canUnshare = (() => {
   if (process.getuid?.() !== 0) return false
   try {
-    execFileSync("unshare", ["--fork", "--pid", "--mount-proc", "--kill-child", "true"], { stdio: "ignore", timeout: 10_000 })
+    execFileSync("unshare", ["--fork", "--pid", "--mount-proc", "--kill-child", "true"], {
+      stdio: "ignore",
+      timeout: 10_000
+    })
     return true
   } catch {
     return false
@@ -745,14 +816,18 @@ const canUnshare = (() => {
 
 /** Host pids whose parent is `pid`. */
 const childrenOf = (pid: number): Array<number> =>
-  fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((d) => {
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, "latin1")
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid
-    } catch {
-      return false
-    }
-  }).map(Number)
+  fs
+    .readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, "latin1")
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
 
 interface Exec {
   readonly code: number | null
@@ -775,8 +850,12 @@ class PidNamespace {
   }
 
   static async open(): Promise<PidNamespace> {
-    const holder = spawn("unshare", ["--fork", "--pid", "--mount-proc", "--kill-child", SUPERVISOR, "--hold"], { stdio: "ignore" })
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => holder.on("exit", (code, signal) => resolve({ code, signal })))
+    const holder = spawn("unshare", ["--fork", "--pid", "--mount-proc", "--kill-child", SUPERVISOR, "--hold"], {
+      stdio: "ignore"
+    })
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      holder.on("exit", (code, signal) => resolve({ code, signal }))
+    )
     const deadline = Date.now() + 10_000
     let init: number | undefined
     while (init === undefined) {
@@ -807,13 +886,18 @@ class PidNamespace {
 
   exec(argv: ReadonlyArray<string>): Promise<Exec> {
     return new Promise((resolve, reject) => {
-      const child = spawn(this.via[0]!, [...this.via.slice(1), ...argv], { stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 })
+      const child = spawn(this.via[0]!, [...this.via.slice(1), ...argv], {
+        stdio: ["ignore", "pipe", "pipe"],
+        timeout: 30_000
+      })
       const out: Array<Buffer> = []
       const err: Array<Buffer> = []
       child.stdout.on("data", (c: Buffer) => out.push(c))
       child.stderr.on("data", (c: Buffer) => err.push(c))
       child.on("error", reject)
-      child.on("close", (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }))
+      child.on("close", (code) =>
+        resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() })
+      )
     })
   }
 
@@ -878,7 +962,8 @@ describe.skipIf(!canUnshare)("in a pid namespace of its own", () => {
   it("a background process that never stops writing does not hold the report back", async () => {
     // The host reads slowly, through a pipe (64 KiB every 50 ms): the supervisor's relay blocks, the
     // writer refills the program's pipe meanwhile, so a final drain "until the pipe is empty" never ends.
-    const slowReader = "import os, sys, time\nwhile True:\n    b = os.read(0, 65536)\n    if not b: break\n    sys.stdout.buffer.write(b); sys.stdout.buffer.flush(); time.sleep(0.05)\n"
+    const slowReader =
+      "import os, sys, time\nwhile True:\n    b = os.read(0, 65536)\n    if not b: break\n    sys.stdout.buffer.write(b); sys.stdout.buffer.flush(); time.sleep(0.05)\n"
     const via = ["bash", "-c", 'set -o pipefail; r=$1; shift; "$@" | python3 -c "$r"', "bash", slowReader, ...ONE_SHOT]
     const p = start("framed", { language: "bash", code: "yes &\nsleep 0.3\nexit 4\n" }, { via, timeoutMs: 30_000 })
     await sleep(200)
@@ -900,7 +985,8 @@ describe.skipIf(!canUnshare)("in a pid namespace of its own", () => {
   }, 40_000)
 
   it("a signal from outside is forwarded to the program and reported; one the program sends its supervisor is not 'outside'", async () => {
-    const code = "import os, sys, time\nif sys.stdin.read() == 'self':\n    os.kill(os.getppid(), 15)\nprint('ready', flush=True)\ntime.sleep(30)\n"
+    const code =
+      "import os, sys, time\nif sys.stdin.read() == 'self':\n    os.kill(os.getppid(), 15)\nprint('ready', flush=True)\ntime.sleep(30)\n"
     const outside = start("framed", { language: "python", code, stdin: "outside" }, { via: ONE_SHOT })
     await outside.until("the program", () => outside.stdoutSoFar().toString() === "ready\n")
     const supervisor = childrenOf(outside.child.pid!) // PID 1 of its namespace, as the host sees it
@@ -919,12 +1005,16 @@ describe.skipIf(!canUnshare)("in a pid namespace of its own", () => {
     const ns = await PidNamespace.open()
     const lock = path.join(tmp, "locks", "session.lock")
     // The first call also ends leftovers: a supervisor waiting for the lock (parent pid 0) is spared.
-    const first = ns.start("framed", {
-      lock,
-      killLeftovers: true,
-      language: "python",
-      code: "import os, sys\nprint(os.getppid(), flush=True)\nsys.stdin.readline()\nprint('first done')\n"
-    }, { keepOpen: true })
+    const first = ns.start(
+      "framed",
+      {
+        lock,
+        killLeftovers: true,
+        language: "python",
+        code: "import os, sys\nprint(os.getppid(), flush=True)\nsys.stdin.readline()\nprint('first done')\n"
+      },
+      { keepOpen: true }
+    )
     await first.until("the first call's output", () => first.stdoutSoFar().toString().includes("\n"))
     const holder = Number(first.stdoutSoFar().toString().trim()) // the first supervisor, in the namespace
     expect(first.types().slice(0, 2)).toEqual(["l", "p"])
@@ -1016,7 +1106,9 @@ describe("--hold outside PID 1", () => {
   it("exits 0 on SIGTERM and on SIGINT, not on other signals", async () => {
     for (const signal of ["SIGTERM", "SIGINT"] as const) {
       const child = spawn(SUPERVISOR, ["--hold"], { stdio: "ignore", timeout: 20_000 })
-      const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on("exit", (c, s) => resolve([c, s])))
+      const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+        child.on("exit", (c, s) => resolve([c, s]))
+      )
       await sleep(200)
       child.kill("SIGUSR1")
       child.kill("SIGHUP")
@@ -1030,15 +1122,22 @@ describe("--hold outside PID 1", () => {
 
 describe("--preload python (a warm pool's sandbox: the interpreter starts before the request)", () => {
   it("runs a Python request as python3 main.py would: argv, sys.path[0], __main__, cwd, stdin, a traceback that starts in the program, exit 1", async () => {
-    const code = "import os, sys\nprint(sys.argv == [__file__], sys.path[0] == os.path.dirname(__file__), __name__, os.getcwd() == os.environ['HERMES_WORKSPACE'], sys.stdin.read())\nraise ValueError('boom')\n"
+    const code =
+      "import os, sys\nprint(sys.argv == [__file__], sys.path[0] == os.path.dirname(__file__), __name__, os.getcwd() == os.environ['HERMES_WORKSPACE'], sys.stdin.read())\nraise ValueError('boom')\n"
     const r = await run("framed", { language: "python", code, stdin: "in" }, { args: ["--preload", "python"] })
     expect(r.stdout.toString()).toBe("True True __main__ True in\n")
-    expect(r.stderr.toString()).toMatch(/^Traceback \(most recent call last\):\n {2}File "[^"]*main\.py", line 3, in <module>\n.*\nValueError: boom\n$/s)
+    expect(r.stderr.toString()).toMatch(
+      /^Traceback \(most recent call last\):\n {2}File "[^"]*main\.py", line 3, in <module>\n.*\nValueError: boom\n$/s
+    )
     expect(r.report?.exitCode).toBe(1)
   })
 
   it("SystemExit codes and atexit handlers behave as in a fresh interpreter", async () => {
-    const r = await run("framed", { language: "python", code: "import atexit, sys\natexit.register(lambda: print('atexit ran'))\nsys.exit(7)\n" }, { args: ["--preload", "python"] })
+    const r = await run(
+      "framed",
+      { language: "python", code: "import atexit, sys\natexit.register(lambda: print('atexit ran'))\nsys.exit(7)\n" },
+      { args: ["--preload", "python"] }
+    )
     expect(r.stdout.toString()).toBe("atexit ran\n")
     expect(r.report?.exitCode).toBe(7)
   })
@@ -1070,8 +1169,21 @@ def call(name, args, close_early=False):
         if not x: return b
         b += x
 `
-  interface Call { readonly id: number; readonly name: string; readonly args: Buffer; readonly tooLarge: boolean }
-  const toolRun = (code: string, opts: { tools?: string; stdin?: string; answer?: (c: Call, reply: (status: string, payload: string) => void) => void; header?: string } = {}) => {
+  interface Call {
+    readonly id: number
+    readonly name: string
+    readonly args: Buffer
+    readonly tooLarge: boolean
+  }
+  const toolRun = (
+    code: string,
+    opts: {
+      tools?: string
+      stdin?: string
+      answer?: (c: Call, reply: (status: string, payload: string) => void) => void
+      header?: string
+    } = {}
+  ) => {
     const key = RunnerProtocol.makeRunKey()
     const calls: Array<Call> = []
     const gone: Array<number> = []
@@ -1120,26 +1232,35 @@ def call(name, args, close_early=False):
     child.stdin!.on("error", () => {})
     const program = Buffer.from(PY_CALL + code)
     const stdin = Buffer.from(opts.stdin ?? "")
-    child.stdin!.write(Buffer.concat([
-      Buffer.from(`HERMES/2\nkey ${key}\n${opts.header ?? ""}${opts.tools ?? "tools 8 1000 100000"}\nstdin ${stdin.length}\n`),
-      stdin,
-      Buffer.from(`lang python\ncode ${program.length}\n`),
-      program,
-      Buffer.from("run\n")
-    ]))
-    const done = new Promise<{ exitCode: number | null }>((resolve) => child.on("close", (exitCode) => resolve({ exitCode })))
+    child.stdin!.write(
+      Buffer.concat([
+        Buffer.from(
+          `HERMES/2\nkey ${key}\n${opts.header ?? ""}${opts.tools ?? "tools 8 1000 100000"}\nstdin ${stdin.length}\n`
+        ),
+        stdin,
+        Buffer.from(`lang python\ncode ${program.length}\n`),
+        program,
+        Buffer.from("run\n")
+      ])
+    )
+    const done = new Promise<{ exitCode: number | null }>((resolve) =>
+      child.on("close", (exitCode) => resolve({ exitCode }))
+    )
     return { calls, gone, types, out: () => out, violations, done, reply }
   }
 
   it("relays each call with the supervisor's own ids; the program's stdin comes from the header; replies reach the caller that made the call", async () => {
-    const t = toolRun(`import sys, threading
+    const t = toolRun(
+      `import sys, threading
 print(sys.stdin.read().strip())
 print(call("add", b'{"a":1}'))
 rs = {}
 ts = [threading.Thread(target=lambda i=i: rs.__setitem__(i, call("t%d" % i, b"{}"))) for i in range(4)]
 [x.start() for x in ts]; [x.join() for x in ts]
 print(sorted(rs.items()))
-`, { stdin: "from the header\n" })
+`,
+      { stdin: "from the header\n" }
+    )
     const r = await t.done
     expect(r.exitCode, t.out()).toBe(0)
     expect(t.violations).toEqual([])
@@ -1155,7 +1276,9 @@ print(sorted(rs.items()))
   })
 
   it("a request over the limit: its bytes are read and counted, 'b' names the size, and the caller gets the refusal (not a reset)", async () => {
-    const t = toolRun(`print(call("big", b"x" * 200000))\nprint(call("small", b"{}"))`, { answer: (c, reply) => reply(c.tooLarge ? "2" : "0", c.tooLarge ? "too large" : "1") })
+    const t = toolRun(`print(call("big", b"x" * 200000))\nprint(call("small", b"{}"))`, {
+      answer: (c, reply) => reply(c.tooLarge ? "2" : "0", c.tooLarge ? "too large" : "1")
+    })
     const r = await t.done
     expect(r.exitCode, t.out()).toBe(0)
     expect(t.calls[0]).toMatchObject({ id: 1, name: "big", tooLarge: true })
@@ -1165,18 +1288,21 @@ print(sorted(rs.items()))
 
   it("at most <calls at once> are taken: the next connection waits until a reply frees a slot", async () => {
     let first!: (status: string, payload: string) => void
-    const t = toolRun(`import threading, time
+    const t = toolRun(
+      `import threading, time
 a = threading.Thread(target=lambda: print(call("first", b"{}"), flush=True)); a.start()
 time.sleep(0.3)
 print(call("second", b"{}"))
 a.join()
-`, {
-      tools: "tools 1 1000 1000",
-      answer: (c, reply) => {
-        if (c.name === "first") first = reply
-        else reply("0", "2")
+`,
+      {
+        tools: "tools 1 1000 1000",
+        answer: (c, reply) => {
+          if (c.name === "first") first = reply
+          else reply("0", "2")
+        }
       }
-    })
+    )
     const deadline = Date.now() + 10_000
     while (t.calls.length === 0 && Date.now() < deadline) await sleep(20)
     await sleep(600)
@@ -1192,17 +1318,20 @@ a.join()
 
   it("a caller gone while its call is served is reported ('q'), its slot freed at once, and the host's late reply dropped", async () => {
     const answers: Array<(status: string, payload: string) => void> = []
-    const t = toolRun(`import threading, time
+    const t = toolRun(
+      `import threading, time
 threading.Thread(target=lambda: call("left", b"{}", close_early=True)).start()
 time.sleep(0.5)
 print(call("second", b"{}"))
-`, {
-      tools: "tools 1 1000 1000",
-      answer: (c, reply) => {
-        if (c.name === "left") answers.push(reply)
-        else reply("0", "2")
+`,
+      {
+        tools: "tools 1 1000 1000",
+        answer: (c, reply) => {
+          if (c.name === "left") answers.push(reply)
+          else reply("0", "2")
+        }
       }
-    })
+    )
     const r = await t.done
     expect(r.exitCode, t.out()).toBe(0)
     expect(t.gone).toEqual([1])
@@ -1213,20 +1342,23 @@ print(call("second", b"{}"))
 
   it("a late reply to a call whose caller went away is dropped; the next call is answered correctly", async () => {
     let late!: (status: string, payload: string) => void
-    const t = toolRun(`import threading, time
+    const t = toolRun(
+      `import threading, time
 threading.Thread(target=lambda: call("left", b"{}", close_early=True)).start()
 time.sleep(0.5)
 print(call("second", b"{}"))
-`, {
-      tools: "tools 2 1000 1000",
-      answer: (c, reply) => {
-        if (c.name === "left") late = reply
-        else {
-          late("0", "late") // written first: for call 1, gone
-          reply("0", "2")
+`,
+      {
+        tools: "tools 2 1000 1000",
+        answer: (c, reply) => {
+          if (c.name === "left") late = reply
+          else {
+            late("0", "late") // written first: for call 1, gone
+            reply("0", "2")
+          }
         }
       }
-    })
+    )
     const r = await t.done
     expect(r.exitCode, t.out()).toBe(0)
     expect(t.out().trim()).toBe("b'02'")
@@ -1263,7 +1395,13 @@ print("main ends")
     fs.mkdirSync(codeDir, { mode: 0o700 })
     fs.symlinkSync(tmp, path.join(codeDir, "node_modules"))
     const mod = Buffer.from("x")
-    const refused = await run("framed", (key) => Buffer.concat([Buffer.from(`${prefix("framed", key)}tools 8 10 10\nmodule 24 1\nnode_modules/evil/index.js`), mod, Buffer.from("run\n")]))
+    const refused = await run("framed", (key) =>
+      Buffer.concat([
+        Buffer.from(`${prefix("framed", key)}tools 8 10 10\nmodule 24 1\nnode_modules/evil/index.js`),
+        mod,
+        Buffer.from("run\n")
+      ])
+    )
     expectRefused(refused, 126, /symlink or not a directory/)
     expect(fs.existsSync(path.join(tmp, "evil"))).toBe(false)
   })
@@ -1279,13 +1417,15 @@ print(sys.stdin.read().strip(), os.environ["HERMES_TOOLS_SOCKET"].endswith(".soc
 s = socket.socket(socket.AF_UNIX); s.connect(os.environ["HERMES_TOOLS_SOCKET"])
 s.sendall(b"add\n{}"); s.shutdown(socket.SHUT_WR); print(s.recv(100))
 `
-    const payload = Buffer.from(RunnerProtocol.encodeRunnerPayload({
-      key,
-      language: "python",
-      code: Buffer.from(code),
-      tools: { maxInFlight: 2, maxRequestBytes: 1000, maxReplyBytes: 1000, modules: [] },
-      stdin: Buffer.from("from the header\n")
-    }))
+    const payload = Buffer.from(
+      RunnerProtocol.encodeRunnerPayload({
+        key,
+        language: "python",
+        code: Buffer.from(code),
+        tools: { maxInFlight: 2, maxRequestBytes: 1000, maxReplyBytes: 1000, modules: [] },
+        stdin: Buffer.from("from the header\n")
+      })
+    )
     const child = spawn(SUPERVISOR, ["--preload", "python"], {
       env: { ...process.env, PYTHONUNBUFFERED: "1", HERMES_WORKSPACE: workspace, HERMES_CODE_DIR: codeDir },
       stdio: ["pipe", "pipe", "pipe"],
@@ -1312,7 +1452,11 @@ s.sendall(b"add\n{}"); s.shutdown(socket.SHUT_WR); print(s.recv(100))
 
   it("without tools the program's stdin (what follows `run`) is relayed to the preloaded interpreter, to its end", async () => {
     const big = "x".repeat(300_000)
-    const r = await run("framed", { language: "python", code: "import sys\nd = sys.stdin.read()\nprint(len(d), d[:3])", stdin: big }, { args: ["--preload", "python"] })
+    const r = await run(
+      "framed",
+      { language: "python", code: "import sys\nd = sys.stdin.read()\nprint(len(d), d[:3])", stdin: big },
+      { args: ["--preload", "python"] }
+    )
     expect(r.stdout.toString()).toBe("300000 xxx\n")
   })
 })

@@ -24,7 +24,10 @@ describe("an engine that discards resource limits (private dockerd without pids 
     const executor = await open()
     const ran: Array<string> = []
     const sub = executor.events$.subscribe((e) => ran.push(e.type))
-    const error = await executor.executeCode({ language: "python", code: "print('ran')" }).then(() => undefined, (e: unknown) => e)
+    const error = await executor.executeCode({ language: "python", code: "print('ran')" }).then(
+      () => undefined,
+      (e: unknown) => e
+    )
     sub.unsubscribe()
     expect(error).toMatchObject({ _tag: "ContainerFailed", operation: "create" })
     const message = (error as { message: string }).message
@@ -34,7 +37,7 @@ describe("an engine that discards resource limits (private dockerd without pids 
     expect(await engine.client.listContainers({ all: true })).toEqual([])
   })
 
-  it("with limitsUnsupported: \"warn\" it runs, without those limits", async () => {
+  it('with limitsUnsupported: "warn" it runs, without those limits', async () => {
     const executor = await open({ limitsUnsupported: "warn" })
     const r = await executor.executeCode({ language: "python", code: "print(open('/proc/self/cgroup').read())" })
     expect(r).toMatchObject({ exitCode: 0, timedOut: false })
@@ -49,7 +52,10 @@ describe("an engine that discards resource limits (private dockerd without pids 
     expect(refused.code).toBe(125)
     expect(refused.stdout).toBe("")
     expect(refused.stderr).toContain("the engine cannot apply the sandbox's memory, swap, pids limits")
-    const lenient = await cli(["run", "--no-journal", "--limits-unsupported", "warn", "-"], { stdin: "print('ran')", env })
+    const lenient = await cli(["run", "--no-journal", "--limits-unsupported", "warn", "-"], {
+      stdin: "print('ran')",
+      env
+    })
     // The warning goes to standard error: standard output is the program's.
     expect(lenient).toMatchObject({ code: 0, stdout: "ran\n" })
     expect(lenient.stderr).toContain('sandboxes run without them because limitsUnsupported is \\"warn\\"')

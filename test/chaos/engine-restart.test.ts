@@ -19,12 +19,19 @@ import { journalProblems, readJournal, sleep, stillRunning, tempDir, track, type
 const LONG = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
 const INFRA = ["DockerUnavailable", "ContainerFailed"]
 
-type Outcome = { readonly ok: true; readonly result: ExecutionResult; readonly ms: number } | { readonly ok: false; readonly tag: string; readonly message: string; readonly ms: number }
+type Outcome =
+  | { readonly ok: true; readonly result: ExecutionResult; readonly ms: number }
+  | { readonly ok: false; readonly tag: string; readonly message: string; readonly ms: number }
 
 const settle = (p: Promise<ExecutionResult>, t0: () => number): Promise<Outcome> =>
   p.then(
     (result) => ({ ok: true as const, result, ms: Date.now() - t0() }),
-    (e: { _tag?: string; message?: string }) => ({ ok: false as const, tag: e._tag ?? "untyped", message: e.message ?? String(e), ms: Date.now() - t0() })
+    (e: { _tag?: string; message?: string }) => ({
+      ok: false as const,
+      tag: e._tag ?? "untyped",
+      message: e.message ?? String(e),
+      ms: Date.now() - t0()
+    })
   )
 
 describe("engine restart / crash / freeze during executions (private dockerd)", () => {
@@ -52,7 +59,9 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
   /** Start `n` long executions and wait until all are running. */
   const startLong = async (executor: SandboxExecutor, n: number, t0: () => number) => {
     const running = countRunning(executor)
-    const outcomes = Array.from({ length: n }, () => settle(executor.executeCode({ language: "python", code: LONG }), t0))
+    const outcomes = Array.from({ length: n }, () =>
+      settle(executor.executeCode({ language: "python", code: LONG }), t0)
+    )
     expect(await waitFor(() => running.started >= n, 60_000)).toBe(true)
     running.unsubscribe()
     return outcomes
@@ -71,7 +80,10 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
         const name = c.Names[0]?.replace(/^\//, "") ?? c.Id
         const history = events
           .filter((e) => JSON.stringify(e.data).includes(name))
-          .map((e) => `${e.type}${e.type === "ContainerDestroyed" || e.type === "ExecutionFailed" ? `(${JSON.stringify(e.data).slice(0, 160)})` : ""}`)
+          .map(
+            (e) =>
+              `${e.type}${e.type === "ContainerDestroyed" || e.type === "ExecutionFailed" ? `(${JSON.stringify(e.data).slice(0, 160)})` : ""}`
+          )
         return `${name} ${c.State} ${c.Status}${c.Labels["org.hermes-sandbox.pool"] === "true" ? " (pool)" : ""}: ${history.join(" > ") || "not in the journal"}`
       })
       expect.fail(`left on the engine after 60 s: ${left.join(" | ")}`)
@@ -84,7 +96,10 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     await executor.close()
     expect(await engine.client.listContainers({ all: true })).toEqual([])
     // Told "close", the watchdog makes one pass and exits.
-    expect(await waitFor(() => !stillRunning(watchdog!), 5_000), `watchdog ${watchdog!.pid} still running after a clean close`).toBe(true)
+    expect(
+      await waitFor(() => !stillRunning(watchdog!), 5_000),
+      `watchdog ${watchdog!.pid} still running after a clean close`
+    ).toBe(true)
     const events = await readJournal(journal)
     expect(journalProblems(events)).toEqual([])
     return events
@@ -100,7 +115,9 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     await sleep(3_000)
     await engine.start()
     const settled = await bounded(Promise.all(outcomes), 90_000, "executions")
-    console.log(`after kill -9 of dockerd: ${settled.map((o) => o.ok ? "RESULT" : `${o.tag} after ${o.ms} ms`).join(", ")}`)
+    console.log(
+      `after kill -9 of dockerd: ${settled.map((o) => (o.ok ? "RESULT" : `${o.tag} after ${o.ms} ms`)).join(", ")}`
+    )
     for (const o of settled) {
       expect(o.ok, o.ok ? `fake success: ${JSON.stringify(o.result)}` : "").toBe(false)
       if (!o.ok) expect(INFRA).toContain(o.tag)
@@ -121,9 +138,14 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     await engine.stop("SIGTERM")
     await engine.start()
     const settled = await bounded(Promise.all(outcomes), 90_000, "executions")
-    console.log(`after a restart of dockerd: ${settled.map((o) => o.ok ? `RESULT exit ${o.result.exitCode}` : `${o.tag} after ${o.ms} ms: ${o.message.slice(0, 120)}`).join(" | ")}`)
+    console.log(
+      `after a restart of dockerd: ${settled.map((o) => (o.ok ? `RESULT exit ${o.result.exitCode}` : `${o.tag} after ${o.ms} ms: ${o.message.slice(0, 120)}`)).join(" | ")}`
+    )
     for (const o of settled) {
-      expect(o.ok, o.ok ? `fake success: exit ${o.result.exitCode}, stdout ${JSON.stringify(o.result.stdout)}` : "").toBe(false)
+      expect(
+        o.ok,
+        o.ok ? `fake success: exit ${o.result.exitCode}, stdout ${JSON.stringify(o.result.stdout)}` : ""
+      ).toBe(false)
       if (!o.ok) expect(INFRA).toContain(o.tag)
       expect(o.ms).toBeLessThan(65_000)
     }
@@ -135,7 +157,8 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     const executor = await open(journal)
     const t0 = Date.now()
     const outcomes = Array.from({ length: 32 }, (_, i) =>
-      settle(executor.executeCode({ language: "python", code: `print(${i})` }), () => t0))
+      settle(executor.executeCode({ language: "python", code: `print(${i})` }), () => t0)
+    )
     // Somewhere in the middle of creates, starts and removals.
     await sleep(400 + Math.floor(Math.random() * 800))
     await engine.stop("SIGKILL")
@@ -161,7 +184,9 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
     const executor = await open(journal, { callTimeoutMs: 5_000 })
     let t0 = Date.now()
     const running = countRunning(executor)
-    const outcomes = Array.from({ length: 2 }, () => settle(executor.executeCode({ language: "python", code: LONG, timeoutMs: 3_000 }), () => t0))
+    const outcomes = Array.from({ length: 2 }, () =>
+      settle(executor.executeCode({ language: "python", code: LONG, timeoutMs: 3_000 }), () => t0)
+    )
     expect(await waitFor(() => running.started >= 2, 60_000)).toBe(true)
     running.unsubscribe()
     t0 = Date.now()
@@ -172,7 +197,9 @@ describe("engine restart / crash / freeze during executions (private dockerd)", 
       process.kill(engine.pid!, "SIGCONT")
     }
     const settled = await bounded(Promise.all(outcomes), 90_000, "executions")
-    console.log(`engine frozen 12 s: ${settled.map((o) => o.ok ? `RESULT timedOut=${o.result.timedOut}` : `${o.tag} after ${o.ms} ms`).join(", ")}`)
+    console.log(
+      `engine frozen 12 s: ${settled.map((o) => (o.ok ? `RESULT timedOut=${o.result.timedOut}` : `${o.tag} after ${o.ms} ms`)).join(", ")}`
+    )
     for (const o of settled) {
       // The kill cannot reach a frozen engine: a typed error, not a timeout result we could not enforce.
       expect(o.ok, o.ok ? `result although the engine was frozen: ${JSON.stringify(o.result)}` : "").toBe(false)

@@ -41,13 +41,16 @@ export class EventHoldingProxy {
 
   /** Everything held back so far, one event per line (JSON). */
   heldEvents(): Array<{ Action?: string; Actor?: { Attributes?: Record<string, string> } }> {
-    return Buffer.concat(this.held).toString("utf8").split("\n").flatMap((line) => {
-      try {
-        return [JSON.parse(line.trim())]
-      } catch {
-        return [] // HTTP headers, chunk sizes
-      }
-    })
+    return Buffer.concat(this.held)
+      .toString("utf8")
+      .split("\n")
+      .flatMap((line) => {
+        try {
+          return [JSON.parse(line.trim())]
+        } catch {
+          return [] // HTTP headers, chunk sizes
+        }
+      })
   }
 
   async close(): Promise<void> {

@@ -21,10 +21,22 @@ export const executionMilestones = (on: {
   const poolStreams = new Set<string>()
   return (e) => {
     if (e.type === "ContainerCreated" && e.data.pooled === true) poolStreams.add(e.streamId)
-    else if (e.type === "ContainerCreated") on.created?.({ executionId: e.streamId, containerName: e.data.containerName, containerId: e.data.containerId, claimed: false })
-    if (e.type === "ContainerStarted" && !poolStreams.has(e.streamId)) on.started?.({ executionId: e.streamId, claimed: false })
+    else if (e.type === "ContainerCreated")
+      on.created?.({
+        executionId: e.streamId,
+        containerName: e.data.containerName,
+        containerId: e.data.containerId,
+        claimed: false
+      })
+    if (e.type === "ContainerStarted" && !poolStreams.has(e.streamId))
+      on.started?.({ executionId: e.streamId, claimed: false })
     if (e.type === "ContainerClaimed") {
-      on.created?.({ executionId: e.streamId, containerName: e.data.containerName, containerId: e.data.containerId, claimed: true })
+      on.created?.({
+        executionId: e.streamId,
+        containerName: e.data.containerName,
+        containerId: e.data.containerId,
+        claimed: true
+      })
       on.started?.({ executionId: e.streamId, claimed: true })
     }
   }

@@ -8,7 +8,20 @@
  * holds for every round all the same.
  */
 import { afterAll, describe, expect, it } from "vitest"
-import { containerExists, containersOf, containerState, Leftovers, percentile, removeContainersOf, sleep, spawnVictim, stillRunning, track, type TrackedProcess, waitFor } from "./support.js"
+import {
+  containerExists,
+  containersOf,
+  containerState,
+  Leftovers,
+  percentile,
+  removeContainersOf,
+  sleep,
+  spawnVictim,
+  stillRunning,
+  track,
+  type TrackedProcess,
+  waitFor
+} from "./support.js"
 
 const ROUNDS = 20
 const BOUND_MS = 15_000
@@ -17,9 +30,11 @@ const LANES = 4
 /** Rounds 0..n-1, `lanes` at a time: each lane takes the next round when its last one is done. */
 const inLanes = async (n: number, lanes: number, round: (i: number) => Promise<void>): Promise<void> => {
   let next = 0
-  await Promise.all(Array.from({ length: Math.min(lanes, n) }, async () => {
-    while (next < n) await round(next++)
-  }))
+  await Promise.all(
+    Array.from({ length: Math.min(lanes, n) }, async () => {
+      while (next < n) await round(next++)
+    })
+  )
 }
 
 describe("SIGKILL of the owner mid-execution", () => {
@@ -51,7 +66,10 @@ describe("SIGKILL of the owner mid-execution", () => {
       victim.child.kill("SIGKILL")
       const gone = await waitFor(async () => !(await containerExists(created.containerId)), BOUND_MS + 5_000, 20)
       const latency = performance.now() - t0
-      expect(gone, `round ${round}: ${created.containerName} still exists ${Math.round(latency)} ms after the SIGKILL`).toBe(true)
+      expect(
+        gone,
+        `round ${round}: ${created.containerName} still exists ${Math.round(latency)} ms after the SIGKILL`
+      ).toBe(true)
       latencies.push(latency)
       await victim.exited
     })
@@ -85,9 +103,10 @@ describe("SIGKILL of the owner mid-execution", () => {
       victim.child.kill("SIGKILL")
       await victim.exited
       // The watchdog keeps looking for a while after the death, then exits; by then nothing may remain.
-      expect(await waitFor(() => !stillRunning(watchdog!), 30_000, 100), `round ${round}: watchdog still running`).toBe(true)
+      expect(await waitFor(() => !stillRunning(watchdog!), 30_000, 100), `round ${round}: watchdog still running`).toBe(
+        true
+      )
       expect(await containersOf([ready.executorId]), `round ${round}`).toEqual([])
     })
   }, 300_000)
 })
-

@@ -22,7 +22,12 @@ describe("the engine's live events are late (held by a proxy)", () => {
   beforeAll(async () => {
     proxy = await EventHoldingProxy.start()
     // No watchdog: it would talk to the engine through the proxy, which the suite closes.
-    executor = await testExecutor({ socketPath: proxy.socketPath, timeoutMs: DEADLINE_MS, watchdog: false, sweepOnStart: false })
+    executor = await testExecutor({
+      socketPath: proxy.socketPath,
+      timeoutMs: DEADLINE_MS,
+      watchdog: false,
+      sweepOnStart: false
+    })
   }, 60_000)
 
   afterAll(async () => {
@@ -36,7 +41,10 @@ describe("the engine's live events are late (held by a proxy)", () => {
   it("a program's own exit is its result while the engine's events are held: the supervisor's report needs none of them", async () => {
     // Before runner protocol 2, os._exit skipped the runner's report and only the engine's exit could
     // tell; the supervisor reports every exit of its program, so nothing waits for the held die.
-    const r = await executor.executeCode({ language: "python", code: "import os\nprint('partial', flush=True)\nos._exit(3)" })
+    const r = await executor.executeCode({
+      language: "python",
+      code: "import os\nprint('partial', flush=True)\nos._exit(3)"
+    })
     expect(r).toMatchObject({ exitCode: 3, timedOut: false, oomKilled: false, stdout: "partial\n" })
     // The die event did come from the engine, and the SDK never received it.
     expect(proxy.subscriptions).toBeGreaterThan(0)
@@ -45,7 +53,9 @@ describe("the engine's live events are late (held by a proxy)", () => {
   }, 60_000)
 
   it("a kill from outside is still a ContainerFailed, found in the engine's event log", async () => {
-    const { run, container: target } = await startSleeper(executor, { code: "import time\nprint('up', flush=True)\ntime.sleep(120)" })
+    const { run, container: target } = await startSleeper(executor, {
+      code: "import time\nprint('up', flush=True)\ntime.sleep(120)"
+    })
     await docker.getContainer(target.id).kill({ signal: "SIGKILL" })
     await expect(run).rejects.toMatchObject({
       _tag: "ContainerFailed",

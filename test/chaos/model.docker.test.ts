@@ -11,7 +11,14 @@ import { describe, expect, it } from "vitest"
 import { Executor } from "@hermes-sandbox/core"
 import { DockerExecutor } from "@hermes-sandbox/docker"
 import { Journal, MemoryJournal } from "@hermes-sandbox/events"
-import { commands, finish, initialModel, initialReal, type ModelSystem, type ProgramSpec } from "../../packages/core/test/support/executorModel.js"
+import {
+  commands,
+  finish,
+  initialModel,
+  initialReal,
+  type ModelSystem,
+  type ProgramSpec
+} from "../../packages/core/test/support/executorModel.js"
 import { ExecutorLabel, removeContainersOf } from "./support.js"
 
 const docker = new Docker({ socketPath: "/var/run/docker.sock" })
@@ -27,15 +34,22 @@ const pythonFor = (program: ProgramSpec): string => {
   }
 }
 
-const realSystem = async (options: { maxConcurrency: number; maxQueue: number; whenQueueFull: "fail" | "wait"; awaitRemoval: boolean }) => {
+const realSystem = async (options: {
+  maxConcurrency: number
+  maxQueue: number
+  whenQueueFull: "fail" | "wait"
+  awaitRemoval: boolean
+}) => {
   const runtime = Runtime.defaultRuntime
   return Runtime.runPromise(runtime)(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const journalScope = yield* Scope.make()
       const journalContext = yield* Layer.buildWithScope(MemoryJournal.layer(), journalScope)
       const scope = yield* Scope.make()
       const context = yield* Layer.buildWithScope(
-        DockerExecutor.layer({ ...options, timeoutMs: 3_000 }).pipe(Layer.provide(Layer.succeedContext(journalContext))),
+        DockerExecutor.layer({ ...options, timeoutMs: 3_000 }).pipe(
+          Layer.provide(Layer.succeedContext(journalContext))
+        ),
         scope
       )
       const executor = Context.get(context, Executor.Executor)
@@ -45,9 +59,9 @@ const realSystem = async (options: { maxConcurrency: number; maxQueue: number; w
         executeCode: executor.executeCode,
         stats: executor.stats,
         journal: Context.get(journalContext, Journal.Journal),
-        alive: Effect.promise(() => docker.listContainers({ all: true, filters: { label: [`${ExecutorLabel}=${executor.executorId}`] } })).pipe(
-          Effect.map((list) => list.map((c) => `${c.Names[0]} (${c.State})`))
-        ),
+        alive: Effect.promise(() =>
+          docker.listContainers({ all: true, filters: { label: [`${ExecutorLabel}=${executor.executorId}`] } })
+        ).pipe(Effect.map((list) => list.map((c) => `${c.Names[0]} (${c.State})`))),
         advance: (ms) => Effect.sleep(`${ms} millis`),
         settle: () => new Promise((resolve) => setTimeout(resolve, 30)),
         close: Scope.close(scope, Exit.void),
@@ -60,7 +74,15 @@ const realSystem = async (options: { maxConcurrency: number; maxQueue: number; w
 
 // Sleeps far from the deadlines (3 s default, 2.5 s or 6 s per request), so load cannot flip an outcome.
 const program: fc.Arbitrary<ProgramSpec> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant("exit" as const), exitCode: fc.constantFrom(0, 3, 137), sleepMs: fc.constantFrom(0, 300, 12_000), stdout: fc.constantFrom("", "out\n", "ünï\n") }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant("exit" as const),
+      exitCode: fc.constantFrom(0, 3, 137),
+      sleepMs: fc.constantFrom(0, 300, 12_000),
+      stdout: fc.constantFrom("", "out\n", "ünï\n")
+    })
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("hang" as const), stdout: fc.constantFrom("", "partial") }) }
 )
 
@@ -78,7 +100,15 @@ describe("executor model (real engine, short)", () => {
             whenQueueFull: fc.constantFrom("fail" as const, "wait" as const),
             awaitRemoval: fc.boolean()
           }),
-          commands({ program, timeoutMs: fc.constantFrom(2_500, 6_000), advanceMs: fc.constantFrom(100, 700, 3_500), faults: false }, 8),
+          commands(
+            {
+              program,
+              timeoutMs: fc.constantFrom(2_500, 6_000),
+              advanceMs: fc.constantFrom(100, 700, 3_500),
+              faults: false
+            },
+            8
+          ),
           async (options, cmds) => {
             runs++
             const { dispose, executorId, system } = await realSystem(options)

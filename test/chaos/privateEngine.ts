@@ -4,7 +4,18 @@
  * no iptables, so it touches neither the shared engine nor host networking.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
-import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync
+} from "node:fs"
 import { join } from "node:path"
 import Docker from "dockerode"
 import { runChecks } from "@hermes-sandbox/cli/commands/doctor"
@@ -32,7 +43,11 @@ export class PrivateEngine {
    * `daemonArgs`: more dockerd flags, e.g. --userns-remap=default.
    */
   constructor(
-    private readonly options: { readonly dataRootOn?: "xfs"; readonly daemonArgs?: ReadonlyArray<string>; readonly hideCgroups?: ReadonlyArray<string> } = {}
+    private readonly options: {
+      readonly dataRootOn?: "xfs"
+      readonly daemonArgs?: ReadonlyArray<string>
+      readonly hideCgroups?: ReadonlyArray<string>
+    } = {}
   ) {
     // Short: containerd's socket path inside the exec root must stay under 108 bytes.
     this.dir = mkdtempSync("/tmp/hsd-")
@@ -78,7 +93,9 @@ export class PrivateEngine {
       try {
         execFileSync("sh", ["-c", "command -v mkfs.xfs"], { stdio: "pipe" })
       } catch {
-        throw new Error("mkfs.xfs is missing: install xfsprogs (Debian: apt-get install xfsprogs; scripts/test.sh does it)")
+        throw new Error(
+          "mkfs.xfs is missing: install xfsprogs (Debian: apt-get install xfsprogs; scripts/test.sh does it)"
+        )
       }
       const image = join(this.dir, "xfs.img")
       mkdirSync(dataRoot)
@@ -91,23 +108,45 @@ export class PrivateEngine {
     // `hideCgroups`: dockerd (and the containerd, shims and runc it starts) runs in a mount
     // namespace where those cgroup v1 hierarchies are unmounted, as on a kernel without them.
     const hidden = this.options.hideCgroups ?? []
-    const [command, prefix] = hidden.length === 0
-      ? ["dockerd", []]
-      : ["unshare", ["-m", "--propagation", "private", "sh", "-c", `${hidden.map((c) => `umount /sys/fs/cgroup/${c} && `).join("")}exec dockerd "$@"`, "dockerd"]]
-    this.child = spawn(command, [...prefix,
-      "--data-root", dataRoot,
-      "--exec-root", join(this.dir, "exec"),
-      "-H", `unix://${this.socketPath}`,
-      "--pidfile", this.pidfile,
-      "--config-file", join(this.dir, "daemon.json"),
-      "--bridge=none",
-      "--iptables=false",
-      "--ip6tables=false",
-      "--ip-masq=false",
-      "--userland-proxy=false",
-      "--log-level=warn",
-      ...(this.options.daemonArgs ?? [])
-    ], { stdio: ["ignore", out, out] })
+    const [command, prefix] =
+      hidden.length === 0
+        ? ["dockerd", []]
+        : [
+            "unshare",
+            [
+              "-m",
+              "--propagation",
+              "private",
+              "sh",
+              "-c",
+              `${hidden.map((c) => `umount /sys/fs/cgroup/${c} && `).join("")}exec dockerd "$@"`,
+              "dockerd"
+            ]
+          ]
+    this.child = spawn(
+      command,
+      [
+        ...prefix,
+        "--data-root",
+        dataRoot,
+        "--exec-root",
+        join(this.dir, "exec"),
+        "-H",
+        `unix://${this.socketPath}`,
+        "--pidfile",
+        this.pidfile,
+        "--config-file",
+        join(this.dir, "daemon.json"),
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-masq=false",
+        "--userland-proxy=false",
+        "--log-level=warn",
+        ...(this.options.daemonArgs ?? [])
+      ],
+      { stdio: ["ignore", out, out] }
+    )
     closeSync(out)
     const deadline = Date.now() + timeoutMs
     while (Date.now() < deadline) {
@@ -124,7 +163,10 @@ export class PrivateEngine {
 
   /** Copy an image from the shared engine. */
   loadImage(image: string): void {
-    execFileSync("sh", ["-c", `docker save ${image} | docker -H unix://${this.socketPath} load`], { stdio: "pipe", timeout: 120_000 })
+    execFileSync("sh", ["-c", `docker save ${image} | docker -H unix://${this.socketPath} load`], {
+      stdio: "pipe",
+      timeout: 120_000
+    })
   }
 
   /** Signal dockerd and wait until it has exited (SIGTERM: it stops its containers first). */
@@ -167,7 +209,10 @@ export class PrivateEngine {
       }
     }
     // Mounts a crash may have left under the data root.
-    const mounts = readFileSync("/proc/mounts", "utf8").split("\n").map((l) => l.split(" ")[1] ?? "").filter((m) => m.startsWith(this.dir))
+    const mounts = readFileSync("/proc/mounts", "utf8")
+      .split("\n")
+      .map((l) => l.split(" ")[1] ?? "")
+      .filter((m) => m.startsWith(this.dir))
     for (const m of mounts.sort((a, b) => b.length - a.length)) {
       try {
         execFileSync("umount", ["-l", m], { stdio: "ignore" })

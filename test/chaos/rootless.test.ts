@@ -17,7 +17,11 @@ describe("a rootless engine on cgroup v1", () => {
   const { open } = useEngine(engine, ownEngineDefaults)
 
   it("the engine is rootless, without cgroups, and its create response does not warn about the limits it drops", async () => {
-    const info = (await engine.client.info()) as { SecurityOptions: Array<string>; CgroupDriver: string; CgroupVersion: string }
+    const info = (await engine.client.info()) as {
+      SecurityOptions: Array<string>
+      CgroupDriver: string
+      CgroupVersion: string
+    }
     expect(info.SecurityOptions).toContain("name=rootless")
     expect(info.CgroupVersion, "this suite describes a cgroup v1 host").toBe("1")
     expect(info.CgroupDriver).toBe("none")
@@ -26,30 +30,46 @@ describe("a rootless engine on cgroup v1", () => {
         {
           path: "/containers/create?",
           method: "POST",
-          options: { Image: "hermes-sandbox/python:latest", Cmd: ["true"], HostConfig: { Memory: 256 << 20, MemorySwap: 256 << 20, PidsLimit: 64 } },
+          options: {
+            Image: "hermes-sandbox/python:latest",
+            Cmd: ["true"],
+            HostConfig: { Memory: 256 << 20, MemorySwap: 256 << 20, PidsLimit: 64 }
+          },
           statusCodes: { 201: true, 400: "bad parameter", 500: "server error" }
         },
-        (error: unknown, data: unknown) => (error ? reject(error) : resolve(data as { Id: string; Warnings: Array<string> | null }))
+        (error: unknown, data: unknown) =>
+          error ? reject(error) : resolve(data as { Id: string; Warnings: Array<string> | null })
       )
     )
     expect(created.Warnings ?? []).toEqual([])
-    expect((await engine.client.getContainer(created.Id).inspect()).HostConfig).toMatchObject({ Memory: 256 << 20, PidsLimit: 64 })
+    expect((await engine.client.getContainer(created.Id).inspect()).HostConfig).toMatchObject({
+      Memory: 256 << 20,
+      PidsLimit: 64
+    })
     await engine.client.getContainer(created.Id).remove({ force: true })
   })
 
   it("an execution is refused with the engine's explanation; nothing is created", async () => {
     const executor = await open()
-    const error = await executor.executeCode({ language: "python", code: "print('ran')" }).then(() => undefined, (e: unknown) => e)
+    const error = await executor.executeCode({ language: "python", code: "print('ran')" }).then(
+      () => undefined,
+      (e: unknown) => e
+    )
     expect(error).toMatchObject({ _tag: "ContainerFailed", operation: "create" })
     const message = (error as { message: string }).message
-    expect(message).toContain("the engine cannot apply the sandbox's memory, swap, pids, cpu limits: Running in rootless-mode without cgroups")
+    expect(message).toContain(
+      "the engine cannot apply the sandbox's memory, swap, pids, cpu limits: Running in rootless-mode without cgroups"
+    )
     expect(message).toContain('limitsUnsupported: "warn"')
     expect(await engine.client.listContainers({ all: true })).toEqual([])
   })
 
-  it("with limitsUnsupported: \"warn\" it runs as an unprivileged host uid — and the memory limit does not hold", async () => {
+  it('with limitsUnsupported: "warn" it runs as an unprivileged host uid — and the memory limit does not hold', async () => {
     const executor = await open({ limitsUnsupported: "warn" })
-    const ids = await executor.executeCode({ language: "python", code: "import os\nprint(os.getuid(), ' '.join(open('/proc/self/uid_map').read().split()))" })
+    const ids = await executor.executeCode({
+      language: "python",
+      code: "import os\nprint(os.getuid(), ' '.join(open('/proc/self/uid_map').read().split()))"
+    })
     // Container uid 1001 is the rootless user's namespace uid 1001, i.e. its subordinate range + 1000;
     // the namespace's root is the user itself (host uid ROOTLESS_UID, not the sandboxes' 1001).
     expect(ids).toMatchObject({ exitCode: 0, stdout: `1001 0 ${ROOTLESS_UID} 1 1 ${subordinateBase()} 65536\n` })
@@ -60,9 +80,12 @@ describe("a rootless engine on cgroup v1", () => {
     expect(hog).toMatchObject({ exitCode: 0, oomKilled: false, stdout: "700 MiB\n" })
   })
 
-  it("sandboxUid: \"per-sandbox\" uids are inside the user's 65536 subordinate ids: such a sandbox runs", async () => {
+  it('sandboxUid: "per-sandbox" uids are inside the user\'s 65536 subordinate ids: such a sandbox runs', async () => {
     const executor = await open({ limitsUnsupported: "warn", sandboxUid: "per-sandbox" })
-    const r = await executor.executeCode({ language: "python", code: "import os\nopen('/workspace/f', 'w').write('x')\nprint(os.getuid(), os.getgid(), os.stat('/workspace').st_uid)" })
+    const r = await executor.executeCode({
+      language: "python",
+      code: "import os\nopen('/workspace/f', 'w').write('x')\nprint(os.getuid(), os.getgid(), os.stat('/workspace').st_uid)"
+    })
     expect(r).toMatchObject({ exitCode: 0 })
     const [uid, gid, owner] = r.stdout.trim().split(" ").map(Number)
     expect(uid).toBeGreaterThanOrEqual(SandboxUid.RANGE.first)

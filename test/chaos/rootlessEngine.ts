@@ -41,7 +41,8 @@ const ensureUser = (): { uid: number; gid: number; home: string } => {
       return undefined
     }
   }
-  const holder = (db: string) => execFileSync("sh", ["-c", `getent ${db} ${ROOTLESS_UID} | cut -d: -f1`], { encoding: "utf8" }).trim()
+  const holder = (db: string) =>
+    execFileSync("sh", ["-c", `getent ${db} ${ROOTLESS_UID} | cut -d: -f1`], { encoding: "utf8" }).trim()
   const existing = id("-u")
   if (existing === undefined) {
     for (const db of ["passwd", "group"]) {
@@ -49,24 +50,45 @@ const ensureUser = (): { uid: number; gid: number; home: string } => {
       if (taken !== "") throw new Error(`id ${ROOTLESS_UID} (for ${ROOTLESS_USER}) is taken in ${db} by ${taken}`)
     }
     execFileSync("groupadd", ["-g", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
-    execFileSync("useradd", ["-m", "-s", "/bin/sh", "-u", String(ROOTLESS_UID), "-g", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
+    execFileSync(
+      "useradd",
+      ["-m", "-s", "/bin/sh", "-u", String(ROOTLESS_UID), "-g", String(ROOTLESS_UID), ROOTLESS_USER],
+      { stdio: "pipe" }
+    )
   } else if (existing !== ROOTLESS_UID || id("-g") !== ROOTLESS_UID) {
     // Made by an earlier version of this helper with useradd's next free uid (1001, the sandboxes' uid).
-    if (existing !== ROOTLESS_UID) execFileSync("usermod", ["-u", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
-    if (id("-g") !== ROOTLESS_UID) execFileSync("groupmod", ["-g", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
+    if (existing !== ROOTLESS_UID)
+      execFileSync("usermod", ["-u", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
+    if (id("-g") !== ROOTLESS_UID)
+      execFileSync("groupmod", ["-g", String(ROOTLESS_UID), ROOTLESS_USER], { stdio: "pipe" })
   }
   for (const file of ["/etc/subuid", "/etc/subgid"]) {
-    if (!readFileSync(file, "utf8").split("\n").some((l) => l.startsWith(`${ROOTLESS_USER}:`))) {
+    if (
+      !readFileSync(file, "utf8")
+        .split("\n")
+        .some((l) => l.startsWith(`${ROOTLESS_USER}:`))
+    ) {
       throw new Error(`${file} has no range for ${ROOTLESS_USER}; add one, e.g. "${ROOTLESS_USER}:300000:65536"`)
     }
   }
-  const [uid, gid, home] = execFileSync("sh", ["-c", `id -u ${ROOTLESS_USER}; id -g ${ROOTLESS_USER}; getent passwd ${ROOTLESS_USER} | cut -d: -f6`], { encoding: "utf8" }).trim().split("\n")
+  const [uid, gid, home] = execFileSync(
+    "sh",
+    ["-c", `id -u ${ROOTLESS_USER}; id -g ${ROOTLESS_USER}; getent passwd ${ROOTLESS_USER} | cut -d: -f6`],
+    { encoding: "utf8" }
+  )
+    .trim()
+    .split("\n")
   return { uid: Number(uid), gid: Number(gid), home: home! }
 }
 
 /** The first host uid of the user's subordinate range: container uid N (N ≥ 1) is this + N − 1 on the host. */
 export const subordinateBase = (): number =>
-  Number(readFileSync("/etc/subuid", "utf8").split("\n").find((l) => l.startsWith(`${ROOTLESS_USER}:`))!.split(":")[1])
+  Number(
+    readFileSync("/etc/subuid", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith(`${ROOTLESS_USER}:`))!
+      .split(":")[1]
+  )
 
 export class RootlessEngine {
   readonly dir: string
@@ -76,8 +98,15 @@ export class RootlessEngine {
   private readonly logPath: string
 
   constructor() {
-    for (const [command, pkg] of [["rootlesskit", "rootlesskit"], ["newuidmap", "uidmap"], [SCRIPT, "docker.io"]] as const) {
-      if (!have(command)) throw new Error(`${command} is missing: install ${pkg} (Debian: apt-get install ${pkg}; scripts/test.sh does it)`)
+    for (const [command, pkg] of [
+      ["rootlesskit", "rootlesskit"],
+      ["newuidmap", "uidmap"],
+      [SCRIPT, "docker.io"]
+    ] as const) {
+      if (!have(command))
+        throw new Error(
+          `${command} is missing: install ${pkg} (Debian: apt-get install ${pkg}; scripts/test.sh does it)`
+        )
     }
     this.dir = mkdtempSync("/tmp/hsr-")
     this.socketPath = join(this.dir, "docker.sock")
@@ -91,29 +120,37 @@ export class RootlessEngine {
     chmodSync(this.dir, 0o700)
     const out = openSync(this.logPath, "a")
     chownSync(this.logPath, user.uid, user.gid)
-    this.child = spawn(SCRIPT, [
-      "--data-root", join(this.dir, "data"),
-      "--exec-root", join(this.dir, "exec"),
-      "--pidfile", join(this.dir, "docker.pid"),
-      "-H", `unix://${this.socketPath}`,
-      "--bridge=none",
-      "--iptables=false",
-      "--ip6tables=false",
-      "--ip-masq=false",
-      "--log-level=warn"
-    ], {
-      uid: user.uid,
-      gid: user.gid,
-      stdio: ["ignore", out, out],
-      env: {
-        HOME: user.home,
-        USER: ROOTLESS_USER,
-        PATH: "/usr/share/docker.io/contrib:/usr/sbin:/usr/bin:/sbin:/bin",
-        XDG_RUNTIME_DIR: this.dir,
-        DOCKERD_ROOTLESS_ROOTLESSKIT_NET: "host",
-        DOCKERD_ROOTLESS_ROOTLESSKIT_PORT_DRIVER: "none"
+    this.child = spawn(
+      SCRIPT,
+      [
+        "--data-root",
+        join(this.dir, "data"),
+        "--exec-root",
+        join(this.dir, "exec"),
+        "--pidfile",
+        join(this.dir, "docker.pid"),
+        "-H",
+        `unix://${this.socketPath}`,
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-masq=false",
+        "--log-level=warn"
+      ],
+      {
+        uid: user.uid,
+        gid: user.gid,
+        stdio: ["ignore", out, out],
+        env: {
+          HOME: user.home,
+          USER: ROOTLESS_USER,
+          PATH: "/usr/share/docker.io/contrib:/usr/sbin:/usr/bin:/sbin:/bin",
+          XDG_RUNTIME_DIR: this.dir,
+          DOCKERD_ROOTLESS_ROOTLESSKIT_NET: "host",
+          DOCKERD_ROOTLESS_ROOTLESSKIT_PORT_DRIVER: "none"
+        }
       }
-    })
+    )
     closeSync(out)
     const deadline = Date.now() + timeoutMs
     while (Date.now() < deadline) {
@@ -130,7 +167,11 @@ export class RootlessEngine {
 
   log(): string {
     try {
-      return readFileSync(this.logPath, "utf8").split("\n").filter((l) => !l.startsWith("+")).slice(-20).join("\n")
+      return readFileSync(this.logPath, "utf8")
+        .split("\n")
+        .filter((l) => !l.startsWith("+"))
+        .slice(-20)
+        .join("\n")
     } catch {
       return ""
     }
@@ -138,7 +179,10 @@ export class RootlessEngine {
 
   /** Copy an image from the shared engine. */
   loadImage(image: string): void {
-    execFileSync("sh", ["-c", `docker save ${image} | docker -H unix://${this.socketPath} load`], { stdio: "pipe", timeout: 120_000 })
+    execFileSync("sh", ["-c", `docker save ${image} | docker -H unix://${this.socketPath} load`], {
+      stdio: "pipe",
+      timeout: 120_000
+    })
   }
 
   /** Stop rootlesskit (and the dockerd inside), then anything left that names this directory. */

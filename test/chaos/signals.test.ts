@@ -23,9 +23,10 @@ const PROGRAM = "import time\nprint('up', flush=True)\ntime.sleep(120)\n"
 
 const runCli = (via: "node" | "npx", journal: string) => {
   const args = ["packages/cli/src/bin.ts", "run", "--timeout", "60s", "--journal", journal, "-"]
-  const child = via === "node"
-    ? spawn(process.execPath, ["--import", "tsx", ...args], { cwd: root, detached: true })
-    : spawn("npx", ["tsx", ...args], { cwd: root, detached: true })
+  const child =
+    via === "node"
+      ? spawn(process.execPath, ["--import", "tsx", ...args], { cwd: root, detached: true })
+      : spawn("npx", ["tsx", ...args], { cwd: root, detached: true })
   let stdout = ""
   let stderr = ""
   child.stdout.on("data", (d) => (stdout += d))
@@ -40,18 +41,27 @@ const runCli = (via: "node" | "npx", journal: string) => {
 /** The journal's single execution once its lifecycle is closed (the CLI may still be finishing). */
 const closedExecution = async (journal: string) => {
   let executionId: string | undefined
-  const done = await waitFor(async () => {
-    const events = await readJournal(journal).catch(() => [])
-    executionId = events.find((e) => e.type === "ExecutionRequested")?.streamId
-    return executionId !== undefined && events.some((e) => e.streamId === executionId && e.type === "ContainerDestroyed")
-  }, 20_000, 100)
+  const done = await waitFor(
+    async () => {
+      const events = await readJournal(journal).catch(() => [])
+      executionId = events.find((e) => e.type === "ExecutionRequested")?.streamId
+      return (
+        executionId !== undefined && events.some((e) => e.streamId === executionId && e.type === "ContainerDestroyed")
+      )
+    },
+    20_000,
+    100
+  )
   const events = await readJournal(journal)
   expect(done, `journal: ${events.map((e) => e.type).join(", ")}`).toBe(true)
   return { events, executionId: executionId! }
 }
 
 describe("the CLI on SIGINT / SIGTERM", () => {
-  for (const [signal, expected] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+  for (const [signal, expected] of [
+    ["SIGINT", 130],
+    ["SIGTERM", 143]
+  ] as const) {
     it(`${signal} to the CLI process: exit ${expected}, container removed, lifecycle closed`, async () => {
       const journal = join(tempDir(`cli-${signal}`), "journal.sqlite")
       const cli = runCli("node", journal)
@@ -85,17 +95,29 @@ describe("the CLI on SIGINT / SIGTERM", () => {
       process.kill(-cli.child.pid!, signal)
       const exit = await cli.exit
       // npx re-raises the signal on itself (a shell reports 128+n); the CLI inside exits 128+n.
-      expect(exit.code === 128 + (signal === "SIGINT" ? 2 : 15) || exit.signal === signal, JSON.stringify(exit)).toBe(true)
+      expect(exit.code === 128 + (signal === "SIGINT" ? 2 : 15) || exit.signal === signal, JSON.stringify(exit)).toBe(
+        true
+      )
       // The CLI (or, if it was made to exit at once, its watchdog) removes the container.
       let events = await readJournal(journal)
-      const created = await waitFor(async () => (events = await readJournal(journal)).some((e) => e.type === "ContainerCreated"), 10_000)
+      const created = await waitFor(
+        async () => (events = await readJournal(journal)).some((e) => e.type === "ContainerCreated"),
+        10_000
+      )
       expect(created).toBe(true)
-      const containerId = (events.find((e) => e.type === "ContainerCreated")!.data as { containerId: string }).containerId
+      const containerId = (events.find((e) => e.type === "ContainerCreated")!.data as { containerId: string })
+        .containerId
       expect(await waitFor(async () => !(await containerExists(containerId)), 15_000)).toBe(true)
       const executionId = events.find((e) => e.type === "ExecutionRequested")!.streamId
-      const closedByCli = await waitFor(async () => typesOf(await readJournal(journal), executionId).includes("ContainerDestroyed"), 15_000, 100)
+      const closedByCli = await waitFor(
+        async () => typesOf(await readJournal(journal), executionId).includes("ContainerDestroyed"),
+        15_000,
+        100
+      )
       if (!closedByCli) {
-        console.warn(`${signal} via npx: the CLI exited before recording the removal (signal delivered twice by the wrappers; see signals.ts); the next sweep closes it\n${cli.stderr()}`)
+        console.warn(
+          `${signal} via npx: the CLI exited before recording the removal (signal delivered twice by the wrappers; see signals.ts); the next sweep closes it\n${cli.stderr()}`
+        )
         const report = await Effect.runPromise(
           Sweep.sweep({ executorId: `chaos-signals-${process.pid}` }).pipe(
             Effect.provide(DockerExecutor.runtimeLayer()),

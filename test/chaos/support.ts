@@ -11,7 +11,14 @@ import { createInterface } from "node:readline"
 import Docker from "dockerode"
 import { Effect, Stream } from "effect"
 import { ProcessIdentity } from "@hermes-sandbox/core"
-import { checkLifecycle, type EventEnvelope, isClosed, ProcessStart, project, SqliteJournal } from "@hermes-sandbox/events"
+import {
+  checkLifecycle,
+  type EventEnvelope,
+  isClosed,
+  ProcessStart,
+  project,
+  SqliteJournal
+} from "@hermes-sandbox/events"
 import { fixtureCommand } from "../support/nodeFixture.js"
 
 export const root = new URL("../..", import.meta.url).pathname
@@ -24,7 +31,11 @@ export const tempDir = (prefix: string) => mkdtempSync(join(tmpdir(), `hermes-ch
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-export const waitFor = async (check: () => Promise<boolean> | boolean, timeoutMs: number, intervalMs = 50): Promise<boolean> => {
+export const waitFor = async (
+  check: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  intervalMs = 50
+): Promise<boolean> => {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     if (await check()) return true
@@ -75,7 +86,10 @@ export interface Victim {
   readonly child: ChildProcess
   readonly messages: Array<VictimMessage>
   /** The first message of this type (already received or to come). */
-  readonly next: <T extends VictimMessage["type"]>(type: T, timeoutMs?: number) => Promise<Extract<VictimMessage, { type: T }>>
+  readonly next: <T extends VictimMessage["type"]>(
+    type: T,
+    timeoutMs?: number
+  ) => Promise<Extract<VictimMessage, { type: T }>>
   readonly stderr: () => string
   readonly exited: Promise<number | null>
 }
@@ -110,7 +124,10 @@ export const spawnVictim = (config: VictimConfig = {}): Victim => {
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
   const next = <T extends VictimMessage["type"]>(type: T, timeoutMs = 60_000) =>
     new Promise<Extract<VictimMessage, { type: T }>>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`victim: no "${type}" within ${timeoutMs} ms; stderr:\n${stderr}`)), timeoutMs)
+      const timer = setTimeout(
+        () => reject(new Error(`victim: no "${type}" within ${timeoutMs} ms; stderr:\n${stderr}`)),
+        timeoutMs
+      )
       const look = () => {
         const found = messages.find((m) => m.type === type)
         if (found !== undefined) {
@@ -176,7 +193,8 @@ export const track = (pid: number | null | undefined): TrackedProcess | undefine
 }
 
 /** Whether this very process is still running (not exited, not a zombie, pid not reused). */
-export const stillRunning = (p: TrackedProcess): boolean => pidAlive(p.pid) && ProcessIdentity.startTimeOf(p.pid) === p.started
+export const stillRunning = (p: TrackedProcess): boolean =>
+  pidAlive(p.pid) && ProcessIdentity.startTimeOf(p.pid) === p.started
 
 /**
  * Processes a suite started (victims, their watchdogs) to SIGKILL in afterAll if a failed test
@@ -210,7 +228,10 @@ export class Leftovers {
 /** Force-remove containers of these executors (a failed test's leftovers; only ours). */
 export const removeContainersOf = async (executorIds: ReadonlyArray<string>, client: Docker = docker) => {
   for (const c of await containersOf(executorIds, client).catch(() => [])) {
-    await client.getContainer(c.id).remove({ force: true }).catch(() => undefined)
+    await client
+      .getContainer(c.id)
+      .remove({ force: true })
+      .catch(() => undefined)
   }
 }
 

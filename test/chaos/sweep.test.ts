@@ -42,7 +42,12 @@ const prepare = async (victim: Victim, executions: number, until: "started" | "c
   executorIds.push(ready.executorId)
   leftovers.add(ready.pid, ready.watchdogPid)
   expect(await waitFor(() => victim.messages.filter((m) => m.type === until).length >= executions, 60_000)).toBe(true)
-  const created = victim.messages.filter((m) => m.type === "created") as Array<{ executionId: string; containerName: string; containerId: string; claimed?: boolean }>
+  const created = victim.messages.filter((m) => m.type === "created") as Array<{
+    executionId: string
+    containerName: string
+    containerId: string
+    claimed?: boolean
+  }>
   return { ready, created }
 }
 
@@ -73,8 +78,11 @@ describe("crash recovery by the startup sweep (real engine, SQLite journal)", ()
     // starting on this engine meanwhile, from another suite, may sweep them first: that is the
     // product working, so it is only reported.)
     await sleep(1_000)
-    const running = (await Promise.all(created.map((c) => containerState(c.containerId)))).filter((s) => s === "running").length
-    if (running < created.length) console.warn(`${created.length - running} orphan(s) were swept by another executor before ours started`)
+    const running = (await Promise.all(created.map((c) => containerState(c.containerId)))).filter(
+      (s) => s === "running"
+    ).length
+    if (running < created.length)
+      console.warn(`${created.length - running} orphan(s) were swept by another executor before ours started`)
 
     const t0 = performance.now()
     const next = await createExecutor({ journal: { path: journal } })
@@ -92,8 +100,8 @@ describe("crash recovery by the startup sweep (real engine, SQLite journal)", ()
     for (const c of created) {
       expect(typesOf(events, c.executionId)).toEqual(
         c.claimed === true
-          // A warm sandbox (the engine-pool project): claimed already running.
-          ? ["ExecutionRequested", "ContainerClaimed", "ExecutionInterrupted", "ContainerDestroyed"]
+          ? // A warm sandbox (the engine-pool project): claimed already running.
+            ["ExecutionRequested", "ContainerClaimed", "ExecutionInterrupted", "ContainerDestroyed"]
           : ["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ExecutionInterrupted", "ContainerDestroyed"]
       )
       const destroyed = events.find((e) => e.streamId === c.executionId && e.type === "ContainerDestroyed")
@@ -115,15 +123,23 @@ describe("crash recovery by the startup sweep (real engine, SQLite journal)", ()
     const report = await sweepWith(journal)
     for (const c of created) {
       // Removed by this sweep (unless another suite's executor swept it a moment earlier), and closed by it.
-      if (!report.removed.includes(c.containerName)) console.warn(`${c.containerName} was swept by another executor first`)
+      if (!report.removed.includes(c.containerName))
+        console.warn(`${c.containerName} was swept by another executor first`)
       expect(report.closed).toContain(c.executionId)
       expect(await containerExists(c.containerId)).toBe(false)
     }
     expect(report.failed).toEqual([])
-    console.log(`sweep: removed ${report.removed.length}, closed ${report.closed.length} lifecycles in ${report.durationMs} ms`)
+    console.log(
+      `sweep: removed ${report.removed.length}, closed ${report.closed.length} lifecycles in ${report.durationMs} ms`
+    )
     const events = await readJournal(journal)
     for (const c of created) {
-      expect(typesOf(events, c.executionId)).toEqual(["ExecutionRequested", "ContainerCreated", "ExecutionInterrupted", "ContainerDestroyed"])
+      expect(typesOf(events, c.executionId)).toEqual([
+        "ExecutionRequested",
+        "ContainerCreated",
+        "ExecutionInterrupted",
+        "ContainerDestroyed"
+      ])
     }
     expect(journalProblems(events)).toEqual([])
     // A second sweep finds nothing more to do.
@@ -146,7 +162,12 @@ describe("crash recovery by the startup sweep (real engine, SQLite journal)", ()
     const report = await sweepWith(journal)
     expect(report.closed).toContain(c.executionId)
     const events = await readJournal(journal)
-    expect(typesOf(events, c.executionId)).toEqual(["ExecutionRequested", "ContainerCreated", "ExecutionInterrupted", "ContainerDestroyed"])
+    expect(typesOf(events, c.executionId)).toEqual([
+      "ExecutionRequested",
+      "ContainerCreated",
+      "ExecutionInterrupted",
+      "ContainerDestroyed"
+    ])
     expect(journalProblems(events)).toEqual([])
     expect(ready.watchdogPid).toBeGreaterThan(0)
   }, 120_000)
@@ -158,10 +179,14 @@ describe("crash recovery by the startup sweep (real engine, SQLite journal)", ()
     // Only the owner dies: its watchdog starts removing while two executors start and sweep.
     victim.child.kill("SIGKILL")
     await victim.exited
-    const [a, b] = await Promise.all([createExecutor({ journal: { path: journal } }), createExecutor({ journal: { path: journal } })])
+    const [a, b] = await Promise.all([
+      createExecutor({ journal: { path: journal } }),
+      createExecutor({ journal: { path: journal } })
+    ])
     executorIds.push(a.executorId, b.executorId)
     await Promise.all([a.close(), b.close()])
-    for (const c of created) expect(await waitFor(async () => !(await containerExists(c.containerId)), 15_000)).toBe(true)
+    for (const c of created)
+      expect(await waitFor(async () => !(await containerExists(c.containerId)), 15_000)).toBe(true)
     // Whoever removed them, the journal closes each lifecycle once (a sweep now closes what the race left open).
     await sweepWith(journal)
     const events = await readJournal(journal)

@@ -23,10 +23,19 @@ const WARM_POOL = 1
 describe(`${N} executions at concurrency ${CONCURRENCY}`, () => {
   it("no failure, no leak, every lifecycle closed", async () => {
     const journal = join(tempDir("thousand"), "journal.sqlite")
-    const executor = await testExecutor({ journal: { path: journal }, maxConcurrency: CONCURRENCY, maxQueue: N, timeoutMs: 120_000, warmPool: { size: WARM_POOL } })
+    const executor = await testExecutor({
+      journal: { path: journal },
+      maxConcurrency: CONCURRENCY,
+      maxQueue: N,
+      timeoutMs: 120_000,
+      warmPool: { size: WARM_POOL }
+    })
     let peak = 0
     const sampler = setInterval(() => {
-      executor.stats().then((s) => (peak = Math.max(peak, s.inFlight)), () => {})
+      executor.stats().then(
+        (s) => (peak = Math.max(peak, s.inFlight)),
+        () => {}
+      )
     }, 50)
     const t0 = performance.now()
     let settled: Array<PromiseSettledResult<Awaited<ReturnType<typeof executor.executeCode>>>>
@@ -41,7 +50,9 @@ describe(`${N} executions at concurrency ${CONCURRENCY}`, () => {
     await executor.close()
     const closeMs = performance.now() - t0 - wallMs
 
-    const failures = settled.flatMap((s, i) => (s.status === "rejected" ? [`#${i}: ${(s.reason as { _tag?: string })._tag} ${(s.reason as Error).message}`] : []))
+    const failures = settled.flatMap((s, i) =>
+      s.status === "rejected" ? [`#${i}: ${(s.reason as { _tag?: string })._tag} ${(s.reason as Error).message}`] : []
+    )
     expect(failures.slice(0, 5), `${failures.length} failures`).toEqual([])
     settled.forEach((s, i) => {
       if (s.status !== "fulfilled") return

@@ -18,7 +18,10 @@ const failure = async (p: Promise<unknown>) => {
   try {
     await p
   } catch (error) {
-    return { error: error as { _tag?: string; message?: string; hint?: string; endpoint?: string }, ms: Date.now() - t0 }
+    return {
+      error: error as { _tag?: string; message?: string; hint?: string; endpoint?: string },
+      ms: Date.now() - t0
+    }
   }
   throw new Error("expected a failure")
 }
@@ -48,18 +51,22 @@ const fakeEngine = (answer: (firstLine: string, socket: net.Socket) => void) => 
 
 const json = (socket: net.Socket, body: unknown) => {
   const text = JSON.stringify(body)
-  socket.end(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`)
+  socket.end(
+    `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`
+  )
 }
 
 const watchdogsFor = (socketPath: string) =>
-  readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((pid) => {
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8")
-      return cmd.includes("watchdog.mjs") && cmd.includes(socketPath)
-    } catch {
-      return false
-    }
-  })
+  readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .filter((pid) => {
+      try {
+        const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+        return cmd.includes("watchdog.mjs") && cmd.includes(socketPath)
+      } catch {
+        return false
+      }
+    })
 
 describe("an unreachable engine is a typed DockerUnavailable within seconds", () => {
   it("a socket path that does not exist", async () => {

@@ -21,7 +21,9 @@ describe("an engine with userns-remap (private dockerd)", () => {
   const { open } = useEngine(engine, ownEngineDefaults)
 
   beforeAll(async () => {
-    const entry = readFileSync("/etc/subuid", "utf8").split("\n").find((l) => l.startsWith("dockremap:"))
+    const entry = readFileSync("/etc/subuid", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("dockremap:"))
     expect(entry, "/etc/subuid has the dockremap range").toBeDefined()
     ;[hostBase, rangeSize] = entry!.split(":").slice(1).map(Number) as [number, number]
     executor = await open()
@@ -46,13 +48,22 @@ describe("an engine with userns-remap (private dockerd)", () => {
     ].join("\n")
     const r = await executor.executeCode({ language: "python", code, files: { "data.txt": "given" } })
     expect(r).toMatchObject({ exitCode: 0, timedOut: false })
-    expect(r.stdout.split("\n")).toEqual(["ids 1001 1001", `map 0 ${hostBase} ${rangeSize}`, "file given", "etc 30", ""])
+    expect(r.stdout.split("\n")).toEqual([
+      "ids 1001 1001",
+      `map 0 ${hostBase} ${rangeSize}`,
+      "file given",
+      "etc 30",
+      ""
+    ])
   })
 
   it("on the host, every process of the sandbox belongs to the remapped uid, not to root or uid 1001", async () => {
     let up!: () => void
     const running = new Promise<void>((resolve) => (up = resolve))
-    const run = executor.executeCode({ language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(30)", timeoutMs: 60_000 }, { onStdout: () => up() })
+    const run = executor.executeCode(
+      { language: "python", code: "import time\nprint('up', flush=True)\ntime.sleep(30)", timeoutMs: 60_000 },
+      { onStdout: () => up() }
+    )
     await running
     const [listed] = await engine.client.listContainers({ filters: { name: ["hermes-sandbox-"] } })
     const container = engine.client.getContainer(listed!.Id)
@@ -66,9 +77,12 @@ describe("an engine with userns-remap (private dockerd)", () => {
     await expect(run).rejects.toMatchObject({ _tag: "ContainerFailed" })
   })
 
-  it("sandboxUid: \"per-sandbox\" uids are inside the remapped range too: such a sandbox runs", async () => {
+  it('sandboxUid: "per-sandbox" uids are inside the remapped range too: such a sandbox runs', async () => {
     const own = await open({ sandboxUid: "per-sandbox" })
-    const r = await own.executeCode({ language: "python", code: "import os\nopen('/workspace/f', 'w').write('x')\nprint(os.getuid(), os.getgid(), ' '.join(open('/proc/self/uid_map').read().split()))" })
+    const r = await own.executeCode({
+      language: "python",
+      code: "import os\nopen('/workspace/f', 'w').write('x')\nprint(os.getuid(), os.getgid(), ' '.join(open('/proc/self/uid_map').read().split()))"
+    })
     await own.close()
     expect(r).toMatchObject({ exitCode: 0 })
     const [uid, gid, ...map] = r.stdout.trim().split(" ").map(Number)

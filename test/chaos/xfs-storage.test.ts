@@ -22,8 +22,15 @@ describe("diskSize on overlay2 on XFS without pquota (private dockerd)", () => {
     expect(info.Driver).toBe("overlay2")
     expect(info.DriverStatus).toContainEqual(["Backing Filesystem", "xfs"])
     const refused = await engine.client
-      .createContainer({ Image: "hermes-sandbox/python:latest", Cmd: ["true"], HostConfig: { StorageOpt: { size: "64m" } } })
-      .then(() => "created", (e: { json?: { message?: string } }) => e.json?.message ?? "")
+      .createContainer({
+        Image: "hermes-sandbox/python:latest",
+        Cmd: ["true"],
+        HostConfig: { StorageOpt: { size: "64m" } }
+      })
+      .then(
+        () => "created",
+        (e: { json?: { message?: string } }) => e.json?.message ?? ""
+      )
     expect(refused).toMatch(/storage-opt is supported only for overlay over xfs with 'pquota'/)
     expect(await containers()).toEqual([])
   })
@@ -31,7 +38,10 @@ describe("diskSize on overlay2 on XFS without pquota (private dockerd)", () => {
   it("diskSize fails with a typed ContainerFailed naming the reason, every time, and leaves no container", async () => {
     const executor = await open()
     for (let i = 0; i < 2; i++) {
-      const error = await executor.executeCode({ language: "python", code: "print(1)" }).then(() => undefined, (e: unknown) => e)
+      const error = await executor.executeCode({ language: "python", code: "print(1)" }).then(
+        () => undefined,
+        (e: unknown) => e
+      )
       expect(error).toMatchObject({ _tag: "ContainerFailed", operation: "create" })
       const message = (error as { message: string }).message
       expect(message).toContain("overlay2 on xfs mounted without pquota")
@@ -40,7 +50,7 @@ describe("diskSize on overlay2 on XFS without pquota (private dockerd)", () => {
     expect(await containers()).toEqual([])
   })
 
-  it("with diskQuotaUnsupported: \"warn\" it runs without the quota", async () => {
+  it('with diskQuotaUnsupported: "warn" it runs without the quota', async () => {
     const executor = await open({ diskQuotaUnsupported: "warn" })
     for (let i = 0; i < 2; i++) {
       const r = await executor.executeCode({ language: "python", code: "print('ran without a quota')" })

@@ -16,7 +16,17 @@ import { createInterface } from "node:readline"
 import { afterAll, describe, expect, it } from "vitest"
 import { Effect, Stream } from "effect"
 import { type EventEnvelope, Journal, JournalLocation, Projection } from "@hermes-sandbox/events"
-import { containersOf, Leftovers, removeContainersOf, root, sleep, stillRunning, tempDir, track, waitFor } from "../chaos/support.js"
+import {
+  containersOf,
+  Leftovers,
+  removeContainersOf,
+  root,
+  sleep,
+  stillRunning,
+  tempDir,
+  track,
+  waitFor
+} from "../chaos/support.js"
 import { fixtureCommand } from "../support/nodeFixture.js"
 import { createDatabase, PG_URL_ENV } from "../support/postgres.js"
 
@@ -38,7 +48,11 @@ type Message =
 interface Host {
   readonly child: ChildProcess
   readonly messages: Array<Message>
-  readonly next: <T extends Message["type"]>(type: T, count?: number, timeoutMs?: number) => Promise<Array<Extract<Message, { type: T }>>>
+  readonly next: <T extends Message["type"]>(
+    type: T,
+    count?: number,
+    timeoutMs?: number
+  ) => Promise<Array<Extract<Message, { type: T }>>>
   readonly exited: Promise<number | null>
 }
 
@@ -63,7 +77,8 @@ const spawnHost = (hostId: string, config: Record<string, unknown>): Host => {
   const next = async <T extends Message["type"]>(type: T, count = 1, timeoutMs = 90_000) => {
     const of = () => messages.filter((m): m is Extract<Message, { type: T }> => m.type === type)
     const ok = await waitFor(() => of().length >= count || child.exitCode !== null, timeoutMs, 25)
-    if (!ok || of().length < count) throw new Error(`host ${hostId}: ${of().length} of ${count} "${type}"; stderr:\n${stderr}`)
+    if (!ok || of().length < count)
+      throw new Error(`host ${hostId}: ${of().length} of ${count} "${type}"; stderr:\n${stderr}`)
     return of()
   }
   return { child, messages, next, exited }
@@ -72,7 +87,9 @@ const spawnHost = (hostId: string, config: Record<string, unknown>): Host => {
 const readAll = (location: string): Promise<Array<EventEnvelope>> =>
   Effect.runPromise(
     Effect.scoped(
-      Effect.flatMap(Journal.Journal, (journal) => journal.read().pipe(Stream.runCollect)).pipe(Effect.provide(JournalLocation.layer(location)))
+      Effect.flatMap(Journal.Journal, (journal) => journal.read().pipe(Stream.runCollect)).pipe(
+        Effect.provide(JournalLocation.layer(location))
+      )
     ).pipe(Effect.map((chunk) => [...chunk]))
   )
 
@@ -83,12 +100,16 @@ const byStream = (events: ReadonlyArray<EventEnvelope>) => {
 }
 
 const running = async (executorId: string) =>
-  (await containersOf([executorId])).filter((c) => c.state === "running").map((c) => c.name).sort()
+  (await containersOf([executorId]))
+    .filter((c) => c.state === "running")
+    .map((c) => c.name)
+    .sort()
 
 const journals: Array<{ name: string; location: () => string }> = [
   { name: "SQLite", location: () => join(tempDir("fleet"), "journal.sqlite") }
 ]
-if ((process.env[PG_URL_ENV] ?? "") !== "") journals.push({ name: "PostgreSQL", location: () => createDatabase("fleet", process.env[PG_URL_ENV]) })
+if ((process.env[PG_URL_ENV] ?? "") !== "")
+  journals.push({ name: "PostgreSQL", location: () => createDatabase("fleet", process.env[PG_URL_ENV]) })
 
 describe.each(journals)("two hosts and a third on one engine and one $name journal", ({ location: makeLocation }) => {
   const leftovers = new Leftovers()
@@ -106,15 +127,34 @@ describe.each(journals)("two hosts and a third on one engine and one $name journ
     const common = { journal, leaseMs: LEASE_MS, clockSkewMs: CLOCK_SKEW_MS }
     // A does not sweep; B and C sweep every second, so they race for A's orphans.
     const a = spawnHost(`host-a-${tag}`, { ...common, executorId: ids.a, executions: 2, session: true, warmPool: 1 })
-    const b = spawnHost(`host-b-${tag}`, { ...common, executorId: ids.b, executions: 2, session: true, sweepIntervalMs: SWEEP_MS })
-    const c = spawnHost(`host-c-${tag}`, { ...common, executorId: ids.c, executions: 1, session: true, sweepIntervalMs: SWEEP_MS })
+    const b = spawnHost(`host-b-${tag}`, {
+      ...common,
+      executorId: ids.b,
+      executions: 2,
+      session: true,
+      sweepIntervalMs: SWEEP_MS
+    })
+    const c = spawnHost(`host-c-${tag}`, {
+      ...common,
+      executorId: ids.c,
+      executions: 1,
+      session: true,
+      sweepIntervalMs: SWEEP_MS
+    })
     try {
       const ready = await Promise.all([a, b, c].map(async (h) => (await h.next("ready"))[0]!))
       for (const r of ready) leftovers.add(r.pid, r.watchdogPid)
       const [readyA] = ready
       expect(readyA!.watchdogPid, "host A reports its watchdog's pid").toBeGreaterThan(0)
       expect(new Set(ready.map((r) => r.host)).size).toBe(3)
-      await Promise.all([a.next("started", 2), b.next("started", 2), c.next("started", 1), a.next("session"), b.next("session"), c.next("session")])
+      await Promise.all([
+        a.next("started", 2),
+        b.next("started", 2),
+        c.next("started", 1),
+        a.next("session"),
+        b.next("session"),
+        c.next("session")
+      ])
       // A's warm pool refills after each claim: wait until it has one ready again.
       await waitFor(async () => (await running(ids.a)).length >= 4, 60_000, 100)
       const before = { a: await running(ids.a), b: await running(ids.b), c: await running(ids.c) }
@@ -135,18 +175,28 @@ describe.each(journals)("two hosts and a third on one engine and one $name journ
       process.kill(readyA!.watchdogPid!, "SIGKILL")
       a.child.kill("SIGKILL")
       await a.exited
-      expect(await waitFor(() => !stillRunning(watchdogA), 5_000, 20), "host A's watchdog is dead within 5 s of its SIGKILL").toBe(true)
+      expect(
+        await waitFor(() => !stillRunning(watchdogA), 5_000, 20),
+        "host A's watchdog is dead within 5 s of its SIGKILL"
+      ).toBe(true)
       const killedAt = performance.now()
       const orphans = (await containersOf([ids.a])).map((x) => x.name)
       expect(orphans.length).toBeGreaterThanOrEqual(4)
 
       // Not before its lease (renewed at most a renewal period before the kill) has expired past the skew.
       await sleep(LEASE_MS - LEASE_MS / 3 - 200)
-      expect((await containersOf([ids.a])).length, "nothing of A is removed while its lease may still hold").toBe(orphans.length)
+      expect((await containersOf([ids.a])).length, "nothing of A is removed while its lease may still hold").toBe(
+        orphans.length
+      )
       const gone = await waitFor(async () => (await containersOf([ids.a])).length === 0, REAP_BOUND_MS, 100)
       const latency = performance.now() - killedAt
-      expect(gone, `A's containers still there ${Math.round(latency)} ms after the loss: ${JSON.stringify(await containersOf([ids.a]).then((l) => l.map((x) => x.name)))}`).toBe(true)
-      console.log(`fleet: host A's ${orphans.length} containers removed ${Math.round(latency)} ms after its loss (lease ${LEASE_MS} ms, skew ${CLOCK_SKEW_MS} ms, sweep every ${SWEEP_MS} ms)`)
+      expect(
+        gone,
+        `A's containers still there ${Math.round(latency)} ms after the loss: ${JSON.stringify(await containersOf([ids.a]).then((l) => l.map((x) => x.name)))}`
+      ).toBe(true)
+      console.log(
+        `fleet: host A's ${orphans.length} containers removed ${Math.round(latency)} ms after its loss (lease ${LEASE_MS} ms, skew ${CLOCK_SKEW_MS} ms, sweep every ${SWEEP_MS} ms)`
+      )
 
       // B's and C's containers are untouched, their executions still running.
       expect(await running(ids.b)).toEqual(before.b)
@@ -170,27 +220,43 @@ describe.each(journals)("two hosts and a third on one engine and one $name journ
         expect(destroyed.length, id).toBeLessThanOrEqual(1)
       }
       const reapedNames = new Set(
-        events.flatMap((e) => e.type === "ContainerDestroyed" && e.data.reason === "orphan-reaped" ? [e.data.containerName] : [])
+        events.flatMap((e) =>
+          e.type === "ContainerDestroyed" && e.data.reason === "orphan-reaped" ? [e.data.containerName] : []
+        )
       )
       for (const name of orphans) expect(reapedNames.has(name), `${name} recorded orphan-reaped`).toBe(true)
       // A's session stream is closed too (SessionClosed), B's and C's are open.
       const sessionClosed = (executorId: string) =>
-        events.filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId).every((o) =>
-          (streams.get(o.streamId) ?? []).some((e) => e.type === "SessionClosed")
-        )
+        events
+          .filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId)
+          .every((o) => (streams.get(o.streamId) ?? []).some((e) => e.type === "SessionClosed"))
       const sessionsOf = (executorId: string) =>
-        events.filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId).map((o) =>
-          (streams.get(o.streamId) ?? []).map((e) => `${e.type}@${e.metadata.executorId}`)
-        )
+        events
+          .filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId)
+          .map((o) => (streams.get(o.streamId) ?? []).map((e) => `${e.type}@${e.metadata.executorId}`))
       const sessionOpen = (executorId: string) =>
-        events.filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId).every((o) =>
-          !(streams.get(o.streamId) ?? []).some((e) => e.type === "SessionClosed" || e.type === "ContainerDestroyed")
-        )
-      expect(sessionClosed(ids.a), `A's session streams end with SessionClosed: ${JSON.stringify(sessionsOf(ids.a))}`).toBe(true)
-      expect(sessionOpen(ids.b) && sessionOpen(ids.c), `B's and C's sessions stay open: ${JSON.stringify([...sessionsOf(ids.b), ...sessionsOf(ids.c)])}`).toBe(true)
+        events
+          .filter((e) => e.type === "SessionOpened" && e.metadata.executorId === executorId)
+          .every(
+            (o) =>
+              !(streams.get(o.streamId) ?? []).some(
+                (e) => e.type === "SessionClosed" || e.type === "ContainerDestroyed"
+              )
+          )
+      expect(
+        sessionClosed(ids.a),
+        `A's session streams end with SessionClosed: ${JSON.stringify(sessionsOf(ids.a))}`
+      ).toBe(true)
+      expect(
+        sessionOpen(ids.b) && sessionOpen(ids.c),
+        `B's and C's sessions stay open: ${JSON.stringify([...sessionsOf(ids.b), ...sessionsOf(ids.c)])}`
+      ).toBe(true)
       // A's lease stream ends with renewals and no close (it was killed); B's and C's renew.
       const leaseTypes = (id: string) => (streams.get(id) ?? []).map((e) => e.type)
-      expect(leaseTypes(ids.a).every((t) => t === "ExecutorLease"), `A's executor stream: ${leaseTypes(ids.a).join(", ")}`).toBe(true)
+      expect(
+        leaseTypes(ids.a).every((t) => t === "ExecutorLease"),
+        `A's executor stream: ${leaseTypes(ids.a).join(", ")}`
+      ).toBe(true)
       // Each host's events carry its own host id (HostIdentity), as its containers' owner labels do.
       expect(new Set((streams.get(ids.a) ?? []).map((e) => e.metadata.host))).toEqual(new Set([readyA!.host]))
       expect(leaseTypes(ids.b).filter((t) => t === "ExecutorLease").length).toBeGreaterThan(10)

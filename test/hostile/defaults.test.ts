@@ -16,7 +16,8 @@ import { exited, expectOutcome, facts, hostileExecutor, useHostileExecutor, MiB,
 const engineInfo = (await docker.info()) as { Driver: string; DriverStatus?: Array<[string, string]> }
 const backingFs = engineInfo.DriverStatus?.find(([k]) => k === "Backing Filesystem")?.[1] ?? "unknown"
 // overlay2 on XFS applies quotas only when mounted with pquota: there, ask the engine.
-const diskQuotaSupported = DiskQuota.fromInfo(engineInfo)._tag !== "Unsupported" &&
+const diskQuotaSupported =
+  DiskQuota.fromInfo(engineInfo)._tag !== "Unsupported" &&
   (await DiskQuota.probe(docker, "hermes-sandbox/python:latest", `hermes-sandbox-test-quota-${process.pid}`))
 
 describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
@@ -24,7 +25,12 @@ describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
   const h = useHostileExecutor(runtime)
 
   it("the engine holds exactly the hardened configuration while the program runs", async () => {
-    const started = firstValueFrom(h.executor.events$.pipe(filter((e) => e.type === "ContainerStarted"), take(1)))
+    const started = firstValueFrom(
+      h.executor.events$.pipe(
+        filter((e) => e.type === "ContainerStarted"),
+        take(1)
+      )
+    )
     const run = h.run({ language: "python", code: "import time\ntime.sleep(2)\nprint('done')" })
     const event = await started
     const info: Docker.ContainerInspectInfo = await docker.getContainer(`hermes-sandbox-${event.streamId}`).inspect()
@@ -64,12 +70,25 @@ describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
     expect(hc.Privileged).toBe(false)
     // Tmpfs: sized, inode-capped, nosuid, nodev; /tmp noexec.
     expect(hc.Tmpfs?.["/tmp"]).toBe(`rw,nosuid,nodev,size=${64 * MiB},nr_inodes=16384,noexec,mode=1777`)
-    expect(hc.Tmpfs?.["/workspace"]).toBe(`rw,nosuid,nodev,size=${64 * MiB},nr_inodes=16384,exec,mode=0755,uid=1001,gid=1001`)
+    expect(hc.Tmpfs?.["/workspace"]).toBe(
+      `rw,nosuid,nodev,size=${64 * MiB},nr_inodes=16384,exec,mode=0755,uid=1001,gid=1001`
+    )
     // No devpts (host-wide pty table) and host information masked on top of the engine's own list
     // (test/hostile/shared-kernel.test.ts shows the effect).
     expect(hc.Tmpfs?.["/dev/pts"]).toBe("ro,nosuid,nodev,noexec,size=4096,nr_inodes=16,mode=0755")
     expect((hc as { MaskedPaths?: Array<string> }).MaskedPaths).toEqual(
-      expect.arrayContaining(["/proc/kcore", "/proc/keys", "/sys/firmware", "/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/interrupts", "/proc/diskstats", "/proc/pressure", "/proc/zoneinfo", "/sys/block"])
+      expect.arrayContaining([
+        "/proc/kcore",
+        "/proc/keys",
+        "/sys/firmware",
+        "/proc/cmdline",
+        "/proc/sys/kernel/random/boot_id",
+        "/proc/interrupts",
+        "/proc/diskstats",
+        "/proc/pressure",
+        "/proc/zoneinfo",
+        "/sys/block"
+      ])
     )
     expect([...(hc.Ulimits ?? [])].sort((a, b) => a.Name!.localeCompare(b.Name!))).toEqual([
       { Name: "core", Soft: 0, Hard: 0 },
@@ -81,7 +100,10 @@ describe.each(RUNTIMES)("hardening defaults are in effect (%s)", (runtime) => {
     expect(securityOpt).toContain("no-new-privileges=true")
     const seccomp = securityOpt.filter((s) => s.startsWith("seccomp="))
     expect(seccomp).toHaveLength(1)
-    const profile = JSON.parse(seccomp[0]!.slice("seccomp=".length)) as { defaultAction: string; defaultErrnoRet?: number }
+    const profile = JSON.parse(seccomp[0]!.slice("seccomp=".length)) as {
+      defaultAction: string
+      defaultErrnoRet?: number
+    }
     expect(profile).toMatchObject({ defaultAction: "SCMP_ACT_ERRNO", defaultErrnoRet: 1 })
   })
 
@@ -184,13 +206,22 @@ cat /etc/shadow >/dev/null 2>&1; echo read_shadow $?
       expectOutcome(r, exited(0))
       const f = facts(r.stdout)
       // CHOWN (bit 0), DAC_OVERRIDE (bit 1), FOWNER (bit 3) = 0xb, in the bounding set only.
-      expect(f).toMatchObject({ CapBnd: "000000000000000b", CapEff: "0000000000000000", CapPrm: "0000000000000000", chown: "1", read_shadow: "1" })
+      expect(f).toMatchObject({
+        CapBnd: "000000000000000b",
+        CapEff: "0000000000000000",
+        CapPrm: "0000000000000000",
+        chown: "1",
+        read_shadow: "1"
+      })
       if (!gvisor) expect(f.CapAmb).toBe("0000000000000000")
     } finally {
       await withCaps.finish()
     }
     // Anything else is refused before an executor exists.
-    await expect(createExecutor({ capAdd: ["SYS_ADMIN" as "CHOWN"] })).rejects.toMatchObject({ _tag: "InvalidRequest", field: "capAdd" })
+    await expect(createExecutor({ capAdd: ["SYS_ADMIN" as "CHOWN"] })).rejects.toMatchObject({
+      _tag: "InvalidRequest",
+      field: "capAdd"
+    })
   })
 
   it("python, node and bash still work under all of it: threads, processes, multiprocessing, ctypes callbacks, pipes", async () => {
@@ -226,36 +257,45 @@ new Worker("require('worker_threads').parentPort.postMessage(6 * 7)", { eval: tr
     })
     expectOutcome(js, exited(0))
     expect(facts(js.stdout)).toMatchObject({ worker: "42", child: "hi" })
-    const sh = await h.run({ language: "bash", code: "printf 'b\\na\\n' > /workspace/x.txt\necho sorted $(sort /workspace/x.txt | tr '\\n' ' ')\nprintf '#!/bin/sh\\necho script ran\\n' > /workspace/run.sh && chmod +x /workspace/run.sh && /workspace/run.sh" })
+    const sh = await h.run({
+      language: "bash",
+      code: "printf 'b\\na\\n' > /workspace/x.txt\necho sorted $(sort /workspace/x.txt | tr '\\n' ' ')\nprintf '#!/bin/sh\\necho script ran\\n' > /workspace/run.sh && chmod +x /workspace/run.sh && /workspace/run.sh"
+    })
     expectOutcome(sh, exited(0))
     expect(facts(sh.stdout)).toMatchObject({ sorted: "a b", script: "ran" })
   })
 })
 
 describe("disk quota where the engine cannot apply one", () => {
-  it.skipIf(diskQuotaSupported)("diskSize fails with a typed ContainerFailed naming the reason; with diskQuotaUnsupported: \"warn\" it runs", async () => {
-    const strict = await hostileExecutor("runc", { diskSize: "256m" })
-    try {
-      const error = await strict.run({ language: "python", code: "print(1)" }).then(() => undefined, (e: unknown) => e)
-      expect(error).toMatchObject({ _tag: "ContainerFailed", operation: "create" })
-      const message = (error as { message: string }).message
-      expect(message).toContain(`${engineInfo.Driver} on ${backingFs}`)
-      expect(message).toContain("overlay2 on XFS")
-      expect(strict.created).toEqual([]) // refused before any container was created
-    } finally {
-      await strict.finish({ healthCheck: false })
+  it.skipIf(diskQuotaSupported)(
+    'diskSize fails with a typed ContainerFailed naming the reason; with diskQuotaUnsupported: "warn" it runs',
+    async () => {
+      const strict = await hostileExecutor("runc", { diskSize: "256m" })
+      try {
+        const error = await strict.run({ language: "python", code: "print(1)" }).then(
+          () => undefined,
+          (e: unknown) => e
+        )
+        expect(error).toMatchObject({ _tag: "ContainerFailed", operation: "create" })
+        const message = (error as { message: string }).message
+        expect(message).toContain(`${engineInfo.Driver} on ${backingFs}`)
+        expect(message).toContain("overlay2 on XFS")
+        expect(strict.created).toEqual([]) // refused before any container was created
+      } finally {
+        await strict.finish({ healthCheck: false })
+      }
+      const lenient = await hostileExecutor("runc", { diskSize: "256m", diskQuotaUnsupported: "warn" })
+      try {
+        const r = await lenient.run({ language: "python", code: "print('ran without a quota')" })
+        expectOutcome(r, exited(0))
+        expect(r.stdout).toBe("ran without a quota\n")
+      } finally {
+        await lenient.finish()
+      }
+      // `hermes-sandbox doctor` says the same.
+      const quota = (await runChecks()).find((c) => c.name === "disk quota")
+      expect(quota).toMatchObject({ ok: false, required: false })
+      expect(quota?.detail).toContain("NOT supported")
     }
-    const lenient = await hostileExecutor("runc", { diskSize: "256m", diskQuotaUnsupported: "warn" })
-    try {
-      const r = await lenient.run({ language: "python", code: "print('ran without a quota')" })
-      expectOutcome(r, exited(0))
-      expect(r.stdout).toBe("ran without a quota\n")
-    } finally {
-      await lenient.finish()
-    }
-    // `hermes-sandbox doctor` says the same.
-    const quota = (await runChecks()).find((c) => c.name === "disk quota")
-    expect(quota).toMatchObject({ ok: false, required: false })
-    expect(quota?.detail).toContain("NOT supported")
-  })
+  )
 })

@@ -77,7 +77,8 @@ print("hostname", open("/etc/hostname").read().strip())
       if (hostShadow !== undefined) expect(r.stdout).not.toContain(hostShadow)
       // /proc/kcore: absent on this kernel, masked (empty) or denied elsewhere; never kernel memory.
       expect(f.kcore).toMatch(/^(denied (ENOENT|EACCES|EPERM)|read 0 )/)
-      for (const dev of ["/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg", "/dev/sda", "/dev/vda"]) expect(f[`dev${dev}`]).toBe("False")
+      for (const dev of ["/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg", "/dev/sda", "/dev/vda"])
+        expect(f[`dev${dev}`]).toBe("False")
       expect(f.sockets).toBe("none")
       // The supervisor (PID 1) is not dumpable: its environment is closed to the program (runc).
       // gVisor (2022-12) does not apply dumpability to /proc/<pid>/environ; it holds no secret.
@@ -241,7 +242,10 @@ os.waitpid(pid, 0)
 
   describe.concurrent("kernel and root filesystem", () => {
     it("writes to /proc/sys and /proc/sysrq-trigger are denied, and the host's values do not change", async () => {
-      const before = { aslr: readHost("/proc/sys/kernel/randomize_va_space"), core: readHost("/proc/sys/kernel/core_pattern") }
+      const before = {
+        aslr: readHost("/proc/sys/kernel/randomize_va_space"),
+        core: readHost("/proc/sys/kernel/core_pattern")
+      }
       const r = await h.run({
         language: "python",
         code: String.raw`
@@ -270,7 +274,10 @@ for name, path, value in targets:
       // sysrq files may not exist at all on a kernel without CONFIG_MAGIC_SYSRQ.
       expect(f.sysrq).toMatch(/^(EROFS|EACCES|ENOENT)$/)
       expect(f.sysrq_trigger).toMatch(/^(EROFS|EACCES|ENOENT)$/)
-      expect({ aslr: readHost("/proc/sys/kernel/randomize_va_space"), core: readHost("/proc/sys/kernel/core_pattern") }).toEqual(before)
+      expect({
+        aslr: readHost("/proc/sys/kernel/randomize_va_space"),
+        core: readHost("/proc/sys/kernel/core_pattern")
+      }).toEqual(before)
     })
 
     it("touch /etc/test fails: the root filesystem is read-only (the seeds' own check)", async () => {
@@ -334,12 +341,23 @@ if platform.machine() == "x86_64":
       if (!gvisor) {
         expect(f).toMatchObject({ io_uring_setup: "EPERM", af_vsock: "EPERM", af_packet: "EPERM", af_alg: "EPERM" })
         if (f.keyctl !== undefined) {
-          expect(f).toMatchObject({ keyctl: "EPERM", bpf: "EPERM", userfaultfd: "EPERM", perf_event_open: "EPERM", clone3: "ENOSYS" })
+          expect(f).toMatchObject({
+            keyctl: "EPERM",
+            bpf: "EPERM",
+            userfaultfd: "EPERM",
+            perf_event_open: "EPERM",
+            clone3: "ENOSYS"
+          })
         }
       } else {
         // The host kernel's io_uring and vsock are never reached: the Sentry answers. It has its
         // own io_uring; it has no vsock and no AF_ALG; raw packet sockets need CAP_NET_RAW.
-        expect(f).toMatchObject({ io_uring_setup: "ok", af_vsock: "EAFNOSUPPORT", af_packet: "EPERM", af_alg: "EAFNOSUPPORT" })
+        expect(f).toMatchObject({
+          io_uring_setup: "ok",
+          af_vsock: "EAFNOSUPPORT",
+          af_packet: "EPERM",
+          af_alg: "EAFNOSUPPORT"
+        })
       }
     })
   })
@@ -348,7 +366,10 @@ if platform.machine() == "x86_64":
     it("paths that are absolute, contain '..' or are not normalized are refused before any container exists", async () => {
       const before = h.created.length
       for (const path of ["/etc/passwd", "../escape", "a/../../escape", "a/..", "./a", "a//b", "a\\..\\b", ""]) {
-        const error = await h.run({ language: "python", code: "print(1)", files: { [path]: "x" } }).then(() => undefined, (e: unknown) => e)
+        const error = await h.run({ language: "python", code: "print(1)", files: { [path]: "x" } }).then(
+          () => undefined,
+          (e: unknown) => e
+        )
         expect(error, JSON.stringify(path)).toMatchObject({ _tag: "InvalidRequest" })
         expect((error as { field: string }).field.startsWith("files")).toBe(true)
       }

@@ -8,7 +8,15 @@
 import { randomUUID } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { containerExists } from "../support/docker.js"
-import { exited, expectOutcome, facts, useHostileExecutor, hostProcessesMatching, RUNTIMES, TIMED_OUT } from "./support.js"
+import {
+  exited,
+  expectOutcome,
+  facts,
+  useHostileExecutor,
+  hostProcessesMatching,
+  RUNTIMES,
+  TIMED_OUT
+} from "./support.js"
 
 /** How late the deadline's kill may land: the kill and the exit report, on a loaded 2-core machine. */
 const KILL_MARGIN_MS = 5_000
@@ -27,14 +35,22 @@ describe.each(RUNTIMES)("the sandbox's lifetime is the SDK's to end (%s)", (runt
     })
 
     it("a program ignoring SIGTERM, SIGINT and SIGHUP is still killed at the deadline (SIGKILL, no grace period)", async () => {
-      const r = await h.run({ language: "bash", code: "trap '' TERM INT HUP\necho armed\nwhile :; do :; done", timeoutMs: 2_000 })
+      const r = await h.run({
+        language: "bash",
+        code: "trap '' TERM INT HUP\necho armed\nwhile :; do :; done",
+        timeoutMs: 2_000
+      })
       expectOutcome(r, TIMED_OUT)
       expect(r.stdout).toBe("armed\n")
       expect(r.durationMs).toBeLessThan(2_000 + KILL_MARGIN_MS)
     })
 
     it("a program that stops itself (SIGSTOP) is still ended at the deadline", async () => {
-      const r = await h.run({ language: "python", code: "import os, signal\nprint('stopping', flush=True)\nos.kill(os.getpid(), signal.SIGSTOP)", timeoutMs: 2_000 })
+      const r = await h.run({
+        language: "python",
+        code: "import os, signal\nprint('stopping', flush=True)\nos.kill(os.getpid(), signal.SIGSTOP)",
+        timeoutMs: 2_000
+      })
       expectOutcome(r, TIMED_OUT)
       expect(r.stdout).toBe("stopping\n")
     })
@@ -113,7 +129,12 @@ print("init", open("/proc/1/cmdline").read().split("\0")[0])
         // The kernel ignores SIGKILL/SIGSTOP sent to a PID namespace's init from inside it.
         expectOutcome(r, exited(0))
         // Not stopped ("T"): sleeping, or running while it relays this very output.
-        expect(facts(r.stdout)).toMatchObject({ kill9: "0", stop: "0", alive: "", init: expect.stringMatching(/^[SR]$/) })
+        expect(facts(r.stdout)).toMatchObject({
+          kill9: "0",
+          stop: "0",
+          alive: "",
+          init: expect.stringMatching(/^[SR]$/)
+        })
       } else {
         // gVisor delivers the SIGKILL to its init: the whole sandbox ends, which the SDK reports
         // as a 137 that is neither a timeout nor an OOM kill.
@@ -124,7 +145,10 @@ print("init", open("/proc/1/cmdline").read().split("\0")[0])
 
     it("kill -TERM 1: the supervisor forwards it to the program, which is the one that dies (143)", async () => {
       for (const language of ["bash", "python"] as const) {
-        const code = language === "bash" ? "echo before\nkill -TERM 1\nsleep 5\necho after" : "import os, time\nprint('before', flush=True)\nos.kill(1, 15)\ntime.sleep(5)\nprint('after')"
+        const code =
+          language === "bash"
+            ? "echo before\nkill -TERM 1\nsleep 5\necho after"
+            : "import os, time\nprint('before', flush=True)\nos.kill(1, 15)\ntime.sleep(5)\nprint('after')"
         const r = await h.run({ language, code })
         expectOutcome(r, exited(143)) // 128 + SIGTERM
         expect(r.stdout).toBe("before\n")

@@ -48,7 +48,9 @@ describe.each(RUNTIMES)("output floods are capped by the SDK (%s)", (runtime) =>
     const rssBefore = process.memoryUsage().rss
     let rssPeak = rssBefore
     let containerId: string | undefined
-    let dirs: { readonly containerDir: string; readonly upperDir: string | undefined; readonly logDriver: string } | undefined
+    let dirs:
+      | { readonly containerDir: string; readonly upperDir: string | undefined; readonly logDriver: string }
+      | undefined
     let diskPeak = 0
     // The flood's own container: started for it, or claimed by it from the warm pool (whose
     // refills start containers of their own meanwhile).
@@ -64,7 +66,11 @@ describe.each(RUNTIMES)("output floods are capped by the SDK (%s)", (runtime) =>
     ).then(async (e) => {
       containerId = (e.data as { readonly containerId: string }).containerId
       const info = await docker.getContainer(containerId).inspect()
-      dirs = { containerDir: `/var/lib/docker/containers/${info.Id}`, upperDir: (info.GraphDriver?.Data as { readonly UpperDir?: string } | undefined)?.UpperDir, logDriver: info.HostConfig.LogConfig?.Type ?? "" }
+      dirs = {
+        containerDir: `/var/lib/docker/containers/${info.Id}`,
+        upperDir: (info.GraphDriver?.Data as { readonly UpperDir?: string } | undefined)?.UpperDir,
+        logDriver: info.HostConfig.LogConfig?.Type ?? ""
+      }
     })
     const sampler = setInterval(() => {
       rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
@@ -114,7 +120,10 @@ print("done", file=sys.stderr)
       code: "import os\nchunk = b'x' * 65536\nwhile True:\n    os.write(1, chunk)\n    os.write(2, chunk)\n"
     })
     expect(r.timedOut).toBe(true)
-    for (const [text, bytes, truncated] of [[r.stdout, r.stdoutBytes, r.stdoutTruncated], [r.stderr, r.stderrBytes, r.stderrTruncated]] as const) {
+    for (const [text, bytes, truncated] of [
+      [r.stdout, r.stdoutBytes, r.stdoutTruncated],
+      [r.stderr, r.stderrBytes, r.stderrTruncated]
+    ] as const) {
       expect(truncated).toBe(true)
       expect(text.length).toBe(limit)
       expect(bytes).toBeGreaterThan(4 * limit)
@@ -122,7 +131,11 @@ print("done", file=sys.stderr)
   })
 
   it("a single 4 MiB print() arrives whole (gVisor's host pipe takes 64 KiB per write)", async () => {
-    const r = await h.run({ language: "python", outputLimitBytes: 8 * MiB, code: "import sys\nprint('x' * (4 << 20))\nsys.stdout.buffer.write(b'y' * (2 << 20))" })
+    const r = await h.run({
+      language: "python",
+      outputLimitBytes: 8 * MiB,
+      code: "import sys\nprint('x' * (4 << 20))\nsys.stdout.buffer.write(b'y' * (2 << 20))"
+    })
     expectOutcome(r, exited(0))
     expect(r.stdoutBytes).toBe(4 * MiB + 1 + 2 * MiB)
     expect(r.stdoutTruncated).toBe(false)

@@ -12,7 +12,16 @@
 import { describe, expect, it } from "vitest"
 import { containerExists } from "../support/docker.js"
 import { forkedChildDoesNotEndRun, spinningExitHandler } from "./coreCases.js"
-import { exited, expectOutcome, facts, hostileExecutor, MiB, RUNTIMES, TIMED_OUT, useHostileExecutor } from "./support.js"
+import {
+  exited,
+  expectOutcome,
+  facts,
+  hostileExecutor,
+  MiB,
+  RUNTIMES,
+  TIMED_OUT,
+  useHostileExecutor
+} from "./support.js"
 
 /** After a deadline, how soon a queued execution's own result arrives: the slot's release plus a whole run. */
 const NEXT_RUN_MARGIN_MS = 8_000
@@ -39,9 +48,10 @@ describe.each(RUNTIMES)("the run's report is the supervisor's, never the program
 
     it("a printed old-style completion marker followed by a long sleep is just output: the run times out at its deadline", async () => {
       for (const language of ["python", "bash"] as const) {
-        const code = language === "python"
-          ? "import os, sys, time\nfor fd in (1, 2): os.write(fd, b'\\x1eHERMES-DONE 0123456789abcdef0123456789abcdef 0\\n')\ntime.sleep(45)"
-          : "printf '\\036HERMES-DONE 0123456789abcdef0123456789abcdef 0\\n'; printf '\\036HERMES-DONE 0123456789abcdef0123456789abcdef 0\\n' >&2; sleep 45"
+        const code =
+          language === "python"
+            ? "import os, sys, time\nfor fd in (1, 2): os.write(fd, b'\\x1eHERMES-DONE 0123456789abcdef0123456789abcdef 0\\n')\ntime.sleep(45)"
+            : "printf '\\036HERMES-DONE 0123456789abcdef0123456789abcdef 0\\n'; printf '\\036HERMES-DONE 0123456789abcdef0123456789abcdef 0\\n' >&2; sleep 45"
         const r = await h.run({ language, code, timeoutMs: 2_000 })
         expectOutcome(r, TIMED_OUT)
         expect(r.stdout).toContain("HERMES-DONE")
@@ -85,16 +95,31 @@ print("env", " ".join(sorted(k for k in os.environ if "KEY" in k or "HERMES" in 
       const f = facts(py.stdout)
       // Only the program's frames, or (a warm pool's preloaded interpreter) runpy's and the
       // bootstrap's, which never saw the key: it was forked before the key was read.
-      expect(f.frames).toMatch(/^(main-only|(<frozen runpy>|<string>|[^,]*runpy\.py)(,(<frozen runpy>|<string>|[^,]*runpy\.py))*)$/)
+      expect(f.frames).toMatch(
+        /^(main-only|(<frozen runpy>|<string>|[^,]*runpy\.py)(,(<frozen runpy>|<string>|[^,]*runpy\.py))*)$/
+      )
       expect(f.hexlike).toBe("0")
       expect(f.mem).toBe("PermissionError")
-      if (!gvisor) expect({ environ: f.environ, fd: f.fd, maps: f.maps, cwd: f.cwd }).toEqual({ environ: "PermissionError", fd: "PermissionError", maps: "PermissionError", cwd: "PermissionError" })
+      if (!gvisor)
+        expect({ environ: f.environ, fd: f.fd, maps: f.maps, cwd: f.cwd }).toEqual({
+          environ: "PermissionError",
+          fd: "PermissionError",
+          maps: "PermissionError",
+          cwd: "PermissionError"
+        })
       // (A warm pool's Python sandbox runs it with --preload python: no key in its argv either.)
-      expect(f.cmdline).toMatch(gvisor ? /^\/opt\/hermes\/hermes-run-readable( --preload python)?$/ : /^\/opt\/hermes\/hermes-run( --preload python)?$/)
+      expect(f.cmdline).toMatch(
+        gvisor
+          ? /^\/opt\/hermes\/hermes-run-readable( --preload python)?$/
+          : /^\/opt\/hermes\/hermes-run( --preload python)?$/
+      )
       expect(f.ppid).toBe("1")
       expect(f.env).toBe("")
 
-      const js = await h.run({ language: "javascript", code: `console.log("exit-listeners", process.listeners("exit").length, "argv", process.argv.length)` })
+      const js = await h.run({
+        language: "javascript",
+        code: `console.log("exit-listeners", process.listeners("exit").length, "argv", process.argv.length)`
+      })
       expect(facts(js.stdout)).toMatchObject({ "exit-listeners": "0 argv 2" })
     })
 
@@ -125,9 +150,18 @@ sys.exit(5)
       const r = await h.run({ language: "python", code })
       expectOutcome(r, exited(5))
       const expected = Buffer.concat([
-        Buffer.alloc(16), Buffer.from("x"), Buffer.from([0, 0, 0, 7]), Buffer.from("0 0 0 0"),
-        Buffer.alloc(16), Buffer.from("o"), Buffer.from([0, 0, 0, 6]), Buffer.from("FORGED"),
-        Buffer.alloc(16), Buffer.from("E"), Buffer.from([0, 0, 0, 12]), Buffer.from("setup failed"),
+        Buffer.alloc(16),
+        Buffer.from("x"),
+        Buffer.from([0, 0, 0, 7]),
+        Buffer.from("0 0 0 0"),
+        Buffer.alloc(16),
+        Buffer.from("o"),
+        Buffer.from([0, 0, 0, 6]),
+        Buffer.from("FORGED"),
+        Buffer.alloc(16),
+        Buffer.from("E"),
+        Buffer.from([0, 0, 0, 12]),
+        Buffer.from("setup failed"),
         Buffer.from("\x1eHERMES-DONE " + "ab".repeat(16) + " 0\n")
       ])
       expect(r.stdoutBytes).toBe(expected.length)
@@ -136,7 +170,13 @@ sys.exit(5)
     })
 
     it("exit codes are the program's own, 0-255, whatever it passes to exit()", async () => {
-      const cases: Array<[string, number]> = [["sys.exit(300)", 300 & 0xff], ["sys.exit(-1)", 255], ["os._exit(255)", 255], ["os._exit(0)", 0], ["raise SystemExit('boom')", 1]]
+      const cases: Array<[string, number]> = [
+        ["sys.exit(300)", 300 & 0xff],
+        ["sys.exit(-1)", 255],
+        ["os._exit(255)", 255],
+        ["os._exit(0)", 0],
+        ["raise SystemExit('boom')", 1]
+      ]
       for (const [stmt, code] of cases) {
         const r = await h.run({ language: "python", code: `import os, sys\n${stmt}` })
         expectOutcome(r, exited(code))

@@ -8,16 +8,7 @@
  * RLIMIT_FSIZE 256 MiB, RLIMIT_NOFILE 1024, RLIMIT_CORE 0.
  */
 import { describe, expect, it } from "vitest"
-import {
-  exited,
-  expectOutcome,
-  facts,
-  useHostileExecutor,
-  MiB,
-  OOM_KILLED,
-  RUNTIMES,
-  TIMED_OUT
-} from "./support.js"
+import { exited, expectOutcome, facts, useHostileExecutor, MiB, OOM_KILLED, RUNTIMES, TIMED_OUT } from "./support.js"
 
 const READ = String.raw`
 def rd(p):
@@ -107,7 +98,11 @@ print("work", sum(i * i for i in range(10**6)))
         // The Sentry aborts (exit 2) once the bomb exhausts it. On a loaded host the deadline may come
         // first (137), or both at once: the deadline fired as the sandbox exited 2. Ended either way.
         const ended = [exited(2), TIMED_OUT, { ...TIMED_OUT, exitCode: 2 }]
-        expect(ended, `classification of ${r.containerName}\n${r.stderr.slice(-1500)}`).toContainEqual({ exitCode: r.exitCode, timedOut: r.timedOut, oomKilled: r.oomKilled })
+        expect(ended, `classification of ${r.containerName}\n${r.stderr.slice(-1500)}`).toContainEqual({
+          exitCode: r.exitCode,
+          timedOut: r.timedOut,
+          oomKilled: r.oomKilled
+        })
       } else {
         expectOutcome(r, TIMED_OUT)
         // (Under gVisor, killing a sandbox mid-bomb took 10.6 s on a loaded host: the classification is the claim there.)
@@ -185,12 +180,20 @@ print("error", err)
 
   describe.concurrent("memory", () => {
     it("memory bomb (python) is OOM-killed: exit 137, oomKilled, not a timeout", async () => {
-      const r = await h.run({ language: "python", memory: "128m", code: "a = []\nwhile True:\n    a.append(bytearray(10**7))" })
+      const r = await h.run({
+        language: "python",
+        memory: "128m",
+        code: "a = []\nwhile True:\n    a.append(bytearray(10**7))"
+      })
       expectOutcome(r, OOM_KILLED)
     })
 
     it("memory bomb (node) is OOM-killed", async () => {
-      const r = await h.run({ language: "javascript", memory: "128m", code: "const a = []; for (;;) a.push(Buffer.alloc(1e7, 1))" })
+      const r = await h.run({
+        language: "javascript",
+        memory: "128m",
+        code: "const a = []; for (;;) a.push(Buffer.alloc(1e7, 1))"
+      })
       expectOutcome(r, OOM_KILLED)
     })
 
@@ -305,7 +308,10 @@ print("size", os.fstat(fd).st_size)
     })
 
     it("a program that does not ignore SIGXFSZ (dd) is killed by it: exit 153", async () => {
-      const r = await h.run({ language: "bash", code: "dd if=/dev/zero of=/workspace/big bs=1 count=1 seek=300M 2>/dev/null\necho dd $?" })
+      const r = await h.run({
+        language: "bash",
+        code: "dd if=/dev/zero of=/workspace/big bs=1 count=1 seek=300M 2>/dev/null\necho dd $?"
+      })
       expectOutcome(r, exited(0))
       expect(facts(r.stdout).dd).toBe("153") // 128 + SIGXFSZ (25)
     })

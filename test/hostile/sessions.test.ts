@@ -75,10 +75,20 @@ describe("sessions: one call cannot forge, read or wedge another", () => {
     const s = track(await createSession())
     // (What the daemon writes while the call that made it runs is that call's own output.)
     expect((await s.runCode({ language: "python", code: FORGER })).stdout).toMatch(/^planted\n/)
-    const real = await s.run("sleep 1; echo real-output; echo 'FAILED 3 tests' >&2; echo token=${CALL2_TOKEN:0:4}; exit 3", { env: { CALL2_TOKEN: "tok-abc123" } })
-    expect(real).toMatchObject({ exitCode: 3, stdout: "real-output\ntoken=tok-\n", stderr: "FAILED 3 tests\n", timedOut: false })
+    const real = await s.run(
+      "sleep 1; echo real-output; echo 'FAILED 3 tests' >&2; echo token=${CALL2_TOKEN:0:4}; exit 3",
+      { env: { CALL2_TOKEN: "tok-abc123" } }
+    )
+    expect(real).toMatchObject({
+      exitCode: 3,
+      stdout: "real-output\ntoken=tok-\n",
+      stderr: "FAILED 3 tests\n",
+      timedOut: false
+    })
     // (The daemon may be killed before it wrote any log: a missing log counts as nothing read.)
-    const after = await s.run("cat /tmp/forger.log 2>/dev/null | grep -ac tok-abc123 || true; ps -eo args | grep -c '[/]tmp/.hermes/main.py' || true")
+    const after = await s.run(
+      "cat /tmp/forger.log 2>/dev/null | grep -ac tok-abc123 || true; ps -eo args | grep -c '[/]tmp/.hermes/main.py' || true"
+    )
     expect(after.stdout).toBe("0\n0\n")
     await s.close()
   }, 60_000)
@@ -109,7 +119,10 @@ echo maps-bytes $(cat /proc/$PPID/maps 2>/dev/null | wc -c)`)
   it("a timed-out call's escapees (setsid, env -i, double fork) are gone right after its deadline, in both modes", async () => {
     for (const keepBackgroundProcesses of [false, true]) {
       const s = track(await createSession({ keepBackgroundProcesses }))
-      const r = await s.run("setsid env -i /bin/sleep 300 </dev/null >/dev/null 2>&1 & (setsid bash -c 'sleep 301' &) ; sleep 100", { timeoutMs: 2_000 })
+      const r = await s.run(
+        "setsid env -i /bin/sleep 300 </dev/null >/dev/null 2>&1 & (setsid bash -c 'sleep 301' &) ; sleep 100",
+        { timeoutMs: 2_000 }
+      )
       expect(r).toMatchObject({ timedOut: true, exitCode: 137 })
       const ps = await s.run("ps -eo args | grep -c '[s]leep 30[01]' || true")
       expect(ps.stdout, `keepBackgroundProcesses ${keepBackgroundProcesses}`).toBe("0\n")
@@ -120,7 +133,12 @@ echo maps-bytes $(cat /proc/$PPID/maps 2>/dev/null | wc -c)`)
   it("a call that floods past its cap into its deadline says it was cut and counts at least what the supervisor told; the session goes on", async () => {
     const s = track(await createSession())
     const limit = 64 * 1024
-    const r = await s.runCode({ language: "python", timeoutMs: 3_000, outputLimitBytes: limit, code: "import os\nchunk = b'x' * 65536\nwhile True:\n    os.write(1, chunk)\n" })
+    const r = await s.runCode({
+      language: "python",
+      timeoutMs: 3_000,
+      outputLimitBytes: limit,
+      code: "import os\nchunk = b'x' * 65536\nwhile True:\n    os.write(1, chunk)\n"
+    })
     expect(r).toMatchObject({ timedOut: true, stdoutTruncated: true })
     expect(r.stdout.length).toBe(limit)
     expect(r.stdoutBytes).toBeGreaterThan(4 * limit)
@@ -140,7 +158,9 @@ echo maps-bytes $(cat /proc/$PPID/maps 2>/dev/null | wc -c)`)
     await expect(keeping.run("echo next", { timeoutMs: 2_000 })).rejects.toMatchObject({
       _tag: "ContainerFailed",
       reason: "session-locked",
-      message: expect.stringMatching(/held for the whole deadline \(2000 ms\) by process \d+ \(flock \/tmp\/\.hermes-session\/lock sleep 300/)
+      message: expect.stringMatching(
+        /held for the whole deadline \(2000 ms\) by process \d+ \(flock \/tmp\/\.hermes-session\/lock sleep 300/
+      )
     })
     await keeping.close()
   }, 60_000)

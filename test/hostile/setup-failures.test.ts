@@ -24,7 +24,14 @@ const expectRefused = async (h: HostileExecutor, request: ExecuteRequest, field:
     if (e.type === "ExecutionRequested") began.push(e.streamId)
   })
   const outcome = await h.run(request).then(
-    (r) => ({ result: { exitCode: r.exitCode, oomKilled: r.oomKilled, stdout: r.stdout.slice(-300), stderr: r.stderr.slice(-300) } }),
+    (r) => ({
+      result: {
+        exitCode: r.exitCode,
+        oomKilled: r.oomKilled,
+        stdout: r.stdout.slice(-300),
+        stderr: r.stderr.slice(-300)
+      }
+    }),
     (e: unknown) => ({ error: e as { _tag?: string; field?: string; message?: string; allowed?: string } })
   )
   subscription.unsubscribe()
@@ -40,7 +47,11 @@ const expectRefused = async (h: HostileExecutor, request: ExecuteRequest, field:
   return error
 }
 
-const python = (code: string, extra: Partial<ExecuteRequest> = {}): ExecuteRequest => ({ language: "python", code, ...extra })
+const python = (code: string, extra: Partial<ExecuteRequest> = {}): ExecuteRequest => ({
+  language: "python",
+  code,
+  ...extra
+})
 
 describe.each(RUNTIMES)("setup failures are InvalidRequest, not results (%s)", (runtime) => {
   const h = useHostileExecutor(runtime)
@@ -51,7 +62,11 @@ describe.each(RUNTIMES)("setup failures are InvalidRequest, not results (%s)", (
       expect(e.allowed).toMatch(/255 bytes/)
       await expectRefused(h, python("print(1)", { files: { [`${"é".repeat(128)}`]: "x" } }), "files[") // 256 bytes in UTF-8
       const name = "é".repeat(127) + "x" // 255 bytes
-      const r = await h.run(python(`import os\nprint(len(os.listdir('.')[0].encode()), open(${JSON.stringify(name)}).read())`, { files: { [name]: "ok" } }))
+      const r = await h.run(
+        python(`import os\nprint(len(os.listdir('.')[0].encode()), open(${JSON.stringify(name)}).read())`, {
+          files: { [name]: "ok" }
+        })
+      )
       expectOutcome(r, exited(0))
       expect(r.stdout).toBe("255 ok\n")
     })
@@ -99,16 +114,23 @@ describe.each(RUNTIMES)("setup failures are InvalidRequest, not results (%s)", (
 
     it("NAME=value of 131072 bytes (MAX_ARG_STRLEN) is refused; 131071 bytes reaches the program", async () => {
       await expectRefused(h, python("print(1)", { env: { LONG: "v".repeat(131072 - "LONG=".length) } }), "env.LONG")
-      const r = await h.run(python("import os\nprint(len(os.environ['LONG']))", { env: { LONG: "v".repeat(131071 - "LONG=".length) } }))
+      const r = await h.run(
+        python("import os\nprint(len(os.environ['LONG']))", { env: { LONG: "v".repeat(131071 - "LONG=".length) } })
+      )
       expectOutcome(r, exited(0))
       expect(r.stdout).toBe(`${131071 - 5}\n`)
     })
 
     it("an environment over 1 MiB in all is refused (24 values of 100 KiB, over the kernel's 2 MiB); 1 MiB in all runs", async () => {
-      const many = (n: number, size: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`V${i}`, "v".repeat(size)]))
+      const many = (n: number, size: number) =>
+        Object.fromEntries(Array.from({ length: n }, (_, i) => [`V${i}`, "v".repeat(size)]))
       await expectRefused(h, python("print(1)", { env: many(24, 100 * KiB) }), "env")
       // 8 values of 131064 bytes: 8 * ("V0=" + value + NUL) = 1,048,544 bytes, just under 1 MiB.
-      const r = await h.run(python("import os\nprint(sum(len(v) for k, v in os.environ.items() if k.startswith('V')))", { env: many(8, 128 * KiB - 8) }))
+      const r = await h.run(
+        python("import os\nprint(sum(len(v) for k, v in os.environ.items() if k.startswith('V')))", {
+          env: many(8, 128 * KiB - 8)
+        })
+      )
       expectOutcome(r, exited(0))
       expect(r.stdout).toBe(`${8 * (128 * KiB - 8)}\n`)
     })
@@ -124,7 +146,9 @@ describe.each(RUNTIMES)("setup failures against the executor's sizes (%s)", (run
       // tmpfs counts whole pages: 300 one-byte files take 300 pages (1.2 MB) of a 1 MiB tmpfs.
       const pages = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`f${i}`, "x"]))
       await expectRefused(h, python("print(1)", { files: pages }), "files")
-      const r = await h.run(python("import os\nprint(os.path.getsize('fits.bin'))", { files: { "fits.bin": new Uint8Array(900 * KiB) } }))
+      const r = await h.run(
+        python("import os\nprint(os.path.getsize('fits.bin'))", { files: { "fits.bin": new Uint8Array(900 * KiB) } })
+      )
       expectOutcome(r, exited(0))
       expect(r.stdout).toBe(`${900 * KiB}\n`)
     })
@@ -144,10 +168,15 @@ describe("setup failures on the session path", () => {
         (e: unknown) => e
       )
       expect(error).toMatchObject({ _tag: "InvalidRequest", field: "env.BIG" })
-      const total = await s.run("echo hi", { timeoutMs: 20_000, env: Object.fromEntries(Array.from({ length: 24 }, (_, i) => [`V${i}`, "v".repeat(100 * KiB)])) }).then(
-        (r) => ({ _tag: "result", exitCode: r.exitCode, stderr: r.stderr.slice(-300) }),
-        (e: unknown) => e
-      )
+      const total = await s
+        .run("echo hi", {
+          timeoutMs: 20_000,
+          env: Object.fromEntries(Array.from({ length: 24 }, (_, i) => [`V${i}`, "v".repeat(100 * KiB)]))
+        })
+        .then(
+          (r) => ({ _tag: "result", exitCode: r.exitCode, stderr: r.stderr.slice(-300) }),
+          (e: unknown) => e
+        )
       expect(total).toMatchObject({ _tag: "InvalidRequest", field: "env" })
       expect(await s.run("echo hi")).toMatchObject({ exitCode: 0, stdout: "hi\n" })
     } finally {

@@ -59,7 +59,9 @@ describe.each(RUNTIMES)("shared kernel resources stay out of reach (%s)", (runti
       const { result: r, rise } = await sampling("/proc/sys/fs/aio-nr", () =>
         h.run({
           language: "python",
-          code: PY_SYSCALL + String.raw`
+          code:
+            PY_SYSCALL +
+            String.raw`
 import time
 NR = {"x86_64": dict(io_setup=206, io_destroy=207, io_getevents=208, io_submit=209, io_cancel=210, io_pgetevents=333),
       "aarch64": dict(io_setup=0, io_destroy=1, io_submit=2, io_cancel=3, io_getevents=4, io_pgetevents=292)}[platform.machine()]
@@ -82,7 +84,14 @@ time.sleep(1.5)  # hold the context (if any) while the host looks
       // The Sentry implements AIO itself: its contexts are not the host's.
       if (gvisor) expect(f.io_setup).toBe("ok")
       else {
-        expect(f).toMatchObject({ io_setup: "EPERM", io_submit: "EPERM", io_getevents: "EPERM", io_pgetevents: "EPERM", io_cancel: "EPERM", io_destroy: "EPERM" })
+        expect(f).toMatchObject({
+          io_setup: "EPERM",
+          io_submit: "EPERM",
+          io_getevents: "EPERM",
+          io_pgetevents: "EPERM",
+          io_cancel: "EPERM",
+          io_destroy: "EPERM"
+        })
       }
       expect(rise, "host /proc/sys/fs/aio-nr rose while the sandbox held 4096 events").toBeLessThan(4096)
     })
@@ -142,9 +151,10 @@ time.sleep(1)
           return false
         }
       })()
-      const run = h.executor.executeCode({
-        language: "python",
-        code: String.raw`
+      const run = h.executor.executeCode(
+        {
+          language: "python",
+          code: String.raw`
 import errno, socket, time
 def sock(proto, kind=socket.SOCK_RAW):
     try:
@@ -182,13 +192,15 @@ if not isinstance(u, str):
             pass
     print("uevents", len(seen), ",".join(seen[:3]))
 `
-      }, {
-        onStdout: (chunk) => {
-          if (canTrigger && trigger === undefined && Buffer.from(chunk).toString().includes("listening")) {
-            trigger = setInterval(() => writeFileSync(UEVENT, "change"), 200)
+        },
+        {
+          onStdout: (chunk) => {
+            if (canTrigger && trigger === undefined && Buffer.from(chunk).toString().includes("listening")) {
+              trigger = setInterval(() => writeFileSync(UEVENT, "change"), 200)
+            }
           }
         }
-      })
+      )
       const r = await run.finally(() => clearInterval(trigger))
       expectOutcome(r, exited(0))
       const f = facts(r.stdout)
@@ -196,19 +208,40 @@ if not isinstance(u, str):
       if (!gvisor) {
         // Denied by the seccomp profile: socket(AF_NETLINK, *, protocol != NETLINK_ROUTE) -> EPERM.
         expect(f.uevents, "host uevents reached the sandbox").toBeUndefined()
-        expect(f).toMatchObject({ sock_diag: "EPERM", xfrm: "EPERM", audit: "EPERM", connector: "EPERM", netfilter: "EPERM", generic: "EPERM", kobject_uevent: "EPERM" })
+        expect(f).toMatchObject({
+          sock_diag: "EPERM",
+          xfrm: "EPERM",
+          audit: "EPERM",
+          connector: "EPERM",
+          netfilter: "EPERM",
+          generic: "EPERM",
+          kobject_uevent: "EPERM"
+        })
       } else {
         // The Sentry's netlink: ROUTE and a uevent socket of its own (no group may be bound), nothing else.
-        expect(f).toMatchObject({ sock_diag: "EPROTONOSUPPORT", xfrm: "EPROTONOSUPPORT", audit: "EPROTONOSUPPORT", connector: "EPROTONOSUPPORT", netfilter: "EPROTONOSUPPORT", generic: "EPROTONOSUPPORT" })
+        expect(f).toMatchObject({
+          sock_diag: "EPROTONOSUPPORT",
+          xfrm: "EPROTONOSUPPORT",
+          audit: "EPROTONOSUPPORT",
+          connector: "EPROTONOSUPPORT",
+          netfilter: "EPROTONOSUPPORT",
+          generic: "EPROTONOSUPPORT"
+        })
         expect(f.uevents ?? "0").toMatch(/^0/)
       }
     })
 
     it("node's os.networkInterfaces() and iproute2 in a bash program still work (they speak NETLINK_ROUTE)", async () => {
-      const js = await h.run({ language: "javascript", code: `console.log("interfaces", Object.keys(require("os").networkInterfaces()).join(","))` })
+      const js = await h.run({
+        language: "javascript",
+        code: `console.log("interfaces", Object.keys(require("os").networkInterfaces()).join(","))`
+      })
       expectOutcome(js, exited(0))
       expect(facts(js.stdout)).toMatchObject({ interfaces: "lo" })
-      const sh = await h.run({ language: "bash", code: "echo links $(ip -o link show | cut -d: -f2 | tr -d ' ')\nip -o addr show dev lo >/dev/null; echo addr $?" })
+      const sh = await h.run({
+        language: "bash",
+        code: "echo links $(ip -o link show | cut -d: -f2 | tr -d ' ')\nip -o addr show dev lo >/dev/null; echo addr $?"
+      })
       expectOutcome(sh, exited(0))
       expect(facts(sh.stdout)).toMatchObject({ links: "lo", addr: "0" })
     })
@@ -217,8 +250,17 @@ if not isinstance(u, str):
   describe.concurrent("host information", () => {
     it("the kernel command line, boot id, interrupt, disk, pressure and memory-zone statistics and block devices are masked", async () => {
       const paths = [
-        "/proc/cmdline", "/proc/sys/kernel/random/boot_id", "/proc/interrupts", "/proc/softirqs", "/proc/diskstats",
-        "/proc/partitions", "/proc/zoneinfo", "/proc/buddyinfo", "/proc/pressure/cpu", "/proc/pressure/io", "/proc/pressure/memory"
+        "/proc/cmdline",
+        "/proc/sys/kernel/random/boot_id",
+        "/proc/interrupts",
+        "/proc/softirqs",
+        "/proc/diskstats",
+        "/proc/partitions",
+        "/proc/zoneinfo",
+        "/proc/buddyinfo",
+        "/proc/pressure/cpu",
+        "/proc/pressure/io",
+        "/proc/pressure/memory"
       ]
       const r = await h.run({
         language: "python",
@@ -245,13 +287,17 @@ for d in ("/sys/block", "/sys/class/block", "/sys/dev/block", "/proc/pressure"):
       for (const path of paths) {
         const host = readHost(path)
         // Never the host's content; under runc the engine masks it (empty: /dev/null is bound on it).
-        if (host !== undefined && host !== "") expect(f[path], path).not.toBe(`read ${Buffer.byteLength(host)} ${createHash("sha256").update(host).digest("hex")}`)
+        if (host !== undefined && host !== "")
+          expect(f[path], path).not.toBe(
+            `read ${Buffer.byteLength(host)} ${createHash("sha256").update(host).digest("hex")}`
+          )
         // gVisor: the Sentry's own /proc, which has none of these but a /proc/cmdline of its own.
         if (!gvisor) expect(f[path], path).toMatch(/^(read 0 |denied)/)
         else if (path !== "/proc/cmdline") expect(f[path], path).toBe("denied")
       }
       if (!gvisor) {
-        for (const d of ["/sys/block", "/sys/class/block", "/sys/dev/block", "/proc/pressure"]) expect(f[d], d).toMatch(/^(entries 0|denied)$/)
+        for (const d of ["/sys/block", "/sys/class/block", "/sys/dev/block", "/proc/pressure"])
+          expect(f[d], d).toMatch(/^(entries 0|denied)$/)
       }
     })
 
@@ -275,25 +321,41 @@ EOF
 `
       })
       expectOutcome(r, exited(0))
-      expect(facts(r.stdout)).toMatchObject({ ps: "0", top: "0", uptime: "0", free: "0", nproc: "0", node_cpus: "true 3 true", py_cpus: "True True", pool: "45" })
+      expect(facts(r.stdout)).toMatchObject({
+        ps: "0",
+        top: "0",
+        uptime: "0",
+        free: "0",
+        nproc: "0",
+        node_cpus: "true 3 true",
+        py_cpus: "True True",
+        pool: "45"
+      })
     })
 
     it("the engine's own default masked paths are all kept (the SDK's MaskedPaths replaces the engine's list)", async () => {
       // What this engine masks by default: a plain container's HostConfig.MaskedPaths.
-      const plain = await docker.createContainer({ Image: "hermes-sandbox/python:latest", name: `hermes-sandbox-test-masks-${process.pid}-${runtime}`, Cmd: ["true"], HostConfig: { Runtime: runtime } })
+      const plain = await docker.createContainer({
+        Image: "hermes-sandbox/python:latest",
+        name: `hermes-sandbox-test-masks-${process.pid}-${runtime}`,
+        Cmd: ["true"],
+        HostConfig: { Runtime: runtime }
+      })
       let engineDefaults: ReadonlyArray<string>
       try {
-        engineDefaults = ((await plain.inspect()).HostConfig as Docker.HostConfig & { MaskedPaths?: Array<string> }).MaskedPaths ?? []
+        engineDefaults =
+          ((await plain.inspect()).HostConfig as Docker.HostConfig & { MaskedPaths?: Array<string> }).MaskedPaths ?? []
       } finally {
         await plain.remove({ force: true })
       }
       expect(engineDefaults.length).toBeGreaterThan(0)
-      for (const p of engineDefaults) expect(HermesDocker.ContainerSpec.ENGINE_DEFAULT_MASKED_PATHS, `engine default ${p}`).toContain(p)
+      for (const p of engineDefaults)
+        expect(HermesDocker.ContainerSpec.ENGINE_DEFAULT_MASKED_PATHS, `engine default ${p}`).toContain(p)
     })
   })
 
   describe.concurrent("per-uid counters", () => {
-    it("sandboxUid: \"per-sandbox\": a sandbox exhausting inotify instances, POSIX mqueues and pending signals leaves another one unharmed", async () => {
+    it('sandboxUid: "per-sandbox": a sandbox exhausting inotify instances, POSIX mqueues and pending signals leaves another one unharmed', async () => {
       // With the shared uid 1001 these counters are the uid's, host-wide: one sandbox holding 128
       // inotify instances, 9 mqueues (RLIMIT_MSGQUEUE) and ~96k queued signals (RLIMIT_SIGPENDING)
       // made inotify_init1 and mq_open fail with EMFILE and sigqueue/timer_create with EAGAIN in
@@ -339,9 +401,13 @@ def identity():
         let held!: () => void
         const holding = new Promise<void>((resolve) => (held = resolve))
         const abort = new AbortController()
-        const a = x.executor.executeCode({
-          language: "python",
-          code: COUNTERS + String.raw`
+        const a = x.executor
+          .executeCode(
+            {
+              language: "python",
+              code:
+                COUNTERS +
+                String.raw`
 import time
 print("id", identity())
 print("inotify", inotify(2000))
@@ -350,18 +416,28 @@ print("signals", signals(200000))
 print("held", flush=True)
 time.sleep(60)
 `
-        }, {
-          signal: abort.signal,
-          onStdout: (chunk) => {
-            aOut += Buffer.from(chunk).toString()
-            if (aOut.includes("held\n")) held()
-          }
-        }).catch((e: unknown) => e)
-        await Promise.race([holding, a.then((e) => { throw new Error(`the exhausting sandbox ended early: ${String(e)}\n${aOut}`) })])
+            },
+            {
+              signal: abort.signal,
+              onStdout: (chunk) => {
+                aOut += Buffer.from(chunk).toString()
+                if (aOut.includes("held\n")) held()
+              }
+            }
+          )
+          .catch((e: unknown) => e)
+        await Promise.race([
+          holding,
+          a.then((e) => {
+            throw new Error(`the exhausting sandbox ended early: ${String(e)}\n${aOut}`)
+          })
+        ])
         // B, while A holds: one of each.
         const b = await x.run({
           language: "python",
-          code: COUNTERS + String.raw`
+          code:
+            COUNTERS +
+            String.raw`
 print("id", identity())
 print("inotify", inotify(1))
 print("mqueue", mqueues(1, b"b"))
@@ -385,7 +461,10 @@ print("signals", signals(1))
         const [uidA, gidA, ownerA, groupA] = fa.id!.split(" ").map(Number)
         const [uidB, gidB, ownerB, groupB] = fb.id!.split(" ").map(Number)
         expect(uidA).not.toBe(uidB)
-        for (const [uid, gid, owner, group] of [[uidA, gidA, ownerA, groupA], [uidB, gidB, ownerB, groupB]] as const) {
+        for (const [uid, gid, owner, group] of [
+          [uidA, gidA, ownerA, groupA],
+          [uidB, gidB, ownerB, groupB]
+        ] as const) {
           expect(uid).toBeGreaterThanOrEqual(HermesDocker.SandboxUid.RANGE.first)
           expect(uid).toBeLessThanOrEqual(HermesDocker.SandboxUid.RANGE.last)
           expect([gid, owner, group]).toEqual([uid, uid, uid])

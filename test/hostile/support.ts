@@ -98,7 +98,10 @@ export interface HostileExecutor {
  * overridden) and removal awaited before each result, so "the container is gone" can be
  * checked right after `run` returns.
  */
-export const hostileExecutor = async (runtime: RuntimeName, options: CreateExecutorOptions = {}): Promise<HostileExecutor> => {
+export const hostileExecutor = async (
+  runtime: RuntimeName,
+  options: CreateExecutorOptions = {}
+): Promise<HostileExecutor> => {
   // testExecutor: with HERMES_SANDBOX_TEST_WARM_POOL set, the same programs meet warm sandboxes.
   const executor = await testExecutor({ timeoutMs: 30_000, maxConcurrency: 4, awaitRemoval: true, ...options, runtime })
   const created: Array<{ name: string; id: string }> = []
@@ -124,7 +127,10 @@ export const hostileExecutor = async (runtime: RuntimeName, options: CreateExecu
       for (const { name, id } of created) {
         expect(await containerExists(name), `${name} is still on the engine`).toBe(false)
         // Nothing of the sandbox survives on the host: no runc shim, no gVisor sandbox process.
-        expect(await waitFor(async () => hostProcessesMatching(id).length === 0, 10_000), hostProcessesMatching(id).join("\n")).toBe(true)
+        expect(
+          await waitFor(async () => hostProcessesMatching(id).length === 0, 10_000),
+          hostProcessesMatching(id).join("\n")
+        ).toBe(true)
       }
     }
   }

@@ -15,7 +15,6 @@ import { exited, expectOutcome, type HostileExecutor, hostileExecutor, MiB, TIME
 import { waitFor } from "../support/docker.js"
 import { existsOn, TRANSPORTS, useRemote } from "./suite.js"
 
-
 describe.each(TRANSPORTS)("core cases over a remote engine (%s)", (transport) => {
   const remote = useRemote(transport)
   let h!: HostileExecutor
@@ -44,7 +43,11 @@ describe.each(TRANSPORTS)("core cases over a remote engine (%s)", (transport) =>
     })
 
     it("stdin reaches the program", async () => {
-      const r = await h.run({ language: "python", code: "import sys\nprint(sys.stdin.read().upper(), end='')", stdin: "hello\nremote\n" })
+      const r = await h.run({
+        language: "python",
+        code: "import sys\nprint(sys.stdin.read().upper(), end='')",
+        stdin: "hello\nremote\n"
+      })
       expectOutcome(r, exited(0))
       expect(r.stdout).toBe("HELLO\nREMOTE\n")
     })
@@ -61,13 +64,21 @@ describe.each(TRANSPORTS)("core cases over a remote engine (%s)", (transport) =>
     })
 
     it("stdout and stderr stay apart", async () => {
-      const r = await h.run({ language: "python", code: "import sys\nprint('out')\nprint('err', file=sys.stderr)\nprint('out2')" })
+      const r = await h.run({
+        language: "python",
+        code: "import sys\nprint('out')\nprint('err', file=sys.stderr)\nprint('out2')"
+      })
       expect(r.stdout).toBe("out\nout2\n")
       expect(r.stderr).toBe("err\n")
     })
 
     it("the output cap truncates and counts every byte", async () => {
-      const r = await h.run({ language: "python", code: "import os\nfor _ in range(4): os.write(1, b'A' * (1 << 20))", outputLimitBytes: 64 * 1024, timeoutMs: 20_000 })
+      const r = await h.run({
+        language: "python",
+        code: "import os\nfor _ in range(4): os.write(1, b'A' * (1 << 20))",
+        outputLimitBytes: 64 * 1024,
+        timeoutMs: 20_000
+      })
       expectOutcome(r, exited(0))
       expect(r.stdoutTruncated).toBe(true)
       expect(r.stdoutBytes).toBe(4 * MiB)
@@ -98,12 +109,17 @@ sys.exit(5)
     })
 
     it("a printed old-style completion marker then a long sleep: the run times out at its deadline", async () => {
-      const r = await h.run({ language: "bash", code: "printf '\\036HERMES-DONE 0123456789abcdef0123456789abcdef 0\\n'; sleep 45", timeoutMs: 2_000 })
+      const r = await h.run({
+        language: "bash",
+        code: "printf '\\036HERMES-DONE 0123456789abcdef0123456789abcdef 0\\n'; sleep 45",
+        timeoutMs: 2_000
+      })
       expectOutcome(r, TIMED_OUT)
       expect(r.stdout).toContain("HERMES-DONE")
     })
 
-    it("a forked child outliving the parent does not end the run: the parent's output and exit code 3", () => forkedChildDoesNotEndRun(h))
+    it("a forked child outliving the parent does not end the run: the parent's output and exit code 3", () =>
+      forkedChildDoesNotEndRun(h))
 
     it("a spinning exit handler is killed at the deadline; its sandbox is gone by deadline + 5 s", () =>
       spinningExitHandler(h, (name) => existsOn(remote.engine, name)))
@@ -114,7 +130,9 @@ sys.exit(5)
     const engine = checks.find((c) => c.name === "engine")!
     expect(engine.ok, engine.detail).toBe(true)
     expect(engine.engine).toMatchObject({ kind: transport, source: "option", tlsVerified: transport === "tls" })
-    expect(engine.detail).toContain(transport === "tls" ? "tls, server certificate verified, from option" : "ssh, host key checked, from option")
+    expect(engine.detail).toContain(
+      transport === "tls" ? "tls, server certificate verified, from option" : "ssh, host key checked, from option"
+    )
     expect(checks.find((c) => c.name === "engine transport")?.ok).toBe(true)
     expect(checks.find((c) => c.name === "smoke run")).toMatchObject({ ok: true })
     expect(JSON.stringify(checks)).not.toMatch(/PRIVATE KEY/)
@@ -124,7 +142,12 @@ sys.exit(5)
       Object.assign(process.env, remote.tls!.env)
       try {
         const fromEnv = (await runChecks()).find((c) => c.name === "engine")!
-        expect(fromEnv.engine).toMatchObject({ kind: "tls", endpoint: remote.tls!.endpoint, tlsVerified: true, source: "DOCKER_HOST" })
+        expect(fromEnv.engine).toMatchObject({
+          kind: "tls",
+          endpoint: remote.tls!.endpoint,
+          tlsVerified: true,
+          source: "DOCKER_HOST"
+        })
       } finally {
         for (const k of Object.keys(remote.tls!.env)) {
           if (saved[k] === undefined) delete process.env[k]
@@ -139,6 +162,9 @@ sys.exit(5)
     const created = h.created
     await h.finish()
     for (const { id } of created) expect(await existsOn(remote.engine, id), id).toBe(false)
-    expect(await waitFor(async () => !ProcessStart.isRunning(watchdog.pid), 15_000), "the watchdog exits after its pass over the transport").toBe(true)
+    expect(
+      await waitFor(async () => !ProcessStart.isRunning(watchdog.pid), 15_000),
+      "the watchdog exits after its pass over the transport"
+    ).toBe(true)
   }, 120_000)
 })

@@ -23,7 +23,11 @@ const home = (): string => {
   mkdirSync(dir, { recursive: true })
   return dir
 }
-const PEM = { ca: "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n", cert: "-----BEGIN CERTIFICATE-----\nCERT\n-----END CERTIFICATE-----\n", key: "-----BEGIN PRIVATE KEY-----\nKEY\n-----END PRIVATE KEY-----\n" }
+const PEM = {
+  ca: "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n",
+  cert: "-----BEGIN CERTIFICATE-----\nCERT\n-----END CERTIFICATE-----\n",
+  key: "-----BEGIN PRIVATE KEY-----\nKEY\n-----END PRIVATE KEY-----\n"
+}
 const certDir = (dir: string, files: Partial<typeof PEM> = PEM): string => {
   mkdirSync(dir, { recursive: true })
   for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, `${name}.pem`), content)
@@ -43,31 +47,68 @@ const refused = (options: EngineEndpoint.EngineEndpointOptions, env: NodeJS.Proc
 }
 
 /** A docker context as `docker context create` stores it. */
-const writeContext = (h: string, name: string, host: string, options: { tls?: Partial<typeof PEM>; skipTlsVerify?: boolean; current?: boolean } = {}) => {
+const writeContext = (
+  h: string,
+  name: string,
+  host: string,
+  options: { tls?: Partial<typeof PEM>; skipTlsVerify?: boolean; current?: boolean } = {}
+) => {
   const digest = createHash("sha256").update(name).digest("hex")
   const meta = join(h, ".docker", "contexts", "meta", digest)
   mkdirSync(meta, { recursive: true })
-  writeFileSync(join(meta, "meta.json"), JSON.stringify({ Name: name, Metadata: {}, Endpoints: { docker: { Host: host, SkipTLSVerify: options.skipTlsVerify ?? false } } }))
+  writeFileSync(
+    join(meta, "meta.json"),
+    JSON.stringify({
+      Name: name,
+      Metadata: {},
+      Endpoints: { docker: { Host: host, SkipTLSVerify: options.skipTlsVerify ?? false } }
+    })
+  )
   if (options.tls !== undefined) certDir(join(h, ".docker", "contexts", "tls", digest, "docker"), options.tls)
-  if (options.current === true) writeFileSync(join(h, ".docker", "config.json"), JSON.stringify({ auths: {}, currentContext: name }))
+  if (options.current === true)
+    writeFileSync(join(h, ".docker", "config.json"), JSON.stringify({ auths: {}, currentContext: name }))
 }
 
 describe("engine endpoint: unix and plain tcp (what worked before keeps working)", () => {
   it("nothing set: the local socket, source default", () => {
-    expect(ok({}).description).toEqual({ kind: "unix", endpoint: "unix:///var/run/docker.sock", tlsVerified: false, source: "default" })
+    expect(ok({}).description).toEqual({
+      kind: "unix",
+      endpoint: "unix:///var/run/docker.sock",
+      tlsVerified: false,
+      source: "default"
+    })
   })
 
   it("socketPath option, and DOCKER_HOST=unix://", () => {
-    expect(ok({ socketPath: "/tmp/x.sock" }).description).toMatchObject({ kind: "unix", endpoint: "unix:///tmp/x.sock", source: "option" })
-    expect(ok({}, { DOCKER_HOST: "unix:///run/d.sock" }).description).toMatchObject({ kind: "unix", endpoint: "unix:///run/d.sock", source: "DOCKER_HOST" })
+    expect(ok({ socketPath: "/tmp/x.sock" }).description).toMatchObject({
+      kind: "unix",
+      endpoint: "unix:///tmp/x.sock",
+      source: "option"
+    })
+    expect(ok({}, { DOCKER_HOST: "unix:///run/d.sock" }).description).toMatchObject({
+      kind: "unix",
+      endpoint: "unix:///run/d.sock",
+      source: "DOCKER_HOST"
+    })
     // An explicit socketPath wins over DOCKER_HOST, as before.
-    expect(ok({ socketPath: "/tmp/x.sock" }, { DOCKER_HOST: "tcp://10.0.0.1:2375" }).transport).toEqual({ kind: "unix", socketPath: "/tmp/x.sock" })
+    expect(ok({ socketPath: "/tmp/x.sock" }, { DOCKER_HOST: "tcp://10.0.0.1:2375" }).transport).toEqual({
+      kind: "unix",
+      socketPath: "/tmp/x.sock"
+    })
   })
 
   it("the old { host, port } option and loopback tcp: plain tcp, allowed", () => {
     expect(ok({ host: "127.0.0.1", port: 2999 }).transport).toEqual({ kind: "tcp", host: "127.0.0.1", port: 2999 })
-    expect(ok({ host: "localhost" }).description).toMatchObject({ kind: "tcp", endpoint: "tcp://localhost:2375", tlsVerified: false })
-    expect(ok({}, { DOCKER_HOST: "tcp://[::1]:2375" }).description).toMatchObject({ kind: "tcp", endpoint: "tcp://[::1]:2375", source: "DOCKER_HOST" })
+    expect(ok({ host: "localhost" }).description).toMatchObject({
+      kind: "tcp",
+      endpoint: "tcp://localhost:2375",
+      tlsVerified: false
+    })
+    expect(ok({}, { DOCKER_HOST: "tcp://[::1]:2375" }).description).toMatchObject({
+      kind: "tcp",
+      endpoint: "tcp://[::1]:2375",
+      source: "DOCKER_HOST"
+    })
     expect(ok({ host: "tcp://127.0.0.2:1234" }).transport).toEqual({ kind: "tcp", host: "127.0.0.2", port: 1234 })
   })
 
@@ -93,8 +134,13 @@ describe("engine endpoint: plain tcp to a remote address is refused unless asked
   })
 
   it("allowInsecureTcp or HERMES_SANDBOX_ALLOW_INSECURE_TCP=1 allows it", () => {
-    expect(ok({ host: "tcp://10.1.2.3:2375", allowInsecureTcp: true }).description).toMatchObject({ kind: "tcp", tlsVerified: false })
-    expect(ok({}, { DOCKER_HOST: "tcp://10.1.2.3:2375", HERMES_SANDBOX_ALLOW_INSECURE_TCP: "1" }).description.kind).toBe("tcp")
+    expect(ok({ host: "tcp://10.1.2.3:2375", allowInsecureTcp: true }).description).toMatchObject({
+      kind: "tcp",
+      tlsVerified: false
+    })
+    expect(
+      ok({}, { DOCKER_HOST: "tcp://10.1.2.3:2375", HERMES_SANDBOX_ALLOW_INSECURE_TCP: "1" }).description.kind
+    ).toBe("tcp")
     refused({}, { DOCKER_HOST: "tcp://10.1.2.3:2375", HERMES_SANDBOX_ALLOW_INSECURE_TCP: "0" })
   })
 
@@ -117,14 +163,30 @@ describe("engine endpoint: tcp + TLS", () => {
   it("DOCKER_TLS_VERIFY=1 + DOCKER_CERT_PATH: verified TLS with the directory's certificates; port 2376 by default", () => {
     const dir = certDir(join(root, "certs-env"))
     const r = ok({}, { DOCKER_HOST: "tcp://10.0.0.5", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: dir })
-    expect(r.description).toEqual({ kind: "tls", endpoint: "tcp://10.0.0.5:2376", tlsVerified: true, source: "DOCKER_HOST" })
-    expect(r.transport).toEqual({ kind: "tls", host: "10.0.0.5", port: 2376, ca: PEM.ca, cert: PEM.cert, key: PEM.key, verify: true })
+    expect(r.description).toEqual({
+      kind: "tls",
+      endpoint: "tcp://10.0.0.5:2376",
+      tlsVerified: true,
+      source: "DOCKER_HOST"
+    })
+    expect(r.transport).toEqual({
+      kind: "tls",
+      host: "10.0.0.5",
+      port: 2376,
+      ca: PEM.ca,
+      cert: PEM.cert,
+      key: PEM.key,
+      verify: true
+    })
   })
 
   it("DOCKER_TLS=1 without _VERIFY: TLS, NOT verified; the certificates default to ~/.docker", () => {
     const h = home()
     certDir(join(h, ".docker"))
-    expect(ok({}, { DOCKER_HOST: "tcp://10.0.0.5:2376", DOCKER_TLS: "1" }, h).description).toMatchObject({ kind: "tls", tlsVerified: false })
+    expect(ok({}, { DOCKER_HOST: "tcp://10.0.0.5:2376", DOCKER_TLS: "1" }, h).description).toMatchObject({
+      kind: "tls",
+      tlsVerified: false
+    })
   })
 
   it("missing certificate files are an InvalidRequest naming the directory and the files", () => {
@@ -135,10 +197,20 @@ describe("engine endpoint: tcp + TLS", () => {
   })
 
   it("the tls option: inline PEM or certPath; tlsVerify: false", () => {
-    expect(ok({ host: "tcp://h.example:2376", tls: PEM }).description).toMatchObject({ kind: "tls", tlsVerified: true, source: "option" })
+    expect(ok({ host: "tcp://h.example:2376", tls: PEM }).description).toMatchObject({
+      kind: "tls",
+      tlsVerified: true,
+      source: "option"
+    })
     const dir = certDir(join(root, "certs-opt"))
-    expect(ok({ host: "tcp://h.example:2376", tls: { certPath: dir }, tlsVerify: false }).transport).toMatchObject({ kind: "tls", verify: false, cert: PEM.cert })
-    expect(refused({ host: "tcp://h.example:2376", tls: { certPath: join(root, "nowhere") } }).field).toBe("tls.certPath")
+    expect(ok({ host: "tcp://h.example:2376", tls: { certPath: dir }, tlsVerify: false }).transport).toMatchObject({
+      kind: "tls",
+      verify: false,
+      cert: PEM.cert
+    })
+    expect(refused({ host: "tcp://h.example:2376", tls: { certPath: join(root, "nowhere") } }).field).toBe(
+      "tls.certPath"
+    )
   })
 
   it("the description never holds key material", () => {
@@ -152,7 +224,12 @@ describe("engine endpoint: docker contexts (DOCKER_CONTEXT, config.json currentC
     const h = home()
     writeContext(h, "prod", "tcp://10.9.9.9:2376", { tls: PEM, current: true })
     const r = ok({}, {}, h)
-    expect(r.description).toEqual({ kind: "tls", endpoint: "tcp://10.9.9.9:2376", tlsVerified: true, source: "context prod" })
+    expect(r.description).toEqual({
+      kind: "tls",
+      endpoint: "tcp://10.9.9.9:2376",
+      tlsVerified: true,
+      source: "context prod"
+    })
     expect(r.transport).toMatchObject({ ca: PEM.ca, cert: PEM.cert, key: PEM.key })
   })
 
@@ -160,8 +237,14 @@ describe("engine endpoint: docker contexts (DOCKER_CONTEXT, config.json currentC
     const h = home()
     writeContext(h, "a", "unix:///run/a.sock", { current: true })
     writeContext(h, "b", "unix:///run/b.sock")
-    expect(ok({}, { DOCKER_CONTEXT: "b" }, h).description).toMatchObject({ endpoint: "unix:///run/b.sock", source: "context b" })
-    expect(ok({ context: "a" }, { DOCKER_HOST: "unix:///run/env.sock" }, h).description).toMatchObject({ endpoint: "unix:///run/a.sock", source: "context a" })
+    expect(ok({}, { DOCKER_CONTEXT: "b" }, h).description).toMatchObject({
+      endpoint: "unix:///run/b.sock",
+      source: "context b"
+    })
+    expect(ok({ context: "a" }, { DOCKER_HOST: "unix:///run/env.sock" }, h).description).toMatchObject({
+      endpoint: "unix:///run/a.sock",
+      source: "context a"
+    })
     // DOCKER_HOST wins over the current context, as in the docker CLI.
     expect(ok({}, { DOCKER_HOST: "unix:///run/env.sock" }, h).description.source).toBe("DOCKER_HOST")
   })
@@ -172,7 +255,9 @@ describe("engine endpoint: docker contexts (DOCKER_CONTEXT, config.json currentC
     expect(ok({ context: "skip" }, {}, h).description.tlsVerified).toBe(false)
     const cfg = join(h, "elsewhere")
     writeContext(cfg.replace(/\/\.docker$/, ""), "x", "unix:///x.sock")
-    expect(ok({}, { DOCKER_CONFIG: join(cfg, ".docker"), DOCKER_CONTEXT: "x" }, h).description.endpoint).toBe("unix:///x.sock")
+    expect(ok({}, { DOCKER_CONFIG: join(cfg, ".docker"), DOCKER_CONTEXT: "x" }, h).description.endpoint).toBe(
+      "unix:///x.sock"
+    )
   })
 
   it("a context that does not exist is an InvalidRequest naming it; 'default' is the local engine", () => {
@@ -193,7 +278,10 @@ describe("engine endpoint: ssh://", () => {
   const keyPair = (dir: string) => {
     mkdirSync(dir, { recursive: true })
     execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", join(dir, "key")])
-    return { privateKey: join(dir, "key"), publicKey: execFileSync("cat", [join(dir, "key.pub")], { encoding: "utf8" }).trim() }
+    return {
+      privateKey: join(dir, "key"),
+      publicKey: execFileSync("cat", [join(dir, "key.pub")], { encoding: "utf8" }).trim()
+    }
   }
 
   it("user, host, port; the key from ssh.identityFile; the host key from known_hosts ([host]:port, hashed or not)", () => {
@@ -202,14 +290,35 @@ describe("engine endpoint: ssh://", () => {
     const server = keyPair(join(h, "server"))
     const knownHosts = join(h, "known_hosts")
     writeFileSync(knownHosts, `# comment\n[127.0.0.1]:2222 ${server.publicKey}\n`)
-    const r = ok({ host: "ssh://deploy@127.0.0.1:2222", ssh: { identityFile: client.privateKey, knownHostsFile: knownHosts } }, {}, h)
-    expect(r.description).toEqual({ kind: "ssh", endpoint: "ssh://deploy@127.0.0.1:2222", tlsVerified: false, hostKeyVerified: true, source: "option" })
-    expect(r.transport).toMatchObject({ kind: "ssh", username: "deploy", port: 2222, hostKeys: [KnownHosts.keyBlob(server.publicKey)], verifyHostKey: true })
+    const r = ok(
+      { host: "ssh://deploy@127.0.0.1:2222", ssh: { identityFile: client.privateKey, knownHostsFile: knownHosts } },
+      {},
+      h
+    )
+    expect(r.description).toEqual({
+      kind: "ssh",
+      endpoint: "ssh://deploy@127.0.0.1:2222",
+      tlsVerified: false,
+      hostKeyVerified: true,
+      source: "option"
+    })
+    expect(r.transport).toMatchObject({
+      kind: "ssh",
+      username: "deploy",
+      port: 2222,
+      hostKeys: [KnownHosts.keyBlob(server.publicKey)],
+      verifyHostKey: true
+    })
     expect(JSON.stringify(r.description)).not.toContain("PRIVATE")
     // Hashed entries, as `ssh-keygen -H` writes them.
     execFileSync("ssh-keygen", ["-q", "-H", "-f", knownHosts], { stdio: "ignore" })
-    expect(ok({ host: "ssh://deploy@127.0.0.1:2222", ssh: { identityFile: client.privateKey, knownHostsFile: knownHosts } }, {}, h).transport)
-      .toMatchObject({ hostKeys: [KnownHosts.keyBlob(server.publicKey)] })
+    expect(
+      ok(
+        { host: "ssh://deploy@127.0.0.1:2222", ssh: { identityFile: client.privateKey, knownHostsFile: knownHosts } },
+        {},
+        h
+      ).transport
+    ).toMatchObject({ hostKeys: [KnownHosts.keyBlob(server.publicKey)] })
   })
 
   it("DOCKER_HOST=ssh://...: default key ~/.ssh/id_ed25519 and ~/.ssh/known_hosts; port 22", () => {
@@ -220,7 +329,12 @@ describe("engine endpoint: ssh://", () => {
     execFileSync("cp", [client.privateKey, join(h, ".ssh", "id_ed25519")])
     writeFileSync(join(h, ".ssh", "known_hosts"), `remote.example ${server.publicKey}\n`)
     const r = ok({}, { DOCKER_HOST: "ssh://ops@remote.example" }, h)
-    expect(r.description).toMatchObject({ kind: "ssh", endpoint: "ssh://ops@remote.example:22", source: "DOCKER_HOST", hostKeyVerified: true })
+    expect(r.description).toMatchObject({
+      kind: "ssh",
+      endpoint: "ssh://ops@remote.example:22",
+      source: "DOCKER_HOST",
+      hostKeyVerified: true
+    })
     expect(r.transport).toMatchObject({ privateKey: expect.stringContaining("OPENSSH PRIVATE KEY") })
   })
 
@@ -230,7 +344,10 @@ describe("engine endpoint: ssh://", () => {
     const e = refused({ host: "ssh://u@127.0.0.1:2200", ssh: { identityFile: client.privateKey } }, {}, h)
     expect(e.field).toBe("ssh.hostKey")
     expect(e.message).toContain("ssh-keyscan -p 2200 127.0.0.1")
-    expect(ok({ host: "ssh://u@127.0.0.1:2200", ssh: { identityFile: client.privateKey, verifyHostKey: false } }, {}, h).description.hostKeyVerified).toBe(false)
+    expect(
+      ok({ host: "ssh://u@127.0.0.1:2200", ssh: { identityFile: client.privateKey, verifyHostKey: false } }, {}, h)
+        .description.hostKeyVerified
+    ).toBe(false)
   })
 
   it("no key at all (no agent, no identity, no ~/.ssh/id_*) is an InvalidRequest", () => {
@@ -242,7 +359,9 @@ describe("engine endpoint: ssh://", () => {
   it("known_hosts patterns: wildcards, negation, @revoked", () => {
     const k = "AAAAC3NzaC1lZDI1NTE5AAAAIK"
     expect(KnownHosts.lookup(`*.example.com ssh-ed25519 ${k}\n`, "a.example.com", 22).accepted).toEqual([k])
-    expect(KnownHosts.lookup(`*.example.com,!b.example.com ssh-ed25519 ${k}\n`, "b.example.com", 22).accepted).toEqual([])
+    expect(KnownHosts.lookup(`*.example.com,!b.example.com ssh-ed25519 ${k}\n`, "b.example.com", 22).accepted).toEqual(
+      []
+    )
     expect(KnownHosts.lookup(`h ssh-ed25519 ${k}\n`, "h", 2222).accepted).toEqual([])
     expect(KnownHosts.lookup(`@revoked h ssh-ed25519 ${k}\n`, "h", 22)).toEqual({ accepted: [], revoked: [k] })
   })
@@ -256,7 +375,11 @@ describe("engine endpoint: the client and the watchdog's invocation", () => {
     try {
       const docker = EngineEndpoint.client({ kind: "unix", socketPath: "/tmp/x.sock" })
       const modem = docker.modem as unknown as { socketPath?: string; host?: string; protocol?: string }
-      expect({ socketPath: modem.socketPath, host: modem.host, protocol: modem.protocol }).toEqual({ socketPath: "/tmp/x.sock", host: undefined, protocol: "http" })
+      expect({ socketPath: modem.socketPath, host: modem.host, protocol: modem.protocol }).toEqual({
+        socketPath: "/tmp/x.sock",
+        host: undefined,
+        protocol: "http"
+      })
       expect(process.env.DOCKER_HOST).toBe("tcp://10.1.2.3:2376")
     } finally {
       if (saved.h === undefined) delete process.env.DOCKER_HOST
@@ -268,11 +391,21 @@ describe("engine endpoint: the client and the watchdog's invocation", () => {
 
   it("the watchdog's argv names the endpoint only; keys are not on it", async () => {
     const { Effect, Scope, Exit } = await import("effect")
-    const transport = { kind: "tls", host: "127.0.0.1", port: 1, ca: PEM.ca, cert: PEM.cert, key: PEM.key, verify: true } as const
+    const transport = {
+      kind: "tls",
+      host: "127.0.0.1",
+      port: 1,
+      ca: PEM.ca,
+      cert: PEM.cert,
+      key: PEM.key,
+      verify: true
+    } as const
     const scope = Effect.runSync(Scope.make())
     const handle = Effect.runSync(Scope.extend(Watchdog.start("endpoint-test-executor", transport), scope))
     try {
-      const cmdline = execFileSync("cat", [`/proc/${handle.pid}/cmdline`], { encoding: "utf8" }).split("\0").filter((a) => a !== "")
+      const cmdline = execFileSync("cat", [`/proc/${handle.pid}/cmdline`], { encoding: "utf8" })
+        .split("\0")
+        .filter((a) => a !== "")
       expect(cmdline.slice(-3)).toEqual(["endpoint-test-executor", "tcp://127.0.0.1:1", "--transport-on-stdin"])
       expect(cmdline.join(" ")).not.toContain("KEY")
     } finally {

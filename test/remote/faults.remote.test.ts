@@ -16,14 +16,26 @@ import { describe, expect, it } from "vitest"
 import type { ExecutionResult } from "@hermes-sandbox/core"
 import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
 import { bounded } from "../chaos/engineSuite.js"
-import { journalProblems, readJournal, root, sleep, stillRunning, tempDir, track, typesOf, waitFor } from "../chaos/support.js"
+import {
+  journalProblems,
+  readJournal,
+  root,
+  sleep,
+  stillRunning,
+  tempDir,
+  track,
+  typesOf,
+  waitFor
+} from "../chaos/support.js"
 import { fixtureCommand } from "../support/nodeFixture.js"
 import { existsOn, TRANSPORTS, useRemote } from "./suite.js"
 
 const LONG = "import time\nprint('up', flush=True)\ntime.sleep(600)\n"
 const INFRA = ["DockerUnavailable", "ContainerFailed"]
 
-type Outcome = { readonly ok: true; readonly result: ExecutionResult } | { readonly ok: false; readonly tag: string; readonly message: string; readonly ms: number }
+type Outcome =
+  | { readonly ok: true; readonly result: ExecutionResult }
+  | { readonly ok: false; readonly tag: string; readonly message: string; readonly ms: number }
 
 /** A long run, resolved once it printed; its outcome (never thrown) and its container. */
 const startLong = async (executor: SandboxExecutor) => {
@@ -34,10 +46,17 @@ const startLong = async (executor: SandboxExecutor) => {
   let up!: () => void
   const printed = new Promise<void>((r) => (up = r))
   let t0 = 0
-  const outcome: Promise<Outcome> = executor.executeCode({ language: "python", code: LONG }, { onStdout: () => up() }).then(
-    (result) => ({ ok: true as const, result }),
-    (e: { _tag?: string; message?: string }) => ({ ok: false as const, tag: e._tag ?? "untyped", message: e.message ?? String(e), ms: Date.now() - t0 })
-  )
+  const outcome: Promise<Outcome> = executor
+    .executeCode({ language: "python", code: LONG }, { onStdout: () => up() })
+    .then(
+      (result) => ({ ok: true as const, result }),
+      (e: { _tag?: string; message?: string }) => ({
+        ok: false as const,
+        tag: e._tag ?? "untyped",
+        message: e.message ?? String(e),
+        ms: Date.now() - t0
+      })
+    )
   await bounded(printed, 60_000, "the long run's first output")
   sub.unsubscribe()
   expect(containers).toHaveLength(1)
@@ -64,15 +83,26 @@ const faultMidRun = async (
   inject: () => Promise<{ readonly what: string; readonly typedWithinMs: number; readonly removed: string }>
 ) => {
   const journal = join(tempDir(name), "journal.sqlite")
-  const executor = await createExecutor({ ...remote.options, journal: { path: journal }, watchdog: false, sweepOnStart: false, timeoutMs: 120_000 })
+  const executor = await createExecutor({
+    ...remote.options,
+    journal: { path: journal },
+    watchdog: false,
+    sweepOnStart: false,
+    timeoutMs: 120_000
+  })
   try {
     const run = await startLong(executor)
     run.markFault()
     const fault = await inject()
     const outcome = await bounded(run.outcome, 90_000, "the run")
-    console.log(`${fault.what}: ${outcome.ok ? "RESULT" : `${outcome.tag} after ${outcome.ms} ms: ${outcome.message.slice(0, 160)}`}`)
+    console.log(
+      `${fault.what}: ${outcome.ok ? "RESULT" : `${outcome.tag} after ${outcome.ms} ms: ${outcome.message.slice(0, 160)}`}`
+    )
     expectTypedFailure(outcome, fault.typedWithinMs)
-    expect(await waitFor(async () => !(await existsOn(remote.engine, run.containerId)), 60_000, 250), fault.removed).toBe(true)
+    expect(
+      await waitFor(async () => !(await existsOn(remote.engine, run.containerId)), 60_000, 250),
+      fault.removed
+    ).toBe(true)
     // The engine serves new runs over the transport.
     const r = await executor.executeCode({ language: "python", code: "print('alive')" })
     expect(r.stdout).toBe("alive\n")
@@ -95,7 +125,11 @@ describe("the TLS engine is killed mid-run", () => {
       // Back after 3 s, as test/chaos/engine-restart.test.ts does with a local engine.
       await sleep(3_000)
       await remote.tls!.start()
-      return { what: "TLS engine killed mid-run", typedWithinMs: 65_000, removed: "removed once the engine answers again" }
+      return {
+        what: "TLS engine killed mid-run",
+        typedWithinMs: 65_000,
+        removed: "removed once the engine answers again"
+      }
     })
     expect(await remote.engine.listContainers({ all: true })).toEqual([])
   }, 300_000)
@@ -109,7 +143,11 @@ describe("the ssh connection is cut mid-run", () => {
       const cut = remote.ssh!.cutConnections()
       expect(cut, "connections were open (attach, wait)").toBeGreaterThan(0)
       // At once, as a dropped socket: not at the wait's 30 s call deadline.
-      return { what: `ssh connections cut mid-run (${cut} processes)`, typedWithinMs: 10_000, removed: "removed over a new connection" }
+      return {
+        what: `ssh connections cut mid-run (${cut} processes)`,
+        typedWithinMs: 10_000,
+        removed: "removed over a new connection"
+      }
     })
   }, 300_000)
 })
@@ -129,7 +167,10 @@ describe.each(TRANSPORTS)("the owner of a run over %s is SIGKILLed", (transport)
     createInterface({ input: child.stdout! }).on("line", (l) => lines.push(JSON.parse(l) as Record<string, unknown>))
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
     try {
-      expect(await waitFor(() => lines.some((l) => l.type === "started"), 60_000), `the owner started a run; stderr:\n${stderr}`).toBe(true)
+      expect(
+        await waitFor(() => lines.some((l) => l.type === "started"), 60_000),
+        `the owner started a run; stderr:\n${stderr}`
+      ).toBe(true)
       const ready = lines.find((l) => l.type === "ready")!
       const containerId = lines.find((l) => l.type === "started")!.containerId as string
       const watchdog = track(ready.watchdogPid as number)
@@ -138,7 +179,10 @@ describe.each(TRANSPORTS)("the owner of a run over %s is SIGKILLed", (transport)
       const t0 = Date.now()
       child.kill("SIGKILL")
       await exited
-      expect(await waitFor(async () => !(await existsOn(remote.engine, containerId)), 20_000, 50), `the watchdog removed ${containerId}`).toBe(true)
+      expect(
+        await waitFor(async () => !(await existsOn(remote.engine, containerId)), 20_000, 50),
+        `the watchdog removed ${containerId}`
+      ).toBe(true)
       console.log(`watchdog over ${transport}: container removed ${Date.now() - t0} ms after the owner's SIGKILL`)
       // It keeps looking for a settle window, then exits.
       expect(await waitFor(() => !stillRunning(watchdog!), 30_000, 250), "the watchdog exits").toBe(true)

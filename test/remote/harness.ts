@@ -25,15 +25,20 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 /** Fails (with the Debian package that provides it) when a tool the harness needs is absent. */
 export const requireTool = (path: string, debianPackage: string): void => {
-  const found = path.startsWith("/") ? existsSync(path) : (() => {
-    try {
-      execFileSync("sh", ["-c", `command -v ${path}`], { stdio: "pipe" })
-      return true
-    } catch {
-      return false
-    }
-  })()
-  if (!found) throw new Error(`${path} is missing: install the Debian package ${debianPackage} (apt-get install -y ${debianPackage}; see docs/remote-engines.md "Testing")`)
+  const found = path.startsWith("/")
+    ? existsSync(path)
+    : (() => {
+        try {
+          execFileSync("sh", ["-c", `command -v ${path}`], { stdio: "pipe" })
+          return true
+        } catch {
+          return false
+        }
+      })()
+  if (!found)
+    throw new Error(
+      `${path} is missing: install the Debian package ${debianPackage} (apt-get install -y ${debianPackage}; see docs/remote-engines.md "Testing")`
+    )
 }
 
 /** A free tcp port on 127.0.0.1 (free when asked; the daemons bind it right after). */
@@ -64,14 +69,43 @@ export interface Certificates {
 export const makeCertificates = (dir: string): Certificates => {
   requireTool("openssl", "openssl")
   mkdirSync(dir, { recursive: true })
-  const key = (name: string) => openssl(dir, ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", name])
+  const key = (name: string) =>
+    openssl(dir, ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", name])
   key("ca-key.pem")
-  openssl(dir, ["req", "-x509", "-new", "-key", "ca-key.pem", "-days", "1", "-subj", "/CN=hermes-sandbox test CA", "-out", "ca.pem"])
+  openssl(dir, [
+    "req",
+    "-x509",
+    "-new",
+    "-key",
+    "ca-key.pem",
+    "-days",
+    "1",
+    "-subj",
+    "/CN=hermes-sandbox test CA",
+    "-out",
+    "ca.pem"
+  ])
   const signed = (name: string, subject: string, ext: string) => {
     key(`${name}-key.pem`)
     openssl(dir, ["req", "-new", "-key", `${name}-key.pem`, "-subj", subject, "-out", `${name}.csr`])
     writeFileSync(join(dir, `${name}.ext`), ext)
-    openssl(dir, ["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial", "-days", "1", "-extfile", `${name}.ext`, "-out", `${name}-cert.pem`])
+    openssl(dir, [
+      "x509",
+      "-req",
+      "-in",
+      `${name}.csr`,
+      "-CA",
+      "ca.pem",
+      "-CAkey",
+      "ca-key.pem",
+      "-CAcreateserial",
+      "-days",
+      "1",
+      "-extfile",
+      `${name}.ext`,
+      "-out",
+      `${name}-cert.pem`
+    ])
   }
   signed("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
   signed("client", "/CN=hermes-sandbox test client", "extendedKeyUsage=clientAuth\n")
@@ -95,7 +129,10 @@ export const makeCertificates = (dir: string): Certificates => {
 /** Copy the language images (one `docker save` of all three: they share their layers) from the shared engine. */
 const copyImages = (socketPath: string): void => {
   const images = Languages.map((l) => defaultLanguageRuntimes[l].image).join(" ")
-  execFileSync("sh", ["-c", `docker save ${images} | docker -H unix://${socketPath} load`], { stdio: "pipe", timeout: 300_000 })
+  execFileSync("sh", ["-c", `docker save ${images} | docker -H unix://${socketPath} load`], {
+    stdio: "pipe",
+    timeout: 300_000
+  })
 }
 
 /** A private dockerd serving TLS (client certificates required) on 127.0.0.1. */
@@ -111,11 +148,15 @@ export class TlsEngine {
     this.certs = makeCertificates(certDir)
     this.engine = new PrivateEngine({
       daemonArgs: [
-        "-H", `tcp://127.0.0.1:${port}`,
+        "-H",
+        `tcp://127.0.0.1:${port}`,
         "--tlsverify",
-        "--tlscacert", join(certDir, "ca.pem"),
-        "--tlscert", this.certs.serverCert,
-        "--tlskey", this.certs.serverKey
+        "--tlscacert",
+        join(certDir, "ca.pem"),
+        "--tlscert",
+        this.certs.serverCert,
+        "--tlskey",
+        this.certs.serverKey
       ]
     })
   }
@@ -146,13 +187,23 @@ export class TlsEngine {
   async start(): Promise<void> {
     await this.engine.start()
     // The tcp listener comes up with the unix one; wait until TLS answers too.
-    const client = new Docker({ host: "127.0.0.1", port: this.port, protocol: "https", ca: this.certs.ca, cert: this.certs.cert, key: this.certs.key })
+    const client = new Docker({
+      host: "127.0.0.1",
+      port: this.port,
+      protocol: "https",
+      ca: this.certs.ca,
+      cert: this.certs.cert,
+      key: this.certs.key
+    })
     for (let i = 0; ; i++) {
       try {
         await client.ping()
         return
       } catch (error) {
-        if (i > 100) throw new Error(`the TLS listener on ${this.endpoint} does not answer: ${(error as Error).message}\n${this.engine.log()}`)
+        if (i > 100)
+          throw new Error(
+            `the TLS listener on ${this.endpoint} does not answer: ${(error as Error).message}\n${this.engine.log()}`
+          )
         await sleep(100)
       }
     }
@@ -189,27 +240,30 @@ export class SshServer {
     this.hostPublicKey = readFileSync(join(dir, "host_key.pub"), "utf8").trim()
     writeFileSync(join(dir, "authorized_keys"), readFileSync(join(dir, "client_key.pub")), { mode: 0o600 })
     writeFileSync(join(dir, "known_hosts"), `[127.0.0.1]:${port} ${this.hostPublicKey}\n`)
-    writeFileSync(join(dir, "sshd_config"), [
-      `Port ${port}`,
-      "ListenAddress 127.0.0.1",
-      `HostKey ${join(dir, "host_key")}`,
-      `PidFile ${join(dir, "sshd.pid")}`,
-      `AuthorizedKeysFile ${join(dir, "authorized_keys")}`,
-      "PubkeyAuthentication yes",
-      "PasswordAuthentication no",
-      "KbdInteractiveAuthentication no",
-      "UsePAM no",
-      "PermitRootLogin prohibit-password",
-      // The temp directory is not root-owned all the way up as StrictModes wants.
-      "StrictModes no",
-      "AllowTcpForwarding no",
-      "X11Forwarding no",
-      // Many short connections at once (docker-modem opens one per request).
-      "MaxStartups 100:30:200",
-      "MaxSessions 100",
-      "LogLevel ERROR",
-      ""
-    ].join("\n"))
+    writeFileSync(
+      join(dir, "sshd_config"),
+      [
+        `Port ${port}`,
+        "ListenAddress 127.0.0.1",
+        `HostKey ${join(dir, "host_key")}`,
+        `PidFile ${join(dir, "sshd.pid")}`,
+        `AuthorizedKeysFile ${join(dir, "authorized_keys")}`,
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "PermitRootLogin prohibit-password",
+        // The temp directory is not root-owned all the way up as StrictModes wants.
+        "StrictModes no",
+        "AllowTcpForwarding no",
+        "X11Forwarding no",
+        // Many short connections at once (docker-modem opens one per request).
+        "MaxStartups 100:30:200",
+        "MaxSessions 100",
+        "LogLevel ERROR",
+        ""
+      ].join("\n")
+    )
   }
 
   static async create(): Promise<SshServer> {
@@ -240,7 +294,9 @@ export class SshServer {
   async start(): Promise<void> {
     // sshd's privilege separation directory (the package makes it at boot via tmpfiles).
     mkdirSync("/run/sshd", { recursive: true, mode: 0o755 })
-    this.child = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", join(this.dir, "sshd_config"), "-E", this.logPath], { stdio: "ignore" })
+    this.child = spawn("/usr/sbin/sshd", ["-D", "-e", "-f", join(this.dir, "sshd_config"), "-E", this.logPath], {
+      stdio: "ignore"
+    })
     const exited = new Promise<void>((resolve) => this.child!.once("exit", () => resolve()))
     for (let i = 0; i < 100; i++) {
       const listening = await new Promise<boolean>((resolve) => {
@@ -265,7 +321,14 @@ export class SshServer {
     const parents = new Map<number, number>()
     for (const { pid } of readdirProc()) {
       try {
-        parents.set(pid, Number(readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")[1]))
+        parents.set(
+          pid,
+          Number(
+            readFileSync(`/proc/${pid}/stat`, "utf8")
+              .replace(/^.*\) /, "")
+              .split(" ")[1]
+          )
+        )
       } catch {
         // ended meanwhile
       }
@@ -303,7 +366,12 @@ export class SshServer {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
     }
     // Connections' processes outlive a SIGTERM of the listener: end them too.
-    for (const pid of [...serving, ...readdirProc().filter((p) => p.cmdline.includes(this.dir)).map((p) => p.pid)]) {
+    for (const pid of [
+      ...serving,
+      ...readdirProc()
+        .filter((p) => p.cmdline.includes(this.dir))
+        .map((p) => p.pid)
+    ]) {
       try {
         process.kill(pid, "SIGKILL")
       } catch {
@@ -313,4 +381,3 @@ export class SshServer {
     rmSync(this.dir, { recursive: true, force: true })
   }
 }
-

@@ -33,17 +33,22 @@ export interface CliOptions {
  */
 const built = process.env["HERMES_SANDBOX_TEST_CLI_BIN"]
 const builtPath = built === undefined || built === "" ? undefined : new URL(built, `file://${root}`).pathname
-if (builtPath !== undefined && !existsSync(builtPath)) throw new Error(`${builtPath} is missing: run \`pnpm build\` first`)
-export const cliCommand: ReadonlyArray<string> = builtPath === undefined
-  ? [process.execPath, "--import", tsx, cliBin]
-  : [process.execPath, "--conditions=hermes-sandbox-dist", builtPath]
+if (builtPath !== undefined && !existsSync(builtPath))
+  throw new Error(`${builtPath} is missing: run \`pnpm build\` first`)
+export const cliCommand: ReadonlyArray<string> =
+  builtPath === undefined
+    ? [process.execPath, "--import", tsx, cliBin]
+    : [process.execPath, "--conditions=hermes-sandbox-dist", builtPath]
 
 export const cli = (args: Array<string>, options: CliOptions = {}) =>
   new Promise<CliResult>((resolve) => {
     // node --import tsx rather than npx tsx: npx prints npm's own warnings on stderr when run under
     // pnpm (npm_config_* in the environment), which would mix into the CLI's stderr under test.
     const [command, ...commandArgs] = options.command ?? cliCommand
-    const child = spawn(command!, [...commandArgs, ...args], { cwd: options.cwd ?? root, env: { ...process.env, ...options.env } })
+    const child = spawn(command!, [...commandArgs, ...args], {
+      cwd: options.cwd ?? root,
+      env: { ...process.env, ...options.env }
+    })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (d) => (stdout += d))

@@ -10,10 +10,17 @@ import type { EventEnvelope, Journal } from "@hermes-sandbox/events"
 export const gone = (runtime: SandboxRuntime["Type"], name: string) =>
   runtime.inspect({ id: name, name }).pipe(
     Effect.as(false),
-    Effect.catchIf((e) => e._tag === "ContainerFailed" && e.reason === "not-found", () => Effect.succeed(true))
+    Effect.catchIf(
+      (e) => e._tag === "ContainerFailed" && e.reason === "not-found",
+      () => Effect.succeed(true)
+    )
   )
 
 export const eventsOf = (journal: Journal.Journal["Type"], streamId?: string) =>
-  journal.read(streamId === undefined ? undefined : { streamId }).pipe(Stream.runCollect, Effect.map((c): Array<EventEnvelope> => [...c]))
+  journal.read(streamId === undefined ? undefined : { streamId }).pipe(
+    Stream.runCollect,
+    Effect.map((c): Array<EventEnvelope> => [...c])
+  )
 
-export const typesOf = (journal: Journal.Journal["Type"], streamId: string) => Effect.map(eventsOf(journal, streamId), (es) => es.map((e) => e.type))
+export const typesOf = (journal: Journal.Journal["Type"], streamId: string) =>
+  Effect.map(eventsOf(journal, streamId), (es) => es.map((e) => e.type))

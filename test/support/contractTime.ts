@@ -18,9 +18,15 @@ export const testClockTime: ContractTime = { it: it.scoped, pass: (ms) => TestCl
 export const liveTime: ContractTime = { it: it.scopedLive, pass: (ms) => Effect.sleep(Duration.millis(ms)) }
 
 /** Lets time pass in steps until `check` holds; dies naming `what` after `withinMs`. */
-export const eventually = <E, R>(time: ContractTime, what: string, check: Effect.Effect<boolean, E, R>, withinMs = 20_000, stepMs = 10) =>
-  Effect.gen(function*() {
-    for (let waited = 0;; waited += stepMs) {
+export const eventually = <E, R>(
+  time: ContractTime,
+  what: string,
+  check: Effect.Effect<boolean, E, R>,
+  withinMs = 20_000,
+  stepMs = 10
+) =>
+  Effect.gen(function* () {
+    for (let waited = 0; ; waited += stepMs) {
       if (yield* check) return
       if (waited >= withinMs) return yield* Effect.dieMessage(`not within ${withinMs} ms: ${what}`)
       yield* time.pass(stepMs)
@@ -29,7 +35,7 @@ export const eventually = <E, R>(time: ContractTime, what: string, check: Effect
 
 /** Joins a fiber, letting time pass while it runs. */
 export const joinPassing = <A, E>(time: ContractTime, fiber: Fiber.Fiber<A, E>, stepMs = 50) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     while (Option.isNone(yield* Fiber.poll(fiber))) yield* time.pass(stepMs)
     return yield* Fiber.join(fiber)
   })

@@ -5,10 +5,15 @@ export const docker = new Docker({ socketPath: "/var/run/docker.sock" })
 
 /** Names of hermes-sandbox-* containers that exist now, in any state (those of one executor when given). */
 export const sandboxContainers = async (of: { readonly executorId?: string } = {}): Promise<Array<string>> =>
-  (await docker.listContainers({
-    all: true,
-    filters: { name: ["hermes-sandbox-"], ...(of.executorId === undefined ? {} : { label: [`org.hermes-sandbox.executor=${of.executorId}`] }) }
-  })).map((c) => (c.Names[0] ?? "").replace(/^\//, ""))
+  (
+    await docker.listContainers({
+      all: true,
+      filters: {
+        name: ["hermes-sandbox-"],
+        ...(of.executorId === undefined ? {} : { label: [`org.hermes-sandbox.executor=${of.executorId}`] })
+      }
+    })
+  ).map((c) => (c.Names[0] ?? "").replace(/^\//, ""))
 
 export const containerExists = async (name: string): Promise<boolean> => {
   try {

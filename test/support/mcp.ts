@@ -10,7 +10,9 @@ const root = new URL("../..", import.meta.url).pathname
 export const builtBin = `${root}packages/cli/dist/bin.js`
 
 /** command + args that start the built MCP server with `args` after `mcp`. */
-export const mcpServerCommand = (args: ReadonlyArray<string> = []): { readonly command: string; readonly args: Array<string> } => {
+export const mcpServerCommand = (
+  args: ReadonlyArray<string> = []
+): { readonly command: string; readonly args: Array<string> } => {
   if (!existsSync(builtBin)) throw new Error(`${builtBin} is missing: run \`pnpm build\` first`)
   return { command: process.execPath, args: ["--conditions=hermes-sandbox-dist", builtBin, "mcp", ...args] }
 }
@@ -26,7 +28,10 @@ export interface HttpServerProcess {
 }
 
 /** Start `hermes-sandbox mcp --http ...args` and wait for the line with its URL. */
-export const startHttpServer = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<HttpServerProcess> =>
+export const startHttpServer = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {}
+): Promise<HttpServerProcess> =>
   new Promise((resolve, reject) => {
     const { command, args: full } = mcpServerCommand(["--http", ...args])
     const child = spawn(command, full, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] })
@@ -64,7 +69,11 @@ export const runInspector = (
   options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv }
 ): Promise<{ code: number | null; stdout: string; stderr: string }> =>
   new Promise((resolve, reject) => {
-    const child = spawn(inspectorBin, ["--cli", ...args], { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(inspectorBin, ["--cli", ...args], {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let stdout = ""
     let stderr = ""
     child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()))

@@ -19,7 +19,8 @@ export const serverEnv = (): Record<string, string> =>
   Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined))
 
 /** The executor id the server names on its "serving MCP over stdio" line. */
-const executorIdOf = (stderr: string): string | undefined => /serving MCP over stdio \(executor (\S+)\)/.exec(stderr)?.[1]
+const executorIdOf = (stderr: string): string | undefined =>
+  /serving MCP over stdio \(executor (\S+)\)/.exec(stderr)?.[1]
 
 export interface StdioClient {
   readonly client: Client
@@ -42,9 +43,16 @@ export const stdioClient = async (args: ReadonlyArray<string>, name = "e2e-stdio
   const client = new Client({ name, version: "1.0.0" })
   await client.connect(transport)
   const pid = transport.pid!
-  if (!(await waitFor(async () => executorIdOf(stderr) !== undefined, 20_000))) throw new Error(`no "serving" line on the server's stderr: ${stderr}`)
+  if (!(await waitFor(async () => executorIdOf(stderr) !== undefined, 20_000)))
+    throw new Error(`no "serving" line on the server's stderr: ${stderr}`)
   let closing: Promise<void> | undefined
-  return { client, pid, stderr: () => stderr, executorId: executorIdOf(stderr)!, close: () => (closing ??= client.close()) }
+  return {
+    client,
+    pid,
+    stderr: () => stderr,
+    executorId: executorIdOf(stderr)!,
+    close: () => (closing ??= client.close())
+  }
 }
 
 export interface ChildClient {
@@ -53,7 +61,10 @@ export interface ChildClient {
   readonly lines: () => ReadonlyArray<Record<string, unknown>>
   readonly stderr: () => string
   /** Resolves with the first line `test` accepts (rejects after `timeoutMs`). */
-  readonly line: (test: (line: Record<string, unknown>) => boolean, timeoutMs: number) => Promise<Record<string, unknown>>
+  readonly line: (
+    test: (line: Record<string, unknown>) => boolean,
+    timeoutMs: number
+  ) => Promise<Record<string, unknown>>
   readonly exited: Promise<void>
 }
 
@@ -63,9 +74,17 @@ const childScript = new URL("./mcpClientChild.mjs", import.meta.url).pathname
  * mcpClientChild.mjs in a Node process of its own: it spawns the built server with `mcp ...args`,
  * runs `options.terminal` first when given (the session sandbox), then calls execute_code with `call`.
  */
-export const childClient = (args: ReadonlyArray<string>, call: Record<string, unknown>, options: { readonly terminal?: string; readonly serverStderr?: "pipe" | "inherit" } = {}): ChildClient => {
+export const childClient = (
+  args: ReadonlyArray<string>,
+  call: Record<string, unknown>,
+  options: { readonly terminal?: string; readonly serverStderr?: "pipe" | "inherit" } = {}
+): ChildClient => {
   const server = mcpServerCommand(args)
-  const child = spawn(process.execPath, [childScript, JSON.stringify({ ...server, env: serverEnv(), call, ...options })], { stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(
+    process.execPath,
+    [childScript, JSON.stringify({ ...server, env: serverEnv(), call, ...options })],
+    { stdio: ["ignore", "pipe", "pipe"] }
+  )
   const lines: Array<Record<string, unknown>> = []
   let pending = ""
   let stderr = ""
@@ -79,7 +98,9 @@ export const childClient = (args: ReadonlyArray<string>, call: Record<string, un
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
   const line = async (test: (line: Record<string, unknown>) => boolean, timeoutMs: number) => {
     if (!(await waitFor(async () => lines.some(test), timeoutMs, 50))) {
-      throw new Error(`the child client printed no such line within ${timeoutMs} ms: ${JSON.stringify(lines)}; stderr: ${stderr}`)
+      throw new Error(
+        `the child client printed no such line within ${timeoutMs} ms: ${JSON.stringify(lines)}; stderr: ${stderr}`
+      )
     }
     return lines.find(test)!
   }
@@ -98,10 +119,19 @@ export const readJournal = async (path: string): Promise<ReadonlyArray<EventEnve
 
 /** The ids of execute_code runs in the journal, oldest first. */
 export const executeCodeRuns = (events: ReadonlyArray<EventEnvelope>): Array<string> =>
-  events.filter((e) => e.type === "ExecutionRequested" && (e.data as { tags?: Record<string, string> }).tags?.["mcp.tool"] === "execute_code").map((e) => e.streamId)
+  events
+    .filter(
+      (e) =>
+        e.type === "ExecutionRequested" &&
+        (e.data as { tags?: Record<string, string> }).tags?.["mcp.tool"] === "execute_code"
+    )
+    .map((e) => e.streamId)
 
 /** One execution's events and its projected state. */
-export const lifecycleOf = async (path: string, streamId: string): Promise<{ readonly events: ReadonlyArray<EventEnvelope>; readonly state: ExecutionState | undefined }> => {
+export const lifecycleOf = async (
+  path: string,
+  streamId: string
+): Promise<{ readonly events: ReadonlyArray<EventEnvelope>; readonly state: ExecutionState | undefined }> => {
   const events = (await readJournal(path)).filter((e) => e.streamId === streamId)
   return { events, state: project(events).get(streamId) }
 }

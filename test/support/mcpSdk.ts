@@ -13,4 +13,7 @@ export const clientSide = async () => {
   return { Client, StdioClientTransport, InMemoryTransport }
 }
 
-export const serverSide = async () => ({ ...(await import("@hermes-sandbox/mcp")), ...(await import("@hermes-sandbox/mcp/server")) })
+export const serverSide = async () => ({
+  ...(await import("@hermes-sandbox/mcp")),
+  ...(await import("@hermes-sandbox/mcp/server"))
+})

@@ -51,7 +51,10 @@ export const bundleFixture = (source: string): string => {
     logLevel: "error"
   })
   const text = result.outputFiles[0]!.contents
-  const out = join(outDir, `${basename(source, ".ts")}-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.mjs`)
+  const out = join(
+    outDir,
+    `${basename(source, ".ts")}-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.mjs`
+  )
   if (!existsSync(out)) {
     // Test files build the same fixture side by side: each writes its own file, then renames it.
     mkdirSync(outDir, { recursive: true })

@@ -46,7 +46,10 @@ const SEARCHED = ["/usr/lib/postgresql"]
 export const binDir = (): string => {
   for (const root of SEARCHED) {
     if (!fs.existsSync(root)) continue
-    const majors = fs.readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a))
+    const majors = fs
+      .readdirSync(root)
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a))
     for (const major of majors) {
       const bin = path.join(root, major, "bin")
       if (fs.existsSync(path.join(bin, "initdb")) && fs.existsSync(path.join(bin, "postgres"))) return bin
@@ -76,7 +79,9 @@ const isRoot = () => process.getuid?.() === 0
 
 /** argv run as the cluster's owner: the `postgres` user when we are root, else ourselves. */
 const asOwner = (argv: ReadonlyArray<string>): [string, Array<string>] =>
-  isRoot() ? ["setpriv", ["--reuid=postgres", "--regid=postgres", "--init-groups", "--", ...argv]] : [argv[0]!, argv.slice(1)]
+  isRoot()
+    ? ["setpriv", ["--reuid=postgres", "--regid=postgres", "--init-groups", "--", ...argv]]
+    : [argv[0]!, argv.slice(1)]
 
 export const startCluster = async (options: ClusterOptions = {}): Promise<Cluster> => {
   const bin = binDir()
@@ -96,34 +101,49 @@ export const startCluster = async (options: ClusterOptions = {}): Promise<Cluste
   try {
     const [initdb, initArgs] = asOwner([
       path.join(bin, "initdb"),
-      "-D", data,
-      "-U", "hermes",
+      "-D",
+      data,
+      "-U",
+      "hermes",
       `--pwfile=${pwfile}`,
       "--auth-host=scram-sha-256",
       "--auth-local=trust",
-      "-E", "UTF8",
+      "-E",
+      "UTF8",
       "--locale=C",
       "--no-sync",
       "--no-instructions"
     ])
     const init = spawnSync(initdb, initArgs, { encoding: "utf8" })
-    if (init.status !== 0) throw new Error(`initdb failed (${init.status ?? init.signal}):\n${init.stderr}${init.stdout}`)
+    if (init.status !== 0)
+      throw new Error(`initdb failed (${init.status ?? init.signal}):\n${init.stderr}${init.stdout}`)
 
     for (let attempt = 0; ; attempt++) {
       const port = await freePort()
       const [postgres, args] = asOwner([
         path.join(bin, "postgres"),
-        "-D", data,
-        "-p", String(port),
-        "-k", dir,
-        "-c", "listen_addresses=127.0.0.1",
-        "-c", `fsync=${options.fsync === true ? "on" : "off"}`,
-        "-c", `synchronous_commit=${options.fsync === true ? "on" : "off"}`,
-        "-c", `full_page_writes=${options.fsync === true ? "on" : "off"}`,
-        "-c", "max_connections=300",
-        "-c", "shared_buffers=128MB",
-        "-c", "log_min_messages=warning",
-        "-c", "logging_collector=off"
+        "-D",
+        data,
+        "-p",
+        String(port),
+        "-k",
+        dir,
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        `fsync=${options.fsync === true ? "on" : "off"}`,
+        "-c",
+        `synchronous_commit=${options.fsync === true ? "on" : "off"}`,
+        "-c",
+        `full_page_writes=${options.fsync === true ? "on" : "off"}`,
+        "-c",
+        "max_connections=300",
+        "-c",
+        "shared_buffers=128MB",
+        "-c",
+        "log_min_messages=warning",
+        "-c",
+        "logging_collector=off"
       ])
       // Its own process group, so stop (and the watcher) can kill the backends with it.
       const started = spawn(postgres, args, { detached: true, stdio: ["ignore", "ignore", "pipe"] })
@@ -223,7 +243,9 @@ const watchParent = (pgid: number, dir: string) => {
 }
 
 const psql = (url: string, sql: string) => {
-  const result = spawnSync(path.join(binDir(), "psql"), [url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], { encoding: "utf8" })
+  const result = spawnSync(path.join(binDir(), "psql"), [url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], {
+    encoding: "utf8"
+  })
   if (result.status !== 0) throw new Error(`psql failed: ${result.stderr}`)
   return result.stdout
 }
@@ -232,7 +254,9 @@ const psql = (url: string, sql: string) => {
 export const clusterUrl = (): string => {
   const url = process.env[PG_URL_ENV]
   if (url === undefined || url === "") {
-    throw new Error(`${PG_URL_ENV} is not set: the PostgreSQL tests run under vitest's global setup (test/postgres-global-setup.ts)`)
+    throw new Error(
+      `${PG_URL_ENV} is not set: the PostgreSQL tests run under vitest's global setup (test/postgres-global-setup.ts)`
+    )
   }
   return url
 }
@@ -249,7 +273,10 @@ export const withDatabase = (url: string, database: string): string => {
  * that each test file (or test) has its own and files run in parallel.
  */
 export const createDatabase = (prefix: string, adminUrl: string = clusterUrl()): string => {
-  const name = `${prefix.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 40)}_${randomBytes(4).toString("hex")}`
+  const name = `${prefix
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, "_")
+    .slice(0, 40)}_${randomBytes(4).toString("hex")}`
   psql(adminUrl, `CREATE DATABASE "${name}"`)
   return withDatabase(adminUrl, name)
 }

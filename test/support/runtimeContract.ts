@@ -39,7 +39,11 @@ export interface ContractPrograms {
 
 const decoder = new TextDecoder()
 
-export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime, unknown>, programs: ContractPrograms) => {
+export const runtimeContract = (
+  name: string,
+  layer: Layer.Layer<SandboxRuntime, unknown>,
+  programs: ContractPrograms
+) => {
   const contractLabel = `${Label.project}.contract-run`
   const runId = uuidv7()
   const spec = (labels: Record<string, string> = {}): SandboxSpec => ({
@@ -50,7 +54,13 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
     workingDir: "/workspace",
     user: "1001:1001",
     labels: { [contractLabel]: runId, ...labels },
-    limits: { memoryBytes: 256 * 1024 * 1024, nanoCpus: 1e9, pidsLimit: 64, tmpBytes: 16 * 1024 * 1024, workspaceBytes: 16 * 1024 * 1024 },
+    limits: {
+      memoryBytes: 256 * 1024 * 1024,
+      nanoCpus: 1e9,
+      pidsLimit: 64,
+      tmpBytes: 16 * 1024 * 1024,
+      workspaceBytes: 16 * 1024 * 1024
+    },
     network: false,
     openStdin: true,
     capAdd: [],
@@ -59,21 +69,31 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
 
   /** Create a sandbox that is force-removed when the test's scope closes. */
   const created = (s: SandboxSpec) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const runtime = yield* SandboxRuntime
       return yield* Effect.acquireRelease(runtime.create(s), (c) => runtime.remove(c).pipe(Effect.orDie))
     })
 
   const runProgram = (c: SandboxCreated, code: string, stdin = "") =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const runtime = yield* SandboxRuntime
       const out: Array<Uint8Array> = []
       const err: Array<Uint8Array> = []
-      const io = yield* runtime.attach(c, { stdout: (b) => out.push(Uint8Array.from(b)), stderr: (b) => err.push(Uint8Array.from(b)) })
+      const io = yield* runtime.attach(c, {
+        stdout: (b) => out.push(Uint8Array.from(b)),
+        stderr: (b) => err.push(Uint8Array.from(b))
+      })
       const exit = yield* runtime.armExit(c)
       yield* runtime.start(c)
       const enc = new TextEncoder()
-      yield* io.write(encodeRunnerPayload({ language: programs.language, code: enc.encode(code), files: [], stdin: enc.encode(stdin) }))
+      yield* io.write(
+        encodeRunnerPayload({
+          language: programs.language,
+          code: enc.encode(code),
+          files: [],
+          stdin: enc.encode(stdin)
+        })
+      )
       yield* io.end
       const status = yield* exit
       yield* io.closed
@@ -83,21 +103,23 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
 
   describe(`SandboxRuntime contract: ${name}`, () => {
     it.scopedLive("runs a program once: exit code, separate stdout and stderr", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const c = yield* created(spec())
         const r = yield* runProgram(c, programs.exitWith(3, "out\n", "err\n"))
         expect(r).toEqual({ exitCode: 3, stdout: "out\n", stderr: "err\n" })
-      }).pipe(Effect.provide(layer)))
+      }).pipe(Effect.provide(layer))
+    )
 
     it.scopedLive("passes stdin through after the program", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const c = yield* created(spec())
         const r = yield* runProgram(c, programs.echoStdin, "hello\u0000world")
         expect(r.stdout).toBe("hello\u0000world")
-      }).pipe(Effect.provide(layer)))
+      }).pipe(Effect.provide(layer))
+    )
 
     it.scopedLive("names are unique: a second create with the same name fails with 409", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const runtime = yield* SandboxRuntime
         const s = spec()
         yield* created(s)
@@ -107,92 +129,131 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
           const error = second.cause._tag === "Fail" ? second.cause.error : undefined
           expect(error).toMatchObject({ _tag: "ContainerFailed", statusCode: 409, reason: "conflict" })
         }
-      }).pipe(Effect.provide(layer)))
+      }).pipe(Effect.provide(layer))
+    )
 
-    it.scopedLive("an armed exit wait blocks until a kill, which reports 137", () =>
-      Effect.gen(function*() {
-        const runtime = yield* SandboxRuntime
-        const c = yield* created(spec())
-        const io = yield* runtime.attach(c, { stdout: () => {}, stderr: () => {} })
-        const exit = yield* runtime.armExit(c)
-        yield* runtime.start(c)
-        yield* io.write(encodeRunnerPayload({ language: programs.language, code: new TextEncoder().encode(programs.hang), files: [], stdin: new Uint8Array() }))
-        yield* io.end
-        const early = yield* exit.pipe(Effect.timeoutTo({ duration: "300 millis", onSuccess: Option.some, onTimeout: Option.none }))
-        expect(Option.isNone(early)).toBe(true)
-        yield* runtime.kill(c)
-        const status = yield* exit
-        expect(status.exitCode).toBe(137)
-        const state = yield* runtime.inspect(c)
-        expect(state.status).toBe("exited")
-        expect(state.oomKilled).toBe(false)
-        // Killing a stopped sandbox is not an error.
-        yield* runtime.kill(c)
-      }).pipe(Effect.provide(layer)), 30_000)
-
-    it.scopedLive("removing a running sandbox (force) works; afterwards it is a 404, and removing again is fine", () =>
-      Effect.gen(function*() {
-        const runtime = yield* SandboxRuntime
-        const c = yield* runtime.create(spec())
-        const io = yield* runtime.attach(c, { stdout: () => {}, stderr: () => {} })
-        yield* runtime.start(c)
-        yield* io.write(encodeRunnerPayload({ language: programs.language, code: new TextEncoder().encode(programs.hang), files: [], stdin: new Uint8Array() }))
-        yield* runtime.remove(c)
-        const after = yield* Effect.exit(runtime.inspect(c))
-        expect(Exit.isFailure(after)).toBe(true)
-        if (Exit.isFailure(after)) {
-          const error = after.cause._tag === "Fail" ? after.cause.error : undefined
-          expect(error).toMatchObject({ _tag: "ContainerFailed", statusCode: 404, reason: "not-found" })
-        }
-        yield* runtime.remove(c)
-        yield* io.closed
-      }).pipe(Effect.provide(layer)), 30_000)
-
-    it.scopedLive("removers racing for one running sandbox all succeed (the engine's 409 'removal already in progress' is waited out)", () =>
-      Effect.gen(function*() {
-        const runtime = yield* SandboxRuntime
-        for (let round = 0; round < 3; round++) {
-          const c = yield* runtime.create(spec())
-          yield* runtime.attach(c, { stdout: () => {}, stderr: () => {} })
+    it.scopedLive(
+      "an armed exit wait blocks until a kill, which reports 137",
+      () =>
+        Effect.gen(function* () {
+          const runtime = yield* SandboxRuntime
+          const c = yield* created(spec())
+          const io = yield* runtime.attach(c, { stdout: () => {}, stderr: () => {} })
+          const exit = yield* runtime.armExit(c)
           yield* runtime.start(c)
-          // A watchdog, a sweep and a reaper may all remove the same container at once.
-          const outcomes = yield* Effect.all([runtime.remove(c), runtime.remove(c), runtime.remove(c)].map(Effect.exit), { concurrency: "unbounded" })
-          expect(outcomes.map(Exit.isSuccess)).toEqual([true, true, true])
-          expect(Exit.isFailure(yield* Effect.exit(runtime.inspect(c)))).toBe(true)
-        }
-      }).pipe(Effect.provide(layer)), 60_000)
+          yield* io.write(
+            encodeRunnerPayload({
+              language: programs.language,
+              code: new TextEncoder().encode(programs.hang),
+              files: [],
+              stdin: new Uint8Array()
+            })
+          )
+          yield* io.end
+          const early = yield* exit.pipe(
+            Effect.timeoutTo({ duration: "300 millis", onSuccess: Option.some, onTimeout: Option.none })
+          )
+          expect(Option.isNone(early)).toBe(true)
+          yield* runtime.kill(c)
+          const status = yield* exit
+          expect(status.exitCode).toBe(137)
+          const state = yield* runtime.inspect(c)
+          expect(state.status).toBe("exited")
+          expect(state.oomKilled).toBe(false)
+          // Killing a stopped sandbox is not an error.
+          yield* runtime.kill(c)
+        }).pipe(Effect.provide(layer)),
+      30_000
+    )
 
-    it.scopedLive("list finds sandboxes by label in every state", () =>
-      Effect.gen(function*() {
-        const runtime = yield* SandboxRuntime
-        const marker = uuidv7()
-        const a = yield* created(spec({ [`${Label.project}.contract-marker`]: marker }))
-        yield* created(spec({ [`${Label.project}.contract-marker`]: marker }))
-        yield* created(spec())
-        const found = yield* runtime.list({ [`${Label.project}.contract-marker`]: marker })
-        expect(found.map((f) => f.name).sort()).toHaveLength(2)
-        expect(found.find((f) => f.id === a.id)?.status).toBe("created")
-        yield* runProgram(a, programs.exitWith(0, "", ""))
-        const again = yield* runtime.list({ [`${Label.project}.contract-marker`]: marker })
-        expect(again.find((f) => f.id === a.id)?.status).toBe("exited")
-      }).pipe(Effect.provide(layer)), 30_000)
+    it.scopedLive(
+      "removing a running sandbox (force) works; afterwards it is a 404, and removing again is fine",
+      () =>
+        Effect.gen(function* () {
+          const runtime = yield* SandboxRuntime
+          const c = yield* runtime.create(spec())
+          const io = yield* runtime.attach(c, { stdout: () => {}, stderr: () => {} })
+          yield* runtime.start(c)
+          yield* io.write(
+            encodeRunnerPayload({
+              language: programs.language,
+              code: new TextEncoder().encode(programs.hang),
+              files: [],
+              stdin: new Uint8Array()
+            })
+          )
+          yield* runtime.remove(c)
+          const after = yield* Effect.exit(runtime.inspect(c))
+          expect(Exit.isFailure(after)).toBe(true)
+          if (Exit.isFailure(after)) {
+            const error = after.cause._tag === "Fail" ? after.cause.error : undefined
+            expect(error).toMatchObject({ _tag: "ContainerFailed", statusCode: 404, reason: "not-found" })
+          }
+          yield* runtime.remove(c)
+          yield* io.closed
+        }).pipe(Effect.provide(layer)),
+      30_000
+    )
+
+    it.scopedLive(
+      "removers racing for one running sandbox all succeed (the engine's 409 'removal already in progress' is waited out)",
+      () =>
+        Effect.gen(function* () {
+          const runtime = yield* SandboxRuntime
+          for (let round = 0; round < 3; round++) {
+            const c = yield* runtime.create(spec())
+            yield* runtime.attach(c, { stdout: () => {}, stderr: () => {} })
+            yield* runtime.start(c)
+            // A watchdog, a sweep and a reaper may all remove the same container at once.
+            const outcomes = yield* Effect.all(
+              [runtime.remove(c), runtime.remove(c), runtime.remove(c)].map(Effect.exit),
+              { concurrency: "unbounded" }
+            )
+            expect(outcomes.map(Exit.isSuccess)).toEqual([true, true, true])
+            expect(Exit.isFailure(yield* Effect.exit(runtime.inspect(c)))).toBe(true)
+          }
+        }).pipe(Effect.provide(layer)),
+      60_000
+    )
+
+    it.scopedLive(
+      "list finds sandboxes by label in every state",
+      () =>
+        Effect.gen(function* () {
+          const runtime = yield* SandboxRuntime
+          const marker = uuidv7()
+          const a = yield* created(spec({ [`${Label.project}.contract-marker`]: marker }))
+          yield* created(spec({ [`${Label.project}.contract-marker`]: marker }))
+          yield* created(spec())
+          const found = yield* runtime.list({ [`${Label.project}.contract-marker`]: marker })
+          expect(found.map((f) => f.name).sort()).toHaveLength(2)
+          expect(found.find((f) => f.id === a.id)?.status).toBe("created")
+          yield* runProgram(a, programs.exitWith(0, "", ""))
+          const again = yield* runtime.list({ [`${Label.project}.contract-marker`]: marker })
+          expect(again.find((f) => f.id === a.id)?.status).toBe("exited")
+        }).pipe(Effect.provide(layer)),
+      30_000
+    )
 
     describe("exec", () => {
       const text = (chunks: Array<Uint8Array>) => chunks.map((c) => decoder.decode(c, { stream: true })).join("")
       /** A running sandbox whose main process idles; removed with the test's scope. */
       const running = (env: Record<string, string> = {}) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const runtime = yield* SandboxRuntime
           const c = yield* created({ ...spec(), command: programs.idleCommand, openStdin: false, env })
           yield* runtime.start(c)
           return c
         })
       const execRun = (c: SandboxCreated, execSpec: ExecSpec, stdin?: string) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const runtime = yield* SandboxRuntime
           const out: Array<Uint8Array> = []
           const err: Array<Uint8Array> = []
-          const p = yield* runtime.exec(c, execSpec, { stdout: (b) => out.push(Uint8Array.from(b)), stderr: (b) => err.push(Uint8Array.from(b)) })
+          const p = yield* runtime.exec(c, execSpec, {
+            stdout: (b) => out.push(Uint8Array.from(b)),
+            stderr: (b) => err.push(Uint8Array.from(b))
+          })
           if (execSpec.stdin) {
             if (stdin !== undefined) yield* p.write(new TextEncoder().encode(stdin))
             yield* p.end
@@ -201,90 +262,153 @@ export const runtimeContract = (name: string, layer: Layer.Layer<SandboxRuntime,
           return { exitCode: status.exitCode, stdout: text(out), stderr: text(err) }
         })
 
-      it.scopedLive("runs a command in a running sandbox: exit code, separate stdout and stderr", () =>
-        Effect.gen(function*() {
-          const c = yield* running()
-          const r = yield* execRun(c, { command: programs.exec.exitWith(5, "out\n", "err\n"), env: {}, stdin: false })
-          expect(r).toEqual({ exitCode: 5, stdout: "out\n", stderr: "err\n" })
-        }).pipe(Effect.provide(layer)), 30_000)
+      it.scopedLive(
+        "runs a command in a running sandbox: exit code, separate stdout and stderr",
+        () =>
+          Effect.gen(function* () {
+            const c = yield* running()
+            const r = yield* execRun(c, { command: programs.exec.exitWith(5, "out\n", "err\n"), env: {}, stdin: false })
+            expect(r).toEqual({ exitCode: 5, stdout: "out\n", stderr: "err\n" })
+          }).pipe(Effect.provide(layer)),
+        30_000
+      )
 
-      it.scopedLive("applies its env over the sandbox's, and its working directory", () =>
-        Effect.gen(function*() {
-          const c = yield* running({ FROM_SANDBOX: "s", OVERRIDDEN: "sandbox" })
-          const a = yield* execRun(c, { command: programs.exec.printEnv("FROM_SANDBOX"), env: {}, stdin: false })
-          expect(a.stdout).toBe("s\n")
-          const b = yield* execRun(c, { command: programs.exec.printEnv("OVERRIDDEN"), env: { OVERRIDDEN: "exec" }, stdin: false })
-          expect(b.stdout).toBe("exec\n")
-          const d = yield* execRun(c, { command: programs.exec.printCwd, env: {}, workingDir: "/tmp", stdin: false })
-          expect(d.stdout).toBe("/tmp\n")
-          const e = yield* execRun(c, { command: programs.exec.printCwd, env: {}, stdin: false })
-          expect(e.stdout).toBe("/workspace\n")
-        }).pipe(Effect.provide(layer)), 30_000)
+      it.scopedLive(
+        "applies its env over the sandbox's, and its working directory",
+        () =>
+          Effect.gen(function* () {
+            const c = yield* running({ FROM_SANDBOX: "s", OVERRIDDEN: "sandbox" })
+            const a = yield* execRun(c, { command: programs.exec.printEnv("FROM_SANDBOX"), env: {}, stdin: false })
+            expect(a.stdout).toBe("s\n")
+            const b = yield* execRun(c, {
+              command: programs.exec.printEnv("OVERRIDDEN"),
+              env: { OVERRIDDEN: "exec" },
+              stdin: false
+            })
+            expect(b.stdout).toBe("exec\n")
+            const d = yield* execRun(c, { command: programs.exec.printCwd, env: {}, workingDir: "/tmp", stdin: false })
+            expect(d.stdout).toBe("/tmp\n")
+            const e = yield* execRun(c, { command: programs.exec.printCwd, env: {}, stdin: false })
+            expect(e.stdout).toBe("/workspace\n")
+          }).pipe(Effect.provide(layer)),
+        30_000
+      )
 
-      it.scopedLive("passes stdin through, and closing it is EOF", () =>
-        Effect.gen(function*() {
-          const c = yield* running()
-          const r = yield* execRun(c, { command: programs.exec.echoStdin, env: {}, stdin: true }, "line one\nline\u0000two")
-          expect(r).toMatchObject({ exitCode: 0, stdout: "line one\nline\u0000two" })
-        }).pipe(Effect.provide(layer)), 30_000)
+      it.scopedLive(
+        "passes stdin through, and closing it is EOF",
+        () =>
+          Effect.gen(function* () {
+            const c = yield* running()
+            const r = yield* execRun(
+              c,
+              { command: programs.exec.echoStdin, env: {}, stdin: true },
+              "line one\nline\u0000two"
+            )
+            expect(r).toMatchObject({ exitCode: 0, stdout: "line one\nline\u0000two" })
+          }).pipe(Effect.provide(layer)),
+        30_000
+      )
 
-      it.scopedLive("kill ends a hanging process with 137; the sandbox keeps running and takes more execs", () =>
-        Effect.gen(function*() {
-          const runtime = yield* SandboxRuntime
-          const c = yield* running()
-          const p = yield* runtime.exec(c, { command: programs.exec.hang, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} })
-          const early = yield* p.exit.pipe(Effect.timeoutTo({ duration: "300 millis", onSuccess: Option.some, onTimeout: Option.none }))
-          expect(Option.isNone(early)).toBe(true)
-          yield* p.kill
-          const status = yield* p.exit.pipe(Effect.timeout("10 seconds"))
-          expect(status.exitCode).toBe(137)
-          yield* p.kill // idempotent
-          expect((yield* runtime.inspect(c)).status).toBe("running")
-          const again = yield* execRun(c, { command: programs.exec.exitWith(0, "still here", ""), env: {}, stdin: false })
-          expect(again.stdout).toBe("still here")
-        }).pipe(Effect.provide(layer)), 30_000)
+      it.scopedLive(
+        "kill ends a hanging process with 137; the sandbox keeps running and takes more execs",
+        () =>
+          Effect.gen(function* () {
+            const runtime = yield* SandboxRuntime
+            const c = yield* running()
+            const p = yield* runtime.exec(
+              c,
+              { command: programs.exec.hang, env: {}, stdin: false },
+              { stdout: () => {}, stderr: () => {} }
+            )
+            const early = yield* p.exit.pipe(
+              Effect.timeoutTo({ duration: "300 millis", onSuccess: Option.some, onTimeout: Option.none })
+            )
+            expect(Option.isNone(early)).toBe(true)
+            yield* p.kill
+            const status = yield* p.exit.pipe(Effect.timeout("10 seconds"))
+            expect(status.exitCode).toBe(137)
+            yield* p.kill // idempotent
+            expect((yield* runtime.inspect(c)).status).toBe("running")
+            const again = yield* execRun(c, {
+              command: programs.exec.exitWith(0, "still here", ""),
+              env: {},
+              stdin: false
+            })
+            expect(again.stdout).toBe("still here")
+          }).pipe(Effect.provide(layer)),
+        30_000
+      )
 
-      it.scopedLive("execs run side by side, each with its own streams", () =>
-        Effect.gen(function*() {
-          const c = yield* running()
-          const results = yield* Effect.forEach(
-            [1, 2, 3, 4],
-            (i) => execRun(c, { command: programs.exec.exitWith(i, `out${i}`, `err${i}`), env: {}, stdin: false }),
-            { concurrency: "unbounded" }
-          )
-          expect(results).toEqual([1, 2, 3, 4].map((i) => ({ exitCode: i, stdout: `out${i}`, stderr: `err${i}` })))
-        }).pipe(Effect.provide(layer)), 30_000)
+      it.scopedLive(
+        "execs run side by side, each with its own streams",
+        () =>
+          Effect.gen(function* () {
+            const c = yield* running()
+            const results = yield* Effect.forEach(
+              [1, 2, 3, 4],
+              (i) => execRun(c, { command: programs.exec.exitWith(i, `out${i}`, `err${i}`), env: {}, stdin: false }),
+              { concurrency: "unbounded" }
+            )
+            expect(results).toEqual([1, 2, 3, 4].map((i) => ({ exitCode: i, stdout: `out${i}`, stderr: `err${i}` })))
+          }).pipe(Effect.provide(layer)),
+        30_000
+      )
 
-      it.scopedLive("a sandbox that is not running refuses exec with 409; a removed one with 404", () =>
-        Effect.gen(function*() {
-          const runtime = yield* SandboxRuntime
-          const c = yield* created({ ...spec(), command: programs.idleCommand, openStdin: false })
-          const notStarted = yield* Effect.flip(runtime.exec(c, { command: programs.exec.printCwd, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} }))
-          expect(notStarted).toMatchObject({ _tag: "ContainerFailed", statusCode: 409, reason: "conflict" })
-          yield* runtime.remove(c)
-          const gone = yield* Effect.flip(runtime.exec(c, { command: programs.exec.printCwd, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} }))
-          expect(gone).toMatchObject({ _tag: "ContainerFailed", statusCode: 404, reason: "not-found" })
-        }).pipe(Effect.provide(layer)), 30_000)
+      it.scopedLive(
+        "a sandbox that is not running refuses exec with 409; a removed one with 404",
+        () =>
+          Effect.gen(function* () {
+            const runtime = yield* SandboxRuntime
+            const c = yield* created({ ...spec(), command: programs.idleCommand, openStdin: false })
+            const notStarted = yield* Effect.flip(
+              runtime.exec(
+                c,
+                { command: programs.exec.printCwd, env: {}, stdin: false },
+                { stdout: () => {}, stderr: () => {} }
+              )
+            )
+            expect(notStarted).toMatchObject({ _tag: "ContainerFailed", statusCode: 409, reason: "conflict" })
+            yield* runtime.remove(c)
+            const gone = yield* Effect.flip(
+              runtime.exec(
+                c,
+                { command: programs.exec.printCwd, env: {}, stdin: false },
+                { stdout: () => {}, stderr: () => {} }
+              )
+            )
+            expect(gone).toMatchObject({ _tag: "ContainerFailed", statusCode: 404, reason: "not-found" })
+          }).pipe(Effect.provide(layer)),
+        30_000
+      )
 
-      it.scopedLive("killing the sandbox ends its running execs", () =>
-        Effect.gen(function*() {
-          const runtime = yield* SandboxRuntime
-          const c = yield* running()
-          const p = yield* runtime.exec(c, { command: programs.exec.hang, env: {}, stdin: false }, { stdout: () => {}, stderr: () => {} })
-          yield* runtime.kill(c)
-          const status = yield* p.exit.pipe(Effect.timeout("10 seconds"), Effect.either)
-          // It ended, unsuccessfully (the fake says 137; Docker 20.10 reports 126 for an exec whose container died).
-          if (status._tag === "Right") expect(status.right.exitCode).not.toBe(0)
-        }).pipe(Effect.provide(layer)), 30_000)
+      it.scopedLive(
+        "killing the sandbox ends its running execs",
+        () =>
+          Effect.gen(function* () {
+            const runtime = yield* SandboxRuntime
+            const c = yield* running()
+            const p = yield* runtime.exec(
+              c,
+              { command: programs.exec.hang, env: {}, stdin: false },
+              { stdout: () => {}, stderr: () => {} }
+            )
+            yield* runtime.kill(c)
+            const status = yield* p.exit.pipe(Effect.timeout("10 seconds"), Effect.either)
+            // It ended, unsuccessfully (the fake says 137; Docker 20.10 reports 126 for an exec whose container died).
+            if (status._tag === "Right") expect(status.right.exitCode).not.toBe(0)
+          }).pipe(Effect.provide(layer)),
+        30_000
+      )
     })
 
     it.live("a missing image is ImageNotFound naming the image and the build command", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const runtime = yield* SandboxRuntime
         const error = yield* Effect.flip(runtime.create({ ...spec(), image: "hermes-sandbox/does-not-exist:0" }))
         expect(error).toMatchObject({ _tag: "ImageNotFound", image: "hermes-sandbox/does-not-exist:0" })
         if (error._tag === "ImageNotFound") expect(error.buildCommand).toContain("image build")
-      }).pipe(Effect.provide(layer)))
+      }).pipe(Effect.provide(layer))
+    )
   })
 
   return { spec, created, runProgram, Scope }

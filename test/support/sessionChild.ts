@@ -15,7 +15,15 @@ if (mode === "persistent") {
   const r = await s.run('printf "%s|%s" "$PWD" "${CARRIED-}"')
   const firstCallMs = performance.now() - t0 - openMs
   await s.close()
-  process.stdout.write(JSON.stringify({ reconnected: s.reconnected, containerName: s.containerName, openMs, firstCallMs, state: r.stdout }) + "\n")
+  process.stdout.write(
+    JSON.stringify({
+      reconnected: s.reconnected,
+      containerName: s.containerName,
+      openMs,
+      firstCallMs,
+      state: r.stdout
+    }) + "\n"
+  )
   process.exit(0)
 } else {
   const journalPath = process.argv[3]

@@ -16,7 +16,14 @@ import { createHash } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { ContainerNamePrefix, Label, SandboxRuntime, Session, Sessions, type SessionsOptions } from "@hermes-sandbox/core"
+import {
+  ContainerNamePrefix,
+  Label,
+  SandboxRuntime,
+  Session,
+  Sessions,
+  type SessionsOptions
+} from "@hermes-sandbox/core"
 import { Journal } from "@hermes-sandbox/events"
 import { eventsOf, gone, typesOf } from "./contractChecks.js"
 import { type ContractTime, eventually, joinPassing } from "./contractTime.js"
@@ -68,18 +75,24 @@ export const sessionContract = (name: string, world: SessionWorld) => {
   /** Services over one base (one engine, one journal); every one is closed with the case at the latest. */
   const withBase = <A, E>(
     f: (ctx: {
-      readonly open: (options?: SessionsOptions) => Effect.Effect<{ readonly sessions: Sessions["Type"]; readonly close: Effect.Effect<void> }, unknown, Scope.Scope>
+      readonly open: (
+        options?: SessionsOptions
+      ) => Effect.Effect<
+        { readonly sessions: Sessions["Type"]; readonly close: Effect.Effect<void> },
+        unknown,
+        Scope.Scope
+      >
       readonly runtime: SandboxRuntime["Type"]
       readonly journal: Journal.Journal["Type"]
       /** A profile of this case's own; its persistent sandboxes are removed when the case ends. */
       readonly profile: (suffix: string) => Effect.Effect<string, never, Scope.Scope>
     }) => Effect.Effect<A, E, Scope.Scope>
   ) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const base = yield* Layer.build(world.base)
       const runtime = Context.get(base, SandboxRuntime)
       const open = (options: SessionsOptions = {}) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const scope = yield* Scope.make()
           const close = Scope.close(scope, Exit.void)
           yield* Effect.addFinalizer(() => close)
@@ -103,356 +116,626 @@ export const sessionContract = (name: string, world: SessionWorld) => {
   const createdWith = (runtime: SandboxRuntime["Type"], sessionId: string) =>
     Effect.map(runtime.list({ [Label.session]: sessionId }), (found) => {
       expect(found).toHaveLength(1)
-      return JSON.parse(found[0]!.labels[Label.fingerprintSpec]!) as { mounts: unknown; limits: { memoryBytes: number } }
+      return JSON.parse(found[0]!.labels[Label.fingerprintSpec]!) as {
+        mounts: unknown
+        limits: { memoryBytes: number }
+      }
     })
 
   describe(`Sessions contract: ${name}`, () => {
-    test("carries the working directory and exported variables from call to call (also after exit N); snippets see them; close removes the sandbox", () =>
-      withBase(({ journal, open, runtime }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          const s = yield* sessions.open()
-          expect(s.containerName).toBe(`${ContainerNamePrefix}${s.sessionId}`)
-          expect(s.containerName).toMatch(/^hermes-sandbox-[0-9a-f-]{36}$/)
-          const first = yield* s.run(sh({ cd: "/tmp/project", export: { GREETING: "hello world" }, stdout: "moved\n" }))
-          expect(first).toMatchObject({ exitCode: 0, stdout: "moved\n", stderr: "", timedOut: false, sessionId: s.sessionId, containerName: s.containerName })
-          const exit3 = yield* s.run(sh({ cd: "/tmp/project/sub", stderr: "bad\n", exitCode: 3 }))
-          expect(exit3).toMatchObject({ exitCode: 3, stderr: "bad\n" })
-          expect((yield* s.run(sh({ printCwd: true }))).stdout).toBe("/tmp/project/sub\n")
-          expect((yield* s.run(sh({ printEnv: "GREETING" }))).stdout).toBe("hello world\n")
-          // A code snippet sees the same directory and variables.
-          expect((yield* s.runCode(world.snippet({ printCwd: true }))).stdout).toBe("/tmp/project/sub\n")
-          expect((yield* s.runCode(world.snippet({ printEnv: "GREETING" })))).toMatchObject({ exitCode: 0, stdout: "hello world\n" })
+    test(
+      "carries the working directory and exported variables from call to call (also after exit N); snippets see them; close removes the sandbox",
+      () =>
+        withBase(({ journal, open, runtime }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            expect(s.containerName).toBe(`${ContainerNamePrefix}${s.sessionId}`)
+            expect(s.containerName).toMatch(/^hermes-sandbox-[0-9a-f-]{36}$/)
+            const first = yield* s.run(
+              sh({ cd: "/tmp/project", export: { GREETING: "hello world" }, stdout: "moved\n" })
+            )
+            expect(first).toMatchObject({
+              exitCode: 0,
+              stdout: "moved\n",
+              stderr: "",
+              timedOut: false,
+              sessionId: s.sessionId,
+              containerName: s.containerName
+            })
+            const exit3 = yield* s.run(sh({ cd: "/tmp/project/sub", stderr: "bad\n", exitCode: 3 }))
+            expect(exit3).toMatchObject({ exitCode: 3, stderr: "bad\n" })
+            expect((yield* s.run(sh({ printCwd: true }))).stdout).toBe("/tmp/project/sub\n")
+            expect((yield* s.run(sh({ printEnv: "GREETING" }))).stdout).toBe("hello world\n")
+            // A code snippet sees the same directory and variables.
+            expect((yield* s.runCode(world.snippet({ printCwd: true }))).stdout).toBe("/tmp/project/sub\n")
+            expect(yield* s.runCode(world.snippet({ printEnv: "GREETING" }))).toMatchObject({
+              exitCode: 0,
+              stdout: "hello world\n"
+            })
 
-          yield* s.close
-          expect(yield* gone(runtime, s.containerName)).toBe(true)
-          expect(yield* typesOf(journal, s.sessionId)).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "ContainerDestroyed", "SessionClosed"])
-          expect(yield* typesOf(journal, first.executionId)).toEqual(["ExecutionRequested", "ContainerExited"])
-          const requested = (yield* eventsOf(journal)).filter((e) => e.type === "ExecutionRequested")
-          expect(requested).toHaveLength(6)
-          for (const e of requested) expect(e.data).toMatchObject({ scope: "session", sessionId: s.sessionId })
-          expect(requested.find((e) => e.streamId === first.executionId)?.data).toMatchObject({ language: "bash" })
-          const error = yield* Effect.flip(s.run(sh({ stdout: "after close" })))
-          expect(error).toMatchObject({ _tag: "SessionEnded", sessionId: s.sessionId, reason: "closed" })
-          yield* s.close // idempotent
-        })), 60_000)
-
-    test("two sessions never share a sandbox, its directory or its variables; closing the service ends both", () =>
-      withBase(({ open, runtime }) =>
-        Effect.gen(function*() {
-          const { close, sessions } = yield* open()
-          const [a, b] = yield* Effect.all([sessions.open(), sessions.open()], { concurrency: 2 })
-          expect(a.containerName).not.toBe(b.containerName)
-          yield* a.run(sh({ cd: "/tmp", export: { WHO: "a" } }))
-          expect((yield* b.run(sh({ printCwd: true }))).stdout).toBe("/workspace\n")
-          expect((yield* b.run(sh({ printEnv: "WHO" }))).stdout).toBe("\n")
-          expect((yield* a.run(sh({ printEnv: "WHO" }))).stdout).toBe("a\n")
-          expect([yield* gone(runtime, a.containerName), yield* gone(runtime, b.containerName)]).toEqual([false, false])
-          yield* close
-          expect([yield* gone(runtime, a.containerName), yield* gone(runtime, b.containerName)]).toEqual([true, true])
-        })), 60_000)
-
-    test("parallel calls on one session run one at a time, in order, with no crossed directory or variables", () =>
-      withBase(({ open }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          const s = yield* sessions.open()
-          const n = 8
-          const fiber = yield* Effect.fork(Effect.forEach(
-            Array.from({ length: n }, (_, i) => i),
-            (i) => s.run(sh({ cd: `/workspace/d${i}`, export: { MINE: String(i) }, sleepMs: 50, printCwd: true, printEnv: "MINE" })),
-            { concurrency: "unbounded" }
-          ))
-          const results = yield* joinPassing(time, fiber, 10)
-          expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: n }, (_, i) => `/workspace/d${i}\n${i}\n`))
-          // Every call started after the previous one finished.
-          for (let i = 1; i < results.length; i++) {
-            expect(Date.parse(results[i]!.startedAt)).toBeGreaterThanOrEqual(Date.parse(results[i - 1]!.finishedAt))
-          }
-        })), 60_000)
-
-    test("the host-side deadline kills the call (137, timedOut, its output so far); the session stays usable", () =>
-      withBase(({ journal, open }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          const s = yield* sessions.open({ timeoutMs: 1_500 })
-          const t0 = yield* Clock.currentTimeMillis
-          const r = yield* joinPassing(time, yield* Effect.fork(s.run(sh({ stdout: "started\n", hang: true }))))
-          const elapsed = (yield* Clock.currentTimeMillis) - t0
-          expect(r).toMatchObject({ timedOut: true, exitCode: 137, stdout: "started\n" })
-          expect(elapsed).toBeGreaterThanOrEqual(1_500)
-          expect(elapsed).toBeLessThan(6_000)
-          expect(yield* typesOf(journal, r.executionId)).toEqual(["ExecutionRequested", "ExecutionTimedOut"])
-          expect((yield* s.run(sh({ stdout: "next\n" }))).stdout).toBe("next\n")
-        })), 60_000)
-
-    test("interrupting a call records it and leaves the session open", () =>
-      withBase(({ journal, open }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          const s = yield* sessions.open()
-          let executionId = ""
-          let up = false
-          const fiber = yield* Effect.fork(s.run(sh({ stdout: "up\n", hang: true }), {
-            onExecutionId: (id) => void (executionId = id),
-            onStdout: () => void (up = true)
-          }))
-          yield* eventually(time, "the call printed", Effect.sync(() => up))
-          yield* Fiber.interrupt(fiber)
-          expect(yield* typesOf(journal, executionId)).toEqual(["ExecutionRequested", "ExecutionInterrupted"])
-          expect((yield* s.status).open).toBe(true)
-          expect((yield* s.run(sh({ stdout: "ok" }))).stdout).toBe("ok")
-        })), 60_000)
-
-    test("expires after lifetimeSeconds without a call (every call resets the timer): removed, and the journal says why", () =>
-      withBase(({ journal, open, runtime }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          // Margins of 1.5 s either side: the engine's time is live, and the host may be loaded.
-          const s = yield* sessions.open({ lifetimeSeconds: 3 })
-          yield* s.run(sh({ stdout: "hi" }))
-          yield* time.pass(1_500)
-          expect((yield* s.run(sh({ stdout: "still here" }))).stdout).toBe("still here")
-          yield* time.pass(1_500)
-          expect((yield* s.status).open).toBe(true)
-          yield* eventually(time, "the session expired", Effect.map(s.status, (st) => !st.open), 10_000, 100)
-          expect(yield* s.status).toMatchObject({ open: false, endReason: "idle-expired" })
-          // The cleanup runs in the background.
-          yield* eventually(time, "the sandbox is gone", gone(runtime, s.containerName), 15_000)
-          yield* eventually(time, "the session stream is closed", Effect.map(typesOf(journal, s.sessionId), (t) => t.includes("SessionClosed")), 5_000)
-          expect(yield* typesOf(journal, s.sessionId)).toEqual([
-            "SessionOpened",
-            "ContainerCreated",
-            "ContainerStarted",
-            "SessionIdleExpired",
-            "ContainerDestroyed",
-            "SessionClosed"
-          ])
-          const destroyed = (yield* eventsOf(journal, s.sessionId)).find((e) => e.type === "ContainerDestroyed")
-          expect(destroyed?.data).toMatchObject({ reason: "idle-expired" })
-          expect(yield* Effect.flip(s.run(sh({ stdout: "late" })))).toMatchObject({ _tag: "SessionEnded", reason: "idle-expired" })
-        })), 60_000)
-
-    test("mounts are read-only unless rw; the Docker socket and / are refused unless forced", () =>
-      withBase(({ journal, open, runtime }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          const socket = yield* Effect.flip(sessions.open({ mounts: [{ hostPath: "/var/run/docker.sock", containerPath: "/var/run/docker.sock" }] }))
-          expect(socket).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
-          expect(socket.message).toContain("Docker socket")
-          const root = yield* Effect.flip(sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host" }] }))
-          expect(root).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
-          expect(root.message).toContain("root directory")
-          const rootRw = yield* Effect.flip(sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host", mode: "rw" }] }))
-          expect(rootRw).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
-          // Refused before any sandbox exists.
-          expect((yield* eventsOf(journal)).map((e) => e.type)).not.toContain("SessionOpened")
-          const forced = yield* sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host" }], allowDangerousMounts: true })
-          yield* forced.close
-
-          const dir = yield* Effect.acquireRelease(
-            Effect.sync(() => mkdtempSync(join(tmpdir(), "hs-contract-"))),
-            (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
-          )
-          const s = yield* sessions.open({ mounts: [{ hostPath: dir, containerPath: "/data" }, { hostPath: dir, containerPath: "/out", mode: "rw" }] })
-          expect((yield* createdWith(runtime, s.sessionId)).mounts).toEqual([
-            { hostPath: dir, containerPath: "/data", mode: "ro" },
-            { hostPath: dir, containerPath: "/out", mode: "rw" }
-          ])
-          yield* s.close
-        })), 60_000)
-
-    test("file operations: all 256 byte values round-trip, offset/limit page through a file, list and remove; calls and snippets see the same files", () =>
-      withBase(({ open }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          const s = yield* sessions.open()
-          const all = Uint8Array.from({ length: 256 }, (_, i) => i)
-          expect(yield* s.writeFile("bin/all.bin", all, { mode: 0o600 })).toEqual({ path: "/workspace/bin/all.bin", bytesWritten: 256 })
-          const whole = yield* s.readFile("/workspace/bin/all.bin")
-          expect(Buffer.from(whole.content).equals(Buffer.from(all))).toBe(true)
-          expect(whole).toMatchObject({ path: "/workspace/bin/all.bin", size: 256, offset: 0, bytesRead: 256, truncated: false, mode: 0o600 })
-          expect(whole.sha256).toBe(createHash("sha256").update(all).digest("hex"))
-          // Rewritten without a mode: it keeps its 0600; a new file without one gets 0644.
-          yield* s.writeFile("bin/all.bin", all)
-          expect((yield* s.readFile("bin/all.bin", { limit: 0 })).mode).toBe(0o600)
-          yield* s.writeFile("bin/new.txt", "new")
-          expect((yield* s.readFile("bin/new.txt", { limit: 0 })).mode).toBe(0o644)
-          yield* s.removeFile("bin/new.txt")
-          // Paging: a piece, the tail, past the end, nothing (metadata only).
-          const piece = yield* s.readFile("bin/all.bin", { offset: 100, limit: 50 })
-          expect([...piece.content]).toEqual([...all.subarray(100, 150)])
-          expect(piece).toMatchObject({ size: 256, offset: 100, bytesRead: 50, truncated: true })
-          expect(piece.sha256).toBe(createHash("sha256").update(all.subarray(100, 150)).digest("hex"))
-          expect(yield* s.readFile("bin/all.bin", { offset: 250, limit: 50 })).toMatchObject({ offset: 250, bytesRead: 6, truncated: false })
-          expect(yield* s.readFile("bin/all.bin", { offset: 1000 })).toMatchObject({ offset: 256, bytesRead: 0, truncated: false })
-          expect(yield* s.readFile("bin/all.bin", { limit: 0 })).toMatchObject({ size: 256, bytesRead: 0, truncated: true })
-          // A call reads what writeFile wrote; readFile reads what a call and a snippet wrote.
-          yield* s.writeFile("notes/a.txt", "héllo ✓\n")
-          expect((yield* s.run(sh({ cat: "/workspace/notes/a.txt" }))).stdout).toBe("héllo ✓\n")
-          yield* s.run(sh({ writeFile: { path: "/tmp/from-call.txt", content: "made by a call\n" } }))
-          expect(Buffer.from((yield* s.readFile("/tmp/from-call.txt")).content).toString()).toBe("made by a call\n")
-          yield* s.runCode({ ...world.snippet({}), files: { "snip/in.txt": "from files" } })
-          expect(Buffer.from((yield* s.readFile("snip/in.txt")).content).toString()).toBe("from files")
-          // Relative paths resolve against /workspace, not against the shell's directory.
-          yield* s.run(sh({ cd: "/tmp/elsewhere" }))
-          expect(Buffer.from((yield* s.readFile("notes/a.txt")).content).toString()).toBe("héllo ✓\n")
-
-          const root = yield* s.listFiles()
-          expect(root).toMatchObject({ path: "/workspace", truncated: false, omitted: 0 })
-          expect(root.entries.filter((e) => ["bin", "notes", "snip"].includes(e.name)).map((e) => [e.name, e.kind])).toEqual([["bin", "directory"], ["notes", "directory"], ["snip", "directory"]])
-          const bin = yield* s.listFiles("bin")
-          expect(bin.entries).toEqual([{ name: "all.bin", kind: "file", size: 256, mode: 0o600, modifiedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }])
-          expect(yield* Effect.flip(s.removeFile("notes"))).toMatchObject({ _tag: "SandboxFileError", operation: "remove", path: "/workspace/notes", code: "ENOTEMPTY" })
-          yield* s.removeFile("bin/all.bin")
-          expect((yield* s.listFiles("bin")).entries).toEqual([])
-          expect(yield* Effect.flip(s.readFile("bin/all.bin"))).toMatchObject({ _tag: "FileNotFound", operation: "read", path: "/workspace/bin/all.bin" })
-          yield* s.removeFile("bin") // an empty directory
-          expect(yield* Effect.flip(s.listFiles("bin"))).toMatchObject({ _tag: "FileNotFound", operation: "list" })
-          yield* s.close
-          expect(yield* Effect.flip(s.readFile("notes/a.txt"))).toMatchObject({ _tag: "SessionEnded", reason: "closed" })
-        })), 60_000)
-
-    test("file operations: a missing file is FileNotFound; a path outside /workspace and /tmp, '..' or a limit passed is an InvalidRequest before anything runs", () =>
-      withBase(({ open }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          const s = yield* sessions.open()
-          expect(yield* Effect.flip(s.readFile("missing.txt"))).toMatchObject({ _tag: "FileNotFound", operation: "read", path: "/workspace/missing.txt" })
-          expect(yield* Effect.flip(s.readFile("no/such/dir/file"))).toMatchObject({ _tag: "FileNotFound" })
-          expect(yield* Effect.flip(s.removeFile("/tmp/missing"))).toMatchObject({ _tag: "FileNotFound", operation: "remove" })
-          for (const path of ["/etc/passwd", "/tmpfoo/x", "/", "/workspace/../etc/passwd", "../etc/passwd", "a/../../etc/passwd", "", "nul\0byte"]) {
-            const refused = yield* Effect.flip(s.readFile(path))
-            expect(refused).toMatchObject({ _tag: "InvalidRequest", field: "path", value: path })
-          }
-          const outside = yield* Effect.flip(s.writeFile("/etc/passwd", "x"))
-          expect(outside.message).toContain("/etc/passwd")
-          expect(outside.message).toContain("/workspace, /tmp")
-          expect(yield* Effect.flip(s.listFiles("/proc"))).toMatchObject({ _tag: "InvalidRequest", field: "dir" })
-          expect(yield* Effect.flip(s.readFile("a.txt", { limit: Session.MAX_READ_LIMIT_BYTES + 1 }))).toMatchObject({ _tag: "InvalidRequest", field: "limit" })
-          expect(yield* Effect.flip(s.readFile("a.txt", { offset: -1 }))).toMatchObject({ _tag: "InvalidRequest", field: "offset" })
-          expect(yield* Effect.flip(s.writeFile("big.bin", new Uint8Array(Session.MAX_WRITE_BYTES + 1)))).toMatchObject({ _tag: "InvalidRequest", field: "content" })
-          expect(yield* Effect.flip(s.writeFile("setuid", "x", { mode: 0o4755 }))).toMatchObject({ _tag: "InvalidRequest", field: "mode" })
-          // Refused before anything ran: nothing was written.
-          expect((yield* s.listFiles()).entries.map((e) => e.name)).not.toContain("big.bin")
-          // The roots themselves are directories.
-          expect(yield* Effect.flip(s.readFile("/workspace"))).toMatchObject({ _tag: "SandboxFileError", code: "EISDIR" })
-          yield* s.writeFile("plain.txt", "x")
-          expect(yield* Effect.flip(s.listFiles("plain.txt"))).toMatchObject({ _tag: "SandboxFileError", operation: "list", code: "ENOTDIR" })
-          expect(yield* Effect.flip(s.writeFile("plain.txt/below", "x"))).toMatchObject({ _tag: "SandboxFileError", operation: "write", code: "ENOTDIR" })
-          expect((yield* s.status)).toMatchObject({ open: true, pending: 0 })
-        })), 60_000)
-
-    test("file operations are serialized with the session's calls, first come first served", () =>
-      withBase(({ open }) =>
-        Effect.gen(function*() {
-          const { sessions } = yield* open()
-          const s = yield* sessions.open()
-          // A call that holds the session while it sleeps, then writes a file: a file operation
-          // asked for meanwhile runs after it, and sees the file.
-          let started = false
-          const call = yield* Effect.fork(s.run(sh({ stdout: "started\n", sleepMs: 500, writeFile: { path: "/workspace/order.txt", content: "written by the call" } }), {
-            onStdout: () => void (started = true)
-          }))
-          yield* eventually(time, "the call started", Effect.sync(() => started))
-          const read = yield* joinPassing(time, yield* Effect.fork(s.readFile("order.txt")))
-          expect(Buffer.from(read.content).toString()).toBe("written by the call")
-          expect((yield* Fiber.join(call)).exitCode).toBe(0)
-
-          // Eight at once, each writing then reading back through a call: nothing crossed, nothing lost.
-          const n = 8
-          const fiber = yield* Effect.fork(Effect.forEach(
-            Array.from({ length: n }, (_, i) => i),
-            (i) =>
-              Effect.gen(function*() {
-                yield* s.writeFile(`par/${i}.txt`, `content ${i}`)
-                const seen = (yield* s.run(sh({ cat: `/workspace/par/${i}.txt` }))).stdout
-                const back = Buffer.from((yield* s.readFile(`par/${i}.txt`)).content).toString()
-                return [seen, back]
-              }),
-            { concurrency: "unbounded" }
-          ))
-          const results = yield* joinPassing(time, fiber, 10)
-          expect(results).toEqual(Array.from({ length: n }, (_, i) => [`content ${i}`, `content ${i}`]))
-          expect((yield* s.listFiles("par")).entries.map((e) => e.name)).toEqual(Array.from({ length: n }, (_, i) => `${i}.txt`))
-          expect((yield* s.status).pending).toBe(0)
-        })), 60_000)
-
-    test("persistent: a new service finds the sandbox again by its labels, with its state; another profile is another sandbox", () =>
-      withBase(({ journal, open, profile, runtime }) =>
-        Effect.gen(function*() {
-          const dev = yield* profile("dev")
-          const first = yield* open()
-          const p = yield* first.sessions.openPersistent({ profile: dev })
-          expect(p).toMatchObject({ scope: "persistent", reconnected: false })
-          yield* p.run(sh({ cd: "/tmp/state", export: { INSTALLED: "yes" } }))
-          yield* first.close // detaches: the sandbox stays
-          expect(yield* gone(runtime, p.containerName)).toBe(false)
-
-          const second = yield* open()
-          const again = yield* second.sessions.openPersistent({ profile: dev })
-          expect(again).toMatchObject({ reconnected: true, containerName: p.containerName, sessionId: p.sessionId, fingerprint: p.fingerprint })
-          expect((yield* again.run(sh({ printCwd: true }))).stdout).toBe("/tmp/state\n")
-          expect((yield* again.run(sh({ printEnv: "INSTALLED" }))).stdout).toBe("yes\n")
-          expect(yield* typesOf(journal, p.sessionId)).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted", "SessionClosed", "SessionReconnected"])
-          const other = yield* second.sessions.openPersistent({ profile: yield* profile("ops") })
-          expect(other.containerName).not.toBe(p.containerName)
-          yield* other.destroy
-          yield* again.destroy
-          expect([yield* gone(runtime, p.containerName), yield* gone(runtime, other.containerName)]).toEqual([true, true])
-        })), 60_000)
-
-    test("persistent: a changed configuration replaces the old sandbox (default) or is refused, naming what changed; env values are not configuration", () =>
-      withBase(({ journal, open, profile, runtime }) =>
-        Effect.gen(function*() {
-          const dev = yield* profile("fp")
-          const { sessions } = yield* open()
-          const ofProfile = Effect.map(runtime.list({ [Label.profile]: dev }), (list) => list.map((c) => c.name))
-          const p = yield* sessions.openPersistent({ profile: dev, memory: "256m", env: { A: "1" } })
-          yield* p.close
-          // Values are not fingerprinted (they travel with each call): same names, new value = same sandbox.
-          const sameNames = yield* sessions.openPersistent({ profile: dev, memory: "256m", env: { A: "2" } })
-          expect(sameNames.reconnected).toBe(true)
-          expect((yield* sameNames.run(sh({ printEnv: "A" }))).stdout).toBe("2\n")
-          yield* sameNames.close
-          const refused = yield* Effect.flip(sessions.openPersistent({ profile: dev, memory: "128m", env: { A: "1" }, onConfigChange: "refuse" }))
-          expect(refused).toMatchObject({ _tag: "SessionConfigMismatch", profile: dev, containerName: p.containerName })
-          if (refused._tag === "SessionConfigMismatch") expect(refused.differences).toEqual(["limits.memoryBytes: 268435456 -> 134217728"])
-          expect(yield* ofProfile).toEqual([p.containerName])
-          const replaced = yield* sessions.openPersistent({ profile: dev, memory: "128m", env: { A: "1", B: "new name" } })
-          expect(replaced).toMatchObject({ reconnected: false, replaced: [p.containerName] })
-          expect(replaced.containerName).not.toBe(p.containerName)
-          // Said loudly in the old sandbox's stream: what changed and what replaced it, before its removal.
-          const oldStream = yield* eventsOf(journal, p.sessionId)
-          expect(oldStream.map((e) => e.type).slice(-3)).toEqual(["SessionReplaced", "ContainerDestroyed", "SessionClosed"])
-          expect(oldStream.at(-3)?.data).toEqual({
-            sessionId: p.sessionId,
-            profile: dev,
-            containerName: p.containerName,
-            differences: ["limits.memoryBytes: 268435456 -> 134217728", `envNames: ["A"] -> ["A","B"]`],
-            replacedBy: replaced.sessionId
+            yield* s.close
+            expect(yield* gone(runtime, s.containerName)).toBe(true)
+            expect(yield* typesOf(journal, s.sessionId)).toEqual([
+              "SessionOpened",
+              "ContainerCreated",
+              "ContainerStarted",
+              "ContainerDestroyed",
+              "SessionClosed"
+            ])
+            expect(yield* typesOf(journal, first.executionId)).toEqual(["ExecutionRequested", "ContainerExited"])
+            const requested = (yield* eventsOf(journal)).filter((e) => e.type === "ExecutionRequested")
+            expect(requested).toHaveLength(6)
+            for (const e of requested) expect(e.data).toMatchObject({ scope: "session", sessionId: s.sessionId })
+            expect(requested.find((e) => e.streamId === first.executionId)?.data).toMatchObject({ language: "bash" })
+            const error = yield* Effect.flip(s.run(sh({ stdout: "after close" })))
+            expect(error).toMatchObject({ _tag: "SessionEnded", sessionId: s.sessionId, reason: "closed" })
+            yield* s.close // idempotent
           })
-          expect(yield* ofProfile).toEqual([replaced.containerName])
-          expect((yield* createdWith(runtime, replaced.sessionId)).limits.memoryBytes).toBe(128 * 1024 * 1024)
-          yield* replaced.destroy
-          expect(yield* gone(runtime, replaced.containerName)).toBe(true)
-        })), 60_000)
+        ),
+      60_000
+    )
 
-    test("persistent: the reaper removes one idle longer than lifetimeSeconds that nobody holds", () =>
-      withBase(({ journal, open, profile, runtime }) =>
-        Effect.gen(function*() {
-          const idle = yield* profile("idle")
-          const first = yield* open({ reapOnStart: false })
-          // Long enough that a second service starts (and reaps once) well within it, on a loaded host too.
-          const p = yield* first.sessions.openPersistent({ profile: idle, lifetimeSeconds: 5 })
-          yield* p.run(sh({ stdout: "x" }))
-          yield* first.close
-          const second = yield* open({ reapOnStart: false })
-          expect((yield* second.sessions.reap).removed).not.toContain(p.containerName)
-          yield* time.pass(5_500)
-          expect((yield* second.sessions.reap).removed).toContain(p.containerName)
-          expect(yield* gone(runtime, p.containerName)).toBe(true)
-          expect((yield* typesOf(journal, p.sessionId)).slice(-3)).toEqual(["SessionIdleExpired", "ContainerDestroyed", "SessionClosed"])
-        })), 60_000)
+    test(
+      "two sessions never share a sandbox, its directory or its variables; closing the service ends both",
+      () =>
+        withBase(({ open, runtime }) =>
+          Effect.gen(function* () {
+            const { close, sessions } = yield* open()
+            const [a, b] = yield* Effect.all([sessions.open(), sessions.open()], { concurrency: 2 })
+            expect(a.containerName).not.toBe(b.containerName)
+            yield* a.run(sh({ cd: "/tmp", export: { WHO: "a" } }))
+            expect((yield* b.run(sh({ printCwd: true }))).stdout).toBe("/workspace\n")
+            expect((yield* b.run(sh({ printEnv: "WHO" }))).stdout).toBe("\n")
+            expect((yield* a.run(sh({ printEnv: "WHO" }))).stdout).toBe("a\n")
+            expect([yield* gone(runtime, a.containerName), yield* gone(runtime, b.containerName)]).toEqual([
+              false,
+              false
+            ])
+            yield* close
+            expect([yield* gone(runtime, a.containerName), yield* gone(runtime, b.containerName)]).toEqual([true, true])
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "parallel calls on one session run one at a time, in order, with no crossed directory or variables",
+      () =>
+        withBase(({ open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            const n = 8
+            const fiber = yield* Effect.fork(
+              Effect.forEach(
+                Array.from({ length: n }, (_, i) => i),
+                (i) =>
+                  s.run(
+                    sh({
+                      cd: `/workspace/d${i}`,
+                      export: { MINE: String(i) },
+                      sleepMs: 50,
+                      printCwd: true,
+                      printEnv: "MINE"
+                    })
+                  ),
+                { concurrency: "unbounded" }
+              )
+            )
+            const results = yield* joinPassing(time, fiber, 10)
+            expect(results.map((r) => r.stdout)).toEqual(
+              Array.from({ length: n }, (_, i) => `/workspace/d${i}\n${i}\n`)
+            )
+            // Every call started after the previous one finished.
+            for (let i = 1; i < results.length; i++) {
+              expect(Date.parse(results[i]!.startedAt)).toBeGreaterThanOrEqual(Date.parse(results[i - 1]!.finishedAt))
+            }
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "the host-side deadline kills the call (137, timedOut, its output so far); the session stays usable",
+      () =>
+        withBase(({ journal, open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open({ timeoutMs: 1_500 })
+            const t0 = yield* Clock.currentTimeMillis
+            const r = yield* joinPassing(time, yield* Effect.fork(s.run(sh({ stdout: "started\n", hang: true }))))
+            const elapsed = (yield* Clock.currentTimeMillis) - t0
+            expect(r).toMatchObject({ timedOut: true, exitCode: 137, stdout: "started\n" })
+            expect(elapsed).toBeGreaterThanOrEqual(1_500)
+            expect(elapsed).toBeLessThan(6_000)
+            expect(yield* typesOf(journal, r.executionId)).toEqual(["ExecutionRequested", "ExecutionTimedOut"])
+            expect((yield* s.run(sh({ stdout: "next\n" }))).stdout).toBe("next\n")
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "interrupting a call records it and leaves the session open",
+      () =>
+        withBase(({ journal, open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            let executionId = ""
+            let up = false
+            const fiber = yield* Effect.fork(
+              s.run(sh({ stdout: "up\n", hang: true }), {
+                onExecutionId: (id) => void (executionId = id),
+                onStdout: () => void (up = true)
+              })
+            )
+            yield* eventually(
+              time,
+              "the call printed",
+              Effect.sync(() => up)
+            )
+            yield* Fiber.interrupt(fiber)
+            expect(yield* typesOf(journal, executionId)).toEqual(["ExecutionRequested", "ExecutionInterrupted"])
+            expect((yield* s.status).open).toBe(true)
+            expect((yield* s.run(sh({ stdout: "ok" }))).stdout).toBe("ok")
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "expires after lifetimeSeconds without a call (every call resets the timer): removed, and the journal says why",
+      () =>
+        withBase(({ journal, open, runtime }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            // Margins of 1.5 s either side: the engine's time is live, and the host may be loaded.
+            const s = yield* sessions.open({ lifetimeSeconds: 3 })
+            yield* s.run(sh({ stdout: "hi" }))
+            yield* time.pass(1_500)
+            expect((yield* s.run(sh({ stdout: "still here" }))).stdout).toBe("still here")
+            yield* time.pass(1_500)
+            expect((yield* s.status).open).toBe(true)
+            yield* eventually(
+              time,
+              "the session expired",
+              Effect.map(s.status, (st) => !st.open),
+              10_000,
+              100
+            )
+            expect(yield* s.status).toMatchObject({ open: false, endReason: "idle-expired" })
+            // The cleanup runs in the background.
+            yield* eventually(time, "the sandbox is gone", gone(runtime, s.containerName), 15_000)
+            yield* eventually(
+              time,
+              "the session stream is closed",
+              Effect.map(typesOf(journal, s.sessionId), (t) => t.includes("SessionClosed")),
+              5_000
+            )
+            expect(yield* typesOf(journal, s.sessionId)).toEqual([
+              "SessionOpened",
+              "ContainerCreated",
+              "ContainerStarted",
+              "SessionIdleExpired",
+              "ContainerDestroyed",
+              "SessionClosed"
+            ])
+            const destroyed = (yield* eventsOf(journal, s.sessionId)).find((e) => e.type === "ContainerDestroyed")
+            expect(destroyed?.data).toMatchObject({ reason: "idle-expired" })
+            expect(yield* Effect.flip(s.run(sh({ stdout: "late" })))).toMatchObject({
+              _tag: "SessionEnded",
+              reason: "idle-expired"
+            })
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "mounts are read-only unless rw; the Docker socket and / are refused unless forced",
+      () =>
+        withBase(({ journal, open, runtime }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const socket = yield* Effect.flip(
+              sessions.open({ mounts: [{ hostPath: "/var/run/docker.sock", containerPath: "/var/run/docker.sock" }] })
+            )
+            expect(socket).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
+            expect(socket.message).toContain("Docker socket")
+            const root = yield* Effect.flip(sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host" }] }))
+            expect(root).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
+            expect(root.message).toContain("root directory")
+            const rootRw = yield* Effect.flip(
+              sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host", mode: "rw" }] })
+            )
+            expect(rootRw).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
+            // Refused before any sandbox exists.
+            expect((yield* eventsOf(journal)).map((e) => e.type)).not.toContain("SessionOpened")
+            const forced = yield* sessions.open({
+              mounts: [{ hostPath: "/", containerPath: "/host" }],
+              allowDangerousMounts: true
+            })
+            yield* forced.close
+
+            const dir = yield* Effect.acquireRelease(
+              Effect.sync(() => mkdtempSync(join(tmpdir(), "hs-contract-"))),
+              (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
+            )
+            const s = yield* sessions.open({
+              mounts: [
+                { hostPath: dir, containerPath: "/data" },
+                { hostPath: dir, containerPath: "/out", mode: "rw" }
+              ]
+            })
+            expect((yield* createdWith(runtime, s.sessionId)).mounts).toEqual([
+              { hostPath: dir, containerPath: "/data", mode: "ro" },
+              { hostPath: dir, containerPath: "/out", mode: "rw" }
+            ])
+            yield* s.close
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "file operations: all 256 byte values round-trip, offset/limit page through a file, list and remove; calls and snippets see the same files",
+      () =>
+        withBase(({ open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            const all = Uint8Array.from({ length: 256 }, (_, i) => i)
+            expect(yield* s.writeFile("bin/all.bin", all, { mode: 0o600 })).toEqual({
+              path: "/workspace/bin/all.bin",
+              bytesWritten: 256
+            })
+            const whole = yield* s.readFile("/workspace/bin/all.bin")
+            expect(Buffer.from(whole.content).equals(Buffer.from(all))).toBe(true)
+            expect(whole).toMatchObject({
+              path: "/workspace/bin/all.bin",
+              size: 256,
+              offset: 0,
+              bytesRead: 256,
+              truncated: false,
+              mode: 0o600
+            })
+            expect(whole.sha256).toBe(createHash("sha256").update(all).digest("hex"))
+            // Rewritten without a mode: it keeps its 0600; a new file without one gets 0644.
+            yield* s.writeFile("bin/all.bin", all)
+            expect((yield* s.readFile("bin/all.bin", { limit: 0 })).mode).toBe(0o600)
+            yield* s.writeFile("bin/new.txt", "new")
+            expect((yield* s.readFile("bin/new.txt", { limit: 0 })).mode).toBe(0o644)
+            yield* s.removeFile("bin/new.txt")
+            // Paging: a piece, the tail, past the end, nothing (metadata only).
+            const piece = yield* s.readFile("bin/all.bin", { offset: 100, limit: 50 })
+            expect([...piece.content]).toEqual([...all.subarray(100, 150)])
+            expect(piece).toMatchObject({ size: 256, offset: 100, bytesRead: 50, truncated: true })
+            expect(piece.sha256).toBe(createHash("sha256").update(all.subarray(100, 150)).digest("hex"))
+            expect(yield* s.readFile("bin/all.bin", { offset: 250, limit: 50 })).toMatchObject({
+              offset: 250,
+              bytesRead: 6,
+              truncated: false
+            })
+            expect(yield* s.readFile("bin/all.bin", { offset: 1000 })).toMatchObject({
+              offset: 256,
+              bytesRead: 0,
+              truncated: false
+            })
+            expect(yield* s.readFile("bin/all.bin", { limit: 0 })).toMatchObject({
+              size: 256,
+              bytesRead: 0,
+              truncated: true
+            })
+            // A call reads what writeFile wrote; readFile reads what a call and a snippet wrote.
+            yield* s.writeFile("notes/a.txt", "héllo ✓\n")
+            expect((yield* s.run(sh({ cat: "/workspace/notes/a.txt" }))).stdout).toBe("héllo ✓\n")
+            yield* s.run(sh({ writeFile: { path: "/tmp/from-call.txt", content: "made by a call\n" } }))
+            expect(Buffer.from((yield* s.readFile("/tmp/from-call.txt")).content).toString()).toBe("made by a call\n")
+            yield* s.runCode({ ...world.snippet({}), files: { "snip/in.txt": "from files" } })
+            expect(Buffer.from((yield* s.readFile("snip/in.txt")).content).toString()).toBe("from files")
+            // Relative paths resolve against /workspace, not against the shell's directory.
+            yield* s.run(sh({ cd: "/tmp/elsewhere" }))
+            expect(Buffer.from((yield* s.readFile("notes/a.txt")).content).toString()).toBe("héllo ✓\n")
+
+            const root = yield* s.listFiles()
+            expect(root).toMatchObject({ path: "/workspace", truncated: false, omitted: 0 })
+            expect(
+              root.entries.filter((e) => ["bin", "notes", "snip"].includes(e.name)).map((e) => [e.name, e.kind])
+            ).toEqual([
+              ["bin", "directory"],
+              ["notes", "directory"],
+              ["snip", "directory"]
+            ])
+            const bin = yield* s.listFiles("bin")
+            expect(bin.entries).toEqual([
+              {
+                name: "all.bin",
+                kind: "file",
+                size: 256,
+                mode: 0o600,
+                modifiedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/)
+              }
+            ])
+            expect(yield* Effect.flip(s.removeFile("notes"))).toMatchObject({
+              _tag: "SandboxFileError",
+              operation: "remove",
+              path: "/workspace/notes",
+              code: "ENOTEMPTY"
+            })
+            yield* s.removeFile("bin/all.bin")
+            expect((yield* s.listFiles("bin")).entries).toEqual([])
+            expect(yield* Effect.flip(s.readFile("bin/all.bin"))).toMatchObject({
+              _tag: "FileNotFound",
+              operation: "read",
+              path: "/workspace/bin/all.bin"
+            })
+            yield* s.removeFile("bin") // an empty directory
+            expect(yield* Effect.flip(s.listFiles("bin"))).toMatchObject({ _tag: "FileNotFound", operation: "list" })
+            yield* s.close
+            expect(yield* Effect.flip(s.readFile("notes/a.txt"))).toMatchObject({
+              _tag: "SessionEnded",
+              reason: "closed"
+            })
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "file operations: a missing file is FileNotFound; a path outside /workspace and /tmp, '..' or a limit passed is an InvalidRequest before anything runs",
+      () =>
+        withBase(({ open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            expect(yield* Effect.flip(s.readFile("missing.txt"))).toMatchObject({
+              _tag: "FileNotFound",
+              operation: "read",
+              path: "/workspace/missing.txt"
+            })
+            expect(yield* Effect.flip(s.readFile("no/such/dir/file"))).toMatchObject({ _tag: "FileNotFound" })
+            expect(yield* Effect.flip(s.removeFile("/tmp/missing"))).toMatchObject({
+              _tag: "FileNotFound",
+              operation: "remove"
+            })
+            for (const path of [
+              "/etc/passwd",
+              "/tmpfoo/x",
+              "/",
+              "/workspace/../etc/passwd",
+              "../etc/passwd",
+              "a/../../etc/passwd",
+              "",
+              "nul\0byte"
+            ]) {
+              const refused = yield* Effect.flip(s.readFile(path))
+              expect(refused).toMatchObject({ _tag: "InvalidRequest", field: "path", value: path })
+            }
+            const outside = yield* Effect.flip(s.writeFile("/etc/passwd", "x"))
+            expect(outside.message).toContain("/etc/passwd")
+            expect(outside.message).toContain("/workspace, /tmp")
+            expect(yield* Effect.flip(s.listFiles("/proc"))).toMatchObject({ _tag: "InvalidRequest", field: "dir" })
+            expect(yield* Effect.flip(s.readFile("a.txt", { limit: Session.MAX_READ_LIMIT_BYTES + 1 }))).toMatchObject({
+              _tag: "InvalidRequest",
+              field: "limit"
+            })
+            expect(yield* Effect.flip(s.readFile("a.txt", { offset: -1 }))).toMatchObject({
+              _tag: "InvalidRequest",
+              field: "offset"
+            })
+            expect(
+              yield* Effect.flip(s.writeFile("big.bin", new Uint8Array(Session.MAX_WRITE_BYTES + 1)))
+            ).toMatchObject({ _tag: "InvalidRequest", field: "content" })
+            expect(yield* Effect.flip(s.writeFile("setuid", "x", { mode: 0o4755 }))).toMatchObject({
+              _tag: "InvalidRequest",
+              field: "mode"
+            })
+            // Refused before anything ran: nothing was written.
+            expect((yield* s.listFiles()).entries.map((e) => e.name)).not.toContain("big.bin")
+            // The roots themselves are directories.
+            expect(yield* Effect.flip(s.readFile("/workspace"))).toMatchObject({
+              _tag: "SandboxFileError",
+              code: "EISDIR"
+            })
+            yield* s.writeFile("plain.txt", "x")
+            expect(yield* Effect.flip(s.listFiles("plain.txt"))).toMatchObject({
+              _tag: "SandboxFileError",
+              operation: "list",
+              code: "ENOTDIR"
+            })
+            expect(yield* Effect.flip(s.writeFile("plain.txt/below", "x"))).toMatchObject({
+              _tag: "SandboxFileError",
+              operation: "write",
+              code: "ENOTDIR"
+            })
+            expect(yield* s.status).toMatchObject({ open: true, pending: 0 })
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "file operations are serialized with the session's calls, first come first served",
+      () =>
+        withBase(({ open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            // A call that holds the session while it sleeps, then writes a file: a file operation
+            // asked for meanwhile runs after it, and sees the file.
+            let started = false
+            const call = yield* Effect.fork(
+              s.run(
+                sh({
+                  stdout: "started\n",
+                  sleepMs: 500,
+                  writeFile: { path: "/workspace/order.txt", content: "written by the call" }
+                }),
+                {
+                  onStdout: () => void (started = true)
+                }
+              )
+            )
+            yield* eventually(
+              time,
+              "the call started",
+              Effect.sync(() => started)
+            )
+            const read = yield* joinPassing(time, yield* Effect.fork(s.readFile("order.txt")))
+            expect(Buffer.from(read.content).toString()).toBe("written by the call")
+            expect((yield* Fiber.join(call)).exitCode).toBe(0)
+
+            // Eight at once, each writing then reading back through a call: nothing crossed, nothing lost.
+            const n = 8
+            const fiber = yield* Effect.fork(
+              Effect.forEach(
+                Array.from({ length: n }, (_, i) => i),
+                (i) =>
+                  Effect.gen(function* () {
+                    yield* s.writeFile(`par/${i}.txt`, `content ${i}`)
+                    const seen = (yield* s.run(sh({ cat: `/workspace/par/${i}.txt` }))).stdout
+                    const back = Buffer.from((yield* s.readFile(`par/${i}.txt`)).content).toString()
+                    return [seen, back]
+                  }),
+                { concurrency: "unbounded" }
+              )
+            )
+            const results = yield* joinPassing(time, fiber, 10)
+            expect(results).toEqual(Array.from({ length: n }, (_, i) => [`content ${i}`, `content ${i}`]))
+            expect((yield* s.listFiles("par")).entries.map((e) => e.name)).toEqual(
+              Array.from({ length: n }, (_, i) => `${i}.txt`)
+            )
+            expect((yield* s.status).pending).toBe(0)
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "persistent: a new service finds the sandbox again by its labels, with its state; another profile is another sandbox",
+      () =>
+        withBase(({ journal, open, profile, runtime }) =>
+          Effect.gen(function* () {
+            const dev = yield* profile("dev")
+            const first = yield* open()
+            const p = yield* first.sessions.openPersistent({ profile: dev })
+            expect(p).toMatchObject({ scope: "persistent", reconnected: false })
+            yield* p.run(sh({ cd: "/tmp/state", export: { INSTALLED: "yes" } }))
+            yield* first.close // detaches: the sandbox stays
+            expect(yield* gone(runtime, p.containerName)).toBe(false)
+
+            const second = yield* open()
+            const again = yield* second.sessions.openPersistent({ profile: dev })
+            expect(again).toMatchObject({
+              reconnected: true,
+              containerName: p.containerName,
+              sessionId: p.sessionId,
+              fingerprint: p.fingerprint
+            })
+            expect((yield* again.run(sh({ printCwd: true }))).stdout).toBe("/tmp/state\n")
+            expect((yield* again.run(sh({ printEnv: "INSTALLED" }))).stdout).toBe("yes\n")
+            expect(yield* typesOf(journal, p.sessionId)).toEqual([
+              "SessionOpened",
+              "ContainerCreated",
+              "ContainerStarted",
+              "SessionClosed",
+              "SessionReconnected"
+            ])
+            const other = yield* second.sessions.openPersistent({ profile: yield* profile("ops") })
+            expect(other.containerName).not.toBe(p.containerName)
+            yield* other.destroy
+            yield* again.destroy
+            expect([yield* gone(runtime, p.containerName), yield* gone(runtime, other.containerName)]).toEqual([
+              true,
+              true
+            ])
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "persistent: a changed configuration replaces the old sandbox (default) or is refused, naming what changed; env values are not configuration",
+      () =>
+        withBase(({ journal, open, profile, runtime }) =>
+          Effect.gen(function* () {
+            const dev = yield* profile("fp")
+            const { sessions } = yield* open()
+            const ofProfile = Effect.map(runtime.list({ [Label.profile]: dev }), (list) => list.map((c) => c.name))
+            const p = yield* sessions.openPersistent({ profile: dev, memory: "256m", env: { A: "1" } })
+            yield* p.close
+            // Values are not fingerprinted (they travel with each call): same names, new value = same sandbox.
+            const sameNames = yield* sessions.openPersistent({ profile: dev, memory: "256m", env: { A: "2" } })
+            expect(sameNames.reconnected).toBe(true)
+            expect((yield* sameNames.run(sh({ printEnv: "A" }))).stdout).toBe("2\n")
+            yield* sameNames.close
+            const refused = yield* Effect.flip(
+              sessions.openPersistent({ profile: dev, memory: "128m", env: { A: "1" }, onConfigChange: "refuse" })
+            )
+            expect(refused).toMatchObject({
+              _tag: "SessionConfigMismatch",
+              profile: dev,
+              containerName: p.containerName
+            })
+            if (refused._tag === "SessionConfigMismatch")
+              expect(refused.differences).toEqual(["limits.memoryBytes: 268435456 -> 134217728"])
+            expect(yield* ofProfile).toEqual([p.containerName])
+            const replaced = yield* sessions.openPersistent({
+              profile: dev,
+              memory: "128m",
+              env: { A: "1", B: "new name" }
+            })
+            expect(replaced).toMatchObject({ reconnected: false, replaced: [p.containerName] })
+            expect(replaced.containerName).not.toBe(p.containerName)
+            // Said loudly in the old sandbox's stream: what changed and what replaced it, before its removal.
+            const oldStream = yield* eventsOf(journal, p.sessionId)
+            expect(oldStream.map((e) => e.type).slice(-3)).toEqual([
+              "SessionReplaced",
+              "ContainerDestroyed",
+              "SessionClosed"
+            ])
+            expect(oldStream.at(-3)?.data).toEqual({
+              sessionId: p.sessionId,
+              profile: dev,
+              containerName: p.containerName,
+              differences: ["limits.memoryBytes: 268435456 -> 134217728", `envNames: ["A"] -> ["A","B"]`],
+              replacedBy: replaced.sessionId
+            })
+            expect(yield* ofProfile).toEqual([replaced.containerName])
+            expect((yield* createdWith(runtime, replaced.sessionId)).limits.memoryBytes).toBe(128 * 1024 * 1024)
+            yield* replaced.destroy
+            expect(yield* gone(runtime, replaced.containerName)).toBe(true)
+          })
+        ),
+      60_000
+    )
+
+    test(
+      "persistent: the reaper removes one idle longer than lifetimeSeconds that nobody holds",
+      () =>
+        withBase(({ journal, open, profile, runtime }) =>
+          Effect.gen(function* () {
+            const idle = yield* profile("idle")
+            const first = yield* open({ reapOnStart: false })
+            // Long enough that a second service starts (and reaps once) well within it, on a loaded host too.
+            const p = yield* first.sessions.openPersistent({ profile: idle, lifetimeSeconds: 5 })
+            yield* p.run(sh({ stdout: "x" }))
+            yield* first.close
+            const second = yield* open({ reapOnStart: false })
+            expect((yield* second.sessions.reap).removed).not.toContain(p.containerName)
+            yield* time.pass(5_500)
+            expect((yield* second.sessions.reap).removed).toContain(p.containerName)
+            expect(yield* gone(runtime, p.containerName)).toBe(true)
+            expect((yield* typesOf(journal, p.sessionId)).slice(-3)).toEqual([
+              "SessionIdleExpired",
+              "ContainerDestroyed",
+              "SessionClosed"
+            ])
+          })
+        ),
+      60_000
+    )
   })
 }

@@ -12,7 +12,14 @@ export const sessionTracker = () => {
     /** A sandbox known only by name (made by another process). */
     trackName: (containerName: string) => void created.add(containerName),
     removeTracked: async () => {
-      await Promise.all([...created].map((name) => docker.getContainer(name).remove({ force: true }).catch(() => {})))
+      await Promise.all(
+        [...created].map((name) =>
+          docker
+            .getContainer(name)
+            .remove({ force: true })
+            .catch(() => {})
+        )
+      )
       created.clear()
     }
   }

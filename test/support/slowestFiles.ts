@@ -46,7 +46,10 @@ export default class SlowestFiles implements Reporter {
     })
     const out = process.env["HERMES_SANDBOX_TEST_TIMES"]
     if (out !== undefined && out !== "") {
-      appendFileSync(out, times.map((t) => `${t.seconds}\t${t.project}\t${t.file}\t${t.collectSeconds}\t${t.testsSeconds}\n`).join(""))
+      appendFileSync(
+        out,
+        times.map((t) => `${t.seconds}\t${t.project}\t${t.file}\t${t.collectSeconds}\t${t.testsSeconds}\n`).join("")
+      )
     } else if (times.length > 0) {
       process.stdout.write(`\n${slowestTable(times)}\n`)
     }
@@ -55,10 +58,19 @@ export default class SlowestFiles implements Reporter {
 
 /** The lines HERMES_SANDBOX_TEST_TIMES collected, read back. */
 export const readTimes = (file: string): Array<FileTime> =>
-  readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((l) => {
-    const [s, project, path, collect, tests] = l.split("\t")
-    return { seconds: Number(s), project: project!, file: path!, collectSeconds: Number(collect), testsSeconds: Number(tests) }
-  })
+  readFileSync(file, "utf8")
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => {
+      const [s, project, path, collect, tests] = l.split("\t")
+      return {
+        seconds: Number(s),
+        project: project!,
+        file: path!,
+        collectSeconds: Number(collect),
+        testsSeconds: Number(tests)
+      }
+    })
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const file = process.argv[2]

@@ -83,11 +83,16 @@ const chainTo = (target) => {
     if (dir === target) {
       let from = join(outdir, "cli.cjs")
       for (const name of chain) from = createRequire(from).resolve(name)
-      if (packageOf(from).dir !== target) throw new Error(`require() along ${chain.join(" > ")} leads to ${from}, not into ${target}`)
+      if (packageOf(from).dir !== target)
+        throw new Error(`require() along ${chain.join(" > ")} leads to ${from}, not into ${target}`)
       return chain
     }
     const manifest = readJson(join(dir, "package.json"))
-    for (const name of Object.keys({ ...manifest.dependencies, ...manifest.optionalDependencies, ...manifest.peerDependencies })) {
+    for (const name of Object.keys({
+      ...manifest.dependencies,
+      ...manifest.optionalDependencies,
+      ...manifest.peerDependencies
+    })) {
       const at = installedAt(dir, name)
       if (at !== undefined && !seen.has(at)) {
         seen.add(at)
@@ -135,12 +140,20 @@ const placesPlugin = {
   name: "installed-places",
   setup(build) {
     build.onResolve({ filter: new RegExp(`^${runtime}$`) }, () => ({ path: runtime, namespace: runtime }))
-    build.onLoad({ filter: /.*/, namespace: runtime }, () => ({ contents: runtimeSource, loader: "js", resolveDir: root }))
+    build.onLoad({ filter: /.*/, namespace: runtime }, () => ({
+      contents: runtimeSource,
+      loader: "js",
+      resolveDir: root
+    }))
 
     // An external package: required at run time as the package that imports it requires it.
     build.onResolve({ filter: new RegExp(`^(${external.join("|")})$`) }, (args) => {
       const owner = packageOf(args.importer)
-      return { path: `${args.path} from ${owner.name}`, namespace: "external", pluginData: { chain: chainTo(owner.dir), name: args.path } }
+      return {
+        path: `${args.path} from ${owner.name}`,
+        namespace: "external",
+        pluginData: { chain: chainTo(owner.dir), name: args.path }
+      }
     })
     build.onLoad({ filter: /.*/, namespace: "external" }, ({ pluginData: { chain, name } }) => ({
       contents: `import { requireFrom } from "${runtime}"\nexport default requireFrom(${JSON.stringify(chain)})(${JSON.stringify(name)})\n`,
@@ -151,8 +164,16 @@ const placesPlugin = {
     for (const { importer, request } of deferred) {
       const filter = new RegExp(`^${request.replace(/[./]/g, "\\$&")}$`)
       build.onResolve({ filter }, async (args) => {
-        if (!args.importer.split("\\").join("/").endsWith(`/node_modules/${importer}`) || args.pluginData === "deferred") return undefined
-        const real = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: "deferred" })
+        if (
+          !args.importer.split("\\").join("/").endsWith(`/node_modules/${importer}`) ||
+          args.pluginData === "deferred"
+        )
+          return undefined
+        const real = await build.resolve(args.path, {
+          kind: args.kind,
+          resolveDir: args.resolveDir,
+          pluginData: "deferred"
+        })
         if (real.errors.length > 0) return { errors: real.errors }
         return { path: real.path, namespace: "deferred" }
       })
@@ -183,7 +204,10 @@ const placesPlugin = {
       const source = readFileSync(args.path, "utf8")
       const addon = /\brequire\((["'])(\.{1,2}\/[^"']+\.node)\1\)/g
       if (!/\b__(dirname|filename)\b/.test(source) && !addon.test(source)) return undefined
-      const withAddons = source.replace(addon, (_, _q, path) => `require(require("node:path").join(__dirname, ${JSON.stringify(path)}))`)
+      const withAddons = source.replace(
+        addon,
+        (_, _q, path) => `require(require("node:path").join(__dirname, ${JSON.stringify(path)}))`
+      )
       // esbuild's define rewrites the identifiers only (not comments or strings).
       const { code } = await esbuild.transform(withAddons, {
         loader: "js",
@@ -193,7 +217,10 @@ const placesPlugin = {
       const pkg = packageOf(args.path)
       const file = relative(pkg.dir, realpathSync(args.path)).split("\\").join("/")
       // One line: the file's own line numbers stay as they were.
-      return { contents: `var __hermesPlace = require("${runtime}").place(${JSON.stringify(chainTo(pkg.dir))}, ${JSON.stringify(file)});${code}`, loader: "js" }
+      return {
+        contents: `var __hermesPlace = require("${runtime}").place(${JSON.stringify(chainTo(pkg.dir))}, ${JSON.stringify(file)});${code}`,
+        loader: "js"
+      }
     })
   }
 }
@@ -236,15 +263,23 @@ for (const output of result.outputFiles) {
   if (nonAscii >= 0) throw new Error(`${output.path}: a non-ASCII character at ${nonAscii}`)
   writeFileSync(output.path, code)
 }
-if (process.env.HERMES_BUNDLE_METAFILE) writeFileSync(process.env.HERMES_BUNDLE_METAFILE, JSON.stringify(result.metafile))
+if (process.env.HERMES_BUNDLE_METAFILE)
+  writeFileSync(process.env.HERMES_BUNDLE_METAFILE, JSON.stringify(result.metafile))
 
 // The launcher, with the command names it keeps a cache for (what --help lists).
 const help = execFileSync(process.execPath, [join(outdir, "cli.cjs"), "--help"], { encoding: "utf8" })
 const commands = [...help.slice(help.indexOf("\nCommands:\n")).matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1])
 if (!commands.includes("run")) throw new Error(`no commands found in the bundle's --help:\n${help}`)
 const launcher = readFileSync(join(root, "scripts", "launcher.cjs"), "utf8")
-if (!launcher.includes("const COMMANDS = []")) throw new Error("scripts/launcher.cjs: no `const COMMANDS = []` to fill in")
-writeFileSync(join(outdir, "hermes-sandbox.cjs"), launcher.replace("const COMMANDS = []", `const COMMANDS = ${JSON.stringify(commands)}`), { mode: 0o755 })
+if (!launcher.includes("const COMMANDS = []"))
+  throw new Error("scripts/launcher.cjs: no `const COMMANDS = []` to fill in")
+writeFileSync(
+  join(outdir, "hermes-sandbox.cjs"),
+  launcher.replace("const COMMANDS = []", `const COMMANDS = ${JSON.stringify(commands)}`),
+  { mode: 0o755 }
+)
 
 const bytes = result.outputFiles.reduce((n, f) => n + f.contents.byteLength, 0)
-console.log(`bundle: ${relative(process.cwd(), outdir) || "."}/cli.cjs (${Math.round(bytes / 1024)} KiB), hermes-sandbox.cjs (commands ${commands.join(", ")})`)
+console.log(
+  `bundle: ${relative(process.cwd(), outdir) || "."}/cli.cjs (${Math.round(bytes / 1024)} KiB), hermes-sandbox.cjs (commands ${commands.join(", ")})`
+)

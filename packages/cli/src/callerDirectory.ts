@@ -11,7 +11,13 @@ import { dirname } from "node:path"
 export const enterCallerDirectory = (env: NodeJS.ProcessEnv = process.env): void => {
   const initCwd = env["INIT_CWD"]
   const packageJson = env["npm_package_json"]
-  if (env["npm_lifecycle_event"] !== "hermes-sandbox" || initCwd === undefined || initCwd === "" || packageJson === undefined) return
+  if (
+    env["npm_lifecycle_event"] !== "hermes-sandbox" ||
+    initCwd === undefined ||
+    initCwd === "" ||
+    packageJson === undefined
+  )
+    return
   // Only where the package manager put us: a script that changed directory itself meant it.
   if (process.cwd() !== dirname(packageJson)) return
   process.chdir(initCwd)

@@ -16,7 +16,18 @@
  * while the CLI writes.
  */
 import { randomBytes } from "node:crypto"
-import { closeSync, constants, lstatSync, mkdirSync, openSync, realpathSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs"
+import {
+  closeSync,
+  constants,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync
+} from "node:fs"
 import { isAbsolute, join, relative, resolve } from "node:path"
 import { UsageError } from "./errors.js"
 
@@ -57,7 +68,8 @@ const segmentsOf = (path: string): { readonly segments: ReadonlyArray<string> } 
   if (path === "" || path.includes("\0")) return { refused: "an empty path or one with a NUL byte" }
   if (isAbsolute(path)) return { refused: "an absolute path" }
   const segments = path.split("/")
-  if (segments.some((s) => s === "" || s === "." || s === "..")) return { refused: "a path with an empty, '.' or '..' segment" }
+  if (segments.some((s) => s === "" || s === "." || s === ".."))
+    return { refused: "a path with an empty, '.' or '..' segment" }
   return { segments }
 }
 
@@ -72,7 +84,17 @@ const entryAt = (path: string) => {
 }
 
 const kindOf = (s: NonNullable<ReturnType<typeof entryAt>>) =>
-  s.isSymbolicLink() ? "a symbolic link" : s.isDirectory() ? "a directory" : s.isFIFO() ? "a FIFO" : s.isSocket() ? "a socket" : s.isFile() ? "a file" : "a device"
+  s.isSymbolicLink()
+    ? "a symbolic link"
+    : s.isDirectory()
+      ? "a directory"
+      : s.isFIFO()
+        ? "a FIFO"
+        : s.isSocket()
+          ? "a socket"
+          : s.isFile()
+            ? "a file"
+            : "a device"
 
 /** Writes one file under `root` (a real path), or says why it did not. */
 const writeOne = (root: string, file: FileToWrite): string | undefined => {
@@ -101,7 +123,8 @@ const writeOne = (root: string, file: FileToWrite): string | undefined => {
   }
 
   const existing = entryAt(target)
-  if (existing !== undefined && !existing.isFile()) return `${kindOf(existing)} is already there (left as it is; only a regular file is replaced)`
+  if (existing !== undefined && !existing.isFile())
+    return `${kindOf(existing)} is already there (left as it is; only a regular file is replaced)`
 
   // 0644, or 0755 for a file executable in the sandbox (the umask applies).
   const mode = (file.mode & 0o111) !== 0 ? 0o755 : 0o644
@@ -144,7 +167,13 @@ export const writeCollected = (dir: string, files: ReadonlyArray<FileToWrite>): 
 
 /** A byte count as people read it: 512 B, 5.2 KiB, 3.0 MiB. */
 export const formatBytes = (n: number): string =>
-  n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KiB` : n < 1024 ** 3 ? `${(n / 1024 ** 2).toFixed(1)} MiB` : `${(n / 1024 ** 3).toFixed(1)} GiB`
+  n < 1024
+    ? `${n} B`
+    : n < 1024 * 1024
+      ? `${(n / 1024).toFixed(1)} KiB`
+      : n < 1024 ** 3
+        ? `${(n / 1024 ** 2).toFixed(1)} MiB`
+        : `${(n / 1024 ** 3).toFixed(1)} GiB`
 
 /** A collected path in a line of the CLI's: as it is when plain, else JSON-quoted (a newline or a space in a name stays visible). */
 export const shownPath = (path: string): string => (/^[^\s\p{C}"\\]+$/u.test(path) ? path : JSON.stringify(path))
@@ -153,7 +182,11 @@ export const shownPath = (path: string): string => (/^[^\s\p{C}"\\]+$/u.test(pat
 export const sizeOption = (flag: string, given: string | undefined): number | undefined => {
   if (given === undefined) return undefined
   const match = /^(\d+)\s*([kmg])?(i?b)?$/i.exec(given.trim())
-  const n = match === null ? Number.NaN : Number(match[1]) * 1024 ** ({ k: 1, m: 2, g: 3 }[match[2]?.toLowerCase() as "k" | "m" | "g"] ?? 0)
-  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${flag}: expected a size like 512k, 10m or 1048576 (bytes), got ${JSON.stringify(given)}`)
+  const n =
+    match === null
+      ? Number.NaN
+      : Number(match[1]) * 1024 ** ({ k: 1, m: 2, g: 3 }[match[2]?.toLowerCase() as "k" | "m" | "g"] ?? 0)
+  if (!Number.isSafeInteger(n) || n <= 0)
+    throw new UsageError(`${flag}: expected a size like 512k, 10m or 1048576 (bytes), got ${JSON.stringify(given)}`)
   return n
 }

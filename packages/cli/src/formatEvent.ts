@@ -7,7 +7,11 @@ const short = (id: string) => id.slice(-12)
 /** A caller's tags (the MCP server's session and tool, for one), as `key=value` pairs. */
 const tagsOf = (d: Record<string, unknown>): string => {
   const tags = d.tags as Record<string, string> | undefined
-  return tags === undefined ? "" : ` [${Object.entries(tags).map(([k, v]) => `${k}=${v}`).join(" ")}]`
+  return tags === undefined
+    ? ""
+    : ` [${Object.entries(tags)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(" ")}]`
 }
 
 /** ArtifactsCollected: how many files, their bytes, what was skipped and why, whether the walk ended. */
@@ -18,15 +22,22 @@ const artifacts = (d: Record<string, unknown>): string => {
   const reasons = new Map<string, number>()
   for (const s of skipped) reasons.set(s.reason, (reasons.get(s.reason) ?? 0) + 1)
   const omitted = typeof d.skippedOmitted === "number" ? d.skippedOmitted : 0
-  const why = [...reasons].map(([reason, n]) => `${n} ${reason}`).join(", ") + (omitted > 0 ? `${reasons.size > 0 ? ", " : ""}${omitted} not listed` : "")
-  return `${files.length} ${files.length === 1 ? "file" : "files"}, ${bytes} B` +
+  const why =
+    [...reasons].map(([reason, n]) => `${n} ${reason}`).join(", ") +
+    (omitted > 0 ? `${reasons.size > 0 ? ", " : ""}${omitted} not listed` : "")
+  return (
+    `${files.length} ${files.length === 1 ? "file" : "files"}, ${bytes} B` +
     (skipped.length + omitted === 0 ? "" : `, ${skipped.length + omitted} skipped (${why})`) +
     (d.truncated === true ? ", truncated" : "") +
     (d.status === "complete" ? "" : `, ${d.status}${d.reason === undefined ? "" : ` (${d.reason})`}`)
+  )
 }
 
 /** A tool's message as part of one line (a handler's message may span several). */
-const oneLine = (message: unknown): string => String(message).replace(/\s*[\r\n]+\s*/g, " ").trim()
+const oneLine = (message: unknown): string =>
+  String(message)
+    .replace(/\s*[\r\n]+\s*/g, " ")
+    .trim()
 
 /** Recorded arguments (when the caller opted in) are shown up to this many characters; `--json` has them all. */
 const argumentsShown = 120

@@ -20,7 +20,11 @@ const byExtension: Record<string, Language> = {
 export const shebangInterpreter = (code: string): string | undefined => {
   if (!code.startsWith("#!")) return undefined
   const end = code.indexOf("\n")
-  const words = code.slice(2, end === -1 ? undefined : end).trim().split(/\s+/).filter((w) => w !== "")
+  const words = code
+    .slice(2, end === -1 ? undefined : end)
+    .trim()
+    .split(/\s+/)
+    .filter((w) => w !== "")
   const base = (word: string) => word.slice(word.lastIndexOf("/") + 1)
   let i = 0
   if (words[0] !== undefined && base(words[0]) === "env") {
@@ -53,7 +57,9 @@ export const detectLanguage = (code: string, source: { readonly file?: string },
   if (interpreter !== undefined) {
     const language = languageOfInterpreter(interpreter)
     if (language !== undefined) return language
-    throw new UsageError(`${source.file ?? "the program"}: its #! line names ${interpreter}; the sandboxes run python, javascript or bash (give --language to override)`)
+    throw new UsageError(
+      `${source.file ?? "the program"}: its #! line names ${interpreter}; the sandboxes run python, javascript or bash (give --language to override)`
+    )
   }
   if (source.file === undefined) return "python"
   const ext = extname(source.file)

@@ -21,7 +21,8 @@ const commands = {
 }
 
 /** This package's version (package.json is one level above src/ and dist/ alike). */
-const version = (): string => (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version
+const version = (): string =>
+  (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version
 
 const collect = (value: string, previous: ReadonlyArray<string> = []): ReadonlyArray<string> => [...previous, value]
 
@@ -32,13 +33,24 @@ const withSandboxOptions = (command: Command): Command =>
     .option("--no-network", "no network access, even if the Hermes configuration enables it")
     .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
     .addOption(
-      new Option("--limits-unsupported <policy>", "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them")
-        .choices(["fail", "warn"])
+      new Option(
+        "--limits-unsupported <policy>",
+        "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them"
+      ).choices(["fail", "warn"])
     )
-    .option("--config <path>", "apply this Hermes agent config file's terminal: section (image, limits, network, env, ...); options given here win")
-    .option("--hermes", "apply the Hermes agent configuration at its default place ($HERMES_CONFIG, $HERMES_HOME/config.yaml or ~/.hermes/config.yaml)")
+    .option(
+      "--config <path>",
+      "apply this Hermes agent config file's terminal: section (image, limits, network, env, ...); options given here win"
+    )
+    .option(
+      "--hermes",
+      "apply the Hermes agent configuration at its default place ($HERMES_CONFIG, $HERMES_HOME/config.yaml or ~/.hermes/config.yaml)"
+    )
     .option("--env-file <path>", "with --config/--hermes: .env file for the forwarded variables")
-    .option("--journal <path>", "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)")
+    .option(
+      "--journal <path>",
+      "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)"
+    )
     .option("--no-journal", "do not persist the lifecycle events")
 
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
@@ -53,44 +65,74 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
 
   const run = program
     .command("run")
-    .description("run a program (FILE, -e CODE, or '-' / piped standard input) in a fresh sandbox; exits with its exit code, 124 on timeout, 125 when the sandbox failed, 2 on a usage error")
+    .description(
+      "run a program (FILE, -e CODE, or '-' / piped standard input) in a fresh sandbox; exits with its exit code, 124 on timeout, 125 when the sandbox failed, 2 on a usage error"
+    )
     .argument("[file]", "program file (relative to the current directory), or - for standard input")
     .option("-e, --eval <code>", "the program's code, inline")
-    .option("-l, --language <language>", "python, javascript or bash (default: from the file extension, else its #! line; python for standard input and -e)")
+    .option(
+      "-l, --language <language>",
+      "python, javascript or bash (default: from the file extension, else its #! line; python for standard input and -e)"
+    )
     .option("-t, --timeout <duration>", "e.g. 5s, 500ms, 2m (default 300s)")
     .option("-m, --memory <size>", "memory limit, e.g. 256m (default 512m)")
     .option("-c, --cpus <n>", "CPUs (default 1)")
     .option("--env <NAME=VALUE>", "environment variable for the program (repeatable)", collect)
-    .option("--file <path=localpath>", "copy a local file to path inside /workspace before the program starts (repeatable)", collect)
+    .option(
+      "--file <path=localpath>",
+      "copy a local file to path inside /workspace before the program starts (repeatable)",
+      collect
+    )
     .option("--image <image>", "the sandbox image (default: the language's hermes-sandbox image)")
     .option("--stdin <file>", "file fed to the program's standard input")
-    .option("--collect <pattern>", "after the program ends, bring back the files matching this glob relative to /workspace, e.g. '*.png' or 'out/**' (repeatable; needs --out or --json)", collect)
-    .option("--out <dir>", "with --collect: write the files here (created if missing; subdirectories as collected; a regular file already there is replaced, anything else refused)")
+    .option(
+      "--collect <pattern>",
+      "after the program ends, bring back the files matching this glob relative to /workspace, e.g. '*.png' or 'out/**' (repeatable; needs --out or --json)",
+      collect
+    )
+    .option(
+      "--out <dir>",
+      "with --collect: write the files here (created if missing; subdirectories as collected; a regular file already there is replaced, anything else refused)"
+    )
     .option("--collect-max-files <n>", "with --collect: files brought back at most (default 100)")
     .option("--collect-max-file-bytes <size>", "with --collect: bytes per file at most, e.g. 512k, 10m (default 10m)")
     .option("--collect-max-bytes <size>", "with --collect: bytes of all files at most (default 32m)")
-    .option("--json", "print the result as one JSON line instead of streaming the output; a failure as {\"error\": {\"_tag\": ...}}")
+    .option(
+      "--json",
+      'print the result as one JSON line instead of streaming the output; a failure as {"error": {"_tag": ...}}'
+    )
     .option("--json-content", "with --json and --collect: each file's content too, base64, as 'content'")
     .option("--events", "print the lifecycle events to standard error as they happen")
-    .option("--upstream-config <file>", "upstream MCP servers whose tools the program may call (from hermes_tools import <name>_<tool>): the file `mcp --upstream-config` takes; closed when the run ends")
+    .option(
+      "--upstream-config <file>",
+      "upstream MCP servers whose tools the program may call (from hermes_tools import <name>_<tool>): the file `mcp --upstream-config` takes; closed when the run ends"
+    )
     .option("--tool-max-calls <n>", "with --upstream-config: tool calls the program may make (default 50)")
     .option("--tool-timeout <duration>", "with --upstream-config: how long one tool call may take (default 60s)")
-  withSandboxOptions(run)
-    .action(async (file: string | undefined, options) => {
-      json = options.json === true
-      exitCode = await (await commands.run()).run(file, options)
-    })
+  withSandboxOptions(run).action(async (file: string | undefined, options) => {
+    json = options.json === true
+    exitCode = await (await commands.run()).run(file, options)
+  })
 
   const image = program.command("image").description("sandbox images")
   image
     .command("build")
-    .description("build the python, node and bash sandbox images (base from a registry, or offline from Debian packages), or the data-science image")
+    .description(
+      "build the python, node and bash sandbox images (base from a registry, or offline from Debian packages), or the data-science image"
+    )
     .addOption(
-      new Option("--variant <variant>", "languages: python, node, bash; data: hermes-sandbox/python-data (numpy, pandas, matplotlib, ...; ~510 MB, always from Debian packages); all: both")
+      new Option(
+        "--variant <variant>",
+        "languages: python, node, bash; data: hermes-sandbox/python-data (numpy, pandas, matplotlib, ...; ~510 MB, always from Debian packages); all: both"
+      )
         .choices(["languages", "data", "all"])
         .default("languages")
     )
-    .addOption(new Option("--base <base>", "where the language images' base comes from").choices(["auto", "registry", "offline"]).default("auto"))
+    .addOption(
+      new Option("--base <base>", "where the language images' base comes from")
+        .choices(["auto", "registry", "offline"])
+        .default("auto")
+    )
     .option("--rebuild", "rebuild the base even if it exists")
     .action(async (options) => {
       exitCode = await (await commands.image()).imageBuild(options)
@@ -98,7 +140,9 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
 
   program
     .command("doctor")
-    .description("check the engine, API version, images, runtimes and hardening support; print what is missing and how to fix it")
+    .description(
+      "check the engine, API version, images, runtimes and hardening support; print what is missing and how to fix it"
+    )
     .option("--json", "machine-readable report")
     .action(async (options) => {
       json = options.json === true
@@ -140,35 +184,62 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
 
   const mcp = program
     .command("mcp")
-    .description("serve the MCP tools execute_code, terminal, read_file, write_file and reset_session over stdio (default) or Streamable HTTP (--http); runs until the client leaves or a signal")
+    .description(
+      "serve the MCP tools execute_code, terminal, read_file, write_file and reset_session over stdio (default) or Streamable HTTP (--http); runs until the client leaves or a signal"
+    )
     .option("--http", "serve Streamable HTTP at /mcp instead of stdio (a bearer token is required)")
-    .option("--host <host>", "with --http: address to listen on (default 127.0.0.1; a non-loopback one needs --allow-remote)")
+    .option(
+      "--host <host>",
+      "with --http: address to listen on (default 127.0.0.1; a non-loopback one needs --allow-remote)"
+    )
     .option("--port <port>", "with --http: port (default: a free one, printed on standard error)")
-    .option("--token-file <path>", "with --http: file holding the bearer token, or one credential per line as NAME TOKEN (else $HERMES_SANDBOX_MCP_TOKEN; else one is generated and printed once on standard error)")
+    .option(
+      "--token-file <path>",
+      "with --http: file holding the bearer token, or one credential per line as NAME TOKEN (else $HERMES_SANDBOX_MCP_TOKEN; else one is generated and printed once on standard error)"
+    )
     .option("--allow-remote", "with --http: allow a non-loopback --host (put TLS in front of it)")
-    .option("--allowed-host <host:port>", "with --http: another Host header value to accept, e.g. a reverse proxy's (repeatable)", collect)
+    .option(
+      "--allowed-host <host:port>",
+      "with --http: another Host header value to accept, e.g. a reverse proxy's (repeatable)",
+      collect
+    )
     .option("--allowed-origin <origin>", "with --http: another browser Origin to accept (repeatable)", collect)
     .option("--client-sessions <n>", "with --http: MCP sessions open at once per credential (token; default 8)")
-    .option("--http-session-idle <duration>", "with --http: close an MCP session after this long without a request (default 30m)")
-    .option("--image <image>", "the image of every sandbox (it must have python3, node and bash; default: each language's hermes-sandbox image)")
+    .option(
+      "--http-session-idle <duration>",
+      "with --http: close an MCP session after this long without a request (default 30m)"
+    )
+    .option(
+      "--image <image>",
+      "the image of every sandbox (it must have python3, node and bash; default: each language's hermes-sandbox image)"
+    )
     .option("-m, --memory <size>", "memory limit of each sandbox, e.g. 256m (default 512m)")
     .option("-c, --cpus <n>", "CPUs of each sandbox (default 1)")
-    .option("-t, --timeout <duration>", "default timeout of execute_code and terminal (default 50s: inside the 60 s request timeout most clients use)")
+    .option(
+      "-t, --timeout <duration>",
+      "default timeout of execute_code and terminal (default 50s: inside the 60 s request timeout most clients use)"
+    )
     .option("--max-timeout <duration>", "the largest timeout_s a call may ask for (default 300s)")
-    .option("--session-idle <duration>", "remove a session sandbox (terminal, read_file, write_file) after this long without a call (default 600s)")
+    .option(
+      "--session-idle <duration>",
+      "remove a session sandbox (terminal, read_file, write_file) after this long without a call (default 600s)"
+    )
     .option("--max-sessions <n>", "session sandboxes alive at once, over all clients (default 16)")
     .option("--max-concurrency <n>", "sandboxes running at once, over all clients (default: the executor's)")
     .option("--max-queue <n>", "executions waiting for a slot before execute_code is refused (default: the executor's)")
-    .option("--upstream-config <file>", "upstream MCP servers whose tools execute_code's code may call: a JSON or YAML file with mcpServers (Claude Desktop's shape) or mcp_servers (the Hermes agent's); each tool is <name>_<tool> unless the entry gives a prefix")
+    .option(
+      "--upstream-config <file>",
+      "upstream MCP servers whose tools execute_code's code may call: a JSON or YAML file with mcpServers (Claude Desktop's shape) or mcp_servers (the Hermes agent's); each tool is <name>_<tool> unless the entry gives a prefix"
+    )
     .option("--tool-max-calls <n>", "with --upstream-config: tool calls one execute_code run may make (default 50)")
     .option("--tool-timeout <duration>", "with --upstream-config: how long one tool call may take (default 60s)")
-  withSandboxOptions(mcp)
-    .action(async (options) => {
-      exitCode = await (await commands.mcp()).mcp(options)
-    })
+  withSandboxOptions(mcp).action(async (options) => {
+    exitCode = await (await commands.mcp()).mcp(options)
+  })
 
-
-  const sessionCommand = program.command("session").description("long-lived sandboxes (sessions, persistent) on the engine")
+  const sessionCommand = program
+    .command("session")
+    .description("long-lived sandboxes (sessions, persistent) on the engine")
   sessionCommand
     .command("list")
     .description("list session and persistent sandboxes with their scope, status, profile and idle limit")
@@ -179,9 +250,14 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     })
   sessionCommand
     .command("reap")
-    .description("remove persistent sandboxes idle longer than their lifetime (by the journal's records; none: since created) or past their maximum lifetime")
+    .description(
+      "remove persistent sandboxes idle longer than their lifetime (by the journal's records; none: since created) or past their maximum lifetime"
+    )
     .option("--json", "print the report as JSON")
-    .option("--journal <path>", "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)")
+    .option(
+      "--journal <path>",
+      "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)"
+    )
     .option("--no-journal", "do not persist the lifecycle events")
     .action(async (options) => {
       json = options.json === true
@@ -195,7 +271,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     if (error instanceof CommanderError) {
       if (error.exitCode === 0) return ExitCode.ok
       // Commander has said what was wrong on stderr; a wrapper that asked for JSON gets it as JSON too.
-      if (argv.includes("--json")) process.stdout.write(`${JSON.stringify({ error: { _tag: "UsageError", code: error.code, message: error.message } })}\n`)
+      if (argv.includes("--json"))
+        process.stdout.write(
+          `${JSON.stringify({ error: { _tag: "UsageError", code: error.code, message: error.message } })}\n`
+        )
       return ExitCode.usage
     }
     const { code, message } = describeError(error)

@@ -26,8 +26,12 @@ export const hermesSource = (options: SandboxCommandOptions): HermesConfigSource
   return undefined
 }
 
-export const executorOptionsOf = (options: SandboxCommandOptions, hermes: HermesConfigSource | undefined): CreateExecutorOptions => ({
-  journal: options.journal === false ? "memory" : typeof options.journal === "string" ? { path: options.journal } : "default",
+export const executorOptionsOf = (
+  options: SandboxCommandOptions,
+  hermes: HermesConfigSource | undefined
+): CreateExecutorOptions => ({
+  journal:
+    options.journal === false ? "memory" : typeof options.journal === "string" ? { path: options.journal } : "default",
   ...(hermes === undefined ? {} : { hermesConfig: hermes }),
   ...(options.network === undefined ? {} : { network: options.network }),
   ...(options.runtime === undefined ? {} : { runtime: options.runtime }),
@@ -38,7 +42,8 @@ export const executorOptionsOf = (options: SandboxCommandOptions, hermes: Hermes
 export const durationOption = (flag: string, given: string | undefined): number | undefined => {
   if (given === undefined) return undefined
   const ms = parseDuration(given)
-  if (ms === undefined) throw new UsageError(`${flag}: expected a duration like 5s, 500ms or 2m, got ${JSON.stringify(given)}`)
+  if (ms === undefined)
+    throw new UsageError(`${flag}: expected a duration like 5s, 500ms or 2m, got ${JSON.stringify(given)}`)
   return ms
 }
 
@@ -46,6 +51,7 @@ export const durationOption = (flag: string, given: string | undefined): number 
 export const numberOption = (flag: string, given: string | undefined, integer = false): number | undefined => {
   if (given === undefined) return undefined
   const n = Number(given)
-  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) throw new UsageError(`${flag}: expected a positive ${integer ? "integer" : "number"}, got ${JSON.stringify(given)}`)
+  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n)))
+    throw new UsageError(`${flag}: expected a positive ${integer ? "integer" : "number"}, got ${JSON.stringify(given)}`)
   return n
 }

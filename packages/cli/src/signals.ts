@@ -51,7 +51,11 @@ export const trapSignals = (): SignalScope => {
     firstAt = Date.now()
     code = name === "SIGINT" ? ExitCode.sigint : ExitCode.sigterm
     const message = `${name}: stopping; removing sandboxes…`
-    process.stderr.write(process.stderr.isTTY === true ? cliLine(message, { tty: true, atLineStart: false }) : `\nhermes-sandbox: ${message}\n`)
+    process.stderr.write(
+      process.stderr.isTTY === true
+        ? cliLine(message, { tty: true, atLineStart: false })
+        : `\nhermes-sandbox: ${message}\n`
+    )
     controller.abort(name)
   }
   const onInt = handler("SIGINT")

@@ -29,7 +29,8 @@ const isNeutralized = (c: number): boolean =>
   (c >= 0x2066 && c <= 0x2069) ||
   c === MARK_CHAR
 
-const shown = (c: number): string => c < 0x100 ? `\\x${c.toString(16).padStart(2, "0")}` : `\\u${c.toString(16).padStart(4, "0")}`
+const shown = (c: number): string =>
+  c < 0x100 ? `\\x${c.toString(16).padStart(2, "0")}` : `\\u${c.toString(16).padStart(4, "0")}`
 
 /** Text as a terminal may safely show it (see the module comment); \r before \n is dropped. */
 export const sanitizeForTerminal = (text: string): string => {
@@ -96,9 +97,13 @@ export class TerminalSanitizer {
  * line, so the mark starts the line; elsewhere "hermes-sandbox: message", as before.
  */
 export const cliLine = (message: string, options: { readonly tty: boolean; readonly atLineStart?: boolean }): string =>
-  options.tty ? `${options.atLineStart === false ? "\n" : ""}${CLI_MARK} ${sanitizeForTerminal(message)}\n` : `hermes-sandbox: ${message}\n`
+  options.tty
+    ? `${options.atLineStart === false ? "\n" : ""}${CLI_MARK} ${sanitizeForTerminal(message)}\n`
+    : `hermes-sandbox: ${message}\n`
 
 /** Writes the CLI's own line to standard error, marked when it is a terminal. */
 export const writeCliLine = (message: string, atLineStart?: boolean): void => {
-  process.stderr.write(cliLine(message, { tty: process.stderr.isTTY === true, ...(atLineStart === undefined ? {} : { atLineStart }) }))
+  process.stderr.write(
+    cliLine(message, { tty: process.stderr.isTTY === true, ...(atLineStart === undefined ? {} : { atLineStart }) })
+  )
 }

@@ -20,8 +20,10 @@ export interface UpstreamCommandOptions {
 export const toolLimitsOf = (options: UpstreamCommandOptions): Partial<ToolLimits> | undefined => {
   const maxCalls = numberOption("--tool-max-calls", options.toolMaxCalls, true)
   const callTimeoutMs = durationOption("--tool-timeout", options.toolTimeout)
-  if (options.upstreamConfig === undefined && (maxCalls ?? callTimeoutMs) !== undefined) throw new UsageError("--tool-max-calls and --tool-timeout: only with --upstream-config")
-  if (callTimeoutMs !== undefined && callTimeoutMs < 1) throw new UsageError(`--tool-timeout: at least 1ms, got ${JSON.stringify(options.toolTimeout)}`)
+  if (options.upstreamConfig === undefined && (maxCalls ?? callTimeoutMs) !== undefined)
+    throw new UsageError("--tool-max-calls and --tool-timeout: only with --upstream-config")
+  if (callTimeoutMs !== undefined && callTimeoutMs < 1)
+    throw new UsageError(`--tool-timeout: at least 1ms, got ${JSON.stringify(options.toolTimeout)}`)
   if ((maxCalls ?? callTimeoutMs) === undefined) return undefined
   return { ...(maxCalls === undefined ? {} : { maxCalls }), ...(callTimeoutMs === undefined ? {} : { callTimeoutMs }) }
 }
@@ -44,14 +46,19 @@ export const readUpstreamConfig = async (options: UpstreamCommandOptions): Promi
  */
 export const upstreamStartError = async (options: UpstreamCommandOptions, error: unknown): Promise<unknown> => {
   const { McpUpstreamFailed } = await import("@hermes-sandbox/mcp")
-  return error instanceof McpUpstreamFailed && error.reason === "invalid-options" ? new UsageError(`--upstream-config ${options.upstreamConfig}: ${error.message}`) : error
+  return error instanceof McpUpstreamFailed && error.reason === "invalid-options"
+    ? new UsageError(`--upstream-config ${options.upstreamConfig}: ${error.message}`)
+    : error
 }
 
 /**
  * Every upstream of the configuration connected (as `mcp` connects them at start: all at once,
  * one that cannot be used closing the others and failing, reported by upstreamStartError).
  */
-export const connectUpstreamsOf = async (options: UpstreamCommandOptions, config: UpstreamConfig): Promise<Upstreams> => {
+export const connectUpstreamsOf = async (
+  options: UpstreamCommandOptions,
+  config: UpstreamConfig
+): Promise<Upstreams> => {
   const { connectUpstreams } = await import("@hermes-sandbox/mcp")
   try {
     return await connectUpstreams(config.servers)
@@ -61,7 +68,11 @@ export const connectUpstreamsOf = async (options: UpstreamCommandOptions, config
 }
 
 /** What the connected upstreams offer, one line each (and each tool not offered, with why), for `forWhom` ("execute_code", "the program"). */
-export const offeredLines = (options: UpstreamCommandOptions, upstreams: ReadonlyArray<ConnectedUpstream>, forWhom: string): ReadonlyArray<string> => {
+export const offeredLines = (
+  options: UpstreamCommandOptions,
+  upstreams: ReadonlyArray<ConnectedUpstream>,
+  forWhom: string
+): ReadonlyArray<string> => {
   if (upstreams.length === 0) return [`--upstream-config ${options.upstreamConfig}: no upstream MCP server enabled`]
   return upstreams.flatMap((u) => {
     const names = Object.keys(u.tools)

@@ -4,7 +4,20 @@
  * is refused and left untouched.
  */
 import { execFileSync } from "node:child_process"
-import { chmodSync, existsSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
+import {
+  chmodSync,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -18,13 +31,22 @@ const fresh = () => {
   mkdirSync(dir)
   return { dir, out: join(dir, "out"), outside: join(dir, "outside") }
 }
-const file = (path: string, content: string | Uint8Array, mode = 0o644) => ({ path, mode, content: typeof content === "string" ? Buffer.from(content) : content })
+const file = (path: string, content: string | Uint8Array, mode = 0o644) => ({
+  path,
+  mode,
+  content: typeof content === "string" ? Buffer.from(content) : content
+})
 
 describe("writeCollected", () => {
   it("writes nested paths (creating DIR and the directories), byte for byte; a file executable in the sandbox stays executable", () => {
     const { out } = fresh()
     const bytes = Uint8Array.from({ length: 256 }, (_, i) => i)
-    const report = writeCollected(out, [file("a.txt", "a"), file("deep/er/b.bin", bytes), file("run.sh", "#!/bin/sh\n", 0o755), file("new\nline é.txt", "odd")])
+    const report = writeCollected(out, [
+      file("a.txt", "a"),
+      file("deep/er/b.bin", bytes),
+      file("run.sh", "#!/bin/sh\n", 0o755),
+      file("new\nline é.txt", "odd")
+    ])
     expect(report.notWritten).toEqual([])
     expect(report.written).toEqual(["a.txt", "deep/er/b.bin", "run.sh", "new\nline é.txt"])
     expect(readFileSync(join(out, "deep/er/b.bin"))).toEqual(Buffer.from(bytes))
@@ -95,7 +117,15 @@ describe("writeCollected", () => {
       file("plain/inside", "e")
     ])
     expect(report.written).toEqual(["plain"])
-    expect(report.notWritten.map((r) => r.path)).toEqual(["/etc/x", "", "../escape.txt", "a/../../escape.txt", "./a", "a//b", "plain/inside"])
+    expect(report.notWritten.map((r) => r.path)).toEqual([
+      "/etc/x",
+      "",
+      "../escape.txt",
+      "a/../../escape.txt",
+      "./a",
+      "a//b",
+      "plain/inside"
+    ])
     expect(report.notWritten.at(-1)?.reason).toMatch(/^plain is a file, not a directory/)
     expect(existsSync(join(dir, "escape.txt"))).toBe(false)
   })
@@ -119,7 +149,8 @@ describe("the CLI's words for sizes and paths", () => {
     expect(sizeOption("--x", "10M")).toBe(10 << 20)
     expect(sizeOption("--x", "1GiB")).toBe(1 << 30)
     expect(sizeOption("--x", undefined)).toBeUndefined()
-    for (const bad of ["", "0", "-1", "1.5m", "10q", "m"]) expect(() => sizeOption("--x", bad), bad).toThrow(/--x: expected a size/)
+    for (const bad of ["", "0", "-1", "1.5m", "10q", "m"])
+      expect(() => sizeOption("--x", bad), bad).toThrow(/--x: expected a size/)
   })
   it("formatBytes and shownPath", () => {
     expect([formatBytes(512), formatBytes(5325), formatBytes(3 << 20)]).toEqual(["512 B", "5.2 KiB", "3.0 MiB"])

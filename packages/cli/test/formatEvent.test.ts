@@ -3,60 +3,118 @@ import { describe, expect, it } from "vitest"
 import type { EventEnvelope } from "@hermes-sandbox/events"
 import { formatEvent } from "../src/formatEvent.js"
 
-const requested = (data: Record<string, unknown>) => ({
-  id: "e",
-  sequence: 7,
-  streamId: "01a23261-e690-75bb-95e7-a93c6a6de2d8",
-  version: 1,
-  timestamp: Date.UTC(2026, 11, 1),
-  type: "ExecutionRequested",
-  schemaVersion: 1,
-  metadata: { executorId: "x", host: "h", pid: 1 },
-  data: { language: "python", image: "hermes-sandbox/python:latest", codeBytes: 8, timeoutMs: 50000, ...data }
-}) as unknown as EventEnvelope
+const requested = (data: Record<string, unknown>) =>
+  ({
+    id: "e",
+    sequence: 7,
+    streamId: "01a23261-e690-75bb-95e7-a93c6a6de2d8",
+    version: 1,
+    timestamp: Date.UTC(2026, 11, 1),
+    type: "ExecutionRequested",
+    schemaVersion: 1,
+    metadata: { executorId: "x", host: "h", pid: 1 },
+    data: { language: "python", image: "hermes-sandbox/python:latest", codeBytes: 8, timeoutMs: 50000, ...data }
+  }) as unknown as EventEnvelope
 
 describe("formatEvent", () => {
   it("an execution's tags and session follow its facts", () => {
-    expect(formatEvent(requested({ sessionId: "01a2-0000-aaaabbbbcccc", tags: { "mcp.session": "s1", "mcp.tool": "terminal" } }))).toBe(
+    expect(
+      formatEvent(
+        requested({ sessionId: "01a2-0000-aaaabbbbcccc", tags: { "mcp.session": "s1", "mcp.tool": "terminal" } })
+      )
+    ).toBe(
       "2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ExecutionRequested    python 8 B code, timeout 50000 ms, image hermes-sandbox/python:latest, session aaaabbbbcccc [mcp.session=s1 mcp.tool=terminal]"
     )
   })
   it("an untagged one is as before", () => {
-    expect(formatEvent(requested({}))).toBe("2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ExecutionRequested    python 8 B code, timeout 50000 ms, image hermes-sandbox/python:latest")
+    expect(formatEvent(requested({}))).toBe(
+      "2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ExecutionRequested    python 8 B code, timeout 50000 ms, image hermes-sandbox/python:latest"
+    )
   })
   it("ArtifactsCollected: how many files and bytes, what was skipped and why, a cut-short walk", () => {
-    const collected = (data: Record<string, unknown>) => ({ ...requested({}), type: "ArtifactsCollected", data }) as unknown as EventEnvelope
-    expect(formatEvent(collected({
-      files: [{ path: "a.png", size: 1000, sha256: "x", mime: "image/png" }, { path: "b.csv", size: 24, sha256: "y", mime: "text/csv" }],
-      skipped: [{ path: "big", size: 1 << 30, reason: "too-large" }, { path: "l", size: 0, reason: "symlink" }, { path: "m", size: 0, reason: "symlink" }],
-      truncated: true,
-      status: "complete"
-    }))).toBe("2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ArtifactsCollected    2 files, 1024 B, 3 skipped (1 too-large, 2 symlink), truncated")
-    expect(formatEvent(collected({ files: [], skipped: [], truncated: true, status: "none", reason: "timed-out" }))).toMatch(/ArtifactsCollected {4}0 files, 0 B, truncated, none \(timed-out\)$/)
+    const collected = (data: Record<string, unknown>) =>
+      ({ ...requested({}), type: "ArtifactsCollected", data }) as unknown as EventEnvelope
+    expect(
+      formatEvent(
+        collected({
+          files: [
+            { path: "a.png", size: 1000, sha256: "x", mime: "image/png" },
+            { path: "b.csv", size: 24, sha256: "y", mime: "text/csv" }
+          ],
+          skipped: [
+            { path: "big", size: 1 << 30, reason: "too-large" },
+            { path: "l", size: 0, reason: "symlink" },
+            { path: "m", size: 0, reason: "symlink" }
+          ],
+          truncated: true,
+          status: "complete"
+        })
+      )
+    ).toBe(
+      "2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ArtifactsCollected    2 files, 1024 B, 3 skipped (1 too-large, 2 symlink), truncated"
+    )
+    expect(
+      formatEvent(collected({ files: [], skipped: [], truncated: true, status: "none", reason: "timed-out" }))
+    ).toMatch(/ArtifactsCollected {4}0 files, 0 B, truncated, none \(timed-out\)$/)
   })
   it("tool calls: one line each with the call, its tool, the sizes, the duration and why it failed or was refused", () => {
-    const call = (type: string, data: Record<string, unknown>) => ({ ...requested({}), type, data }) as unknown as EventEnvelope
+    const call = (type: string, data: Record<string, unknown>) =>
+      ({ ...requested({}), type, data }) as unknown as EventEnvelope
     const prefix = (type: string) => `2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ${type.padEnd(20)}  `
     const sha = "1a2b3c4d5e6f".padEnd(64, "0")
-    expect(formatEvent(call("ToolCallRequested", { callId: 1, tool: "web_search", argumentBytes: 15, argumentsSha256: sha })))
-      .toBe(`${prefix("ToolCallRequested")}call 1 web_search, 15 B arguments (sha256 1a2b3c4d5e6f)`)
+    expect(
+      formatEvent(call("ToolCallRequested", { callId: 1, tool: "web_search", argumentBytes: 15, argumentsSha256: sha }))
+    ).toBe(`${prefix("ToolCallRequested")}call 1 web_search, 15 B arguments (sha256 1a2b3c4d5e6f)`)
     // Recorded arguments (opted in) follow, on the same line, cut after 120 characters.
-    expect(formatEvent(call("ToolCallRequested", { callId: 2, tool: "add", argumentBytes: 13, argumentsSha256: sha, arguments: { a: 1, b: "x\ny" } })))
-      .toBe(`${prefix("ToolCallRequested")}call 2 add, 13 B arguments (sha256 1a2b3c4d5e6f) {"a":1,"b":"x\\ny"}`)
-    const long = formatEvent(call("ToolCallRequested", { callId: 3, tool: "t", argumentBytes: 1000, argumentsSha256: sha, arguments: { q: "q".repeat(1000) } }))
+    expect(
+      formatEvent(
+        call("ToolCallRequested", {
+          callId: 2,
+          tool: "add",
+          argumentBytes: 13,
+          argumentsSha256: sha,
+          arguments: { a: 1, b: "x\ny" }
+        })
+      )
+    ).toBe(`${prefix("ToolCallRequested")}call 2 add, 13 B arguments (sha256 1a2b3c4d5e6f) {"a":1,"b":"x\\ny"}`)
+    const long = formatEvent(
+      call("ToolCallRequested", {
+        callId: 3,
+        tool: "t",
+        argumentBytes: 1000,
+        argumentsSha256: sha,
+        arguments: { q: "q".repeat(1000) }
+      })
+    )
     expect(long).toMatch(/ \{"q":"q+…$/)
     expect(long.length).toBeLessThan(prefix("ToolCallRequested").length + 200)
-    expect(formatEvent(call("ToolCallCompleted", { callId: 1, tool: "web_search", durationMs: 3, resultBytes: 120 })))
-      .toBe(`${prefix("ToolCallCompleted")}call 1 web_search, 120 B result after 3 ms`)
-    expect(formatEvent(call("ToolCallFailed", { callId: 1, tool: "web_search", durationMs: 60000, reason: "timed-out", message: "no answer\r\n  in 60 s\n" })))
-      .toBe(`${prefix("ToolCallFailed")}call 1 web_search timed-out after 60000 ms: no answer in 60 s`)
-    expect(formatEvent(call("ToolCallRefused", { callId: 4, tool: "nope", reason: "unknown-tool", message: "no tool named nope" })))
-      .toBe(`${prefix("ToolCallRefused")}call 4 nope refused (unknown-tool): no tool named nope`)
+    expect(
+      formatEvent(call("ToolCallCompleted", { callId: 1, tool: "web_search", durationMs: 3, resultBytes: 120 }))
+    ).toBe(`${prefix("ToolCallCompleted")}call 1 web_search, 120 B result after 3 ms`)
+    expect(
+      formatEvent(
+        call("ToolCallFailed", {
+          callId: 1,
+          tool: "web_search",
+          durationMs: 60000,
+          reason: "timed-out",
+          message: "no answer\r\n  in 60 s\n"
+        })
+      )
+    ).toBe(`${prefix("ToolCallFailed")}call 1 web_search timed-out after 60000 ms: no answer in 60 s`)
+    expect(
+      formatEvent(
+        call("ToolCallRefused", { callId: 4, tool: "nope", reason: "unknown-tool", message: "no tool named nope" })
+      )
+    ).toBe(`${prefix("ToolCallRefused")}call 4 nope refused (unknown-tool): no tool named nope`)
   })
   it("names the sandbox or an MCP client chose never reach the terminal as controls or as lines of their own (hostile review 2, #5)", () => {
-    const call = (type: string, data: Record<string, unknown>) => ({ ...requested({}), type, data }) as unknown as EventEnvelope
+    const call = (type: string, data: Record<string, unknown>) =>
+      ({ ...requested({}), type, data }) as unknown as EventEnvelope
     const hostile = "\u001b]0;PWNED\u0007\u001b[2J\u001b[31mX\n2026-12-01T00:00:00.000Z  #     8  forged\u202e"
-    const line = formatEvent(call("ToolCallRefused", { callId: 1, tool: hostile, reason: "unknown-tool", message: "no tool" }))
+    const line = formatEvent(
+      call("ToolCallRefused", { callId: 1, tool: hostile, reason: "unknown-tool", message: "no tool" })
+    )
     expect(line).toBe(
       "2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  ToolCallRefused       call 1 \\x1b]0;PWNED\\x07\\x1b[2J\\x1b[31mX\\x0a2026-12-01T00:00:00.000Z  #     8  forged\\u202e refused (unknown-tool): no tool"
     )

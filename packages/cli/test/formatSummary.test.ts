@@ -28,21 +28,28 @@ describe("formatSummary", () => {
   })
 
   it("tool calls per tool: requested, completed, failed, refused; one tool a line, aligned", () => {
-    expect(formatSummary({
-      ...summary,
-      toolCalls: {
-        add: { requested: 1, completed: 0, failed: 1, refused: 0 },
-        web_search: { requested: 3, completed: 1, failed: 0, refused: 2 }
-      }
-    })).toBe([
-      ...facts,
-      "tool calls        add: 1 requested, 0 completed, 1 failed, 0 refused",
-      "                  web_search: 3 requested, 1 completed, 0 failed, 2 refused",
-      ""
-    ].join("\n"))
+    expect(
+      formatSummary({
+        ...summary,
+        toolCalls: {
+          add: { requested: 1, completed: 0, failed: 1, refused: 0 },
+          web_search: { requested: 3, completed: 1, failed: 0, refused: 2 }
+        }
+      })
+    ).toBe(
+      [
+        ...facts,
+        "tool calls        add: 1 requested, 0 completed, 1 failed, 0 refused",
+        "                  web_search: 3 requested, 1 completed, 0 failed, 2 refused",
+        ""
+      ].join("\n")
+    )
   })
   it("a tool name the sandbox chose is printed neutralized, on its own line (hostile review 2, #5)", () => {
-    const text = formatSummary({ ...summary, toolCalls: { "\u001b]0;T\u0007x\ny": { requested: 1, completed: 0, failed: 0, refused: 1 } } })
+    const text = formatSummary({
+      ...summary,
+      toolCalls: { "\u001b]0;T\u0007x\ny": { requested: 1, completed: 0, failed: 0, refused: 1 } }
+    })
     expect(text).toContain("tool calls        \\x1b]0;T\\x07x\\x0ay: 1 requested, 0 completed, 0 failed, 1 refused\n")
     expect(text).not.toMatch(/[\u001b\u0007]/)
   })

@@ -12,8 +12,11 @@ const encoder = new TextEncoder()
 
 /** Any code point the sanitizer must never let through. */
 const dangerous = (c: number): boolean =>
-  (c < 0x20 && c !== 0x0a && c !== 0x09) || (c >= 0x7f && c <= 0x9f) || [0x061c, 0x200e, 0x200f, 0x27e6].includes(c) ||
-  (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069)
+  (c < 0x20 && c !== 0x0a && c !== 0x09) ||
+  (c >= 0x7f && c <= 0x9f) ||
+  [0x061c, 0x200e, 0x200f, 0x27e6].includes(c) ||
+  (c >= 0x202a && c <= 0x202e) ||
+  (c >= 0x2066 && c <= 0x2069)
 
 const hasDangerous = (s: string): boolean => [...s].some((ch) => dangerous(ch.codePointAt(0)!))
 
@@ -32,7 +35,11 @@ describe("sanitizeForTerminal", () => {
     ["8-bit CSI and OSC (C1)", "\u009b2J\u009d0;t\u009c", "\\x9b2J\\x9d0;t\\x9c"],
     ["carriage return overwriting a line", "real\rfake", "real\\x0dfake"],
     ["backspace, BEL, NUL, DEL", "a\b\x07\0\x7f", "a\\x08\\x07\\x00\\x7f"],
-    ["bidi override (Trojan Source)", "x\u202eevil\u202c\u2066y\u2069\u200f\u061c", "x\\u202eevil\\u202c\\u2066y\\u2069\\u200f\\u061c"],
+    [
+      "bidi override (Trojan Source)",
+      "x\u202eevil\u202c\u2066y\u2069\u200f\u061c",
+      "x\\u202eevil\\u202c\\u2066y\\u2069\\u200f\\u061c"
+    ],
     ["the CLI's own mark", `${CLI_MARK} timed out`, "\\u27e6hermes-sandbox\u27e7 timed out"]
   ])("neutralizes %s", (_, input, shown) => {
     const out = sanitizeForTerminal(input)
@@ -100,13 +107,19 @@ describe("TerminalSanitizer (a stream in chunks)", () => {
 
 describe("cliLine", () => {
   it("on a terminal: marked, sanitized, and on a line of its own", () => {
-    expect(cliLine("the program ran out of memory (OOM kill)", { tty: true })).toBe(`${CLI_MARK} the program ran out of memory (OOM kill)\n`)
+    expect(cliLine("the program ran out of memory (OOM kill)", { tty: true })).toBe(
+      `${CLI_MARK} the program ran out of memory (OOM kill)\n`
+    )
     expect(cliLine("x", { tty: true, atLineStart: false })).toBe(`\n${CLI_MARK} x\n`)
-    expect(cliLine("cannot create file \x1b[2Jevil", { tty: true })).toBe(`${CLI_MARK} cannot create file \\x1b[2Jevil\n`)
+    expect(cliLine("cannot create file \x1b[2Jevil", { tty: true })).toBe(
+      `${CLI_MARK} cannot create file \\x1b[2Jevil\n`
+    )
   })
 
   it("elsewhere: the former 'hermes-sandbox: ' lines, byte for byte", () => {
-    expect(cliLine("output past the cap was discarded", { tty: false })).toBe("hermes-sandbox: output past the cap was discarded\n")
+    expect(cliLine("output past the cap was discarded", { tty: false })).toBe(
+      "hermes-sandbox: output past the cap was discarded\n"
+    )
     expect(cliLine("x\x1b", { tty: false, atLineStart: false })).toBe("hermes-sandbox: x\x1b\n")
   })
 })

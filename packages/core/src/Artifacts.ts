@@ -79,9 +79,19 @@ export interface CollectionStatus {
 }
 
 /** The reasons an 's' or 'S' frame may give: the supervisor's, and the two the host adds itself (as before). */
-const SKIP_REASONS: ReadonlySet<string> = new Set<SkipReason>([...SUPERVISOR_SKIP_REASONS, "name-not-utf8", "not-found"])
+const SKIP_REASONS: ReadonlySet<string> = new Set<SkipReason>([
+  ...SUPERVISOR_SKIP_REASONS,
+  "name-not-utf8",
+  "not-found"
+])
 /** Skips that mean "there was more than the limits let through". */
-const TRUNCATING: ReadonlySet<SkipReason> = new Set<SkipReason>(["too-large", "limit", "total-limit", "walk-limit", "too-deep"])
+const TRUNCATING: ReadonlySet<SkipReason> = new Set<SkipReason>([
+  "too-large",
+  "limit",
+  "total-limit",
+  "walk-limit",
+  "too-deep"
+])
 
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
@@ -99,14 +109,14 @@ export const patternIssue = (pattern: string): string | undefined => {
   return undefined
 }
 
-const aPattern = Schema.String.pipe(
-  Schema.filter((p) => patternIssue(p) ?? true)
-).annotations({ message: () => "a glob relative to /workspace" })
+const aPattern = Schema.String.pipe(Schema.filter((p) => patternIssue(p) ?? true)).annotations({
+  message: () => "a glob relative to /workspace"
+})
 
 /** `collect` as requests write it: globs relative to /workspace ("*.png", "out/**"). */
-export const CollectPatterns = Schema.Array(aPattern).pipe(
-  Schema.filter((a) => a.length <= MAX_COLLECT_PATTERNS || `at most ${MAX_COLLECT_PATTERNS} patterns`)
-).annotations({ message: () => "an array of globs relative to /workspace" })
+export const CollectPatterns = Schema.Array(aPattern)
+  .pipe(Schema.filter((a) => a.length <= MAX_COLLECT_PATTERNS || `at most ${MAX_COLLECT_PATTERNS} patterns`))
+  .annotations({ message: () => "an array of globs relative to /workspace" })
 
 /** `collectLimits`: each optional, each a positive integer (the caps keep one run's files within the host's means). */
 export const CollectLimitsSchema = Schema.Struct({
@@ -117,17 +127,51 @@ export const CollectLimitsSchema = Schema.Struct({
 
 /** A pattern without wildcards names one path: if nothing came back for it, say so. */
 const literalPath = (pattern: string): string | undefined =>
-  /[*?[\\]/.test(pattern) ? undefined : pattern.split("/").filter((s) => s !== "" && s !== ".").join("/")
+  /[*?[\\]/.test(pattern)
+    ? undefined
+    : pattern
+        .split("/")
+        .filter((s) => s !== "" && s !== ".")
+        .join("/")
 
 const MIME_BY_EXTENSION: Readonly<Record<string, string>> = {
-  png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", gif: "image/gif", webp: "image/webp", svg: "image/svg+xml",
-  bmp: "image/bmp", tif: "image/tiff", tiff: "image/tiff", ico: "image/vnd.microsoft.icon", pdf: "application/pdf",
-  csv: "text/csv", tsv: "text/tab-separated-values", txt: "text/plain", md: "text/markdown", html: "text/html", htm: "text/html",
-  json: "application/json", jsonl: "application/jsonl", ndjson: "application/x-ndjson", xml: "application/xml", yaml: "application/yaml",
-  yml: "application/yaml", py: "text/x-python", js: "text/javascript", ts: "text/typescript", sh: "text/x-shellscript", log: "text/plain",
-  zip: "application/zip", gz: "application/gzip", tar: "application/x-tar", parquet: "application/vnd.apache.parquet",
-  xlsx: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", npy: "application/octet-stream",
-  wav: "audio/wav", mp3: "audio/mpeg", mp4: "video/mp4"
+  png: "image/png",
+  jpg: "image/jpeg",
+  jpeg: "image/jpeg",
+  gif: "image/gif",
+  webp: "image/webp",
+  svg: "image/svg+xml",
+  bmp: "image/bmp",
+  tif: "image/tiff",
+  tiff: "image/tiff",
+  ico: "image/vnd.microsoft.icon",
+  pdf: "application/pdf",
+  csv: "text/csv",
+  tsv: "text/tab-separated-values",
+  txt: "text/plain",
+  md: "text/markdown",
+  html: "text/html",
+  htm: "text/html",
+  json: "application/json",
+  jsonl: "application/jsonl",
+  ndjson: "application/x-ndjson",
+  xml: "application/xml",
+  yaml: "application/yaml",
+  yml: "application/yaml",
+  py: "text/x-python",
+  js: "text/javascript",
+  ts: "text/typescript",
+  sh: "text/x-shellscript",
+  log: "text/plain",
+  zip: "application/zip",
+  gz: "application/gzip",
+  tar: "application/x-tar",
+  parquet: "application/vnd.apache.parquet",
+  xlsx: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+  npy: "application/octet-stream",
+  wav: "audio/wav",
+  mp3: "audio/mpeg",
+  mp4: "video/mp4"
 }
 
 const startsWith = (b: Uint8Array, ...sig: Array<number>) => sig.every((v, i) => b[i] === v)
@@ -140,7 +184,8 @@ export const mimeOf = (path: string, content: Uint8Array): string => {
   if (startsWith(content, 0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) return "image/png"
   if (startsWith(content, 0xff, 0xd8, 0xff)) return "image/jpeg"
   if (startsWith(content, 0x47, 0x49, 0x46, 0x38)) return "image/gif"
-  if (startsWith(content, 0x52, 0x49, 0x46, 0x46) && startsWith(content.subarray(8), 0x57, 0x45, 0x42, 0x50)) return "image/webp"
+  if (startsWith(content, 0x52, 0x49, 0x46, 0x46) && startsWith(content.subarray(8), 0x57, 0x45, 0x42, 0x50))
+    return "image/webp"
   if (startsWith(content, 0x25, 0x50, 0x44, 0x46, 0x2d)) return "application/pdf"
   const byExtension = MIME_BY_EXTENSION[path.slice(path.lastIndexOf(".") + 1).toLowerCase()]
   // A name saying "image" over content that is not one is not trusted for the raster types.
@@ -206,17 +251,27 @@ export class FileReceiver {
     if (type === FRAME.fileBegin) {
       if (this.current !== undefined) return "a file began inside another"
       const parts = FileReceiver.split(bytes, 2)
-      if (parts === undefined || !/^[0-7]{1,5}$/.test(parts.words[0]!) || !/^(0|[1-9][0-9]{0,15})$/.test(parts.words[1]!) || parts.rest.length === 0) {
+      if (
+        parts === undefined ||
+        !/^[0-7]{1,5}$/.test(parts.words[0]!) ||
+        !/^(0|[1-9][0-9]{0,15})$/.test(parts.words[1]!) ||
+        parts.rest.length === 0
+      ) {
         return "a file frame that is not the supervisor's"
       }
       if (this.sentFiles >= this.limits.maxFiles) return `more than ${this.limits.maxFiles} files`
       const announced = Number(parts.words[1])
       this.announcedSize = announced
-      const declared = this.range === undefined ? announced : Math.min(this.limits.maxFileBytes, announced - Math.min(this.range.offset, announced))
-      if (declared > this.limits.maxFileBytes) return `a file of ${declared} bytes announced, over ${this.limits.maxFileBytes}`
+      const declared =
+        this.range === undefined
+          ? announced
+          : Math.min(this.limits.maxFileBytes, announced - Math.min(this.range.offset, announced))
+      if (declared > this.limits.maxFileBytes)
+        return `a file of ${declared} bytes announced, over ${this.limits.maxFileBytes}`
       // A collection's names count against maxTotalBytes too (the supervisor counts them the same way).
       const nameBytes = this.range === undefined ? parts.rest.length : 0
-      if (this.totalBytes + declared + nameBytes > this.limits.maxTotalBytes) return `files over ${this.limits.maxTotalBytes} bytes in all announced`
+      if (this.totalBytes + declared + nameBytes > this.limits.maxTotalBytes)
+        return `files over ${this.limits.maxTotalBytes} bytes in all announced`
       this.totalBytes += nameBytes
       this.current = {
         path: Buffer.from(parts.rest),
@@ -258,15 +313,24 @@ export class FileReceiver {
     if (type === FRAME.skipped) {
       if (this.current !== undefined) return "a skipped entry inside a file"
       const parts = FileReceiver.split(bytes, 2)
-      if (parts === undefined || !SKIP_REASONS.has(parts.words[0]!) || !/^(0|[1-9][0-9]{0,19})$/.test(parts.words[1]!)) return "a skipped-entry frame that is not the supervisor's"
+      if (parts === undefined || !SKIP_REASONS.has(parts.words[0]!) || !/^(0|[1-9][0-9]{0,19})$/.test(parts.words[1]!))
+        return "a skipped-entry frame that is not the supervisor's"
       const path = this.decodePath(parts.rest)
-      this.skip({ path: path ?? parts.rest.toString("utf8"), size: Number(parts.words[1]), skipped: path === undefined ? "name-not-utf8" : parts.words[0] as SkipReason }, parts.rest.length)
+      this.skip(
+        {
+          path: path ?? parts.rest.toString("utf8"),
+          size: Number(parts.words[1]),
+          skipped: path === undefined ? "name-not-utf8" : (parts.words[0] as SkipReason)
+        },
+        parts.rest.length
+      )
       return undefined
     }
     if (type === FRAME.skippedCount) {
       if (this.current !== undefined) return "a count of skipped entries inside a file"
       const words = bytes.toString("latin1").split(" ")
-      if (words.length !== 2 || !SKIP_REASONS.has(words[0]!) || !/^[1-9][0-9]{0,15}$/.test(words[1]!)) return "a count of skipped entries that is not the supervisor's"
+      if (words.length !== 2 || !SKIP_REASONS.has(words[0]!) || !/^[1-9][0-9]{0,15}$/.test(words[1]!))
+        return "a count of skipped entries that is not the supervisor's"
       const reason = words[0] as SkipReason
       this.omitted.set(reason, (this.omitted.get(reason) ?? 0) + Number(words[1]))
       return undefined
@@ -329,11 +393,17 @@ export class FileReceiver {
     }
     const collection: CollectionStatus = ended.complete
       ? { status: "complete" }
-      : { status: this.files.length > 0 || this.skipped.length > 0 || omitted > 0 ? "partial" : "none", reason: ended.timedOut ? "timed-out" : "sandbox-ended" }
+      : {
+          status: this.files.length > 0 || this.skipped.length > 0 || omitted > 0 ? "partial" : "none",
+          reason: ended.timedOut ? "timed-out" : "sandbox-ended"
+        }
     return {
       files: this.files,
       skippedFiles,
-      filesTruncated: !ended.complete || this.skipped.some((s) => TRUNCATING.has(s.skipped)) || [...this.omitted.keys()].some((r) => TRUNCATING.has(r)),
+      filesTruncated:
+        !ended.complete ||
+        this.skipped.some((s) => TRUNCATING.has(s.skipped)) ||
+        [...this.omitted.keys()].some((r) => TRUNCATING.has(r)),
       collection,
       ...(omitted > 0 ? { skippedFilesOmitted: omitted } : {})
     }

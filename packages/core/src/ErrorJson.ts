@@ -6,13 +6,18 @@
 /** A value JSON can carry: nested errors as their message, bigints as strings, no cycles. */
 const plain = (value: unknown, seen = new Set<unknown>()): unknown => {
   if (typeof value === "bigint") return value.toString()
-  if (typeof value !== "object" || value === null) return typeof value === "function" || typeof value === "symbol" ? undefined : value
+  if (typeof value !== "object" || value === null)
+    return typeof value === "function" || typeof value === "symbol" ? undefined : value
   if (seen.has(value)) return undefined
   seen.add(value)
   if (value instanceof Error) return value.message
   if (value instanceof Uint8Array) return `<${value.byteLength} bytes>`
   if (Array.isArray(value)) return value.map((v) => plain(v, seen))
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, plain(v, seen)]).filter(([, v]) => v !== undefined))
+  return Object.fromEntries(
+    Object.entries(value)
+      .map(([k, v]) => [k, plain(v, seen)])
+      .filter(([, v]) => v !== undefined)
+  )
 }
 
 /**
@@ -23,7 +28,9 @@ export const errorJson = (error: unknown): { readonly error: Record<string, unkn
   if (typeof error !== "object" || error === null) return { error: { _tag: "Error", message: String(error) } }
   const e = error as { _tag?: unknown; name?: unknown; message?: unknown }
   const fields = Object.fromEntries(
-    Object.entries(error).filter(([k]) => k !== "stack" && k !== "_tag" && k !== "message").map(([k, v]) => [k, plain(v)])
+    Object.entries(error)
+      .filter(([k]) => k !== "stack" && k !== "_tag" && k !== "message")
+      .map(([k, v]) => [k, plain(v)])
   )
   const tag = typeof e._tag === "string" ? e._tag : typeof e.name === "string" ? e.name : "Error"
   return { error: { _tag: tag, message: typeof e.message === "string" ? e.message : String(error), ...fields } }

@@ -15,7 +15,12 @@ export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("Invali
 
 /** An InvalidRequest whose message names the field, the value and what is allowed. */
 export const invalidRequest = (field: string, value: unknown, allowed: string): InvalidRequest =>
-  new InvalidRequest({ field, value, allowed, message: `invalid ${field}: got ${describeValue(value)}; allowed: ${allowed}` })
+  new InvalidRequest({
+    field,
+    value,
+    allowed,
+    message: `invalid ${field}: got ${describeValue(value)}; allowed: ${allowed}`
+  })
 
 /** The engine cannot be reached (or stopped answering): names what was tried and how to start one. */
 export class DockerUnavailable extends Schema.TaggedError<DockerUnavailable>()("DockerUnavailable", {
@@ -159,7 +164,8 @@ export type SandboxError = DockerUnavailable | ImageNotFound | ContainerFailed
  * structures as JSON, long ones summarised (they may be code, or worse), null and undefined as "nothing".
  */
 export const describeValue = (value: unknown): string => {
-  if (typeof value === "string") return value.length > 80 ? `a string of ${value.length} characters` : JSON.stringify(value)
+  if (typeof value === "string")
+    return value.length > 80 ? `a string of ${value.length} characters` : JSON.stringify(value)
   if (value === null || value === undefined) return "nothing"
   if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return String(value)
   try {

@@ -67,7 +67,8 @@ const tmpfsBytes = (bytes: number): number => Math.ceil(bytes / TMPFS_PAGE_BYTES
 const utf8Bytes = (s: string): number => Buffer.byteLength(s, "utf8")
 
 /** `files["path"]`, the path cut short when it is long (the message quotes it again, cut by describeValue). */
-const fileField = (path: string): string => path.length > 100 ? `files[${JSON.stringify(path.slice(0, 100))}...]` : `files[${JSON.stringify(path)}]`
+const fileField = (path: string): string =>
+  path.length > 100 ? `files[${JSON.stringify(path.slice(0, 100))}...]` : `files[${JSON.stringify(path)}]`
 
 /**
  * A relative path that stays inside /workspace and that the filesystem takes: no absolute paths,
@@ -81,7 +82,9 @@ export const validateWorkspacePath: (path: string) => string | undefined = Schem
  * ("a" and "a/b"), in either order. Paths are normalized (validateWorkspacePath), so equal
  * spellings are equal strings.
  */
-const fileDirectoryConflict = (paths: ReadonlyArray<string>): { readonly path: string; readonly file: string } | undefined => {
+const fileDirectoryConflict = (
+  paths: ReadonlyArray<string>
+): { readonly path: string; readonly file: string } | undefined => {
   const set = new Set(paths)
   for (const path of paths) {
     for (let i = path.indexOf("/"); i !== -1; i = path.indexOf("/", i + 1)) {
@@ -100,9 +103,11 @@ type FileContent = string | Uint8Array
  * one pass over them, in order, naming the first bad one.
  */
 const filesIssue = (files: object, ast: Schema.Schema.AnyNoContext["ast"]): ParseResult.ParseIssue | undefined => {
-  const at = (path: string, actual: unknown, allowed: string) => new ParseResult.Pointer(path, files, new ParseResult.Type(ast, actual, allowed))
+  const at = (path: string, actual: unknown, allowed: string) =>
+    new ParseResult.Pointer(path, files, new ParseResult.Type(ast, actual, allowed))
   const entries = Object.entries(files)
-  if (entries.length > MAX_FILES) return new ParseResult.Type(ast, `${entries.length} files`, `at most ${MAX_FILES} files`)
+  if (entries.length > MAX_FILES)
+    return new ParseResult.Type(ast, `${entries.length} files`, `at most ${MAX_FILES} files`)
   let filesBytes = 0
   let pathBytes = 0
   for (const [path, content] of entries) {
@@ -113,32 +118,38 @@ const filesIssue = (files: object, ast: Schema.Schema.AnyNoContext["ast"]): Pars
     else return at(path, content, "a string or Uint8Array")
     pathBytes += utf8Bytes(path)
   }
-  if (filesBytes > MAX_FILES_BYTES) return new ParseResult.Type(ast, `${filesBytes} bytes`, `at most ${MAX_FILES_BYTES} bytes in all`)
+  if (filesBytes > MAX_FILES_BYTES)
+    return new ParseResult.Type(ast, `${filesBytes} bytes`, `at most ${MAX_FILES_BYTES} bytes in all`)
   if (pathBytes > MAX_FILES_PATH_BYTES) {
-    return new ParseResult.Type(ast, `paths of ${pathBytes} bytes in all (${entries.length} files)`, `paths of at most ${MAX_FILES_PATH_BYTES} bytes (1 MiB) in all, in UTF-8`)
+    return new ParseResult.Type(
+      ast,
+      `paths of ${pathBytes} bytes in all (${entries.length} files)`,
+      `paths of at most ${MAX_FILES_PATH_BYTES} bytes (1 MiB) in all, in UTF-8`
+    )
   }
   const conflict = fileDirectoryConflict(entries.map(([path]) => path))
   if (conflict !== undefined) {
-    return at(conflict.path, conflict.path, `a path whose directories are not also files: ${JSON.stringify(conflict.file)} is a file of this request, so it cannot be a directory`)
+    return at(
+      conflict.path,
+      conflict.path,
+      `a path whose directories are not also files: ${JSON.stringify(conflict.file)} is a file of this request, so it cannot be a directory`
+    )
   }
   return undefined
 }
 
 /** The files of a request (relative path -> content), checked as {@link filesIssue} says. */
-export const Files: Schema.Schema<Readonly<Record<string, FileContent>>> = Schemas.checkedObject(
-  filesIssue,
-  {
-    identifier: "Files",
-    message: () => "an object of relative path -> content",
-    // Directories are d*, files anything else: no file is another's directory.
-    arbitrary: () => (fc) =>
-      fc.dictionary(
-        fc.stringMatching(/^(d[a-z0-9]{0,3}\/){0,3}[a-ce-z0-9_][a-z0-9_.-]{0,9}$/),
-        fc.oneof(fc.string({ maxLength: 200 }), fc.uint8Array({ maxLength: 200 })),
-        { maxKeys: 8 }
-      )
-  }
-)
+export const Files: Schema.Schema<Readonly<Record<string, FileContent>>> = Schemas.checkedObject(filesIssue, {
+  identifier: "Files",
+  message: () => "an object of relative path -> content",
+  // Directories are d*, files anything else: no file is another's directory.
+  arbitrary: () => (fc) =>
+    fc.dictionary(
+      fc.stringMatching(/^(d[a-z0-9]{0,3}\/){0,3}[a-ce-z0-9_][a-z0-9_.-]{0,9}$/),
+      fc.oneof(fc.string({ maxLength: 200 }), fc.uint8Array({ maxLength: 200 })),
+      { maxKeys: 8 }
+    )
+})
 
 const aString = Schema.String.annotations({ message: () => "a string" })
 
@@ -183,7 +194,8 @@ const decodeRequest = Schema.decodeUnknownEither(ExecuteRequestSchema)
 const requestField = (path: ReadonlyArray<PropertyKey>): string =>
   path[0] === "files" && path.length > 1 ? fileField(String(path[1])) : Schemas.fieldOf("", path)
 
-const refuse = (field: string, value: unknown, allowed: string): Effect.Effect<never, InvalidRequest> => Effect.fail(invalidRequest(field, value, allowed))
+const refuse = (field: string, value: unknown, allowed: string): Effect.Effect<never, InvalidRequest> =>
+  Effect.fail(invalidRequest(field, value, allowed))
 
 export interface PlanOptions {
   /**
@@ -201,10 +213,12 @@ export const planExecution = (
   options: PlanOptions = {}
 ): Effect.Effect<ExecutionPlan, InvalidRequest> => {
   const decoded = decodeRequest(request)
-  if (Either.isLeft(decoded)) return Effect.fail(Schemas.toInvalidRequest(decoded.left.issue, "", requestField, "request"))
+  if (Either.isLeft(decoded))
+    return Effect.fail(Schemas.toInvalidRequest(decoded.left.issue, "", requestField, "request"))
   const r = decoded.right
   const code = encoder.encode(r.code)
-  if (code.byteLength > config.maxCodeBytes) return refuse("code", `${code.byteLength} bytes`, `at most ${config.maxCodeBytes} bytes (maxCodeBytes)`)
+  if (code.byteLength > config.maxCodeBytes)
+    return refuse("code", `${code.byteLength} bytes`, `at most ${config.maxCodeBytes} bytes (maxCodeBytes)`)
   const files: Array<readonly [string, Uint8Array]> = []
   for (const [path, content] of Object.entries(r.files ?? {})) {
     files.push([path, typeof content === "string" ? encoder.encode(content) : content])
@@ -222,10 +236,18 @@ export const planExecution = (
     const filesPages = files.reduce((n, [, bytes]) => n + tmpfsBytes(bytes.byteLength), 0)
     const codePages = tmpfsBytes(code.byteLength)
     if (codePages > config.tmpBytes) {
-      return refuse("code", `${code.byteLength} bytes`, `at most the /tmp tmpfs it is written to: ${config.tmpBytes} bytes (tmpSize), counted in 4 KiB pages`)
+      return refuse(
+        "code",
+        `${code.byteLength} bytes`,
+        `at most the /tmp tmpfs it is written to: ${config.tmpBytes} bytes (tmpSize), counted in 4 KiB pages`
+      )
     }
     if (filesPages > config.workspaceBytes) {
-      return refuse("files", `${files.length} files taking ${filesPages} bytes of tmpfs pages`, `at most the /workspace tmpfs: ${config.workspaceBytes} bytes (workspaceSize), each file counted in whole 4 KiB pages`)
+      return refuse(
+        "files",
+        `${files.length} files taking ${filesPages} bytes of tmpfs pages`,
+        `at most the /workspace tmpfs: ${config.workspaceBytes} bytes (workspaceSize), each file counted in whole 4 KiB pages`
+      )
     }
     if (filesPages + codePages > memoryBytes) {
       return refuse(
@@ -236,32 +258,39 @@ export const planExecution = (
     }
   }
   const runtime = config.languages[r.language]
-  return Effect.map(planTools(request.tools ?? config.tools, resolveToolLimits(r.toolLimits, config.toolLimits), r.recordToolArguments ?? false), (tools) => ({
-    language: r.language,
-    image: r.image ?? runtime.image,
-    command: runtime.command,
-    code,
-    codeSha256: createHash("sha256").update(code).digest("hex"),
-    stdin: r.stdin === undefined ? new Uint8Array(0) : encoder.encode(r.stdin),
-    files,
-    env,
-    timeoutMs: r.timeoutMs ?? config.timeoutMs,
-    memoryBytes,
-    nanoCpus: r.cpus ?? config.nanoCpus,
-    pidsLimit: r.pidsLimit ?? config.pidsLimit,
-    outputLimitBytes: r.outputLimitBytes ?? config.outputLimitBytes,
-    ...(r.collect !== undefined && r.collect.length > 0
-      ? {
-        collect: {
-          patterns: r.collect,
-          limits: {
-            maxFiles: r.collectLimits?.maxFiles ?? DEFAULT_COLLECT_LIMITS.maxFiles,
-            maxFileBytes: r.collectLimits?.maxFileBytes ?? DEFAULT_COLLECT_LIMITS.maxFileBytes,
-            maxTotalBytes: r.collectLimits?.maxTotalBytes ?? DEFAULT_COLLECT_LIMITS.maxTotalBytes
+  return Effect.map(
+    planTools(
+      request.tools ?? config.tools,
+      resolveToolLimits(r.toolLimits, config.toolLimits),
+      r.recordToolArguments ?? false
+    ),
+    (tools) => ({
+      language: r.language,
+      image: r.image ?? runtime.image,
+      command: runtime.command,
+      code,
+      codeSha256: createHash("sha256").update(code).digest("hex"),
+      stdin: r.stdin === undefined ? new Uint8Array(0) : encoder.encode(r.stdin),
+      files,
+      env,
+      timeoutMs: r.timeoutMs ?? config.timeoutMs,
+      memoryBytes,
+      nanoCpus: r.cpus ?? config.nanoCpus,
+      pidsLimit: r.pidsLimit ?? config.pidsLimit,
+      outputLimitBytes: r.outputLimitBytes ?? config.outputLimitBytes,
+      ...(r.collect !== undefined && r.collect.length > 0
+        ? {
+            collect: {
+              patterns: r.collect,
+              limits: {
+                maxFiles: r.collectLimits?.maxFiles ?? DEFAULT_COLLECT_LIMITS.maxFiles,
+                maxFileBytes: r.collectLimits?.maxFileBytes ?? DEFAULT_COLLECT_LIMITS.maxFileBytes,
+                maxTotalBytes: r.collectLimits?.maxTotalBytes ?? DEFAULT_COLLECT_LIMITS.maxTotalBytes
+              }
+            }
           }
-        }
-      }
-      : {}),
-    ...(tools === undefined ? {} : { tools })
-  }))
+        : {}),
+      ...(tools === undefined ? {} : { tools })
+    })
+  )
 }

@@ -35,7 +35,11 @@ export interface ExecutionResult {
 }
 
 /** The files part of a result (ExecutionResult's optional fields). */
-export type CollectedOutcome = Pick<Required<ExecutionResult>, "files" | "skippedFiles" | "filesTruncated" | "collection"> & Pick<ExecutionResult, "skippedFilesOmitted">
+export type CollectedOutcome = Pick<
+  Required<ExecutionResult>,
+  "files" | "skippedFiles" | "filesTruncated" | "collection"
+> &
+  Pick<ExecutionResult, "skippedFilesOmitted">
 
 /** What the executor and sessions know when a run ends; the result is derived from it in one place. */
 export interface RunOutcome {

@@ -13,7 +13,22 @@
  * finalizers remove the containers) and then waits for background removals,
  * so `close()` resolves only when every container is gone.
  */
-import { Clock, Context, Effect, Exit, Fiber, FiberRef, FiberMap, FiberSet, Layer, Metric, Option, Ref, Scope, Stream } from "effect"
+import {
+  Clock,
+  Context,
+  Effect,
+  Exit,
+  Fiber,
+  FiberRef,
+  FiberMap,
+  FiberSet,
+  Layer,
+  Metric,
+  Option,
+  Ref,
+  Scope,
+  Stream
+} from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
@@ -64,7 +79,10 @@ export class Executor extends Context.Tag("@hermes-sandbox/core/Executor")<
   {
     readonly executorId: string
     readonly config: ResolvedExecutorConfig
-    readonly executeCode: (request: ExecuteRequest, options?: ExecuteOptions) => Effect.Effect<ExecutionResult, ExecuteError>
+    readonly executeCode: (
+      request: ExecuteRequest,
+      options?: ExecuteOptions
+    ) => Effect.Effect<ExecutionResult, ExecuteError>
     /** This executor's events, each delivered after its append committed, from subscription on. */
     readonly events: Stream.Stream<EventEnvelope>
     /**
@@ -88,7 +106,7 @@ const inFlightGauge = Metric.gauge("hermes_sandbox_executions_in_flight")
 const queuedGauge = Metric.gauge("hermes_sandbox_executions_queued")
 
 export const make = (options: ExecutorOptions = {}) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const config = yield* resolveExecutorConfig(options)
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
@@ -103,7 +121,10 @@ export const make = (options: ExecutorOptions = {}) =>
     // background removals (uninterruptible, so "interrupting" them awaits them),
     // then stop the slow retries of removals that outlasted their first minute
     // and give each of those a last attempt (kernel/Removals.ts).
-    const { destroy, removeUnanswered } = yield* Removals.make({ runtime, append: (streamId, event) => append(streamId, event) })
+    const { destroy, removeUnanswered } = yield* Removals.make({
+      runtime,
+      append: (streamId, event) => append(streamId, event)
+    })
     const removals = yield* FiberSet.make<void, never>()
     const executions = yield* FiberMap.make<string, ExecutionResult, ExecuteError>()
     const closed = yield* Ref.make(false)
@@ -131,7 +152,7 @@ export const make = (options: ExecutorOptions = {}) =>
      */
     const takeSlot = (scope: Scope.Scope) =>
       Effect.uninterruptibleMask((restore) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const before = counters
           const mustWait = before.inFlight >= config.maxConcurrency
           if (mustWait && before.queued >= config.maxQueue && config.whenQueueFull === "fail") {
@@ -163,7 +184,12 @@ export const make = (options: ExecutorOptions = {}) =>
       /** How long the container may legitimately live; its deadline label adds a margin. */
       readonly lifetimeMs: number
     }
-    const specFor = (input: SpecInput, executionId: string, containerName: string, extraLabels: Record<string, string> = {}): SandboxSpec => ({
+    const specFor = (
+      input: SpecInput,
+      executionId: string,
+      containerName: string,
+      extraLabels: Record<string, string> = {}
+    ): SandboxSpec => ({
       name: containerName,
       image: input.image,
       command: input.command,
@@ -197,136 +223,187 @@ export const make = (options: ExecutorOptions = {}) =>
     })
 
     const poolOptions = options.warmPool
-    const pool = poolOptions === undefined ? undefined : yield* WarmPool.make({
-      options: poolOptions,
-      append: (streamId, ...events) => append(streamId, ...events),
-      specFor: (language, poolStreamId, containerName) =>
-        specFor(
-          {
-            language,
-            image: config.languages[language].image,
-            // The interpreter waits ready in the sandbox, so a claim costs no interpreter start.
-            command: preloadedCommand(config.languages[language].command, language),
-            env: config.env,
-            memoryBytes: config.memoryBytes,
-            nanoCpus: config.nanoCpus,
-            pidsLimit: config.pidsLimit,
-            lifetimeMs: WarmPool.idleTtlMs(poolOptions) + 60_000 + config.timeoutMs
-          },
-          poolStreamId,
-          containerName,
-          { [Label.pool]: "true" }
-        )
-    })
+    const pool =
+      poolOptions === undefined
+        ? undefined
+        : yield* WarmPool.make({
+            options: poolOptions,
+            append: (streamId, ...events) => append(streamId, ...events),
+            specFor: (language, poolStreamId, containerName) =>
+              specFor(
+                {
+                  language,
+                  image: config.languages[language].image,
+                  // The interpreter waits ready in the sandbox, so a claim costs no interpreter start.
+                  command: preloadedCommand(config.languages[language].command, language),
+                  env: config.env,
+                  memoryBytes: config.memoryBytes,
+                  nanoCpus: config.nanoCpus,
+                  pidsLimit: config.pidsLimit,
+                  lifetimeMs: WarmPool.idleTtlMs(poolOptions) + 60_000 + config.timeoutMs
+                },
+                poolStreamId,
+                containerName,
+                { [Label.pool]: "true" }
+              )
+          })
 
     /** Only a request that asks for exactly the pool's configuration may take a warm sandbox. */
     const poolEligible = (plan: ExecutionPlan, request: ExecuteRequest) =>
-      pool !== undefined && request.env === undefined && request.image === undefined && plan.timeoutMs <= config.timeoutMs &&
-      plan.memoryBytes === config.memoryBytes && plan.nanoCpus === config.nanoCpus && plan.pidsLimit === config.pidsLimit
+      pool !== undefined &&
+      request.env === undefined &&
+      request.image === undefined &&
+      plan.timeoutMs <= config.timeoutMs &&
+      plan.memoryBytes === config.memoryBytes &&
+      plan.nanoCpus === config.nanoCpus &&
+      plan.pidsLimit === config.pidsLimit
 
     const kernel = { runtime, append }
 
-    const runExecution = (plan: ExecutionPlan, executionId: string, containerName: string, scope: Scope.Scope, hooks: ExecuteOptions, eligible: boolean) =>
-      Effect.gen(function*() {
+    const runExecution = (
+      plan: ExecutionPlan,
+      executionId: string,
+      containerName: string,
+      scope: Scope.Scope,
+      hooks: ExecuteOptions,
+      eligible: boolean
+    ) =>
+      Effect.gen(function* () {
         let destroyReason: DestroyReason = "failed"
         const interruptReason = Effect.map(Ref.get(closed), (isClosed) => {
           const asked = hooks.interruptReason?.()
-          return isClosed ? "executor closed" : asked === undefined ? "interrupted by the caller" : `interrupted by the caller: ${asked}`
+          return isClosed
+            ? "executor closed"
+            : asked === undefined
+              ? "interrupted by the caller"
+              : `interrupted by the caller: ${asked}`
         })
         // The code's tool calls, served while it runs and settled before the terminal event.
-        const tools = plan.tools === undefined
-          ? undefined
-          : yield* ToolChannel.make({ plan: plan.tools, language: plan.language, executionId, append: (event) => append(executionId, event) }).pipe(Scope.extend(scope))
-        const body = (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) => Effect.gen(function*() {
-          yield* takeSlot(scope)
-          const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks, plan.collect, undefined, tools)
-          // What the removal waits for first (see `reported` below). Interruptible and bounded by the
-          // deadline: the removal runs in a finalizer, where nothing else could cut it short.
-          let beforeRemoval: Effect.Effect<void> = Effect.void
-          const own = (c: SandboxCreated) =>
-            Scope.addFinalizer(scope, Effect.suspend(() => beforeRemoval.pipe(Effect.zipRight(destroy(executionId, c, destroyReason)))))
+        const tools =
+          plan.tools === undefined
+            ? undefined
+            : yield* ToolChannel.make({
+                plan: plan.tools,
+                language: plan.language,
+                executionId,
+                append: (event) => append(executionId, event)
+              }).pipe(Scope.extend(scope))
+        const body = (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) =>
+          Effect.gen(function* () {
+            yield* takeSlot(scope)
+            const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks, plan.collect, undefined, tools)
+            // What the removal waits for first (see `reported` below). Interruptible and bounded by the
+            // deadline: the removal runs in a finalizer, where nothing else could cut it short.
+            let beforeRemoval: Effect.Effect<void> = Effect.void
+            const own = (c: SandboxCreated) =>
+              Scope.addFinalizer(
+                scope,
+                Effect.suspend(() => beforeRemoval.pipe(Effect.zipRight(destroy(executionId, c, destroyReason))))
+              )
 
-          // A warm sandbox (already created and started, its supervisor waiting for this one program) or a fresh one.
-          const warm = pool !== undefined && eligible
-            ? yield* Sandbox.claim(kernel, { streamId: executionId, take: pool.claim(plan.language), own, receiver: run.receiver })
-            : Option.none<Sandbox.StartedSandbox>()
-          const sandbox = Option.isSome(warm) ? warm.value : yield* Sandbox.createStarted(kernel, {
-            streamId: executionId,
-            spec: specFor({ ...plan, lifetimeMs: plan.timeoutMs }, executionId, containerName),
-            own,
-            receiver: run.receiver,
-            // In the background, so the caller gets the error now; close() still waits for it.
-            unanswered: (name) => FiberSet.run(removals, removeUnanswered(name)).pipe(Effect.asVoid)
+            // A warm sandbox (already created and started, its supervisor waiting for this one program) or a fresh one.
+            const warm =
+              pool !== undefined && eligible
+                ? yield* Sandbox.claim(kernel, {
+                    streamId: executionId,
+                    take: pool.claim(plan.language),
+                    own,
+                    receiver: run.receiver
+                  })
+                : Option.none<Sandbox.StartedSandbox>()
+            const sandbox = Option.isSome(warm)
+              ? warm.value
+              : yield* Sandbox.createStarted(kernel, {
+                  streamId: executionId,
+                  spec: specFor({ ...plan, lifetimeMs: plan.timeoutMs }, executionId, containerName),
+                  own,
+                  receiver: run.receiver,
+                  // In the background, so the caller gets the error now; close() still waits for it.
+                  unanswered: (name) => FiberSet.run(removals, removeUnanswered(name)).pipe(Effect.asVoid)
+                })
+            const { container, io } = sandbox
+
+            // The deadline counts from the start, or from the claim for a warm sandbox.
+            const done = yield* runToCompletion({
+              target: {
+                containerName: container.name,
+                kind: "run",
+                write: io.write,
+                end: io.end,
+                exit: sandbox.exit,
+                drained: io.closed,
+                kill: sandbox.kill.pipe(Effect.ignore),
+                atDeadline: () =>
+                  Effect.sync(() => void (destroyReason = "timeout")).pipe(
+                    Effect.zipRight(sandbox.kill),
+                    Effect.zipRight(
+                      sandbox.exit.pipe(
+                        Effect.map((s) => s.exitCode),
+                        Effect.timeoutTo({ duration: KILL_EXIT_TIMEOUT, onSuccess: (c) => c, onTimeout: () => 137 })
+                      )
+                    )
+                  ),
+                outsideKill: runtime.outsideKill(container),
+                // The OOM killer chose the program; the engine knows only once the sandbox has exited
+                // (after a report the supervisor exits right after it). Best effort, never past the deadline.
+                oomKilled: (reported, untilDeadlineMs) =>
+                  reported
+                    ? boundedWait(io.closed, Math.min(untilDeadlineMs, KILL_EXIT_TIMEOUT_MS)).pipe(
+                        Effect.zipRight(runtime.inspect(container)),
+                        Effect.map((s) => s.oomKilled),
+                        Effect.orElseSucceed(() => false)
+                      )
+                    : Effect.map(runtime.inspect(container), (s) => s.oomKilled)
+              },
+              run,
+              payload: encodeRunnerPayload({
+                key: run.key,
+                capBytes: plan.outputLimitBytes,
+                language: plan.language,
+                code: plan.code,
+                files: plan.files,
+                collect: plan.collect,
+                tools: tools?.header,
+                stdin: plan.stdin
+              }),
+              timeoutMs: plan.timeoutMs,
+              record,
+              append: (event) => append(executionId, event).pipe(Effect.asVoid),
+              tools
+            }).pipe(Scope.extend(scope))
+            if (!done.timedOut) destroyReason = "completed"
+            if (done.reported && !done.timedOut) {
+              // The supervisor exits right after its report, which ends the sandbox: the (background)
+              // removal lets it, which costs the engine less than force-removing a running container.
+              // Bounded by EXIT_BEFORE_REMOVAL_TIMEOUT and by the deadline, then the removal forces it.
+              beforeRemoval = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+                boundedWait(io.closed, Math.min(Math.max(0, done.deadlineAtMs - now), EXIT_BEFORE_REMOVAL_TIMEOUT_MS))
+              )
+            }
+            return resultOf(executionId, container.name, done, run)
           })
-          const { container, io } = sandbox
-
-          // The deadline counts from the start, or from the claim for a warm sandbox.
-          const done = yield* runToCompletion({
-            target: {
-              containerName: container.name,
-              kind: "run",
-              write: io.write,
-              end: io.end,
-              exit: sandbox.exit,
-              drained: io.closed,
-              kill: sandbox.kill.pipe(Effect.ignore),
-              atDeadline: () =>
-                Effect.sync(() => void (destroyReason = "timeout")).pipe(
-                  Effect.zipRight(sandbox.kill),
-                  Effect.zipRight(sandbox.exit.pipe(Effect.map((s) => s.exitCode), Effect.timeoutTo({ duration: KILL_EXIT_TIMEOUT, onSuccess: (c) => c, onTimeout: () => 137 })))
-                ),
-              outsideKill: runtime.outsideKill(container),
-              // The OOM killer chose the program; the engine knows only once the sandbox has exited
-              // (after a report the supervisor exits right after it). Best effort, never past the deadline.
-              oomKilled: (reported, untilDeadlineMs) =>
-                reported
-                  ? boundedWait(io.closed, Math.min(untilDeadlineMs, KILL_EXIT_TIMEOUT_MS)).pipe(
-                    Effect.zipRight(runtime.inspect(container)),
-                    Effect.map((s) => s.oomKilled),
-                    Effect.orElseSucceed(() => false)
-                  )
-                  : Effect.map(runtime.inspect(container), (s) => s.oomKilled)
-            },
-            run,
-            payload: encodeRunnerPayload({
-              key: run.key,
-              capBytes: plan.outputLimitBytes,
-              language: plan.language,
-              code: plan.code,
-              files: plan.files,
-              collect: plan.collect,
-              tools: tools?.header,
-              stdin: plan.stdin
-            }),
-            timeoutMs: plan.timeoutMs,
-            record,
-            append: (event) => append(executionId, event).pipe(Effect.asVoid),
-            tools
-          }).pipe(Scope.extend(scope))
-          if (!done.timedOut) destroyReason = "completed"
-          if (done.reported && !done.timedOut) {
-            // The supervisor exits right after its report, which ends the sandbox: the (background)
-            // removal lets it, which costs the engine less than force-removing a running container.
-            // Bounded by EXIT_BEFORE_REMOVAL_TIMEOUT and by the deadline, then the removal forces it.
-            beforeRemoval = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-              boundedWait(io.closed, Math.min(Math.max(0, done.deadlineAtMs - now), EXIT_BEFORE_REMOVAL_TIMEOUT_MS)))
-          }
-          return resultOf(executionId, container.name, done, run)
-        })
-        return yield* withTerminalEvent((event) => append(executionId, event), interruptReason, body, tools?.settle).pipe(
+        return yield* withTerminalEvent(
+          (event) => append(executionId, event),
+          interruptReason,
+          body,
+          tools?.settle
+        ).pipe(
           Effect.onInterrupt(() => Effect.sync(() => void (destroyReason = "interrupted"))),
           Effect.tapError(() => Effect.sync(() => void (destroyReason = "failed")))
         )
       })
 
-    const executeCode = (request: ExecuteRequest, hooks: ExecuteOptions = {}): Effect.Effect<ExecutionResult, ExecuteError> =>
-      Effect.gen(function*() {
+    const executeCode = (
+      request: ExecuteRequest,
+      hooks: ExecuteOptions = {}
+    ): Effect.Effect<ExecutionResult, ExecuteError> =>
+      Effect.gen(function* () {
         if (yield* Ref.get(closed)) return yield* new ExecutorClosed({ message: "the executor is closed" })
         const plan = yield* planExecution(request, config)
         const executionId = uuidv7()
         const containerName = `${ContainerNamePrefix}${executionId}`
         hooks.onExecutionId?.(executionId)
-        const supervised = Effect.gen(function*() {
+        const supervised = Effect.gen(function* () {
           yield* append(executionId, {
             type: "ExecutionRequested",
             data: {
@@ -337,7 +414,12 @@ export const make = (options: ExecutorOptions = {}) =>
               stdinBytes: plan.stdin.byteLength,
               fileCount: plan.files.length,
               timeoutMs: plan.timeoutMs,
-              limits: { memoryBytes: plan.memoryBytes, nanoCpus: plan.nanoCpus, pidsLimit: plan.pidsLimit, outputLimitBytes: plan.outputLimitBytes },
+              limits: {
+                memoryBytes: plan.memoryBytes,
+                nanoCpus: plan.nanoCpus,
+                pidsLimit: plan.pidsLimit,
+                outputLimitBytes: plan.outputLimitBytes
+              },
               network: config.network,
               runtime: config.runtime ?? "runc",
               scope: "oneShot",
@@ -348,12 +430,20 @@ export const make = (options: ExecutorOptions = {}) =>
           return yield* runExecution(plan, executionId, containerName, scope, hooks, poolEligible(plan, request)).pipe(
             Effect.onExit((exit) =>
               Exit.isSuccess(exit) && !config.awaitRemoval
-                // Removal off the caller's critical path, still tracked: close() waits for it.
-                ? Effect.sync(() => void removing++).pipe(
-                  Effect.zipRight(FiberSet.run(removals, Scope.close(scope, exit).pipe(Effect.ensuring(Effect.sync(() => void removing--)), Effect.uninterruptible))),
-                  Effect.asVoid,
-                  Effect.uninterruptible
-                )
+                ? // Removal off the caller's critical path, still tracked: close() waits for it.
+                  Effect.sync(() => void removing++).pipe(
+                    Effect.zipRight(
+                      FiberSet.run(
+                        removals,
+                        Scope.close(scope, exit).pipe(
+                          Effect.ensuring(Effect.sync(() => void removing--)),
+                          Effect.uninterruptible
+                        )
+                      )
+                    ),
+                    Effect.asVoid,
+                    Effect.uninterruptible
+                  )
                 : Scope.close(scope, exit)
             )
           )
@@ -383,5 +473,6 @@ export const make = (options: ExecutorOptions = {}) =>
   })
 
 /** The executor as a layer; its scope is the executor's lifetime. */
-export const layer = (options: ExecutorOptions = {}): Layer.Layer<Executor, InvalidRequest, SandboxRuntime | Journal.Journal> =>
-  Layer.scoped(Executor, make(options))
+export const layer = (
+  options: ExecutorOptions = {}
+): Layer.Layer<Executor, InvalidRequest, SandboxRuntime | Journal.Journal> => Layer.scoped(Executor, make(options))

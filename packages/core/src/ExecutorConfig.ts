@@ -41,18 +41,24 @@ export const defaults = {
 } as const
 
 /** Exactly one of `keys`, said the way the options' messages say it. */
-const oneOf = <const K extends ReadonlyArray<string>>(keys: K, text = `one of ${keys.join(", ")}`) => Schema.Literal(...keys).annotations({ message: () => text })
+const oneOf = <const K extends ReadonlyArray<string>>(keys: K, text = `one of ${keys.join(", ")}`) =>
+  Schema.Literal(...keys).annotations({ message: () => text })
 
 // Mutable, as `Partial<Record<Language, string>>` (its type before it was a schema) is.
-const Images = Schema.mutable(Schema.Struct({
-  python: Schema.optional(Schemas.Image),
-  javascript: Schema.optional(Schemas.Image),
-  bash: Schema.optional(Schemas.Image)
-})).annotations({ message: () => `one of ${Languages.join(", ")}`, parseOptions: { onExcessProperty: "error" } })
+const Images = Schema.mutable(
+  Schema.Struct({
+    python: Schema.optional(Schemas.Image),
+    javascript: Schema.optional(Schemas.Image),
+    bash: Schema.optional(Schemas.Image)
+  })
+).annotations({ message: () => `one of ${Languages.join(", ")}`, parseOptions: { onExcessProperty: "error" } })
 
 const RuntimeName = Schema.String.pipe(
   Schema.pattern(/^[a-zA-Z0-9._-]+$/),
-  Schema.annotations({ message: () => `an OCI runtime name registered with the engine, e.g. "runc" or "runsc"`, arbitrary: () => (fc) => fc.constantFrom("runc", "runsc") })
+  Schema.annotations({
+    message: () => `an OCI runtime name registered with the engine, e.g. "runc" or "runsc"`,
+    arbitrary: () => (fc) => fc.constantFrom("runc", "runsc")
+  })
 )
 
 /**
@@ -64,7 +70,10 @@ export const SandboxDefaultsSchema = Schema.Struct({
   /** Image per language; defaults to the project's own images. */
   images: Schema.optional(Images),
   /** Capabilities added back after dropping ALL. Default none. */
-  capAdd: Schema.optionalWith(Schema.Array(oneOf(AllowedCapabilities, `only ${AllowedCapabilities.join(", ")} may be added back`)), { default: () => [] }),
+  capAdd: Schema.optionalWith(
+    Schema.Array(oneOf(AllowedCapabilities, `only ${AllowedCapabilities.join(", ")} may be added back`)),
+    { default: () => [] }
+  ),
   /** OCI runtime, e.g. "runsc" (gVisor). Default: the engine's (runc). */
   runtime: Schema.optional(RuntimeName),
   // Defaults: a 300 s timeout, 512 MiB of memory (no extra swap), 1 CPU, 256 pids, 1 MiB of each output.
@@ -88,7 +97,9 @@ export const SandboxDefaultsSchema = Schema.Struct({
   /** Environment for every sandbox. */
   env: Schema.optionalWith(Schemas.EnvMap, { default: () => ({}) }),
   /** Identity of this executor (labels, journal metadata). Default: a fresh UUID v7. */
-  executorId: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.annotations({ message: () => "a non-empty string" }))),
+  executorId: Schema.optional(
+    Schema.String.pipe(Schema.minLength(1), Schema.annotations({ message: () => "a non-empty string" }))
+  ),
   /** Remove orphans of dead owners and close their journal lifecycles when the executor starts. Default true. */
   sweepOnStart: Schema.optional(Schemas.Flag),
   /**
@@ -103,7 +114,9 @@ export const SandboxDefaultsSchema = Schema.Struct({
    * alive (OwnerLease.ts); `false`: none. Default: on (30 s, renewed every 10 s, 5 s clock skew) when the journal is shared across hosts (PostgreSQL), off on SQLite and memory journals (one host's: owners there are proven gone by pid); `{}` turns it on with the defaults.
    */
   ownerLease: Schema.optional(
-    Schema.Union(Schema.Literal(false), OwnerLeaseOptionsSchema).annotations({ message: () => "false or an object { leaseMs?, renewEveryMs?, clockSkewMs? }" })
+    Schema.Union(Schema.Literal(false), OwnerLeaseOptionsSchema).annotations({
+      message: () => "false or an object { leaseMs?, renewEveryMs?, clockSkewMs? }"
+    })
   ),
   /** Bounds on each run's tool calls. Defaults: 50 calls, 8 at once, 60 s each, 1 MiB of arguments and of result. */
   toolLimits: Schema.optional(ToolLimitsSchema)
@@ -180,7 +193,7 @@ const resolved = (o: typeof SandboxDefaultsSchema.Type, tools: Tools | undefined
   for (const language of Languages) {
     languages[language] = {
       image: o.images?.[language] ?? languages[language].image,
-      command: languages[language].command.map((a) => a === SUPERVISOR ? supervisor : a)
+      command: languages[language].command.map((a) => (a === SUPERVISOR ? supervisor : a))
     }
   }
   return {
@@ -207,10 +220,14 @@ const resolved = (o: typeof SandboxDefaultsSchema.Type, tools: Tools | undefined
 }
 
 /** The sandbox defaults (of an executor or of a session service), validated; executor-only options are not read. */
-export const resolveSandboxDefaults = (options: SandboxDefaults = {}): Effect.Effect<ResolvedSandboxDefaults, InvalidRequest> =>
+export const resolveSandboxDefaults = (
+  options: SandboxDefaults = {}
+): Effect.Effect<ResolvedSandboxDefaults, InvalidRequest> =>
   Either.map(decodeSandboxDefaults("", options), (o) => resolved(o, options.tools))
 
-export const resolveExecutorConfig = (options: ExecutorOptions = {}): Effect.Effect<ResolvedExecutorConfig, InvalidRequest> =>
+export const resolveExecutorConfig = (
+  options: ExecutorOptions = {}
+): Effect.Effect<ResolvedExecutorConfig, InvalidRequest> =>
   Either.map(decodeExecutorOptions("", options), (o) => ({
     ...resolved(o, options.tools),
     maxConcurrency: o.maxConcurrency,

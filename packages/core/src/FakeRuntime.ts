@@ -112,13 +112,16 @@ export interface FakeRuntimeControlService {
 }
 
 /** The fake's control handle, next to the SandboxRuntime it controls (see `layer`). */
-export class FakeRuntimeControl extends Context.Tag("@hermes-sandbox/core/FakeRuntimeControl")<FakeRuntimeControl, FakeRuntimeControlService>() {}
+export class FakeRuntimeControl extends Context.Tag("@hermes-sandbox/core/FakeRuntimeControl")<
+  FakeRuntimeControl,
+  FakeRuntimeControlService
+>() {}
 
 const endpoint = "fake://engine"
 const encoder = new TextEncoder()
 
 export const make = (initialFaults: FakeFaults = {}) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const faults = yield* Ref.make<FakeFaults>(initialFaults)
     const sandboxes = new Map<string, FakeSandbox>()
     const byName = new Map<string, FakeSandbox>()
@@ -129,19 +132,38 @@ export const make = (initialFaults: FakeFaults = {}) =>
       Ref.get(faults).pipe(
         Effect.flatMap((f) =>
           f.engineDown
-            ? Effect.fail(new DockerUnavailable({ endpoint, operation, message: "the fake engine is down", hint: "clear the engineDown fault" }))
+            ? Effect.fail(
+                new DockerUnavailable({
+                  endpoint,
+                  operation,
+                  message: "the fake engine is down",
+                  hint: "clear the engineDown fault"
+                })
+              )
             : Effect.void
         )
       )
 
     /** Like DockerRuntime: what the image's supervisor lacks of `requires` refuses the operation. */
-    const refuseMissingFeatures = (image: string, requires: ReadonlyArray<RunnerFeature> | undefined, operation: string, containerName: string) =>
+    const refuseMissingFeatures = (
+      image: string,
+      requires: ReadonlyArray<RunnerFeature> | undefined,
+      operation: string,
+      containerName: string
+    ) =>
       Effect.flatMap(Ref.get(faults), (f) => {
         const labels = f.imageLabels?.[image] ?? CURRENT_IMAGE_LABELS
         const missing = missingFeatures(labels, requires)
         return missing.length === 0
           ? Effect.void
-          : Effect.fail(new ContainerFailed({ operation, containerName, reason: "protocol", message: missingFeaturesMessage(image, labels, missing, BUILD_COMMAND) }))
+          : Effect.fail(
+              new ContainerFailed({
+                operation,
+                containerName,
+                reason: "protocol",
+                message: missingFeaturesMessage(image, labels, missing, BUILD_COMMAND)
+              })
+            )
       })
 
     // Like the engine, a sandbox is found by id or by name.
@@ -151,11 +173,19 @@ export const make = (initialFaults: FakeFaults = {}) =>
         const s = lookup(ref)
         return s
           ? Effect.succeed(s)
-          : Effect.fail(new ContainerFailed({ operation, containerName: ref.name, statusCode: 404, reason: "not-found", message: `No such container: ${ref.id}` }))
+          : Effect.fail(
+              new ContainerFailed({
+                operation,
+                containerName: ref.name,
+                statusCode: 404,
+                reason: "not-found",
+                message: `No such container: ${ref.id}`
+              })
+            )
       })
 
     const finish = (s: FakeSandbox, exitCode: number, oomKilled: boolean) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (s.status !== "running") return
         s.status = "exited"
         s.exitCode = exitCode
@@ -167,9 +197,9 @@ export const make = (initialFaults: FakeFaults = {}) =>
       })
 
     const run = (s: FakeSandbox) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         // Like the supervisor: the whole payload, or with tools the whole header (the rest of its stdin is replies).
-        const payload = yield* s.stdin.until((bytes, ended) => ended || headerWithTools(bytes) ? bytes : undefined)
+        const payload = yield* s.stdin.until((bytes, ended) => (ended || headerWithTools(bytes) ? bytes : undefined))
         const { files, program, key, stdin, collect, tools } = fromRunnerPayload(payload)
         // Like the supervisor: the program's streams go out in frames on stdout, its report last.
         const frame = (type: "o" | "e" | "x" | "E", b: Uint8Array | string) => {
@@ -184,18 +214,26 @@ export const make = (initialFaults: FakeFaults = {}) =>
           if (bytes.byteLength > 0) frame("o", bytes)
         }
         // The runner writes the request's files into /workspace (the working directory), the tool modules into its code directory.
-        const file = program.printFile === undefined
-          ? undefined
-          : (files.find(([path]) => `/workspace/${path}` === program.printFile || path === program.printFile) ??
-            tools?.header.modules.find(([path]) => `${FAKE_CODE_DIR}/${path}` === program.printFile))?.[1]
+        const file =
+          program.printFile === undefined
+            ? undefined
+            : (files.find(([path]) => `/workspace/${path}` === program.printFile || path === program.printFile) ??
+                tools?.header.modules.find(([path]) => `${FAKE_CODE_DIR}/${path}` === program.printFile))?.[1]
         const missing = program.printFile !== undefined && file === undefined
-        const err = encoder.encode(`${program.stderr ?? ""}${missing ? `${program.printFile}: No such file or directory\n` : ""}`)
+        const err = encoder.encode(
+          `${program.stderr ?? ""}${missing ? `${program.printFile}: No such file or directory\n` : ""}`
+        )
         if (program.stdout) print(encoder.encode(program.stdout))
         if (program.echoStdin) print(stdin)
         if (file !== undefined) print(file)
         if (program.toolCalls !== undefined && program.toolCalls.length > 0) {
-          const channel = key === undefined || tools === undefined ? undefined : { key, tools, stdin: s.stdin, send: (f: Uint8Array) => s.output?.stdout(f) }
-          const calls = yield* Effect.either(fakeToolCalls(program.toolCalls, program.toolCallsConcurrently === true, channel, print))
+          const channel =
+            key === undefined || tools === undefined
+              ? undefined
+              : { key, tools, stdin: s.stdin, send: (f: Uint8Array) => s.output?.stdout(f) }
+          const calls = yield* Effect.either(
+            fakeToolCalls(program.toolCalls, program.toolCallsConcurrently === true, channel, print)
+          )
           if (Either.isLeft(calls)) {
             // The supervisor gives up (its 'E', exit 126), taking the program with it.
             frame("E", calls.left.message)
@@ -207,12 +245,13 @@ export const make = (initialFaults: FakeFaults = {}) =>
         if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
         // A frozen engine delivers no exit until it is back.
         while ((yield* Ref.get(faults)).engineDown) yield* Effect.sleep(50)
-        const exitCode = missing ? 1 : program.exitCode ?? 0
+        const exitCode = missing ? 1 : (program.exitCode ?? 0)
         // Like the supervisor: the files asked for, then report the end, unless the kernel killed it with the program.
         if (key !== undefined && !program.oom && collect !== undefined) {
           for (const [path, content] of fakeCollect(files, collect)) {
             s.output?.stdout(encodeFrame(key, "f", `644 ${content.byteLength} ${path}`))
-            for (let at = 0; at < content.byteLength; at += MAX_FRAME_PAYLOAD) s.output?.stdout(encodeFrame(key, "c", content.subarray(at, at + MAX_FRAME_PAYLOAD)))
+            for (let at = 0; at < content.byteLength; at += MAX_FRAME_PAYLOAD)
+              s.output?.stdout(encodeFrame(key, "c", content.subarray(at, at + MAX_FRAME_PAYLOAD)))
             s.output?.stdout(encodeFrame(key, "F", String(content.byteLength)))
           }
         }
@@ -231,23 +270,42 @@ export const make = (initialFaults: FakeFaults = {}) =>
           Effect.zipRight(Ref.get(faults)),
           Effect.flatMap((f) =>
             f.missingImages?.includes(image)
-              ? Effect.fail(new ImageNotFound({ image, buildCommand: BUILD_COMMAND, message: `No such image: ${image}` }))
+              ? Effect.fail(
+                  new ImageNotFound({ image, buildCommand: BUILD_COMMAND, message: `No such image: ${image}` })
+                )
               : Effect.succeed(`sha256:fake-${image}`)
           )
         ),
       create: (spec) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           yield* engineCheck("create")
           const f = yield* Ref.get(faults)
           if (f.missingImages?.includes(spec.image)) {
-            return yield* new ImageNotFound({ image: spec.image, buildCommand: BUILD_COMMAND, message: `No such image: ${spec.image}` })
+            return yield* new ImageNotFound({
+              image: spec.image,
+              buildCommand: BUILD_COMMAND,
+              message: `No such image: ${spec.image}`
+            })
           }
           yield* refuseMissingFeatures(spec.image, spec.requires, "create", spec.name)
-          if (f.createFails) return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 500, reason: "engine", message: "injected create failure" })
+          if (f.createFails)
+            return yield* new ContainerFailed({
+              operation: "create",
+              containerName: spec.name,
+              statusCode: 500,
+              reason: "engine",
+              message: "injected create failure"
+            })
           if (byName.has(spec.name)) {
-            return yield* new ContainerFailed({ operation: "create", containerName: spec.name, statusCode: 409, reason: "conflict", message: `Conflict. The container name "/${spec.name}" is already in use` })
+            return yield* new ContainerFailed({
+              operation: "create",
+              containerName: spec.name,
+              statusCode: 409,
+              reason: "conflict",
+              message: `Conflict. The container name "/${spec.name}" is already in use`
+            })
           }
-          const land = Effect.gen(function*() {
+          const land = Effect.gen(function* () {
             created += 1
             const s: FakeSandbox = {
               id: `fake${created.toString(16).padStart(12, "0")}`,
@@ -271,13 +329,23 @@ export const make = (initialFaults: FakeFaults = {}) =>
           if (f.createUnanswered !== undefined) {
             const after = f.createUnanswered.landsAfterMs ?? 0
             if (after === 0) yield* land
-            else yield* Effect.forkDaemon(Effect.sleep(after).pipe(Effect.zipRight(Effect.suspend(() => byName.has(spec.name) ? Effect.void : Effect.asVoid(land)))))
-            return yield* new DockerUnavailable({ endpoint, operation: "create", message: "the fake engine did not answer the create", hint: "clear the createUnanswered fault" })
+            else
+              yield* Effect.forkDaemon(
+                Effect.sleep(after).pipe(
+                  Effect.zipRight(Effect.suspend(() => (byName.has(spec.name) ? Effect.void : Effect.asVoid(land))))
+                )
+              )
+            return yield* new DockerUnavailable({
+              endpoint,
+              operation: "create",
+              message: "the fake engine did not answer the create",
+              hint: "clear the createUnanswered fault"
+            })
           }
           return yield* land
         }),
       attach: (ref, output) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           yield* engineCheck("attach")
           const s = yield* find(ref, "attach")
           s.output = output
@@ -291,7 +359,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
       // Nobody but the SDK signals the fake's sandboxes.
       outsideKill: () => Effect.succeed(Option.none()),
       armExit: (ref) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           yield* engineCheck("wait")
           const s = yield* find(ref, "wait")
           const waiter = yield* Deferred.make<ExitStatus, SandboxError>()
@@ -299,11 +367,17 @@ export const make = (initialFaults: FakeFaults = {}) =>
           return Deferred.await(waiter)
         }),
       start: (ref) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           yield* engineCheck("start")
           const s = yield* find(ref, "start")
           if ((yield* Ref.get(faults)).startFails) {
-            return yield* new ContainerFailed({ operation: "start", containerName: s.name, statusCode: 500, reason: "engine", message: "injected start failure" })
+            return yield* new ContainerFailed({
+              operation: "start",
+              containerName: s.name,
+              statusCode: 500,
+              reason: "engine",
+              message: "injected start failure"
+            })
           }
           if (s.status !== "created") return
           s.status = "running"
@@ -313,7 +387,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
           if (answerDelay !== undefined) yield* Effect.sleep(answerDelay)
         }),
       kill: (ref) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           yield* engineCheck("kill")
           const s = yield* find(ref, "kill")
           if (s.status !== "running") return
@@ -321,13 +395,13 @@ export const make = (initialFaults: FakeFaults = {}) =>
           yield* finish(s, 137, false)
         }),
       inspect: (ref) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           yield* engineCheck("inspect")
           const s = yield* find(ref, "inspect")
           return { status: s.status, exitCode: s.exitCode, oomKilled: s.oomKilled }
         }),
       remove: (ref) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           yield* engineCheck("remove")
           const s = lookup(ref)
           if (!s) return
@@ -335,7 +409,16 @@ export const make = (initialFaults: FakeFaults = {}) =>
           yield* finish(s, 137, false)
           // Waiters armed on a removed container see it disappear, as with the engine.
           for (const w of s.exitWaiters) {
-            yield* Deferred.fail(w, new ContainerFailed({ operation: "wait", containerName: s.name, statusCode: 404, reason: "not-found", message: "container removed" }))
+            yield* Deferred.fail(
+              w,
+              new ContainerFailed({
+                operation: "wait",
+                containerName: s.name,
+                statusCode: 404,
+                reason: "not-found",
+                message: "container removed"
+              })
+            )
           }
           yield* Deferred.succeed(s.outputClosed, undefined)
           sandboxes.delete(s.id)
@@ -346,17 +429,25 @@ export const make = (initialFaults: FakeFaults = {}) =>
           Effect.map(() =>
             [...sandboxes.values()]
               .filter((s) => Object.entries(labels).every(([k, v]) => s.spec.labels[k] === v))
-              .map((s): SandboxInfo => ({ id: s.id, name: s.name, labels: s.spec.labels, status: s.status, createdAt: s.createdAt }))
+              .map(
+                (s): SandboxInfo => ({
+                  id: s.id,
+                  name: s.name,
+                  labels: s.spec.labels,
+                  status: s.status,
+                  createdAt: s.createdAt
+                })
+              )
           )
         ),
       exec: (ref, spec, output) =>
         output.requires === undefined || output.requires.length === 0
           ? fakeExec.exec(ref, spec, output)
           : engineCheck("exec").pipe(
-            Effect.zipRight(find(ref, "exec")),
-            Effect.flatMap((s) => refuseMissingFeatures(s.spec.image, output.requires, "exec", s.name)),
-            Effect.zipRight(fakeExec.exec(ref, spec, output))
-          )
+              Effect.zipRight(find(ref, "exec")),
+              Effect.flatMap((s) => refuseMissingFeatures(s.spec.image, output.requires, "exec", s.name)),
+              Effect.zipRight(fakeExec.exec(ref, spec, output))
+            )
     })
 
     const control: FakeRuntimeControlService = {
@@ -364,7 +455,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
       alive: Effect.sync(() => [...sandboxes.values()].map((s) => ({ name: s.name, status: s.status }))),
       createdCount: Effect.sync(() => created),
       maxConcurrentExecs: fakeExec.maxConcurrentExecs,
-      crashEngine: Effect.gen(function*() {
+      crashEngine: Effect.gen(function* () {
         yield* Ref.update(faults, (f) => ({ ...f, engineDown: true }))
         for (const s of sandboxes.values()) {
           if (s.status !== "running") continue
@@ -376,7 +467,12 @@ export const make = (initialFaults: FakeFaults = {}) =>
           for (const w of waiters) {
             yield* Deferred.fail(
               w,
-              new DockerUnavailable({ endpoint, operation: "wait", message: `wait ${s.name}: the connection to the engine closed before the container exited`, hint: "clear the engineDown fault" })
+              new DockerUnavailable({
+                endpoint,
+                operation: "wait",
+                message: `wait ${s.name}: the connection to the engine closed before the container exited`,
+                hint: "clear the engineDown fault"
+              })
             )
           }
           yield* Deferred.succeed(s.outputClosed, undefined)
@@ -390,6 +486,8 @@ export const make = (initialFaults: FakeFaults = {}) =>
 export const layer = (faults: FakeFaults = {}): Layer.Layer<SandboxRuntime | FakeRuntimeControl> =>
   Layer.scopedContext(
     make(faults).pipe(
-      Effect.map(({ control, runtime }) => Context.make(SandboxRuntime, runtime).pipe(Context.add(FakeRuntimeControl, control)))
+      Effect.map(({ control, runtime }) =>
+        Context.make(SandboxRuntime, runtime).pipe(Context.add(FakeRuntimeControl, control))
+      )
     )
   )

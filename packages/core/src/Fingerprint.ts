@@ -69,7 +69,7 @@ export const persistentId = (profile: string, fingerprint: string): string => {
 export const differences = (before: string | undefined, after: string): ReadonlyArray<string> => {
   let a: Record<string, unknown>
   try {
-    a = before === undefined ? {} : JSON.parse(before) as Record<string, unknown>
+    a = before === undefined ? {} : (JSON.parse(before) as Record<string, unknown>)
   } catch {
     return ["the old container's configuration label is unreadable"]
   }

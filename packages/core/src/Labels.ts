@@ -41,11 +41,11 @@ let owner: Readonly<Record<string, string>> | undefined
  * spread it, do not change it.
  */
 export const ownerLabels = (): Readonly<Record<string, string>> =>
-  owner ??= {
+  (owner ??= {
     [Label.ownerPid]: String(ProcessIdentity.self.pid),
     [Label.ownerHost]: ProcessIdentity.self.host,
     [Label.ownerStarted]: ProcessIdentity.self.started
-  }
+  })
 
 /**
  * The `deadline` label of a container that may legitimately live `lifetimeMs` from `nowMs`: epoch

@@ -19,7 +19,10 @@ export const dockerHostSocket = (dockerHost: string | undefined = process.env.DO
  * (the usual ones, `DOCKER_HOST`'s, or any socket named docker.sock), or a directory that contains
  * one (`/var`, `/run`, `/var/run`).
  */
-export const mountDanger = (hostPath: string, extraSocket: string | undefined = dockerHostSocket()): string | undefined => {
+export const mountDanger = (
+  hostPath: string,
+  extraSocket: string | undefined = dockerHostSocket()
+): string | undefined => {
   let real = hostPath
   try {
     real = fs.realpathSync(hostPath)
@@ -32,7 +35,8 @@ export const mountDanger = (hostPath: string, extraSocket: string | undefined = 
     if (candidate === "/") return "it mounts the host's root directory"
     for (const socket of sockets) {
       if (candidate === socket) return "it mounts the Docker socket (full control of the host)"
-      if (socket.startsWith(`${candidate}/`)) return `it contains the Docker socket ${socket} (full control of the host)`
+      if (socket.startsWith(`${candidate}/`))
+        return `it contains the Docker socket ${socket} (full control of the host)`
     }
     if (nodePath.basename(candidate) === "docker.sock") {
       try {

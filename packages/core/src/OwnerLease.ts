@@ -24,7 +24,15 @@
  * refuses renewals refuses every run's own events too.
  */
 import { Clock, Deferred, Duration, Effect, Fiber, Schema, type Scope, Stream } from "effect"
-import { Event, Journal, type JournalError, type JournalService, type LeaseState, type LeaseStatus, Projection } from "@hermes-sandbox/events"
+import {
+  Event,
+  Journal,
+  type JournalError,
+  type JournalService,
+  type LeaseState,
+  type LeaseStatus,
+  Projection
+} from "@hermes-sandbox/events"
 import * as Schemas from "./Schemas.js"
 
 /** An owner's lease options as users write them (`ownerLease` of an executor or a sessions service). */
@@ -68,7 +76,10 @@ export const resolve = (options: OwnerLeaseOptions = {}): ResolvedLease => {
  * anything and only grow it (and a one-shot CLI run would write two more events). Several host
  * ids on one machine sharing a SQLite file (test/fleet) ask for it.
  */
-export const enabledFor = (journal: JournalService, option: false | OwnerLeaseOptions | undefined): option is OwnerLeaseOptions | undefined =>
+export const enabledFor = (
+  journal: JournalService,
+  option: false | OwnerLeaseOptions | undefined
+): option is OwnerLeaseOptions | undefined =>
   option === false ? false : option !== undefined || journal.sharedAcrossHosts === true
 
 export interface LeaseHandle {
@@ -98,7 +109,7 @@ const renewOnce = (journal: JournalService, executorId: string, leaseMs: number)
  * dates the event at or after that), so the lapse is judged conservatively.
  */
 const renewals = (journal: JournalService, executorId: string, holder: Holder, committedAt: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { lease } = holder
     let last = committedAt
     let delay = lease.renewEveryMs
@@ -107,12 +118,16 @@ const renewals = (journal: JournalService, executorId: string, holder: Holder, c
       const sentAt = yield* Clock.currentTimeMillis
       const ok = yield* renewOnce(journal, executorId, lease.leaseMs).pipe(
         Effect.as(true),
-        Effect.catchAllCause((cause) => Effect.logWarning(`ownership lease of ${executorId}: renewal failed; retrying`, cause).pipe(Effect.as(false)))
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`ownership lease of ${executorId}: renewal failed; retrying`, cause).pipe(Effect.as(false))
+        )
       )
       if (ok) {
         if (holder.lapsed) {
           holder.lapsed = false
-          yield* Effect.logWarning(`ownership lease of ${executorId}: renewed again after ${sentAt - last} ms without a renewal`)
+          yield* Effect.logWarning(
+            `ownership lease of ${executorId}: renewed again after ${sentAt - last} ms without a renewal`
+          )
         }
         last = sentAt
         delay = lease.renewEveryMs
@@ -132,16 +147,22 @@ const renewals = (journal: JournalService, executorId: string, holder: Holder, c
 
 /** The first holder of an id in this process: the first lease, then the renewals. */
 const begin = (journal: JournalService, executorId: string, holder: Holder) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sentAt = yield* Clock.currentTimeMillis
     const ok = yield* renewOnce(journal, executorId, holder.lease.leaseMs).pipe(
       Effect.as(true),
-      Effect.catchAllCause((cause) => Effect.logWarning(`ownership lease of ${executorId}: the first lease failed; retrying`, cause).pipe(Effect.as(false)))
+      Effect.catchAllCause((cause) =>
+        Effect.logWarning(`ownership lease of ${executorId}: the first lease failed; retrying`, cause).pipe(
+          Effect.as(false)
+        )
+      )
     )
     // A daemon: it belongs to every holder of the id, not to the first one's scope. After a failed
     // first lease it counts from long ago, so the loop reports the lapse when the next one fails too.
     // Interruptible, although forked from the uninterruptible acquisition (it would inherit that).
-    holder.fiber = yield* Effect.forkDaemon(Effect.interruptible(renewals(journal, executorId, holder, ok ? sentAt : sentAt - holder.lease.leaseMs)))
+    holder.fiber = yield* Effect.forkDaemon(
+      Effect.interruptible(renewals(journal, executorId, holder, ok ? sentAt : sentAt - holder.lease.leaseMs))
+    )
   }).pipe(Effect.ensuring(Deferred.succeed(holder.started, undefined)))
 
 /**
@@ -150,15 +171,24 @@ const begin = (journal: JournalService, executorId: string, holder: Holder) =>
  * starts the renewals; the last one to leave stops them and appends `ExecutorClosed`. A journal
  * that refuses the first lease is logged, not fatal: the renewals keep trying.
  */
-export const hold = (executorId: string, options: OwnerLeaseOptions = {}): Effect.Effect<LeaseHandle, never, Journal.Journal | Scope.Scope> =>
-  Effect.gen(function*() {
+export const hold = (
+  executorId: string,
+  options: OwnerLeaseOptions = {}
+): Effect.Effect<LeaseHandle, never, Journal.Journal | Scope.Scope> =>
+  Effect.gen(function* () {
     const journal = yield* Journal.Journal
     const byId = holders.get(journal) ?? new Map<string, Holder>()
     holders.set(journal, byId)
     let holder = byId.get(executorId)
     if (holder === undefined) {
       // Registered before the first append, so a second holder starting at the same moment joins it.
-      holder = { refs: 0, lapsed: false, lease: resolve(options), started: yield* Deferred.make<void>(), fiber: undefined }
+      holder = {
+        refs: 0,
+        lapsed: false,
+        lease: resolve(options),
+        started: yield* Deferred.make<void>(),
+        fiber: undefined
+      }
       byId.set(executorId, holder)
       holder.refs++
       yield* begin(journal, executorId, holder)
@@ -172,8 +202,15 @@ export const hold = (executorId: string, options: OwnerLeaseOptions = {}): Effec
         if (--held.refs > 0) return Effect.void
         byId.delete(executorId)
         return (held.fiber === undefined ? Effect.void : Fiber.interrupt(held.fiber)).pipe(
-          Effect.zipRight(journal.append({ streamId: executorId, executorId, events: [Event.make("ExecutorClosed", {})] })),
-          Effect.catchAllCause((cause) => Effect.logWarning(`ownership lease of ${executorId}: could not record the close (the lease will expire)`, cause)),
+          Effect.zipRight(
+            journal.append({ streamId: executorId, executorId, events: [Event.make("ExecutorClosed", {})] })
+          ),
+          Effect.catchAllCause((cause) =>
+            Effect.logWarning(
+              `ownership lease of ${executorId}: could not record the close (the lease will expire)`,
+              cause
+            )
+          ),
           Effect.asVoid
         )
       })
@@ -200,7 +237,7 @@ export const makeBook = (journal: JournalService, window = DEFAULT_LEASE_WINDOW)
   const known = new Map<string, { state: LeaseState | undefined; readUpTo: number }>()
   return {
     lookup: (executorIds) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const out = new Map<string, LeaseState>()
         const ids = [...new Set(executorIds)]
         if (ids.length === 0) return out
@@ -208,9 +245,11 @@ export const makeBook = (journal: JournalService, window = DEFAULT_LEASE_WINDOW)
         for (const id of ids) {
           const entry = known.get(id) ?? { state: undefined, readUpTo: Math.max(0, last - window) }
           if (entry.readUpTo < last) {
-            yield* journal.read({ streamId: id, types: Event.leaseEventTypes, fromSequence: entry.readUpTo + 1 }).pipe(
-              Stream.runForEach((e) => Effect.sync(() => void (entry.state = Projection.evolveLease(entry.state, e))))
-            )
+            yield* journal
+              .read({ streamId: id, types: Event.leaseEventTypes, fromSequence: entry.readUpTo + 1 })
+              .pipe(
+                Stream.runForEach((e) => Effect.sync(() => void (entry.state = Projection.evolveLease(entry.state, e))))
+              )
             // Events after `last` may have been read too; reading them again is harmless (evolveLease skips re-deliveries).
             entry.readUpTo = last
           }

@@ -28,9 +28,15 @@ export const self: ProcessIdentity = {
  * proven gone from its pid; for another host the answer is false (callers then
  * ask its ownership lease, OwnerLease.ts, and last the container's deadline label).
  */
-export const isGone = (owner: { readonly host?: string | undefined; readonly pid?: number | undefined; readonly started?: string | undefined }): boolean => {
-  if (owner.host !== self.host || owner.pid === undefined || !Number.isInteger(owner.pid) || owner.pid <= 0) return false
-  if (owner.pid === self.pid && (owner.started === undefined || owner.started === "" || owner.started === self.started)) return false
+export const isGone = (owner: {
+  readonly host?: string | undefined
+  readonly pid?: number | undefined
+  readonly started?: string | undefined
+}): boolean => {
+  if (owner.host !== self.host || owner.pid === undefined || !Number.isInteger(owner.pid) || owner.pid <= 0)
+    return false
+  if (owner.pid === self.pid && (owner.started === undefined || owner.started === "" || owner.started === self.started))
+    return false
   if (!ProcessStart.isRunning(owner.pid)) return true
   if (owner.started !== undefined && owner.started !== "") {
     const now = startTimeOf(owner.pid)

@@ -68,7 +68,8 @@ export const preloadedCommand = (command: ReadonlyArray<string>, language: Langu
     : command
 
 /** The supervisor path for an OCI runtime. */
-export const supervisorFor = (runtime: string | undefined): string => runtime === "runsc" ? SUPERVISOR_READABLE : SUPERVISOR
+export const supervisorFor = (runtime: string | undefined): string =>
+  runtime === "runsc" ? SUPERVISOR_READABLE : SUPERVISOR
 
 export const KEY_BYTES = LIMIT.keyBytes
 const FRAME_HEAD = KEY_BYTES + 1 + 4
@@ -79,7 +80,10 @@ const MAX_CONTROL_PAYLOAD = LIMIT.controlPayload
 const frameTypes: ReadonlyArray<{ readonly type: string; readonly data?: true }> = Object.values(FRAMES)
 /** Frame types whose payload is data, delivered piecewise as it arrives: output, file content, tool arguments. */
 const DATA_TYPES = new Set(frameTypes.filter((f) => f.data === true).map((f) => f.type.charCodeAt(0)))
-const CONTROL_TYPES = frameTypes.filter((f) => f.data !== true).map((f) => f.type).join("")
+const CONTROL_TYPES = frameTypes
+  .filter((f) => f.data !== true)
+  .map((f) => f.type)
+  .join("")
 const STDOUT = FRAME.stdout.charCodeAt(0)
 const STDERR = FRAME.stderr.charCodeAt(0)
 const FILE_CONTENT = FRAME.fileContent.charCodeAt(0)
@@ -261,7 +265,10 @@ export class FrameDecoder {
   /** Set once the 'x' frame arrived: nothing after it counts. */
   ended = false
 
-  constructor(keyHex: string, private readonly handlers: FrameHandlers) {
+  constructor(
+    keyHex: string,
+    private readonly handlers: FrameHandlers
+  ) {
     this.key = Buffer.from(keyHex, "hex")
     if (this.key.length !== KEY_BYTES) throw new Error("a run key is 16 bytes (32 hex digits)")
   }
@@ -286,10 +293,14 @@ export class FrameDecoder {
         this.type = this.head[KEY_BYTES]!
         this.remaining = this.head.readUInt32BE(KEY_BYTES + 1)
         const output = DATA_TYPES.has(this.type)
-        if (this.type === FILE_CONTENT && this.handlers.content === undefined) return this.fail("file content where none was asked for")
-        if (this.type === TOOL_ARGUMENTS && this.handlers.toolArguments === undefined) return this.fail("tool call arguments where no tools were given")
-        if (!output && CONTROL_TYPES.indexOf(String.fromCharCode(this.type)) < 0) return this.fail(`an unknown frame type ${this.type}`)
-        if (this.remaining > (output ? MAX_FRAME_PAYLOAD : MAX_CONTROL_PAYLOAD)) return this.fail(`a frame of ${this.remaining} bytes`)
+        if (this.type === FILE_CONTENT && this.handlers.content === undefined)
+          return this.fail("file content where none was asked for")
+        if (this.type === TOOL_ARGUMENTS && this.handlers.toolArguments === undefined)
+          return this.fail("tool call arguments where no tools were given")
+        if (!output && CONTROL_TYPES.indexOf(String.fromCharCode(this.type)) < 0)
+          return this.fail(`an unknown frame type ${this.type}`)
+        if (this.remaining > (output ? MAX_FRAME_PAYLOAD : MAX_CONTROL_PAYLOAD))
+          return this.fail(`a frame of ${this.remaining} bytes`)
         if (this.remaining === 0) {
           this.headFill = 0
           if (!output) this.finishControl()
@@ -317,7 +328,10 @@ export class FrameDecoder {
     const payload = Buffer.concat(this.control)
     this.control = []
     // Messages are UTF-8; anything else (paths, numbers) is bytes.
-    const text = type === FRAME.setupFailed || type === FRAME.lockWait || type === FRAME.opFailed ? utf8.decode(payload) : latin1.decode(payload)
+    const text =
+      type === FRAME.setupFailed || type === FRAME.lockWait || type === FRAME.opFailed
+        ? utf8.decode(payload)
+        : latin1.decode(payload)
     if (type === FRAME.exited) this.ended = true
     this.handlers.control(type, text, payload)
   }
@@ -384,7 +398,12 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
     killLeftovers: boolean
     collect?: { patterns: Array<string>; limits: CollectLimits }
     fileOp?: FileOp
-    tools?: { maxInFlight: number; maxRequestBytes: number; maxReplyBytes: number; modules: Array<readonly [string, Uint8Array]> }
+    tools?: {
+      maxInFlight: number
+      maxRequestBytes: number
+      maxReplyBytes: number
+      modules: Array<readonly [string, Uint8Array]>
+    }
   } = { files: [], args: [], killLeftovers: false }
   let headerStdin: Uint8Array | undefined
   const text = (value: Uint8Array) => Buffer.from(value).toString("utf8")
@@ -413,9 +432,15 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
     } else if (word === "collect") {
       const pattern = take(Number(a))
       if (pattern === undefined) return undefined
-      decoded.collect = { patterns: [...decoded.collect?.patterns ?? [], text(pattern)], limits: decoded.collect?.limits ?? { maxFiles: 0, maxFileBytes: 0, maxTotalBytes: 0 } }
+      decoded.collect = {
+        patterns: [...(decoded.collect?.patterns ?? []), text(pattern)],
+        limits: decoded.collect?.limits ?? { maxFiles: 0, maxFileBytes: 0, maxTotalBytes: 0 }
+      }
     } else if (word === "limits") {
-      decoded.collect = { patterns: decoded.collect?.patterns ?? [], limits: { maxFiles: Number(a), maxFileBytes: Number(b), maxTotalBytes: Number(c) } }
+      decoded.collect = {
+        patterns: decoded.collect?.patterns ?? [],
+        limits: { maxFiles: Number(a), maxFileBytes: Number(b), maxTotalBytes: Number(c) }
+      }
     } else if (word === "read" || word === "write" || word === "list" || word === "remove") {
       const path = take(Number(a))
       if (path === undefined) return undefined
@@ -426,7 +451,12 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
         decoded.fileOp = { op: "write", path: text(path), content, mode: Number(c) }
       } else decoded.fileOp = { op: word, path: text(path) }
     } else if (word === "tools") {
-      decoded.tools = { maxInFlight: Number(a), maxRequestBytes: Number(b), maxReplyBytes: Number(c), modules: decoded.tools?.modules ?? [] }
+      decoded.tools = {
+        maxInFlight: Number(a),
+        maxRequestBytes: Number(b),
+        maxReplyBytes: Number(c),
+        modules: decoded.tools?.modules ?? []
+      }
     } else if (word === "module") {
       const name = take(Number(a))
       const content = take(Number(b))
@@ -443,7 +473,9 @@ export const decodeRunnerPayload = (bytes: Uint8Array): DecodedPayload | undefin
 }
 
 /** What an image's supervisor can do, from its labels: an image without RUNNER_FEATURES_LABEL predates the label, and has protocol 2's base only. */
-export const supervisorFeatures = (labels: Readonly<Record<string, string>> | undefined): ReadonlySet<RunnerFeature> => {
+export const supervisorFeatures = (
+  labels: Readonly<Record<string, string>> | undefined
+): ReadonlySet<RunnerFeature> => {
   const listed = labels?.[RUNNER_FEATURES_LABEL]
   if (listed === undefined) return new Set()
   const said = new Set(listed.split(",").map((f) => f.trim()))
@@ -465,8 +497,10 @@ export const commandFeatures = (command: ReadonlyArray<string>): ReadonlyArray<R
   command.includes(RUNNER_MODES.preload.arg) ? ["preload"] : []
 
 /** `a` and `b` together, each feature once, in the table's order. */
-export const withFeatures = (a: ReadonlyArray<RunnerFeature> | undefined, b: ReadonlyArray<RunnerFeature> | undefined): ReadonlyArray<RunnerFeature> =>
-  RUNNER_FEATURES.filter((f) => a?.includes(f) === true || b?.includes(f) === true)
+export const withFeatures = (
+  a: ReadonlyArray<RunnerFeature> | undefined,
+  b: ReadonlyArray<RunnerFeature> | undefined
+): ReadonlyArray<RunnerFeature> => RUNNER_FEATURES.filter((f) => a?.includes(f) === true || b?.includes(f) === true)
 
 /**
  * Why a request is refused before anything is created: the image's supervisor lacks `missing`. Names
@@ -479,10 +513,13 @@ export const missingFeaturesMessage = (
   buildCommand: string
 ): string => {
   const listed = labels?.[RUNNER_FEATURES_LABEL]
-  const label = listed === undefined
-    ? `has no label ${RUNNER_FEATURES_LABEL} (it was built before images said what their supervisor can do, so it is taken to have runner protocol ${RUNNER_PROTOCOL_VERSION}'s base only)`
-    : `says ${RUNNER_FEATURES_LABEL}=${JSON.stringify(listed)}`
+  const label =
+    listed === undefined
+      ? `has no label ${RUNNER_FEATURES_LABEL} (it was built before images said what their supervisor can do, so it is taken to have runner protocol ${RUNNER_PROTOCOL_VERSION}'s base only)`
+      : `says ${RUNNER_FEATURES_LABEL}=${JSON.stringify(listed)}`
   const what = missing.map((f) => `${f} (${RUNNER_FEATURE_TABLE[f].what})`).join(", ")
-  return `image ${image} has a supervisor without ${missing.length === 1 ? "the feature" : "the features"} this request needs: ${what}. The image ${label}. ` +
+  return (
+    `image ${image} has a supervisor without ${missing.length === 1 ? "the feature" : "the features"} this request needs: ${what}. The image ${label}. ` +
     `Rebuild the SDK's images: ${buildCommand} (an image of your own: build it again FROM a current hermes-sandbox image, docs/custom-images.md)`
+  )
 }

@@ -33,7 +33,9 @@ export const RUNNER_FEATURE_TABLE = {
 export type RunnerFeature = keyof typeof RUNNER_FEATURE_TABLE
 
 /** Every feature, in the order the image label lists them. */
-export const RUNNER_FEATURES: ReadonlyArray<RunnerFeature> = Object.keys(RUNNER_FEATURE_TABLE).sort() as Array<RunnerFeature>
+export const RUNNER_FEATURES: ReadonlyArray<RunnerFeature> = Object.keys(
+  RUNNER_FEATURE_TABLE
+).sort() as Array<RunnerFeature>
 
 interface WordSpec {
   /** What follows the word on its line ("+" what follows the line as raw bytes). */
@@ -49,7 +51,10 @@ interface WordSpec {
  * that many raw bytes, until `run`.
  */
 export const HEADER_WORDS = {
-  key: { args: "<32 hex>", what: "framed mode: the per-run key (without it: plain mode, the program is exec'd in place)" },
+  key: {
+    args: "<32 hex>",
+    what: "framed mode: the per-run key (without it: plain mode, the program is exec'd in place)"
+  },
   cap: { args: "<n>", what: "relay at most n bytes of each stream; the rest is counted and dropped" },
   lang: { args: "python|javascript|bash", what: "code mode: run the code with that interpreter" },
   code: { args: "<n> + n bytes", what: "the program" },
@@ -57,16 +62,47 @@ export const HEADER_WORDS = {
   arg: { args: "<n> + n bytes", what: "one argv element (argv mode: session calls)" },
   lock: { args: "<n> + n bytes", what: "a lock file to flock before running (sessions)" },
   leftovers: { args: "kill", what: "end every process left by earlier calls, before and after (sessions)" },
-  collect: { args: "<n> + pattern", what: "after the program, send the workspace's files matching this glob", feature: "collect" },
-  limits: { args: "<files> <bytes per file> <bytes in all>", what: "the bounds of what is collected", feature: "collect" },
-  read: { args: "<path length> <offset> <limit> + path", what: "a session's file operation: send a file's bytes", feature: "fileops" },
-  write: { args: "<path length> <n> <mode> + path + n bytes", what: "a session's file operation: write a file", feature: "fileops" },
+  collect: {
+    args: "<n> + pattern",
+    what: "after the program, send the workspace's files matching this glob",
+    feature: "collect"
+  },
+  limits: {
+    args: "<files> <bytes per file> <bytes in all>",
+    what: "the bounds of what is collected",
+    feature: "collect"
+  },
+  read: {
+    args: "<path length> <offset> <limit> + path",
+    what: "a session's file operation: send a file's bytes",
+    feature: "fileops"
+  },
+  write: {
+    args: "<path length> <n> <mode> + path + n bytes",
+    what: "a session's file operation: write a file",
+    feature: "fileops"
+  },
   list: { args: "<path length> + path", what: "a session's file operation: list a directory", feature: "fileops" },
-  remove: { args: "<path length> + path", what: "a session's file operation: remove a file or an empty directory", feature: "fileops" },
-  tools: { args: "<calls at once> <request bytes> <reply bytes>", what: "tool calls: the program's stdin comes in the header, the rest of stdin is the host's replies", feature: "tools" },
+  remove: {
+    args: "<path length> + path",
+    what: "a session's file operation: remove a file or an empty directory",
+    feature: "fileops"
+  },
+  tools: {
+    args: "<calls at once> <request bytes> <reply bytes>",
+    what: "tool calls: the program's stdin comes in the header, the rest of stdin is the host's replies",
+    feature: "tools"
+  },
   stdin: { args: "<n> + n bytes", what: "with tools: the program's stdin", feature: "tools" },
-  module: { args: "<path length> <n> + path + n bytes", what: "with tools: a generated module under the code directory", feature: "tools" },
-  run: { args: "", what: "the header's end; what follows is the program's stdin (with tools: the replies, \"R <id> <status> <n>\\n\" + n bytes)" }
+  module: {
+    args: "<path length> <n> + path + n bytes",
+    what: "with tools: a generated module under the code directory",
+    feature: "tools"
+  },
+  run: {
+    args: "",
+    what: "the header's end; what follows is the program's stdin (with tools: the replies, \"R <id> <status> <n>\\n\" + n bytes)"
+  }
 } as const satisfies Record<string, WordSpec>
 
 export type HeaderWord = keyof typeof HEADER_WORDS
@@ -86,8 +122,18 @@ export const RUNNER_MODES = {
     args: "PID START all|since",
     what: "end a timed-out session call: PID (if its start time is START), then every other process (all) or every one started since START"
   },
-  preload: { arg: "--preload", args: "python", what: "start the interpreter before the request arrives (warm pool)", feature: "preload" },
-  tool: { arg: "--tool", args: "NAME [JSON|-]", what: "one tool call from a shell (also as `hermes-tool`, a link to the supervisor)", feature: "tools" }
+  preload: {
+    arg: "--preload",
+    args: "python",
+    what: "start the interpreter before the request arrives (warm pool)",
+    feature: "preload"
+  },
+  tool: {
+    arg: "--tool",
+    args: "NAME [JSON|-]",
+    what: "one tool call from a shell (also as `hermes-tool`, a link to the supervisor)",
+    feature: "tools"
+  }
 } as const satisfies Record<string, ModeSpec>
 
 /** The name under which the supervisor is the tool-call client (a symlink in the code directory). */
@@ -107,27 +153,53 @@ interface FrameSpec {
 export const FRAMES = {
   stdout: { type: "o", data: true, payload: "the program's stdout bytes" },
   stderr: { type: "e", data: true, payload: "the program's stderr bytes" },
-  started: { type: "p", payload: "\"<pid> <start>\": the program's pid and start time (clock ticks since boot)" },
-  lockWait: { type: "w", payload: "\"<pid> <command>\": waiting for the lock, held by that process" },
+  started: { type: "p", payload: '"<pid> <start>": the program\'s pid and start time (clock ticks since boot)' },
+  lockWait: { type: "w", payload: '"<pid> <command>": waiting for the lock, held by that process' },
   locked: { type: "l", payload: "(empty): the lock is held" },
   exited: {
     type: "x",
-    payload: "\"<exit code 0-255> <stdout bytes> <stderr bytes> <signal>\": the program's process exited (its pipes drained); <signal> is the first signal sent to the sandbox from outside, 0 if none; nothing follows"
+    payload:
+      '"<exit code 0-255> <stdout bytes> <stderr bytes> <signal>": the program\'s process exited (its pipes drained); <signal> is the first signal sent to the sandbox from outside, 0 if none; nothing follows'
   },
-  dropped: { type: "d", payload: "\"<o|e> <bytes written so far>\": the stream passed the cap (then again at most every LIMITS.tellDroppedMs)" },
-  setupFailed: { type: "E", payload: "\"<message>\": setup failed (bad header, a file that cannot be written); exit LIMITS.protocolErrorExit" },
-  fileBegin: { type: "f", payload: "\"<mode octal> <size> \" + path: a file's content follows in 'c' frames (collect, read)" },
+  dropped: {
+    type: "d",
+    payload: '"<o|e> <bytes written so far>": the stream passed the cap (then again at most every LIMITS.tellDroppedMs)'
+  },
+  setupFailed: {
+    type: "E",
+    payload: '"<message>": setup failed (bad header, a file that cannot be written); exit LIMITS.protocolErrorExit'
+  },
+  fileBegin: {
+    type: "f",
+    payload: "\"<mode octal> <size> \" + path: a file's content follows in 'c' frames (collect, read)"
+  },
   fileContent: { type: "c", data: true, payload: "a piece of that file's content" },
-  fileEnd: { type: "F", payload: "\"<bytes sent>\": the file is complete" },
-  skipped: { type: "s", payload: "\"<reason> <size> \" + path: a matching entry not sent (at most LIMITS.skippedListed, LIMITS.skippedNameBytes of paths)" },
-  skippedCount: { type: "S", payload: "\"<reason> <count>\": after the walk, how many more were skipped for that reason" },
-  listEntry: { type: "n", payload: "\"<kind f|d|l|o> <size> <mode octal> <mtime seconds> \" + name: one entry of a listing" },
-  opDone: { type: "k", payload: "\"<words>\": a file operation succeeded" },
-  opFailed: { type: "r", payload: "\"<ERRNO NAME> <message>\": a file operation failed" },
-  toolCall: { type: "t", payload: "\"<id> <argument bytes> \" + name: a tool call, its arguments in exactly that many bytes of 'a' frames" },
+  fileEnd: { type: "F", payload: '"<bytes sent>": the file is complete' },
+  skipped: {
+    type: "s",
+    payload:
+      '"<reason> <size> " + path: a matching entry not sent (at most LIMITS.skippedListed, LIMITS.skippedNameBytes of paths)'
+  },
+  skippedCount: {
+    type: "S",
+    payload: '"<reason> <count>": after the walk, how many more were skipped for that reason'
+  },
+  listEntry: {
+    type: "n",
+    payload: '"<kind f|d|l|o> <size> <mode octal> <mtime seconds> " + name: one entry of a listing'
+  },
+  opDone: { type: "k", payload: '"<words>": a file operation succeeded' },
+  opFailed: { type: "r", payload: '"<ERRNO NAME> <message>": a file operation failed' },
+  toolCall: {
+    type: "t",
+    payload: "\"<id> <argument bytes> \" + name: a tool call, its arguments in exactly that many bytes of 'a' frames"
+  },
   toolArguments: { type: "a", data: true, payload: "a piece of the current call's arguments" },
-  toolTooLarge: { type: "b", payload: "\"<id> <argument bytes seen> \" + name: a call larger than allowed (never forwarded)" },
-  toolCallerGone: { type: "q", payload: "\"<id>\": the call's caller went away" }
+  toolTooLarge: {
+    type: "b",
+    payload: '"<id> <argument bytes seen> " + name: a call larger than allowed (never forwarded)'
+  },
+  toolCallerGone: { type: "q", payload: '"<id>": the call\'s caller went away' }
 } as const satisfies Record<string, FrameSpec>
 
 export type FrameName = keyof typeof FRAMES
@@ -162,9 +234,21 @@ interface LimitSpec {
 /** The bounds and constants both sides hold. */
 export const LIMITS = {
   keyBytes: { c: "KEY_BYTES", value: 16, what: "bytes of a run's key (32 hex digits in the header)" },
-  framePayload: { c: "CHUNK", value: 65_536, what: "the largest payload of a data frame (o, e, c, a); also the supervisor's read size" },
-  controlPayload: { c: "MAX_CONTROL_PAYLOAD", value: 8192, what: "the largest payload of a control frame the host accepts (a path of PATH_MAX and a few words)" },
-  headerLine: { c: "LINE_MAX_BYTES", value: 4096, what: "a header line, or a tool reply's line, newline included, is shorter" },
+  framePayload: {
+    c: "CHUNK",
+    value: 65_536,
+    what: "the largest payload of a data frame (o, e, c, a); also the supervisor's read size"
+  },
+  controlPayload: {
+    c: "MAX_CONTROL_PAYLOAD",
+    value: 8192,
+    what: "the largest payload of a control frame the host accepts (a path of PATH_MAX and a few words)"
+  },
+  headerLine: {
+    c: "LINE_MAX_BYTES",
+    value: 4096,
+    what: "a header line, or a tool reply's line, newline included, is shorter"
+  },
   args: { c: "MAX_ARGS", value: 4096, what: "arg lines at most" },
   files: { c: "MAX_FILES", value: 100_000, what: "file lines at most" },
   collectPatterns: { c: "MAX_PATTERNS", value: 64, what: "collect patterns at most" },
@@ -172,18 +256,59 @@ export const LIMITS = {
   collectDepth: { c: "COLLECT_MAX_DEPTH", value: 32, what: "directory levels the collection walks at most" },
   collectEntries: { c: "COLLECT_MAX_ENTRIES", value: 100_000, what: "entries the collection visits at most" },
   collectDefaultFiles: { c: "COLLECT_DEFAULT_FILES", value: 100, what: "files sent at most, without a limits line" },
-  collectDefaultFileBytes: { c: "COLLECT_DEFAULT_FILE_BYTES", value: 10 * 1024 * 1024, what: "bytes of one file at most, without a limits line" },
-  collectDefaultTotalBytes: { c: "COLLECT_DEFAULT_TOTAL_BYTES", value: 32 * 1024 * 1024, what: "bytes of files and names in all at most, without a limits line" },
-  skippedListed: { c: "SKIPPED_MAX_FRAMES", value: 1000, what: "skipped entries listed ('s') at most; the rest are counted ('S')" },
-  skippedNameBytes: { c: "SKIPPED_MAX_NAME_BYTES", value: 256 * 1024, what: "bytes of listed skipped entries' paths at most" },
+  collectDefaultFileBytes: {
+    c: "COLLECT_DEFAULT_FILE_BYTES",
+    value: 10 * 1024 * 1024,
+    what: "bytes of one file at most, without a limits line"
+  },
+  collectDefaultTotalBytes: {
+    c: "COLLECT_DEFAULT_TOTAL_BYTES",
+    value: 32 * 1024 * 1024,
+    what: "bytes of files and names in all at most, without a limits line"
+  },
+  skippedListed: {
+    c: "SKIPPED_MAX_FRAMES",
+    value: 1000,
+    what: "skipped entries listed ('s') at most; the rest are counted ('S')"
+  },
+  skippedNameBytes: {
+    c: "SKIPPED_MAX_NAME_BYTES",
+    value: 256 * 1024,
+    what: "bytes of listed skipped entries' paths at most"
+  },
   listEntries: { c: "LIST_MAX_ENTRIES", value: 10_000, what: "entries of one listing at most" },
-  toolCallsInFlight: { c: "TOOL_CALLS_MAX", value: 64, what: "tool calls taken at once at most (the tools line's first number)" },
-  toolLimitBytes: { c: "TOOL_BYTES_MAX", value: 1024 * 1024 * 1024, what: "a tools line's request or reply bytes at most" },
-  toolNameSent: { c: "TOOL_NAME_SENT_MAX", value: 256, what: "bytes of a call's name sent in its 't' or 'b' frame at most" },
+  toolCallsInFlight: {
+    c: "TOOL_CALLS_MAX",
+    value: 64,
+    what: "tool calls taken at once at most (the tools line's first number)"
+  },
+  toolLimitBytes: {
+    c: "TOOL_BYTES_MAX",
+    value: 1024 * 1024 * 1024,
+    what: "a tools line's request or reply bytes at most"
+  },
+  toolNameSent: {
+    c: "TOOL_NAME_SENT_MAX",
+    value: 256,
+    what: "bytes of a call's name sent in its 't' or 'b' frame at most"
+  },
   tellDroppedMs: { c: "TELL_DROPPED_MS", value: 200, what: "ms between two 'd' frames of one stream at least" },
-  keepExistingMode: { c: "KEEP_EXISTING_MODE", value: 0o100000, octal: true, what: "in a write's mode: an existing regular file keeps its permission bits" },
-  protocolErrorExit: { c: "PROTOCOL_ERROR", value: 126, what: "the supervisor's exit code for a bad header or a failed setup" },
-  interpreterMissingExit: { c: "INTERPRETER_MISSING", value: 127, what: "the supervisor's exit code when the interpreter or program is missing" }
+  keepExistingMode: {
+    c: "KEEP_EXISTING_MODE",
+    value: 0o100000,
+    octal: true,
+    what: "in a write's mode: an existing regular file keeps its permission bits"
+  },
+  protocolErrorExit: {
+    c: "PROTOCOL_ERROR",
+    value: 126,
+    what: "the supervisor's exit code for a bad header or a failed setup"
+  },
+  interpreterMissingExit: {
+    c: "INTERPRETER_MISSING",
+    value: 127,
+    what: "the supervisor's exit code when the interpreter or program is missing"
+  }
 } as const satisfies Record<string, LimitSpec>
 
 /** Each limit's value, by name: LIMIT.collectPatterns === 64. */

@@ -27,7 +27,11 @@ export interface SandboxSpec {
   /** OCI runtime name, e.g. "runsc" for gVisor; undefined = the engine's default (runc). */
   readonly runtime?: string | undefined
   /** Bind mounts; read-only unless mode is "rw". */
-  readonly mounts: ReadonlyArray<{ readonly hostPath: string; readonly containerPath: string; readonly mode: "ro" | "rw" }>
+  readonly mounts: ReadonlyArray<{
+    readonly hostPath: string
+    readonly containerPath: string
+    readonly mode: "ro" | "rw"
+  }>
   /**
    * What the image's supervisor must be able to do beyond runner protocol 2's base (the kernel
    * fills it in: kernel/Sandbox.ts). The runtime checks it against the image's label

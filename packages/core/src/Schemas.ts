@@ -81,7 +81,11 @@ export const parseSize = (input: unknown): number | undefined => {
 
 /** The shortest size string for a number of bytes ("1g", "512m", "64k", "1234"); parseSize reads it back. */
 export const formatSize = (bytes: number): string => {
-  for (const [unit, factor] of [["g", GiB], ["m", MiB], ["k", KiB]] as const) {
+  for (const [unit, factor] of [
+    ["g", GiB],
+    ["m", MiB],
+    ["k", KiB]
+  ] as const) {
     if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit}`
   }
   return `${bytes}`
@@ -105,7 +109,9 @@ export const Bytes = Schema.Number.pipe(
 type FastCheck = Parameters<Arbitrary.LazyArbitrary<unknown>>[0]
 
 const sizeStrings = (fc: FastCheck, min: number, factor: number, units: ReadonlyArray<string>, max: number) =>
-  fc.tuple(fc.integer({ min: Math.ceil(min / factor), max }), fc.constantFrom(...units)).map(([n, unit]) => `${n}${unit}`)
+  fc
+    .tuple(fc.integer({ min: Math.ceil(min / factor), max }), fc.constantFrom(...units))
+    .map(([n, unit]) => `${n}${unit}`)
 
 /**
  * A size as users write it, of at least `min` bytes, decoded to bytes. One parse per decode (this
@@ -132,7 +138,9 @@ export const sizeAtLeast = (min: number, text: string): Schema.Schema<number, nu
       strict: true,
       decode: (input, _, ast) => {
         const bytes = parseSize(input)
-        return bytes !== undefined && bytes >= min ? ParseResult.succeed(bytes) : ParseResult.fail(new ParseResult.Type(ast, input))
+        return bytes !== undefined && bytes >= min
+          ? ParseResult.succeed(bytes)
+          : ParseResult.fail(new ParseResult.Type(ast, input))
       },
       encode: ParseResult.succeed
     }
@@ -142,7 +150,10 @@ export const sizeAtLeast = (min: number, text: string): Schema.Schema<number, nu
 export const Size = sizeAtLeast(0, `bytes or a size like "64m"`)
 
 /** A memory limit: a size of at least 6 MiB (Docker's minimum). Swap is set equal to it elsewhere. */
-export const Memory = sizeAtLeast(DOCKER_MIN_MEMORY_BYTES, `bytes or a size like "512m", at least 6m (Docker's minimum)`).annotations({ identifier: "Memory" })
+export const Memory = sizeAtLeast(
+  DOCKER_MIN_MEMORY_BYTES,
+  `bytes or a size like "512m", at least 6m (Docker's minimum)`
+).annotations({ identifier: "Memory" })
 
 /** A tmpfs or disk size of at least `min` bytes. */
 export const sizeOfAtLeast = (min: number) => sizeAtLeast(min, `bytes or a size like "64m", at least ${min} bytes`)
@@ -158,7 +169,9 @@ export const Cpus = Schema.transform(
 
 /** A deadline in milliseconds (> 0, at most 24 h), rounded up to a whole millisecond. */
 export const TimeoutMs = Schema.transform(
-  Schema.Number.pipe(Schema.filter((n) => n > 0 && n <= MAX_TIMEOUT_MS, { jsonSchema: { exclusiveMinimum: 0, maximum: MAX_TIMEOUT_MS } })),
+  Schema.Number.pipe(
+    Schema.filter((n) => n > 0 && n <= MAX_TIMEOUT_MS, { jsonSchema: { exclusiveMinimum: 0, maximum: MAX_TIMEOUT_MS } })
+  ),
   // Whole milliseconds from 1 to 24 h by construction: not re-checked per decode.
   Schema.Number,
   { strict: true, decode: (ms) => Math.ceil(ms), encode: (ms) => ms }
@@ -170,7 +183,9 @@ export const PositiveInt = (max: number = Number.MAX_SAFE_INTEGER): Schema.Schem
   let schema = positiveInts.get(max)
   if (schema === undefined) {
     schema = Schema.Number.pipe(
-      Schema.filter((n) => Number.isSafeInteger(n) && n >= 1 && n <= max, { jsonSchema: { type: "integer", minimum: 1, maximum: max } }),
+      Schema.filter((n) => Number.isSafeInteger(n) && n >= 1 && n <= max, {
+        jsonSchema: { type: "integer", minimum: 1, maximum: max }
+      }),
       Schema.annotations(allowed(`an integer from 1 to ${max}`))
     )
     positiveInts.set(max, schema)
@@ -178,7 +193,11 @@ export const PositiveInt = (max: number = Number.MAX_SAFE_INTEGER): Schema.Schem
   return schema
 }
 
-export const NonNegativeInt = Schema.Number.pipe(Schema.int(), Schema.nonNegative(), Schema.annotations(allowed("an integer >= 0")))
+export const NonNegativeInt = Schema.Number.pipe(
+  Schema.int(),
+  Schema.nonNegative(),
+  Schema.annotations(allowed("an integer >= 0"))
+)
 
 /** true or false, nothing else. */
 export const Flag = Schema.Boolean.annotations(allowed("true or false"))
@@ -191,7 +210,13 @@ export const Image = Schema.String.pipe(
     ...allowed("a non-empty image reference without spaces, e.g. hermes-sandbox/python:latest"),
     arbitrary: () => (fc) =>
       fc.oneof(
-        fc.constantFrom("hermes-sandbox/python:latest", "python:3.12-slim", "node:20-alpine", "bash:5", "registry.example.com:5000/team/img@sha256:" + "a".repeat(64)),
+        fc.constantFrom(
+          "hermes-sandbox/python:latest",
+          "python:3.12-slim",
+          "node:20-alpine",
+          "bash:5",
+          "registry.example.com:5000/team/img@sha256:" + "a".repeat(64)
+        ),
         fc.stringMatching(/^[a-z0-9][a-z0-9._/-]{0,30}(:[a-z0-9._-]{1,10})?$/)
       )
   })
@@ -203,7 +228,9 @@ export const LanguageName: Schema.Schema<Language, string> = Schema.transform(
     Schema.filter((name) => Object.hasOwn(LanguageAliases, name.toLowerCase())),
     Schema.annotations({
       arbitrary: () => (fc) =>
-        fc.tuple(fc.constantFrom(...Object.keys(LanguageAliases)), fc.boolean()).map(([alias, upper]) => upper ? alias.toUpperCase() : alias)
+        fc
+          .tuple(fc.constantFrom(...Object.keys(LanguageAliases)), fc.boolean())
+          .map(([alias, upper]) => (upper ? alias.toUpperCase() : alias))
     })
   ),
   Schema.Literal(...Languages),
@@ -214,9 +241,13 @@ export const LanguageName: Schema.Schema<Language, string> = Schema.transform(
 export const LanguageLiteral = Schema.Literal(...Languages).annotations(allowed(`one of ${Languages.join(", ")}`))
 
 /** An environment variable's name. */
-export const EnvName = Schema.String.pipe(Schema.pattern(ENV_NAME), Schema.annotations({ identifier: "EnvName", ...allowed("a variable name matching [A-Za-z_][A-Za-z0-9_]*") }))
+export const EnvName = Schema.String.pipe(
+  Schema.pattern(ENV_NAME),
+  Schema.annotations({ identifier: "EnvName", ...allowed("a variable name matching [A-Za-z_][A-Za-z0-9_]*") })
+)
 
-const envStringBytes = (name: string, value: string): number => Buffer.byteLength(name, "utf8") + 1 + Buffer.byteLength(value, "utf8")
+const envStringBytes = (name: string, value: string): number =>
+  Buffer.byteLength(name, "utf8") + 1 + Buffer.byteLength(value, "utf8")
 
 /** The first variable execve would refuse (its name, a NUL, its size), as an issue that never echoes a value. */
 /**
@@ -232,7 +263,8 @@ export const checkedObject = <A extends object>(
     [],
     {
       decode: () => (input, _, ast) => {
-        if (typeof input !== "object" || input === null || Array.isArray(input)) return ParseResult.fail(new ParseResult.Type(ast, input))
+        if (typeof input !== "object" || input === null || Array.isArray(input))
+          return ParseResult.fail(new ParseResult.Type(ast, input))
         const issue = issueOf(input, ast)
         return issue === undefined ? ParseResult.succeed(input as A) : ParseResult.fail(issue)
       },
@@ -243,16 +275,29 @@ export const checkedObject = <A extends object>(
 
 const envEntriesIssue = (env: object, ast: SchemaAST.AST): ParseResult.ParseIssue | undefined => {
   for (const [name, value] of Object.entries(env)) {
-    if (!ENV_NAME.test(name)) return new ParseResult.Pointer(name, env, new ParseResult.Type(ast, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
+    if (!ENV_NAME.test(name))
+      return new ParseResult.Pointer(
+        name,
+        env,
+        new ParseResult.Type(ast, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*")
+      )
     if (typeof value !== "string" || value.includes("\0")) {
-      return new ParseResult.Pointer(name, env, new ParseResult.Type(ast, typeof value === "string" ? "(contains NUL)" : value, "a string without NUL bytes"))
+      return new ParseResult.Pointer(
+        name,
+        env,
+        new ParseResult.Type(ast, typeof value === "string" ? "(contains NUL)" : value, "a string without NUL bytes")
+      )
     }
     const bytes = envStringBytes(name, value)
     if (bytes > MAX_ENV_STRING_BYTES) {
       return new ParseResult.Pointer(
         name,
         env,
-        new ParseResult.Type(ast, `"NAME=value" of ${bytes} bytes`, `"NAME=value" of at most ${MAX_ENV_STRING_BYTES} bytes in UTF-8 (the kernel's MAX_ARG_STRLEN, 131072 with its NUL)`)
+        new ParseResult.Type(
+          ast,
+          `"NAME=value" of ${bytes} bytes`,
+          `"NAME=value" of at most ${MAX_ENV_STRING_BYTES} bytes in UTF-8 (the kernel's MAX_ARG_STRLEN, 131072 with its NUL)`
+        )
       )
     }
   }
@@ -263,7 +308,11 @@ const envEntriesIssue = (env: object, ast: SchemaAST.AST): ParseResult.ParseIssu
  * When an environment (with the variables it is merged over, `mergedOver` of them) is too large
  * in all for execve: the issue to report, its value the size only.
  */
-export const envTotalIssue = (env: Readonly<Record<string, string>>, mergedOver: number, ast: SchemaAST.AST): ParseResult.Type | undefined => {
+export const envTotalIssue = (
+  env: Readonly<Record<string, string>>,
+  mergedOver: number,
+  ast: SchemaAST.AST
+): ParseResult.Type | undefined => {
   let total = 0
   let count = 0
   for (const name in env) {
@@ -272,15 +321,19 @@ export const envTotalIssue = (env: Readonly<Record<string, string>>, mergedOver:
   }
   return total > MAX_ENV_TOTAL_BYTES
     ? new ParseResult.Type(
-      ast,
-      `${total} bytes in ${count} variables${mergedOver > 0 ? " (counting the variables it is merged over)" : ""}`,
-      `at most ${MAX_ENV_TOTAL_BYTES} bytes (1 MiB) of "NAME=value" strings in all, each counted with its NUL`
-    )
+        ast,
+        `${total} bytes in ${count} variables${mergedOver > 0 ? " (counting the variables it is merged over)" : ""}`,
+        `at most ${MAX_ENV_TOTAL_BYTES} bytes (1 MiB) of "NAME=value" strings in all, each counted with its NUL`
+      )
     : undefined
 }
 
 const arbEnv = (fc: FastCheck) =>
-  fc.dictionary(fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,15}$/), fc.string({ maxLength: 40 }).filter((v) => !v.includes("\0")), { maxKeys: 6 })
+  fc.dictionary(
+    fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,15}$/),
+    fc.string({ maxLength: 40 }).filter((v) => !v.includes("\0")),
+    { maxKeys: 6 }
+  )
 
 /**
  * Variables each of which execve takes: names, values without NUL, each "NAME=value" under the
@@ -288,10 +341,11 @@ const arbEnv = (fc: FastCheck) =>
  * is this with its own total). One pass over the entries, in order, naming the first bad one;
  * values are never echoed (they may be secrets), only their size.
  */
-export const EnvEntries: Schema.Schema<Readonly<Record<string, string>>> = checkedObject(
-  envEntriesIssue,
-  { identifier: "EnvEntries", ...allowed("an object of NAME: value strings"), arbitrary: () => (fc) => arbEnv(fc) }
-)
+export const EnvEntries: Schema.Schema<Readonly<Record<string, string>>> = checkedObject(envEntriesIssue, {
+  identifier: "EnvEntries",
+  ...allowed("an object of NAME: value strings"),
+  arbitrary: () => (fc) => arbEnv(fc)
+})
 
 /** An environment on its own: {@link EnvEntries}, and at most MAX_ENV_TOTAL_BYTES in all. */
 export const EnvMap = EnvEntries.pipe(
@@ -307,13 +361,15 @@ const utf8Bytes = (s: string): number => Buffer.byteLength(s, "utf8")
  * segment at most 255 bytes); undefined when it is.
  */
 export const workspacePathProblem = (path: string): string | undefined => {
-  if (path === "" || path.includes("\0") || path.includes("\\")) return "a non-empty relative path without NUL or backslashes"
+  if (path === "" || path.includes("\0") || path.includes("\\"))
+    return "a non-empty relative path without NUL or backslashes"
   if (path.startsWith("/")) return "a path relative to /workspace (absolute paths are refused)"
   const segments = path.split("/")
   if (segments.some((s) => s === "..")) return "a path without '..' segments (it must stay inside /workspace)"
   if (segments.some((s) => s === "" || s === ".")) return "a normalized path (no empty or '.' segments)"
   const bytes = utf8Bytes(path)
-  if (bytes > MAX_PATH_BYTES) return `a path of at most ${MAX_PATH_BYTES} bytes in UTF-8 (PATH_MAX); this one has ${bytes}`
+  if (bytes > MAX_PATH_BYTES)
+    return `a path of at most ${MAX_PATH_BYTES} bytes in UTF-8 (PATH_MAX); this one has ${bytes}`
   for (const segment of segments) {
     const n = utf8Bytes(segment)
     if (n > MAX_PATH_SEGMENT_BYTES) {
@@ -326,7 +382,13 @@ export const workspacePathProblem = (path: string): string | undefined => {
 /** A relative path inside /workspace (see {@link workspacePathProblem}). */
 export const WorkspacePath = Schema.String.pipe(
   Schema.filter(workspacePathProblem),
-  Schema.annotations({ identifier: "WorkspacePath", arbitrary: () => (fc) => fc.stringMatching(/^[a-z0-9_-]{1,12}(\/[a-z0-9_.-]{1,12}){0,3}$/).filter((p) => workspacePathProblem(p) === undefined) })
+  Schema.annotations({
+    identifier: "WorkspacePath",
+    arbitrary: () => (fc) =>
+      fc
+        .stringMatching(/^[a-z0-9_-]{1,12}(\/[a-z0-9_.-]{1,12}){0,3}$/)
+        .filter((p) => workspacePathProblem(p) === undefined)
+  })
 )
 
 const AbsolutePath = Schema.String.pipe(Schema.startsWith("/"))
@@ -353,22 +415,34 @@ export const LimitFields = {
 }
 
 /** Each field optional: absent (or undefined), it is left out of the decoded value, for its user's default. */
-export const optionalFields = <const F extends Record<string, Schema.Schema.Any>>(fields: F): { readonly [K in keyof F]: Schema.optional<F[K]> } =>
-  Object.fromEntries(Object.entries(fields).map(([key, schema]) => [key, Schema.optional(schema)])) as { readonly [K in keyof F]: Schema.optional<F[K]> }
+export const optionalFields = <const F extends Record<string, Schema.Schema.Any>>(
+  fields: F
+): { readonly [K in keyof F]: Schema.optional<F[K]> } =>
+  Object.fromEntries(Object.entries(fields).map(([key, schema]) => [key, Schema.optional(schema)])) as {
+    readonly [K in keyof F]: Schema.optional<F[K]>
+  }
 
 /** Each field optional: absent (or undefined), it decodes to its value in `defaults` (given decoded). */
 export const withDefaults = <const F extends Record<string, Schema.Schema.Any>>(
   fields: F,
   defaults: { readonly [K in keyof F]: Schema.Schema.Type<F[K]> }
 ): { readonly [K in keyof F]: Schema.optionalWith<F[K], { readonly default: () => Schema.Schema.Type<F[K]> }> } =>
-  Object.fromEntries(Object.entries(fields).map(([key, schema]) => [key, Schema.optionalWith(schema, { default: () => defaults[key] })])) as {
+  Object.fromEntries(
+    Object.entries(fields).map(([key, schema]) => [key, Schema.optionalWith(schema, { default: () => defaults[key] })])
+  ) as {
     readonly [K in keyof F]: Schema.optionalWith<F[K], { readonly default: () => Schema.Schema.Type<F[K]> }>
   }
 
 /** `T` with `undefined` taken out of the type of its optional properties, at every depth of plain objects. */
-type ExactOptional<T> = T extends string | number | boolean | bigint | symbol | null | undefined | Uint8Array ? T
-  : T extends ReadonlyArray<infer E> ? ReadonlyArray<ExactOptional<E>>
-  : { [K in keyof T]: Pick<T, K> extends Required<Pick<T, K>> ? ExactOptional<T[K]> : ExactOptional<Exclude<T[K], undefined>> }
+type ExactOptional<T> = T extends string | number | boolean | bigint | symbol | null | undefined | Uint8Array
+  ? T
+  : T extends ReadonlyArray<infer E>
+    ? ReadonlyArray<ExactOptional<E>>
+    : {
+        [K in keyof T]: Pick<T, K> extends Required<Pick<T, K>>
+          ? ExactOptional<T[K]>
+          : ExactOptional<Exclude<T[K], undefined>>
+      }
 
 /** A struct: fields and no index signatures (a Record is a TypeLiteral too, with no fields). */
 type StructSchema = { readonly fields: Schema.Struct.Fields; readonly records: readonly [] }
@@ -377,16 +451,21 @@ type StructSchema = { readonly fields: Schema.Struct.Fields; readonly records: r
 type OptionalKeys<F> = { [K in keyof F]: F[K] extends { readonly _EncodedToken: "?:" } ? K : never }[keyof F]
 
 /** A schema's input: a struct's (and so a struct's within an array or a union) by {@link Input}, keeping its fields' doc comments. */
-type SchemaInput<S> = S extends StructSchema ? { [K in keyof Input<S>]: Input<S>[K] }
-  : S extends Schema.Array$<infer V> ? ReadonlyArray<SchemaInput<V>>
-  : S extends { readonly members: ReadonlyArray<infer M> } ? SchemaInput<M>
-  : ExactOptional<Schema.Schema.Encoded<S>>
+type SchemaInput<S> = S extends StructSchema
+  ? { [K in keyof Input<S>]: Input<S>[K] }
+  : S extends Schema.Array$<infer V>
+    ? ReadonlyArray<SchemaInput<V>>
+    : S extends { readonly members: ReadonlyArray<infer M> }
+      ? SchemaInput<M>
+      : ExactOptional<Schema.Schema.Encoded<S>>
 
 /** Each field's input (an optional one's, `optional(S)` or `optionalWith(S, ...)`, is S's), mapped over the fields themselves so that each keeps its doc comment. */
 type FieldInputs<F> = {
-  readonly [K in keyof F]: F[K] extends { readonly _EncodedToken: "?:"; readonly from: infer S } ? SchemaInput<S>
-    : F[K] extends { readonly _EncodedToken: "?:" } ? ExactOptional<Exclude<Schema.Schema.Encoded<F[K]>, undefined>>
-    : SchemaInput<F[K]>
+  readonly [K in keyof F]: F[K] extends { readonly _EncodedToken: "?:"; readonly from: infer S }
+    ? SchemaInput<S>
+    : F[K] extends { readonly _EncodedToken: "?:" }
+      ? ExactOptional<Exclude<Schema.Schema.Encoded<F[K]>, undefined>>
+      : SchemaInput<F[K]>
 }
 
 /**
@@ -398,14 +477,19 @@ type FieldInputs<F> = {
  *
  *   export interface ExecuteRequest extends Schemas.Input<typeof ExecuteRequestSchema> { readonly tools?: Tools }
  */
-export type Input<S extends StructSchema> =
-  & Pick<FieldInputs<S["fields"]>, Exclude<keyof S["fields"], OptionalKeys<S["fields"]>>>
-  & Partial<Pick<FieldInputs<S["fields"]>, OptionalKeys<S["fields"]>>>
+export type Input<S extends StructSchema> = Pick<
+  FieldInputs<S["fields"]>,
+  Exclude<keyof S["fields"], OptionalKeys<S["fields"]>>
+> &
+  Partial<Pick<FieldInputs<S["fields"]>, OptionalKeys<S["fields"]>>>
 
 /** A bind mount: host path and container path absolute (the container's / refused), read-only unless "rw". */
 export const Mount = Schema.Struct({
   hostPath: AbsolutePath.annotations(allowed("an absolute host path")),
-  containerPath: AbsolutePath.pipe(Schema.filter((p) => p !== "/"), Schema.annotations(allowed("an absolute container path other than /"))),
+  containerPath: AbsolutePath.pipe(
+    Schema.filter((p) => p !== "/"),
+    Schema.annotations(allowed("an absolute container path other than /"))
+  ),
   /** Read-only unless "rw". */
   mode: Schema.optional(Schema.Literal("ro", "rw").annotations(allowed(`"ro" (default) or "rw"`)))
 }).annotations({ identifier: "Mount" })
@@ -424,11 +508,19 @@ export interface Problem {
 const messageOf = (issue: ParseResult.ParseIssue): string | undefined => {
   if (!("ast" in issue)) return undefined
   // A missing key's issue carries the property signature (typed as its type): read its type's.
-  const ast = ((issue.ast as unknown) instanceof SchemaAST.PropertySignature ? (issue.ast as unknown as SchemaAST.PropertySignature).type : issue.ast) as SchemaAST.AST
+  const ast = (
+    (issue.ast as unknown) instanceof SchemaAST.PropertySignature
+      ? (issue.ast as unknown as SchemaAST.PropertySignature).type
+      : issue.ast
+  ) as SchemaAST.AST
   const annotation = SchemaAST.getMessageAnnotation(ast)
   if (annotation._tag === "None") return undefined
   const out = annotation.value(issue)
-  return typeof out === "string" ? out : typeof out === "object" && "message" in out && typeof out.message === "string" ? out.message : undefined
+  return typeof out === "string"
+    ? out
+    : typeof out === "object" && "message" in out && typeof out.message === "string"
+      ? out.message
+      : undefined
 }
 
 /**
@@ -454,7 +546,7 @@ export const firstProblem = (issue: ParseResult.ParseIssue): Problem => {
         continue
       case "Composite":
         annotated ??= messageOf(current)
-        current = Array.isArray(current.issues) ? current.issues[0]! : current.issues as ParseResult.ParseIssue
+        current = Array.isArray(current.issues) ? current.issues[0]! : (current.issues as ParseResult.ParseIssue)
         continue
       case "Refinement":
       case "Transformation":

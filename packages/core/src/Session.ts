@@ -50,7 +50,12 @@ import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { type InvalidRequest, invalidRequest, type SandboxError, type SessionConfigMismatch } from "./Errors.js"
 import { SessionEnded } from "./Errors.js"
-import { ExecutorOnlyOptionsSchema, resolveSandboxDefaults, type ResolvedSandboxDefaults, type SandboxDefaults } from "./ExecutorConfig.js"
+import {
+  ExecutorOnlyOptionsSchema,
+  resolveSandboxDefaults,
+  type ResolvedSandboxDefaults,
+  type SandboxDefaults
+} from "./ExecutorConfig.js"
 import * as Fingerprint from "./Fingerprint.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
@@ -88,7 +93,14 @@ export type {
   WriteFileOptions,
   WriteFileResult
 } from "./session/files.js"
-export { DEFAULT_FILE_MODE, DEFAULT_READ_LIMIT_BYTES, MAX_READ_LIMIT_BYTES, MAX_WRITE_BYTES, resolveSandboxPath, WRITABLE_ROOTS } from "./session/files.js"
+export {
+  DEFAULT_FILE_MODE,
+  DEFAULT_READ_LIMIT_BYTES,
+  MAX_READ_LIMIT_BYTES,
+  MAX_WRITE_BYTES,
+  resolveSandboxPath,
+  WRITABLE_ROOTS
+} from "./session/files.js"
 export { IDLE_COMMAND } from "./session/plan.js"
 export type { PersistentOptions, SessionMount, SessionOptions, SessionScope } from "./session/plan.js"
 
@@ -131,7 +143,10 @@ export class Sessions extends Context.Tag("@hermes-sandbox/core/Sessions")<
 
 /** A session closed with its Scope (Effect users). */
 export const scoped = (options?: SessionOptions) =>
-  Effect.acquireRelease(Effect.flatMap(Sessions, (s) => s.open(options)), (session) => session.close)
+  Effect.acquireRelease(
+    Effect.flatMap(Sessions, (s) => s.open(options)),
+    (session) => session.close
+  )
 
 export const DEFAULT_SESSION_IMAGE = "hermes-sandbox/python:latest"
 /** Code snippets: the supervisor in plain mode (inside a call's supervisor), which execs the interpreter. */
@@ -149,11 +164,17 @@ const refuseExecutorOnly = (options: SessionsOptions): Effect.Effect<void, Inval
   const given = EXECUTOR_ONLY.find((k) => (options as Record<string, unknown>)[k] !== undefined)
   return given === undefined
     ? Effect.void
-    : Effect.fail(invalidRequest(given, (options as Record<string, unknown>)[given], "nothing: it is an executor option (createExecutor); sessions run one call at a time per session"))
+    : Effect.fail(
+        invalidRequest(
+          given,
+          (options as Record<string, unknown>)[given],
+          "nothing: it is an executor option (createExecutor); sessions run one call at a time per session"
+        )
+      )
 }
 
 export const make = (options: SessionsOptions = {}) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     yield* refuseExecutorOnly(options)
     const config = yield* resolveSandboxDefaults(options)
     const runtime = yield* SandboxRuntime
@@ -163,7 +184,7 @@ export const make = (options: SessionsOptions = {}) =>
     const defaultImage = own.sessionImage
     // The supervisor binary this runtime can load (gVisor needs the readable copy).
     const supervisor = supervisorFor(config.runtime)
-    const runner = own.runner ?? DEFAULT_RUNNER.map((a) => a === SUPERVISOR ? supervisor : a)
+    const runner = own.runner ?? DEFAULT_RUNNER.map((a) => (a === SUPERVISOR ? supervisor : a))
     const serviceScope = yield* Effect.scope
     const closed = yield* Ref.make(false)
     // The ownership lease first (released last, once every session sandbox is gone), then the startup sweep.
@@ -173,11 +194,18 @@ export const make = (options: SessionsOptions = {}) =>
     const { append: publish, events, unsafeSubscribe } = makePublisher(journal, executorId)
     const append = (streamId: string, event: JournalEvent) => Effect.asVoid(publish(streamId, event))
     const appendQuietly = (streamId: string, ...evs: ReadonlyArray<JournalEvent>) =>
-      publish(streamId, ...evs).pipe(Effect.catchAllCause((cause) => Effect.logWarning(`session journal append failed (${streamId})`, cause)), Effect.asVoid)
+      publish(streamId, ...evs).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning(`session journal append failed (${streamId})`, cause)),
+        Effect.asVoid
+      )
 
     // The kernel's removal policy, made first: its stragglers get their last attempt after every
     // session ended (finalizers run in reverse).
-    const removals = yield* Removals.make({ runtime, append: (streamId, event) => appendQuietly(streamId, event), logPrefix: "sessions: " })
+    const removals = yield* Removals.make({
+      runtime,
+      append: (streamId, event) => appendQuietly(streamId, event),
+      logPrefix: "sessions: "
+    })
     const kernel = { runtime, append }
     const background = yield* FiberSet.make<unknown, unknown>()
     const registry = new Map<string, Registered>()
@@ -192,19 +220,27 @@ export const make = (options: SessionsOptions = {}) =>
     )
 
     const reapWith = (unrecorded: SessionReaper.Unrecorded) =>
-      persistentLock.withPermits(1)(
-        SessionReaper.reapIdle({
-          skip: (name) => [...registry.values()].some((r) => r.containerName === name),
-          append: (streamId, ...evs) => appendQuietly(streamId, ...evs),
-          journal,
-          unrecorded
-        })
-      ).pipe(Effect.provideService(SandboxRuntime, runtime))
+      persistentLock
+        .withPermits(1)(
+          SessionReaper.reapIdle({
+            skip: (name) => [...registry.values()].some((r) => r.containerName === name),
+            append: (streamId, ...evs) => appendQuietly(streamId, ...evs),
+            journal,
+            unrecorded
+          })
+        )
+        .pipe(Effect.provideService(SandboxRuntime, runtime))
     // Asked for: a sandbox this journal has no record of counts as idle since its creation. At
     // start-up (every facade does it) such a one is left alone: another process may be using it.
     const reap = reapWith("engine-time")
     if (options.reapOnStart !== false) {
-      yield* FiberSet.run(background, reapWith("keep").pipe(Effect.catchAllCause((cause) => Effect.logWarning("session reaper failed; continuing", cause)), Effect.interruptible))
+      yield* FiberSet.run(
+        background,
+        reapWith("keep").pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning("session reaper failed; continuing", cause)),
+          Effect.interruptible
+        )
+      )
     }
 
     const handleDeps = {
@@ -228,40 +264,74 @@ export const make = (options: SessionsOptions = {}) =>
 
     /** Create (owned by the kernel's removal policy: a failure after the create removes it) and start. */
     const createStarted = (sessionId: string, plan: SessionPlan, name: string, labels: Record<string, string>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         let created: Sandbox.StartedSandbox["container"] | undefined
         return yield* Sandbox.create(kernel, {
           streamId: sessionId,
           spec: sandboxSpec(plan, name, labels, config, supervisor),
           own: (c) => Effect.sync(() => void (created = c)),
           // Every session sandbox's name is new (its session id): removing it by name cannot hit another.
-          unanswered: (unansweredName) => FiberSet.run(background, removals.removeUnanswered(unansweredName)).pipe(Effect.asVoid)
+          unanswered: (unansweredName) =>
+            FiberSet.run(background, removals.removeUnanswered(unansweredName)).pipe(Effect.asVoid)
         }).pipe(
           Effect.tap((c) => Sandbox.startRecorded(kernel, sessionId, c)),
-          Effect.tapErrorCause(() => created === undefined ? Effect.void : removals.destroy(sessionId, created, "failed"))
+          Effect.tapErrorCause(() =>
+            created === undefined ? Effect.void : removals.destroy(sessionId, created, "failed")
+          )
         )
       }).pipe(Effect.uninterruptible)
 
     const refuseWhenClosed = Effect.flatMap(Ref.get(closed), (c) =>
-      c ? Effect.fail(new SessionEnded({ sessionId: "", reason: "service closed", message: "the sessions service is closed" })) : Effect.void)
+      c
+        ? Effect.fail(
+            new SessionEnded({ sessionId: "", reason: "service closed", message: "the sessions service is closed" })
+          )
+        : Effect.void
+    )
 
     const open = (o: SessionOptions = {}): Effect.Effect<Session, SessionOpenError> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* refuseWhenClosed
         const plan = yield* resolvePlan(o, "session", config, defaultImage)
         const imageId = yield* runtime.resolveImage(plan.image)
         const fp = fingerprintOf(plan, imageId, config)
         const sessionId = uuidv7()
         const name = `${ContainerNamePrefix}${sessionId}`
-        yield* append(sessionId, { type: "SessionOpened", data: { sessionId, scope: "session", containerName: name, ...(plan.tags === undefined ? {} : { tags: plan.tags }) } })
-        const container = yield* createStarted(sessionId, plan, name, sessionLabels(plan, sessionId, executorId, fp)).pipe(
-          Effect.tapError((e) => appendQuietly(sessionId, { type: "SessionClosed", data: { sessionId, reason: `failed to start: ${e._tag}` } }))
+        yield* append(sessionId, {
+          type: "SessionOpened",
+          data: {
+            sessionId,
+            scope: "session",
+            containerName: name,
+            ...(plan.tags === undefined ? {} : { tags: plan.tags })
+          }
+        })
+        const container = yield* createStarted(
+          sessionId,
+          plan,
+          name,
+          sessionLabels(plan, sessionId, executorId, fp)
+        ).pipe(
+          Effect.tapError((e) =>
+            appendQuietly(sessionId, {
+              type: "SessionClosed",
+              data: { sessionId, reason: `failed to start: ${e._tag}` }
+            })
+          )
         )
-        return yield* handle({ sessionId, scope: "session", container, plan, fingerprint: fp.fingerprint, reconnected: false, replaced: [] })
+        return yield* handle({
+          sessionId,
+          scope: "session",
+          container,
+          plan,
+          fingerprint: fp.fingerprint,
+          reconnected: false,
+          replaced: []
+        })
       }).pipe(Effect.uninterruptible)
 
     const openPersistent = (o: PersistentOptions = {}): Effect.Effect<Session, SessionOpenError> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* refuseWhenClosed
         const { policy, profile } = yield* resolvePersistent(o)
         const plan = yield* resolvePlan(o, "persistent", config, defaultImage)
@@ -270,26 +340,38 @@ export const make = (options: SessionsOptions = {}) =>
         const sessionId = Fingerprint.persistentId(profile, fp.fingerprint)
         const labels = persistentLabels(plan, sessionId, profile, fp, yield* Clock.currentTimeMillis)
         const scope: SessionScope = "persistent"
-        return yield* persistentLock.withPermits(1)(findOrCreate(
-          { runtime, removals, append, appendQuietly, held: (id) => registry.has(id) },
-          {
-            profile,
-            policy,
-            sessionId,
-            fingerprint: fp,
-            imageId,
-            tags: plan.tags,
-            create: createStarted(sessionId, plan, `${ContainerNamePrefix}${sessionId}`, labels),
-            newDeadlineMs: SessionReaper.deadlineOf(labels, 0),
-            handle: (container, reconnected, replaced, deadlineMs) =>
-              handle({ sessionId, scope, container, plan, fingerprint: fp.fingerprint, reconnected, replaced, deadlineMs })
-          }
-        ))
+        return yield* persistentLock.withPermits(1)(
+          findOrCreate(
+            { runtime, removals, append, appendQuietly, held: (id) => registry.has(id) },
+            {
+              profile,
+              policy,
+              sessionId,
+              fingerprint: fp,
+              imageId,
+              tags: plan.tags,
+              create: createStarted(sessionId, plan, `${ContainerNamePrefix}${sessionId}`, labels),
+              newDeadlineMs: SessionReaper.deadlineOf(labels, 0),
+              handle: (container, reconnected, replaced, deadlineMs) =>
+                handle({
+                  sessionId,
+                  scope,
+                  container,
+                  plan,
+                  fingerprint: fp.fingerprint,
+                  reconnected,
+                  replaced,
+                  deadlineMs
+                })
+            }
+          )
+        )
       }).pipe(Effect.uninterruptible)
 
     return Sessions.of({ executorId, config, open, openPersistent, events, unsafeSubscribe, reap })
   })
 
 /** The sessions service as a layer; its scope is the service's lifetime (open sessions end with it). */
-export const layer = (options: SessionsOptions = {}): Layer.Layer<Sessions, InvalidRequest, SandboxRuntime | Journal.Journal> =>
-  Layer.scoped(Sessions, make(options))
+export const layer = (
+  options: SessionsOptions = {}
+): Layer.Layer<Sessions, InvalidRequest, SandboxRuntime | Journal.Journal> => Layer.scoped(Sessions, make(options))

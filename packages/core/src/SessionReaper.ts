@@ -93,13 +93,17 @@ export interface Decision {
 /** The decision, from host facts only (pure). */
 export const decide = (facts: SandboxFacts, unrecorded: Unrecorded): Decision => {
   const { activity, nowMs } = facts
-  if (facts.deadlineMs !== undefined && nowMs > facts.deadlineMs) return { remove: true, reason: "max-lifetime", idleMs: undefined }
+  if (facts.deadlineMs !== undefined && nowMs > facts.deadlineMs)
+    return { remove: true, reason: "max-lifetime", idleMs: undefined }
   if (facts.idleLimitMs === undefined) return { remove: false, reason: "no-idle-limit", idleMs: undefined }
-  if (activity?.busyUntilMs !== undefined && activity.busyUntilMs > nowMs) return { remove: false, reason: "call-in-flight", idleMs: 0 }
+  if (activity?.busyUntilMs !== undefined && activity.busyUntilMs > nowMs)
+    return { remove: false, reason: "call-in-flight", idleMs: 0 }
   if (activity === undefined && unrecorded === "keep") return { remove: false, reason: "unrecorded", idleMs: undefined }
   const last = Math.max(facts.createdAtMs, activity?.lastMs ?? -Infinity, activity?.busyUntilMs ?? -Infinity)
   const idleMs = Math.max(0, nowMs - last)
-  return idleMs > facts.idleLimitMs ? { remove: true, reason: "idle", idleMs } : { remove: false, reason: "active", idleMs }
+  return idleMs > facts.idleLimitMs
+    ? { remove: true, reason: "idle", idleMs }
+    : { remove: false, reason: "active", idleMs }
 }
 
 /**
@@ -112,7 +116,13 @@ export const deadlineOf = (labels: Readonly<Record<string, string>>, createdAtMs
   return labels[Label.scope] === "persistent" ? createdAtMs + DEFAULT_PERSISTENT_MAX_LIFETIME_MS : undefined
 }
 
-const CALL_EVENTS = ["ExecutionRequested", "ContainerExited", "ExecutionTimedOut", "ExecutionInterrupted", "ExecutionFailed"] as const
+const CALL_EVENTS = [
+  "ExecutionRequested",
+  "ContainerExited",
+  "ExecutionTimedOut",
+  "ExecutionInterrupted",
+  "ExecutionFailed"
+] as const
 
 /**
  * What the journal recorded of each sandbox since its creation: its session stream's events
@@ -124,7 +134,7 @@ export const journalActivity = (
   sandboxes: ReadonlyArray<{ readonly sessionId: string; readonly createdAtMs: number }>,
   window = DEFAULT_JOURNAL_WINDOW
 ) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const result = new Map<string, HostActivity | undefined>()
     if (sandboxes.length === 0) return result
     const lastSequence = yield* journal.lastSequence
@@ -147,7 +157,10 @@ export const journalActivity = (
     }
     // Calls come after their handle's open (in the same journal); without any record, search the window.
     const from = Math.max(windowStart, Math.min(...[...stream.values()].map((s) => s.firstSequence ?? windowStart)))
-    const calls = new Map<string, { sessionId: string; requestedMs: number; timeoutMs: number; endedMs: number | undefined }>()
+    const calls = new Map<
+      string,
+      { sessionId: string; requestedMs: number; timeoutMs: number; endedMs: number | undefined }
+    >()
     yield* journal.read({ fromSequence: from, types: CALL_EVENTS }).pipe(
       Stream.runForEach((e: EventEnvelope) =>
         Effect.sync(() => {
@@ -155,7 +168,12 @@ export const journalActivity = (
             const sessionId = e.data.sessionId
             const createdAtMs = sessionId === undefined ? undefined : since.get(sessionId)
             if (sessionId === undefined || createdAtMs === undefined || e.timestamp < createdAtMs) return
-            calls.set(e.streamId, { sessionId, requestedMs: e.timestamp, timeoutMs: e.data.timeoutMs, endedMs: undefined })
+            calls.set(e.streamId, {
+              sessionId,
+              requestedMs: e.timestamp,
+              timeoutMs: e.data.timeoutMs,
+              endedMs: undefined
+            })
           } else {
             const call = calls.get(e.streamId)
             if (call !== undefined && call.endedMs === undefined) call.endedMs = e.timestamp
@@ -163,8 +181,16 @@ export const journalActivity = (
         })
       )
     )
-    const perSession = new Map<string, { lastMs: number; lastEndMs: number; open: Array<{ requestedMs: number; timeoutMs: number }> }>()
-    for (const s of sandboxes) perSession.set(s.sessionId, { lastMs: stream.get(s.sessionId)?.lastMs ?? -Infinity, lastEndMs: -Infinity, open: [] })
+    const perSession = new Map<
+      string,
+      { lastMs: number; lastEndMs: number; open: Array<{ requestedMs: number; timeoutMs: number }> }
+    >()
+    for (const s of sandboxes)
+      perSession.set(s.sessionId, {
+        lastMs: stream.get(s.sessionId)?.lastMs ?? -Infinity,
+        lastEndMs: -Infinity,
+        open: []
+      })
     for (const call of calls.values()) {
       const acc = perSession.get(call.sessionId)!
       acc.lastMs = Math.max(acc.lastMs, call.requestedMs, call.endedMs ?? -Infinity)
@@ -174,7 +200,11 @@ export const journalActivity = (
     for (const [sessionId, acc] of perSession) {
       // A queued call's deadline starts when the call before it ends: count from the later of the two.
       let busyUntilMs: number | undefined
-      for (const c of acc.open) busyUntilMs = Math.max(busyUntilMs ?? -Infinity, Math.max(c.requestedMs, acc.lastEndMs) + c.timeoutMs + IN_FLIGHT_GRACE_MS)
+      for (const c of acc.open)
+        busyUntilMs = Math.max(
+          busyUntilMs ?? -Infinity,
+          Math.max(c.requestedMs, acc.lastEndMs) + c.timeoutMs + IN_FLIGHT_GRACE_MS
+        )
       result.set(sessionId, Number.isFinite(acc.lastMs) ? { lastMs: acc.lastMs, busyUntilMs } : undefined)
     }
     return result
@@ -208,7 +238,7 @@ export interface ReapOptions {
 }
 
 export const reapIdle = (options: ReapOptions): Effect.Effect<ReapReport, SandboxError, SandboxRuntime> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const runtime = yield* SandboxRuntime
     const found = yield* runtime.list({ [Label.project]: ProjectName, [Label.scope]: "persistent" })
     const candidates = found.filter((c) => !options.skip(c.name))
@@ -229,14 +259,17 @@ export const reapIdle = (options: ReapOptions): Effect.Effect<ReapReport, Sandbo
     yield* Effect.forEach(
       candidates,
       (c) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const sessionId = sessionIdOf(c)
           const idleSeconds = Number(c.labels[Label.idleSeconds])
           const decision = decide(
             {
               nowMs: now,
               createdAtMs: c.createdAt,
-              idleLimitMs: c.labels[Label.idleSeconds] !== undefined && Number.isFinite(idleSeconds) && idleSeconds > 0 ? idleSeconds * 1000 : undefined,
+              idleLimitMs:
+                c.labels[Label.idleSeconds] !== undefined && Number.isFinite(idleSeconds) && idleSeconds > 0
+                  ? idleSeconds * 1000
+                  : undefined,
               deadlineMs: deadlineOf(c.labels, c.createdAt),
               activity: activity.get(sessionId)
             },
@@ -252,19 +285,28 @@ export const reapIdle = (options: ReapOptions): Effect.Effect<ReapReport, Sandbo
             sessionId,
             ...(decision.reason === "idle"
               ? [
-                { type: "SessionIdleExpired", data: { sessionId, idleMs: decision.idleMs ?? 0 } } as const,
-                { type: "ContainerDestroyed", data: { containerName: c.name, containerId: c.id, reason: "idle-expired" } } as const,
-                { type: "SessionClosed", data: { sessionId, reason: "idle-expired (reaper)" } } as const
-              ]
+                  { type: "SessionIdleExpired", data: { sessionId, idleMs: decision.idleMs ?? 0 } } as const,
+                  {
+                    type: "ContainerDestroyed",
+                    data: { containerName: c.name, containerId: c.id, reason: "idle-expired" }
+                  } as const,
+                  { type: "SessionClosed", data: { sessionId, reason: "idle-expired (reaper)" } } as const
+                ]
               : [
-                { type: "ContainerDestroyed", data: { containerName: c.name, containerId: c.id, reason: "orphan-reaped" } } as const,
-                { type: "SessionClosed", data: { sessionId, reason: "max-lifetime passed (reaper)" } } as const
-              ])
+                  {
+                    type: "ContainerDestroyed",
+                    data: { containerName: c.name, containerId: c.id, reason: "orphan-reaped" }
+                  } as const,
+                  { type: "SessionClosed", data: { sessionId, reason: "max-lifetime passed (reaper)" } } as const
+                ])
           )
         }),
       { concurrency: 4, discard: true }
     )
     const removed = decisions.filter((d) => d.removed).map((d) => d.name)
-    if (removed.length > 0) yield* Effect.logInfo(`session reaper: removed ${removed.length} persistent sandbox(es) (idle or past their maximum lifetime): ${removed.join(", ")}`)
+    if (removed.length > 0)
+      yield* Effect.logInfo(
+        `session reaper: removed ${removed.length} persistent sandbox(es) (idle or past their maximum lifetime): ${removed.join(", ")}`
+      )
     return { checked: candidates.length, removed, decisions }
   })

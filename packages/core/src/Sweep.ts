@@ -69,21 +69,33 @@ const deadlinePassed = (labels: Readonly<Record<string, string>>, wallNowMs: num
  * Whether the journal's lease is what decides for this container: an owner on another host
  * (a same-host owner is judged by its pid), and a deadline not passed yet.
  */
-export const decidedByLease = (labels: Readonly<Record<string, string>>, facts: Pick<OwnerFacts, "wallNowMs" | "selfHost"> = {}): boolean => {
+export const decidedByLease = (
+  labels: Readonly<Record<string, string>>,
+  facts: Pick<OwnerFacts, "wallNowMs" | "selfHost"> = {}
+): boolean => {
   const host = labels[Label.ownerHost]
-  return labels[Label.executor] !== undefined && host !== undefined && host !== (facts.selfHost ?? ProcessIdentity.self.host) &&
+  return (
+    labels[Label.executor] !== undefined &&
+    host !== undefined &&
+    host !== (facts.selfHost ?? ProcessIdentity.self.host) &&
     !deadlinePassed(labels, facts.wallNowMs ?? Date.now())
+  )
 }
 
 /** Why the container's owner is provably gone, or undefined when it may be alive (pure but for the same-host pid probe). */
-export const orphanReason = (labels: Readonly<Record<string, string>>, facts: OwnerFacts = {}): OrphanReason | undefined => {
+export const orphanReason = (
+  labels: Readonly<Record<string, string>>,
+  facts: OwnerFacts = {}
+): OrphanReason | undefined => {
   const wallNowMs = facts.wallNowMs ?? Date.now()
   if (deadlinePassed(labels, wallNowMs)) return "deadline"
   const host = labels[Label.ownerHost]
   // A persistent sandbox has no owner: only its deadline (and the SessionReaper) remove it.
   if (host === undefined) return undefined
   if (host === (facts.selfHost ?? ProcessIdentity.self.host)) {
-    return ProcessIdentity.isGone({ host, pid: Number(labels[Label.ownerPid]), started: labels[Label.ownerStarted] }) ? "owner-dead" : undefined
+    return ProcessIdentity.isGone({ host, pid: Number(labels[Label.ownerPid]), started: labels[Label.ownerStarted] })
+      ? "owner-dead"
+      : undefined
   }
   return leaseVerdict(facts.lease, facts.nowMs ?? wallNowMs, facts.clockSkewMs ?? OwnerLease.DEFAULT_CLOCK_SKEW_MS)
 }
@@ -94,7 +106,8 @@ const leaseVerdict = (lease: LeaseState | undefined, nowMs: number, clockSkewMs:
 }
 
 /** Whether a container's owner is provably gone, without the journal (deadline label, same-host pid). */
-export const isOrphan = (labels: Readonly<Record<string, string>>, nowMs = Date.now()): boolean => orphanReason(labels, { wallNowMs: nowMs }) !== undefined
+export const isOrphan = (labels: Readonly<Record<string, string>>, nowMs = Date.now()): boolean =>
+  orphanReason(labels, { wallNowMs: nowMs }) !== undefined
 
 const closeReasons: Record<OrphanReason, string> = {
   deadline: "the owning process died; closed by the sweep",
@@ -104,7 +117,7 @@ const closeReasons: Record<OrphanReason, string> = {
 }
 
 export const sweep = (options: SweepOptions) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
     const startedAt = yield* Clock.currentTimeMillis
@@ -112,15 +125,23 @@ export const sweep = (options: SweepOptions) =>
     const clockSkewMs = options.clockSkewMs ?? OwnerLease.DEFAULT_CLOCK_SKEW_MS
     // A journal that cannot be read knows no lease: then only pids and deadlines decide.
     const leasesOf = (ids: Iterable<string>) =>
-      book.lookup(ids).pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("sweep: could not read ownership leases; deciding without them", cause).pipe(Effect.as(new Map<string, LeaseState>())))
-      )
+      book
+        .lookup(ids)
+        .pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.logWarning("sweep: could not read ownership leases; deciding without them", cause).pipe(
+              Effect.as(new Map<string, LeaseState>())
+            )
+          )
+        )
 
     // Listed BEFORE the leases are read: an owner renews its lease before it creates a container,
     // so a container listed here was created under a lease the read below sees (or a later one).
     const containers = yield* runtime.list({ [Label.project]: ProjectName })
     const foreign = containers.filter((c) => c.labels[Label.executor] !== options.executorId)
-    const leases = yield* leasesOf(foreign.filter((c) => decidedByLease(c.labels)).map((c) => c.labels[Label.executor]!))
+    const leases = yield* leasesOf(
+      foreign.filter((c) => decidedByLease(c.labels)).map((c) => c.labels[Label.executor]!)
+    )
     const nowMs = yield* Clock.currentTimeMillis
     const orphans: Array<SandboxInfo> = []
     /** Why each orphan is one, for the journal's ExecutionInterrupted. */
@@ -183,9 +204,15 @@ export const sweep = (options: SweepOptions) =>
               const known = openSessions.get(e.streamId)
               openSessions.set(e.streamId, {
                 version: e.version,
-                containerName: e.type === "SessionOpened" || e.type === "SessionReconnected" ? e.data.containerName : known?.containerName,
+                containerName:
+                  e.type === "SessionOpened" || e.type === "SessionReconnected"
+                    ? e.data.containerName
+                    : known?.containerName,
                 // Only a persistent session is ever reconnected.
-                persistent: e.type === "SessionOpened" ? e.data.scope === "persistent" : e.type === "SessionReconnected" || (known?.persistent ?? false)
+                persistent:
+                  e.type === "SessionOpened"
+                    ? e.data.scope === "persistent"
+                    : e.type === "SessionReconnected" || (known?.persistent ?? false)
               })
             }
             if (!owners.has(e.streamId)) {
@@ -202,20 +229,25 @@ export const sweep = (options: SweepOptions) =>
       ...[...openSessions.keys()].map((id) => owners.get(id))
     ]
     const streamLeases = yield* leasesOf(
-      openOwners.filter((o): o is EventMetadata => o !== undefined && o.host !== ProcessIdentity.self.host).map((o) => o.executorId)
+      openOwners
+        .filter((o): o is EventMetadata => o !== undefined && o.host !== ProcessIdentity.self.host)
+        .map((o) => o.executorId)
     )
     const leaseNowMs = yield* Clock.currentTimeMillis
     const writerGone = (owner: EventMetadata): OrphanReason | undefined =>
       owner.host === ProcessIdentity.self.host
-        ? (ProcessIdentity.isGone(owner) ? "owner-dead" : undefined)
+        ? ProcessIdentity.isGone(owner)
+          ? "owner-dead"
+          : undefined
         : leaseVerdict(streamLeases.get(owner.executorId), leaseNowMs, clockSkewMs)
     const closed: Array<string> = []
     // The earliest lifecycle this sweep leaves open (its owner alive, its container still there,
     // or closed by someone else meanwhile): the next mark. Past the replay when none is.
     let nextMark = last + 1
-    const leftOpen = (streamId: string) => void (nextMark = Math.min(nextMark, firstSequence.get(streamId) ?? fromSequence))
+    const leftOpen = (streamId: string) =>
+      void (nextMark = Math.min(nextMark, firstSequence.get(streamId) ?? fromSequence))
     for (const [streamId, state] of projector.states) {
-      if (Projection.isClosed(state) || state.requestedAt === undefined && state.createdAt === undefined) continue
+      if (Projection.isClosed(state) || (state.requestedAt === undefined && state.createdAt === undefined)) continue
       const owner = owners.get(streamId)
       if (owner === undefined || owner.executorId === options.executorId) {
         leftOpen(streamId)
@@ -223,20 +255,25 @@ export const sweep = (options: SweepOptions) =>
       }
       const containerRemovedNow = state.containerName !== undefined && removedNames.has(state.containerName)
       const gone = writerGone(owner)
-      if ((!containerRemovedNow && gone === undefined) || (state.containerName !== undefined && stillThere.has(state.containerName))) {
+      if (
+        (!containerRemovedNow && gone === undefined) ||
+        (state.containerName !== undefined && stillThere.has(state.containerName))
+      ) {
         leftOpen(streamId)
         continue
       }
       const ownerGoneReason = closeReasons[gone ?? why.get(state.containerName ?? "") ?? "owner-dead"]
       const events: Array<JournalEvent> = []
       // A container-only stream (warm pool, session) has no execution to end, only a container.
-      if (state.outcome === undefined && state.kind === "execution") events.push({ type: "ExecutionInterrupted", data: { reason: ownerGoneReason } })
+      if (state.outcome === undefined && state.kind === "execution")
+        events.push({ type: "ExecutionInterrupted", data: { reason: ownerGoneReason } })
       if (state.containerId !== undefined && state.destroyedAt === undefined) {
         events.push({
           type: "ContainerDestroyed",
           data: { containerName: state.containerName ?? "", containerId: state.containerId, reason: "orphan-reaped" }
         })
-        if (sessionStreams.has(streamId)) events.push({ type: "SessionClosed", data: { sessionId: streamId, reason: ownerGoneReason } })
+        if (sessionStreams.has(streamId))
+          events.push({ type: "SessionClosed", data: { sessionId: streamId, reason: ownerGoneReason } })
       }
       if (events.length === 0) {
         leftOpen(streamId)
@@ -244,10 +281,12 @@ export const sweep = (options: SweepOptions) =>
       }
       // Another executor starting at the same moment may sweep the same stream: the expected
       // version makes exactly one of the two appends win, so the lifecycle closes once.
-      const appended = yield* journal.append({ streamId, events, executorId: options.executorId, expectedVersion: state.lastVersion }).pipe(
-        Effect.as(true),
-        Effect.catchTag("VersionConflict", () => Effect.succeed(false))
-      )
+      const appended = yield* journal
+        .append({ streamId, events, executorId: options.executorId, expectedVersion: state.lastVersion })
+        .pipe(
+          Effect.as(true),
+          Effect.catchTag("VersionConflict", () => Effect.succeed(false))
+        )
       if (appended) closed.push(streamId)
       else leftOpen(streamId)
     }
@@ -259,22 +298,34 @@ export const sweep = (options: SweepOptions) =>
       const state = projector.states.get(sessionId)
       if (state !== undefined && (state.requestedAt !== undefined || state.createdAt !== undefined)) continue // decided above
       const owner = owners.get(sessionId)
-      const gone = owner === undefined || owner.executorId === options.executorId || persistent ? undefined : writerGone(owner)
+      const gone =
+        owner === undefined || owner.executorId === options.executorId || persistent ? undefined : writerGone(owner)
       if (gone === undefined || (containerName !== undefined && stillThere.has(containerName))) {
         leftOpen(sessionId)
         continue
       }
-      const appended = yield* journal.append({
-        streamId: sessionId,
-        events: [{ type: "SessionClosed", data: { sessionId, reason: closeReasons[gone] } }],
-        executorId: options.executorId,
-        expectedVersion: version
-      }).pipe(Effect.as(true), Effect.catchTag("VersionConflict", () => Effect.succeed(false)))
+      const appended = yield* journal
+        .append({
+          streamId: sessionId,
+          events: [{ type: "SessionClosed", data: { sessionId, reason: closeReasons[gone] } }],
+          executorId: options.executorId,
+          expectedVersion: version
+        })
+        .pipe(
+          Effect.as(true),
+          Effect.catchTag("VersionConflict", () => Effect.succeed(false))
+        )
       if (appended) closed.push(sessionId)
       else leftOpen(sessionId)
     }
     if (journal.sweepMark !== undefined) yield* journal.sweepMark.set(nextMark)
-    const report: SweepReport = { removed: removed.map((c) => c.name), live, closed, failed, durationMs: (yield* Clock.currentTimeMillis) - startedAt }
+    const report: SweepReport = {
+      removed: removed.map((c) => c.name),
+      live,
+      closed,
+      failed,
+      durationMs: (yield* Clock.currentTimeMillis) - startedAt
+    }
     if (report.removed.length > 0 || report.closed.length > 0 || report.failed.length > 0) {
       yield* Effect.logInfo(
         `${options.name ?? "startup sweep"}: removed ${report.removed.length} orphaned container(s), closed ${report.closed.length} lifecycle(s)` +
@@ -290,12 +341,16 @@ export const sweep = (options: SweepOptions) =>
  * across sweeps: how a live executor reaps the orphans of an owner whose whole host died (its
  * watchdog died with it). A failed sweep is logged and the next one tries again.
  */
-export const periodically = (options: SweepOptions & { readonly intervalMs: number }): Effect.Effect<void, never, SandboxRuntime | Journal.Journal | Scope.Scope> =>
-  Effect.gen(function*() {
+export const periodically = (
+  options: SweepOptions & { readonly intervalMs: number }
+): Effect.Effect<void, never, SandboxRuntime | Journal.Journal | Scope.Scope> =>
+  Effect.gen(function* () {
     const journal = yield* Journal.Journal
     const leases = options.leases ?? OwnerLease.makeBook(journal, options.journalWindow)
     const once = sweep({ ...options, leases, name: options.name ?? "periodic sweep" }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("periodic sweep failed; trying again later", cause))
     )
-    yield* Effect.forkScoped(Effect.forever(Effect.sleep(Duration.millis(options.intervalMs)).pipe(Effect.zipRight(once))))
+    yield* Effect.forkScoped(
+      Effect.forever(Effect.sleep(Duration.millis(options.intervalMs)).pipe(Effect.zipRight(once)))
+    )
   })

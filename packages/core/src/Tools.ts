@@ -40,8 +40,11 @@ export interface Tool {
    * Serves one call: returns any JSON value, a Promise of one, or an Effect of one. A throw, a
    * rejection or a failure is a tool error: the code gets its `message` (never a stack trace).
    */
-  // biome-ignore lint/suspicious/noExplicitAny: a handler declares its own argument type ({ a: number }); `unknown` would refuse it
-  readonly handler: (args: any, context: ToolContext) => unknown | Promise<unknown> | Effect.Effect<unknown, unknown, never>
+  readonly handler: (
+    // biome-ignore lint/suspicious/noExplicitAny: a handler declares its own argument type ({ a: number }); `unknown` would refuse it
+    args: any,
+    context: ToolContext
+  ) => unknown | Promise<unknown> | Effect.Effect<unknown, unknown, never>
 }
 
 /** Tools by the name the code calls them by. */
@@ -89,7 +92,6 @@ export const MAX_TOOL_LIMITS: ToolLimits = {
   maxJournalBytes: 1024 * Schemas.MiB
 }
 
-
 export const ToolLimitsSchema = Schema.Struct({
   maxCalls: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxCalls)),
   maxInFlight: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxInFlight)),
@@ -98,19 +100,27 @@ export const ToolLimitsSchema = Schema.Struct({
   maxResultBytes: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxResultBytes)),
   maxJournalEvents: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxJournalEvents)),
   maxJournalBytes: Schema.optional(Schemas.PositiveInt(MAX_TOOL_LIMITS.maxJournalBytes))
-}).annotations({ message: () => "an object { maxCalls?, maxInFlight?, callTimeoutMs?, maxArgumentBytes?, maxResultBytes?, maxJournalEvents?, maxJournalBytes? }" })
+}).annotations({
+  message: () =>
+    "an object { maxCalls?, maxInFlight?, callTimeoutMs?, maxArgumentBytes?, maxResultBytes?, maxJournalEvents?, maxJournalBytes? }"
+})
 
 /** Limits given over the limits in force (the executor's, or the defaults). */
-export const resolveToolLimits = (given: { readonly [K in keyof ToolLimits]?: number | undefined } | undefined, base: ToolLimits = DEFAULT_TOOL_LIMITS): ToolLimits =>
-  given === undefined ? base : {
-    maxCalls: given.maxCalls ?? base.maxCalls,
-    maxInFlight: given.maxInFlight ?? base.maxInFlight,
-    callTimeoutMs: given.callTimeoutMs ?? base.callTimeoutMs,
-    maxArgumentBytes: given.maxArgumentBytes ?? base.maxArgumentBytes,
-    maxResultBytes: given.maxResultBytes ?? base.maxResultBytes,
-    maxJournalEvents: given.maxJournalEvents ?? base.maxJournalEvents,
-    maxJournalBytes: given.maxJournalBytes ?? base.maxJournalBytes
-  }
+export const resolveToolLimits = (
+  given: { readonly [K in keyof ToolLimits]?: number | undefined } | undefined,
+  base: ToolLimits = DEFAULT_TOOL_LIMITS
+): ToolLimits =>
+  given === undefined
+    ? base
+    : {
+        maxCalls: given.maxCalls ?? base.maxCalls,
+        maxInFlight: given.maxInFlight ?? base.maxInFlight,
+        callTimeoutMs: given.callTimeoutMs ?? base.callTimeoutMs,
+        maxArgumentBytes: given.maxArgumentBytes ?? base.maxArgumentBytes,
+        maxResultBytes: given.maxResultBytes ?? base.maxResultBytes,
+        maxJournalEvents: given.maxJournalEvents ?? base.maxJournalEvents,
+        maxJournalBytes: given.maxJournalBytes ?? base.maxJournalBytes
+      }
 
 /** A tool ready to serve: its arguments' check, and what the generated modules show of it. */
 export interface PlannedTool {
@@ -155,14 +165,19 @@ const MAX_PATH_SHOWN = 200
 
 const clipPath = (path: string): string => (path.length <= MAX_PATH_SHOWN ? path : `${path.slice(0, MAX_PATH_SHOWN)}…`)
 
-const jsonSchemaCheck = (validate: ValidateFunction) => (args: unknown): Either.Either<unknown, string> => {
-  if (validate(args)) return Either.right(args)
-  const errors = (validate.errors ?? []).slice(0, MAX_ERRORS_SHOWN).map((e) =>
-    `${e.instancePath === "" ? "arguments" : clipPath(`arguments${e.instancePath.replaceAll("/", ".")}`)} ${e.message ?? "is invalid"}`
-  )
-  const more = (validate.errors?.length ?? 0) - MAX_ERRORS_SHOWN
-  return Either.left(errors.join("; ") + (more > 0 ? `; and ${more} more` : ""))
-}
+const jsonSchemaCheck =
+  (validate: ValidateFunction) =>
+  (args: unknown): Either.Either<unknown, string> => {
+    if (validate(args)) return Either.right(args)
+    const errors = (validate.errors ?? [])
+      .slice(0, MAX_ERRORS_SHOWN)
+      .map(
+        (e) =>
+          `${e.instancePath === "" ? "arguments" : clipPath(`arguments${e.instancePath.replaceAll("/", ".")}`)} ${e.message ?? "is invalid"}`
+      )
+    const more = (validate.errors?.length ?? 0) - MAX_ERRORS_SHOWN
+    return Either.left(errors.join("; ") + (more > 0 ? `; and ${more} more` : ""))
+  }
 
 const effectSchemaCheck = (schema: Schema.Schema.AnyNoContext) => {
   // Excess properties are refused, as the advertised JSON Schema (additionalProperties: false) says.
@@ -170,9 +185,14 @@ const effectSchemaCheck = (schema: Schema.Schema.AnyNoContext) => {
   const decode = Schema.decodeUnknownEither(schema, { errors: "first", onExcessProperty: "error" })
   return (args: unknown): Either.Either<unknown, string> =>
     Either.mapLeft(decode(args), (error) =>
-      ParseResult.ArrayFormatter.formatErrorSync(error).slice(0, MAX_ERRORS_SHOWN).map((issue) =>
-        `${issue.path.length === 0 ? "arguments" : clipPath(`arguments.${issue.path.map(String).join(".")}`)}: ${clipPath(issue.message)}`
-      ).join("; "))
+      ParseResult.ArrayFormatter.formatErrorSync(error)
+        .slice(0, MAX_ERRORS_SHOWN)
+        .map(
+          (issue) =>
+            `${issue.path.length === 0 ? "arguments" : clipPath(`arguments.${issue.path.map(String).join(".")}`)}: ${clipPath(issue.message)}`
+        )
+        .join("; ")
+    )
 }
 
 const anyObject: JsonSchema = { type: "object" }
@@ -201,12 +221,21 @@ export const planTools = (
     for (const [name, tool] of entries) {
       const at = `${field}.${name}`
       if (!TOOL_NAME.test(name) || RESERVED_TOOL_NAMES.has(name)) {
-        return Effect.fail(invalidRequest(at, name, "a name of 1-64 letters, digits and _ (not starting with a digit) that is not a keyword of Python or JavaScript nor a name the generated modules bind"))
+        return Effect.fail(
+          invalidRequest(
+            at,
+            name,
+            "a name of 1-64 letters, digits and _ (not starting with a digit) that is not a keyword of Python or JavaScript nor a name the generated modules bind"
+          )
+        )
       }
       if (typeof tool !== "object" || tool === null || typeof tool.handler !== "function") {
-        return Effect.fail(invalidRequest(at, tool, "an object { description?, parameters?, handler: (args, context) => result }"))
+        return Effect.fail(
+          invalidRequest(at, tool, "an object { description?, parameters?, handler: (args, context) => result }")
+        )
       }
-      if (tool.description !== undefined && typeof tool.description !== "string") return Effect.fail(invalidRequest(`${at}.description`, tool.description, "a string"))
+      if (tool.description !== undefined && typeof tool.description !== "string")
+        return Effect.fail(invalidRequest(`${at}.description`, tool.description, "a string"))
       const cached = compiled.get(tool)
       if (cached !== undefined && cached.name === name) {
         planned.set(name, cached)
@@ -229,13 +258,24 @@ export const planTools = (
         try {
           check = jsonSchemaCheck(compileJsonSchema(parameters))
         } catch (e) {
-          return Effect.fail(invalidRequest(`${at}.parameters`, "a schema", `a valid JSON Schema (${e instanceof Error ? e.message : String(e)})`))
+          return Effect.fail(
+            invalidRequest(
+              `${at}.parameters`,
+              "a schema",
+              `a valid JSON Schema (${e instanceof Error ? e.message : String(e)})`
+            )
+          )
         }
         jsonSchema = parameters
       } else {
         return Effect.fail(invalidRequest(`${at}.parameters`, parameters, "a JSON Schema object or an Effect Schema"))
       }
-      const plannedTool: PlannedTool = { name, tool, check, spec: { name, description: tool.description ?? "", parameters: jsonSchema } }
+      const plannedTool: PlannedTool = {
+        name,
+        tool,
+        check,
+        spec: { name, description: tool.description ?? "", parameters: jsonSchema }
+      }
       compiled.set(tool, plannedTool)
       planned.set(name, plannedTool)
     }

@@ -63,12 +63,16 @@ export interface WarmPoolDeps {
 const discard = () => {}
 
 export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, SandboxRuntime | Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const runtime = yield* SandboxRuntime
     const languages = deps.options.languages ?? (["python", "javascript", "bash"] as const)
     const idleTtl = idleTtlMs(deps.options)
     // Made first, so its stragglers get their last attempt after the drain below (kernel/Removals.ts).
-    const removals = yield* Removals.make({ runtime, append: (streamId, event) => deps.append(streamId, event), logPrefix: "warm pool: " })
+    const removals = yield* Removals.make({
+      runtime,
+      append: (streamId, event) => deps.append(streamId, event),
+      logPrefix: "warm pool: "
+    })
     const ready = new Map<Language, Array<Entry>>(languages.map((l) => [l, []]))
     // Every made, unclaimed sandbox, registered in the same uninterruptible step that made it,
     // so a drain that interrupts the refill loop mid-way still finds (and removes) all of them.
@@ -79,8 +83,10 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const background = yield* FiberSet.make()
 
     type PoolDestroyReason = "pool-recycled" | "pool-drained"
-    const destroy = (entry: { readonly poolStreamId: string; readonly container: SandboxRef }, reason: PoolDestroyReason) =>
-      removals.destroy(entry.poolStreamId, entry.container, reason).pipe(Effect.uninterruptible)
+    const destroy = (
+      entry: { readonly poolStreamId: string; readonly container: SandboxRef },
+      reason: PoolDestroyReason
+    ) => removals.destroy(entry.poolStreamId, entry.container, reason).pipe(Effect.uninterruptible)
 
     const takeOut = (language: Language, entry: Entry): boolean => {
       if (!unclaimed.delete(entry)) return false
@@ -92,13 +98,13 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
 
     const kernel = { runtime, append: deps.append }
     const produce = (language: Language) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const poolStreamId = uuidv7()
         const containerName = `${ContainerNamePrefix}${poolStreamId}`
         // Owned by this step: whatever fails after the create (its record included) destroys it.
         let created: SandboxRef | undefined
         const own = (c: SandboxRef) => Effect.sync(() => void (created = c))
-        const made = Effect.gen(function*() {
+        const made = Effect.gen(function* () {
           const container = yield* Sandbox.create(kernel, {
             streamId: poolStreamId,
             spec: deps.specFor(language, poolStreamId, containerName),
@@ -108,7 +114,10 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
             unanswered: (name) => FiberSet.run(background, removals.removeUnanswered(name)).pipe(Effect.asVoid)
           })
           let target: OutputReceiver = { stdout: discard, stderr: discard }
-          const started = yield* Sandbox.start(kernel, poolStreamId, container, { stdout: (b) => target.stdout(b), stderr: (b) => target.stderr(b) })
+          const started = yield* Sandbox.start(kernel, poolStreamId, container, {
+            stdout: (b) => target.stdout(b),
+            stderr: (b) => target.stderr(b)
+          })
           const entry: Entry = {
             ...started,
             poolStreamId,
@@ -121,28 +130,31 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
           return entry
         })
         return yield* made.pipe(
-          Effect.onExit((exit) => Exit.isSuccess(exit) || created === undefined ? Effect.void : destroy({ poolStreamId, container: created }, "pool-recycled"))
+          Effect.onExit((exit) =>
+            Exit.isSuccess(exit) || created === undefined
+              ? Effect.void
+              : destroy({ poolStreamId, container: created }, "pool-recycled")
+          )
         )
       }).pipe(Effect.uninterruptible)
 
     /** Keep each language's pool full; back off while the engine fails. */
-    const refill = Effect.gen(function*() {
+    const refill = Effect.gen(function* () {
       let failures = 0
       while (!(yield* Ref.get(draining))) {
         const now = yield* Clock.currentTimeMillis
         for (const language of languages) {
           // Recycle the idle ones first, so the pool never serves a stale sandbox.
           for (const entry of [...(ready.get(language) ?? [])]) {
-            if (now - entry.readyAt > idleTtl && takeOut(language, entry)) yield* FiberSet.run(background, destroy(entry, "pool-recycled"))
+            if (now - entry.readyAt > idleTtl && takeOut(language, entry))
+              yield* FiberSet.run(background, destroy(entry, "pool-recycled"))
           }
           const missing = deps.options.size - (ready.get(language)?.length ?? 0) - (making.get(language) ?? 0)
           if (missing <= 0) continue
           making.set(language, (making.get(language) ?? 0) + missing)
-          const made = yield* Effect.forEach(
-            Array.from({ length: missing }),
-            () => Effect.exit(produce(language)),
-            { concurrency: 4 }
-          )
+          const made = yield* Effect.forEach(Array.from({ length: missing }), () => Effect.exit(produce(language)), {
+            concurrency: 4
+          })
           making.set(language, (making.get(language) ?? 0) - missing)
           for (const exit of made) {
             if (Exit.isFailure(exit)) {
@@ -161,7 +173,9 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
             yield* FiberSet.run(
               background,
               entry.io.closed.pipe(
-                Effect.zipRight(Effect.suspend(() => takeOut(language, entry) ? destroy(entry, "pool-recycled") : Effect.void))
+                Effect.zipRight(
+                  Effect.suspend(() => (takeOut(language, entry) ? destroy(entry, "pool-recycled") : Effect.void))
+                )
               )
             )
           }
@@ -174,7 +188,7 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
     const refillFiber = yield* Effect.forkScoped(refill)
     // Drain on close: stop refilling, then destroy every unclaimed sandbox.
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* Ref.set(draining, true)
         yield* Fiber.interrupt(refillFiber)
         const all = [...unclaimed]

@@ -11,7 +11,15 @@
 export * as Artifacts from "./Artifacts.js"
 export type { CollectedFile, CollectionStatus, SkippedFile, SkipReason } from "./Artifacts.js"
 // Tools are exported flat: `Tools` is the type of a run's tools (name -> Tool).
-export { DEFAULT_TOOL_LIMITS, MAX_TOOL_LIMITS, planTools, RESERVED_TOOL_NAMES, resolveToolLimits, TOOL_NAME, ToolLimitsSchema } from "./Tools.js"
+export {
+  DEFAULT_TOOL_LIMITS,
+  MAX_TOOL_LIMITS,
+  planTools,
+  RESERVED_TOOL_NAMES,
+  resolveToolLimits,
+  TOOL_NAME,
+  ToolLimitsSchema
+} from "./Tools.js"
 export type { JsonSchema, PlannedTool, Tool, ToolContext, ToolLimits, ToolPlan, Tools, ToolSpec } from "./Tools.js"
 export { toolModules } from "./tools/stubs.js"
 export * as Errors from "./Errors.js"

@@ -19,8 +19,11 @@ import * as Schemas from "./Schemas.js"
  * request arbitrary: docker's testing entry re-exports it; events' `arbExecuteRequest` is a
  * narrower one for the journal's own tests, held to this schema by core's tests.
  */
-export const arbExecuteRequest: FastCheck.Arbitrary<ExecuteRequest> = Arbitrary.make(Schema.encodedBoundSchema(ExecuteRequestSchema)).map(
-  (request) => Object.fromEntries(Object.entries(request).filter(([, v]) => v !== undefined)) as unknown as ExecuteRequest
+export const arbExecuteRequest: FastCheck.Arbitrary<ExecuteRequest> = Arbitrary.make(
+  Schema.encodedBoundSchema(ExecuteRequestSchema)
+).map(
+  (request) =>
+    Object.fromEntries(Object.entries(request).filter(([, v]) => v !== undefined)) as unknown as ExecuteRequest
 )
 /** Sandbox defaults resolveSandboxDefaults accepts. */
 export const arbSandboxDefaults = Arbitrary.make(Schema.encodedBoundSchema(SandboxDefaultsSchema))

@@ -4,7 +4,8 @@ import * as fc from "fast-check"
 import { FileReceiver, MAX_SKIPPED_LISTED, MAX_SKIPPED_NAME_BYTES, mimeOf, patternIssue } from "../src/Artifacts.js"
 
 const limits = { maxFiles: 10, maxFileBytes: 1000, maxTotalBytes: 2000 }
-const words = (w: string, path: string | Buffer) => Buffer.concat([Buffer.from(`${w} `), Buffer.isBuffer(path) ? path : Buffer.from(path)])
+const words = (w: string, path: string | Buffer) =>
+  Buffer.concat([Buffer.from(`${w} `), Buffer.isBuffer(path) ? path : Buffer.from(path)])
 
 /** The frames the supervisor writes for one file, the content cut into the given pieces. */
 const send = (r: FileReceiver, path: string | Buffer, content: Buffer, cuts: ReadonlyArray<number> = []) => {
@@ -23,13 +24,33 @@ describe("FileReceiver", () => {
   it("round-trips any files in any chunking: content, size and the sha256 the host computes", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ name: fc.string({ minLength: 1, maxLength: 20 }), content: fc.uint8Array({ maxLength: 150 }), cuts: fc.array(fc.nat(150), { maxLength: 5 }) }), { maxLength: 8 }),
+        fc.array(
+          fc.record({
+            name: fc.string({ minLength: 1, maxLength: 20 }),
+            content: fc.uint8Array({ maxLength: 150 }),
+            cuts: fc.array(fc.nat(150), { maxLength: 5 })
+          }),
+          { maxLength: 8 }
+        ),
         (files) => {
           const r = new FileReceiver(limits)
-          for (const f of files) expect(send(r, f.name, Buffer.from(f.content), [...f.cuts].sort((a, b) => a - b))).toEqual([])
+          for (const f of files)
+            expect(
+              send(
+                r,
+                f.name,
+                Buffer.from(f.content),
+                [...f.cuts].sort((a, b) => a - b)
+              )
+            ).toEqual([])
           const out = r.outcome({ complete: true, timedOut: false })
           expect(out.files.map((f) => [f.path, Buffer.from(f.content).toString("hex"), f.size, f.sha256])).toEqual(
-            files.map((f) => [f.name, Buffer.from(f.content).toString("hex"), f.content.length, createHash("sha256").update(f.content).digest("hex")])
+            files.map((f) => [
+              f.name,
+              Buffer.from(f.content).toString("hex"),
+              f.content.length,
+              createHash("sha256").update(f.content).digest("hex")
+            ])
           )
           expect(out.collection).toEqual({ status: "complete" })
           expect(out.filesTruncated).toBe(false)
@@ -63,10 +84,12 @@ describe("FileReceiver", () => {
     const many = new FileReceiver({ ...limits, maxFiles: 1 })
     send(many, "a", Buffer.from("a"))
     expect(many.frame("f", words("644 1", "b"))).toMatch(/more than 1 files/)
-    for (const bad of ["644", "x 1 a", "644 -1 a", "644 1 "]) expect(fresh().frame("f", Buffer.from(bad)), bad).toBeDefined()
+    for (const bad of ["644", "x 1 a", "644 -1 a", "644 1 "])
+      expect(fresh().frame("f", Buffer.from(bad)), bad).toBeDefined()
     expect(fresh().frame("s", words("made-up 0", "a"))).toMatch(/not the supervisor's/)
     expect(fresh().frame("x", Buffer.from(""))).toMatch(/where files were expected/)
-    for (const bad of ["symlink", "symlink 0", "made-up 3", "symlink 3 x", "symlink -1"]) expect(fresh().frame("S", Buffer.from(bad)), bad).toMatch(/not the supervisor's/)
+    for (const bad of ["symlink", "symlink 0", "made-up 3", "symlink 3 x", "symlink -1"])
+      expect(fresh().frame("S", Buffer.from(bad)), bad).toMatch(/not the supervisor's/)
   })
 
   it("a cut-short run keeps what arrived whole and says why; literal patterns that named nothing are listed", () => {
@@ -81,7 +104,10 @@ describe("FileReceiver", () => {
       filesTruncated: true,
       collection: { status: "partial", reason: "timed-out" }
     })
-    expect(new FileReceiver(limits).outcome({ complete: false, timedOut: false }).collection).toEqual({ status: "none", reason: "sandbox-ended" })
+    expect(new FileReceiver(limits).outcome({ complete: false, timedOut: false }).collection).toEqual({
+      status: "none",
+      reason: "sandbox-ended"
+    })
     const done = new FileReceiver(limits, ["*.png", "report.csv", "out/summary.txt", "data"])
     send(done, "data/x.csv", Buffer.from("x"))
     expect(done.outcome({ complete: true, timedOut: false }).skippedFiles).toEqual([
@@ -93,7 +119,8 @@ describe("FileReceiver", () => {
   it("the skipped list is bounded in entries and in path bytes, whatever arrives; the rest are counted per reason", () => {
     // 20,000 symlinks with 4 KiB paths: 78 MiB of names before the bound.
     const long = new FileReceiver(limits)
-    for (let i = 0; i < 20_000; i++) expect(long.frame("s", words("symlink 1", `${String(i).padStart(5, "0")}${"L".repeat(4091)}`))).toBeUndefined()
+    for (let i = 0; i < 20_000; i++)
+      expect(long.frame("s", words("symlink 1", `${String(i).padStart(5, "0")}${"L".repeat(4091)}`))).toBeUndefined()
     const cut = long.outcome({ complete: true, timedOut: false })
     expect(cut.skippedFiles.length).toBe(Math.floor(MAX_SKIPPED_NAME_BYTES / 4096))
     expect(cut.skippedFiles.reduce((n, s) => n + s.path.length, 0)).toBeLessThanOrEqual(MAX_SKIPPED_NAME_BYTES)
@@ -128,13 +155,17 @@ describe("mimeOf and patterns", () => {
     expect(mimeOf("x.bin", Buffer.from("89504e470d0a1a0a00", "hex"))).toBe("image/png")
     expect(mimeOf("x.png", Buffer.from("not a png"))).toBe("application/octet-stream")
     expect(mimeOf("x.jpg", Buffer.from("ffd8ffe0", "hex"))).toBe("image/jpeg")
-    expect(mimeOf("a.webp", Buffer.concat([Buffer.from("RIFF"), Buffer.alloc(4), Buffer.from("WEBP")]))).toBe("image/webp")
+    expect(mimeOf("a.webp", Buffer.concat([Buffer.from("RIFF"), Buffer.alloc(4), Buffer.from("WEBP")]))).toBe(
+      "image/webp"
+    )
     expect(mimeOf("t.CSV", Buffer.from("a,b"))).toBe("text/csv")
     expect(mimeOf("noext", Buffer.from("?"))).toBe("application/octet-stream")
   })
 
   it("patterns: relative, inside /workspace, bounded", () => {
-    for (const ok of ["*.png", "out/**", "./a/b.txt", "**/*.csv", ".hidden"]) expect(patternIssue(ok), ok).toBeUndefined()
-    for (const bad of ["", "/etc/passwd", "../x", "a/../../b", "a\0b", "**/**/**/**/**", "x".repeat(1025), ".", "./"]) expect(patternIssue(bad), JSON.stringify(bad)).toBeDefined()
+    for (const ok of ["*.png", "out/**", "./a/b.txt", "**/*.csv", ".hidden"])
+      expect(patternIssue(ok), ok).toBeUndefined()
+    for (const bad of ["", "/etc/passwd", "../x", "a/../../b", "a\0b", "**/**/**/**/**", "x".repeat(1025), ".", "./"])
+      expect(patternIssue(bad), JSON.stringify(bad)).toBeDefined()
   })
 })

@@ -4,7 +4,7 @@ import { planExecution, resolveExecutorConfig, Schemas, validateWorkspacePath } 
 
 describe("request and option validation", () => {
   it.effect("resolves the seeds' defaults", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const config = yield* resolveExecutorConfig()
       expect(config).toMatchObject({
         timeoutMs: 300_000,
@@ -16,7 +16,8 @@ describe("request and option validation", () => {
         workingDir: "/workspace",
         user: "1001:1001"
       })
-    }))
+    })
+  )
 
   it.effect.each([
     [{ timeoutMs: 0 }, "timeoutMs"],
@@ -31,22 +32,29 @@ describe("request and option validation", () => {
     [{ images: { python: "" } }, "images.python"],
     [{ capAdd: ["SYS_ADMIN"] }, "capAdd"]
   ] as const)("rejects executor option %j naming %s", ([options, field]) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       const error = yield* Effect.flip(resolveExecutorConfig(options as any))
       expect(error._tag).toBe("InvalidRequest")
       expect(error.field).toBe(field)
       expect(error.message).toContain(field)
-    }))
+    })
+  )
 
   it.effect("accepts language aliases and resolves per-request overrides", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const config = yield* resolveExecutorConfig({ timeoutMs: 1000 })
       const plan = yield* planExecution({ language: "JS", code: "1", memory: "64m", timeoutMs: 50, cpus: 0.5 }, config)
-      expect(plan).toMatchObject({ language: "javascript", memoryBytes: 64 * 1024 * 1024, timeoutMs: 50, nanoCpus: 5e8 })
+      expect(plan).toMatchObject({
+        language: "javascript",
+        memoryBytes: 64 * 1024 * 1024,
+        timeoutMs: 50,
+        nanoCpus: 5e8
+      })
       expect(plan.image).toBe("hermes-sandbox/node:latest")
       expect(plan.codeSha256).toMatch(/^[0-9a-f]{64}$/)
-    }))
+    })
+  )
 
   it("parses Docker-style sizes", () => {
     expect(Schemas.parseSize("512m")).toBe(512 * 1024 * 1024)

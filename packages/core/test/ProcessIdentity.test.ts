@@ -35,9 +35,13 @@ describe("ProcessIdentity and ProcessStart", () => {
   it("a zombie does not run, though kill(0) still reaches it and its start time is still readable", async () => {
     // perl forks a child that exits at once and never waits for it. (Not `sh -c "sleep 0 & exec
     // sleep 30"`: a shell may reap its background job before the exec when the job ends first.)
-    const parent = spawn("perl", ["-e", '$| = 1; my $p = fork(); exit 0 if $p == 0; print "$p\\n"; sleep 30'], { stdio: ["ignore", "pipe", "ignore"] })
+    const parent = spawn("perl", ["-e", '$| = 1; my $p = fork(); exit 0 if $p == 0; print "$p\\n"; sleep 30'], {
+      stdio: ["ignore", "pipe", "ignore"]
+    })
     try {
-      const line = await new Promise<string>((resolve) => createInterface({ input: parent.stdout! }).once("line", resolve))
+      const line = await new Promise<string>((resolve) =>
+        createInterface({ input: parent.stdout! }).once("line", resolve)
+      )
       const zombie = Number(line)
       expect(zombie).toBeGreaterThan(0)
       const started = ProcessStart.startTimeOf(zombie)
@@ -48,7 +52,13 @@ describe("ProcessIdentity and ProcessStart", () => {
       expect(ProcessStart.isRunning(parent.pid!)).toBe(true)
       // An owner that is a zombie is gone: the sweep need not wait for init to reap it.
       expect(ProcessIdentity.isGone({ host: ProcessIdentity.self.host, pid: zombie, started })).toBe(true)
-      expect(ProcessIdentity.isGone({ host: ProcessIdentity.self.host, pid: parent.pid!, started: ProcessStart.startTimeOf(parent.pid!) })).toBe(false)
+      expect(
+        ProcessIdentity.isGone({
+          host: ProcessIdentity.self.host,
+          pid: parent.pid!,
+          started: ProcessStart.startTimeOf(parent.pid!)
+        })
+      ).toBe(false)
     } finally {
       parent.kill("SIGKILL")
     }

@@ -2,7 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
 import { RunnerProtocol } from "@hermes-sandbox/core"
 
-const { decodeRunnerPayload, encodeFrame, encodeRunnerPayload, FrameDecoder, makeRunKey, parseExitPayload } = RunnerProtocol
+const { decodeRunnerPayload, encodeFrame, encodeRunnerPayload, FrameDecoder, makeRunKey, parseExitPayload } =
+  RunnerProtocol
 const enc = new TextEncoder()
 
 /** Split bytes at the given cut points (as a stream would). */
@@ -20,7 +21,12 @@ const chunked = (bytes: Uint8Array, cuts: ReadonlyArray<number>): Array<Uint8Arr
 const concat = (parts: ReadonlyArray<Uint8Array>) => Buffer.concat(parts.map((p) => Buffer.from(p)))
 
 const collect = (key: string) => {
-  const got = { stdout: [] as Array<Buffer>, stderr: [] as Array<Buffer>, control: [] as Array<[string, string]>, violations: [] as Array<string> }
+  const got = {
+    stdout: [] as Array<Buffer>,
+    stderr: [] as Array<Buffer>,
+    control: [] as Array<[string, string]>,
+    violations: [] as Array<string>
+  }
   const decoder = new FrameDecoder(key, {
     stdout: (c) => got.stdout.push(Buffer.from(c)),
     stderr: (c) => got.stderr.push(Buffer.from(c)),
@@ -33,7 +39,11 @@ const collect = (key: string) => {
 describe("FrameDecoder", () => {
   it.prop(
     "delivers each stream's bytes exactly and the report once, whatever the chunking",
-    [fc.array(fc.tuple(fc.boolean(), fc.uint8Array({ minLength: 0, maxLength: 200 })), { maxLength: 8 }), fc.integer({ min: 0, max: 255 }), fc.array(fc.nat(3000), { maxLength: 20 })],
+    [
+      fc.array(fc.tuple(fc.boolean(), fc.uint8Array({ minLength: 0, maxLength: 200 })), { maxLength: 8 }),
+      fc.integer({ min: 0, max: 255 }),
+      fc.array(fc.nat(3000), { maxLength: 20 })
+    ],
     ([pieces, code, cuts]) => {
       const key = makeRunKey()
       const frames = pieces.map(([isOut, bytes]) => encodeFrame(key, isOut ? "o" : "e", bytes))
@@ -53,7 +63,11 @@ describe("FrameDecoder", () => {
     ([prefix, code, cuts]) => {
       const key = makeRunKey()
       const forger = makeRunKey()
-      const stream = concat([encodeFrame(key, "o", prefix), encodeFrame(forger, "x", `${code} 0 0 0`), encodeFrame(key, "x", "3 0 0 0")])
+      const stream = concat([
+        encodeFrame(key, "o", prefix),
+        encodeFrame(forger, "x", `${code} 0 0 0`),
+        encodeFrame(key, "x", "3 0 0 0")
+      ])
       const { decoder, got } = collect(key)
       for (const c of chunked(stream, cuts)) decoder.push(c)
       expect(got.violations).toHaveLength(1)
@@ -73,7 +87,11 @@ describe("FrameDecoder", () => {
     const key = makeRunKey()
     const huge = Buffer.from(encodeFrame(key, "o", new Uint8Array(0)))
     huge.writeUInt32BE(1 << 30, 17)
-    for (const stream of [huge, encodeFrame(key, "Z", "x"), concat([encodeFrame(key, "x", "0 0 0 0"), encodeFrame(key, "o", "late")])]) {
+    for (const stream of [
+      huge,
+      encodeFrame(key, "Z", "x"),
+      concat([encodeFrame(key, "x", "0 0 0 0"), encodeFrame(key, "o", "late")])
+    ]) {
       const { decoder, got } = collect(key)
       decoder.push(stream)
       expect(got.violations).toHaveLength(1)
@@ -104,8 +122,27 @@ describe("FrameDecoder", () => {
 describe("the supervisor's exit report", () => {
   it("accepts only codes 0-255 and decimal byte counts", () => {
     expect(parseExitPayload("0 0 0 0")).toEqual({ exitCode: 0, stdoutBytes: 0, stderrBytes: 0, outsideSignal: 0 })
-    expect(parseExitPayload("255 12 3 15")).toEqual({ exitCode: 255, stdoutBytes: 12, stderrBytes: 3, outsideSignal: 15 })
-    for (const bad of ["-1 0 0 0", "300 0 0 0", "1e300 0 0 0", " 0 0 0", "", "0", "00 0 0 0", "9007199254740993 0 0 0", "0 0 0", "0 0 0 0 0", "0x1 0 0 0", "0 0 0 -1", "0 0 0 300"]) {
+    expect(parseExitPayload("255 12 3 15")).toEqual({
+      exitCode: 255,
+      stdoutBytes: 12,
+      stderrBytes: 3,
+      outsideSignal: 15
+    })
+    for (const bad of [
+      "-1 0 0 0",
+      "300 0 0 0",
+      "1e300 0 0 0",
+      " 0 0 0",
+      "",
+      "0",
+      "00 0 0 0",
+      "9007199254740993 0 0 0",
+      "0 0 0",
+      "0 0 0 0 0",
+      "0x1 0 0 0",
+      "0 0 0 -1",
+      "0 0 0 300"
+    ]) {
       expect(parseExitPayload(bad), bad).toBeUndefined()
     }
   })
@@ -116,13 +153,25 @@ describe("the payload", () => {
     "round-trips: key, cap, code, files with any bytes in their names, args and stdin",
     [
       fc.string({ maxLength: 200 }),
-      fc.array(fc.tuple(fc.string({ minLength: 1, maxLength: 40 }), fc.uint8Array({ maxLength: 100 })), { maxLength: 5 }),
+      fc.array(fc.tuple(fc.string({ minLength: 1, maxLength: 40 }), fc.uint8Array({ maxLength: 100 })), {
+        maxLength: 5
+      }),
       fc.array(fc.string({ maxLength: 30 }), { maxLength: 5 }),
       fc.uint8Array({ maxLength: 100 })
     ],
     ([code, files, args, stdin]) => {
       const key = makeRunKey()
-      const bytes = encodeRunnerPayload({ key, capBytes: 1024, language: "python", code: enc.encode(code), files, args, stdin, lock: "/tmp/l", killLeftovers: true })
+      const bytes = encodeRunnerPayload({
+        key,
+        capBytes: 1024,
+        language: "python",
+        code: enc.encode(code),
+        files,
+        args,
+        stdin,
+        lock: "/tmp/l",
+        killLeftovers: true
+      })
       const d = decodeRunnerPayload(bytes)!
       expect(d.key).toBe(key)
       expect(d.capBytes).toBe(1024)
@@ -136,7 +185,9 @@ describe("the payload", () => {
   )
 
   it("never carries the key in plain mode", () => {
-    const text = Buffer.from(encodeRunnerPayload({ language: "bash", code: enc.encode("echo"), stdin: new Uint8Array(0) })).toString()
+    const text = Buffer.from(
+      encodeRunnerPayload({ language: "bash", code: enc.encode("echo"), stdin: new Uint8Array(0) })
+    ).toString()
     expect(text.startsWith("HERMES/2\n")).toBe(true)
     expect(text).not.toContain("key ")
   })

@@ -14,7 +14,7 @@ import { SandboxRuntime } from "@hermes-sandbox/core"
 
 /** A sessions service over a given runtime + journal (so a second service can play "the next process"). */
 const service = (options: SessionsOptions, base: Layer.Layer<SandboxRuntime | FakeRuntimeControl | Journal.Journal>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const scope = yield* Scope.make()
     const context = yield* Layer.buildWithScope(Session.layer(options).pipe(Layer.provide(base)), scope)
     return { sessions: yield* Effect.provide(Session.Sessions, context), close: Scope.close(scope, Exit.void) }
@@ -23,13 +23,15 @@ const service = (options: SessionsOptions, base: Layer.Layer<SandboxRuntime | Fa
 /** One fake engine and journal, shared by every service the test builds. */
 const withEngine = <A, E>(
   f: (ctx: {
-    open: (options?: SessionsOptions) => Effect.Effect<{ sessions: Session.Sessions["Type"]; close: Effect.Effect<void> }, unknown>
+    open: (
+      options?: SessionsOptions
+    ) => Effect.Effect<{ sessions: Session.Sessions["Type"]; close: Effect.Effect<void> }, unknown>
     control: FakeRuntimeControl["Type"]
     journal: Journal.Journal["Type"]
     runtime: SandboxRuntime["Type"]
   }) => Effect.Effect<A, E>
 ) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const scope = yield* Scope.make()
     const base = yield* Layer.buildWithScope(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()), scope)
     const baseLayer = Layer.succeedContext(base)
@@ -42,13 +44,17 @@ const withEngine = <A, E>(
     }).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
   })
 
-const allEvents = (journal: Journal.Journal["Type"]) => journal.read().pipe(Stream.runCollect, Effect.map((c): Array<EventEnvelope> => [...c]))
+const allEvents = (journal: Journal.Journal["Type"]) =>
+  journal.read().pipe(
+    Stream.runCollect,
+    Effect.map((c): Array<EventEnvelope> => [...c])
+  )
 
 describe("Session (fake runtime)", () => {
   // Order, results and non-overlapping spans of parallel calls are in the contract.
   it.live("parallel calls on one session never run two programs at once in the sandbox (the fake engine's count)", () =>
     withEngine(({ control, open }) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { close, sessions } = yield* open()
         const s = yield* sessions.open()
         yield* Effect.forEach(
@@ -58,11 +64,13 @@ describe("Session (fake runtime)", () => {
         )
         expect(yield* control.maxConcurrentExecs).toBe(1)
         yield* close
-      })))
+      })
+    )
+  )
 
   it.effect("a running call is not idle: a call longer than the lifetime does not expire the session", () =>
     withEngine(({ open }) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const { close, sessions } = yield* open()
         const s = yield* sessions.open({ lifetimeSeconds: 10, timeoutMs: 600_000 })
         const fiber = yield* Effect.fork(s.run(fakeProgram({ sleepMs: 30_000, stdout: "slow" })))
@@ -70,37 +78,50 @@ describe("Session (fake runtime)", () => {
         expect((yield* Fiber.join(fiber)).stdout).toBe("slow")
         expect((yield* s.status).open).toBe(true)
         yield* close
-      })))
+      })
+    )
+  )
 
-  it.effect("forwarded secrets reach the command by name only: not in the sandbox's spec, the journal or the result", () =>
-    withEngine(({ journal, open, runtime }) =>
-      Effect.gen(function*() {
-        const secret = "s3cr3t-value-9f8e7d"
-        const { close, sessions } = yield* open()
-        const s = yield* sessions.open({ secretEnv: { API_TOKEN: Redacted.make(secret) }, env: { PLAIN: "visible" } })
-        expect((yield* s.run(fakeProgram({ printEnv: "PLAIN" }))).stdout).toBe("visible\n")
-        const r = yield* s.run(fakeProgram({ stdout: "did not print it" }))
-        // The command can use it (it is in its environment) ...
-        const used = yield* s.run(fakeProgram({ printEnv: "API_TOKEN" }))
-        expect(used.stdout).toBe(`${secret}\n`)
-        // ... but it is nowhere else.
-        expect(JSON.stringify(r)).not.toContain(secret)
-        expect(JSON.stringify(yield* allEvents(journal))).not.toContain(secret)
-        const [info] = yield* runtime.list({ [Label.session]: s.sessionId })
-        expect(JSON.stringify(info)).not.toContain(secret)
-        expect(info?.labels[Label.fingerprintSpec]).toContain("API_TOKEN")
-        yield* close
-      })))
+  it.effect(
+    "forwarded secrets reach the command by name only: not in the sandbox's spec, the journal or the result",
+    () =>
+      withEngine(({ journal, open, runtime }) =>
+        Effect.gen(function* () {
+          const secret = "s3cr3t-value-9f8e7d"
+          const { close, sessions } = yield* open()
+          const s = yield* sessions.open({ secretEnv: { API_TOKEN: Redacted.make(secret) }, env: { PLAIN: "visible" } })
+          expect((yield* s.run(fakeProgram({ printEnv: "PLAIN" }))).stdout).toBe("visible\n")
+          const r = yield* s.run(fakeProgram({ stdout: "did not print it" }))
+          // The command can use it (it is in its environment) ...
+          const used = yield* s.run(fakeProgram({ printEnv: "API_TOKEN" }))
+          expect(used.stdout).toBe(`${secret}\n`)
+          // ... but it is nowhere else.
+          expect(JSON.stringify(r)).not.toContain(secret)
+          expect(JSON.stringify(yield* allEvents(journal))).not.toContain(secret)
+          const [info] = yield* runtime.list({ [Label.session]: s.sessionId })
+          expect(JSON.stringify(info)).not.toContain(secret)
+          expect(info?.labels[Label.fingerprintSpec]).toContain("API_TOKEN")
+          yield* close
+        })
+      )
+  )
 
   it.effect.prop(
     "any sequence of cd/export calls leaves exactly the last directory and values (model check)",
-    [fc.array(fc.oneof(
-      fc.record({ cd: fc.constantFrom("/a", "/b", "/tmp/c", "/workspace/d e") }),
-      fc.record({ export: fc.dictionary(fc.constantFrom("X", "Y", "Z"), fc.string({ maxLength: 8 }), { maxKeys: 2 }) })
-    ), { maxLength: 12 })],
+    [
+      fc.array(
+        fc.oneof(
+          fc.record({ cd: fc.constantFrom("/a", "/b", "/tmp/c", "/workspace/d e") }),
+          fc.record({
+            export: fc.dictionary(fc.constantFrom("X", "Y", "Z"), fc.string({ maxLength: 8 }), { maxKeys: 2 })
+          })
+        ),
+        { maxLength: 12 }
+      )
+    ],
     ([ops]) =>
       withEngine(({ open }) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const { close, sessions } = yield* open()
           const s = yield* sessions.open()
           const model = { cwd: "/workspace", env: {} as Record<string, string> }
@@ -110,9 +131,11 @@ describe("Session (fake runtime)", () => {
             else Object.assign(model.env, op.export)
           }
           expect((yield* s.run(fakeProgram({ printCwd: true }))).stdout).toBe(`${model.cwd}\n`)
-          for (const name of ["X", "Y", "Z"]) expect((yield* s.run(fakeProgram({ printEnv: name }))).stdout).toBe(`${model.env[name] ?? ""}\n`)
+          for (const name of ["X", "Y", "Z"])
+            expect((yield* s.run(fakeProgram({ printEnv: name }))).stdout).toBe(`${model.env[name] ?? ""}\n`)
           yield* close
-        })),
+        })
+      ),
     { fastCheck: { numRuns: 30 } }
   )
 })

@@ -47,7 +47,8 @@ const codeDir = (tools: ReadonlyArray<ToolSpec>) =>
         mkdirSync(dirname(join(dir, module.path)), { recursive: true })
         writeFileSync(join(dir, module.path), module.content)
       }
-    }))
+    })
+  )
 
 interface Received {
   readonly name: string
@@ -102,11 +103,12 @@ const fakeChannel = (dir: string, answer: (request: Received, channel: Channel) 
           for (const w of waiters.filter((w) => received.length >= w.n)) w.resolve()
           const reply = await answer(request, channel)
           if (reply === "close") return socket.end()
-          const [status, payload] = "ok" in reply
-            ? ["0", JSON.stringify(reply.ok)]
-            : "error" in reply
-            ? ["1", reply.error]
-            : ["2", reply.refused]
+          const [status, payload] =
+            "ok" in reply
+              ? ["0", JSON.stringify(reply.ok)]
+              : "error" in reply
+                ? ["1", reply.error]
+                : ["2", reply.refused]
           socket.end(Buffer.from(status + payload, "utf8"))
         })
       })
@@ -116,11 +118,13 @@ const fakeChannel = (dir: string, answer: (request: Received, channel: Channel) 
   ).pipe(Effect.map(({ channel }) => channel))
 
 /** Answers each call with its own arguments once `n` calls are in, so each caller can check it got its own. */
-const echoOnce = (n: number) => async (request: Received, channel: Channel): Promise<Answer> => {
-  const timeout = new Promise<"timeout">((resolve) => setTimeout(resolve, 15_000, "timeout"))
-  const all = await Promise.race([channel.requests(n), timeout])
-  return all === "timeout" ? { error: `only ${channel.received.length} calls arrived at once` } : { ok: request.args }
-}
+const echoOnce =
+  (n: number) =>
+  async (request: Received, channel: Channel): Promise<Answer> => {
+    const timeout = new Promise<"timeout">((resolve) => setTimeout(resolve, 15_000, "timeout"))
+    const all = await Promise.race([channel.requests(n), timeout])
+    return all === "timeout" ? { error: `only ${channel.received.length} calls arrived at once` } : { ok: request.args }
+  }
 
 interface Ran {
   readonly code: number | null
@@ -134,24 +138,31 @@ const run = (
   args: ReadonlyArray<string>,
   options: { readonly dir: string; readonly socket?: string | undefined; readonly cwd?: string }
 ) =>
-  Effect.promise(() =>
-    new Promise<Ran>((resolve, reject) => {
-      const env: Record<string, string | undefined> = {
-        ...process.env,
-        PYTHONPATH: options.dir,
-        NODE_PATH: join(options.dir, "node_modules"),
-        HERMES_TOOLS_SOCKET: options.socket
-      }
-      delete env.NODE_OPTIONS
-      if (options.socket === undefined) delete env.HERMES_TOOLS_SOCKET
-      const child = spawn(command, [...args], { cwd: options.cwd ?? tmpdir(), env, stdio: ["ignore", "pipe", "pipe"] })
-      const out: Array<Buffer> = []
-      const err: Array<Buffer> = []
-      child.stdout.on("data", (c) => out.push(c))
-      child.stderr.on("data", (c) => err.push(c))
-      child.on("error", reject)
-      child.on("close", (code) => resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") }))
-    })
+  Effect.promise(
+    () =>
+      new Promise<Ran>((resolve, reject) => {
+        const env: Record<string, string | undefined> = {
+          ...process.env,
+          PYTHONPATH: options.dir,
+          NODE_PATH: join(options.dir, "node_modules"),
+          HERMES_TOOLS_SOCKET: options.socket
+        }
+        delete env.NODE_OPTIONS
+        if (options.socket === undefined) delete env.HERMES_TOOLS_SOCKET
+        const child = spawn(command, [...args], {
+          cwd: options.cwd ?? tmpdir(),
+          env,
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        const out: Array<Buffer> = []
+        const err: Array<Buffer> = []
+        child.stdout.on("data", (c) => out.push(c))
+        child.stderr.on("data", (c) => err.push(c))
+        child.on("error", reject)
+        child.on("close", (code) =>
+          resolve({ code, stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") })
+        )
+      })
   )
 
 /** The JSON the program printed last, after checking it ran cleanly. */
@@ -161,8 +172,10 @@ const lastJson = (ran: Ran): any => {
   return JSON.parse(ran.stdout.trim().split("\n").at(-1)!)
 }
 
-const python = (script: string, options: Parameters<typeof run>[2]) => Effect.map(run("python3", ["-c", script], options), lastJson)
-const nodeCjs = (script: string, options: Parameters<typeof run>[2]) => Effect.map(run("node", ["-e", script], options), lastJson)
+const python = (script: string, options: Parameters<typeof run>[2]) =>
+  Effect.map(run("python3", ["-c", script], options), lastJson)
+const nodeCjs = (script: string, options: Parameters<typeof run>[2]) =>
+  Effect.map(run("node", ["-e", script], options), lastJson)
 /**
  * A program written to the code directory, as the supervisor writes main.js: ES module
  * resolution (import, import()) finds hermes_tools from there, as it ignores NODE_PATH.
@@ -177,7 +190,7 @@ const nodeMain = (file: string, source: string, options: Parameters<typeof run>[
 
 describe("hermes_tools for Python", () => {
   it.scopedLive("calls by keyword and by position; arguments not given are not sent, unknown ones are", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir([webSearch, echo])
       const channel = yield* fakeChannel(dir, (r) => ({ ok: { tool: r.name, got: r.args } }))
       const out = yield* python(
@@ -205,13 +218,17 @@ print(json.dumps([
       expect(channel.received[0]!.raw.toString()).toBe(`{"query": "x"}`)
       // JSON text in UTF-8, not \u escapes.
       expect(channel.received[5]!.raw.equals(Buffer.from(`{"text": "é✓"}`, "utf8"))).toBe(true)
-    }))
+    })
+  )
 
   it.scopedLive("a tool error is a ToolError and a refusal a ToolRefused, with the exact message", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir([webSearch])
       const channel = yield* fakeChannel(dir, (r) =>
-        (r.args as any).query === "fail" ? { error: "the search engine said: no ✗\nsecond line" } : { refused: "unknown tool 'nope'" })
+        (r.args as any).query === "fail"
+          ? { error: "the search engine said: no ✗\nsecond line" }
+          : { refused: "unknown tool 'nope'" }
+      )
       const out = yield* python(
         `
 import json
@@ -226,15 +243,19 @@ print(json.dumps([got, issubclass(ToolRefused, ToolError), issubclass(ToolError,
         { dir, socket: channel.path }
       )
       expect(out).toEqual([
-        [["ToolError", "the search engine said: no ✗\nsecond line", false, true], ["ToolRefused", "unknown tool 'nope'", true, true]],
+        [
+          ["ToolError", "the search engine said: no ✗\nsecond line", false, true],
+          ["ToolRefused", "unknown tool 'nope'", true, true]
+        ],
         true,
         true
       ])
       expect(channel.received.map((r) => r.name)).toEqual(["web_search", "nope"])
-    }))
+    })
+  )
 
   it.scopedLive("8 calls from threads are 8 connections open at once, each answered with its own result", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir([echo])
       const channel = yield* fakeChannel(dir, echoOnce(8))
       const out = yield* python(
@@ -252,13 +273,16 @@ print(json.dumps(results))`,
       )
       expect(out).toEqual([0, 1, 2, 3, 4, 5, 6, 7].map((i) => ({ i })))
       expect(channel.maxOpen()).toBe(8)
-    }))
+    })
+  )
 
-  it.scopedLive("a channel that closes without a status, no channel at all, and a socket nobody listens on are ToolErrors", () =>
-    Effect.gen(function*() {
-      const dir = yield* codeDir([echo])
-      const channel = yield* fakeChannel(dir, () => "close")
-      const script = `
+  it.scopedLive(
+    "a channel that closes without a status, no channel at all, and a socket nobody listens on are ToolErrors",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* codeDir([echo])
+        const channel = yield* fakeChannel(dir, () => "close")
+        const script = `
 import json
 from hermes_tools import echo, ToolError, ToolRefused
 try:
@@ -266,14 +290,18 @@ try:
     print(json.dumps("no error"))
 except ToolError as e:
     print(json.dumps([type(e).__name__, str(e)]))`
-      expect(yield* python(script, { dir, socket: channel.path })).toEqual(["ToolError", CLOSED])
-      expect(yield* python(script, { dir })).toEqual(["ToolError", NO_CHANNEL])
-      expect(yield* python(script, { dir, socket: join(dir, "absent.sock") })).toEqual(["ToolError", "cannot reach the tool channel: No such file or directory"])
-      expect(channel.received).toHaveLength(1) // never retried
-    }))
+        expect(yield* python(script, { dir, socket: channel.path })).toEqual(["ToolError", CLOSED])
+        expect(yield* python(script, { dir })).toEqual(["ToolError", NO_CHANNEL])
+        expect(yield* python(script, { dir, socket: join(dir, "absent.sock") })).toEqual([
+          "ToolError",
+          "cannot reach the tool channel: No such file or directory"
+        ])
+        expect(channel.received).toHaveLength(1) // never retried
+      })
+  )
 
   it.scopedLive("a refusal sent before the arguments were all read still reaches the code", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir([echo])
       const path = join(dir, "tools.sock")
       // Answers as soon as the name line is in, then closes with 4 MiB of arguments unread.
@@ -298,22 +326,48 @@ except ToolRefused as e:
         { dir, socket: path }
       )
       expect(out).toBe("arguments too large")
-    }))
+    })
+  )
 
   it.scopedLive("argument names Python cannot bind are reachable through **kwargs; tools may shadow the builtins", () =>
-    Effect.gen(function*() {
-      const shadowing = ["open", "isinstance", "str", "dict", "type", "repr", "OSError", "ValueError", "TypeError", "Exception", "json", "os", "socket"]
+    Effect.gen(function* () {
+      const shadowing = [
+        "open",
+        "isinstance",
+        "str",
+        "dict",
+        "type",
+        "repr",
+        "OSError",
+        "ValueError",
+        "TypeError",
+        "Exception",
+        "json",
+        "os",
+        "socket"
+      ]
       const awkward: ToolSpec = {
         name: "awkward",
         description: "Names that are not Python parameters.",
         parameters: {
           type: "object",
-          properties: { first: {}, "a-b": {}, class: {}, "": {}, "é": {}, _hermes_more: {}, _hermes_call_with: {}, last: {} },
+          properties: {
+            first: {},
+            "a-b": {},
+            class: {},
+            "": {},
+            é: {},
+            _hermes_more: {},
+            _hermes_call_with: {},
+            last: {}
+          },
           required: ["first", "a-b"]
         }
       }
       const dir = yield* codeDir([awkward, ...shadowing.map((name) => ({ ...echo, name }))])
-      const channel = yield* fakeChannel(dir, (r) => r.name === "OSError" ? "close" : r.name === "str" ? { error: "as asked" } : { ok: r.args })
+      const channel = yield* fakeChannel(dir, (r) =>
+        r.name === "OSError" ? "close" : r.name === "str" ? { error: "as asked" } : { ok: r.args }
+      )
       const out = yield* python(
         `
 import inspect, json
@@ -335,7 +389,7 @@ print(json.dumps(results))`,
       )
       expect(out).toEqual([
         "(first=<not given>, *, last=<not given>, **_hermes_more)",
-        { first: 1, last: 2, "a-b": 3, class: 4, "": 5, "é": 6, _hermes_more: 7, _hermes_call_with: 8 },
+        { first: 1, last: 2, "a-b": 3, class: 4, "": 5, é: 6, _hermes_more: 7, _hermes_call_with: 8 },
         { x: 1 },
         ...Array(10).fill({}),
         { path: "p" },
@@ -344,25 +398,33 @@ print(json.dumps(results))`,
         ["TypeError", "call_tool: the name must be a str, not int"],
         ["TypeError", "call_tool: args must be a dict, not list"]
       ])
-    }))
+    })
+  )
 
-  it.effect("is Python 3.9 grammar and imports nothing but builtins, os and the C modules _socket and _json (socket and json only as fallbacks)", () =>
-    Effect.sync(() => {
-      const [module] = toolModules("python", [webSearch, add, echo, ...hostileTools(HOSTILE)])
-      const check = `
+  it.effect(
+    "is Python 3.9 grammar and imports nothing but builtins, os and the C modules _socket and _json (socket and json only as fallbacks)",
+    () =>
+      Effect.sync(() => {
+        const [module] = toolModules("python", [webSearch, add, echo, ...hostileTools(HOSTILE)])
+        const check = `
 import ast, json, sys
 tree = ast.parse(sys.stdin.read(), feature_version=(3, 9))
 print(json.dumps(sorted({a.name for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names})))`
-      expect(JSON.parse(execFileSync("python3", ["-c", check], { input: module!.content, encoding: "utf8" }))).toEqual(["_json", "_socket", "builtins", "json", "os", "socket"])
-    }))
+        expect(
+          JSON.parse(execFileSync("python3", ["-c", check], { input: module!.content, encoding: "utf8" }))
+        ).toEqual(["_json", "_socket", "builtins", "json", "os", "socket"])
+      })
+  )
 
-  it.effect("a call loads neither socket.py nor json (nor enum, re): the C modules encode and decode exactly as json.dumps / json.loads", () =>
-    Effect.sync(() => {
-      const [module] = toolModules("python", [add])
-      const dir = mkdtempSync(join(tmpdir(), "hermes-stubs-cjson-"))
-      try {
-        writeFileSync(join(dir, "hermes_tools.py"), module!.content)
-        const check = String.raw`
+  it.effect(
+    "a call loads neither socket.py nor json (nor enum, re): the C modules encode and decode exactly as json.dumps / json.loads",
+    () =>
+      Effect.sync(() => {
+        const [module] = toolModules("python", [add])
+        const dir = mkdtempSync(join(tmpdir(), "hermes-stubs-cjson-"))
+        try {
+          writeFileSync(join(dir, "hermes_tools.py"), module!.content)
+          const check = String.raw`
 import sys, math
 sys.path.insert(0, sys.argv[1])
 before = set(sys.modules)
@@ -391,33 +453,38 @@ except ValueError:
     pass
 print(loaded)
 `
-        expect(execFileSync("python3", ["-c", check, dir], { encoding: "utf8" }).trim()).toBe("[]")
-      } finally {
-        rmSync(dir, { recursive: true, force: true })
-      }
-    }))
+          expect(execFileSync("python3", ["-c", check, dir], { encoding: "utf8" }).trim()).toBe("[]")
+        } finally {
+          rmSync(dir, { recursive: true, force: true })
+        }
+      })
+  )
 
   it.effect("every keyword of this python3 is a reserved tool name", () =>
     Effect.sync(() => {
-      const keywords: Array<string> = JSON.parse(execFileSync("python3", ["-c", "import json, keyword; print(json.dumps(keyword.kwlist))"], { encoding: "utf8" }))
+      const keywords: Array<string> = JSON.parse(
+        execFileSync("python3", ["-c", "import json, keyword; print(json.dumps(keyword.kwlist))"], { encoding: "utf8" })
+      )
       expect(keywords.filter((k) => !RESERVED_TOOL_NAMES.has(k))).toEqual([])
-    }))
+    })
+  )
 })
 
 // ---- JavaScript ---------------------------------------------------------------------------------
 
 describe("hermes_tools for JavaScript", () => {
   it.scopedLive("one object per call, callTool, ToolError and ToolRefused with the exact message", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir([add, echo])
       const channel = yield* fakeChannel(dir, (r) =>
         r.name === "add"
           ? { ok: (r.args as any).a + (r.args as any).b }
           : r.name === "echo"
-          ? { ok: r.args }
-          : r.name === "fails"
-          ? { error: "it broke: ✗" }
-          : { refused: `unknown tool '${r.name}'` })
+            ? { ok: r.args }
+            : r.name === "fails"
+              ? { error: "it broke: ✗" }
+              : { refused: `unknown tool '${r.name}'` }
+      )
       const out = yield* nodeCjs(
         `
 const { add, echo, callTool, ToolError, ToolRefused } = require("hermes_tools");
@@ -447,10 +514,11 @@ const { add, echo, callTool, ToolError, ToolRefused } = require("hermes_tools");
       ])
       expect(channel.received.map((r) => r.name)).toEqual(["add", "echo", "echo", "echo", "fails", "nope"])
       expect(channel.received[2]!.raw.equals(Buffer.from(`{"text":"é✓"}`, "utf8"))).toBe(true)
-    }))
+    })
+  )
 
   it.scopedLive("Promise.all of 8 calls is 8 connections open at once, each answered with its own result", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir([echo])
       const channel = yield* fakeChannel(dir, echoOnce(8))
       const out = yield* nodeCjs(
@@ -461,10 +529,11 @@ Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map((i) => echo({ i }))).then((r) => consol
       )
       expect(out).toEqual([0, 1, 2, 3, 4, 5, 6, 7].map((i) => ({ i })))
       expect(channel.maxOpen()).toBe(8)
-    }))
+    })
+  )
 
   it.scopedLive("named imports from an ES module, require and import() from CommonJS", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir([add, webSearch])
       const channel = yield* fakeChannel(dir, (r) => ({ ok: r.name }))
       const esm = yield* nodeMain(
@@ -475,7 +544,14 @@ console.log(JSON.stringify([await add({ a: 1, b: 2 }), await web_search({ query:
   typeof ToolError, typeof ToolRefused, Object.keys(all).filter((k) => k !== "module.exports").sort()]));`,
         { dir, socket: channel.path }
       )
-      expect(esm).toEqual(["add", "web_search", "add", "function", "function", ["ToolError", "ToolRefused", "add", "callTool", "default", "web_search"]])
+      expect(esm).toEqual([
+        "add",
+        "web_search",
+        "add",
+        "function",
+        "function",
+        ["ToolError", "ToolRefused", "add", "callTool", "default", "web_search"]
+      ])
       const cjs = yield* nodeMain(
         "main.js",
         `
@@ -488,30 +564,47 @@ console.log(JSON.stringify([await add({ a: 1, b: 2 }), await web_search({ query:
       )
       expect(cjs).toEqual(["add", "web_search", true, true])
       // require from anywhere else, through NODE_PATH as the supervisor sets it.
-      expect(yield* nodeCjs(`require("hermes_tools").add({}).then((r) => console.log(JSON.stringify(r)))`, { dir, socket: channel.path })).toBe("add")
-    }))
+      expect(
+        yield* nodeCjs(`require("hermes_tools").add({}).then((r) => console.log(JSON.stringify(r)))`, {
+          dir,
+          socket: channel.path
+        })
+      ).toBe("add")
+    })
+  )
 
-  it.scopedLive("a channel that closes without a status, no channel at all, and a socket nobody listens on are ToolErrors", () =>
-    Effect.gen(function*() {
-      const dir = yield* codeDir([echo])
-      const channel = yield* fakeChannel(dir, () => "close")
-      const script = `
+  it.scopedLive(
+    "a channel that closes without a status, no channel at all, and a socket nobody listens on are ToolErrors",
+    () =>
+      Effect.gen(function* () {
+        const dir = yield* codeDir([echo])
+        const channel = yield* fakeChannel(dir, () => "close")
+        const script = `
 const { echo, ToolError } = require("hermes_tools");
 echo().then(() => console.log(JSON.stringify("no error")), (e) => console.log(JSON.stringify([e.name, e.message, e instanceof ToolError])));`
-      expect(yield* nodeCjs(script, { dir, socket: channel.path })).toEqual(["ToolError", CLOSED, true])
-      expect(yield* nodeCjs(script, { dir })).toEqual(["ToolError", NO_CHANNEL, true])
-      const absent = join(dir, "absent.sock")
-      expect(yield* nodeCjs(script, { dir, socket: absent })).toEqual(["ToolError", `cannot reach the tool channel: connect ENOENT ${absent}`, true])
-      expect(channel.received).toHaveLength(1) // never retried
-    }))
+        expect(yield* nodeCjs(script, { dir, socket: channel.path })).toEqual(["ToolError", CLOSED, true])
+        expect(yield* nodeCjs(script, { dir })).toEqual(["ToolError", NO_CHANNEL, true])
+        const absent = join(dir, "absent.sock")
+        expect(yield* nodeCjs(script, { dir, socket: absent })).toEqual([
+          "ToolError",
+          `cannot reach the tool channel: connect ENOENT ${absent}`,
+          true
+        ])
+        expect(channel.received).toHaveLength(1) // never retried
+      })
+  )
 
   it.scopedLive("more calls at once than the channel's listen backlog holds wait for it instead of failing", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir([echo])
       const path = join(dir, "tools.sock")
       // A channel with a backlog of 1 that accepts nothing until told: a non-blocking connect to a
       // full backlog fails with EAGAIN, which the module waits out (nothing was sent yet).
-      const server = spawn("python3", ["-c", `
+      const server = spawn(
+        "python3",
+        [
+          "-c",
+          `
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.bind(sys.argv[1])
@@ -528,20 +621,27 @@ while True:
         data += chunk
     c.sendall(b"0" + data.split(b"\\n", 1)[1])
     c.close()
-`, path], { stdio: ["pipe", "pipe", "inherit"] })
+`,
+          path
+        ],
+        { stdio: ["pipe", "pipe", "inherit"] }
+      )
       yield* Effect.addFinalizer(() => Effect.sync(() => server.kill()))
       yield* Effect.promise(() => new Promise((resolve) => server.stdout.once("data", resolve)))
-      const client = yield* Effect.fork(nodeCjs(
-        `
+      const client = yield* Effect.fork(
+        nodeCjs(
+          `
 const { echo } = require("hermes_tools");
 Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map((i) => echo({ i }))).then((r) => console.log(JSON.stringify(r)));`,
-        { dir, socket: path }
-      ))
+          { dir, socket: path }
+        )
+      )
       yield* waitForQueue(path, 2)
       yield* Effect.sleep("300 millis")
       server.stdin.write("go\n")
       expect(yield* Fiber.join(client)).toEqual([0, 1, 2, 3, 4, 5, 6, 7].map((i) => ({ i })))
-    }))
+    })
+  )
 })
 
 /** Until `n` connections wait in the listen queue at `path` (`ss` shows it; without `ss`, a second). */
@@ -601,11 +701,13 @@ describe("hermes_tools with hostile text", () => {
   const tools = hostileTools(texts)
 
   it.scopedLive("Python imports the module and each docstring begins with the description, exactly", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir(tools)
       const channel = yield* fakeChannel(dir, (r) => ({ ok: r.args }))
       // What each docstring begins with: the description, its line ends as \n (or a stand-in for an empty one).
-      const expected = tools.map((t) => t.description.trim() === "" ? `The host tool ${t.name}.` : t.description.replace(/\r\n?/g, "\n"))
+      const expected = tools.map((t) =>
+        t.description.trim() === "" ? `The host tool ${t.name}.` : t.description.replace(/\r\n?/g, "\n")
+      )
       writeFileSync(join(dir, "expected.json"), JSON.stringify(expected))
       const out = yield* python(
         `
@@ -616,11 +718,16 @@ bad = [i for i, text in enumerate(expected) if not getattr(hermes_tools, "tool_%
 print(json.dumps([bad, sorted(hermes_tools.__all__), hermes_tools.tool_3(plain=1)]))`,
         { dir, socket: channel.path }
       )
-      expect(out).toEqual([[], [...tools.map((t) => t.name), "ToolError", "ToolRefused", "call_tool"].sort(), { plain: 1 }])
-    }))
+      expect(out).toEqual([
+        [],
+        [...tools.map((t) => t.name), "ToolError", "ToolRefused", "call_tool"].sort(),
+        { plain: 1 }
+      ])
+    })
+  )
 
   it.scopedLive("JavaScript loads the module with exactly the tools' exports, and nothing in it ran", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* codeDir(tools)
       const channel = yield* fakeChannel(dir, (r) => ({ ok: r.args }))
       const out = yield* nodeMain(
@@ -632,7 +739,8 @@ import("hermes_tools").then(async (ns) => console.log(JSON.stringify([Object.key
       )
       const names = [...tools.map((t) => t.name), "ToolError", "ToolRefused", "callTool"].sort()
       expect(out).toEqual([names, names, { plain: 1 }])
-    }))
+    })
+  )
 })
 
 // ---- the generator itself --------------------------------------------------------------------------
@@ -643,17 +751,37 @@ describe("toolModules", () => {
       expect(toolModules("bash", [add])).toEqual([])
       expect(toolModules("python", [add]).map((m) => m.path)).toEqual(["hermes_tools.py"])
       const js = toolModules("javascript", [add])
-      expect(js.map((m) => m.path)).toEqual(["node_modules/hermes_tools/package.json", "node_modules/hermes_tools/index.js"])
+      expect(js.map((m) => m.path)).toEqual([
+        "node_modules/hermes_tools/package.json",
+        "node_modules/hermes_tools/index.js"
+      ])
       expect(JSON.parse(js[0]!.content)).toMatchObject({ name: "hermes_tools", type: "commonjs", main: "index.js" })
       expect(js[1]!.content).toMatch(/^exports\.add = async function add\(args\) \{$/m)
-    }))
+    })
+  )
 
   it.effect("refuses a name that is invalid, reserved or repeated", () =>
     Effect.sync(() => {
-      for (const name of ["class", "call_tool", "callTool", "ToolError", "ToolRefused", "None", "default", "then", "__proto__", "_hermes_call", "1x", "a-b", "", "x".repeat(65)]) {
+      for (const name of [
+        "class",
+        "call_tool",
+        "callTool",
+        "ToolError",
+        "ToolRefused",
+        "None",
+        "default",
+        "then",
+        "__proto__",
+        "_hermes_call",
+        "1x",
+        "a-b",
+        "",
+        "x".repeat(65)
+      ]) {
         expect(() => toolModules("python", [{ ...add, name }])).toThrow(/invalid, reserved or repeated/)
       }
       expect(() => toolModules("javascript", [add, add])).toThrow(/invalid, reserved or repeated/)
       for (const name of RESERVED_TOOL_NAMES) expect(TOOL_NAME.test(name)).toBe(true)
-    }))
+    })
+  )
 })

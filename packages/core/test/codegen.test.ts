@@ -18,7 +18,10 @@ const cStringValue = (literals: string): string => {
   let out = ""
   for (const m of literals.matchAll(/"((?:[^"\\]|\\.)*)"/g)) {
     out += m[1]!.replace(/\\([0-7]{3}|.)/g, (_, e: string) =>
-      /^[0-7]{3}$/.test(e) ? String.fromCharCode(parseInt(e, 8)) : ({ n: "\n", t: "\t" } as Record<string, string>)[e] ?? e)
+      /^[0-7]{3}$/.test(e)
+        ? String.fromCharCode(parseInt(e, 8))
+        : (({ n: "\n", t: "\t" } as Record<string, string>)[e] ?? e)
+    )
   }
   return out
 }
@@ -65,7 +68,10 @@ describe("pnpm codegen", () => {
       }
       expect(await outOfDate(root)).toEqual([])
       const [first, second] = GENERATED
-      writeFileSync(join(root, first!.sources[0]!), `${readFileSync(join(root, first!.sources[0]!), "utf8")}\n# edited\n`)
+      writeFileSync(
+        join(root, first!.sources[0]!),
+        `${readFileSync(join(root, first!.sources[0]!), "utf8")}\n# edited\n`
+      )
       rmSync(join(root, second!.target))
       expect((await outOfDate(root)).map((s) => s.target)).toEqual([first!.target, second!.target])
     } finally {

@@ -84,18 +84,23 @@ export const deriveProfile = (upstream: Profile): Profile => {
   const socketRules: Array<Rule> = SECCOMP_ALLOWED_SOCKET_FAMILIES.flatMap((family): Array<Rule> => {
     const protocols = SECCOMP_SOCKET_PROTOCOLS[family]
     if (protocols === undefined) {
-      return [{
-        names: ["socket"],
-        action: "SCMP_ACT_ALLOW",
-        args: [{ index: 0, value: family, op: "SCMP_CMP_EQ" }],
-        comment: `hermes: socket(2) for address family ${familyName(family)}; other families fail with EPERM`
-      }]
+      return [
+        {
+          names: ["socket"],
+          action: "SCMP_ACT_ALLOW",
+          args: [{ index: 0, value: family, op: "SCMP_CMP_EQ" }],
+          comment: `hermes: socket(2) for address family ${familyName(family)}; other families fail with EPERM`
+        }
+      ]
     }
     // Both conditions in one rule: libseccomp ANDs the comparisons of a rule.
     return protocols.map((protocol) => ({
       names: ["socket"],
       action: "SCMP_ACT_ALLOW",
-      args: [{ index: 0, value: family, op: "SCMP_CMP_EQ" }, { index: 2, value: protocol, op: "SCMP_CMP_EQ" }],
+      args: [
+        { index: 0, value: family, op: "SCMP_CMP_EQ" },
+        { index: 2, value: protocol, op: "SCMP_CMP_EQ" }
+      ],
       comment: `hermes: socket(2) for address family ${familyName(family)} with protocol ${protocol}${PROTOCOL_NAMES[family]?.[protocol] ? ` (${PROTOCOL_NAMES[family]![protocol]})` : ""} only; other protocols and families fail with EPERM`
     }))
   })
@@ -163,32 +168,47 @@ const check = (upstream: Profile, profile: Profile) => {
   const declared = [...SECCOMP_REMOVED_SYSCALLS].sort()
   const missing = computed.filter((n) => !removed.has(n))
   const stale = declared.filter((n) => !computed.includes(n))
-  if (missing.length > 0) problems.push(`removed by the derivation but not in SECCOMP_REMOVED_SYSCALLS: ${missing.join(", ")}`)
+  if (missing.length > 0)
+    problems.push(`removed by the derivation but not in SECCOMP_REMOVED_SYSCALLS: ${missing.join(", ")}`)
   if (stale.length > 0) problems.push(`in SECCOMP_REMOVED_SYSCALLS but not allowed upstream: ${stale.join(", ")}`)
-  if (JSON.stringify(declared) !== JSON.stringify(SECCOMP_REMOVED_SYSCALLS)) problems.push("SECCOMP_REMOVED_SYSCALLS is not sorted")
+  if (JSON.stringify(declared) !== JSON.stringify(SECCOMP_REMOVED_SYSCALLS))
+    problems.push("SECCOMP_REMOVED_SYSCALLS is not sorted")
   for (const n of SECCOMP_NEVER_ALLOWED_SYSCALLS) if (after.has(n)) problems.push(`${n} is allowed`)
   for (const r of profile.syscalls) {
-    if ((r.includes?.caps ?? []).some((c) => !grantable.has(c))) problems.push(`rule needs a non-grantable capability: ${JSON.stringify(r)}`)
+    if ((r.includes?.caps ?? []).some((c) => !grantable.has(c)))
+      problems.push(`rule needs a non-grantable capability: ${JSON.stringify(r)}`)
     if (r.includes?.minKernel !== undefined) problems.push(`kernel-gated rule left: ${JSON.stringify(r)}`)
     if (r.names.includes("socket")) {
       const family = r.args?.find((a) => a.index === 0 && a.op === "SCMP_CMP_EQ")
       const protocols = family === undefined ? undefined : SECCOMP_SOCKET_PROTOCOLS[family.value]
       const protocol = r.args?.find((a) => a.index === 2 && a.op === "SCMP_CMP_EQ")
       const expectedArgs = protocols === undefined ? 1 : 2
-      if (family === undefined || r.args?.length !== expectedArgs || (protocols !== undefined && (protocol === undefined || !protocols.includes(protocol.value)))) {
-        problems.push(`socket rule without its address-family (and, where limited, protocol) filter: ${JSON.stringify(r)}`)
+      if (
+        family === undefined ||
+        r.args?.length !== expectedArgs ||
+        (protocols !== undefined && (protocol === undefined || !protocols.includes(protocol.value)))
+      ) {
+        problems.push(
+          `socket rule without its address-family (and, where limited, protocol) filter: ${JSON.stringify(r)}`
+        )
       }
     }
   }
   const cloneRules = profile.syscalls.filter((r) => r.names.includes("clone") && r.action === "SCMP_ACT_ALLOW")
   if (cloneRules.length === 0) problems.push("no clone rule left: threads and fork would fail")
   for (const r of cloneRules) {
-    if (r.args?.length !== 1 || r.args[0]!.value !== CLONE_NEW_MASK || r.args[0]!.op !== "SCMP_CMP_MASKED_EQ" || r.excludes?.caps !== undefined) {
+    if (
+      r.args?.length !== 1 ||
+      r.args[0]!.value !== CLONE_NEW_MASK ||
+      r.args[0]!.op !== "SCMP_CMP_MASKED_EQ" ||
+      r.excludes?.caps !== undefined
+    ) {
       problems.push(`clone rule does not mask out CLONE_NEW* unconditionally: ${JSON.stringify(r)}`)
     }
   }
   const clone3 = profile.syscalls.find((r) => r.names.includes("clone3"))
-  if (clone3 === undefined || clone3.action !== "SCMP_ACT_ERRNO" || clone3.excludes !== undefined) problems.push("clone3 must always fail (ENOSYS)")
+  if (clone3 === undefined || clone3.action !== "SCMP_ACT_ERRNO" || clone3.excludes !== undefined)
+    problems.push("clone3 must always fail (ENOSYS)")
   if (problems.length > 0) throw new Error(`seccomp derivation check failed:\n  - ${problems.join("\n  - ")}`)
 }
 

@@ -138,9 +138,16 @@ export const toCreateOptions = (spec: SandboxSpec, hardening: HardeningOptions):
     // No host devices (CIS 5.18).
     Devices: [],
     ...(spec.runtime === undefined ? {} : { Runtime: spec.runtime }),
-    ...(hardening.applyDiskQuota && spec.limits.diskBytes !== undefined ? { StorageOpt: { size: String(spec.limits.diskBytes) } } : {}),
+    ...(hardening.applyDiskQuota && spec.limits.diskBytes !== undefined
+      ? { StorageOpt: { size: String(spec.limits.diskBytes) } }
+      : {}),
     // None by default; never the Docker socket or a sensitive host directory (CIS 5.6, 5.32; OWASP #1).
-    Mounts: spec.mounts.map((m) => ({ Type: "bind" as const, Source: m.hostPath, Target: m.containerPath, ReadOnly: m.mode !== "rw" }))
+    Mounts: spec.mounts.map((m) => ({
+      Type: "bind" as const,
+      Source: m.hostPath,
+      Target: m.containerPath,
+      ReadOnly: m.mode !== "rw"
+    }))
   }
   return {
     name: spec.name,

@@ -21,7 +21,9 @@ interface EngineInfo {
 export const fromInfo = (info: EngineInfo): DiskQuotaSupport => {
   const driver = info.Driver ?? "unknown"
   const backing = info.DriverStatus?.find(([k]) => k === "Backing Filesystem")?.[1] ?? "unknown"
-  return driver === "overlay2" && backing === "xfs" ? { _tag: "IfMountedWithPquota" } : { _tag: "Unsupported", storage: `${driver} on ${backing}` }
+  return driver === "overlay2" && backing === "xfs"
+    ? { _tag: "IfMountedWithPquota" }
+    : { _tag: "Unsupported", storage: `${driver} on ${backing}` }
 }
 
 /** How the storage is described once the engine has refused a quota on overlay2 on XFS. */
@@ -41,7 +43,12 @@ export const unsupportedMessage = (storage: string): string =>
 export const probe = async (docker: Docker, image: string, name: string): Promise<boolean> => {
   let container: Docker.Container
   try {
-    container = await docker.createContainer({ name, Image: image, Cmd: ["true"], HostConfig: { StorageOpt: { size: String(1 << 30) } } })
+    container = await docker.createContainer({
+      name,
+      Image: image,
+      Cmd: ["true"],
+      HostConfig: { StorageOpt: { size: String(1 << 30) } }
+    })
   } catch (error) {
     const e = error as { json?: { message?: string } | null; message?: string }
     if (isQuotaRefusal(e.json?.message ?? e.message ?? "")) return false

@@ -56,7 +56,8 @@ export const read = (name: string, env: NodeJS.ProcessEnv, home: string): Docker
   const dir = configDir(env, home)
   const digest = contextDigest(name)
   const metaFile = join(dir, "contexts", "meta", digest, "meta.json")
-  if (!existsSync(metaFile)) throw new Error(`docker context "${name}" does not exist (no ${metaFile}; 'docker context ls' lists them)`)
+  if (!existsSync(metaFile))
+    throw new Error(`docker context "${name}" does not exist (no ${metaFile}; 'docker context ls' lists them)`)
   let meta: { Endpoints?: { docker?: { Host?: unknown; SkipTLSVerify?: unknown } } }
   try {
     meta = JSON.parse(readFileSync(metaFile, "utf8")) as typeof meta
@@ -64,13 +65,24 @@ export const read = (name: string, env: NodeJS.ProcessEnv, home: string): Docker
     throw new Error(`${metaFile} is not valid JSON: ${(error as Error).message}`)
   }
   const endpoint = meta.Endpoints?.docker
-  if (typeof endpoint?.Host !== "string" || endpoint.Host === "") throw new Error(`docker context "${name}" has no docker endpoint (${metaFile})`)
+  if (typeof endpoint?.Host !== "string" || endpoint.Host === "")
+    throw new Error(`docker context "${name}" has no docker endpoint (${metaFile})`)
   const tlsDir = join(dir, "contexts", "tls", digest, "docker")
   const ca = readIfPresent(join(tlsDir, "ca.pem"))
   const cert = readIfPresent(join(tlsDir, "cert.pem"))
   const key = readIfPresent(join(tlsDir, "key.pem"))
-  const tls = ca === undefined && cert === undefined && key === undefined
-    ? undefined
-    : { ...(ca === undefined ? {} : { ca }), ...(cert === undefined ? {} : { cert }), ...(key === undefined ? {} : { key }) }
-  return { name, host: endpoint.Host, skipTlsVerify: endpoint.SkipTLSVerify === true, ...(tls === undefined ? {} : { tls }) }
+  const tls =
+    ca === undefined && cert === undefined && key === undefined
+      ? undefined
+      : {
+          ...(ca === undefined ? {} : { ca }),
+          ...(cert === undefined ? {} : { cert }),
+          ...(key === undefined ? {} : { key })
+        }
+  return {
+    name,
+    host: endpoint.Host,
+    skipTlsVerify: endpoint.SkipTLSVerify === true,
+    ...(tls === undefined ? {} : { tls })
+  }
 }

@@ -38,7 +38,9 @@ export class DockerEngine extends Context.Tag("@hermes-sandbox/docker/DockerEngi
  * The engine these options (and the environment) name, with its client. Throws the
  * InvalidRequest of EngineEndpoint.resolve (e.g. plain tcp to a remote host).
  */
-export const resolveEndpoint = (options: DockerEngineOptions = {}): EngineEndpoint.EngineEndpoint & { readonly endpoint: string } => {
+export const resolveEndpoint = (
+  options: DockerEngineOptions = {}
+): EngineEndpoint.EngineEndpoint & { readonly endpoint: string } => {
   const resolved = EngineEndpoint.resolve(options)
   if (Either.isLeft(resolved)) throw resolved.left
   return { ...resolved.right, endpoint: resolved.right.description.endpoint }
@@ -56,27 +58,34 @@ export const unreachableHint = (description: EngineEndpoint.EngineDescription): 
     case "tcp":
       return `check that the engine listens on ${description.endpoint} (dockerd -H tcp://...)`
     case "tls":
-      return `check that the engine listens on ${description.endpoint} with --tlsverify, and that the client certificate is signed by the CA it trusts` +
+      return (
+        `check that the engine listens on ${description.endpoint} with --tlsverify, and that the client certificate is signed by the CA it trusts` +
         (description.tlsVerified ? "; its server certificate must be signed by the given CA and name the host" : "")
+      )
     case "ssh":
       return `check 'ssh ${description.endpoint.replace(/^ssh:\/\//, "").replace(/:(\d+)$/, " -p $1")} docker version' works: the key is accepted, the host key is known, and the remote user may run the docker CLI`
   }
 }
 
-export const make = (options: DockerEngineOptions = {}): Effect.Effect<DockerEngine["Type"], DockerUnavailable | InvalidRequest> =>
-  Effect.gen(function*() {
+export const make = (
+  options: DockerEngineOptions = {}
+): Effect.Effect<DockerEngine["Type"], DockerUnavailable | InvalidRequest> =>
+  Effect.gen(function* () {
     const { description, docker, transport } = yield* EngineEndpoint.resolve(options)
     const endpoint = description.endpoint
     const connectTimeoutMs = options.connectTimeoutMs ?? (description.kind === "ssh" ? 10_000 : 3_000)
     const hint = unreachableHint(description)
     const version = yield* dockerCall(
       { endpoint, operation: "ping", containerName: "", timeoutMs: connectTimeoutMs },
-      (signal) => (docker as unknown as { version(o: object): Promise<Docker.DockerVersion> }).version({ abortSignal: signal })
+      (signal) =>
+        (docker as unknown as { version(o: object): Promise<Docker.DockerVersion> }).version({ abortSignal: signal })
     ).pipe(
       Effect.mapError((e) =>
         e._tag === "DockerUnavailable"
-          // A local socket keeps the call's own hint (it tells a missing engine from a refused permission).
-          ? description.kind === "unix" ? e : new DockerUnavailable({ endpoint: e.endpoint, operation: e.operation, message: e.message, hint })
+          ? // A local socket keeps the call's own hint (it tells a missing engine from a refused permission).
+            description.kind === "unix"
+            ? e
+            : new DockerUnavailable({ endpoint: e.endpoint, operation: e.operation, message: e.message, hint })
           : new DockerUnavailable({ endpoint, operation: "ping", message: e.message, hint })
       )
     )
@@ -91,5 +100,6 @@ export const make = (options: DockerEngineOptions = {}): Effect.Effect<DockerEng
     })
   })
 
-export const layer = (options: DockerEngineOptions = {}): Layer.Layer<DockerEngine, DockerUnavailable | InvalidRequest> =>
-  Layer.effect(DockerEngine, make(options))
+export const layer = (
+  options: DockerEngineOptions = {}
+): Layer.Layer<DockerEngine, DockerUnavailable | InvalidRequest> => Layer.effect(DockerEngine, make(options))

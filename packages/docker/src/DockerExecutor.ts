@@ -9,13 +9,25 @@
  */
 import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { Executor, type ExecutorOptions, type InvalidRequest, type SandboxError, type SandboxRuntime, Session, type Sessions, type SessionsOptions } from "@hermes-sandbox/core"
+import {
+  Executor,
+  type ExecutorOptions,
+  type InvalidRequest,
+  type SandboxError,
+  type SandboxRuntime,
+  Session,
+  type Sessions,
+  type SessionsOptions
+} from "@hermes-sandbox/core"
 import type { Journal } from "@hermes-sandbox/events"
 import * as DockerEngine from "./DockerEngine.js"
 import * as DockerRuntime from "./DockerRuntime.js"
 import * as Watchdog from "./Watchdog.js"
 
-export interface DockerExecutorOptions extends ExecutorOptions, DockerEngine.DockerEngineOptions, DockerRuntime.DockerRuntimeOptions {
+export interface DockerExecutorOptions
+  extends ExecutorOptions,
+    DockerEngine.DockerEngineOptions,
+    DockerRuntime.DockerRuntimeOptions {
   /** A detached process that removes this executor's containers if the process dies (even by SIGKILL). Default true. */
   readonly watchdog?: boolean
 }
@@ -26,18 +38,18 @@ export const runtimeLayer = (options: DockerEngine.DockerEngineOptions & DockerR
 
 /** The engine connection, the runtime and (unless turned off) the watchdog of `executorId`. */
 const infraLayer = (options: DockerExecutorOptions, executorId: string) => {
-  const watchdog = options.watchdog === false
-    ? Layer.empty
-    : Layer.scopedDiscard(
-      Watchdog.forEngine(executorId)
-    )
+  const watchdog = options.watchdog === false ? Layer.empty : Layer.scopedDiscard(Watchdog.forEngine(executorId))
   return Layer.merge(DockerRuntime.layer(options), watchdog).pipe(Layer.provideMerge(DockerEngine.layer(options)))
 }
 
 /** An Executor over Docker. Needs a Journal (MemoryJournal.layer() or SqliteJournal.layer). */
 export const layer = (
   options: DockerExecutorOptions = {}
-): Layer.Layer<Executor.Executor | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
+): Layer.Layer<
+  Executor.Executor | DockerEngine.DockerEngine | SandboxRuntime,
+  InvalidRequest | SandboxError,
+  Journal.Journal
+> => {
   const executorId = options.executorId ?? uuidv7()
   return Executor.layer({ ...options, executorId }).pipe(Layer.provideMerge(infraLayer(options, executorId)))
 }
@@ -52,9 +64,21 @@ export type SessionServiceOptions = Pick<SessionsOptions, "sessionImage" | "runn
 
 export const layerWithSessions = (
   options: DockerExecutorOptions & { readonly sessions?: SessionServiceOptions } = {}
-): Layer.Layer<Executor.Executor | Sessions | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
+): Layer.Layer<
+  Executor.Executor | Sessions | DockerEngine.DockerEngine | SandboxRuntime,
+  InvalidRequest | SandboxError,
+  Journal.Journal
+> => {
   const executorId = options.executorId ?? uuidv7()
-  const { sessions, maxConcurrency: _c, maxQueue: _q, whenQueueFull: _w, warmPool: _p, awaitRemoval: _r, ...defaults } = options
+  const {
+    sessions,
+    maxConcurrency: _c,
+    maxQueue: _q,
+    whenQueueFull: _w,
+    warmPool: _p,
+    awaitRemoval: _r,
+    ...defaults
+  } = options
   return Layer.merge(
     Executor.layer({ ...options, executorId }),
     Session.layer({ ...defaults, ...sessions, executorId, sweepOnStart: false })

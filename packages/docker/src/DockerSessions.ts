@@ -13,13 +13,23 @@
  */
 import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { type InvalidRequest, type SandboxError, type SandboxRuntime, Session, type Sessions, type SessionsOptions } from "@hermes-sandbox/core"
+import {
+  type InvalidRequest,
+  type SandboxError,
+  type SandboxRuntime,
+  Session,
+  type Sessions,
+  type SessionsOptions
+} from "@hermes-sandbox/core"
 import type { Journal } from "@hermes-sandbox/events"
 import * as DockerEngine from "./DockerEngine.js"
 import * as DockerRuntime from "./DockerRuntime.js"
 import * as Watchdog from "./Watchdog.js"
 
-export interface DockerSessionsOptions extends SessionsOptions, DockerEngine.DockerEngineOptions, DockerRuntime.DockerRuntimeOptions {
+export interface DockerSessionsOptions
+  extends SessionsOptions,
+    DockerEngine.DockerEngineOptions,
+    DockerRuntime.DockerRuntimeOptions {
   /** A detached process that removes this process's session sandboxes if it dies (even by SIGKILL). Default true. */
   readonly watchdog?: boolean
 }
@@ -27,11 +37,15 @@ export interface DockerSessionsOptions extends SessionsOptions, DockerEngine.Doc
 /** Sessions over Docker. Needs a Journal (MemoryJournal.layer() or SqliteJournal.layer). */
 export const layer = (
   options: DockerSessionsOptions = {}
-): Layer.Layer<Sessions | DockerEngine.DockerEngine | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
+): Layer.Layer<
+  Sessions | DockerEngine.DockerEngine | SandboxRuntime,
+  InvalidRequest | SandboxError,
+  Journal.Journal
+> => {
   const executorId = options.executorId ?? uuidv7()
-  const watchdog = options.watchdog === false
-    ? Layer.empty
-    : Layer.scopedDiscard(Watchdog.forEngine(executorId))
-  const infra = Layer.merge(DockerRuntime.layer(options), watchdog).pipe(Layer.provideMerge(DockerEngine.layer(options)))
+  const watchdog = options.watchdog === false ? Layer.empty : Layer.scopedDiscard(Watchdog.forEngine(executorId))
+  const infra = Layer.merge(DockerRuntime.layer(options), watchdog).pipe(
+    Layer.provideMerge(DockerEngine.layer(options))
+  )
   return Session.layer({ ...options, executorId }).pipe(Layer.provideMerge(infra))
 }

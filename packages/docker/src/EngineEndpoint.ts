@@ -35,9 +35,7 @@ import { type SshLogin, sshAgent } from "./internal/sshAgent.js"
 export type Pem = string | Buffer
 
 /** TLS client material: inline, or a directory holding ca.pem, cert.pem and key.pem (as DOCKER_CERT_PATH). */
-export type TlsOptions =
-  | { readonly ca?: Pem; readonly cert: Pem; readonly key: Pem }
-  | { readonly certPath: string }
+export type TlsOptions = { readonly ca?: Pem; readonly cert: Pem; readonly key: Pem } | { readonly certPath: string }
 
 export interface SshOptions {
   /** The client's private key (PEM / OpenSSH format). Default: the agent at $SSH_AUTH_SOCK and ~/.ssh/id_ed25519, id_ecdsa, id_rsa. */
@@ -97,20 +95,20 @@ export type EngineTransport =
   | { readonly kind: "unix"; readonly socketPath: string }
   | { readonly kind: "tcp"; readonly host: string; readonly port: number }
   | {
-    readonly kind: "tls"
-    readonly host: string
-    readonly port: number
-    readonly ca?: string
-    readonly cert: string
-    readonly key: string
-    readonly verify: boolean
-  }
-  | SshLogin & {
-    readonly kind: "ssh"
-    /** base64 wire blobs of the accepted host keys (checked when verifyHostKey). */
-    readonly hostKeys: ReadonlyArray<string>
-    readonly verifyHostKey: boolean
-  }
+      readonly kind: "tls"
+      readonly host: string
+      readonly port: number
+      readonly ca?: string
+      readonly cert: string
+      readonly key: string
+      readonly verify: boolean
+    }
+  | (SshLogin & {
+      readonly kind: "ssh"
+      /** base64 wire blobs of the accepted host keys (checked when verifyHostKey). */
+      readonly hostKeys: ReadonlyArray<string>
+      readonly verifyHostKey: boolean
+    })
 
 export interface EngineEndpoint {
   readonly description: EngineDescription
@@ -127,7 +125,8 @@ export const isLoopback = (host: string): boolean => {
   return h === "localhost" || h === "::1" || h === "0:0:0:0:0:0:0:1" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/.test(h)
 }
 
-const enabled = (value: string | undefined): boolean => value !== undefined && value !== "" && value !== "0" && value.toLowerCase() !== "false"
+const enabled = (value: string | undefined): boolean =>
+  value !== undefined && value !== "" && value !== "0" && value.toLowerCase() !== "false"
 
 interface Place {
   readonly host: string
@@ -146,14 +145,17 @@ interface TlsMaterial {
 
 type Resolved<A> = Either.Either<A, InvalidRequest>
 
-const fail = (field: string, value: unknown, allowed: string): Resolved<never> => Either.left(invalidRequest(field, value, allowed))
+const fail = (field: string, value: unknown, allowed: string): Resolved<never> =>
+  Either.left(invalidRequest(field, value, allowed))
 
-const text = (pem: Pem | undefined): string | undefined => (pem === undefined ? undefined : typeof pem === "string" ? pem : pem.toString("utf8"))
+const text = (pem: Pem | undefined): string | undefined =>
+  pem === undefined ? undefined : typeof pem === "string" ? pem : pem.toString("utf8")
 
 const readCertDir = (field: string, dir: string): Resolved<TlsMaterial> => {
   const files = { ca: join(dir, "ca.pem"), cert: join(dir, "cert.pem"), key: join(dir, "key.pem") }
   const missing = [files.cert, files.key].filter((f) => !existsSync(f))
-  if (missing.length > 0) return fail(field, dir, `a directory holding cert.pem and key.pem (and ca.pem); missing ${missing.join(", ")}`)
+  if (missing.length > 0)
+    return fail(field, dir, `a directory holding cert.pem and key.pem (and ca.pem); missing ${missing.join(", ")}`)
   return Either.right({
     ...(existsSync(files.ca) ? { ca: readFileSync(files.ca, "utf8") } : {}),
     cert: readFileSync(files.cert, "utf8"),
@@ -165,10 +167,13 @@ const readCertDir = (field: string, dir: string): Resolved<TlsMaterial> => {
 const place = (options: EngineEndpointOptions, env: NodeJS.ProcessEnv, home: string): Resolved<Place> => {
   if (options.host !== undefined) {
     // A bare hostname is the old { host, port } option: tcp.
-    const host = /^[a-z]+:\/\//i.test(options.host) ? options.host : `tcp://${bracketed(options.host)}${options.port === undefined ? "" : `:${options.port}`}`
+    const host = /^[a-z]+:\/\//i.test(options.host)
+      ? options.host
+      : `tcp://${bracketed(options.host)}${options.port === undefined ? "" : `:${options.port}`}`
     return Either.right({ host, source: "option", envTls: true })
   }
-  if (options.socketPath !== undefined) return Either.right({ host: `unix://${options.socketPath}`, source: "option", envTls: false })
+  if (options.socketPath !== undefined)
+    return Either.right({ host: `unix://${options.socketPath}`, source: "option", envTls: false })
   const fromContext = (name: string): Resolved<Place> => {
     let context: DockerContext.DockerContext | undefined
     try {
@@ -178,10 +183,16 @@ const place = (options: EngineEndpointOptions, env: NodeJS.ProcessEnv, home: str
     }
     if (context === undefined) return Either.right(defaultPlace(env, `context default`))
     const tls = context.tls === undefined ? undefined : { material: context.tls, verify: !context.skipTlsVerify }
-    return Either.right({ host: context.host, source: `context ${name}`, envTls: false, ...(tls === undefined ? {} : { tls }) })
+    return Either.right({
+      host: context.host,
+      source: `context ${name}`,
+      envTls: false,
+      ...(tls === undefined ? {} : { tls })
+    })
   }
   if (options.context !== undefined) return fromContext(options.context)
-  if (env.DOCKER_HOST !== undefined && env.DOCKER_HOST !== "") return Either.right({ host: env.DOCKER_HOST, source: "DOCKER_HOST", envTls: true })
+  if (env.DOCKER_HOST !== undefined && env.DOCKER_HOST !== "")
+    return Either.right({ host: env.DOCKER_HOST, source: "DOCKER_HOST", envTls: true })
   let current: string | undefined
   try {
     current = DockerContext.currentName(env, home)
@@ -201,40 +212,65 @@ const defaultPlace = (env: NodeJS.ProcessEnv, source: string): Place =>
 const bracketed = (host: string) => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
 
 /** TLS for a tcp place: the options', else the place's (a context), else the environment's; undefined for plain tcp. */
-const tlsOf = (options: EngineEndpointOptions, at: Place, env: NodeJS.ProcessEnv, home: string): Resolved<{ material: TlsMaterial; verify: boolean } | undefined> => {
+const tlsOf = (
+  options: EngineEndpointOptions,
+  at: Place,
+  env: NodeJS.ProcessEnv,
+  home: string
+): Resolved<{ material: TlsMaterial; verify: boolean } | undefined> => {
   if (options.tls !== undefined) {
     const verify = options.tlsVerify ?? true
-    if ("certPath" in options.tls) return Either.map(readCertDir("tls.certPath", options.tls.certPath), (material) => ({ material, verify }))
-    const material = { cert: text(options.tls.cert), key: text(options.tls.key), ...(options.tls.ca === undefined ? {} : { ca: text(options.tls.ca) }) }
+    if ("certPath" in options.tls)
+      return Either.map(readCertDir("tls.certPath", options.tls.certPath), (material) => ({ material, verify }))
+    const material = {
+      cert: text(options.tls.cert),
+      key: text(options.tls.key),
+      ...(options.tls.ca === undefined ? {} : { ca: text(options.tls.ca) })
+    }
     return Either.right({ material, verify })
   }
-  if (at.tls !== undefined) return Either.right({ material: at.tls.material ?? {}, verify: options.tlsVerify ?? at.tls.verify })
+  if (at.tls !== undefined)
+    return Either.right({ material: at.tls.material ?? {}, verify: options.tlsVerify ?? at.tls.verify })
   if (!at.envTls) return Either.right(undefined)
   // The docker CLI's rule: DOCKER_TLS_VERIFY means TLS with verification, DOCKER_TLS TLS without.
   const verify = options.tlsVerify ?? enabled(env.DOCKER_TLS_VERIFY)
   if (!verify && !enabled(env.DOCKER_TLS) && options.tlsVerify === undefined) return Either.right(undefined)
-  const dir = env.DOCKER_CERT_PATH !== undefined && env.DOCKER_CERT_PATH !== "" ? env.DOCKER_CERT_PATH : DockerContext.configDir(env, home)
+  const dir =
+    env.DOCKER_CERT_PATH !== undefined && env.DOCKER_CERT_PATH !== ""
+      ? env.DOCKER_CERT_PATH
+      : DockerContext.configDir(env, home)
   return Either.map(readCertDir("DOCKER_CERT_PATH", dir), (material) => ({ material, verify }))
 }
 
 const DEFAULT_IDENTITIES = ["id_ed25519", "id_ecdsa", "id_rsa"]
 
-const sshTransport = (url: URL, options: SshOptions, env: NodeJS.ProcessEnv, home: string): Resolved<Extract<EngineTransport, { kind: "ssh" }>> => {
+const sshTransport = (
+  url: URL,
+  options: SshOptions,
+  env: NodeJS.ProcessEnv,
+  home: string
+): Resolved<Extract<EngineTransport, { kind: "ssh" }>> => {
   const host = url.hostname.replace(/^\[|\]$/g, "")
   const port = url.port === "" ? 22 : Number(url.port)
   const username = decodeURIComponent(url.username) || env.USER || safeUsername()
   let privateKey = text(options.privateKey)
   if (privateKey === undefined && options.identityFile !== undefined) {
-    if (!existsSync(options.identityFile)) return fail("ssh.identityFile", options.identityFile, "a readable private key file")
+    if (!existsSync(options.identityFile))
+      return fail("ssh.identityFile", options.identityFile, "a readable private key file")
     privateKey = readFileSync(options.identityFile, "utf8")
   }
-  const agent = options.agent ?? (env.SSH_AUTH_SOCK !== undefined && env.SSH_AUTH_SOCK !== "" ? env.SSH_AUTH_SOCK : undefined)
+  const agent =
+    options.agent ?? (env.SSH_AUTH_SOCK !== undefined && env.SSH_AUTH_SOCK !== "" ? env.SSH_AUTH_SOCK : undefined)
   if (privateKey === undefined) {
     const found = DEFAULT_IDENTITIES.map((n) => join(home, ".ssh", n)).find((f) => existsSync(f))
     if (found !== undefined) privateKey = readFileSync(found, "utf8")
   }
   if (privateKey === undefined && agent === undefined) {
-    return fail("ssh", `${username}@${host}:${port}`, "a key: ssh.privateKey or ssh.identityFile, an ssh-agent ($SSH_AUTH_SOCK or ssh.agent), or ~/.ssh/id_ed25519, id_ecdsa or id_rsa")
+    return fail(
+      "ssh",
+      `${username}@${host}:${port}`,
+      "a key: ssh.privateKey or ssh.identityFile, an ssh-agent ($SSH_AUTH_SOCK or ssh.agent), or ~/.ssh/id_ed25519, id_ecdsa or id_rsa"
+    )
   }
   const verifyHostKey = options.verifyHostKey ?? true
   let hostKeys: ReadonlyArray<string> = []
@@ -242,7 +278,9 @@ const sshTransport = (url: URL, options: SshOptions, env: NodeJS.ProcessEnv, hom
     hostKeys = (typeof options.hostKey === "string" ? [options.hostKey] : options.hostKey).map(KnownHosts.keyBlob)
   } else if (verifyHostKey) {
     const file = options.knownHostsFile ?? join(home, ".ssh", "known_hosts")
-    const known = existsSync(file) ? KnownHosts.lookup(readFileSync(file, "utf8"), host, port) : { accepted: [], revoked: [] }
+    const known = existsSync(file)
+      ? KnownHosts.lookup(readFileSync(file, "utf8"), host, port)
+      : { accepted: [], revoked: [] }
     hostKeys = known.accepted.filter((k) => !known.revoked.includes(k))
     if (hostKeys.length === 0) {
       return fail(
@@ -288,7 +326,10 @@ export const resolveTransport = (
     const field = at.source === "option" ? "host" : at.source === "DOCKER_HOST" ? "DOCKER_HOST" : at.source
     if (at.host.startsWith("unix://")) {
       const socketPath = at.host.slice("unix://".length) || DEFAULT_SOCKET
-      return Either.right({ description: { kind: "unix", endpoint: `unix://${socketPath}`, tlsVerified: false, source: at.source }, transport: { kind: "unix", socketPath } })
+      return Either.right({
+        description: { kind: "unix", endpoint: `unix://${socketPath}`, tlsVerified: false, source: at.source },
+        transport: { kind: "unix", socketPath }
+      })
     }
     let url: URL
     try {
@@ -297,16 +338,19 @@ export const resolveTransport = (
       return fail(field, at.host, "unix:///path, tcp://host:port or ssh://user@host[:port]")
     }
     if (url.protocol === "ssh:") {
-      return Either.map(sshTransport(url, options.ssh ?? {}, env, home), (transport): ResolvedTransport => ({
-        description: {
-          kind: "ssh",
-          endpoint: `ssh://${transport.username}@${bracketed(transport.host)}:${transport.port}`,
-          tlsVerified: false,
-          hostKeyVerified: transport.verifyHostKey,
-          source: at.source
-        },
-        transport
-      }))
+      return Either.map(
+        sshTransport(url, options.ssh ?? {}, env, home),
+        (transport): ResolvedTransport => ({
+          description: {
+            kind: "ssh",
+            endpoint: `ssh://${transport.username}@${bracketed(transport.host)}:${transport.port}`,
+            tlsVerified: false,
+            hostKeyVerified: transport.verifyHostKey,
+            source: at.source
+          },
+          transport
+        })
+      )
     }
     if (url.protocol !== "tcp:") return fail(field, at.host, "unix:///path, tcp://host:port or ssh://user@host[:port]")
     const host = url.hostname.replace(/^\[|\]$/g, "")
@@ -322,11 +366,16 @@ export const resolveTransport = (
             `plain tcp only to a loopback address: use TLS (tls option, or DOCKER_TLS_VERIFY=1 with DOCKER_CERT_PATH), ssh://, or allow unencrypted tcp explicitly with allowInsecureTcp: true (${ALLOW_INSECURE_TCP_ENV}=1)`
           )
         }
-        return Either.right({ description: { kind: "tcp", endpoint, tlsVerified: false, source: at.source }, transport: { kind: "tcp", host, port } })
+        return Either.right({
+          description: { kind: "tcp", endpoint, tlsVerified: false, source: at.source },
+          transport: { kind: "tcp", host, port }
+        })
       }
       const { cert, key, ca } = tls.material
-      if (cert === undefined || key === undefined) return fail(field, endpoint, "TLS with a client certificate and key (cert.pem, key.pem)")
-      if (tls.verify && ca === undefined && at.source.startsWith("context ")) return fail(field, endpoint, "a verified TLS context with its ca.pem")
+      if (cert === undefined || key === undefined)
+        return fail(field, endpoint, "TLS with a client certificate and key (cert.pem, key.pem)")
+      if (tls.verify && ca === undefined && at.source.startsWith("context "))
+        return fail(field, endpoint, "a verified TLS context with its ca.pem")
       return Either.right({
         description: { kind: "tls", endpoint, tlsVerified: tls.verify, source: at.source },
         transport: { kind: "tls", host, port, cert, key, verify: tls.verify, ...(ca === undefined ? {} : { ca }) }
@@ -353,8 +402,10 @@ const withoutDockerEnv = <A>(f: () => A): A => {
 }
 
 /** The ssh2 host key check for a transport: the server's key blob must be one of the accepted ones. */
-export const hostVerifier = (transport: Extract<EngineTransport, { kind: "ssh" }>) => (key: Buffer): boolean =>
-  !transport.verifyHostKey || transport.hostKeys.includes(key.toString("base64"))
+export const hostVerifier =
+  (transport: Extract<EngineTransport, { kind: "ssh" }>) =>
+  (key: Buffer): boolean =>
+    !transport.verifyHostKey || transport.hostKeys.includes(key.toString("base64"))
 
 /** A dockerode client over the transport. */
 export const client = (transport: EngineTransport): Docker =>
@@ -402,7 +453,12 @@ export const resolve = (
   options: EngineEndpointOptions = {},
   env: NodeJS.ProcessEnv = process.env,
   home: string = homedir()
-): Resolved<EngineEndpoint> => Either.map(resolveTransport(options, env, home), ({ description, transport }) => ({ description, transport, docker: client(transport) }))
+): Resolved<EngineEndpoint> =>
+  Either.map(resolveTransport(options, env, home), ({ description, transport }) => ({
+    description,
+    transport,
+    docker: client(transport)
+  }))
 
 /** "tls (verified) tcp://h:2376 from context prod", for one-line messages. */
 export const describe = (d: EngineDescription): string =>

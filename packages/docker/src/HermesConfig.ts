@@ -21,8 +21,27 @@ import * as nodePath from "node:path"
 import { Effect, Either, Redacted } from "effect"
 import { type ExecutorOptions, Mounts, type SessionOptions } from "@hermes-sandbox/core"
 import { parseDotEnv } from "./internal/dotEnv.js"
-import { BACKENDS, describeUnknownKey, envVarFor, fieldOf, HERMES_CONFIG_FIELDS, type HermesBackend, type HermesKey, interpretEntry, isKnownKey, KNOWN_KEYS } from "./internal/hermesConfigKeys.js"
-import { displayPath, expandHome, failAt, HermesConfigError, home, type Origin, type RawEntry } from "./internal/hermesOrigin.js"
+import {
+  BACKENDS,
+  describeUnknownKey,
+  envVarFor,
+  fieldOf,
+  HERMES_CONFIG_FIELDS,
+  type HermesBackend,
+  type HermesKey,
+  interpretEntry,
+  isKnownKey,
+  KNOWN_KEYS
+} from "./internal/hermesConfigKeys.js"
+import {
+  displayPath,
+  expandHome,
+  failAt,
+  HermesConfigError,
+  home,
+  type Origin,
+  type RawEntry
+} from "./internal/hermesOrigin.js"
 import { readConfigFile } from "./internal/hermesYaml.js"
 
 export { BACKENDS, HERMES_CONFIG_FIELDS, HermesConfigError, KNOWN_KEYS, type HermesBackend, type HermesKey }
@@ -151,7 +170,10 @@ export const defaultHermesConfigPath = (env: Readonly<Record<string, string | un
 // Layers 2 and 3: TERMINAL_* variables and overrides (layer 1, the file: internal/hermesYaml.ts)
 // ---------------------------------------------------------------------------------------
 
-const envEntries = (env: Readonly<Record<string, string | undefined>>, warnings: Array<string>): ReadonlyArray<RawEntry> => {
+const envEntries = (
+  env: Readonly<Record<string, string | undefined>>,
+  warnings: Array<string>
+): ReadonlyArray<RawEntry> => {
   const entries: Array<RawEntry> = []
   for (const name of Object.keys(env).sort()) {
     if (!name.startsWith("TERMINAL_")) continue
@@ -167,7 +189,10 @@ const envEntries = (env: Readonly<Record<string, string | undefined>>, warnings:
   return entries
 }
 
-const overrideEntries = (overrides: Partial<HermesTerminalConfigInput>, warnings: Array<string>): ReadonlyArray<RawEntry> => {
+const overrideEntries = (
+  overrides: Partial<HermesTerminalConfigInput>,
+  warnings: Array<string>
+): ReadonlyArray<RawEntry> => {
   const entries: Array<RawEntry> = []
   for (const [key, value] of Object.entries(overrides)) {
     if (value === undefined) continue
@@ -247,7 +272,10 @@ const resolveForwardEnv = (
           key: "docker_forward_env",
           source: "option",
           path: envFile,
-          message: code === "ENOENT" ? `${shown}: .env file not found (envFile option)` : `${shown}: cannot read the .env file (${code ?? "error"})`
+          message:
+            code === "ENOENT"
+              ? `${shown}: .env file not found (envFile option)`
+              : `${shown}: cannot read the .env file (${code ?? "error"})`
         })
       }
       dotEnv = new Map()
@@ -268,7 +296,9 @@ const resolveForwardEnv = (
       forwarded.push({ name, value: Redacted.make(fromFile), from: ".env" })
       continue
     }
-    warnings.push(`docker_forward_env: ${name} is set neither in the environment nor in ${shown}; it will not be forwarded`)
+    warnings.push(
+      `docker_forward_env: ${name} is set neither in the environment nor in ${shown}; it will not be forwarded`
+    )
   }
   return forwarded
 }
@@ -287,7 +317,11 @@ const DEFAULTS = {
   network: false
 } as const satisfies Partial<HermesTerminalConfig>
 
-const sourceOf = (origin: Origin): HermesFieldSource => ({ source: origin.source, where: origin.where, key: origin.key })
+const sourceOf = (origin: Origin): HermesFieldSource => ({
+  source: origin.source,
+  where: origin.where,
+  key: origin.key
+})
 
 const load = (options: LoadHermesConfigOptions): LoadedHermesConfig => {
   const env = options.env ?? process.env
@@ -299,7 +333,9 @@ const load = (options: LoadHermesConfigOptions): LoadedHermesConfig => {
   const dockerHost = env["DOCKER_HOST"]
   const ctx: Context = {
     allowDangerousMounts: options.allowDangerousMounts === true,
-    ...(Mounts.dockerHostSocket(dockerHost) === undefined ? {} : { dockerHostSocket: Mounts.dockerHostSocket(dockerHost)! }),
+    ...(Mounts.dockerHostSocket(dockerHost) === undefined
+      ? {}
+      : { dockerHostSocket: Mounts.dockerHostSocket(dockerHost)! }),
     warnings
   }
 
@@ -331,21 +367,29 @@ const load = (options: LoadHermesConfigOptions): LoadedHermesConfig => {
   }
 
   const envFileExplicit = options.envFile !== undefined
-  const envFile = envFileExplicit ? nodePath.resolve(expandHome(options.envFile ?? "")) : nodePath.join(nodePath.dirname(path), ".env")
+  const envFile = envFileExplicit
+    ? nodePath.resolve(expandHome(options.envFile ?? ""))
+    : nodePath.join(nodePath.dirname(path), ".env")
   const names = (values["forwardEnv"] ?? []) as ReadonlyArray<string>
   const forwardEnv = resolveForwardEnv(names, env, envFile, envFileExplicit, warnings)
   values["forwardEnv"] = forwardEnv
 
   const explicitEnv = values["env"] as Readonly<Record<string, string>>
-  const clashes = forwardEnv.filter((forwarded) => Object.hasOwn(explicitEnv, forwarded.name)).map((forwarded) => forwarded.name)
+  const clashes = forwardEnv
+    .filter((forwarded) => Object.hasOwn(explicitEnv, forwarded.name))
+    .map((forwarded) => forwarded.name)
   if (clashes.length > 0) {
-    warnings.push(`${clashes.join(", ")} ${clashes.length === 1 ? "is" : "are"} both in docker_env and docker_forward_env; the forwarded value wins`)
+    warnings.push(
+      `${clashes.join(", ")} ${clashes.length === 1 ? "is" : "are"} both in docker_env and docker_forward_env; the forwarded value wins`
+    )
     values["env"] = Object.fromEntries(Object.entries(explicitEnv).filter(([name]) => !clashes.includes(name)))
   }
 
   const backend = values["backend"] as HermesBackend
   if (backend !== "docker") {
-    warnings.push(`backend ${JSON.stringify(backend)} is not supported by hermes-sandbox (only "docker"); toExecutorOptions will refuse it`)
+    warnings.push(
+      `backend ${JSON.stringify(backend)} is not supported by hermes-sandbox (only "docker"); toExecutorOptions will refuse it`
+    )
   }
 
   return {
@@ -359,7 +403,9 @@ const load = (options: LoadHermesConfigOptions): LoadedHermesConfig => {
 }
 
 /** Loads and validates the Hermes terminal configuration: the one implementation, as an Either. */
-export const loadHermesConfigEither = (options: LoadHermesConfigOptions = {}): Either.Either<LoadedHermesConfig, HermesConfigError> => {
+export const loadHermesConfigEither = (
+  options: LoadHermesConfigOptions = {}
+): Either.Either<LoadedHermesConfig, HermesConfigError> => {
   try {
     return Either.right(load(options))
   } catch (error) {
@@ -369,8 +415,9 @@ export const loadHermesConfigEither = (options: LoadHermesConfigOptions = {}): E
 }
 
 /** Loads and validates the Hermes terminal configuration. */
-export const loadHermesConfig = (options: LoadHermesConfigOptions = {}): Effect.Effect<LoadedHermesConfig, HermesConfigError> =>
-  Effect.suspend(() => loadHermesConfigEither(options))
+export const loadHermesConfig = (
+  options: LoadHermesConfigOptions = {}
+): Effect.Effect<LoadedHermesConfig, HermesConfigError> => Effect.suspend(() => loadHermesConfigEither(options))
 
 // The facades' spellings (the CLI and docs use them): the Either, thrown or rejected as itself.
 
@@ -404,7 +451,9 @@ export interface HermesMappedOptions {
 }
 
 /** Maps the normalized values to executor and session options; refuses a backend other than "docker". */
-export const toExecutorOptionsEither = (values: HermesTerminalConfig): Either.Either<HermesMappedOptions, HermesConfigError> => {
+export const toExecutorOptionsEither = (
+  values: HermesTerminalConfig
+): Either.Either<HermesMappedOptions, HermesConfigError> => {
   if (values.backend !== "docker") {
     return Either.left(
       new HermesConfigError({
@@ -442,8 +491,9 @@ export const toExecutorOptionsEither = (values: HermesTerminalConfig): Either.Ei
 }
 
 /** Effect variant of {@link toExecutorOptions}. */
-export const toExecutorOptionsEffect = (values: HermesTerminalConfig): Effect.Effect<HermesMappedOptions, HermesConfigError> =>
-  Effect.suspend(() => toExecutorOptionsEither(values))
+export const toExecutorOptionsEffect = (
+  values: HermesTerminalConfig
+): Effect.Effect<HermesMappedOptions, HermesConfigError> => Effect.suspend(() => toExecutorOptionsEither(values))
 
 /** Executor and session options. Throws {@link HermesConfigError} when the backend is not "docker". */
 export const toExecutorOptions = (values: HermesTerminalConfig): HermesMappedOptions =>

@@ -27,7 +27,14 @@
  */
 import { Redacted } from "effect"
 import type { ExecutorOptions, SessionOptions } from "@hermes-sandbox/core"
-import { HermesConfigError, type HermesScope, loadHermesConfigSync, type LoadedHermesConfig, type LoadHermesConfigOptions, toExecutorOptions } from "./HermesConfig.js"
+import {
+  HermesConfigError,
+  type HermesScope,
+  loadHermesConfigSync,
+  type LoadedHermesConfig,
+  type LoadHermesConfigOptions,
+  toExecutorOptions
+} from "./HermesConfig.js"
 
 export interface HermesSandboxOptions {
   readonly scope: HermesScope
@@ -51,9 +58,16 @@ export const fromHermesConfig = (source: HermesConfigSource = true): HermesSandb
     loaded,
     // One-shot executions have no exec to pass variables to: the forwarded values go into the
     // container's environment at create, so here is where they are unwrapped.
-    executor: { ...executor, env: { ...executor.env, ...Object.fromEntries(Object.entries(forwarded).map(([name, value]) => [name, Redacted.value(value)])) } },
+    executor: {
+      ...executor,
+      env: {
+        ...executor.env,
+        ...Object.fromEntries(Object.entries(forwarded).map(([name, value]) => [name, Redacted.value(value)]))
+      }
+    },
     // The loader already refused dangerous mounts unless its allowDangerousMounts was set.
-    session: source !== true && source.allowDangerousMounts === true ? { ...session, allowDangerousMounts: true } : session
+    session:
+      source !== true && source.allowDangerousMounts === true ? { ...session, allowDangerousMounts: true } : session
   }
 }
 
@@ -64,7 +78,8 @@ export const executorOptionsFromHermes = (source: HermesConfigSource): ExecutorO
     throw new HermesConfigError({
       key: "docker_volumes",
       source: "config",
-      message: `terminal.docker_volumes has ${hermes.loaded.values.volumes.length} mount(s), but one-shot executions take no mounts; ` +
+      message:
+        `terminal.docker_volumes has ${hermes.loaded.values.volumes.length} mount(s), but one-shot executions take no mounts; ` +
         "use createSession / openPersistent (or openHermesSandbox), or remove docker_volumes"
     })
   }

@@ -50,10 +50,7 @@ export interface BuildImagesResult {
  * checkout of the repository (packages/docker -> the root; preferred, so a stale packed copy never
  * shadows the sources), then the package's own assets/.
  */
-export const IMAGE_SOURCES_URLS: ReadonlyArray<URL> = [
-  new URL("../../", packageRoot),
-  new URL("assets/", packageRoot)
-]
+export const IMAGE_SOURCES_URLS: ReadonlyArray<URL> = [new URL("../../", packageRoot), new URL("assets/", packageRoot)]
 
 const isImageSources = (root: URL): boolean =>
   existsSync(new URL("scripts/build-images.sh", root)) && existsSync(new URL("images/runner/hermes-run.c", root))

@@ -36,7 +36,9 @@ export const unsupported = (info: EngineLimitInfo): ReadonlyArray<Limit> => {
 /** Why, in the engine's words when it gave any (e.g. rootless without cgroups). */
 const engineReason = (info: EngineLimitInfo): string => {
   const said = (info.Warnings ?? []).filter((w) => /cgroup/i.test(w)).map((w) => w.replace(/^WARNING:\s*/, ""))
-  return said.length > 0 ? said.join(" ") : `its kernel or cgroup setup lacks the controllers (cgroup driver ${info.CgroupDriver ?? "unknown"})`
+  return said.length > 0
+    ? said.join(" ")
+    : `its kernel or cgroup setup lacks the controllers (cgroup driver ${info.CgroupDriver ?? "unknown"})`
 }
 
 export const unsupportedMessage = (info: EngineLimitInfo, missing: ReadonlyArray<Limit>): string =>

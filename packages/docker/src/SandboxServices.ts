@@ -21,10 +21,19 @@ export interface SandboxServicesOptions extends CreateExecutorOptions {
   readonly sessions?: DockerExecutor.SessionServiceOptions
 }
 
-export type SandboxServices = Executor.Executor | Sessions | Journal.Journal | DockerEngine.DockerEngine | SandboxRuntime
+export type SandboxServices =
+  | Executor.Executor
+  | Sessions
+  | Journal.Journal
+  | DockerEngine.DockerEngine
+  | SandboxRuntime
 
 /** Executor + Sessions + Journal, built as createExecutor builds its executor. */
-export const layer = (explicit: SandboxServicesOptions = {}): Layer.Layer<SandboxServices, InvalidRequest | SandboxError | unknown> => {
+export const layer = (
+  explicit: SandboxServicesOptions = {}
+): Layer.Layer<SandboxServices, InvalidRequest | SandboxError | unknown> => {
   const options = withHermesDefaults(explicit)
-  return withFacadeLogger(DockerExecutor.layerWithSessions(options).pipe(Layer.provideMerge(facadeJournalLayer(options.journal))))
+  return withFacadeLogger(
+    DockerExecutor.layerWithSessions(options).pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
+  )
 }

@@ -35,7 +35,9 @@ const running = new Map<string, WatchdogHandle>()
 export const find = (executorId: string): WatchdogHandle | undefined => running.get(executorId)
 
 /** The watcher's argv after the script, and the line (with the keys) it reads first on stdin, if any. */
-const invocation = (target: string | EngineTransport): { readonly args: ReadonlyArray<string>; readonly firstLine?: string } => {
+const invocation = (
+  target: string | EngineTransport
+): { readonly args: ReadonlyArray<string>; readonly firstLine?: string } => {
   if (typeof target === "string") return { args: [target] }
   switch (target.kind) {
     case "unix":
@@ -43,9 +45,18 @@ const invocation = (target: string | EngineTransport): { readonly args: Readonly
     case "tcp":
       return { args: [`tcp://${target.host.includes(":") ? `[${target.host}]` : target.host}:${target.port}`] }
     case "tls":
-      return { args: [`tcp://${target.host.includes(":") ? `[${target.host}]` : target.host}:${target.port}`, "--transport-on-stdin"], firstLine: `${JSON.stringify(target)}\n` }
+      return {
+        args: [
+          `tcp://${target.host.includes(":") ? `[${target.host}]` : target.host}:${target.port}`,
+          "--transport-on-stdin"
+        ],
+        firstLine: `${JSON.stringify(target)}\n`
+      }
     case "ssh":
-      return { args: [`ssh://${target.username}@${target.host}:${target.port}`, "--transport-on-stdin"], firstLine: `${JSON.stringify(target)}\n` }
+      return {
+        args: [`ssh://${target.username}@${target.host}:${target.port}`, "--transport-on-stdin"],
+        firstLine: `${JSON.stringify(target)}\n`
+      }
   }
 }
 
@@ -83,7 +94,9 @@ export const start = (executorId: string, target: string | EngineTransport) =>
       })
   ).pipe(Effect.map(({ handle }) => handle))
 
-export const layer = (executorId: string, endpoint: string | EngineTransport): Layer.Layer<never> => Layer.scopedDiscard(start(executorId, endpoint))
+export const layer = (executorId: string, endpoint: string | EngineTransport): Layer.Layer<never> =>
+  Layer.scopedDiscard(start(executorId, endpoint))
 
 /** The watcher for `executorId` on the engine this layer reaches, the way it reaches it. */
-export const forEngine = (executorId: string) => Effect.flatMap(DockerEngine, (engine) => start(executorId, engine.transport))
+export const forEngine = (executorId: string) =>
+  Effect.flatMap(DockerEngine, (engine) => start(executorId, engine.transport))

@@ -53,7 +53,6 @@ export interface SandboxExecutor extends AsyncDisposable {
   close(): Promise<void>
 }
 
-
 export { abortReason, squashCause } from "./internal/facadeCall.js"
 
 /** The options as given over the Hermes configuration's, when one is named (options given win). */

@@ -77,11 +77,16 @@ export interface SessionCallOptions extends RunOptions {
  * `reconnected`, `replaced`) is the current sandbox's: a new one after a reopen (see
  * `reopenWhenIdleExpired`).
  */
-export interface SandboxSession extends AsyncDisposable, Pick<Session, "sessionId" | "scope" | "containerName" | "fingerprint" | "reconnected" | "replaced"> {
+export interface SandboxSession
+  extends AsyncDisposable,
+    Pick<Session, "sessionId" | "scope" | "containerName" | "fingerprint" | "reconnected" | "replaced"> {
   /** A shell command (bash: cd, export, pipes...) or an argv; serialized with the session's other calls. */
   run(command: string | ReadonlyArray<string>, options?: SessionCallOptions): Promise<SessionResult>
   /** A code snippet through the runner, in the session's directory and environment. */
-  runCode(request: SessionCodeRequest, options?: ExecuteOptions & { readonly signal?: AbortSignal }): Promise<SessionResult>
+  runCode(
+    request: SessionCodeRequest,
+    options?: ExecuteOptions & { readonly signal?: AbortSignal }
+  ): Promise<SessionResult>
   /**
    * A regular file's bytes, from `offset` (default 0), at most `limit` (default 8 MiB, at most 64 MiB).
    * Paths are absolute under /workspace or /tmp, or relative to /workspace (not to the shell's
@@ -90,7 +95,11 @@ export interface SandboxSession extends AsyncDisposable, Pick<Session, "sessionI
    */
   readFile(path: string, options?: FileOperationOptions<ReadFileOptions>): Promise<ReadFileResult>
   /** Create or replace a regular file (parents made), at most 64 MiB; `mode` default 0o644. */
-  writeFile(path: string, content: string | Uint8Array, options?: FileOperationOptions<WriteFileOptions>): Promise<WriteFileResult>
+  writeFile(
+    path: string,
+    content: string | Uint8Array,
+    options?: FileOperationOptions<WriteFileOptions>
+  ): Promise<WriteFileResult>
   /** A directory's entries (default /workspace), sorted by name, at most 10,000; symlinks listed, not followed. */
   listFiles(dir?: string, options?: FileOperationOptions<FileCallOptions>): Promise<ListFilesResult>
   /** Remove a file, a symlink (itself, not its target) or an empty directory. */
@@ -145,11 +154,13 @@ const facade = async (
   const idleExpired = (e: unknown) => e instanceof SessionEnded && e.reason === "idle-expired"
   /** Replace an idle-expired session by a new one with the same options (once, whoever asks first). */
   const reopen = (expired: Session): Promise<void> =>
-    session !== expired ? Promise.resolve() : (reopening ??= runtime.runPromiseExit(open(sessions)).then((exit) => {
-      reopening = undefined
-      if (Exit.isFailure(exit)) throw squashCause(exit.cause)
-      session = exit.value
-    }))
+    session !== expired
+      ? Promise.resolve()
+      : (reopening ??= runtime.runPromiseExit(open(sessions)).then((exit) => {
+          reopening = undefined
+          if (Exit.isFailure(exit)) throw squashCause(exit.cause)
+          session = exit.value
+        }))
 
   /** One call; `make` gets the hooks that learn its execution id and give the journal the abort's reason. */
   const call = async <A>(
@@ -159,10 +170,18 @@ const facade = async (
     noun = "call"
   ): Promise<A> => {
     if (closing !== undefined) {
-      throw new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}); open a new one` })
+      throw new SessionEnded({
+        sessionId: session.sessionId,
+        reason: endReason,
+        message: `session ${session.sessionId} has ended (${endReason}); open a new one`
+      })
     }
     const attempt = (s: Session) =>
-      runAbortable(runtime, (hooks) => make(s, hooks), signal, given, { noun, closedReason: "the session was closed", cleaned: "its processes were killed" })
+      runAbortable(runtime, (hooks) => make(s, hooks), signal, given, {
+        noun,
+        closedReason: "the session was closed",
+        cleaned: "its processes were killed"
+      })
     if (options.reopenWhenIdleExpired !== true) return attempt(session)
     const current = session
     if ((await runtime.runPromise(current.status)).endReason === "idle-expired") await reopen(current)
@@ -178,7 +197,10 @@ const facade = async (
   let endReason = "closed"
   const end = (how: "close" | "destroy"): Promise<void> => {
     if (closing === undefined) endReason = how === "destroy" ? "destroyed" : scope === "session" ? "closed" : "detached"
-    return (closing ??= Promise.resolve(reopening).catch(() => {}).then(() => runtime.runPromise(how === "close" ? session.close : session.destroy)).finally(() => runtime.dispose()))
+    return (closing ??= Promise.resolve(reopening)
+      .catch(() => {})
+      .then(() => runtime.runPromise(how === "close" ? session.close : session.destroy))
+      .finally(() => runtime.dispose()))
   }
 
   return {
@@ -223,11 +245,18 @@ const facade = async (
       const { signal, ...rest } = o
       return call((s) => s.removeFile(path, rest), signal, {}, "file operation")
     },
-    events$: new Observable<EventEnvelope>((subscriber) => sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))),
+    events$: new Observable<EventEnvelope>((subscriber) =>
+      sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))
+    ),
     replay: facadeReplay(
       runtime,
       () => closing !== undefined,
-      () => new SessionEnded({ sessionId: session.sessionId, reason: endReason, message: `session ${session.sessionId} has ended (${endReason}): replay while it is open (its journal closed with it)` })
+      () =>
+        new SessionEnded({
+          sessionId: session.sessionId,
+          reason: endReason,
+          message: `session ${session.sessionId} has ended (${endReason}): replay while it is open (its journal closed with it)`
+        })
     ),
     close: () => end("close"),
     destroy: async () => {
@@ -256,10 +285,14 @@ export const openPersistent = async (options: OpenPersistentOptions = {}): Promi
 }
 
 /** What `openHermesSandbox` opened: one-shot executions, a session, or a persistent sandbox. */
-export type HermesSandbox = HermesSandboxCommon & (
-  | { readonly scope: "oneShot"; readonly executor: SandboxExecutor }
-  | ({ readonly scope: "session" | "persistent"; readonly session: SandboxSession } & Pick<SandboxSession, "readFile" | "writeFile" | "listFiles" | "removeFile">)
-)
+export type HermesSandbox = HermesSandboxCommon &
+  (
+    | { readonly scope: "oneShot"; readonly executor: SandboxExecutor }
+    | ({ readonly scope: "session" | "persistent"; readonly session: SandboxSession } & Pick<
+        SandboxSession,
+        "readFile" | "writeFile" | "listFiles" | "removeFile"
+      >)
+  )
 
 interface HermesSandboxCommon extends AsyncDisposable {
   /**
@@ -268,7 +301,10 @@ interface HermesSandboxCommon extends AsyncDisposable {
    */
   run(command: string, options?: SessionCallOptions): Promise<ExecutionResult>
   /** A code snippet, whatever the scope (`files` land in /workspace, or in the session's directory). */
-  runCode(request: SessionCodeRequest, options?: ExecuteOptions & { readonly signal?: AbortSignal }): Promise<ExecutionResult>
+  runCode(
+    request: SessionCodeRequest,
+    options?: ExecuteOptions & { readonly signal?: AbortSignal }
+  ): Promise<ExecutionResult>
   close(): Promise<void>
 }
 
@@ -298,13 +334,16 @@ export const openHermesSandbox = async (
       executor,
       run: (command, o = {}) => {
         const { env, stdin, timeoutMs, ...call } = o
-        return executor.executeCode({
-          language: "bash",
-          code: command,
-          ...(env === undefined ? {} : { env }),
-          ...(stdin === undefined ? {} : { stdin }),
-          ...(timeoutMs === undefined ? {} : { timeoutMs })
-        }, call)
+        return executor.executeCode(
+          {
+            language: "bash",
+            code: command,
+            ...(env === undefined ? {} : { env }),
+            ...(stdin === undefined ? {} : { stdin }),
+            ...(timeoutMs === undefined ? {} : { timeoutMs })
+          },
+          call
+        )
       },
       runCode: (request, o) => executor.executeCode(request, o),
       close,
@@ -312,9 +351,15 @@ export const openHermesSandbox = async (
     }
   }
   const reopen = { reopenWhenIdleExpired: options.reopenWhenIdleExpired ?? true }
-  const session = hermes.scope === "session"
-    ? await createSession({ ...journal, ...reopen, hermesConfig: source })
-    : await openPersistent({ ...journal, ...reopen, hermesConfig: source, ...(options.profile === undefined ? {} : { profile: options.profile }) })
+  const session =
+    hermes.scope === "session"
+      ? await createSession({ ...journal, ...reopen, hermesConfig: source })
+      : await openPersistent({
+          ...journal,
+          ...reopen,
+          hermesConfig: source,
+          ...(options.profile === undefined ? {} : { profile: options.profile })
+        })
   const close = () => session.close()
   return {
     scope: hermes.scope,

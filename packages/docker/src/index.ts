@@ -25,7 +25,12 @@ export * as SandboxServices from "./SandboxServices.js"
 export * as Seccomp from "./Seccomp.js"
 export * as Watchdog from "./Watchdog.js"
 
-export { createExecutor, type CreateExecutorOptions, type ExecuteCallOptions, type SandboxExecutor } from "./createExecutor.js"
+export {
+  createExecutor,
+  type CreateExecutorOptions,
+  type ExecuteCallOptions,
+  type SandboxExecutor
+} from "./createExecutor.js"
 export {
   createSession,
   type CreateSessionOptions,

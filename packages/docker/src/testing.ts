@@ -18,7 +18,13 @@
 import { Context, Effect, Layer, Ref } from "effect"
 import * as fc from "effect/FastCheck"
 import { type ExecuteRequest, Executor, type ExecutorOptions } from "@hermes-sandbox/core"
-import { type FakeFaults, type FakeProgram, fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import {
+  type FakeFaults,
+  type FakeProgram,
+  fakeProgram,
+  FakeRuntime,
+  FakeRuntimeControl
+} from "@hermes-sandbox/core/testing"
 import type { SandboxExecutor } from "./createExecutor.js"
 import { openExecutorFacade } from "./internal/executorFacade.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
@@ -27,7 +33,14 @@ export { type FakeFaults, type FakeProgram, fakeProgram } from "@hermes-sandbox/
 // Core's arbitraries: input that its schemas accept (requests, options, sizes), as users write it.
 // arbExecuteRequest: requests executeCode accepts, typed ExecuteRequest (an absent field left out,
 // not `undefined`).
-export { arbBytes, arbExecuteRequest, arbExecutorOptions, arbMemory, arbSandboxDefaults, arbSize } from "@hermes-sandbox/core/testing"
+export {
+  arbBytes,
+  arbExecuteRequest,
+  arbExecutorOptions,
+  arbMemory,
+  arbSandboxDefaults,
+  arbSize
+} from "@hermes-sandbox/core/testing"
 // Events' arbitraries: valid journal histories and lifecycles, and the helpers around them. Not its
 // arbExecuteRequest (snippets with a narrower request type, for the journal's own tests): core's above is
 // the one executeCode validates.
@@ -77,20 +90,33 @@ export interface FakeSandboxExecutor extends SandboxExecutor {
 }
 
 /** The Executor with every request's code led by the line of the program `script` gives it. */
-const scripted = (script: NonNullable<CreateFakeExecutorOptions["program"]>) => (executor: Context.Tag.Service<typeof Executor.Executor>): Context.Tag.Service<typeof Executor.Executor> => ({
-  ...executor,
-  executeCode: (request, options) =>
-    Effect.suspend(() => {
-      const program = script(request)
-      return executor.executeCode(program === undefined ? request : { ...request, code: `${fakeProgram(program)}${request.code}` }, options)
-    })
-})
+const scripted =
+  (script: NonNullable<CreateFakeExecutorOptions["program"]>) =>
+  (executor: Context.Tag.Service<typeof Executor.Executor>): Context.Tag.Service<typeof Executor.Executor> => ({
+    ...executor,
+    executeCode: (request, options) =>
+      Effect.suspend(() => {
+        const program = script(request)
+        return executor.executeCode(
+          program === undefined ? request : { ...request, code: `${fakeProgram(program)}${request.code}` },
+          options
+        )
+      })
+  })
 
 /** A SandboxExecutor over the fake runtime: createExecutor's facade, with scripted programs and injectable faults. */
 export const createFakeExecutor = async (options: CreateFakeExecutorOptions = {}): Promise<FakeSandboxExecutor> => {
   const { program, faults, journal, ...executorOptions } = options
-  const base = Executor.layer(executorOptions).pipe(Layer.provideMerge(FakeRuntime.layer(faults)), Layer.provideMerge(facadeJournalLayer(journal)))
-  const layer = program === undefined ? base : Layer.map(base, (ctx) => Context.add(ctx, Executor.Executor, scripted(program)(Context.get(ctx, Executor.Executor))))
+  const base = Executor.layer(executorOptions).pipe(
+    Layer.provideMerge(FakeRuntime.layer(faults)),
+    Layer.provideMerge(facadeJournalLayer(journal))
+  )
+  const layer =
+    program === undefined
+      ? base
+      : Layer.map(base, (ctx) =>
+          Context.add(ctx, Executor.Executor, scripted(program)(Context.get(ctx, Executor.Executor)))
+        )
   const { executor, runtime } = await openExecutorFacade(layer)
   // The control's effects need nothing of the runtime, so they still answer once it is disposed.
   const control = await runtime.runPromise(FakeRuntimeControl)

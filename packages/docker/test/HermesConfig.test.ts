@@ -54,12 +54,17 @@ const failure = (options: LoadHermesConfigOptions): HermesConfigError => {
 describe("seed configuration", () => {
   it.effect("loads the seed's terminal section with the right values", () =>
     Effect.gen(function* () {
-      const loaded = yield* loadHermesConfig({ path: fixture("hermes-seed.yaml"), env: { GITHUB_TOKEN: "ghp_fromenv" } })
+      const loaded = yield* loadHermesConfig({
+        path: fixture("hermes-seed.yaml"),
+        env: { GITHUB_TOKEN: "ghp_fromenv" }
+      })
       const v = loaded.values
       expect(v.backend).toBe("docker")
       expect(v.image).toBe("nikolaik/python-nodejs:python3.11-nodejs20")
       expect(v.volumes).toEqual([{ hostPath: "/opt/data", containerPath: "/data", mode: "ro" }])
-      expect(v.forwardEnv.map((f) => [f.name, f.from, Redacted.value(f.value)])).toEqual([["GITHUB_TOKEN", "env", "ghp_fromenv"]])
+      expect(v.forwardEnv.map((f) => [f.name, f.from, Redacted.value(f.value)])).toEqual([
+        ["GITHUB_TOKEN", "env", "ghp_fromenv"]
+      ])
       expect(v.cpus).toBe(1)
       expect(v.memoryBytes).toBe(5120 * MiB)
       expect(v.scope).toBe("session")
@@ -69,9 +74,14 @@ describe("seed configuration", () => {
       expect(v.timeoutMs).toBeUndefined()
       expect(loaded.warnings).toEqual([])
       expect(loaded.fileFound).toBe(true)
-      expect(loaded.sources.memoryBytes).toEqual({ source: "file", where: `${shown(fixture("hermes-seed.yaml"))}:11`, key: "container_memory" })
+      expect(loaded.sources.memoryBytes).toEqual({
+        source: "file",
+        where: `${shown(fixture("hermes-seed.yaml"))}:11`,
+        key: "container_memory"
+      })
       expect(loaded.sources.cwd).toEqual({ source: "default" })
-    }))
+    })
+  )
 
   it("loads the hardened seed-2 keys", () => {
     const v = load({ path: fixture("hermes-hardened.yaml") }).values
@@ -107,10 +117,15 @@ describe("seed configuration", () => {
       lifetimeSeconds: 300,
       mounts: v.volumes
     })
-    expect(options.executor).toMatchObject({ ...limits, images: { python: image, javascript: image, bash: image }, env: { PYTHONUNBUFFERED: "1" }, diskSize: 10240 * MiB })
+    expect(options.executor).toMatchObject({
+      ...limits,
+      images: { python: image, javascript: image, bash: image },
+      env: { PYTHONUNBUFFERED: "1" },
+      diskSize: 10240 * MiB
+    })
     expect(Object.keys(options.session.secretEnv ?? {})).toEqual(["GITHUB_TOKEN"])
     expect(Redacted.value(options.session.secretEnv!["GITHUB_TOKEN"]!)).toBe("tok")
-    expect(JSON.stringify(options)).not.toContain("tok\"")
+    expect(JSON.stringify(options)).not.toContain('tok"')
   })
 
   it("fromHermesConfig: the executor's options carry the forwarded values (its containers' env), the session's keep them redacted", () => {
@@ -125,7 +140,9 @@ describe("seed configuration", () => {
 
 describe("precedence: defaults < file < TERMINAL_* < overrides", () => {
   it("takes each field from the highest source and records where it came from", () => {
-    const file = writeConfig(terminal("docker_image: from-file:1", "container_memory: 1024", "container_cpu: 2", "cwd: /srv"))
+    const file = writeConfig(
+      terminal("docker_image: from-file:1", "container_memory: 1024", "container_cpu: 2", "cwd: /srv")
+    )
     const loaded = load({
       path: file,
       env: { TERMINAL_CONTAINER_MEMORY: "2048", TERMINAL_CONTAINER_CPU: "3", TERMINAL_TIMEOUT: "60" },
@@ -138,7 +155,11 @@ describe("precedence: defaults < file < TERMINAL_* < overrides", () => {
     expect(loaded.values.cwd).toBe("/srv")
     expect(loaded.values.network).toBe(false)
     expect(loaded.sources.image).toEqual({ source: "file", where: `${shown(file)}:2`, key: "docker_image" })
-    expect(loaded.sources.memoryBytes).toEqual({ source: "env", where: "TERMINAL_CONTAINER_MEMORY", key: "container_memory" })
+    expect(loaded.sources.memoryBytes).toEqual({
+      source: "env",
+      where: "TERMINAL_CONTAINER_MEMORY",
+      key: "container_memory"
+    })
     expect(loaded.sources.cpus).toEqual({ source: "option", where: "overrides.container_cpu", key: "container_cpu" })
     expect(loaded.sources.timeoutMs).toEqual({ source: "env", where: "TERMINAL_TIMEOUT", key: "timeout" })
     expect(loaded.sources.network).toEqual({ source: "default" })
@@ -150,7 +171,11 @@ describe("precedence: defaults < file < TERMINAL_* < overrides", () => {
     expect(loaded.values.memoryBytes).toBe(256 * MiB)
     expect(loaded.sources.memoryBytes.key).toBe("memory_limit")
     expect(loaded.values.network).toBe(false)
-    expect(loaded.sources.network).toEqual({ source: "option", where: "overrides.docker_network", key: "docker_network" })
+    expect(loaded.sources.network).toEqual({
+      source: "option",
+      where: "overrides.docker_network",
+      key: "docker_network"
+    })
   })
 
   it("replaces lists rather than merging them", () => {
@@ -175,7 +200,12 @@ describe("invalid values name the key, the file and the line", () => {
     expect(error.message).toBe(
       `${shown(fixture("hermes-invalid-memory.yaml"))}:7: terminal.container_memory: expected an integer number of MB >= 6, got "lots"`
     )
-    expect(error).toMatchObject({ key: "container_memory", source: "file", line: 7, path: fixture("hermes-invalid-memory.yaml") })
+    expect(error).toMatchObject({
+      key: "container_memory",
+      source: "file",
+      line: 7,
+      path: fixture("hermes-invalid-memory.yaml")
+    })
   })
 
   it.each([
@@ -212,7 +242,9 @@ describe("invalid values name the key, the file and the line", () => {
 
   it("names the environment variable for env sources", () => {
     const error = failure({ env: { HERMES_HOME: path.join(tmpRoot, "none"), TERMINAL_CONTAINER_MEMORY: "lots" } })
-    expect(error.message).toBe('environment variable TERMINAL_CONTAINER_MEMORY: expected an integer number of MB >= 6, got "lots"')
+    expect(error.message).toBe(
+      'environment variable TERMINAL_CONTAINER_MEMORY: expected an integer number of MB >= 6, got "lots"'
+    )
     expect(error).toMatchObject({ source: "env", envVar: "TERMINAL_CONTAINER_MEMORY", key: "container_memory" })
   })
 
@@ -223,13 +255,18 @@ describe("invalid values name the key, the file and the line", () => {
 
   it("rejects a non-mapping terminal section", () => {
     const file = writeConfig("model: x\nterminal: docker\n")
-    expect(failure({ path: file }).message).toBe(`${shown(file)}:2: terminal: expected a mapping of settings, got "docker"`)
+    expect(failure({ path: file }).message).toBe(
+      `${shown(file)}:2: terminal: expected a mapping of settings, got "docker"`
+    )
   })
 
   it("the sync and Promise variants fail with the same typed error", async () => {
     const file = fixture("hermes-invalid-memory.yaml")
     expect(() => loadHermesConfigSync({ path: file, env: {} })).toThrow(HermesConfigError)
-    await expect(loadHermesConfigAsync({ path: file, env: {} })).rejects.toMatchObject({ _tag: "HermesConfigError", line: 7 })
+    await expect(loadHermesConfigAsync({ path: file, env: {} })).rejects.toMatchObject({
+      _tag: "HermesConfigError",
+      line: 7
+    })
   })
 })
 
@@ -263,12 +300,12 @@ describe("unknown keys and conflicts", () => {
 
   it("refuses conflicts within the environment and within overrides", () => {
     const none = path.join(tmpRoot, "none")
-    expect(failure({ env: { HERMES_HOME: none, TERMINAL_CONTAINER_CPU: "1", TERMINAL_CPU_QUOTA: "2" } }).message).toContain(
-      "TERMINAL_CONTAINER_CPU and TERMINAL_CPU_QUOTA both set the CPU limit"
-    )
-    expect(failure({ env: { HERMES_HOME: none }, overrides: { docker_network: true, network_enabled: false } }).message).toContain(
-      "overrides.docker_network and overrides.network_enabled both set network access"
-    )
+    expect(
+      failure({ env: { HERMES_HOME: none, TERMINAL_CONTAINER_CPU: "1", TERMINAL_CPU_QUOTA: "2" } }).message
+    ).toContain("TERMINAL_CONTAINER_CPU and TERMINAL_CPU_QUOTA both set the CPU limit")
+    expect(
+      failure({ env: { HERMES_HOME: none }, overrides: { docker_network: true, network_enabled: false } }).message
+    ).toContain("overrides.docker_network and overrides.network_enabled both set network access")
   })
 
   it("a non-docker backend loads with a warning but cannot become executor options", () => {
@@ -283,7 +320,9 @@ describe("unknown keys and conflicts", () => {
 
 describe("volumes", () => {
   it("are read-only by default and honour :rw; ~ expands", () => {
-    const loaded = load({ path: writeConfig(terminal('docker_volumes: ["/opt/a:/a", "/opt/b:/b:rw", "/opt/c:/c:ro", "~/d:/d"]')) })
+    const loaded = load({
+      path: writeConfig(terminal('docker_volumes: ["/opt/a:/a", "/opt/b:/b:rw", "/opt/c:/c:ro", "~/d:/d"]'))
+    })
     expect(loaded.values.volumes).toEqual([
       { hostPath: "/opt/a", containerPath: "/a", mode: "ro" },
       { hostPath: "/opt/b", containerPath: "/b", mode: "rw" },
@@ -302,7 +341,9 @@ describe("volumes", () => {
   })
 
   it("refuses a container path mounted twice", () => {
-    expect(failure({ path: writeConfig(terminal('docker_volumes: ["/a:/x", "/b:/x"]')) }).message).toContain("mounted twice")
+    expect(failure({ path: writeConfig(terminal('docker_volumes: ["/a:/x", "/b:/x"]')) }).message).toContain(
+      "mounted twice"
+    )
   })
 
   it.each([
@@ -314,7 +355,9 @@ describe("volumes", () => {
   ])("refuses %s unless allowDangerousMounts", (spec, problem) => {
     const file = writeConfig(terminal("docker_volumes:", `  - "${spec}"`))
     const error = failure({ path: file })
-    expect(error.message).toMatch(new RegExp(`^${shownRe(file)}:3: terminal\\.docker_volumes\\[0\\]: refusing to mount `))
+    expect(error.message).toMatch(
+      new RegExp(`^${shownRe(file)}:3: terminal\\.docker_volumes\\[0\\]: refusing to mount `)
+    )
     expect(error.message).toContain(problem)
     expect(error.message).toContain("allowDangerousMounts: true")
     const forced = load({ path: file, allowDangerousMounts: true })
@@ -337,7 +380,9 @@ describe("volumes", () => {
       fs.writeFileSync(path.join(dir, "plain"), "")
       fs.mkdirSync(path.join(dir, "sub"))
       fs.writeFileSync(path.join(dir, "sub", "docker.sock"), "")
-      expect(load({ path: writeConfig(terminal(`docker_volumes: ["${dir}/sub/docker.sock:/s"]`)) }).values.volumes).toHaveLength(1)
+      expect(
+        load({ path: writeConfig(terminal(`docker_volumes: ["${dir}/sub/docker.sock:/s"]`)) }).values.volumes
+      ).toHaveLength(1)
     } finally {
       await new Promise<void>((resolve) => server.close(() => resolve()))
       fs.rmSync(dir, { recursive: true, force: true })
@@ -400,7 +445,14 @@ describe("forwarded environment", () => {
     })
     const shown = formatConfig(loaded)
     expect(shown).toMatch(/^forwardEnv\s+GITHUB_TOKEN=<redacted, from \.env>, NPM_TOKEN=<redacted, from env>/m)
-    for (const text of [shown, loaded.warnings.join("\n"), JSON.stringify(loaded), util.inspect(loaded, { depth: 10 }), String(loaded.values.forwardEnv[0]?.value), JSON.stringify(toExecutorOptions(loaded.values))]) {
+    for (const text of [
+      shown,
+      loaded.warnings.join("\n"),
+      JSON.stringify(loaded),
+      util.inspect(loaded, { depth: 10 }),
+      String(loaded.values.forwardEnv[0]?.value),
+      JSON.stringify(toExecutorOptions(loaded.values))
+    ]) {
       expect(text).not.toContain(SECRET)
       expect(text).not.toContain(OTHER_SECRET)
     }
@@ -408,7 +460,9 @@ describe("forwarded environment", () => {
   })
 
   it("a value written where a name belongs is refused without echoing it", () => {
-    const error = failure({ env: { HERMES_HOME: path.join(tmpRoot, "none"), TERMINAL_DOCKER_FORWARD_ENV: `GITHUB_TOKEN=${SECRET}` } })
+    const error = failure({
+      env: { HERMES_HOME: path.join(tmpRoot, "none"), TERMINAL_DOCKER_FORWARD_ENV: `GITHUB_TOKEN=${SECRET}` }
+    })
     expect(error.message).toContain("TERMINAL_DOCKER_FORWARD_ENV[0]: expected an environment variable NAME")
     expect(error.message).not.toContain(SECRET)
   })
@@ -429,7 +483,10 @@ describe("forwarded environment", () => {
   })
 
   it("a name in both docker_env and docker_forward_env is forwarded (with a warning)", () => {
-    const loaded = load({ path: writeConfig(terminal("docker_env: {X: plain}", "docker_forward_env: [X]")), env: { X: "fwd" } })
+    const loaded = load({
+      path: writeConfig(terminal("docker_env: {X: plain}", "docker_forward_env: [X]")),
+      env: { X: "fwd" }
+    })
     expect(loaded.values.env).toEqual({})
     expect(loaded.values.forwardEnv.map((f) => f.name)).toEqual(["X"])
     expect(loaded.warnings).toEqual(["X is both in docker_env and docker_forward_env; the forwarded value wins"])
@@ -453,7 +510,12 @@ describe("TERMINAL_* parsing", () => {
   })
 
   it("numbers and sizes", () => {
-    const v = fromEnv({ TERMINAL_CONTAINER_CPU: "1.5", TERMINAL_MEMORY_LIMIT: "1073741824", TERMINAL_TIMEOUT: "2.5", TERMINAL_CONTAINER_DISK: "100" })
+    const v = fromEnv({
+      TERMINAL_CONTAINER_CPU: "1.5",
+      TERMINAL_MEMORY_LIMIT: "1073741824",
+      TERMINAL_TIMEOUT: "2.5",
+      TERMINAL_CONTAINER_DISK: "100"
+    })
     expect(v).toMatchObject({ cpus: 1.5, memoryBytes: 1024 * MiB, timeoutMs: 2500, diskBytes: 100 * MiB })
     expect(fromEnv({ TERMINAL_MEMORY_LIMIT: "1g" }).memoryBytes).toBe(1024 * MiB)
   })
@@ -470,10 +532,17 @@ describe("TERMINAL_* parsing", () => {
   })
 
   it("lists: JSON array or comma-separated", () => {
-    expect(fromEnv({ TERMINAL_DOCKER_FORWARD_ENV: '["A", "B"]', A: "1", B: "2" }).forwardEnv.map((f) => f.name)).toEqual(["A", "B"])
-    expect(fromEnv({ TERMINAL_DOCKER_FORWARD_ENV: " A, B ,,", A: "1", B: "2" }).forwardEnv.map((f) => f.name)).toEqual(["A", "B"])
+    expect(
+      fromEnv({ TERMINAL_DOCKER_FORWARD_ENV: '["A", "B"]', A: "1", B: "2" }).forwardEnv.map((f) => f.name)
+    ).toEqual(["A", "B"])
+    expect(fromEnv({ TERMINAL_DOCKER_FORWARD_ENV: " A, B ,,", A: "1", B: "2" }).forwardEnv.map((f) => f.name)).toEqual([
+      "A",
+      "B"
+    ])
     expect(fromEnv({ TERMINAL_DOCKER_VOLUMES: "/x:/x,/y:/y:rw" }).volumes.map((v) => v.mode)).toEqual(["ro", "rw"])
-    expect(failure({ env: { HERMES_HOME: none, TERMINAL_DOCKER_VOLUMES: "[oops" } }).message).toContain("JSON does not parse")
+    expect(failure({ env: { HERMES_HOME: none, TERMINAL_DOCKER_VOLUMES: "[oops" } }).message).toContain(
+      "JSON does not parse"
+    )
   })
 
   it("maps: JSON object or comma-separated K=V", () => {
@@ -504,7 +573,15 @@ describe("files", () => {
     expect(loaded.path).toBe(path.join(hermesHome, "config.yaml"))
     expect(loaded.fileFound).toBe(false)
     expect(loaded.notes).toEqual([`no config file at ${shown(path.join(hermesHome, "config.yaml"))}; using defaults`])
-    expect(loaded.values).toEqual({ backend: "docker", volumes: [], forwardEnv: [], env: {}, scope: "oneShot", cwd: "/workspace", network: false })
+    expect(loaded.values).toEqual({
+      backend: "docker",
+      volumes: [],
+      forwardEnv: [],
+      env: {},
+      scope: "oneShot",
+      cwd: "/workspace",
+      network: false
+    })
     expect(Object.values(loaded.sources).every((s) => s.source === "default")).toBe(true)
     expect(formatConfig(loaded)).toContain("(not found; defaults)")
   })
@@ -543,7 +620,9 @@ describe("files", () => {
   })
 
   it("accepts YAML 1.1-style booleans (yes/no) as PyYAML-based Hermes does", () => {
-    expect(load({ path: writeConfig(terminal("container_persistent: yes", "network_enabled: no")) }).values).toMatchObject({
+    expect(
+      load({ path: writeConfig(terminal("container_persistent: yes", "network_enabled: no")) }).values
+    ).toMatchObject({
       scope: "persistent",
       network: false
     })

@@ -6,15 +6,31 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as ResourceLimits from "../src/ResourceLimits.js"
 
-const shared = { MemoryLimit: true, SwapLimit: true, PidsLimit: true, CpuCfsQuota: true, CgroupDriver: "cgroupfs", Warnings: null }
-const noPidsNoMemory = { MemoryLimit: false, SwapLimit: false, PidsLimit: false, CpuCfsQuota: true, CgroupDriver: "cgroupfs", Warnings: null }
+const shared = {
+  MemoryLimit: true,
+  SwapLimit: true,
+  PidsLimit: true,
+  CpuCfsQuota: true,
+  CgroupDriver: "cgroupfs",
+  Warnings: null
+}
+const noPidsNoMemory = {
+  MemoryLimit: false,
+  SwapLimit: false,
+  PidsLimit: false,
+  CpuCfsQuota: true,
+  CgroupDriver: "cgroupfs",
+  Warnings: null
+}
 const rootlessV1 = {
   MemoryLimit: false,
   SwapLimit: false,
   PidsLimit: false,
   CpuCfsQuota: false,
   CgroupDriver: "none",
-  Warnings: ["WARNING: Running in rootless-mode without cgroups. To enable cgroups in rootless-mode, you need to boot the system in cgroup v2 mode."]
+  Warnings: [
+    "WARNING: Running in rootless-mode without cgroups. To enable cgroups in rootless-mode, you need to boot the system in cgroup v2 mode."
+  ]
 }
 
 describe("ResourceLimits", () => {

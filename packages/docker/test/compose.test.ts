@@ -23,13 +23,20 @@ const tryRun = (cmd: string, args: Array<string>): string | undefined => {
   }
 }
 // HERMES_SANDBOX_COMPOSE_TOOL=none forces the yaml-only path (to test it where a tool exists).
-const tool: { name: string; config: () => string } | undefined = process.env["HERMES_SANDBOX_COMPOSE_TOOL"] === "none"
-  ? undefined
-  : tryRun("docker", ["compose", "version"]) !== undefined
-    ? { name: "docker compose config", config: () => execFileSync("docker", ["compose", "-f", file, "config"], { encoding: "utf8", cwd }) }
-    : tryRun("docker-compose", ["version"]) !== undefined
-    ? { name: "docker-compose config", config: () => execFileSync("docker-compose", ["-f", file, "config"], { encoding: "utf8", cwd }) }
-    : undefined
+const tool: { name: string; config: () => string } | undefined =
+  process.env["HERMES_SANDBOX_COMPOSE_TOOL"] === "none"
+    ? undefined
+    : tryRun("docker", ["compose", "version"]) !== undefined
+      ? {
+          name: "docker compose config",
+          config: () => execFileSync("docker", ["compose", "-f", file, "config"], { encoding: "utf8", cwd })
+        }
+      : tryRun("docker-compose", ["version"]) !== undefined
+        ? {
+            name: "docker-compose config",
+            config: () => execFileSync("docker-compose", ["-f", file, "config"], { encoding: "utf8", cwd })
+          }
+        : undefined
 
 type Service = Record<string, unknown> & {
   deploy?: { resources?: { limits?: { cpus?: string | number; memory?: string | number } } }
@@ -56,7 +63,7 @@ const check = (service: Service, normalized: boolean) => {
   expect(Number(limits?.cpus)).toBe(1)
   expect(String(limits?.memory)).toMatch(normalized ? /^(536870912|512M)$/ : /^512M$/)
   const volumes = service["volumes"] as Array<string | { source?: string; target?: string; read_only?: boolean }>
-  const hermes = volumes.find((v) => (typeof v === "string" ? v : v.target ?? "").includes("/home/sandbox/.hermes"))
+  const hermes = volumes.find((v) => (typeof v === "string" ? v : (v.target ?? "")).includes("/home/sandbox/.hermes"))
   expect(hermes).toBeDefined()
   // The tool expands ~ to the invoking user's home.
   if (typeof hermes === "string") expect(hermes).toMatch(/\.hermes:\/home\/sandbox\/\.hermes:ro$/)

@@ -6,7 +6,8 @@ import { describe, expect, it } from "vitest"
 import { isGone, isNotRunning, mapDockerError } from "../src/internal/dockerCall.js"
 
 const ctx = { endpoint: "unix:///var/run/docker.sock", operation: "create", containerName: "c", timeoutMs: 1_000 }
-const engineError = (statusCode: number, message: string) => Object.assign(new Error(message), { statusCode, json: { message } })
+const engineError = (statusCode: number, message: string) =>
+  Object.assign(new Error(message), { statusCode, json: { message } })
 
 describe("mapDockerError", () => {
   it.each([
@@ -20,15 +21,26 @@ describe("mapDockerError", () => {
     [500, "something else went wrong", "engine"]
   ] as const)("HTTP %i %j is a ContainerFailed with reason %s", (statusCode, message, reason) => {
     const error = mapDockerError(ctx, engineError(statusCode, message))
-    expect(error).toMatchObject({ _tag: "ContainerFailed", operation: "create", containerName: "c", statusCode, reason })
+    expect(error).toMatchObject({
+      _tag: "ContainerFailed",
+      operation: "create",
+      containerName: "c",
+      statusCode,
+      reason
+    })
   })
 
   it("a 404 for an image (with an image in the context) is ImageNotFound, not a ContainerFailed", () => {
-    expect(mapDockerError({ ...ctx, image: "img" }, engineError(404, "No such image: img"))).toMatchObject({ _tag: "ImageNotFound", image: "img" })
+    expect(mapDockerError({ ...ctx, image: "img" }, engineError(404, "No such image: img"))).toMatchObject({
+      _tag: "ImageNotFound",
+      image: "img"
+    })
   })
 
   it("no status code and a connection error: DockerUnavailable", () => {
-    expect(mapDockerError(ctx, Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }))).toMatchObject({ _tag: "DockerUnavailable" })
+    expect(
+      mapDockerError(ctx, Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }))
+    ).toMatchObject({ _tag: "DockerUnavailable" })
   })
 
   it("isGone and isNotRunning read the reason", () => {

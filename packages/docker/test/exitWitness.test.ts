@@ -10,7 +10,11 @@ import { afterEach, describe, expect, it, vi } from "vitest"
 import { ExitWitnesses } from "../src/internal/exitWitness.js"
 
 interface Dial {
-  readonly options: { readonly path: string; readonly abortSignal: AbortSignal; readonly options: { readonly since: string; readonly filters: string } }
+  readonly options: {
+    readonly path: string
+    readonly abortSignal: AbortSignal
+    readonly options: { readonly since: string; readonly filters: string }
+  }
   readonly stream: PassThrough
 }
 
@@ -48,7 +52,11 @@ describe("ExitWitnesses", () => {
     await tick()
     expect(dials).toHaveLength(1) // one subscription serves both
     const filters = JSON.parse(dials[0]!.options.options.filters)
-    expect(filters).toEqual({ type: ["container"], event: ["kill", "die"], label: ["org.hermes-sandbox.project=hermes-sandbox"] })
+    expect(filters).toEqual({
+      type: ["container"],
+      event: ["kill", "die"],
+      label: ["org.hermes-sandbox.project=hermes-sandbox"]
+    })
     dials[0]!.stream.write(event("kill", "b", { signal: "15" }) + event("die", "a"))
     // Before the die (a runner reporting the end first), the kill is already known; and it stays known.
     await tick()
@@ -64,7 +72,11 @@ describe("ExitWitnesses", () => {
     const { witnesses, dials } = scriptedEngine()
     const w = witnesses.watch("mine")
     await tick()
-    const text = event("kill", "other", { signal: "9" }) + "\nnot json\n" + event("kill", "mine", { signal: "9" }) + event("die", "mine")
+    const text =
+      event("kill", "other", { signal: "9" }) +
+      "\nnot json\n" +
+      event("kill", "mine", { signal: "9" }) +
+      event("die", "mine")
     for (let i = 0; i < text.length; i += 7) dials[0]!.stream.write(text.slice(i, i + 7))
     expect(await w.testimony).toEqual({ _tag: "Killed", signal: "9" })
     witnesses.close()

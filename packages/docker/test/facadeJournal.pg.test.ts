@@ -10,7 +10,7 @@ import { retained } from "./support/retained.js"
 
 describe("the facades' journal", () => {
   it.live("a PostgreSQL URL, { url } or { path } holding one: everything, durably, in that database", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const variants: Array<(url: string) => FacadeJournal> = [
         (url) => url as FacadeJournal,
         (url) => ({ url }),
@@ -22,6 +22,6 @@ describe("the facades' journal", () => {
         // Reopened: still there.
         expect(yield* retained(facadeJournalLayer(variant(url)), 1)).toEqual({ last: 31, kept: 31 })
       }
-    }))
-
+    })
+  )
 })

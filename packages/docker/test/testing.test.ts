@@ -6,7 +6,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import { filter, firstValueFrom, lastValueFrom, toArray } from "rxjs"
-import { ContainerFailed, DockerUnavailable, ExecutionAborted, ExecutorClosed, ImageNotFound, InvalidRequest } from "@hermes-sandbox/core"
+import {
+  ContainerFailed,
+  DockerUnavailable,
+  ExecutionAborted,
+  ExecutorClosed,
+  ImageNotFound,
+  InvalidRequest
+} from "@hermes-sandbox/core"
 import { type EventEnvelope, Projection } from "@hermes-sandbox/events"
 import { arbExecuteRequest, arbFakeProgram, createFakeExecutor, fakeProgram } from "../src/testing.js"
 
@@ -23,15 +30,33 @@ describe("createFakeExecutor", () => {
 
   it("a result mirrors the code's #!fake program", async () => {
     await using executor = await createFakeExecutor()
-    const r = await executor.executeCode({ language: "python", code: fakeProgram({ stdout: "42\n", stderr: "warn\n", exitCode: 3 }), stdin: "in" })
-    expect(r).toMatchObject({ stdout: "42\n", stderr: "warn\n", exitCode: 3, timedOut: false, oomKilled: false, stdoutBytes: 3 })
+    const r = await executor.executeCode({
+      language: "python",
+      code: fakeProgram({ stdout: "42\n", stderr: "warn\n", exitCode: 3 }),
+      stdin: "in"
+    })
+    expect(r).toMatchObject({
+      stdout: "42\n",
+      stderr: "warn\n",
+      exitCode: 3,
+      timedOut: false,
+      oomKilled: false,
+      stdoutBytes: 3
+    })
     expect(r.executionId).not.toBe("")
-    const echoed = await executor.executeCode({ language: "bash", code: fakeProgram({ echoStdin: true }), stdin: "hello" })
+    const echoed = await executor.executeCode({
+      language: "bash",
+      code: fakeProgram({ echoStdin: true }),
+      stdin: "hello"
+    })
     expect(echoed.stdout).toBe("hello")
     const oom = await executor.executeCode({ language: "javascript", code: fakeProgram({ oom: true }) })
     expect(oom).toMatchObject({ exitCode: 137, oomKilled: true })
     // Code without a #!fake line is a program that prints nothing and exits 0.
-    expect(await executor.executeCode({ language: "python", code: "print(1)" })).toMatchObject({ stdout: "", exitCode: 0 })
+    expect(await executor.executeCode({ language: "python", code: "print(1)" })).toMatchObject({
+      stdout: "",
+      exitCode: 0
+    })
   })
 
   it("the program option scripts each request; undefined keeps the code's own line", async () => {
@@ -39,7 +64,9 @@ describe("createFakeExecutor", () => {
     await using executor = await createFakeExecutor({
       program: (request) => {
         seen.push(request.code)
-        return request.code === "keep" || request.code.startsWith("#!fake") ? undefined : { stdout: `ran ${request.language}\n` }
+        return request.code === "keep" || request.code.startsWith("#!fake")
+          ? undefined
+          : { stdout: `ran ${request.language}\n` }
       }
     })
     expect((await executor.executeCode({ language: "python", code: "print(6*7)" })).stdout).toBe("ran python\n")
@@ -49,7 +76,11 @@ describe("createFakeExecutor", () => {
   })
 
   it("an error the program option throws rejects the call as itself", async () => {
-    await using executor = await createFakeExecutor({ program: () => { throw new RangeError("no script for this") } })
+    await using executor = await createFakeExecutor({
+      program: () => {
+        throw new RangeError("no script for this")
+      }
+    })
     await expect(executor.executeCode({ language: "python", code: "x" })).rejects.toThrow(RangeError)
   })
 
@@ -60,7 +91,7 @@ describe("createFakeExecutor", () => {
         const r = await executor.executeCode({ language: "python", code: fakeProgram(program), stdin })
         expect(r.stdout).toBe(`${program.stdout ?? ""}${program.echoStdin ? stdin : ""}`)
         expect(r.stderr).toBe(program.stderr ?? "")
-        expect(r.exitCode).toBe(program.oom ? 137 : program.exitCode ?? 0)
+        expect(r.exitCode).toBe(program.oom ? 137 : (program.exitCode ?? 0))
         expect(r.oomKilled).toBe(program.oom === true)
         expect(r.timedOut).toBe(false)
       }),
@@ -89,7 +120,11 @@ describe("createFakeExecutor", () => {
     const events: Array<EventEnvelope> = []
     const subscription = executor.events$.subscribe((e) => events.push(e))
     const started = Date.now()
-    const r = await executor.executeCode({ language: "python", code: fakeProgram({ stdout: "partial", hang: true }), timeoutMs: 150 })
+    const r = await executor.executeCode({
+      language: "python",
+      code: fakeProgram({ stdout: "partial", hang: true }),
+      timeoutMs: 150
+    })
     expect(Date.now() - started).toBeGreaterThanOrEqual(140)
     expect(r).toMatchObject({ timedOut: true, exitCode: 137, stdout: "partial" })
     await executor.close()
@@ -104,10 +139,15 @@ describe("createFakeExecutor", () => {
     const controller = new AbortController()
     let executionId = ""
     const started = firstValueFrom(executor.events$.pipe(filter((e) => e.type === "ContainerStarted")))
-    const running = executor.executeCode({ language: "python", code: fakeProgram({ hang: true }) }, {
-      signal: controller.signal,
-      onExecutionId: (id) => { executionId = id }
-    })
+    const running = executor.executeCode(
+      { language: "python", code: fakeProgram({ hang: true }) },
+      {
+        signal: controller.signal,
+        onExecutionId: (id) => {
+          executionId = id
+        }
+      }
+    )
     await started
     controller.abort(new Error("user pressed stop"))
     const error = await running.catch((e: unknown) => e)
@@ -115,7 +155,9 @@ describe("createFakeExecutor", () => {
     expect(error).toMatchObject({ executionId, reason: "user pressed stop" })
     expect(executionId).not.toBe("")
     expect(await executor.alive()).toEqual([])
-    await expect(executor.executeCode({ language: "python", code: "x" }, { signal: AbortSignal.abort() })).rejects.toBeInstanceOf(ExecutionAborted)
+    await expect(
+      executor.executeCode({ language: "python", code: "x" }, { signal: AbortSignal.abort() })
+    ).rejects.toBeInstanceOf(ExecutionAborted)
   })
 
   it("events$ closes every lifecycle with ContainerDestroyed and completes on close", async () => {
@@ -139,7 +181,9 @@ describe("createFakeExecutor", () => {
 
   it("close interrupts running executions, leaves no sandbox, and refuses new calls", async () => {
     const executor = await createFakeExecutor()
-    const running = [1, 2, 3].map(() => executor.executeCode({ language: "python", code: fakeProgram({ hang: true }) }).catch((e: unknown) => e))
+    const running = [1, 2, 3].map(() =>
+      executor.executeCode({ language: "python", code: fakeProgram({ hang: true }) }).catch((e: unknown) => e)
+    )
     await new Promise((resolve) => setTimeout(resolve, 50))
     expect((await executor.stats()).inFlight).toBe(3)
     expect(await executor.alive()).toHaveLength(3)
@@ -173,7 +217,9 @@ describe("createFakeExecutor", () => {
     await executor.setFaults({ engineDown: true })
     await expect(run()).rejects.toBeInstanceOf(DockerUnavailable)
     await executor.setFaults({ missingImages: ["hermes-sandbox/python:latest"] })
-    const missing = await executor.executeCode({ language: "python", code: "x", image: "hermes-sandbox/python:latest" }).catch((e: unknown) => e)
+    const missing = await executor
+      .executeCode({ language: "python", code: "x", image: "hermes-sandbox/python:latest" })
+      .catch((e: unknown) => e)
     expect(missing).toBeInstanceOf(ImageNotFound)
     await executor.setFaults({})
     expect((await run()).stdout).toBe("ok")
@@ -183,7 +229,9 @@ describe("createFakeExecutor", () => {
 
   it("an engine crash fails the running execution with DockerUnavailable", async () => {
     await using executor = await createFakeExecutor()
-    const running = executor.executeCode({ language: "python", code: fakeProgram({ hang: true }) }).catch((e: unknown) => e)
+    const running = executor
+      .executeCode({ language: "python", code: fakeProgram({ hang: true }) })
+      .catch((e: unknown) => e)
     await new Promise((resolve) => setTimeout(resolve, 30))
     await executor.crashEngine()
     // Back soon: the execution's removal waits for the engine (up to a minute) before it settles.

@@ -53,7 +53,14 @@ const targetOf = (transport) => {
     case "tls":
       return {
         module: https,
-        options: { host: transport.host, port: transport.port, cert: transport.cert, key: transport.key, ca: transport.ca, rejectUnauthorized: transport.verify }
+        options: {
+          host: transport.host,
+          port: transport.port,
+          cert: transport.cert,
+          key: transport.key,
+          ca: transport.ca,
+          rejectUnauthorized: transport.verify
+        }
       }
     case "ssh": {
       // The owner's dockerode brings docker-modem, which brings ssh2: the same ssh code as the owner's.
@@ -80,7 +87,10 @@ const targetOf = (transport) => {
 
 const fromArgv = () =>
   endpoint.startsWith("tcp://")
-    ? (() => { const u = new URL(endpoint.replace(/^tcp:/, "http:")); return { kind: "tcp", host: u.hostname.replace(/^\[|\]$/g, ""), port: Number(u.port || 2375) } })()
+    ? (() => {
+        const u = new URL(endpoint.replace(/^tcp:/, "http:"))
+        return { kind: "tcp", host: u.hostname.replace(/^\[|\]$/g, ""), port: Number(u.port || 2375) }
+      })()
     : { kind: "unix", socketPath: endpoint.replace(/^unix:\/\//, "") }
 
 /** Set once the transport is known: at once from argv, or from the owner's first stdin line. */

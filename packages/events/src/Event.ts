@@ -183,7 +183,13 @@ export type ToolCallFailureReason = typeof ToolCallFailureReason.Type
  * @since 0.2.0
  * @category schemas
  */
-export const ToolCallRefusalReason = Schema.Literal("unknown-tool", "invalid-arguments", "budget-exhausted", "arguments-too-large", "host-busy")
+export const ToolCallRefusalReason = Schema.Literal(
+  "unknown-tool",
+  "invalid-arguments",
+  "budget-exhausted",
+  "arguments-too-large",
+  "host-busy"
+)
 
 /**
  * @since 0.2.0

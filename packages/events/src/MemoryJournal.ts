@@ -48,5 +48,6 @@ export const make = (
 export const layer = (options: Options = {}): Layer.Layer<Journal | JournalDiagnostics> =>
   Layer.scopedContext(
     Effect.map(make(options), (impl) =>
-      Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics)))
+      Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics))
+    )
   )

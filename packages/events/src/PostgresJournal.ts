@@ -97,7 +97,10 @@ export const make = (
   Effect.tryPromise({
     try: () => import("./internal/postgresJournal.js"),
     catch: (cause) =>
-      new JournalError({ message: `cannot load the PostgreSQL driver: ${cause instanceof Error ? cause.message : String(cause)}`, cause })
+      new JournalError({
+        message: `cannot load the PostgreSQL driver: ${cause instanceof Error ? cause.message : String(cause)}`,
+        cause
+      })
   }).pipe(Effect.flatMap((internal) => internal.make(options)))
 
 /**
@@ -107,5 +110,6 @@ export const make = (
 export const layer = (options: Options): Layer.Layer<Journal | JournalDiagnostics, JournalError> =>
   Layer.scopedContext(
     Effect.map(make(options), (impl) =>
-      Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics)))
+      Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics))
+    )
   )

@@ -18,7 +18,13 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { type DestroyReason, type EventEnvelope, type EventType, leaseEventTypes, lifecycleEventTypes } from "./Event.js"
+import {
+  type DestroyReason,
+  type EventEnvelope,
+  type EventType,
+  leaseEventTypes,
+  lifecycleEventTypes
+} from "./Event.js"
 
 /**
  * @since 0.1.0
@@ -86,7 +92,12 @@ export interface ExecutionState {
   /** For a pool container stream: the execution that claimed the container. */
   readonly claimedBy?: string
   /** `ArtifactsCollected`: how many files came back, their bytes, how many were skipped. */
-  readonly artifacts?: { readonly files: number; readonly bytes: number; readonly skipped: number; readonly status: "complete" | "partial" | "none" }
+  readonly artifacts?: {
+    readonly files: number
+    readonly bytes: number
+    readonly skipped: number
+    readonly status: "complete" | "partial" | "none"
+  }
   /** Tool calls by tool name (absent before the first `ToolCallRequested`), counted as recorded. */
   readonly toolCalls?: Readonly<Record<string, ToolCallCounts>>
   /**
@@ -171,10 +182,18 @@ export const isLeaseEvent = (envelope: { readonly type: EventType }): boolean =>
  * @category folding
  */
 export const evolveLease = (state: LeaseState | undefined, envelope: EventEnvelope): LeaseState | undefined => {
-  if (state !== undefined && (envelope.streamId !== state.executorId || envelope.sequence <= state.lastSequence)) return state
+  if (state !== undefined && (envelope.streamId !== state.executorId || envelope.sequence <= state.lastSequence))
+    return state
   const { host, pid } = envelope.metadata
   if (envelope.type === "ExecutorLease") {
-    return { executorId: envelope.streamId, host, pid, renewedAt: envelope.timestamp, leaseMs: envelope.data.leaseMs, lastSequence: envelope.sequence }
+    return {
+      executorId: envelope.streamId,
+      host,
+      pid,
+      renewedAt: envelope.timestamp,
+      leaseMs: envelope.data.leaseMs,
+      lastSequence: envelope.sequence
+    }
   }
   if (envelope.type === "ExecutorClosed") {
     return {
@@ -312,7 +331,8 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
     }
     case "ArtifactsCollected": {
       if (ended) violations.push("ArtifactsCollected after the terminal event")
-      if (current.startedAt === undefined && current.sessionId === undefined) violations.push("ArtifactsCollected before the container started")
+      if (current.startedAt === undefined && current.sessionId === undefined)
+        violations.push("ArtifactsCollected before the container started")
       if (current.artifacts !== undefined) violations.push("second ArtifactsCollected")
       next.kind = "execution"
       next.artifacts = {
@@ -326,11 +346,13 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
     case "ToolCallRequested": {
       const { callId, tool } = envelope.data
       if (ended) violations.push("ToolCallRequested after the terminal event")
-      if (current.startedAt === undefined && current.sessionId === undefined) violations.push("ToolCallRequested before the container started")
+      if (current.startedAt === undefined && current.sessionId === undefined)
+        violations.push("ToolCallRequested before the container started")
       next.kind = "execution"
       next.toolCalls = countToolCall(current.toolCalls, tool, "requested")
       if (!ended) {
-        if (current.toolCallsById?.[callId] !== undefined) violations.push(`second ToolCallRequested for call ${callId}`)
+        if (current.toolCallsById?.[callId] !== undefined)
+          violations.push(`second ToolCallRequested for call ${callId}`)
         else next.toolCallsById = { ...current.toolCallsById, [callId]: { tool } }
       }
       break
@@ -347,9 +369,11 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
         // After the terminal event the run's calls are gone (and that is reported above).
         const call = current.toolCallsById?.[callId]
         if (call === undefined) violations.push(`${envelope.type} for call ${callId} without ToolCallRequested`)
-        else if (call.outcome !== undefined) violations.push(`${envelope.type} for call ${callId}, already ${call.outcome}`)
+        else if (call.outcome !== undefined)
+          violations.push(`${envelope.type} for call ${callId}, already ${call.outcome}`)
         else {
-          if (call.tool !== tool) violations.push(`${envelope.type} for call ${callId} names ${tool}, requested as ${call.tool}`)
+          if (call.tool !== tool)
+            violations.push(`${envelope.type} for call ${callId} names ${tool}, requested as ${call.tool}`)
           next.toolCallsById = { ...current.toolCallsById, [callId]: { tool: call.tool, outcome } }
         }
       }
@@ -364,7 +388,9 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
         // Every call is settled before the run ends (in-flight ones as cancelled).
         const unsettled = Object.entries(current.toolCallsById).filter(([, call]) => call.outcome === undefined)
         if (unsettled.length > 0) {
-          violations.push(`${envelope.type} with tool calls left without an outcome: ${unsettled.map(([id, call]) => `${id} (${call.tool})`).join(", ")}`)
+          violations.push(
+            `${envelope.type} with tool calls left without an outcome: ${unsettled.map(([id, call]) => `${id} (${call.tool})`).join(", ")}`
+          )
         }
         delete next.toolCallsById
       }
@@ -374,13 +400,14 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
       }
       if (envelope.type !== "ContainerExited") next.kind = "execution"
       if (!ended) {
-        const outcome: Outcome = envelope.type === "ContainerExited"
-          ? "exited"
-          : envelope.type === "ExecutionTimedOut"
-          ? "timedOut"
-          : envelope.type === "ExecutionInterrupted"
-          ? "interrupted"
-          : "failed"
+        const outcome: Outcome =
+          envelope.type === "ContainerExited"
+            ? "exited"
+            : envelope.type === "ExecutionTimedOut"
+              ? "timedOut"
+              : envelope.type === "ExecutionInterrupted"
+                ? "interrupted"
+                : "failed"
         next.outcome = outcome
         next.finishedAt = at
         if (envelope.type === "ContainerExited") {
@@ -583,7 +610,10 @@ const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
  * @since 0.1.0
  * @category summaries
  */
-export const summarize = (input: Iterable<ExecutionState> | ReadonlyMap<string, ExecutionState>, leases?: Iterable<LeaseState>): Summary => {
+export const summarize = (
+  input: Iterable<ExecutionState> | ReadonlyMap<string, ExecutionState>,
+  leases?: Iterable<LeaseState>
+): Summary => {
   const list = isMap(input) ? input.values() : input
   const byOutcome: Record<Outcome | "open", number> = { exited: 0, timedOut: 0, interrupted: 0, failed: 0, open: 0 }
   const exitCodes: Record<string, number> = {}

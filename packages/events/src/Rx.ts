@@ -67,21 +67,23 @@ const observable = <A, E, R>(
       // Pulling by hand (rather than Stream.runForEach) runs the stream's set-up, e.g. a
       // PubSub subscription, synchronously inside subscribe(): a caller that subscribes to
       // live$ and then appends sees its own append.
-      Effect.scoped(Effect.gen(function*() {
-        const pull = yield* Stream.toPull(stream)
-        while (!subscriber.closed) {
-          const chunk = yield* Effect.catchAll(
-            pull,
-            (e): Effect.Effect<Chunk.Chunk<A> | undefined, E> =>
-              Option.isNone(e) ? Effect.succeed(undefined) : Effect.fail(e.value)
-          )
-          if (chunk === undefined) return
-          for (const a of chunk) {
-            if (subscriber.closed) return
-            subscriber.next(a)
+      Effect.scoped(
+        Effect.gen(function* () {
+          const pull = yield* Stream.toPull(stream)
+          while (!subscriber.closed) {
+            const chunk = yield* Effect.catchAll(
+              pull,
+              (e): Effect.Effect<Chunk.Chunk<A> | undefined, E> =>
+                Option.isNone(e) ? Effect.succeed(undefined) : Effect.fail(e.value)
+            )
+            if (chunk === undefined) return
+            for (const a of chunk) {
+              if (subscriber.closed) return
+              subscriber.next(a)
+            }
           }
-        }
-      }))
+        })
+      )
     )
     hooks?.started(fiber)
     fiber.addObserver((exit) => {
@@ -95,14 +97,15 @@ const observable = <A, E, R>(
     }
   })
 
-const forkWith = <R>(runtime: AnyRuntime<R> | undefined) =>
-<A, E>(effect: Effect.Effect<A, E, R>): Fiber.RuntimeFiber<A, unknown> => {
-  if (runtime === undefined) return Effect.runFork(effect as Effect.Effect<A, E>)
-  if (ManagedRuntime.isManagedRuntime(runtime)) {
-    return (runtime as ManagedRuntime.ManagedRuntime<R, unknown>).runFork(effect)
+const forkWith =
+  <R>(runtime: AnyRuntime<R> | undefined) =>
+  <A, E>(effect: Effect.Effect<A, E, R>): Fiber.RuntimeFiber<A, unknown> => {
+    if (runtime === undefined) return Effect.runFork(effect as Effect.Effect<A, E>)
+    if (ManagedRuntime.isManagedRuntime(runtime)) {
+      return (runtime as ManagedRuntime.ManagedRuntime<R, unknown>).runFork(effect)
+    }
+    return Runtime.runFork(runtime as Runtime.Runtime<R>)(effect)
   }
-  return Runtime.runFork(runtime as Runtime.Runtime<R>)(effect)
-}
 
 /**
  * A Promise/RxJS view of a journal.
@@ -147,11 +150,12 @@ export type OpenJournalOptions = SqliteJournal.Options | PostgresJournal.Options
  * @category constructors
  */
 export const openJournal = async (options: OpenJournalOptions = {}): Promise<JournalClient> => {
-  const layer = "memory" in options && options.memory
-    ? MemoryJournal.layer()
-    : "url" in options
-    ? PostgresJournal.layer(options)
-    : SqliteJournal.layer(options as SqliteJournal.Options)
+  const layer =
+    "memory" in options && options.memory
+      ? MemoryJournal.layer()
+      : "url" in options
+        ? PostgresJournal.layer(options)
+        : SqliteJournal.layer(options as SqliteJournal.Options)
   const managed = ManagedRuntime.make(layer)
   const runtime = await managed.runtime().catch(async (error: unknown) => {
     await managed.dispose()
@@ -168,18 +172,16 @@ export const openJournal = async (options: OpenJournalOptions = {}): Promise<Jou
   const hooks: FiberHooks = { started: (fiber) => running.add(fiber), ended: (fiber) => running.delete(fiber) }
   const observe = <A>(stream: Stream.Stream<A, JournalError>): Observable<A> =>
     new Observable<A>((subscriber) =>
-      closing !== undefined
-        ? subscriber.complete()
-        : observable(stream, runtime, hooks).subscribe(subscriber)
+      closing !== undefined ? subscriber.complete() : observable(stream, runtime, hooks).subscribe(subscriber)
     )
 
   const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
     closing !== undefined
       ? Promise.reject(new Error("the journal client is closed"))
       : Runtime.runPromiseExit(runtime)(effect).then((exit) => {
-        if (Exit.isSuccess(exit)) return exit.value
-        throw Cause.squash(exit.cause)
-      })
+          if (Exit.isSuccess(exit)) return exit.value
+          throw Cause.squash(exit.cause)
+        })
 
   const close = (): Promise<void> => {
     closing ??= (async () => {

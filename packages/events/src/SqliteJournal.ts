@@ -63,21 +63,23 @@ export interface Options {
  * @since 0.1.0
  * @category errors
  */
-export class SqliteAddonMissing extends Schema.TaggedError<SqliteAddonMissing>("@hermes-sandbox/events/SqliteAddonMissing")(
-  "SqliteAddonMissing",
-  {
-    path: Schema.String,
-    reason: Schema.Literal("not-built", "incompatible"),
-    cause: Schema.optional(Schema.Defect)
-  }
-) {
+export class SqliteAddonMissing extends Schema.TaggedError<SqliteAddonMissing>(
+  "@hermes-sandbox/events/SqliteAddonMissing"
+)("SqliteAddonMissing", {
+  path: Schema.String,
+  reason: Schema.Literal("not-built", "incompatible"),
+  cause: Schema.optional(Schema.Defect)
+}) {
   override get message(): string {
-    const what = this.reason === "not-built"
-      ? "the native SQLite addon of better-sqlite3 is not built (pnpm 10 skips dependencies' build scripts until they are approved)"
-      : "the native SQLite addon of better-sqlite3 was built for another Node.js version"
-    return `cannot open journal ${this.path}: ${what}. Fix: with pnpm, \`pnpm approve-builds\` (choose better-sqlite3; ` +
+    const what =
+      this.reason === "not-built"
+        ? "the native SQLite addon of better-sqlite3 is not built (pnpm 10 skips dependencies' build scripts until they are approved)"
+        : "the native SQLite addon of better-sqlite3 was built for another Node.js version"
+    return (
+      `cannot open journal ${this.path}: ${what}. Fix: with pnpm, \`pnpm approve-builds\` (choose better-sqlite3; ` +
       `or list it in onlyBuiltDependencies) then \`pnpm rebuild better-sqlite3\`; with npm, \`npm rebuild better-sqlite3\` ` +
       `(building from source needs python3, make and a C++ compiler). The in-memory journal needs no addon.`
+    )
   }
 }
 
@@ -113,26 +115,31 @@ export const make = (
   Scope.Scope
 > => {
   const path = options.path ?? defaultJournalPath()
-  return internal.make({
-    path,
-    synchronous: options.synchronous,
-    busyTimeoutMs: options.busyTimeoutMs,
-    pageSize: options.pageSize,
-    pollInterval: options.pollInterval
-  }).pipe(
-    Effect.mapError((error) => {
-      const reason = internal.addonFailure(error.cause)
-      return reason === undefined ? error : new SqliteAddonMissing({ path, reason, cause: error.cause })
+  return internal
+    .make({
+      path,
+      synchronous: options.synchronous,
+      busyTimeoutMs: options.busyTimeoutMs,
+      pageSize: options.pageSize,
+      pollInterval: options.pollInterval
     })
-  )
+    .pipe(
+      Effect.mapError((error) => {
+        const reason = internal.addonFailure(error.cause)
+        return reason === undefined ? error : new SqliteAddonMissing({ path, reason, cause: error.cause })
+      })
+    )
 }
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<Journal | JournalDiagnostics, JournalError | SqliteAddonMissing> =>
+export const layer = (
+  options: Options = {}
+): Layer.Layer<Journal | JournalDiagnostics, JournalError | SqliteAddonMissing> =>
   Layer.scopedContext(
     Effect.map(make(options), (impl) =>
-      Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics)))
+      Context.make(Journal, impl.journal).pipe(Context.add(JournalDiagnostics, impl.diagnostics))
+    )
   )

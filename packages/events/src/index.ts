@@ -38,7 +38,17 @@ export type {
   JournalStats,
   ReplayOptions
 } from "./Journal.js"
-export type { ExecutionState, LeaseState, LeaseStatus, Outcome, Phase, Projector, Summary, ToolCallCounts, ToolCallOutcome } from "./Projection.js"
+export type {
+  ExecutionState,
+  LeaseState,
+  LeaseStatus,
+  Outcome,
+  Phase,
+  Projector,
+  Summary,
+  ToolCallCounts,
+  ToolCallOutcome
+} from "./Projection.js"
 export type { JournalClient, OpenJournalOptions } from "./Rx.js"
 export { JournalError, VersionConflict } from "./JournalError.js"
 export { checkLifecycle, evolve, isClosed, makeProjector, project, summarize } from "./Projection.js"

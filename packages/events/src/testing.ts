@@ -10,7 +10,15 @@
 // effect ships fast-check (effect/FastCheck): the arbitraries need no dependency of their own, and
 // they are the same instances @effect/vitest's it.prop and Schema's Arbitrary use.
 import * as fc from "effect/FastCheck"
-import { DestroyReason as DestroyReasonSchema, type DestroyReason, type EventData, type EventEnvelope, type EventMetadata, type EventType, type JournalEvent } from "./Event.js"
+import {
+  DestroyReason as DestroyReasonSchema,
+  type DestroyReason,
+  type EventData,
+  type EventEnvelope,
+  type EventMetadata,
+  type EventType,
+  type JournalEvent
+} from "./Event.js"
 import { make, SCHEMA_VERSION, ToolCallFailureReason, ToolCallRefusalReason } from "./Event.js"
 
 // --- primitives --------------------------------------------------------------------------
@@ -74,7 +82,13 @@ export interface ExecuteRequest {
 }
 
 const snippets: Record<Language, ReadonlyArray<string>> = {
-  python: ["print('hello')", "import sys\nprint(sys.stdin.read())", "while True: pass", "x = 'a' * 10**9", "raise SystemExit(3)"],
+  python: [
+    "print('hello')",
+    "import sys\nprint(sys.stdin.read())",
+    "while True: pass",
+    "x = 'a' * 10**9",
+    "raise SystemExit(3)"
+  ],
   javascript: ["console.log('hello')", "process.exit(2)", "for(;;){}", "throw new Error('boom')", "console.error('e')"],
   bash: ["echo hello", "cat", "exit 7", "sleep 999", "yes | head -c 1000000"]
 }
@@ -91,7 +105,11 @@ export const arbExecuteRequest: fc.Arbitrary<ExecuteRequest> = arbLanguage.chain
   fc.record(
     {
       language: fc.constant(language),
-      code: fc.oneof(fc.constantFrom(...snippets[language]), fc.string({ maxLength: 200 }), fc.fullUnicodeString({ maxLength: 50 })),
+      code: fc.oneof(
+        fc.constantFrom(...snippets[language]),
+        fc.string({ maxLength: 200 }),
+        fc.fullUnicodeString({ maxLength: 50 })
+      ),
       stdin: fc.string({ maxLength: 200 }),
       timeoutMs: fc.integer({ min: 1, max: 120_000 })
     },
@@ -121,7 +139,20 @@ const arbRequested: fc.Arbitrary<EventData<"ExecutionRequested">> = fc.record(
     scope: fc.constantFrom("ephemeral", "session", "persistent"),
     sessionId: fc.uuid()
   },
-  { requiredKeys: ["language", "image", "codeBytes", "codeSha256", "stdinBytes", "fileCount", "timeoutMs", "limits", "network", "runtime"] }
+  {
+    requiredKeys: [
+      "language",
+      "image",
+      "codeBytes",
+      "codeSha256",
+      "stdinBytes",
+      "fileCount",
+      "timeoutMs",
+      "limits",
+      "network",
+      "runtime"
+    ]
+  }
 )
 
 const arbDestroyReason: fc.Arbitrary<DestroyReason> = fc.constantFrom(...DestroyReasonSchema.literals)
@@ -142,7 +173,11 @@ const arbCallId = fc.integer({ min: 1, max: 50 })
 // What a caller who opted in sees recorded: a small JSON object (plain prototype, so it compares
 // equal after a JSON round trip).
 const arbToolArguments = fc
-  .dictionary(fc.constantFrom("query", "path", "a", "b"), fc.oneof(arbText, fc.integer(), fc.boolean(), fc.constant(null)), { maxKeys: 3 })
+  .dictionary(
+    fc.constantFrom("query", "path", "a", "b"),
+    fc.oneof(arbText, fc.integer(), fc.boolean(), fc.constant(null)),
+    { maxKeys: 3 }
+  )
   .map((args) => ({ ...args }))
 const arbToolFailure = fc.record({
   durationMs: arbMillis,
@@ -158,11 +193,25 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
     { requiredKeys: ["containerName", "containerId", "imageId"] }
   ),
   ContainerStarted: fc.record({ containerId: arbContainerId }),
-  ContainerClaimed: fc.record({ containerName: arbContainerName, containerId: arbContainerId, poolStreamId: fc.uuid() }),
+  ContainerClaimed: fc.record({
+    containerName: arbContainerName,
+    containerId: arbContainerId,
+    poolStreamId: fc.uuid()
+  }),
   ArtifactsCollected: fc.record(
     {
-      files: fc.array(fc.record({ path: arbText, size: arbBytes, sha256: fc.stringMatching(/^[0-9a-f]{64}$/), mime: fc.constantFrom("image/png", "text/csv") }), { maxLength: 3 }),
-      skipped: fc.array(fc.record({ path: arbText, size: arbBytes, reason: fc.constantFrom("too-large", "symlink") }), { maxLength: 2 }),
+      files: fc.array(
+        fc.record({
+          path: arbText,
+          size: arbBytes,
+          sha256: fc.stringMatching(/^[0-9a-f]{64}$/),
+          mime: fc.constantFrom("image/png", "text/csv")
+        }),
+        { maxLength: 3 }
+      ),
+      skipped: fc.array(fc.record({ path: arbText, size: arbBytes, reason: fc.constantFrom("too-large", "symlink") }), {
+        maxLength: 2
+      }),
       skippedOmitted: fc.nat(),
       truncated: fc.boolean(),
       status: fc.constantFrom("complete" as const, "partial" as const, "none" as const),
@@ -171,19 +220,40 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
     { requiredKeys: ["files", "skipped", "truncated", "status"] }
   ),
   ToolCallRequested: fc.record(
-    { callId: arbCallId, tool: arbToolName, argumentBytes: arbBytes, argumentsSha256: arbSha256, arguments: arbToolArguments },
+    {
+      callId: arbCallId,
+      tool: arbToolName,
+      argumentBytes: arbBytes,
+      argumentsSha256: arbSha256,
+      arguments: arbToolArguments
+    },
     { requiredKeys: ["callId", "tool", "argumentBytes", "argumentsSha256"] }
   ),
   ToolCallCompleted: fc.record({ callId: arbCallId, tool: arbToolName, durationMs: arbMillis, resultBytes: arbBytes }),
-  ToolCallFailed: fc.tuple(arbCallId, arbToolName, arbToolFailure).map(([callId, tool, failure]) => ({ callId, tool, ...failure })),
-  ToolCallRefused: fc.tuple(arbCallId, arbToolName, arbToolRefusal).map(([callId, tool, refusal]) => ({ callId, tool, ...refusal })),
+  ToolCallFailed: fc
+    .tuple(arbCallId, arbToolName, arbToolFailure)
+    .map(([callId, tool, failure]) => ({ callId, tool, ...failure })),
+  ToolCallRefused: fc
+    .tuple(arbCallId, arbToolName, arbToolRefusal)
+    .map(([callId, tool, refusal]) => ({ callId, tool, ...refusal })),
   ContainerExited: fc.record({ exitCode: arbExitCode, oomKilled: fc.boolean(), durationMs: arbMillis }),
   ExecutionTimedOut: fc.record({ timeoutMs: arbMillis, durationMs: arbMillis }),
   ExecutionInterrupted: fc.record({ reason: arbText }),
-  ExecutionFailed: fc.record({ errorTag: fc.constantFrom("CreateFailed", "StartFailed", "ImagePullFailed"), message: arbText }),
-  ContainerDestroyed: fc.record({ containerName: arbContainerName, containerId: arbContainerId, reason: arbDestroyReason }),
+  ExecutionFailed: fc.record({
+    errorTag: fc.constantFrom("CreateFailed", "StartFailed", "ImagePullFailed"),
+    message: arbText
+  }),
+  ContainerDestroyed: fc.record({
+    containerName: arbContainerName,
+    containerId: arbContainerId,
+    reason: arbDestroyReason
+  }),
   ExecutionCompleted: arbCompleted,
-  SessionOpened: fc.record({ sessionId: fc.uuid(), scope: fc.constantFrom("session", "persistent"), containerName: arbContainerName }),
+  SessionOpened: fc.record({
+    sessionId: fc.uuid(),
+    scope: fc.constantFrom("session", "persistent"),
+    containerName: arbContainerName
+  }),
   SessionReconnected: fc.record({ sessionId: fc.uuid(), containerName: arbContainerName }),
   SessionReplaced: fc.record({
     sessionId: fc.uuid(),
@@ -282,7 +352,12 @@ const arbRun = fc.record({
   reason: arbText,
   message: arbText,
   summary: fc.option(arbCompleted, { nil: undefined }),
-  pooledOutcome: fc.constantFrom<"exited" | "timeout" | "interrupted" | "failed">("exited", "timeout", "interrupted", "failed"),
+  pooledOutcome: fc.constantFrom<"exited" | "timeout" | "interrupted" | "failed">(
+    "exited",
+    "timeout",
+    "interrupted",
+    "failed"
+  ),
   sessionId: fc.uuid(),
   toolCalls: fc.array(
     fc.record({
@@ -312,11 +387,13 @@ const arbRun = fc.record({
  * @category arbitraries
  */
 export const arbLifecycle = (executionId?: string): fc.Arbitrary<Lifecycle> =>
-  fc.tuple(
-    executionId === undefined ? arbExecutionId : fc.constant(executionId),
-    fc.constantFrom(...lifecyclePaths),
-    arbRun
-  ).map(([id, path, run]) => buildLifecycle(id, path, run))
+  fc
+    .tuple(
+      executionId === undefined ? arbExecutionId : fc.constant(executionId),
+      fc.constantFrom(...lifecyclePaths),
+      arbRun
+    )
+    .map(([id, path, run]) => buildLifecycle(id, path, run))
 
 type Run = typeof arbRun extends fc.Arbitrary<infer A> ? A : never
 
@@ -327,11 +404,19 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
   events.push(make("ExecutionRequested", request))
   const created = () => events.push(make("ContainerCreated", { containerName, containerId, imageId: run.imageId }))
   const started = () => events.push(make("ContainerStarted", { containerId }))
-  const destroyed = (reason: DestroyReason) => events.push(make("ContainerDestroyed", { containerName, containerId, reason }))
+  const destroyed = (reason: DestroyReason) =>
+    events.push(make("ContainerDestroyed", { containerName, containerId, reason }))
   const exited = (oomKilled: boolean) =>
-    events.push(make("ContainerExited", { exitCode: oomKilled ? 137 : run.exitCode, oomKilled, durationMs: run.durationMs }))
+    events.push(
+      make("ContainerExited", { exitCode: oomKilled ? 137 : run.exitCode, oomKilled, durationMs: run.durationMs })
+    )
   const timedOut = () =>
-    events.push(make("ExecutionTimedOut", { timeoutMs: request.timeoutMs, durationMs: Math.max(run.durationMs, request.timeoutMs) }))
+    events.push(
+      make("ExecutionTimedOut", {
+        timeoutMs: request.timeoutMs,
+        durationMs: Math.max(run.durationMs, request.timeoutMs)
+      })
+    )
   const interrupted = () => events.push(make("ExecutionInterrupted", { reason: run.reason }))
   const failed = (errorTag: string) => events.push(make("ExecutionFailed", { errorTag, message: run.message }))
   // The program's tool calls, between the start and the terminal event: each step either
@@ -346,10 +431,20 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
         const call = calls[requested]!
         requested++
         inFlight.push(requested)
-        events.push(make("ToolCallRequested", { callId: requested, tool: call.tool, argumentBytes: call.argumentBytes, argumentsSha256: call.argumentsSha256 }))
+        events.push(
+          make("ToolCallRequested", {
+            callId: requested,
+            tool: call.tool,
+            argumentBytes: call.argumentBytes,
+            argumentsSha256: call.argumentsSha256
+          })
+        )
       } else {
         const [callId] = inFlight.splice(pick, 1) as [number]
-        const { tool, outcome: { type, ...data } } = calls[callId - 1]!
+        const {
+          tool,
+          outcome: { type, ...data }
+        } = calls[callId - 1]!
         events.push(make(type, { callId, tool, ...data } as EventData<typeof type>))
       }
     }
@@ -451,13 +546,15 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
   }
   if (run.summary !== undefined) {
     const last = events.at(-1)!
-    events.push(make("ExecutionCompleted", {
-      ...run.summary,
-      exitCode,
-      timedOut: path === "timeout" || (path === "pooled" && run.pooledOutcome === "timeout"),
-      oomKilled: path === "oom",
-      durationMs: last.type === "ContainerDestroyed" ? run.durationMs : run.summary.durationMs
-    }))
+    events.push(
+      make("ExecutionCompleted", {
+        ...run.summary,
+        exitCode,
+        timedOut: path === "timeout" || (path === "pooled" && run.pooledOutcome === "timeout"),
+        oomKilled: path === "oom",
+        durationMs: last.type === "ContainerDestroyed" ? run.durationMs : run.summary.durationMs
+      })
+    )
   }
   return pool === undefined ? { executionId, path, events } : { executionId, path, events, pool }
 }
@@ -495,18 +592,19 @@ export const toEnvelopes = (
 ): ReadonlyArray<EventEnvelope> => {
   const start = options.startSequence ?? 1
   const timestamp = options.timestamp ?? 1_700_000_000_000
-  return events.map((event, i) =>
-    ({
-      id: uuidV7(timestamp + i, start + i),
-      sequence: start + i,
-      streamId,
-      version: (options.startVersion ?? 1) + i,
-      timestamp: timestamp + i,
-      type: event.type,
-      data: event.data,
-      schemaVersion: SCHEMA_VERSION,
-      metadata: testMetadata
-    }) as EventEnvelope
+  return events.map(
+    (event, i) =>
+      ({
+        id: uuidV7(timestamp + i, start + i),
+        sequence: start + i,
+        streamId,
+        version: (options.startVersion ?? 1) + i,
+        timestamp: timestamp + i,
+        type: event.type,
+        data: event.data,
+        schemaVersion: SCHEMA_VERSION,
+        metadata: testMetadata
+      }) as EventEnvelope
   )
 }
 
@@ -540,7 +638,9 @@ export const arbJournalHistory: fc.Arbitrary<ReadonlyArray<EventEnvelope>> = fc
         const version = (versions.get(streamId) ?? 0) + 1
         versions.set(streamId, version)
         timestamp += step % 50
-        out.push(toEnvelopes(streamId, [event], { startSequence: out.length + 1, startVersion: version, timestamp })[0]!)
+        out.push(
+          toEnvelopes(streamId, [event], { startSequence: out.length + 1, startVersion: version, timestamp })[0]!
+        )
       }
       for (const lifecycle of lifecycles) {
         if (lifecycle.pool !== undefined) {

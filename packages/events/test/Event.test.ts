@@ -11,21 +11,31 @@ const roundTrip = <A, I>(schema: Schema.Schema<A, I>, value: A): unknown =>
 describe("Event", () => {
   describe("schema round-trip (encode → JSON → decode)", () => {
     for (const type of Event.eventTypes) {
-      it.prop(`${type}`, [arbEventOf(type)], ([event]) => {
-        const json = JSON.parse(JSON.stringify(Schema.encodeSync(Event.JournalEvent)(event)))
-        // The wire form is exactly { type, data }.
-        expect(Object.keys(json).sort()).toEqual(["data", "type"])
-        expect(json.type).toBe(type)
-        expect(roundTrip(Event.JournalEvent, event)).toEqual(event)
-      }, { fastCheck: { numRuns: 30 } })
+      it.prop(
+        `${type}`,
+        [arbEventOf(type)],
+        ([event]) => {
+          const json = JSON.parse(JSON.stringify(Schema.encodeSync(Event.JournalEvent)(event)))
+          // The wire form is exactly { type, data }.
+          expect(Object.keys(json).sort()).toEqual(["data", "type"])
+          expect(json.type).toBe(type)
+          expect(roundTrip(Event.JournalEvent, event)).toEqual(event)
+        },
+        { fastCheck: { numRuns: 30 } }
+      )
     }
   })
 
-  it.prop("envelopes round-trip, with their header", [arbJournalHistory], ([history]) => {
-    for (const envelope of history) {
-      expect(roundTrip(Event.EventEnvelope, envelope)).toEqual(envelope)
-    }
-  }, { fastCheck: { numRuns: 30 } })
+  it.prop(
+    "envelopes round-trip, with their header",
+    [arbJournalHistory],
+    ([history]) => {
+      for (const envelope of history) {
+        expect(roundTrip(Event.EventEnvelope, envelope)).toEqual(envelope)
+      }
+    },
+    { fastCheck: { numRuns: 30 } }
+  )
 
   it("make builds the { type, data } form", () => {
     const event = Event.make("ContainerStarted", { containerId: "abc" })
@@ -43,14 +53,17 @@ describe("Event", () => {
     const decode = Schema.decodeUnknownEither(Event.JournalEvent)
     expect(Either.isLeft(decode({ type: "ContainerStarted", data: {} }))).toBe(true)
     expect(Either.isLeft(decode({ type: "Nope", data: {} }))).toBe(true)
-    expect(Either.isLeft(decode({ type: "ContainerExited", data: { exitCode: 0.5, oomKilled: false, durationMs: 1 } })))
-      .toBe(true)
+    expect(
+      Either.isLeft(decode({ type: "ContainerExited", data: { exitCode: 0.5, oomKilled: false, durationMs: 1 } }))
+    ).toBe(true)
     expect(Either.isLeft(decode({ type: "ExecutorStats", data: { inFlight: Number.NaN, queued: 0 } }))).toBe(true)
     expect(
-      Either.isLeft(decode({
-        type: "ContainerDestroyed",
-        data: { containerName: "n", containerId: "i", reason: "bored" }
-      }))
+      Either.isLeft(
+        decode({
+          type: "ContainerDestroyed",
+          data: { containerName: "n", containerId: "i", reason: "bored" }
+        })
+      )
     ).toBe(true)
   })
 
@@ -58,22 +71,47 @@ describe("Event", () => {
     const decode = Schema.decodeUnknownEither(Event.JournalEvent)
     const requested = { callId: 1, tool: "web_search", argumentBytes: 17, argumentsSha256: "ab" }
     expect(Either.isRight(decode({ type: "ToolCallRequested", data: requested }))).toBe(true)
-    expect(Either.isRight(decode({ type: "ToolCallRequested", data: { ...requested, arguments: { query: "x" } } }))).toBe(true)
+    expect(
+      Either.isRight(decode({ type: "ToolCallRequested", data: { ...requested, arguments: { query: "x" } } }))
+    ).toBe(true)
     expect(Either.isLeft(decode({ type: "ToolCallRequested", data: { ...requested, callId: -1 } }))).toBe(true)
-    expect(Either.isLeft(decode({ type: "ToolCallCompleted", data: { callId: 1, tool: "t", durationMs: 2, resultBytes: 0.5 } }))).toBe(true)
+    expect(
+      Either.isLeft(
+        decode({ type: "ToolCallCompleted", data: { callId: 1, tool: "t", durationMs: 2, resultBytes: 0.5 } })
+      )
+    ).toBe(true)
     expect([...Event.ToolCallFailureReason.literals]).toEqual(["error", "timed-out", "result-too-large", "cancelled"])
-    expect([...Event.ToolCallRefusalReason.literals]).toEqual(["unknown-tool", "invalid-arguments", "budget-exhausted", "arguments-too-large", "host-busy"])
-    expect(Either.isLeft(decode({ type: "ToolCallFailed", data: { callId: 1, tool: "t", durationMs: 2, reason: "bored", message: "m" } }))).toBe(true)
-    expect(Either.isLeft(decode({ type: "ToolCallRefused", data: { callId: 1, tool: "t", reason: "error", message: "m" } }))).toBe(true)
-    expect(Event.lifecycleEventTypes).toEqual(expect.arrayContaining(["ToolCallRequested", "ToolCallCompleted", "ToolCallFailed", "ToolCallRefused"]))
+    expect([...Event.ToolCallRefusalReason.literals]).toEqual([
+      "unknown-tool",
+      "invalid-arguments",
+      "budget-exhausted",
+      "arguments-too-large",
+      "host-busy"
+    ])
+    expect(
+      Either.isLeft(
+        decode({ type: "ToolCallFailed", data: { callId: 1, tool: "t", durationMs: 2, reason: "bored", message: "m" } })
+      )
+    ).toBe(true)
+    expect(
+      Either.isLeft(decode({ type: "ToolCallRefused", data: { callId: 1, tool: "t", reason: "error", message: "m" } }))
+    ).toBe(true)
+    expect(Event.lifecycleEventTypes).toEqual(
+      expect.arrayContaining(["ToolCallRequested", "ToolCallCompleted", "ToolCallFailed", "ToolCallRefused"])
+    )
   })
 
   it("terminal events are the four the contract names", () => {
-    expect([...Event.terminalTypes].sort()).toEqual(
-      ["ContainerExited", "ExecutionFailed", "ExecutionInterrupted", "ExecutionTimedOut"]
+    expect([...Event.terminalTypes].sort()).toEqual([
+      "ContainerExited",
+      "ExecutionFailed",
+      "ExecutionInterrupted",
+      "ExecutionTimedOut"
+    ])
+    fc.assert(
+      fc.property(arbEvent, (event) => {
+        expect(Event.isTerminal(event)).toBe((Event.terminalTypes as ReadonlyArray<string>).includes(event.type))
+      })
     )
-    fc.assert(fc.property(arbEvent, (event) => {
-      expect(Event.isTerminal(event)).toBe((Event.terminalTypes as ReadonlyArray<string>).includes(event.type))
-    }))
   })
 })

@@ -10,7 +10,10 @@ const lease = (leaseMs: number) => E("ExecutorLease", { leaseMs })
 const closed = E("ExecutorClosed", {})
 
 const foldLease = (events: ReadonlyArray<Event.JournalEvent>, timestamp = 1_000) =>
-  toEnvelopes("exec-a", events, { timestamp }).reduce<Projection.LeaseState | undefined>(Projection.evolveLease, undefined)
+  toEnvelopes("exec-a", events, { timestamp }).reduce<Projection.LeaseState | undefined>(
+    Projection.evolveLease,
+    undefined
+  )
 
 describe("ownership leases", () => {
   it("the last lease decides: held until its end plus the clock-skew allowance, then expired", () => {
@@ -35,16 +38,22 @@ describe("ownership leases", () => {
     expect(Projection.evolveLease(state, first!)).toBe(state)
     const other = toEnvelopes("exec-b", [closed], { startSequence: 9 })[0]!
     expect(Projection.evolveLease(state, other)).toBe(state)
-    expect(Projection.evolveLease(undefined, toEnvelopes("x", [E("ExecutorStats", { inFlight: 0, queued: 0 })])[0]!)).toBeUndefined()
+    expect(
+      Projection.evolveLease(undefined, toEnvelopes("x", [E("ExecutorStats", { inFlight: 0, queued: 0 })])[0]!)
+    ).toBeUndefined()
   })
 
   it("property: whatever the lease events, the status is closed iff the last one is ExecutorClosed", () => {
     fc.assert(
-      fc.property(fc.array(fc.oneof(arbEventOf("ExecutorLease"), arbEventOf("ExecutorClosed")), { minLength: 1, maxLength: 12 }), fc.nat(), (events, now) => {
-        const state = foldLease(events)!
-        const lastIsClose = events.at(-1)!.type === "ExecutorClosed"
-        expect(Projection.leaseStatus(state, now, 0) === "closed").toBe(lastIsClose)
-      })
+      fc.property(
+        fc.array(fc.oneof(arbEventOf("ExecutorLease"), arbEventOf("ExecutorClosed")), { minLength: 1, maxLength: 12 }),
+        fc.nat(),
+        (events, now) => {
+          const state = foldLease(events)!
+          const lastIsClose = events.at(-1)!.type === "ExecutorClosed"
+          expect(Projection.leaseStatus(state, now, 0) === "closed").toBe(lastIsClose)
+        }
+      )
     )
   })
 
@@ -59,8 +68,13 @@ describe("ownership leases", () => {
   })
 
   it("checkLifecycle: an executor stream's leases are valid; a lease inside a lifecycle stream is not", () => {
-    expect(Projection.checkLifecycle(toEnvelopes("exec-a", [lease(30_000), lease(30_000), closed, lease(30_000)]))).toEqual([])
-    const mixed = toEnvelopes("x", [E("ContainerCreated", { containerName: "n", containerId: "c", imageId: "i" }), lease(30_000)])
+    expect(
+      Projection.checkLifecycle(toEnvelopes("exec-a", [lease(30_000), lease(30_000), closed, lease(30_000)]))
+    ).toEqual([])
+    const mixed = toEnvelopes("x", [
+      E("ContainerCreated", { containerName: "n", containerId: "c", imageId: "i" }),
+      lease(30_000)
+    ])
     expect(Projection.checkLifecycle(mixed)).toEqual(["ExecutorLease (sequence 2) in a lifecycle stream"])
   })
 })

@@ -68,29 +68,52 @@ describe("Projection", () => {
 
   it("ArtifactsCollected: counted between the start and the terminal event; anywhere else a violation", () => {
     const artifacts = E("ArtifactsCollected", {
-      files: [{ path: "chart.png", size: 10, sha256: "0".repeat(64), mime: "image/png" }, { path: "a.csv", size: 5, sha256: "1".repeat(64), mime: "text/csv" }],
+      files: [
+        { path: "chart.png", size: 10, sha256: "0".repeat(64), mime: "image/png" },
+        { path: "a.csv", size: 5, sha256: "1".repeat(64), mime: "text/csv" }
+      ],
       skipped: [{ path: "big.bin", size: 99, reason: "too-large" }],
       truncated: true,
       status: "complete"
     })
-    const started = [request, E("ContainerCreated", { ...container, imageId: "sha256:i" }), E("ContainerStarted", { containerId: "c1" })]
+    const started = [
+      request,
+      E("ContainerCreated", { ...container, imageId: "sha256:i" }),
+      E("ContainerStarted", { containerId: "c1" })
+    ]
     const exited = E("ContainerExited", { exitCode: 0, oomKilled: false, durationMs: 5 })
     const destroyed = E("ContainerDestroyed", { ...container, reason: "completed" })
     const state = fold([...started, artifacts, exited, destroyed])
-    expect(state).toMatchObject({ artifacts: { files: 2, bytes: 15, skipped: 1, status: "complete" }, violations: [], outcome: "exited" })
+    expect(state).toMatchObject({
+      artifacts: { files: 2, bytes: 15, skipped: 1, status: "complete" },
+      violations: [],
+      outcome: "exited"
+    })
     expect(Projection.isClosed(state)).toBe(true)
-    expect(fold([...started, exited, artifacts, destroyed]).violations).toEqual(["ArtifactsCollected after the terminal event (sequence 5)"])
-    expect(fold([request, artifacts]).violations).toEqual(["ArtifactsCollected before the container started (sequence 2)"])
+    expect(fold([...started, exited, artifacts, destroyed]).violations).toEqual([
+      "ArtifactsCollected after the terminal event (sequence 5)"
+    ])
+    expect(fold([request, artifacts]).violations).toEqual([
+      "ArtifactsCollected before the container started (sequence 2)"
+    ])
   })
 
   describe("tool calls", () => {
-    const started = [request, E("ContainerCreated", { ...container, imageId: "sha256:i" }), E("ContainerStarted", { containerId: "c1" })]
+    const started = [
+      request,
+      E("ContainerCreated", { ...container, imageId: "sha256:i" }),
+      E("ContainerStarted", { containerId: "c1" })
+    ]
     const exited = E("ContainerExited", { exitCode: 0, oomKilled: false, durationMs: 5 })
     const destroyed = E("ContainerDestroyed", { ...container, reason: "completed" })
-    const asked = (callId: number, tool = "web_search") => E("ToolCallRequested", { callId, tool, argumentBytes: 15, argumentsSha256: "0".repeat(64) })
-    const completed = (callId: number, tool = "web_search") => E("ToolCallCompleted", { callId, tool, durationMs: 3, resultBytes: 120 })
-    const failed = (callId: number, tool = "web_search") => E("ToolCallFailed", { callId, tool, durationMs: 60_000, reason: "timed-out", message: "no answer in 60 s" })
-    const refused = (callId: number, tool: string) => E("ToolCallRefused", { callId, tool, reason: "unknown-tool", message: `no tool ${tool}` })
+    const asked = (callId: number, tool = "web_search") =>
+      E("ToolCallRequested", { callId, tool, argumentBytes: 15, argumentsSha256: "0".repeat(64) })
+    const completed = (callId: number, tool = "web_search") =>
+      E("ToolCallCompleted", { callId, tool, durationMs: 3, resultBytes: 120 })
+    const failed = (callId: number, tool = "web_search") =>
+      E("ToolCallFailed", { callId, tool, durationMs: 60_000, reason: "timed-out", message: "no answer in 60 s" })
+    const refused = (callId: number, tool: string) =>
+      E("ToolCallRefused", { callId, tool, reason: "unknown-tool", message: `no tool ${tool}` })
 
     it("counted per tool: requested, completed, failed, refused; concurrent calls settle in any order", () => {
       const state = fold([
@@ -146,8 +169,12 @@ describe("Projection", () => {
     })
 
     it("before the container started, after the terminal event, or left without an outcome: violations", () => {
-      expect(fold([request, asked(1)]).violations).toEqual(["ToolCallRequested before the container started (sequence 2)"])
-      expect(fold([...started, exited, asked(1), destroyed]).violations).toEqual(["ToolCallRequested after the terminal event (sequence 5)"])
+      expect(fold([request, asked(1)]).violations).toEqual([
+        "ToolCallRequested before the container started (sequence 2)"
+      ])
+      expect(fold([...started, exited, asked(1), destroyed]).violations).toEqual([
+        "ToolCallRequested after the terminal event (sequence 5)"
+      ])
       expect(fold([...started, asked(1), exited, completed(1), destroyed]).violations).toEqual([
         "ContainerExited with tool calls left without an outcome: 1 (web_search) (sequence 5)",
         "ToolCallCompleted after the terminal event (sequence 6)"
@@ -156,8 +183,19 @@ describe("Projection", () => {
         "ToolCallRefused after ContainerDestroyed (sequence 6)",
         "ToolCallRefused after the terminal event (sequence 6)"
       ])
-      expect(fold([...started, asked(1), asked(2, "add"), asked(3), completed(2, "add"), E("ExecutionTimedOut", { timeoutMs: 1, durationMs: 2 }), destroyed]).violations)
-        .toEqual(["ExecutionTimedOut with tool calls left without an outcome: 1 (web_search), 3 (web_search) (sequence 8)"])
+      expect(
+        fold([
+          ...started,
+          asked(1),
+          asked(2, "add"),
+          asked(3),
+          completed(2, "add"),
+          E("ExecutionTimedOut", { timeoutMs: 1, durationMs: 2 }),
+          destroyed
+        ]).violations
+      ).toEqual([
+        "ExecutionTimedOut with tool calls left without an outcome: 1 (web_search), 3 (web_search) (sequence 8)"
+      ])
       // checkLifecycle reports the same.
       expect(Projection.checkLifecycle(toEnvelopes("x", [...started, asked(1), exited, destroyed]))).toEqual([
         "ContainerExited with tool calls left without an outcome: 1 (web_search) (sequence 5)"
@@ -165,11 +203,23 @@ describe("Projection", () => {
     })
 
     it("a tool named like an Object.prototype member is counted as any other", () => {
-      const state = fold([...started, asked(1, "toString"), completed(1, "toString"), asked(2, "__proto__"), completed(2, "__proto__"), exited])
+      const state = fold([
+        ...started,
+        asked(1, "toString"),
+        completed(1, "toString"),
+        asked(2, "__proto__"),
+        completed(2, "__proto__"),
+        exited
+      ])
       expect(state.violations).toEqual([])
       expect(Object.hasOwn(state.toolCalls!, "toString")).toBe(true)
       expect(state.toolCalls!["toString"]).toEqual({ requested: 1, completed: 1, failed: 0, refused: 0 })
-      expect(Object.getOwnPropertyDescriptor(state.toolCalls!, "__proto__")?.value).toEqual({ requested: 1, completed: 1, failed: 0, refused: 0 })
+      expect(Object.getOwnPropertyDescriptor(state.toolCalls!, "__proto__")?.value).toEqual({
+        requested: 1,
+        completed: 1,
+        failed: 0,
+        refused: 0
+      })
       expect(Projection.summarize([state]).toolCalls).toEqual(state.toolCalls)
     })
 
@@ -191,19 +241,33 @@ describe("Projection", () => {
       E("ContainerCreated", { ...container, imageId: "i", pooled: true }),
       E("ContainerStarted", { containerId: "c1" })
     ])
-    const exec = toEnvelopes("x", [
-      request,
-      E("ContainerClaimed", { ...container, poolStreamId: "pool-1" }),
-      E("ExecutionTimedOut", { timeoutMs: 1000, durationMs: 1001 })
-    ], { startSequence: 3, timestamp: 1_700_000_000_100 })
+    const exec = toEnvelopes(
+      "x",
+      [
+        request,
+        E("ContainerClaimed", { ...container, poolStreamId: "pool-1" }),
+        E("ExecutionTimedOut", { timeoutMs: 1000, durationMs: 1001 })
+      ],
+      { startSequence: 3, timestamp: 1_700_000_000_100 }
+    )
     const projector = Projection.makeProjector()
     for (const e of [...pool, ...exec]) projector.apply(e)
-    expect(projector.get("x")).toMatchObject({ phase: "timedOut", pooled: true, poolStreamId: "pool-1", violations: [] })
+    expect(projector.get("x")).toMatchObject({
+      phase: "timedOut",
+      pooled: true,
+      poolStreamId: "pool-1",
+      violations: []
+    })
     expect(projector.get("x")!.startedAt).toBe(1_700_000_000_101)
     expect(projector.get("pool-1")).toMatchObject({ kind: "container", claimedBy: "x" })
     expect(Projection.isClosed(projector.get("pool-1")!)).toBe(true)
     // One container alive (held by x), not two.
-    expect(projector.summary()).toMatchObject({ total: 1, containersAlive: 1, openLifecycles: 1, byOutcome: { timedOut: 1 } })
+    expect(projector.summary()).toMatchObject({
+      total: 1,
+      containersAlive: 1,
+      openLifecycles: 1,
+      byOutcome: { timedOut: 1 }
+    })
   })
 
   it("records out-of-order events as violations instead of throwing", () => {
@@ -227,8 +291,13 @@ describe("Projection", () => {
     expect(after.phase).toBe("destroyed")
     expect(after.outcome).toBe("failed")
     expect(after.violations).toContain("ContainerStarted after ContainerDestroyed (sequence 5)")
-    expect(fold([request, E("ContainerCreated", { ...container, imageId: "i" }), E("ContainerDestroyed", { ...container, reason: "completed" })]).violations)
-      .toEqual(["ContainerDestroyed (completed) before the terminal event (sequence 3)"])
+    expect(
+      fold([
+        request,
+        E("ContainerCreated", { ...container, imageId: "i" }),
+        E("ContainerDestroyed", { ...container, reason: "completed" })
+      ]).violations
+    ).toEqual(["ContainerDestroyed (completed) before the terminal event (sequence 3)"])
   })
 
   it("a re-delivered event (sequence not increasing) is ignored and noted", () => {
@@ -273,12 +342,17 @@ describe("Projection", () => {
     expect(summary.openLifecycles).toBe(1)
   })
 
-  it.prop("checkLifecycle accepts every generated lifecycle", [arbLifecycle()], ([lifecycle]) => {
-    expect(Projection.checkLifecycle(toEnvelopes(lifecycle.executionId, lifecycle.events))).toEqual([])
-    const state = fold(lifecycle.events, lifecycle.executionId)
-    expect(state.outcome).toBeDefined()
-    expect(Projection.isClosed(state)).toBe(true)
-  }, { fastCheck: { numRuns: 300 } })
+  it.prop(
+    "checkLifecycle accepts every generated lifecycle",
+    [arbLifecycle()],
+    ([lifecycle]) => {
+      expect(Projection.checkLifecycle(toEnvelopes(lifecycle.executionId, lifecycle.events))).toEqual([])
+      const state = fold(lifecycle.events, lifecycle.executionId)
+      expect(state.outcome).toBeDefined()
+      expect(Projection.isClosed(state)).toBe(true)
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 
   it("arbLifecycle covers every path", () => {
     const seen = new Set(fc.sample(arbLifecycle(), 500).map((l) => l.path))
@@ -288,49 +362,67 @@ describe("Projection", () => {
   it("arbLifecycle makes tool calls, some in flight at once, with every outcome", () => {
     const sample = fc.sample(arbLifecycle(), 500)
     const types = new Set(sample.flatMap((l) => l.events.map((e) => e.type)))
-    for (const type of ["ToolCallRequested", "ToolCallCompleted", "ToolCallFailed", "ToolCallRefused"]) expect(types).toContain(type)
+    for (const type of ["ToolCallRequested", "ToolCallCompleted", "ToolCallFailed", "ToolCallRefused"])
+      expect(types).toContain(type)
     // Two requests in a row: the first was still in flight.
-    expect(sample.some((l) => l.events.some((e, i) => e.type === "ToolCallRequested" && l.events[i + 1]?.type === "ToolCallRequested"))).toBe(true)
+    expect(
+      sample.some((l) =>
+        l.events.some((e, i) => e.type === "ToolCallRequested" && l.events[i + 1]?.type === "ToolCallRequested")
+      )
+    ).toBe(true)
     expect(sample.some((l) => !l.events.some((e) => e.type === "ToolCallRequested"))).toBe(true)
   })
 
-  it.prop("checkLifecycle accepts every stream of a generated history; all executions end closed", [arbJournalHistory], ([history]) => {
-    for (const [, events] of byStream(history)) expect(Projection.checkLifecycle(events)).toEqual([])
-    const states = Projection.project(history)
-    for (const state of states.values()) expect(Projection.isClosed(state)).toBe(true)
-    const summary = Projection.summarize(states)
-    expect(summary.openLifecycles).toBe(0)
-    expect(summary.containersAlive).toBe(0)
-    expect(summary.byOutcome.open).toBe(0)
-  }, { fastCheck: { numRuns: 200 } })
+  it.prop(
+    "checkLifecycle accepts every stream of a generated history; all executions end closed",
+    [arbJournalHistory],
+    ([history]) => {
+      for (const [, events] of byStream(history)) expect(Projection.checkLifecycle(events)).toEqual([])
+      const states = Projection.project(history)
+      for (const state of states.values()) expect(Projection.isClosed(state)).toBe(true)
+      const summary = Projection.summarize(states)
+      expect(summary.openLifecycles).toBe(0)
+      expect(summary.containersAlive).toBe(0)
+      expect(summary.byOutcome.open).toBe(0)
+    },
+    { fastCheck: { numRuns: 200 } }
+  )
 
-  it.prop("checkLifecycle rejects a stream with a dropped or swapped event", [arbLifecycle(), fc.nat()], ([lifecycle, n]) => {
-    const envelopes = toEnvelopes(lifecycle.executionId, lifecycle.events)
-    fc.pre(envelopes.length >= 2)
-    const i = n % envelopes.length
-    const dropped = envelopes.filter((_, j) => j !== i)
-    // Dropping anything but the last event breaks version contiguity.
-    if (i < envelopes.length - 1) expect(Projection.checkLifecycle(dropped)).not.toEqual([])
-    // Swapping two events, even with versions and sequences renumbered, breaks the order —
-    // except two events of different tool calls, which concurrent calls may record either way.
-    const j = (i + 1) % envelopes.length
-    const callOf = (e: JournalEvent) => (e.type.startsWith("ToolCall") ? (e.data as { callId: number }).callId : undefined)
-    const [a, b] = [callOf(lifecycle.events[i]!), callOf(lifecycle.events[j]!)]
-    fc.pre(a === undefined || b === undefined || a === b)
-    const swapped = [...lifecycle.events]
-    ;[swapped[i], swapped[j]] = [swapped[j]!, swapped[i]!]
-    expect(Projection.checkLifecycle(toEnvelopes(lifecycle.executionId, swapped))).not.toEqual([])
-  })
+  it.prop(
+    "checkLifecycle rejects a stream with a dropped or swapped event",
+    [arbLifecycle(), fc.nat()],
+    ([lifecycle, n]) => {
+      const envelopes = toEnvelopes(lifecycle.executionId, lifecycle.events)
+      fc.pre(envelopes.length >= 2)
+      const i = n % envelopes.length
+      const dropped = envelopes.filter((_, j) => j !== i)
+      // Dropping anything but the last event breaks version contiguity.
+      if (i < envelopes.length - 1) expect(Projection.checkLifecycle(dropped)).not.toEqual([])
+      // Swapping two events, even with versions and sequences renumbered, breaks the order —
+      // except two events of different tool calls, which concurrent calls may record either way.
+      const j = (i + 1) % envelopes.length
+      const callOf = (e: JournalEvent) =>
+        e.type.startsWith("ToolCall") ? (e.data as { callId: number }).callId : undefined
+      const [a, b] = [callOf(lifecycle.events[i]!), callOf(lifecycle.events[j]!)]
+      fc.pre(a === undefined || b === undefined || a === b)
+      const swapped = [...lifecycle.events]
+      ;[swapped[i], swapped[j]] = [swapped[j]!, swapped[i]!]
+      expect(Projection.checkLifecycle(toEnvelopes(lifecycle.executionId, swapped))).not.toEqual([])
+    }
+  )
 
-  it.prop("evolve is deterministic and total, even on arbitrary (invalid) event sequences", [
-    fc.array(arbEvent, { maxLength: 30 })
-  ], ([events]) => {
-    const envelopes = toEnvelopes("x", events)
-    const a = Projection.project(envelopes)
-    const b = Projection.project(envelopes)
-    expect(a).toEqual(b)
-    expect(Projection.checkLifecycle(envelopes)).toEqual(Projection.checkLifecycle(envelopes))
-  }, { fastCheck: { numRuns: 300 } })
+  it.prop(
+    "evolve is deterministic and total, even on arbitrary (invalid) event sequences",
+    [fc.array(arbEvent, { maxLength: 30 })],
+    ([events]) => {
+      const envelopes = toEnvelopes("x", events)
+      const a = Projection.project(envelopes)
+      const b = Projection.project(envelopes)
+      expect(a).toEqual(b)
+      expect(Projection.checkLifecycle(envelopes)).toEqual(Projection.checkLifecycle(envelopes))
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 
   for (const impl of localImplementations) replayEqualsLive(impl)
 })

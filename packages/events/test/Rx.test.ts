@@ -31,9 +31,9 @@ describe("Rx", () => {
     it("interrupts the stream (running its finalizers) on unsubscribe", async () => {
       const finalized = Effect.runSync(Deferred.make<void>())
       let pulled = 0
-      const stream = Stream.repeatEffect(Effect.sync(() => ++pulled).pipe(Effect.zipLeft(Effect.sleep("1 millis")))).pipe(
-        Stream.ensuring(Deferred.succeed(finalized, undefined))
-      )
+      const stream = Stream.repeatEffect(
+        Effect.sync(() => ++pulled).pipe(Effect.zipLeft(Effect.sleep("1 millis")))
+      ).pipe(Stream.ensuring(Deferred.succeed(finalized, undefined)))
       const seen: Array<number> = []
       const subscription = toObservable(stream).subscribe((n) => seen.push(n))
       await until(() => seen.length >= 3, "three elements")
@@ -48,7 +48,8 @@ describe("Rx", () => {
 
   for (const kind of ["memory", "sqlite"] as const) {
     describe(`openJournal (${kind})`, () => {
-      const open = () => openJournal(kind === "memory" ? { memory: true } : { path: tempJournalPath("rx"), pollInterval: "5 millis" })
+      const open = () =>
+        openJournal(kind === "memory" ? { memory: true } : { path: tempJournalPath("rx"), pollInterval: "5 millis" })
 
       it("append / replay / lastSequence / streamVersion; replay completes", async () => {
         const client = await open()
@@ -66,7 +67,8 @@ describe("Rx", () => {
       it("rejects with the typed error objects", async () => {
         const client = await open()
         await client.append({ streamId: "a", executorId: "x", events: [stats(1)] })
-        const conflict = await client.append({ streamId: "a", executorId: "x", events: [stats(2)], expectedVersion: 0 })
+        const conflict = await client
+          .append({ streamId: "a", executorId: "x", events: [stats(2)], expectedVersion: 0 })
           .catch((e: unknown) => e)
         expect(conflict).toBeInstanceOf(VersionConflict)
         expect(conflict).toMatchObject({ expected: 0, actual: 1 })
@@ -88,7 +90,9 @@ describe("Rx", () => {
 
       it("follow: history then live; unsubscribe stops polling and releases the follower", async () => {
         const client = await open()
-        await client.appendBatch(range(1, 10).map((i) => ({ streamId: `s${i % 2}`, executorId: "x", events: [stats(i)] })))
+        await client.appendBatch(
+          range(1, 10).map((i) => ({ streamId: `s${i % 2}`, executorId: "x", events: [stats(i)] }))
+        )
         const seen: Array<EventEnvelope> = []
         const subscription = client.follow().subscribe((e) => seen.push(e))
         await client.append({ streamId: "s", executorId: "x", events: [stats(11)] })
@@ -117,14 +121,15 @@ describe("Rx", () => {
         await client.append({ streamId: "a", executorId: "x", events: [stats(1)] })
         const followed: Array<EventEnvelope> = []
         const lived: Array<EventEnvelope> = []
-        const completions = [client.follow(), client.live$].map((observable, i) =>
-          new Promise<string>((resolve) =>
-            observable.subscribe({
-              next: (e) => (i === 0 ? followed : lived).push(e),
-              error: () => resolve("error"),
-              complete: () => resolve("complete")
-            })
-          )
+        const completions = [client.follow(), client.live$].map(
+          (observable, i) =>
+            new Promise<string>((resolve) =>
+              observable.subscribe({
+                next: (e) => (i === 0 ? followed : lived).push(e),
+                error: () => resolve("error"),
+                complete: () => resolve("complete")
+              })
+            )
         )
         await client.append({ streamId: "a", executorId: "x", events: [stats(2)] })
         await until(() => followed.length === 2 && lived.length === 1, "delivery")

@@ -54,14 +54,11 @@ const journalPath = tempJournalPath("addon")
 const openWith = (failure: Error) =>
   Effect.sync(() => {
     addon.failure = failure
-  }).pipe(
-    Effect.zipRight(Effect.scoped(SqliteJournal.make({ path: journalPath }))),
-    Effect.flip
-  )
+  }).pipe(Effect.zipRight(Effect.scoped(SqliteJournal.make({ path: journalPath }))), Effect.flip)
 
 describe("SqliteJournal without its native addon", () => {
   it.effect("not built: SqliteAddonMissing, with the pnpm and npm fixes in its message", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const error = yield* openWith(notBuilt())
       expect(error).toBeInstanceOf(SqliteJournal.SqliteAddonMissing)
       expect(error._tag).toBe("SqliteAddonMissing")
@@ -74,30 +71,37 @@ describe("SqliteJournal without its native addon", () => {
       expect(missing.message).toContain("in-memory journal")
       expect(missing.message).not.toContain("Could not locate")
       expect((missing.cause as Error).message).toContain("Could not locate the bindings file")
-    }))
+    })
+  )
 
   it.effect("built for another Node.js: SqliteAddonMissing (incompatible), the same fixes", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const error = (yield* openWith(incompatible())) as InstanceType<typeof SqliteJournal.SqliteAddonMissing>
       expect(error._tag).toBe("SqliteAddonMissing")
       expect(error.reason).toBe("incompatible")
       expect(error.message).toContain("another Node.js version")
       expect(error.message).toContain("npm rebuild better-sqlite3")
-    }))
+    })
+  )
 
   it.effect("any other failure to open stays a JournalError", () =>
-    Effect.gen(function*() {
-      const error = yield* openWith(Object.assign(new Error("unable to open database file"), { code: "SQLITE_CANTOPEN" }))
+    Effect.gen(function* () {
+      const error = yield* openWith(
+        Object.assign(new Error("unable to open database file"), { code: "SQLITE_CANTOPEN" })
+      )
       expect(error).toBeInstanceOf(JournalError)
       expect(error.message).toBe(`cannot open journal ${journalPath}: unable to open database file`)
-    }))
+    })
+  )
 
   it("addonFailure tells the two addon failures from the rest", () => {
     expect(addonFailure(notBuilt())).toBe("not-built")
     expect(addonFailure(incompatible())).toBe("incompatible")
     expect(addonFailure(new Error("SQLITE_BUSY: database is locked"))).toBeUndefined()
     // dlopen failing for another library is not better-sqlite3's addon
-    expect(addonFailure(Object.assign(new Error("libfoo.so: cannot open shared object file"), { code: "ERR_DLOPEN_FAILED" }))).toBeUndefined()
+    expect(
+      addonFailure(Object.assign(new Error("libfoo.so: cannot open shared object file"), { code: "ERR_DLOPEN_FAILED" }))
+    ).toBeUndefined()
     expect(addonFailure(undefined)).toBeUndefined()
   })
 })

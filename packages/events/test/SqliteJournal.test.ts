@@ -18,7 +18,7 @@ import * as SqliteJournal from "../src/SqliteJournal.js"
 import { eventually, range, sequences, stats, tempJournalPath } from "./helpers.js"
 
 const open = (options: SqliteJournal.Options) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const scope = yield* Scope.make()
     const context = yield* Layer.buildWithScope(SqliteJournal.layer(options), scope)
     return {
@@ -48,7 +48,7 @@ describe("SqliteJournal", () => {
   })
 
   it.live("creates missing directories, uses WAL, persists across reopen", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const file = path.join(path.dirname(tempJournalPath()), "nested", "deeper", "j.sqlite")
       const first = yield* open({ path: file })
       const written = yield* first.journal.append({ streamId: "a", executorId: "x", events: [stats(1), stats(2)] })
@@ -56,8 +56,8 @@ describe("SqliteJournal", () => {
       const raw = new Database(file, { readonly: true })
       expect(raw.pragma("journal_mode", { simple: true })).toBe("wal")
       expect(raw.prepare("SELECT data, metadata FROM events ORDER BY sequence").all()).toEqual([
-        { data: "{\"inFlight\":1,\"queued\":0}", metadata: JSON.stringify(written[0]!.metadata) },
-        { data: "{\"inFlight\":2,\"queued\":0}", metadata: JSON.stringify(written[0]!.metadata) }
+        { data: '{"inFlight":1,"queued":0}', metadata: JSON.stringify(written[0]!.metadata) },
+        { data: '{"inFlight":2,"queued":0}', metadata: JSON.stringify(written[0]!.metadata) }
       ])
       raw.close()
       const second = yield* open({ path: file })
@@ -66,10 +66,11 @@ describe("SqliteJournal", () => {
         { sequence: 3, version: 3 }
       ])
       yield* second.close
-    }))
+    })
+  )
 
   it.live("reads files written before the streamId rename: the execution_id column is the stream id", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       // A layout-1 file as earlier releases wrote it (the envelope then called the stream
       // `executionId`); the row is inserted by hand so the test does not depend on this
       // library's own writer.
@@ -79,7 +80,8 @@ describe("SqliteJournal", () => {
         sequence INTEGER PRIMARY KEY, id TEXT NOT NULL, execution_id TEXT NOT NULL, version INTEGER NOT NULL,
         timestamp INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL, schema_version INTEGER NOT NULL,
         metadata TEXT NOT NULL) STRICT`)
-      raw.prepare("INSERT INTO events VALUES (1, 'id-1', 'session-1', 1, 1700000000000, 'ExecutorStats', ?, 1, ?)")
+      raw
+        .prepare("INSERT INTO events VALUES (1, 'id-1', 'session-1', 1, 1700000000000, 'ExecutorStats', ?, 1, ?)")
         .run(JSON.stringify({ inFlight: 1, queued: 0 }), JSON.stringify({ executorId: "old", host: "h", pid: 1 }))
       raw.pragma("user_version = 1")
       raw.close()
@@ -92,15 +94,19 @@ describe("SqliteJournal", () => {
         { sequence: 2, streamId: "session-1", version: 2 }
       ])
       yield* close
-    }))
+    })
+  )
 
   it.live("closing the layer closes the database, even with a follower running", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const file = tempJournalPath()
       const { close, diagnostics, journal } = yield* open({ path: file })
       yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
       const follower = yield* Effect.fork(Stream.runDrain(journal.follow()))
-      yield* eventually(Effect.map(diagnostics.stats, (s) => s.activeFollowers === 1), "the follower")
+      yield* eventually(
+        Effect.map(diagnostics.stats, (s) => s.activeFollowers === 1),
+        "the follower"
+      )
       expect(fs.existsSync(`${file}-wal`)).toBe(true)
       yield* close
       expect(yield* Fiber.await(follower)).toEqual(Exit.void)
@@ -108,28 +114,41 @@ describe("SqliteJournal", () => {
       // being gone proves the connection was really closed.
       expect(fs.existsSync(`${file}-wal`)).toBe(false)
       expect(yield* diagnostics.stats).toMatchObject({ open: false, activeFollowers: 0 })
-    }))
+    })
+  )
 
   it.live("follow sees other connections' appends by polling; polling stops when the consumer stops", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const file = tempJournalPath()
       const reader = yield* open({ path: file, pageSize: 10, pollInterval: "5 millis" })
       const writer = yield* open({ path: file })
-      yield* writer.journal.appendBatch(range(1, 95).map((i) => ({ streamId: `s${i % 4}`, executorId: "w", events: [stats(i)] })))
+      yield* writer.journal.appendBatch(
+        range(1, 95).map((i) => ({ streamId: `s${i % 4}`, executorId: "w", events: [stats(i)] }))
+      )
       const seen: Array<EventEnvelope> = []
       const follower = yield* Effect.fork(
         Stream.runForEach(reader.journal.follow({ fromSequence: 1 }), (e) => Effect.sync(() => seen.push(e)))
       )
       // Append from the other connection while the follower is still replaying.
       for (let i = 96; i <= 250; i += 5) {
-        yield* writer.journal.append({ streamId: `s${i % 4}`, executorId: "w", events: range(i, i + 4).map((n) => stats(n)) })
+        yield* writer.journal.append({
+          streamId: `s${i % 4}`,
+          executorId: "w",
+          events: range(i, i + 4).map((n) => stats(n))
+        })
         if (i % 25 === 1) yield* Effect.sleep("1 millis")
       }
-      yield* eventually(Effect.sync(() => seen.length >= 250), "250 events")
+      yield* eventually(
+        Effect.sync(() => seen.length >= 250),
+        "250 events"
+      )
       expect(sequences(seen)).toEqual(range(1, 250))
       // Idle: the follower keeps polling for other writers...
       const before = (yield* reader.diagnostics.stats).followerPolls
-      yield* eventually(Effect.map(reader.diagnostics.stats, (s) => s.followerPolls > before + 3), "idle polls")
+      yield* eventually(
+        Effect.map(reader.diagnostics.stats, (s) => s.followerPolls > before + 3),
+        "idle polls"
+      )
       yield* Fiber.interrupt(follower)
       // ...and stops for good once interrupted.
       const stopped = yield* reader.diagnostics.stats
@@ -138,10 +157,11 @@ describe("SqliteJournal", () => {
       expect((yield* reader.diagnostics.stats).followerPolls).toBe(stopped.followerPolls)
       yield* writer.close
       yield* reader.close
-    }))
+    })
+  )
 
   it.live("a writer that cannot get the lock fails with JournalError after busyTimeoutMs, then recovers", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const file = tempJournalPath()
       const { close, journal } = yield* open({ path: file, busyTimeoutMs: 30 })
       const blocker = new Database(file)
@@ -153,26 +173,30 @@ describe("SqliteJournal", () => {
       blocker.close()
       expect(sequences(yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] }))).toEqual([1])
       yield* close
-    }))
+    })
+  )
 
   it.live("refuses rows of a newer schema version instead of misreading them", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const file = tempJournalPath()
       const { close, journal } = yield* open({ path: file })
       yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
       const raw = new Database(file)
-      raw.prepare(
-        "INSERT INTO events (sequence, id, execution_id, version, timestamp, type, data, schema_version, metadata) VALUES (2, 'x', 'a', 2, 0, 'ExecutorStats', '{}', 2, '{}')"
-      ).run()
+      raw
+        .prepare(
+          "INSERT INTO events (sequence, id, execution_id, version, timestamp, type, data, schema_version, metadata) VALUES (2, 'x', 'a', 2, 0, 'ExecutorStats', '{}', 2, '{}')"
+        )
+        .run()
       raw.close()
       const error = yield* Effect.flip(Stream.runCollect(journal.read()))
       expect(error).toBeInstanceOf(JournalError)
       expect(error.message).toContain("schemaVersion 2")
       yield* close
-    }))
+    })
+  )
 
   it.live("refuses to open a journal written by a newer layout version", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const file = tempJournalPath()
       const raw = new Database(file)
       raw.pragma("user_version = 99")
@@ -180,10 +204,11 @@ describe("SqliteJournal", () => {
       const error = yield* Effect.flip(open({ path: file }))
       expect(error).toBeInstanceOf(JournalError)
       expect(error.message).toContain("newer")
-    }))
+    })
+  )
 
   it.live("the unique indexes reject a duplicate sequence or stream version", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const file = tempJournalPath()
       const { close, journal } = yield* open({ path: file })
       yield* journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
@@ -195,5 +220,6 @@ describe("SqliteJournal", () => {
       expect(() => insert.run(1, "b", 1)).toThrow(/UNIQUE|PRIMARY/)
       expect(() => insert.run(2, "a", 1)).toThrow(/UNIQUE/)
       raw.close()
-    }))
+    })
+  )
 })

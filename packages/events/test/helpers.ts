@@ -47,7 +47,9 @@ export const freshPostgresSchema = (): string => `j_${Math.random().toString(36)
 export interface Implementation {
   readonly name: string
   /** A fresh, empty journal each time it is built. */
-  readonly layer: (options?: { readonly pageSize?: number }) => Layer.Layer<Journal | JournalDiagnostics, JournalError | SqliteJournal.SqliteAddonMissing>
+  readonly layer: (options?: {
+    readonly pageSize?: number
+  }) => Layer.Layer<Journal | JournalDiagnostics, JournalError | SqliteJournal.SqliteAddonMissing>
 }
 
 /** The journals that need nothing but this process: the unit tier runs their suites. */
@@ -55,8 +57,7 @@ export const localImplementations: ReadonlyArray<Implementation> = [
   { name: "memory", layer: (options = {}) => MemoryJournal.layer(options) },
   {
     name: "sqlite",
-    layer: (options = {}) =>
-      Layer.suspend(() => SqliteJournal.layer({ path: tempJournalPath(), ...options }))
+    layer: (options = {}) => Layer.suspend(() => SqliteJournal.layer({ path: tempJournalPath(), ...options }))
   }
 ]
 
@@ -78,7 +79,7 @@ export const range = (from: number, to: number): Array<number> =>
 
 /** Waits (yielding, never sleeping on the test clock) until `check` holds. */
 export const eventually = <E, R>(check: Effect.Effect<boolean, E, R>, what: string, attempts = 5_000) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     for (let i = 0; i < attempts; i++) {
       if (yield* check) return
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 1)))
@@ -170,4 +171,3 @@ export const checkWriterStream = (events: ReadonlyArray<EventEnvelope>): number 
   }
   return expectedAppend
 }
-

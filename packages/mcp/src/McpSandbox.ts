@@ -5,7 +5,17 @@
  * (McpSession.ts) is opened from here and closed with it at the latest.
  */
 import { Effect, Either, type Layer, ManagedRuntime } from "effect"
-import { Artifacts, Executor, planTools, resolveToolLimits, type Sessions, Session as SessionService, type ToolLimits, type Tools, type ToolSpec } from "@hermes-sandbox/core"
+import {
+  Artifacts,
+  Executor,
+  planTools,
+  resolveToolLimits,
+  type Sessions,
+  Session as SessionService,
+  type ToolLimits,
+  type Tools,
+  type ToolSpec
+} from "@hermes-sandbox/core"
 import { SandboxServices } from "@hermes-sandbox/docker"
 import type { Journal } from "@hermes-sandbox/events"
 import { SessionLimitReached } from "./errors.js"
@@ -50,7 +60,9 @@ export interface McpToolLimits {
   readonly fileStoreBytes?: number
 }
 
-export type ResolvedLimits = Required<Omit<McpToolLimits, "collectLimits">> & { readonly collectLimits: Artifacts.CollectLimits }
+export type ResolvedLimits = Required<Omit<McpToolLimits, "collectLimits">> & {
+  readonly collectLimits: Artifacts.CollectLimits
+}
 
 const MiB = 1024 * 1024
 
@@ -67,8 +79,14 @@ export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => {
     progressIntervalMs: l.progressIntervalMs ?? 5000,
     collectLimits: {
       maxFiles: l.collectLimits?.maxFiles ?? Artifacts.DEFAULT_COLLECT_LIMITS.maxFiles,
-      maxFileBytes: Math.min(l.collectLimits?.maxFileBytes ?? Artifacts.DEFAULT_COLLECT_LIMITS.maxFileBytes, fileStoreBytes),
-      maxTotalBytes: Math.min(l.collectLimits?.maxTotalBytes ?? Artifacts.DEFAULT_COLLECT_LIMITS.maxTotalBytes, fileStoreBytes)
+      maxFileBytes: Math.min(
+        l.collectLimits?.maxFileBytes ?? Artifacts.DEFAULT_COLLECT_LIMITS.maxFileBytes,
+        fileStoreBytes
+      ),
+      maxTotalBytes: Math.min(
+        l.collectLimits?.maxTotalBytes ?? Artifacts.DEFAULT_COLLECT_LIMITS.maxTotalBytes,
+        fileStoreBytes
+      )
     },
     maxImageBytes: l.maxImageBytes ?? MiB,
     maxImages: l.maxImages ?? 4,
@@ -100,14 +118,22 @@ export interface McpSandboxOptions extends SandboxServices.SandboxServicesOption
  * The tools checked now, as every run would check them (names, schemas that compile), so a tool
  * that cannot be offered fails the server's start, naming where it came from, not every call.
  */
-const specsOf = (tools: Tools, limits: ToolLimits, sources: ReadonlyArray<readonly [string, Tools]>): ReadonlyArray<ToolSpec> => {
+const specsOf = (
+  tools: Tools,
+  limits: ToolLimits,
+  sources: ReadonlyArray<readonly [string, Tools]>
+): ReadonlyArray<ToolSpec> => {
   const planned = Effect.runSync(Effect.either(planTools(tools, limits)))
   if (Either.isRight(planned)) return [...(planned.right?.tools.values() ?? [])].map((t) => t.spec)
   const error = planned.left
   const tool = /^tools\.([A-Za-z0-9_]+)/.exec(error.field)?.[1]
   const source = sources.find(([, t]) => tool !== undefined && tool in t)?.[0]
   if (source === undefined || source === "the tools option") throw error
-  throw new McpUpstreamFailed({ upstream: source, reason: "invalid-options", message: `${source}'s tool ${tool} cannot be offered: ${error.message} (exclude it)` })
+  throw new McpUpstreamFailed({
+    upstream: source,
+    reason: "invalid-options",
+    message: `${source}'s tool ${tool} cannot be offered: ${error.message} (exclude it)`
+  })
 }
 
 export class McpSandbox {
@@ -154,7 +180,8 @@ export class McpSandbox {
     // The tools go to execute_code's runs, not to the executor's defaults: the session service
     // (terminal) has no use for them, and execute_code lists what it passes.
     const { upstream, tools: given, ...services } = options
-    const connections = upstream === undefined || Object.keys(upstream).length === 0 ? undefined : await connectUpstreams(upstream)
+    const connections =
+      upstream === undefined || Object.keys(upstream).length === 0 ? undefined : await connectUpstreams(upstream)
     let runtime: ManagedRuntime.ManagedRuntime<Services, unknown> | undefined
     try {
       const sources = [
@@ -165,20 +192,31 @@ export class McpSandbox {
       const toolLimits = resolveToolLimits(services.toolLimits)
       const specs = specsOf(tools, toolLimits, sources)
       runtime = ManagedRuntime.make(layer ?? SandboxServices.layer(services))
-      const { executorId, subscribe } = await runtime.runPromise(Effect.gen(function*() {
-        const executor = yield* Executor.Executor
-        const sessions = yield* SessionService.Sessions
-        const subscribe: Sessions["Type"]["unsafeSubscribe"] = (listener) => {
-          const fromExecutor = executor.unsafeSubscribe(listener)
-          const fromSessions = sessions.unsafeSubscribe(listener)
-          return () => {
-            fromExecutor()
-            fromSessions()
+      const { executorId, subscribe } = await runtime.runPromise(
+        Effect.gen(function* () {
+          const executor = yield* Executor.Executor
+          const sessions = yield* SessionService.Sessions
+          const subscribe: Sessions["Type"]["unsafeSubscribe"] = (listener) => {
+            const fromExecutor = executor.unsafeSubscribe(listener)
+            const fromSessions = sessions.unsafeSubscribe(listener)
+            return () => {
+              fromExecutor()
+              fromSessions()
+            }
           }
-        }
-        return { executorId: executor.executorId, subscribe }
-      }))
-      return new McpSandbox(runtime, executorId, subscribe, options.session, options.limits, tools, { specs, limits: toolLimits }, connections)
+          return { executorId: executor.executorId, subscribe }
+        })
+      )
+      return new McpSandbox(
+        runtime,
+        executorId,
+        subscribe,
+        options.session,
+        options.limits,
+        tools,
+        { specs, limits: toolLimits },
+        connections
+      )
     } catch (error) {
       await runtime?.dispose()
       await connections?.close()
@@ -199,15 +237,19 @@ export class McpSandbox {
    * counted from the moment it is asked for (two first calls at once cannot both pass), and
    * uncounted when its SessionClosed is recorded (closed, reset, idle-expired).
    */
-  withSandboxReserved = <A extends { readonly sessionId: string }, E, R>(open: Effect.Effect<A, E, R>): Effect.Effect<A, E | SessionLimitReached, R> =>
+  withSandboxReserved = <A extends { readonly sessionId: string }, E, R>(
+    open: Effect.Effect<A, E, R>
+  ): Effect.Effect<A, E | SessionLimitReached, R> =>
     Effect.suspend((): Effect.Effect<A, E | SessionLimitReached, R> => {
       const held = this.liveSandboxes.size + this.opening
       if (held >= this.limits.maxSessionSandboxes) {
-        return Effect.fail(new SessionLimitReached({
-          limit: this.limits.maxSessionSandboxes,
-          scope: "server",
-          message: `this server already holds ${held} session sandboxes (at most ${this.limits.maxSessionSandboxes}): end another MCP session, call reset_session in one, or wait for an idle one to expire (${this.limits.sessionIdleS} s)`
-        }))
+        return Effect.fail(
+          new SessionLimitReached({
+            limit: this.limits.maxSessionSandboxes,
+            scope: "server",
+            message: `this server already holds ${held} session sandboxes (at most ${this.limits.maxSessionSandboxes}): end another MCP session, call reset_session in one, or wait for an idle one to expire (${this.limits.sessionIdleS} s)`
+          })
+        )
       }
       this.opening++
       return open.pipe(

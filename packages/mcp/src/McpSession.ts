@@ -61,7 +61,9 @@ export class McpSession {
       "mcp.tool": tool,
       ...(this.context.client === undefined ? {} : { "mcp.client": this.context.client }),
       // The client names itself: bounded, so a client cannot bloat every event it causes.
-      ...(this.clientInfo === undefined ? {} : { "mcp.client_name": `${this.clientInfo.name} ${this.clientInfo.version}`.slice(0, MAX_CLIENT_NAME) })
+      ...(this.clientInfo === undefined
+        ? {}
+        : { "mcp.client_name": `${this.clientInfo.name} ${this.clientInfo.version}`.slice(0, MAX_CLIENT_NAME) })
     }
   }
 
@@ -70,44 +72,71 @@ export class McpSession {
    * session's close interrupts it, and it rejects with ExecutionAborted once its container is
    * removed (or its command killed); the journal records why.
    */
-  run<A>(tool: string, make: (hooks: ExecuteOptions) => Effect.Effect<A, unknown, Services>, signal: AbortSignal, hooks: ExecuteOptions = {}): Promise<A> {
-    if (this.closing !== undefined) return Promise.reject(new McpSessionClosed({ message: "this MCP session is closed" }))
-    return runAbortable(this.owner.runtime, make, AbortSignal.any([signal, this.aborter.signal]), {
-      ...hooks,
-      tags: this.tags(tool),
-      onExecutionId: (id) => {
-        this.ran.push(id)
-        if (this.ran.length > REMEMBERED_EXECUTIONS) this.ran.shift()
-        hooks.onExecutionId?.(id)
+  run<A>(
+    tool: string,
+    make: (hooks: ExecuteOptions) => Effect.Effect<A, unknown, Services>,
+    signal: AbortSignal,
+    hooks: ExecuteOptions = {}
+  ): Promise<A> {
+    if (this.closing !== undefined)
+      return Promise.reject(new McpSessionClosed({ message: "this MCP session is closed" }))
+    return runAbortable(
+      this.owner.runtime,
+      make,
+      AbortSignal.any([signal, this.aborter.signal]),
+      {
+        ...hooks,
+        tags: this.tags(tool),
+        onExecutionId: (id) => {
+          this.ran.push(id)
+          if (this.ran.length > REMEMBERED_EXECUTIONS) this.ran.shift()
+          hooks.onExecutionId?.(id)
+        }
+      },
+      {
+        noun: tool === "execute_code" ? "execution" : "call",
+        closedReason: "the MCP session closed",
+        cleaned: tool === "execute_code" ? "its container was removed" : "its command was killed"
       }
-    }, { noun: tool === "execute_code" ? "execution" : "call", closedReason: "the MCP session closed", cleaned: tool === "execute_code" ? "its container was removed" : "its command was killed" })
+    )
   }
 
   /** The session sandbox, opened (counted against the server's cap) if there is none or it ended. */
-  readonly useSandbox: Effect.Effect<Session.Session, unknown, Services> = this.lock.withPermits(1)(Effect.suspend((): Effect.Effect<Session.Session, unknown, Services> => {
-    if (this.closing !== undefined) return Effect.fail(new McpSessionClosed({ message: "this MCP session is closed" }))
-    const current = this.sandbox
-    const open = Effect.flatMap(SessionService.Sessions, (sessions) =>
-      this.owner.withSandboxReserved(sessions.open({
-        ...this.owner.sessionOptions,
-        lifetimeSeconds: this.owner.limits.sessionIdleS,
-        tags: this.tags("terminal")
-      }))).pipe(
+  readonly useSandbox: Effect.Effect<Session.Session, unknown, Services> = this.lock.withPermits(1)(
+    Effect.suspend((): Effect.Effect<Session.Session, unknown, Services> => {
+      if (this.closing !== undefined)
+        return Effect.fail(new McpSessionClosed({ message: "this MCP session is closed" }))
+      const current = this.sandbox
+      const open = Effect.flatMap(SessionService.Sessions, (sessions) =>
+        this.owner.withSandboxReserved(
+          sessions.open({
+            ...this.owner.sessionOptions,
+            lifetimeSeconds: this.owner.limits.sessionIdleS,
+            tags: this.tags("terminal")
+          })
+        )
+      ).pipe(
         // Made and remembered in one step: an interrupted first call cannot leave an unowned sandbox.
         Effect.tap((s) => Effect.sync(() => void (this.sandbox = s))),
         Effect.uninterruptible
       )
-    if (current === undefined) return open
-    return Effect.flatMap(current.status, (status) => (status.open ? Effect.succeed(current) : open))
-  }))
+      if (current === undefined) return open
+      return Effect.flatMap(current.status, (status) => (status.open ? Effect.succeed(current) : open))
+    })
+  )
 
   /** Destroy the session sandbox (the next call gets a fresh one); its id, or undefined when there was none. */
-  readonly reset: Effect.Effect<string | undefined> = this.lock.withPermits(1)(Effect.suspend(() => {
-    const current = this.sandbox
-    this.sandbox = undefined
-    if (current === undefined) return Effect.succeed(undefined)
-    return Effect.as(Effect.flatMap(current.status, (s) => (s.open ? current.destroy : Effect.void)), current.sessionId)
-  }))
+  readonly reset: Effect.Effect<string | undefined> = this.lock.withPermits(1)(
+    Effect.suspend(() => {
+      const current = this.sandbox
+      this.sandbox = undefined
+      if (current === undefined) return Effect.succeed(undefined)
+      return Effect.as(
+        Effect.flatMap(current.status, (s) => (s.open ? current.destroy : Effect.void)),
+        current.sessionId
+      )
+    })
+  )
 
   /** Interrupt every call in flight and remove the session sandbox. Idempotent. */
   close(reason: string): Promise<void> {

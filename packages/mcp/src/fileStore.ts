@@ -30,7 +30,10 @@ export class FileStore {
   private held = 0
   private readonly sweep: ReturnType<typeof setInterval>
 
-  constructor(readonly limits: FileStoreLimits, private readonly now: () => number = Date.now) {
+  constructor(
+    readonly limits: FileStoreLimits,
+    private readonly now: () => number = Date.now
+  ) {
     // Expired files are dropped when the store is used, and by this sweep when it is not.
     this.sweep = setInterval(() => this.expire(), Math.max(1000, Math.min(limits.retentionMs, 60_000)))
     this.sweep.unref()
@@ -55,7 +58,13 @@ export class FileStore {
       if (this.held + bytes <= this.limits.maxBytes) break
       this.drop(oldest.executionId)
     }
-    this.executions.set(executionId, { executionId, owner, storedAt: this.now(), files: new Map(files.map((f) => [f.path, f])), bytes })
+    this.executions.set(executionId, {
+      executionId,
+      owner,
+      storedAt: this.now(),
+      files: new Map(files.map((f) => [f.path, f])),
+      bytes
+    })
     this.held += bytes
     return true
   }

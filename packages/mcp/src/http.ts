@@ -12,7 +12,12 @@
  *   idle expiry, the server's shutdown — closes its calls and removes its session sandbox.
  */
 import { randomUUID, timingSafeEqual } from "node:crypto"
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http"
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server as HttpServer,
+  type ServerResponse
+} from "node:http"
 import type { AddressInfo } from "node:net"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
@@ -116,13 +121,18 @@ const readBody = (req: IncomingMessage, max: number): Promise<Buffer> =>
  */
 const cancelOnDisconnect = (transport: StreamableHTTPServerTransport, res: ServerResponse, body: unknown) => {
   const requests = (Array.isArray(body) ? body : [body]).filter(
-    (m): m is { id: string | number; method: string } => typeof m === "object" && m !== null && "id" in m && "method" in m
+    (m): m is { id: string | number; method: string } =>
+      typeof m === "object" && m !== null && "id" in m && "method" in m
   )
   if (requests.length === 0) return
   res.once("close", () => {
     if (res.writableFinished) return
     for (const r of requests) {
-      transport.onmessage?.({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: r.id, reason: "the client disconnected" } })
+      transport.onmessage?.({
+        jsonrpc: "2.0",
+        method: "notifications/cancelled",
+        params: { requestId: r.id, reason: "the client disconnected" }
+      })
     }
   })
 }
@@ -130,12 +140,17 @@ const cancelOnDisconnect = (transport: StreamableHTTPServerTransport, res: Serve
 export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Promise<HttpServing> => {
   const host = options.host ?? "127.0.0.1"
   if (!isLoopback(host) && options.allowRemote !== true) {
-    throw new Error(`refusing to listen on ${host}: not a loopback address, and this endpoint runs code; pass allowRemote (--allow-remote) to do it anyway, behind TLS`)
+    throw new Error(
+      `refusing to listen on ${host}: not a loopback address, and this endpoint runs code; pass allowRemote (--allow-remote) to do it anyway, behind TLS`
+    )
   }
   const given = { ...options.clients, ...(options.token === undefined ? {} : { default: options.token }) }
   if (Object.keys(given).length === 0) throw new Error("a bearer token is required (token, or clients)")
   const credentials = Object.entries(given).map(([name, t]) => {
-    if (t.length < 16) throw new Error(`the bearer token${name === "default" ? "" : ` of ${JSON.stringify(name)}`} must be at least 16 characters`)
+    if (t.length < 16)
+      throw new Error(
+        `the bearer token${name === "default" ? "" : ` of ${JSON.stringify(name)}`} must be at least 16 characters`
+      )
     return { name, token: Buffer.from(t, "utf8") }
   })
   const maxBody = options.maxBodyBytes ?? 16 * 1024 * 1024
@@ -165,7 +180,10 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   const originAllowed = (req: IncomingMessage) => {
     const origin = req.headers.origin
     if (origin === undefined) return true
-    return LOOPBACK_ORIGIN.test(origin.toLowerCase()) || (options.allowedOrigins ?? []).map((o) => o.toLowerCase()).includes(origin.toLowerCase())
+    return (
+      LOOPBACK_ORIGIN.test(origin.toLowerCase()) ||
+      (options.allowedOrigins ?? []).map((o) => o.toLowerCase()).includes(origin.toLowerCase())
+    )
   }
 
   const closeEntry = async (id: string, reason: string) => {
@@ -179,10 +197,15 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? "/").split("?")[0]
     if (path !== "/mcp") return reply(res, 404, "not found: the MCP endpoint is /mcp")
-    if (!hostAllowed(req)) return reply(res, 403, `forbidden: Host ${JSON.stringify(req.headers.host ?? "")} is not this server's`)
-    if (!originAllowed(req)) return reply(res, 403, `forbidden: Origin ${JSON.stringify(req.headers.origin)} is not allowed`)
+    if (!hostAllowed(req))
+      return reply(res, 403, `forbidden: Host ${JSON.stringify(req.headers.host ?? "")} is not this server's`)
+    if (!originAllowed(req))
+      return reply(res, 403, `forbidden: Origin ${JSON.stringify(req.headers.origin)} is not allowed`)
     const credential = credentialOf(req)
-    if (credential === undefined) return reply(res, 401, "unauthorized: send Authorization: Bearer <token>", { "www-authenticate": `Bearer realm="hermes-sandbox"` })
+    if (credential === undefined)
+      return reply(res, 401, "unauthorized: send Authorization: Bearer <token>", {
+        "www-authenticate": `Bearer realm="hermes-sandbox"`
+      })
     if (closing !== undefined) return reply(res, 503, "the server is stopping")
 
     let body: unknown
@@ -192,7 +215,13 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
       } catch (error) {
         if (error instanceof BodyTooLarge) return reply(res, 413, `request body over ${maxBody} bytes`)
         res.writeHead(400, { "content-type": "application/json" })
-        return res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32700, message: "Parse error: the body is not JSON" }, id: null }))
+        return res.end(
+          JSON.stringify({
+            jsonrpc: "2.0",
+            error: { code: -32700, message: "Parse error: the body is not JSON" },
+            id: null
+          })
+        )
       }
     }
 
@@ -200,12 +229,18 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
     if (typeof sessionId === "string") {
       const entry = entries.get(sessionId)
       // Another credential's session is not found either (its id is not a secret of that client alone).
-      if (entry === undefined || entry.client !== credential) return reply(res, 404, "no such MCP session (it ended or expired): initialize a new one")
+      if (entry === undefined || entry.client !== credential)
+        return reply(res, 404, "no such MCP session (it ended or expired): initialize a new one")
       entry.lastSeen = Date.now()
       // Idle time counts from a call's end, not its start. Not a GET: its standing event stream
       // would keep a session that makes no calls alive forever.
       if (req.method === "POST") {
-        if ((Array.isArray(body) ? body : [body]).some((m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call")) entry.used = true
+        if (
+          (Array.isArray(body) ? body : [body]).some(
+            (m) => typeof m === "object" && m !== null && (m as { method?: unknown }).method === "tools/call"
+          )
+        )
+          entry.used = true
         entry.running++
         res.once("close", () => {
           entry.running--
@@ -221,15 +256,30 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
     const remote = req.socket.remoteAddress ?? "unknown"
     const address = isLoopback(remote) ? "loopback" : remote
     const client = credential
-    if (entries.size >= maxSessions) return reply(res, 429, `this server has ${entries.size} MCP sessions open (at most ${maxSessions})`)
+    if (entries.size >= maxSessions)
+      return reply(res, 429, `this server has ${entries.size} MCP sessions open (at most ${maxSessions})`)
     const fromClient = [...entries.values()].filter((e) => e.client === client).length
     const shownClient = client === "default" ? "this token" : `client ${JSON.stringify(client)}`
-    if (fromClient >= perClient) return reply(res, 429, `${shownClient} has ${fromClient} MCP sessions open (at most ${perClient} per client): end one (DELETE) first`)
+    if (fromClient >= perClient)
+      return reply(
+        res,
+        429,
+        `${shownClient} has ${fromClient} MCP sessions open (at most ${perClient} per client): end one (DELETE) first`
+      )
     const fromAddress = [...entries.values()].filter((e) => e.address === address).length
-    if (fromAddress >= perAddress) return reply(res, 429, `${address === "loopback" ? "this machine" : address} has ${fromAddress} MCP sessions open (at most ${perAddress} per address): end one (DELETE) first`)
+    if (fromAddress >= perAddress)
+      return reply(
+        res,
+        429,
+        `${address === "loopback" ? "this machine" : address} has ${fromAddress} MCP sessions open (at most ${perAddress} per address): end one (DELETE) first`
+      )
 
     const id = randomUUID()
-    const session = sandbox.openSession({ id, transport: "http", client: client === "default" ? remote : `${client}@${remote}` })
+    const session = sandbox.openSession({
+      id,
+      transport: "http",
+      client: client === "default" ? remote : `${client}@${remote}`
+    })
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => id,
       onsessionclosed: (closedId) => void closeEntry(closedId, "the client ended the MCP session (DELETE)")
@@ -247,14 +297,18 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   const http: HttpServer = createHttpServer((req, res) => {
     handle(req, res).catch((error: unknown) => reply(res, 500, `internal error: ${(error as Error).message}`))
   })
-  const sweep = setInterval(() => {
-    const now = Date.now()
-    for (const [id, e] of entries) {
-      if (e.running > 0) continue
-      if (now - e.lastSeen > idleMs) void closeEntry(id, `idle for more than ${idleMs / 1000} s`)
-      else if (!e.used && now - e.lastSeen > unusedIdleMs) void closeEntry(id, `no call within ${unusedIdleMs / 1000} s of its start`)
-    }
-  }, Math.max(250, Math.min(idleMs, unusedIdleMs, 30_000) / 4))
+  const sweep = setInterval(
+    () => {
+      const now = Date.now()
+      for (const [id, e] of entries) {
+        if (e.running > 0) continue
+        if (now - e.lastSeen > idleMs) void closeEntry(id, `idle for more than ${idleMs / 1000} s`)
+        else if (!e.used && now - e.lastSeen > unusedIdleMs)
+          void closeEntry(id, `no call within ${unusedIdleMs / 1000} s of its start`)
+      }
+    },
+    Math.max(250, Math.min(idleMs, unusedIdleMs, 30_000) / 4)
+  )
   sweep.unref()
 
   await new Promise<void>((resolve, reject) => {

@@ -13,7 +13,13 @@
  * tools into sandbox tools that sandboxed code may call, and `McpSandbox.open({ upstream })`
  * (`loadUpstreamConfig(file)`: an `mcpServers` file) gives them to every execute_code run.
  */
-export { FileOperationFailed, InvalidArguments, McpSessionClosed, SessionLimitReached, UpstreamConfigError } from "./errors.js"
+export {
+  FileOperationFailed,
+  InvalidArguments,
+  McpSessionClosed,
+  SessionLimitReached,
+  UpstreamConfigError
+} from "./errors.js"
 export { type HttpOptions, type HttpServing, serveHttp } from "./http.js"
 export { isLoopback } from "./loopback.js"
 export { McpSandbox, type McpSandboxOptions, type McpToolLimits, resolveLimits } from "./McpSandbox.js"
@@ -42,7 +48,14 @@ export {
   unwrapCallToolResult
 } from "./toolsFromMcp.js"
 export { type ConnectedUpstream, connectUpstreams, defaultPrefix, type Upstreams } from "./upstreams.js"
-export { loadUpstreamConfig, parseUpstreamConfig, type UpstreamConfig, upstreamConfigOf, type UpstreamServer, type UpstreamServers } from "./upstreamConfig.js"
+export {
+  loadUpstreamConfig,
+  parseUpstreamConfig,
+  type UpstreamConfig,
+  upstreamConfigOf,
+  type UpstreamServer,
+  type UpstreamServers
+} from "./upstreamConfig.js"
 export * as ToolSchemas from "./tools/schemas.js"
 export { DEFAULT_RESULT_CAPS, headTail, type ResultCaps } from "./tools/results.js"
 export { VERSION } from "./version.js"

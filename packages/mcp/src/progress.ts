@@ -8,7 +8,10 @@ import type { EventEnvelope } from "@hermes-sandbox/events"
 
 export interface ProgressExtra {
   readonly _meta?: { readonly progressToken?: string | number | undefined } | undefined
-  readonly sendNotification: (n: { method: "notifications/progress"; params: { progressToken: string | number; progress: number; message?: string } }) => Promise<void>
+  readonly sendNotification: (n: {
+    method: "notifications/progress"
+    params: { progressToken: string | number; progress: number; message?: string }
+  }) => Promise<void>
 }
 
 export interface Progress {
@@ -44,17 +47,24 @@ export const progressFor = (
   const send = (message: string) => {
     if (stopped) return
     // A notification that cannot be sent (the client went away) is not the call's failure.
-    extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: ++count, message } }).catch(() => {})
+    extra
+      .sendNotification({
+        method: "notifications/progress",
+        params: { progressToken: token, progress: ++count, message }
+      })
+      .catch(() => {})
   }
   const unsubscribes: Array<() => void> = []
   const timer = setInterval(() => send(`still running (${Math.round((Date.now() - started) / 1000)} s)`), intervalMs)
   timer.unref()
   return {
     follow: (executionId) => {
-      unsubscribes.push(subscribe((event) => {
-        const said = event.streamId === executionId ? words[event.type] : undefined
-        if (said !== undefined) send(said)
-      }))
+      unsubscribes.push(
+        subscribe((event) => {
+          const said = event.streamId === executionId ? words[event.type] : undefined
+          if (said !== undefined) send(said)
+        })
+      )
     },
     say: send,
     stop: () => {

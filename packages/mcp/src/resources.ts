@@ -14,7 +14,8 @@ export const EVENTS_TEMPLATE = {
   uriTemplate: "sandbox://executions/{id}/events",
   name: "execution-events",
   title: "An execution's lifecycle events",
-  description: "The journal's events of one execution (an execute_code or terminal call): requested, created, started, exited or timed out, removed, completed; as a JSON array.",
+  description:
+    "The journal's events of one execution (an execute_code or terminal call): requested, created, started, exited or timed out, removed, completed; as a JSON array.",
   mimeType: "application/json"
 } as const
 
@@ -24,21 +25,24 @@ export const executionIdOfUri = (uri: string): string | undefined => URI.exec(ur
 
 /** The execution's events as JSON, or undefined when there is none this session may read. */
 export const eventsResource = (session: McpSession, executionId: string): Promise<string | undefined> =>
-  session.owner.runtime.runPromise(Effect.gen(function*() {
-    const journal = yield* Journal.Journal
-    const events = Chunk.toReadonlyArray(yield* Stream.runCollect(journal.read({ streamId: executionId })))
-    const requested = events.find((e) => e.type === "ExecutionRequested")
-    if (requested === undefined) return undefined
-    const tags = requested.type === "ExecutionRequested" ? requested.data.tags : undefined
-    if (session.context.transport === "http" && tags?.["mcp.session"] !== session.id) return undefined
-    return JSON.stringify(events)
-  }))
+  session.owner.runtime.runPromise(
+    Effect.gen(function* () {
+      const journal = yield* Journal.Journal
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(journal.read({ streamId: executionId })))
+      const requested = events.find((e) => e.type === "ExecutionRequested")
+      if (requested === undefined) return undefined
+      const tags = requested.type === "ExecutionRequested" ? requested.data.tags : undefined
+      if (session.context.transport === "http" && tags?.["mcp.session"] !== session.id) return undefined
+      return JSON.stringify(events)
+    })
+  )
 
 export const FILES_TEMPLATE = {
   uriTemplate: "sandbox://executions/{id}/files/{+path}",
   name: "execution-file",
   title: "A file an execution collected",
-  description: "A file execute_code brought back with `collect` (path relative to /workspace, each segment percent-encoded), kept by the server for a limited time: text/* as text, anything else as a base64 blob.",
+  description:
+    "A file execute_code brought back with `collect` (path relative to /workspace, each segment percent-encoded), kept by the server for a limited time: text/* as text, anything else as a base64 blob.",
   mimeType: "application/octet-stream"
 } as const
 
@@ -70,7 +74,10 @@ export const fileResource = (session: McpSession, executionId: string, path: str
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
 /** What resources/read returns for a file: text/* that is UTF-8 as text, anything else as a base64 blob. */
-export const fileContents = (uri: string, file: CollectedFile): { uri: string; mimeType: string; text: string } | { uri: string; mimeType: string; blob: string } => {
+export const fileContents = (
+  uri: string,
+  file: CollectedFile
+): { uri: string; mimeType: string; text: string } | { uri: string; mimeType: string; blob: string } => {
   if (file.mime.startsWith("text/")) {
     try {
       return { uri, mimeType: file.mime, text: utf8.decode(file.content) }

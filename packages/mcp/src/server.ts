@@ -20,7 +20,16 @@ import { ContainerNamePrefix } from "@hermes-sandbox/core"
 import { InvalidArguments } from "./errors.js"
 import type { McpSession } from "./McpSession.js"
 import { progressFor } from "./progress.js"
-import { EVENTS_TEMPLATE, eventsResource, executionIdOfUri, FILES_TEMPLATE, fileContents, fileOfUri, fileResource, fileUri } from "./resources.js"
+import {
+  EVENTS_TEMPLATE,
+  eventsResource,
+  executionIdOfUri,
+  FILES_TEMPLATE,
+  fileContents,
+  fileOfUri,
+  fileResource,
+  fileUri
+} from "./resources.js"
 import { type ToolDefinition, tools } from "./tools/definitions.js"
 import { failure, stoppedResult, structured } from "./tools/results.js"
 import { jsonSchemaOf } from "./tools/schemas.js"
@@ -33,23 +42,35 @@ const INSTRUCTIONS =
   "the files execute_code collected (its collect argument) are sandbox://executions/{execution_id}/files/{path} for a while."
 
 const fieldOf = (path: ReadonlyArray<PropertyKey>) =>
-  path.reduce<string>((acc, key) => (typeof key === "number" ? `${acc}[${key}]` : acc === "" ? String(key) : `${acc}.${String(key)}`), "")
+  path.reduce<string>(
+    (acc, key) => (typeof key === "number" ? `${acc}[${key}]` : acc === "" ? String(key) : `${acc}.${String(key)}`),
+    ""
+  )
 
 /** Decode a call's arguments; every problem with its field. */
 const decodeArguments = (tool: ToolDefinition<unknown>, input: unknown): unknown => {
   const decoded = Schema.decodeUnknownEither(tool.args, { errors: "all", onExcessProperty: "error" })(input ?? {})
   if (Either.isRight(decoded)) return decoded.right
-  const all = ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map((i) => ({ field: fieldOf(i.path) || "(arguments)", message: i.message }))
+  const all = ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map((i) => ({
+    field: fieldOf(i.path) || "(arguments)",
+    message: i.message
+  }))
   // One issue per field (a union reports once per member).
   const issues = all.filter((issue, i) => all.findIndex((other) => other.field === issue.field) === i)
-  throw new InvalidArguments({ tool: tool.name, issues, message: issues.map((i) => `${i.field}: ${i.message}`).join("; ") })
+  throw new InvalidArguments({
+    tool: tool.name,
+    issues,
+    message: issues.map((i) => `${i.field}: ${i.message}`).join("; ")
+  })
 }
 
 /** A hint for the calls models get wrong most (the Hermes agent's): code given to terminal, a command given to execute_code. */
 const hintFor = (tool: string, input: unknown): string | undefined => {
   const given = typeof input === "object" && input !== null ? Object.keys(input) : []
-  if (tool === "execute_code" && given.includes("command")) return "execute_code takes code and language; for a shell command use terminal(command=...)"
-  if (tool === "terminal" && given.includes("code")) return "terminal takes command; for a program use execute_code(code=..., language=...)"
+  if (tool === "execute_code" && given.includes("command"))
+    return "execute_code takes code and language; for a shell command use terminal(command=...)"
+  if (tool === "terminal" && given.includes("code"))
+    return "terminal takes command; for a program use execute_code(code=..., language=...)"
   return undefined
 }
 
@@ -78,7 +99,10 @@ export const createServer = (session: McpSession): Server => {
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const tool = tools.find((t) => t.name === request.params.name)
     if (tool === undefined) {
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}; this server has ${tools.map((t) => t.name).join(", ")}`)
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Unknown tool: ${request.params.name}; this server has ${tools.map((t) => t.name).join(", ")}`
+      )
     }
     // Also here, not only on notifications/initialized: a client that skips that notification is still named.
     session.clientInfo ??= server.getClientVersion()
@@ -91,7 +115,10 @@ export const createServer = (session: McpSession): Server => {
       const e = error as { _tag?: string; executionId?: string; reason?: string }
       if (e._tag === "ExecutionAborted" && tool.name === "execute_code" && e.executionId) {
         const status = extra.signal.aborted ? "cancelled" : "interrupted"
-        return structured(stoppedResult(status, e.executionId, `${ContainerNamePrefix}${e.executionId}`, e.reason ?? "aborted"), true)
+        return structured(
+          stoppedResult(status, e.executionId, `${ContainerNamePrefix}${e.executionId}`, e.reason ?? "aborted"),
+          true
+        )
       }
       return failure(error, hintFor(tool.name, request.params.arguments))
     } finally {
@@ -99,7 +126,9 @@ export const createServer = (session: McpSession): Server => {
     }
   })
 
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [EVENTS_TEMPLATE, FILES_TEMPLATE] }))
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({
+    resourceTemplates: [EVENTS_TEMPLATE, FILES_TEMPLATE]
+  }))
 
   server.setRequestHandler(ListResourcesRequestSchema, () => ({
     resources: [
@@ -109,25 +138,45 @@ export const createServer = (session: McpSession): Server => {
         mimeType: EVENTS_TEMPLATE.mimeType
       })),
       // This session's collected files the server still keeps, newest first.
-      ...[...session.owner.files.list()].reverse().filter((e) => e.owner === session.id).flatMap((e) =>
-        [...e.files.values()].map((f) => ({ uri: fileUri(e.executionId, f.path), name: f.path, title: `${f.path} (execution ${e.executionId})`, mimeType: f.mime, size: f.size }))
-      )
+      ...[...session.owner.files.list()]
+        .reverse()
+        .filter((e) => e.owner === session.id)
+        .flatMap((e) =>
+          [...e.files.values()].map((f) => ({
+            uri: fileUri(e.executionId, f.path),
+            name: f.path,
+            title: `${f.path} (execution ${e.executionId})`,
+            mimeType: f.mime,
+            size: f.size
+          }))
+        )
     ]
   }))
 
   // -32002: the spec's "resource not found".
-  const notFound = (what: string) => new McpError(-32002, `Resource not found: ${what}${session.context.transport === "http" ? " in this MCP session" : ""}`)
+  const notFound = (what: string) =>
+    new McpError(
+      -32002,
+      `Resource not found: ${what}${session.context.transport === "http" ? " in this MCP session" : ""}`
+    )
 
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     const uri = request.params.uri
     const file = fileOfUri(uri)
     if (file !== undefined) {
       const found = fileResource(session, file.executionId, file.path)
-      if (found === undefined) throw notFound(`no file ${JSON.stringify(file.path)} of execution ${file.executionId} (the server keeps collected files for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, the oldest evicted first)`)
+      if (found === undefined)
+        throw notFound(
+          `no file ${JSON.stringify(file.path)} of execution ${file.executionId} (the server keeps collected files for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, the oldest evicted first)`
+        )
       return { contents: [fileContents(uri, found)] }
     }
     const id = executionIdOfUri(uri)
-    if (id === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown resource ${uri}: this server has ${EVENTS_TEMPLATE.uriTemplate} and ${FILES_TEMPLATE.uriTemplate}`)
+    if (id === undefined)
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Unknown resource ${uri}: this server has ${EVENTS_TEMPLATE.uriTemplate} and ${FILES_TEMPLATE.uriTemplate}`
+      )
     const text = await eventsResource(session, id)
     if (text === undefined) throw notFound(`no execution ${id}`)
     return { contents: [{ uri, mimeType: EVENTS_TEMPLATE.mimeType, text }] }

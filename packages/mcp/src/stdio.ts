@@ -29,7 +29,9 @@ export const serveStdio = async (sandbox: McpSandbox, options: StdioOptions = {}
   const stdout = options.stdout ?? process.stdout
   const session = sandbox.openSession({ id: randomUUID(), transport: "stdio" })
   const server = createServer(session)
-  const transport = new StdioServerTransport(stdin, stdout, { maxBufferSize: options.maxMessageBytes ?? 64 * 1024 * 1024 })
+  const transport = new StdioServerTransport(stdin, stdout, {
+    maxBufferSize: options.maxMessageBytes ?? 64 * 1024 * 1024
+  })
   let closing: Promise<void> | undefined
   let resolveClosed: () => void = () => {}
   const closed = new Promise<void>((resolve) => (resolveClosed = resolve))

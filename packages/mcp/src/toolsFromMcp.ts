@@ -20,7 +20,14 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Schema, type Scope } from "effect"
-import { MAX_TOOL_LIMITS, RESERVED_TOOL_NAMES, TOOL_NAME, type Tool, type ToolContext, type Tools } from "@hermes-sandbox/core"
+import {
+  MAX_TOOL_LIMITS,
+  RESERVED_TOOL_NAMES,
+  TOOL_NAME,
+  type Tool,
+  type ToolContext,
+  type Tools
+} from "@hermes-sandbox/core"
 import { VERSION } from "./version.js"
 
 /** An upstream server started as a child process, spoken to over its stdin/stdout. */
@@ -187,7 +194,9 @@ const parsedOrText = (text: string): unknown => {
  */
 export const unwrapCallToolResult = (result: CallToolResultLike, tool = "the tool"): unknown => {
   const content = result.content ?? []
-  const texts = content.flatMap((block) => (block.type === "text" && typeof block.text === "string" ? [block.text] : []))
+  const texts = content.flatMap((block) =>
+    block.type === "text" && typeof block.text === "string" ? [block.text] : []
+  )
   if (result.isError === true) {
     throw new Error(texts.length > 0 ? texts.join("\n") : `${tool} reported an error without a message`)
   }
@@ -236,7 +245,8 @@ const validateOptions = (options: ToolsFromMcpOptions): void => {
     } catch {
       fail(`${JSON.stringify(String(options.url))} is not a URL`)
     }
-    if (url !== undefined && url.protocol !== "http:" && url.protocol !== "https:") fail(`${url.protocol} URLs are not Streamable HTTP`)
+    if (url !== undefined && url.protocol !== "http:" && url.protocol !== "https:")
+      fail(`${url.protocol} URLs are not Streamable HTTP`)
   }
 }
 
@@ -287,7 +297,11 @@ export const toolsFromMcp = async (options: ToolsFromMcpOptions): Promise<McpUps
     await close()
     const said = stderrTail.trim() === "" ? "" : `; its standard error ended with: ${stderrTail.trim()}`
     const what = reason === "connect-failed" ? "could not be connected to" : "did not list its tools"
-    throw new McpUpstreamFailed({ upstream: where, reason, message: `the MCP server ${where} ${what}: ${messageOf(error)}${said}` })
+    throw new McpUpstreamFailed({
+      upstream: where,
+      reason,
+      message: `the MCP server ${where} ${what}: ${messageOf(error)}${said}`
+    })
   }
 
   try {
@@ -323,7 +337,10 @@ export const toolsFromMcp = async (options: ToolsFromMcpOptions): Promise<McpUps
   const bridged = chosen.filter((t) => {
     // tools/call refuses these (the SDK's client insists on its experimental tasks API for them).
     if (t.execution?.taskSupport !== "required") return true
-    skipped.push({ upstream: t.name, reason: "it requires task-based execution (MCP tasks), which the bridge does not speak" })
+    skipped.push({
+      upstream: t.name,
+      reason: "it requires task-based execution (MCP tasks), which the bridge does not speak"
+    })
     return false
   })
   if (include !== undefined && skipped.length > 0) {
@@ -339,28 +356,35 @@ export const toolsFromMcp = async (options: ToolsFromMcpOptions): Promise<McpUps
     closedBy === "us"
       ? `the connection to the MCP server ${label} has been closed`
       : `the MCP server ${label} closed the connection`
-  const call = (upstreamName: string) => async (args: unknown, context?: ToolContext): Promise<unknown> => {
-    if (closedBy !== undefined) throw new Error(lost())
-    const signal = context?.signal
-    let result: CallToolResultLike
-    try {
-      result = await client.callTool(
-        { name: upstreamName, arguments: (args ?? {}) as Record<string, unknown> },
-        undefined,
-        { ...(signal === undefined ? {} : { signal }), timeout: CALL_TIMEOUT_MS }
-      )
-    } catch (error) {
-      if (signal?.aborted === true) throw new Error(`the call to ${upstreamName} on the MCP server ${label} was cancelled`)
-      if (closedBy !== undefined || (error instanceof McpError && error.code === ErrorCode.ConnectionClosed)) throw new Error(lost())
-      // A JSON-RPC error the server answered with (invalid params, unknown tool, ...).
-      if (error instanceof McpError) throw new Error(`the MCP server ${label}: ${error.message}`)
-      // The request did not get through (an HTTP server gone, refused, answering garbage).
-      throw new Error(`the MCP server ${label} could not be reached: ${messageOf(error)}`)
+  const call =
+    (upstreamName: string) =>
+    async (args: unknown, context?: ToolContext): Promise<unknown> => {
+      if (closedBy !== undefined) throw new Error(lost())
+      const signal = context?.signal
+      let result: CallToolResultLike
+      try {
+        result = await client.callTool(
+          { name: upstreamName, arguments: (args ?? {}) as Record<string, unknown> },
+          undefined,
+          { ...(signal === undefined ? {} : { signal }), timeout: CALL_TIMEOUT_MS }
+        )
+      } catch (error) {
+        if (signal?.aborted === true)
+          throw new Error(`the call to ${upstreamName} on the MCP server ${label} was cancelled`)
+        if (closedBy !== undefined || (error instanceof McpError && error.code === ErrorCode.ConnectionClosed))
+          throw new Error(lost())
+        // A JSON-RPC error the server answered with (invalid params, unknown tool, ...).
+        if (error instanceof McpError) throw new Error(`the MCP server ${label}: ${error.message}`)
+        // The request did not get through (an HTTP server gone, refused, answering garbage).
+        throw new Error(`the MCP server ${label} could not be reached: ${messageOf(error)}`)
+      }
+      return unwrapCallToolResult(result, `the MCP server ${label}'s tool ${upstreamName}`)
     }
-    return unwrapCallToolResult(result, `the MCP server ${label}'s tool ${upstreamName}`)
-  }
 
-  const names = sandboxNames(bridged.map((t) => t.name), options.prefix ?? "")
+  const names = sandboxNames(
+    bridged.map((t) => t.name),
+    options.prefix ?? ""
+  )
   const tools: Record<string, Tool> = {}
   const renamed: Array<RenamedTool> = []
   bridged.forEach((t, i) => {
@@ -386,7 +410,11 @@ export const McpTools = {
         catch: (error) =>
           error instanceof McpUpstreamFailed
             ? error
-            : new McpUpstreamFailed({ upstream: upstreamOf(options), reason: "connect-failed", message: messageOf(error) })
+            : new McpUpstreamFailed({
+                upstream: upstreamOf(options),
+                reason: "connect-failed",
+                message: messageOf(error)
+              })
       }),
       (upstream) => Effect.promise(() => upstream.close())
     )

@@ -40,7 +40,8 @@ const CLIENT_KEYS = ["type", "enabled", "disabled", "tools"] as const
 const IGNORED_KEYS = ["timeout", "connect_timeout"] as const
 const KEYS: ReadonlyArray<string> = [...STDIO_KEYS, ...HTTP_KEYS, ...BRIDGE_KEYS, ...CLIENT_KEYS, ...IGNORED_KEYS]
 
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
 
 interface Source {
   /** The file the configuration came from: relative `cwd`s are from its directory. */
@@ -54,31 +55,55 @@ interface Source {
 export const upstreamConfigOf = (value: unknown, source: Source = {}): UpstreamConfig => {
   const where = source.path === undefined ? "the upstream configuration" : source.path
   const fail = (message: string, server?: string): never => {
-    throw new UpstreamConfigError({ ...(source.path === undefined ? {} : { path: source.path }), ...(server === undefined ? {} : { server }), message: `${where}: ${message}` })
+    throw new UpstreamConfigError({
+      ...(source.path === undefined ? {} : { path: source.path }),
+      ...(server === undefined ? {} : { server }),
+      message: `${where}: ${message}`
+    })
   }
   if (!isRecord(value)) return fail(`expected an object with "mcpServers" (or "mcp_servers"), got ${describe(value)}`)
   if ("mcpServers" in value && "mcp_servers" in value) return fail(`both "mcpServers" and "mcp_servers": give one`)
   const key = "mcpServers" in value ? "mcpServers" : "mcp_servers" in value ? "mcp_servers" : undefined
-  if (key === undefined) return fail(`no "mcpServers" (or "mcp_servers") key; it has ${Object.keys(value).map((k) => JSON.stringify(k)).join(", ") || "none"}`)
+  if (key === undefined)
+    return fail(
+      `no "mcpServers" (or "mcp_servers") key; it has ${
+        Object.keys(value)
+          .map((k) => JSON.stringify(k))
+          .join(", ") || "none"
+      }`
+    )
   const entries = value[key]
-  if (!isRecord(entries)) return fail(`${key}: expected an object { name: { command, args?, env? } | { url, headers? } }, got ${describe(entries)}`)
+  if (!isRecord(entries))
+    return fail(
+      `${key}: expected an object { name: { command, args?, env? } | { url, headers? } }, got ${describe(entries)}`
+    )
 
   const servers: Record<string, UpstreamServer> = {}
   const warnings: Array<string> = []
   for (const [name, entry] of Object.entries(entries)) {
     const at = `${key}.${name}`
-    const bad = (field: string, expected: string, got: unknown): never => fail(`${at}.${field}: expected ${expected}, got ${describe(got)}`, name)
+    const bad = (field: string, expected: string, got: unknown): never =>
+      fail(`${at}.${field}: expected ${expected}, got ${describe(got)}`, name)
     if (name.trim() === "") fail(`${key}: a server's name is empty`)
     if (!isRecord(entry)) bad("", "an object { command, args?, env? } or { url, headers? }", entry)
     const e = entry as Record<string, unknown>
     const unknown = Object.keys(e).filter((k) => !KEYS.includes(k))
-    if (unknown.length > 0) fail(`${at}: unknown key ${unknown.map((k) => JSON.stringify(k)).join(", ")} (known: ${KEYS.join(", ")})`, name)
-    if ("command" in e === "url" in e) fail(`${at}: give either "command" (a server started as a process) or "url" (Streamable HTTP), ${"command" in e ? "not both" : "got neither"}`, name)
+    if (unknown.length > 0)
+      fail(`${at}: unknown key ${unknown.map((k) => JSON.stringify(k)).join(", ")} (known: ${KEYS.join(", ")})`, name)
+    if ("command" in e === "url" in e)
+      fail(
+        `${at}: give either "command" (a server started as a process) or "url" (Streamable HTTP), ${"command" in e ? "not both" : "got neither"}`,
+        name
+      )
 
     if (e.enabled === false || e.disabled === true) continue
     if (e.enabled !== undefined && typeof e.enabled !== "boolean") bad("enabled", "true or false", e.enabled)
     if (e.disabled !== undefined && typeof e.disabled !== "boolean") bad("disabled", "true or false", e.disabled)
-    for (const k of IGNORED_KEYS) if (k in e) warnings.push(`${at}.${k} is ignored here: the sandbox's tool limits decide how long a call may take (--tool-timeout)`)
+    for (const k of IGNORED_KEYS)
+      if (k in e)
+        warnings.push(
+          `${at}.${k} is ignored here: the sandbox's tool limits decide how long a call may take (--tool-timeout)`
+        )
 
     const strings = (field: string, v: unknown): ReadonlyArray<string> | undefined => {
       if (v === undefined) return undefined
@@ -100,15 +125,23 @@ export const upstreamConfigOf = (value: unknown, source: Source = {}): UpstreamC
       if (!isRecord(e.tools)) bad("tools", "an object { include?, exclude? }", e.tools)
       const tools = e.tools as Record<string, unknown>
       const other = Object.keys(tools).filter((k) => !["include", "exclude", "resources", "prompts"].includes(k))
-      if (other.length > 0) fail(`${at}.tools: unknown key ${other.map((k) => JSON.stringify(k)).join(", ")} (known: include, exclude)`, name)
-      if ((tools.include !== undefined && include !== undefined) || (tools.exclude !== undefined && exclude !== undefined)) {
+      if (other.length > 0)
+        fail(
+          `${at}.tools: unknown key ${other.map((k) => JSON.stringify(k)).join(", ")} (known: include, exclude)`,
+          name
+        )
+      if (
+        (tools.include !== undefined && include !== undefined) ||
+        (tools.exclude !== undefined && exclude !== undefined)
+      ) {
         fail(`${at}: include/exclude given both at the top and under "tools": give them once`, name)
       }
       include ??= strings("tools.include", tools.include)
       exclude ??= strings("tools.exclude", tools.exclude)
-      for (const k of ["resources", "prompts"]) if (k in tools) warnings.push(`${at}.tools.${k} is ignored here: sandboxed code calls tools only`)
+      for (const k of ["resources", "prompts"])
+        if (k in tools) warnings.push(`${at}.tools.${k} is ignored here: sandboxed code calls tools only`)
     }
-    if (e.prefix !== undefined && typeof e.prefix !== "string") bad("prefix", "a string (\"\" for none)", e.prefix)
+    if (e.prefix !== undefined && typeof e.prefix !== "string") bad("prefix", 'a string ("" for none)', e.prefix)
     const bridge = {
       ...(e.prefix === undefined ? {} : { prefix: e.prefix as string }),
       ...(include === undefined ? {} : { include }),
@@ -119,10 +152,20 @@ export const upstreamConfigOf = (value: unknown, source: Source = {}): UpstreamC
       if (e.type !== undefined && e.type !== "stdio") bad("type", `"stdio" with "command"`, e.type)
       for (const k of HTTP_KEYS) if (k in e) fail(`${at}.${k}: only with "url"`, name)
       if (typeof e.command !== "string" || e.command.trim() === "") bad("command", "a non-empty string", e.command)
-      const args = e.args === undefined ? undefined : Array.isArray(e.args) && e.args.every((a) => typeof a === "string") ? (e.args as ReadonlyArray<string>) : bad("args", "a list of strings", e.args)
+      const args =
+        e.args === undefined
+          ? undefined
+          : Array.isArray(e.args) && e.args.every((a) => typeof a === "string")
+            ? (e.args as ReadonlyArray<string>)
+            : bad("args", "a list of strings", e.args)
       const env = stringMap("env", e.env)
       if (e.cwd !== undefined && typeof e.cwd !== "string") bad("cwd", "a string", e.cwd)
-      const cwd = e.cwd === undefined ? undefined : source.path === undefined ? (e.cwd as string) : resolve(dirname(source.path), e.cwd as string)
+      const cwd =
+        e.cwd === undefined
+          ? undefined
+          : source.path === undefined
+            ? (e.cwd as string)
+            : resolve(dirname(source.path), e.cwd as string)
       servers[name] = {
         command: e.command as string,
         ...(args === undefined ? {} : { args }),
@@ -131,8 +174,13 @@ export const upstreamConfigOf = (value: unknown, source: Source = {}): UpstreamC
         ...bridge
       }
     } else {
-      if (e.type === "sse") fail(`${at}.type: "sse" (the deprecated HTTP+SSE transport) is not supported: give the server's Streamable HTTP endpoint`, name)
-      if (e.type !== undefined && e.type !== "http" && e.type !== "streamable-http" && e.type !== "streamableHttp") bad("type", `"http" (Streamable HTTP) with "url"`, e.type)
+      if (e.type === "sse")
+        fail(
+          `${at}.type: "sse" (the deprecated HTTP+SSE transport) is not supported: give the server's Streamable HTTP endpoint`,
+          name
+        )
+      if (e.type !== undefined && e.type !== "http" && e.type !== "streamable-http" && e.type !== "streamableHttp")
+        bad("type", `"http" (Streamable HTTP) with "url"`, e.type)
       for (const k of STDIO_KEYS) if (k in e && k !== "command") fail(`${at}.${k}: only with "command"`, name)
       if (typeof e.url !== "string") bad("url", "an http:// or https:// URL", e.url)
       let url: URL | undefined
@@ -141,7 +189,8 @@ export const upstreamConfigOf = (value: unknown, source: Source = {}): UpstreamC
       } catch {
         bad("url", "an http:// or https:// URL", e.url)
       }
-      if (url !== undefined && url.protocol !== "http:" && url.protocol !== "https:") bad("url", "an http:// or https:// URL", e.url)
+      if (url !== undefined && url.protocol !== "http:" && url.protocol !== "https:")
+        bad("url", "an http:// or https:// URL", e.url)
       const headers = stringMap("headers", e.headers)
       servers[name] = { url: e.url as string, ...(headers === undefined ? {} : { headers }), ...bridge }
     }
@@ -170,7 +219,10 @@ export const loadUpstreamConfig = (path: string): UpstreamConfig => {
     text = readFileSync(path, "utf8")
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    throw new UpstreamConfigError({ path, message: `${path}: ${code === "ENOENT" ? "no such file" : `cannot read it (${code ?? String(error)})`}` })
+    throw new UpstreamConfigError({
+      path,
+      message: `${path}: ${code === "ENOENT" ? "no such file" : `cannot read it (${code ?? String(error)})`}`
+    })
   }
   return parseUpstreamConfig(text, { path })
 }

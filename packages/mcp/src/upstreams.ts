@@ -5,7 +5,13 @@
  * every run (as the Hermes agent keeps one per configured server).
  */
 import type { Tools } from "@hermes-sandbox/core"
-import { McpUpstreamFailed, type McpUpstream, type RenamedTool, type SkippedTool, toolsFromMcp } from "./toolsFromMcp.js"
+import {
+  McpUpstreamFailed,
+  type McpUpstream,
+  type RenamedTool,
+  type SkippedTool,
+  toolsFromMcp
+} from "./toolsFromMcp.js"
 import type { UpstreamServers } from "./upstreamConfig.js"
 
 export interface ConnectedUpstream {
@@ -76,12 +82,20 @@ export const connectUpstreams = async (servers: UpstreamServers): Promise<Upstre
   const closeAll = async () => {
     await Promise.allSettled(opened.map((u) => u.close()))
   }
-  const failures = settled.flatMap((s, i) => (s.status === "rejected" ? [{ name: names[i]!, error: s.reason as unknown }] : []))
+  const failures = settled.flatMap((s, i) =>
+    s.status === "rejected" ? [{ name: names[i]!, error: s.reason as unknown }] : []
+  )
   if (failures.length > 0) {
     await closeAll()
     const { name, error } = failures[0]!
     const message = error instanceof Error ? error.message : String(error)
-    const others = failures.length > 1 ? ` (also failed: ${failures.slice(1).map((f) => JSON.stringify(f.name)).join(", ")})` : ""
+    const others =
+      failures.length > 1
+        ? ` (also failed: ${failures
+            .slice(1)
+            .map((f) => JSON.stringify(f.name))
+            .join(", ")})`
+        : ""
     throw new McpUpstreamFailed({
       upstream: name,
       reason: error instanceof McpUpstreamFailed ? error.reason : "connect-failed",
@@ -89,7 +103,15 @@ export const connectUpstreams = async (servers: UpstreamServers): Promise<Upstre
     })
   }
 
-  const connected = opened.map((u: McpUpstream, i): ConnectedUpstream => ({ name: names[i]!, server: u.server, tools: u.tools, renamed: u.renamed, skipped: u.skipped }))
+  const connected = opened.map(
+    (u: McpUpstream, i): ConnectedUpstream => ({
+      name: names[i]!,
+      server: u.server,
+      tools: u.tools,
+      renamed: u.renamed,
+      skipped: u.skipped
+    })
+  )
   let tools: Tools
   try {
     tools = mergeTools(connected.map((c) => [upstreamLabel(c.name), c.tools] as const))

@@ -5,7 +5,14 @@ import type { CollectedFile } from "@hermes-sandbox/core"
 import { FileStore } from "../src/fileStore.js"
 import { fileOfUri, fileUri } from "../src/resources.js"
 
-const file = (path: string, size: number): CollectedFile => ({ path, size, sha256: "x", mime: "application/octet-stream", mode: 0o644, content: new Uint8Array(size) })
+const file = (path: string, size: number): CollectedFile => ({
+  path,
+  size,
+  sha256: "x",
+  mime: "application/octet-stream",
+  mode: 0o644,
+  content: new Uint8Array(size)
+})
 
 const clock = () => {
   let now = 1_000_000
@@ -54,27 +61,41 @@ describe("FileStore", () => {
   })
 
   it("held bytes never pass maxBytes, whatever is put (property)", () => {
-    fc.assert(fc.property(fc.array(fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 4 }), { maxLength: 30 }), (calls) => {
-      const store = new FileStore({ maxBytes: 100, retentionMs: 60_000 })
-      calls.forEach((sizes, i) => {
-        const kept = store.put(`e${i}`, "s", sizes.map((n, j) => file(`f${j}`, n)))
-        expect(kept).toBe(sizes.length > 0 && sizes.reduce((a, b) => a + b, 0) <= 100)
-        expect(store.bytes).toBeLessThanOrEqual(100)
-        expect(store.bytes).toBe(store.list().reduce((sum, e) => sum + e.bytes, 0))
+    fc.assert(
+      fc.property(fc.array(fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 4 }), { maxLength: 30 }), (calls) => {
+        const store = new FileStore({ maxBytes: 100, retentionMs: 60_000 })
+        calls.forEach((sizes, i) => {
+          const kept = store.put(
+            `e${i}`,
+            "s",
+            sizes.map((n, j) => file(`f${j}`, n))
+          )
+          expect(kept).toBe(sizes.length > 0 && sizes.reduce((a, b) => a + b, 0) <= 100)
+          expect(store.bytes).toBeLessThanOrEqual(100)
+          expect(store.bytes).toBe(store.list().reduce((sum, e) => sum + e.bytes, 0))
+        })
+        store.clear()
       })
-      store.clear()
-    }))
+    )
   })
 })
 
 describe("file resource URIs", () => {
   it("any path round-trips through its URI, each segment percent-encoded", () => {
-    fc.assert(fc.property(fc.array(fc.string({ unit: "binary", minLength: 1, maxLength: 12 }).filter((s) => !s.includes("/")), { minLength: 1, maxLength: 4 }), (segments) => {
-      const path = segments.join("/")
-      const uri = fileUri("01a2-x", path)
-      expect(uri).not.toMatch(/[\s?#]/)
-      expect(fileOfUri(uri)).toEqual({ executionId: "01a2-x", path })
-    }))
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.string({ unit: "binary", minLength: 1, maxLength: 12 }).filter((s) => !s.includes("/")),
+          { minLength: 1, maxLength: 4 }
+        ),
+        (segments) => {
+          const path = segments.join("/")
+          const uri = fileUri("01a2-x", path)
+          expect(uri).not.toMatch(/[\s?#]/)
+          expect(fileOfUri(uri)).toEqual({ executionId: "01a2-x", path })
+        }
+      )
+    )
     expect(fileUri("e", "out/a b#?.png")).toBe("sandbox://executions/e/files/out/a%20b%23%3F.png")
     expect(fileOfUri("sandbox://executions/e/events")).toBeUndefined()
     expect(fileOfUri("sandbox://executions/e/files/%E0%A4%A")).toBeUndefined()

@@ -47,9 +47,22 @@ const diskQuotaCheck = async (docker: Docker, info: Record<string, unknown>): Pr
   const image = defaultLanguageRuntimes.python.image
   try {
     const applies = await DiskQuota.probe(docker, image, `${ContainerNamePrefix}doctor-quota-${randomUUID()}`)
-    return applies ? { name, ok: true, required: false, detail: "overlay2 on xfs with pquota: per-container disk quotas can be applied" } : unsupported(DiskQuota.XFS_WITHOUT_PQUOTA)
+    return applies
+      ? {
+          name,
+          ok: true,
+          required: false,
+          detail: "overlay2 on xfs with pquota: per-container disk quotas can be applied"
+        }
+      : unsupported(DiskQuota.XFS_WITHOUT_PQUOTA)
   } catch (error) {
-    return { name, ok: false, required: false, detail: `overlay2 on xfs: quotas apply only if it is mounted with pquota, and asking the engine failed (${(error as Error).message})`, fix }
+    return {
+      name,
+      ok: false,
+      required: false,
+      detail: `overlay2 on xfs: quotas apply only if it is mounted with pquota, and asking the engine failed (${(error as Error).message})`,
+      fix
+    }
   }
 }
 
@@ -58,27 +71,41 @@ export const dataImageCheck = async (docker: Docker, image: string = DATA_IMAGE)
   const name = "image python-data"
   try {
     const i = await new Docker.Image(docker.modem, image).inspect()
-    return { name, ok: true, required: false, detail: `${image} (${(i.Size / 1e6).toFixed(0)} MB): numpy, pandas, matplotlib, scipy, ...` }
+    return {
+      name,
+      ok: true,
+      required: false,
+      detail: `${image} (${(i.Size / 1e6).toFixed(0)} MB): numpy, pandas, matplotlib, scipy, ...`
+    }
   } catch {
-    return { name, ok: false, required: false, detail: `${image} is absent (optional: numpy, pandas, matplotlib, scipy, ...)`, fix: imageBuildCommand("data") }
+    return {
+      name,
+      ok: false,
+      required: false,
+      detail: `${image} is absent (optional: numpy, pandas, matplotlib, scipy, ...)`,
+      fix: imageBuildCommand("data")
+    }
   }
 }
 
 /** How the engine is reached, as one line: "tls, certificate verified, from DOCKER_HOST". */
 const reachedBy = (d: EngineEndpoint.EngineDescription): string => {
-  const how = d.kind === "tls"
-    ? `tls, server certificate ${d.tlsVerified ? "verified" : "NOT verified"}`
-    : d.kind === "ssh"
-    ? `ssh, host key ${d.hostKeyVerified === true ? "checked" : "NOT checked"}`
-    : d.kind === "tcp"
-    ? "plain tcp, unencrypted"
-    : "unix socket"
+  const how =
+    d.kind === "tls"
+      ? `tls, server certificate ${d.tlsVerified ? "verified" : "NOT verified"}`
+      : d.kind === "ssh"
+        ? `ssh, host key ${d.hostKeyVerified === true ? "checked" : "NOT checked"}`
+        : d.kind === "tcp"
+          ? "plain tcp, unencrypted"
+          : "unix socket"
   return `${how}, from ${d.source}`
 }
 
 /** The transport check: a warning when the engine is reached without verifying who answers. */
 const transportCheck = (d: EngineEndpoint.EngineDescription): Check => {
-  const unverified = (d.kind === "tls" && !d.tlsVerified) || (d.kind === "ssh" && d.hostKeyVerified !== true) ||
+  const unverified =
+    (d.kind === "tls" && !d.tlsVerified) ||
+    (d.kind === "ssh" && d.hostKeyVerified !== true) ||
     (d.kind === "tcp" && !EngineEndpoint.isLoopback(new URL(d.endpoint).hostname))
   return {
     name: "engine transport",
@@ -87,7 +114,14 @@ const transportCheck = (d: EngineEndpoint.EngineDescription): Check => {
     detail: `${d.endpoint}: ${reachedBy(d)}`,
     engine: d,
     ...(unverified
-      ? { fix: d.kind === "tls" ? "set DOCKER_TLS_VERIFY=1 (tlsVerify: true) with the engine's CA in ca.pem" : d.kind === "ssh" ? "keep ssh.verifyHostKey on and put the host key in ~/.ssh/known_hosts" : "reach the engine over TLS or ssh://" }
+      ? {
+          fix:
+            d.kind === "tls"
+              ? "set DOCKER_TLS_VERIFY=1 (tlsVerify: true) with the engine's CA in ca.pem"
+              : d.kind === "ssh"
+                ? "keep ssh.verifyHostKey on and put the host key in ~/.ssh/known_hosts"
+                : "reach the engine over TLS or ssh://"
+        }
       : {})
   }
 }
@@ -97,7 +131,13 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
   const checks: Array<Check> = []
   const resolved = EngineEndpoint.resolve(options)
   if (resolved._tag === "Left") {
-    checks.push({ name: "engine", ok: false, required: true, detail: resolved.left.message, fix: resolved.left.allowed })
+    checks.push({
+      name: "engine",
+      ok: false,
+      required: true,
+      detail: resolved.left.message,
+      fix: resolved.left.allowed
+    })
     return checks
   }
   const { docker, description } = resolved.right
@@ -107,9 +147,17 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
   try {
     const version = await Promise.race([
       docker.version(),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${waitMs / 1000} s`)), waitMs).unref())
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`no answer within ${waitMs / 1000} s`)), waitMs).unref()
+      )
     ])
-    checks.push({ name: "engine", ok: true, required: true, detail: `Docker ${version.Version} at ${endpoint} (${reachedBy(description)})`, engine: description })
+    checks.push({
+      name: "engine",
+      ok: true,
+      required: true,
+      detail: `Docker ${version.Version} at ${endpoint} (${reachedBy(description)})`,
+      engine: description
+    })
     checks.push(transportCheck(description))
     checks.push({
       name: "api version",
@@ -120,27 +168,50 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
     })
     info = (await docker.info()) as Record<string, unknown>
   } catch (error) {
-    checks.push({ name: "engine", ok: false, required: true, detail: `cannot reach ${endpoint} (${reachedBy(description)}): ${(error as Error).message}`, fix: unreachableHint(description), engine: description })
+    checks.push({
+      name: "engine",
+      ok: false,
+      required: true,
+      detail: `cannot reach ${endpoint} (${reachedBy(description)}): ${(error as Error).message}`,
+      fix: unreachableHint(description),
+      engine: description
+    })
     return checks
   }
   for (const language of Languages) {
     const image = defaultLanguageRuntimes[language].image
     try {
       const i = await new Docker.Image(docker.modem, image).inspect()
-      checks.push({ name: `image ${language}`, ok: true, required: true, detail: `${image} (${(i.Size / 1e6).toFixed(0)} MB)` })
+      checks.push({
+        name: `image ${language}`,
+        ok: true,
+        required: true,
+        detail: `${image} (${(i.Size / 1e6).toFixed(0)} MB)`
+      })
     } catch {
-      checks.push({ name: `image ${language}`, ok: false, required: true, detail: `${image} is missing`, fix: IMAGE_BUILD_COMMAND })
+      checks.push({
+        name: `image ${language}`,
+        ok: false,
+        required: true,
+        detail: `${image} is missing`,
+        fix: IMAGE_BUILD_COMMAND
+      })
     }
   }
   checks.push(await dataImageCheck(docker))
   const runtimes = Object.keys((info.Runtimes as Record<string, unknown> | undefined) ?? {})
-  checks.push({ name: "runtime runc", ok: runtimes.includes("runc"), required: true, detail: `runtimes: ${runtimes.join(", ")}` })
+  checks.push({
+    name: "runtime runc",
+    ok: runtimes.includes("runc"),
+    required: true,
+    detail: `runtimes: ${runtimes.join(", ")}`
+  })
   checks.push({
     name: "runtime runsc (gVisor)",
     ok: runtimes.includes("runsc"),
     required: false,
     detail: runtimes.includes("runsc") ? "registered (use --runtime runsc)" : "not registered (optional)",
-    fix: "apt-get install runsc, add {\"runtimes\":{\"runsc\":{\"path\":\"/usr/bin/runsc\",\"runtimeArgs\":[\"--network=none\"]}}} to /etc/docker/daemon.json, then reload dockerd (kill -HUP)"
+    fix: 'apt-get install runsc, add {"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]}}} to /etc/docker/daemon.json, then reload dockerd (kill -HUP)'
   })
   checks.push(await diskQuotaCheck(docker, info))
   const securityOptions = ((info.SecurityOptions as Array<string> | undefined) ?? []).map(String)
@@ -151,8 +222,8 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
     required: false,
     detail: remapped
       ? "on: uid 0-65535 in every sandbox map to an unprivileged range on the host"
-      : "off: uid 1001 in a sandbox is uid 1001 on the host (optional; recommended on shared hosts, SECURITY.md \"User namespace remapping\")",
-    fix: "add \"userns-remap\": \"default\" to /etc/docker/daemon.json, restart dockerd, then rebuild the images (bash scripts/build-images.sh)"
+      : 'off: uid 1001 in a sandbox is uid 1001 on the host (optional; recommended on shared hosts, SECURITY.md "User namespace remapping")',
+    fix: 'add "userns-remap": "default" to /etc/docker/daemon.json, restart dockerd, then rebuild the images (bash scripts/build-images.sh)'
   })
   // The engine creates sandboxes even when it cannot apply their limits (see ResourceLimits);
   // the SDK refuses such sandboxes unless limitsUnsupported is "warn".
@@ -161,15 +232,26 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
     name: "resource limits",
     ok: missingLimits.length === 0,
     required: true,
-    detail: missingLimits.length === 0
-      ? "the engine applies memory, swap, pids and cpu limits"
-      : `${ResourceLimits.unsupportedMessage(info as ResourceLimits.EngineLimitInfo, missingLimits)}; executions are refused unless ${ResourceLimits.WARN_OPTION}`,
+    detail:
+      missingLimits.length === 0
+        ? "the engine applies memory, swap, pids and cpu limits"
+        : `${ResourceLimits.unsupportedMessage(info as ResourceLimits.EngineLimitInfo, missingLimits)}; executions are refused unless ${ResourceLimits.WARN_OPTION}`,
     fix: "run the engine on a kernel with the memory (with swap accounting), pids and cpu cgroup controllers mounted; a rootless engine needs cgroup v2"
   })
-  checks.push({ name: "cgroups", ok: true, required: false, detail: `cgroup v${String(info.CgroupVersion ?? "?")}, driver ${String(info.CgroupDriver ?? "?")}` })
+  checks.push({
+    name: "cgroups",
+    ok: true,
+    required: false,
+    detail: `cgroup v${String(info.CgroupVersion ?? "?")}, driver ${String(info.CgroupDriver ?? "?")}`
+  })
   try {
     const profile = JSON.parse(loadSeccompProfile()) as { syscalls?: Array<unknown> }
-    checks.push({ name: "seccomp profile", ok: true, required: true, detail: `shipped allow-list loaded (${profile.syscalls?.length ?? 0} rules)` })
+    checks.push({
+      name: "seccomp profile",
+      ok: true,
+      required: true,
+      detail: `shipped allow-list loaded (${profile.syscalls?.length ?? 0} rules)`
+    })
   } catch (error) {
     checks.push({ name: "seccomp profile", ok: false, required: true, detail: (error as Error).message })
   }
@@ -179,7 +261,12 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
       const t0 = Date.now()
       const r = await executor.executeCode({ language: "python", code: "print('ok')" })
       await executor.close()
-      checks.push({ name: "smoke run", ok: r.stdout === "ok\n", required: true, detail: `python print in a hardened sandbox: ${Date.now() - t0} ms` })
+      checks.push({
+        name: "smoke run",
+        ok: r.stdout === "ok\n",
+        required: true,
+        detail: `python print in a hardened sandbox: ${Date.now() - t0} ms`
+      })
     } catch (error) {
       checks.push({ name: "smoke run", ok: false, required: true, detail: (error as Error).message })
     }

@@ -1,7 +1,14 @@
 /** `hermes-sandbox events [--follow] [--execution ID] [--json]` and `events summary`. */
 import { existsSync } from "node:fs"
 import { lastValueFrom, type Observable, tap } from "rxjs"
-import { type EventEnvelope, type JournalClient, JournalLocation, openJournal, PostgresJournal, Projection } from "@hermes-sandbox/events"
+import {
+  type EventEnvelope,
+  type JournalClient,
+  JournalLocation,
+  openJournal,
+  PostgresJournal,
+  Projection
+} from "@hermes-sandbox/events"
 import { ExitCode } from "../exitCodes.js"
 import { formatEvent } from "../formatEvent.js"
 import { formatSummary } from "../formatSummary.js"
@@ -25,7 +32,10 @@ export interface EventsOptions {
 const openExisting = async (path: string | undefined): Promise<JournalClient> => {
   const at = JournalLocation.resolve(path)
   if (PostgresJournal.isPostgresUrl(at)) return openJournal({ url: at })
-  if (!existsSync(at)) throw new NotFound(`no journal at ${at}${path === undefined ? " (nothing recorded yet: run something first, or give --journal PATH)" : ""}`)
+  if (!existsSync(at))
+    throw new NotFound(
+      `no journal at ${at}${path === undefined ? " (nothing recorded yet: run something first, or give --journal PATH)" : ""}`
+    )
   return openJournal({ path: at })
 }
 
@@ -38,16 +48,20 @@ const resolveStream = async (journal: JournalClient, given: string): Promise<str
   if ((await journal.streamVersion(given)) > 0) return given
   const matches = new Set<string>()
   await lastValueFrom(
-    journal.replay().pipe(tap((e) => {
-      if (e.streamId.startsWith(given) || e.streamId.endsWith(given)) matches.add(e.streamId)
-    })),
+    journal.replay().pipe(
+      tap((e) => {
+        if (e.streamId.startsWith(given) || e.streamId.endsWith(given)) matches.add(e.streamId)
+      })
+    ),
     { defaultValue: undefined }
   )
   const [only, ...others] = [...matches]
   if (only === undefined) throw new NotFound(`no execution ${given} in the journal`)
   if (others.length > 0) {
     const shown = [only, ...others].slice(0, 5).join(", ")
-    throw new UsageError(`--execution ${given} matches ${matches.size} executions (${shown}${matches.size > 5 ? ", …" : ""}); give more of the id`)
+    throw new UsageError(
+      `--execution ${given} matches ${matches.size} executions (${shown}${matches.size > 5 ? ", …" : ""}); give more of the id`
+    )
   }
   return only
 }
@@ -78,7 +92,11 @@ export const events = async (options: EventsOptions): Promise<number> => {
 }
 
 /** Prints the events until the stream ends or the command is stopped (a signal, standard output closed). */
-const until = (events$: Observable<EventEnvelope>, print: (e: EventEnvelope) => void, stop: AbortSignal): Promise<void> =>
+const until = (
+  events$: Observable<EventEnvelope>,
+  print: (e: EventEnvelope) => void,
+  stop: AbortSignal
+): Promise<void> =>
   new Promise<void>((resolve, reject) => {
     if (stop.aborted) return resolve()
     const subscription = events$.subscribe({ next: print, error: reject, complete: resolve })

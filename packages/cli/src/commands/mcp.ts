@@ -11,9 +11,21 @@ import { readFileSync } from "node:fs"
 import { isLoopback } from "@hermes-sandbox/mcp/loopback"
 import { UsageError } from "../errors.js"
 import { ExitCode } from "../exitCodes.js"
-import { durationOption, executorOptionsOf, hermesSource, numberOption, type SandboxCommandOptions } from "../sandboxOptions.js"
+import {
+  durationOption,
+  executorOptionsOf,
+  hermesSource,
+  numberOption,
+  type SandboxCommandOptions
+} from "../sandboxOptions.js"
 import { trapSignals } from "../signals.js"
-import { offeredLines, readUpstreamConfig, toolLimitsOf, type UpstreamCommandOptions, upstreamStartError } from "../upstreamOptions.js"
+import {
+  offeredLines,
+  readUpstreamConfig,
+  toolLimitsOf,
+  type UpstreamCommandOptions,
+  upstreamStartError
+} from "../upstreamOptions.js"
 
 export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOptions {
   readonly http?: boolean
@@ -45,8 +57,14 @@ const say = (line: string) => process.stderr.write(`hermes-sandbox mcp: ${line}\
  * --token-file holds one token, or one credential per line, "NAME TOKEN" (a bare token is the
  * credential "default"): each credential has its own share of the sessions (--client-sessions).
  */
-export const tokensOf = (text: string, source: string): { readonly token?: string; readonly clients: Record<string, string> } => {
-  const lines = text.split("\n").map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"))
+export const tokensOf = (
+  text: string,
+  source: string
+): { readonly token?: string; readonly clients: Record<string, string> } => {
+  const lines = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("#"))
   if (lines.length === 0) throw new UsageError(`${source}: no token in it`)
   let token: string | undefined
   const clients: Record<string, string> = {}
@@ -54,21 +72,29 @@ export const tokensOf = (text: string, source: string): { readonly token?: strin
     const words = line.split(/\s+/)
     if (words.length > 2) throw new UsageError(`${source}: a line is a token, or "NAME TOKEN"`)
     const [name, value] = words.length === 2 ? [words[0]!, words[1]!] : ["default", words[0]!]
-    if (value.length < 16) throw new UsageError(`${source}: the token${name === "default" ? "" : ` of ${name}`} must be at least 16 characters`)
-    if (name === "default" ? token !== undefined : name in clients) throw new UsageError(`${source}: ${name === "default" ? "more than one bare token" : `${name} named twice`}`)
+    if (value.length < 16)
+      throw new UsageError(
+        `${source}: the token${name === "default" ? "" : ` of ${name}`} must be at least 16 characters`
+      )
+    if (name === "default" ? token !== undefined : name in clients)
+      throw new UsageError(`${source}: ${name === "default" ? "more than one bare token" : `${name} named twice`}`)
     if (name === "default") token = value
     else clients[name] = value
   }
   return { ...(token === undefined ? {} : { token }), clients }
 }
 
-const tokenOf = (options: McpOptions): { readonly token?: string; readonly clients?: Record<string, string>; readonly generated: boolean } => {
+const tokenOf = (
+  options: McpOptions
+): { readonly token?: string; readonly clients?: Record<string, string>; readonly generated: boolean } => {
   if (options.tokenFile !== undefined) {
     let text: string
     try {
       text = readFileSync(options.tokenFile, "utf8")
     } catch (error) {
-      throw new UsageError(`--token-file ${options.tokenFile}: ${(error as { code?: string }).code === "ENOENT" ? "no such file" : (error as Error).message}`)
+      throw new UsageError(
+        `--token-file ${options.tokenFile}: ${(error as { code?: string }).code === "ENOENT" ? "no such file" : (error as Error).message}`
+      )
     }
     return { ...tokensOf(text, `--token-file ${options.tokenFile}`), generated: false }
   }
@@ -90,10 +116,14 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   // Every usage error before the SDK loads.
   const hermes = hermesSource(options)
   const port = options.port === undefined ? undefined : Number(options.port)
-  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) throw new UsageError(`--port: expected 0 (a free port) to 65535, got ${JSON.stringify(options.port)}`)
-  if (options.http !== true && (options.host ?? options.port ?? options.tokenFile) !== undefined) throw new UsageError("--host, --port and --token-file: only with --http")
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535))
+    throw new UsageError(`--port: expected 0 (a free port) to 65535, got ${JSON.stringify(options.port)}`)
+  if (options.http !== true && (options.host ?? options.port ?? options.tokenFile) !== undefined)
+    throw new UsageError("--host, --port and --token-file: only with --http")
   if (options.host !== undefined && !isLoopback(options.host) && options.allowRemote !== true) {
-    throw new UsageError(`--host ${options.host}: not a loopback address, and this endpoint runs code; pass --allow-remote to listen on it anyway (behind TLS)`)
+    throw new UsageError(
+      `--host ${options.host}: not a loopback address, and this endpoint runs code; pass --allow-remote to listen on it anyway (behind TLS)`
+    )
   }
   const defaultTimeoutS = seconds("--timeout", options.timeout)
   const maxTimeoutS = seconds("--max-timeout", options.maxTimeout)
@@ -101,14 +131,17 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const maxSessionSandboxes = numberOption("--max-sessions", options.maxSessions, true)
   const maxSessionsPerClient = numberOption("--client-sessions", options.clientSessions, true)
   const httpSessionIdleS = seconds("--http-session-idle", options.httpSessionIdle)
-  if (options.http !== true && (maxSessionsPerClient ?? httpSessionIdleS) !== undefined) throw new UsageError("--client-sessions and --http-session-idle: only with --http")
+  if (options.http !== true && (maxSessionsPerClient ?? httpSessionIdleS) !== undefined)
+    throw new UsageError("--client-sessions and --http-session-idle: only with --http")
   const maxConcurrency = numberOption("--max-concurrency", options.maxConcurrency, true)
   const maxQueue = numberOption("--max-queue", options.maxQueue, true)
   const cpus = numberOption("--cpus", options.cpus)
-  if (defaultTimeoutS !== undefined && maxTimeoutS !== undefined && defaultTimeoutS > maxTimeoutS) throw new UsageError("--timeout: larger than --max-timeout")
+  if (defaultTimeoutS !== undefined && maxTimeoutS !== undefined && defaultTimeoutS > maxTimeoutS)
+    throw new UsageError("--timeout: larger than --max-timeout")
   const toolLimits = toolLimitsOf(options)
   const token = options.http === true ? tokenOf(options) : undefined
-  const images = options.image === undefined ? undefined : { python: options.image, javascript: options.image, bash: options.image }
+  const images =
+    options.image === undefined ? undefined : { python: options.image, javascript: options.image, bash: options.image }
 
   const { McpSandbox, serveHttp, serveStdio } = await import("@hermes-sandbox/mcp")
   const upstream = await readUpstreamConfig(options)
@@ -116,7 +149,8 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   // The Hermes agent's terminal: section as its own Docker backend applies it: image, limits, env
   // and forwarded variables for every sandbox; docker_volumes and lifetime_seconds for the session
   // sandbox (terminal, read_file, write_file) only — execute_code's single-use sandboxes take no mounts.
-  const fromHermes = hermes === undefined ? undefined : (await import("@hermes-sandbox/docker")).fromHermesConfig(hermes)
+  const fromHermes =
+    hermes === undefined ? undefined : (await import("@hermes-sandbox/docker")).fromHermesConfig(hermes)
   for (const warning of fromHermes?.loaded.warnings ?? []) say(`warning: ${warning}`)
   const { lifetimeSeconds: hermesIdleS, tags: _tags, ...hermesSession } = fromHermes?.session ?? {}
   const signals = trapSignals()
@@ -148,7 +182,9 @@ export const mcp = async (options: McpOptions): Promise<number> => {
     throw await upstreamStartError(options, error)
   })
   if (upstream !== undefined) for (const line of offeredLines(options, sandbox.upstreams, "execute_code")) say(line)
-  const stopped = new Promise<void>((resolve) => signals.signal.addEventListener("abort", () => resolve(), { once: true }))
+  const stopped = new Promise<void>((resolve) =>
+    signals.signal.addEventListener("abort", () => resolve(), { once: true })
+  )
   try {
     if (options.http !== true) {
       const serving = await serveStdio(sandbox)
@@ -158,7 +194,9 @@ export const mcp = async (options: McpOptions): Promise<number> => {
     } else {
       const serving = await serveHttp(sandbox, {
         ...(token!.token === undefined ? {} : { token: token!.token }),
-        ...(token!.clients === undefined || Object.keys(token!.clients).length === 0 ? {} : { clients: token!.clients }),
+        ...(token!.clients === undefined || Object.keys(token!.clients).length === 0
+          ? {}
+          : { clients: token!.clients }),
         ...(options.host === undefined ? {} : { host: options.host }),
         ...(port === undefined ? {} : { port }),
         ...(options.allowRemote === true ? { allowRemote: true } : {}),
@@ -168,7 +206,8 @@ export const mcp = async (options: McpOptions): Promise<number> => {
         ...(httpSessionIdleS === undefined ? {} : { sessionIdleS: httpSessionIdleS })
       })
       say(`serving MCP over Streamable HTTP at ${serving.url} (executor ${sandbox.executorId})`)
-      if (token!.generated) say(`bearer token (generated; pass --token-file or ${TOKEN_VARIABLE} to choose one): ${token!.token}`)
+      if (token!.generated)
+        say(`bearer token (generated; pass --token-file or ${TOKEN_VARIABLE} to choose one): ${token!.token}`)
       await stopped
       await serving.close()
     }

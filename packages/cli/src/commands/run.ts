@@ -22,8 +22,20 @@ import { errorJson } from "../reportError.js"
 import { type SignalScope, trapSignals } from "../signals.js"
 import { TerminalSanitizer, writeCliLine } from "../terminal.js"
 import { UsageError } from "../errors.js"
-import { durationOption, executorOptionsOf, hermesSource, numberOption, type SandboxCommandOptions } from "../sandboxOptions.js"
-import { connectUpstreamsOf, offeredLines, readUpstreamConfig, toolLimitsOf, type UpstreamCommandOptions } from "../upstreamOptions.js"
+import {
+  durationOption,
+  executorOptionsOf,
+  hermesSource,
+  numberOption,
+  type SandboxCommandOptions
+} from "../sandboxOptions.js"
+import {
+  connectUpstreamsOf,
+  offeredLines,
+  readUpstreamConfig,
+  toolLimitsOf,
+  type UpstreamCommandOptions
+} from "../upstreamOptions.js"
 
 export interface RunOptions extends SandboxCommandOptions, UpstreamCommandOptions {
   readonly eval?: string
@@ -53,7 +65,14 @@ const readLocal = (path: string, what: string): Buffer => {
     return readFileSync(path)
   } catch (error) {
     const code = (error as { code?: string }).code
-    const why = code === "ENOENT" ? "no such file" : code === "EISDIR" ? "is a directory" : code === "EACCES" ? "permission denied" : (error as Error).message
+    const why =
+      code === "ENOENT"
+        ? "no such file"
+        : code === "EISDIR"
+          ? "is a directory"
+          : code === "EACCES"
+            ? "permission denied"
+            : (error as Error).message
     throw new UsageError(`${what}${path}: ${why}`)
   }
 }
@@ -74,7 +93,8 @@ const parseFiles = (pairs: ReadonlyArray<string>): Record<string, Uint8Array> =>
   const files: Record<string, Uint8Array> = {}
   for (const pair of pairs) {
     const at = pair.indexOf("=")
-    if (at <= 0 || at === pair.length - 1) throw new UsageError(`--file: expected PATH=LOCALPATH (PATH inside /workspace), got ${JSON.stringify(pair)}`)
+    if (at <= 0 || at === pair.length - 1)
+      throw new UsageError(`--file: expected PATH=LOCALPATH (PATH inside /workspace), got ${JSON.stringify(pair)}`)
     // "/workspace/data.csv" and "data.csv" are the same place; anything else is the request's to refuse.
     const path = pair.slice(0, at).replace(/^\/workspace\/+/, "")
     if (path in files) throw new UsageError(`--file: ${path} is given twice`)
@@ -89,15 +109,22 @@ const collectOptions = (options: RunOptions): Pick<ExecuteRequest, "collect" | "
   const maxFiles = numberOption("--collect-max-files", options.collectMaxFiles, true)
   const maxFileBytes = sizeOption("--collect-max-file-bytes", options.collectMaxFileBytes)
   const maxTotalBytes = sizeOption("--collect-max-bytes", options.collectMaxBytes)
-  const limits = { ...(maxFiles === undefined ? {} : { maxFiles }), ...(maxFileBytes === undefined ? {} : { maxFileBytes }), ...(maxTotalBytes === undefined ? {} : { maxTotalBytes }) }
+  const limits = {
+    ...(maxFiles === undefined ? {} : { maxFiles }),
+    ...(maxFileBytes === undefined ? {} : { maxFileBytes }),
+    ...(maxTotalBytes === undefined ? {} : { maxTotalBytes })
+  }
   if (options.jsonContent === true && options.json !== true) throw new UsageError("--json-content: only with --json")
   if (collect.length === 0) {
-    if (options.out !== undefined) throw new UsageError("--out: only with --collect PATTERN (which files to write there)")
-    if (Object.keys(limits).length > 0) throw new UsageError("--collect-max-files, --collect-max-file-bytes and --collect-max-bytes: only with --collect")
+    if (options.out !== undefined)
+      throw new UsageError("--out: only with --collect PATTERN (which files to write there)")
+    if (Object.keys(limits).length > 0)
+      throw new UsageError("--collect-max-files, --collect-max-file-bytes and --collect-max-bytes: only with --collect")
     if (options.jsonContent === true) throw new UsageError("--json-content: only with --collect")
     return {}
   }
-  if (options.out === undefined && options.json !== true) throw new UsageError("--collect: give --out DIR to write the files into (or --json to get them in the result)")
+  if (options.out === undefined && options.json !== true)
+    throw new UsageError("--collect: give --out DIR to write the files into (or --json to get them in the result)")
   if (options.out !== undefined) checkOutDir(options.out)
   return { collect, ...(Object.keys(limits).length === 0 ? {} : { collectLimits: limits }) }
 }
@@ -108,8 +135,11 @@ const resultJson = (result: ExecutionResult, options: RunOptions, report: WriteR
   ...(result.files === undefined
     ? {}
     : {
-      files: result.files.map(({ content, ...metadata }) => ({ ...metadata, ...(options.jsonContent === true ? { content: Buffer.from(content).toString("base64") } : {}) }))
-    }),
+        files: result.files.map(({ content, ...metadata }) => ({
+          ...metadata,
+          ...(options.jsonContent === true ? { content: Buffer.from(content).toString("base64") } : {})
+        }))
+      }),
   ...(report === undefined ? {} : { out: report })
 })
 
@@ -119,36 +149,50 @@ const collectedLines = (result: ExecutionResult, out: string, report: WriteRepor
   const refused = new Map(report.notWritten.map((n) => [n.path, n.reason]))
   for (const f of result.files ?? []) {
     const why = refused.get(f.path)
-    lines.push(why === undefined
-      ? `wrote ${shownPath(join(out, f.path))} (${formatBytes(f.size)}, sha256 ${f.sha256.slice(0, 12)})`
-      : `not written ${shownPath(join(out, f.path))}: ${why}`)
+    lines.push(
+      why === undefined
+        ? `wrote ${shownPath(join(out, f.path))} (${formatBytes(f.size)}, sha256 ${f.sha256.slice(0, 12)})`
+        : `not written ${shownPath(join(out, f.path))}: ${why}`
+    )
   }
-  for (const s of result.skippedFiles ?? []) lines.push(`not collected ${shownPath(s.path)}${s.skipped === "not-found" ? "" : ` (${formatBytes(s.size)})`}: ${s.skipped}`)
+  for (const s of result.skippedFiles ?? [])
+    lines.push(
+      `not collected ${shownPath(s.path)}${s.skipped === "not-found" ? "" : ` (${formatBytes(s.size)})`}: ${s.skipped}`
+    )
   const collection = result.collection
   if (collection !== undefined && collection.status !== "complete") {
-    lines.push(`collection cut short (${collection.reason ?? "unknown"}): ${collection.status === "none" ? "no file came back" : "only the files above came back"}`)
+    lines.push(
+      `collection cut short (${collection.reason ?? "unknown"}): ${collection.status === "none" ? "no file came back" : "only the files above came back"}`
+    )
   } else if ((result.files ?? []).length === 0 && (result.skippedFiles ?? []).length === 0) {
     lines.push("--collect: no file matched")
   }
-  if (result.skippedFiles?.some((s) => s.skipped === "too-large" || s.skipped === "limit" || s.skipped === "total-limit")) {
-    lines.push("some files were held back by the limits (--collect-max-files, --collect-max-file-bytes, --collect-max-bytes)")
+  if (
+    result.skippedFiles?.some((s) => s.skipped === "too-large" || s.skipped === "limit" || s.skipped === "total-limit")
+  ) {
+    lines.push(
+      "some files were held back by the limits (--collect-max-files, --collect-max-file-bytes, --collect-max-bytes)"
+    )
   }
   return lines
 }
 
 export const run = async (file: string | undefined, options: RunOptions): Promise<number> => {
   // Everything the command line can get wrong is found before the SDK loads (usage errors stay fast).
-  if (options.eval !== undefined && file !== undefined) throw new UsageError("give the program as FILE or as -e CODE, not both")
+  if (options.eval !== undefined && file !== undefined)
+    throw new UsageError("give the program as FILE or as -e CODE, not both")
   const fromStdin = options.eval === undefined && (file === undefined || file === "-")
   // isatty(0), not process.stdin.isTTY: touching process.stdin makes fd 0 non-blocking when it is a
   // pipe, and the synchronous read then fails with EAGAIN for programs over ~64 KiB.
-  if (fromStdin && isatty(0)) throw new UsageError("no program: give a FILE, -e CODE, or pipe the program into standard input ('-')")
+  if (fromStdin && isatty(0))
+    throw new UsageError("no program: give a FILE, -e CODE, or pipe the program into standard input ('-')")
   const programFile = fromStdin || options.eval !== undefined ? undefined : file
   const code = options.eval ?? (programFile === undefined ? readStdin() : readLocal(programFile, "").toString("utf8"))
   const language = detectLanguage(code, programFile === undefined ? {} : { file: programFile }, options.language)
   const timeoutMs = durationOption("--timeout", options.timeout)
   const cpus = options.cpus === undefined ? undefined : Number(options.cpus)
-  if (options.cpus !== undefined && !Number.isFinite(cpus)) throw new UsageError(`--cpus: expected a number, got ${JSON.stringify(options.cpus)}`)
+  if (options.cpus !== undefined && !Number.isFinite(cpus))
+    throw new UsageError(`--cpus: expected a number, got ${JSON.stringify(options.cpus)}`)
   const env = parseEnv(options.env ?? [])
   const files = parseFiles(options.file ?? [])
   const collected = collectOptions(options)
@@ -171,7 +215,8 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
 
   const { createExecutor, fromHermesConfig } = await import("@hermes-sandbox/docker")
   // The configuration's warnings, once (createExecutor applies the same file and says nothing).
-  if (hermes !== undefined) for (const warning of fromHermesConfig(hermes).loaded.warnings) writeCliLine(`warning: ${warning}`)
+  if (hermes !== undefined)
+    for (const warning of fromHermesConfig(hermes).loaded.warnings) writeCliLine(`warning: ${warning}`)
 
   // The program's output, sanitized on a terminal; whether the terminal's cursor is at a line's
   // start, so that the CLI's own lines (marked there) begin one.
@@ -180,7 +225,10 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
   let upstreams: Upstreams | undefined
   try {
     upstreams = await upstreamsOf(options)
-    const tools = upstreams === undefined || upstreams.servers.length === 0 ? {} : { tools: upstreams.tools, ...(toolLimits === undefined ? {} : { toolLimits }) }
+    const tools =
+      upstreams === undefined || upstreams.servers.length === 0
+        ? {}
+        : { tools: upstreams.tools, ...(toolLimits === undefined ? {} : { toolLimits }) }
     return await runIn(await createExecutor(executorOptions), { ...request, ...tools }, options, program, signals)
   } finally {
     // After the executor (runIn closes it, ending the run's tool calls), so no call finds its
@@ -199,29 +247,39 @@ const upstreamsOf = async (options: RunOptions): Promise<Upstreams | undefined> 
   if (config === undefined) return undefined
   for (const warning of config.warnings) writeCliLine(`warning: ${warning}`)
   const upstreams = await connectUpstreamsOf(options, config)
-  if (upstreams.servers.length === 0 || options.events === true) for (const line of offeredLines(options, upstreams.servers, "the program")) writeCliLine(line)
+  if (upstreams.servers.length === 0 || options.events === true)
+    for (const line of offeredLines(options, upstreams.servers, "the program")) writeCliLine(line)
   return upstreams
 }
 
 /** The run on `executor`, which it closes: the program's output streamed (or the result as JSON), its exit code. */
-const runIn = async (executor: SandboxExecutor, request: ExecuteRequest, options: RunOptions, program: ProgramOutput, signals: SignalScope): Promise<number> => {
+const runIn = async (
+  executor: SandboxExecutor,
+  request: ExecuteRequest,
+  options: RunOptions,
+  program: ProgramOutput,
+  signals: SignalScope
+): Promise<number> => {
   const subscription = options.events
     ? executor.events$.subscribe((e) => {
-      if (process.stderr.isTTY !== true) {
-        process.stderr.write(`${formatEvent(e)}\n`)
-        return
-      }
-      writeCliLine(formatEvent(e), program.atLineStart())
-      program.lineStarted()
-    })
+        if (process.stderr.isTTY !== true) {
+          process.stderr.write(`${formatEvent(e)}\n`)
+          return
+        }
+        writeCliLine(formatEvent(e), program.atLineStart())
+        program.lineStarted()
+      })
     : undefined
   try {
-    const result = await executor.executeCode(request, {
-      signal: signals.signal,
-      ...(options.json ? {} : { onStdout: program.stdout, onStderr: program.stderr })
-    }).finally(program.end)
+    const result = await executor
+      .executeCode(request, {
+        signal: signals.signal,
+        ...(options.json ? {} : { onStdout: program.stdout, onStderr: program.stderr })
+      })
+      .finally(program.end)
     // Written also when the run timed out: what came back before the deadline is the result's.
-    const report = options.out === undefined || result.files === undefined ? undefined : writeCollected(options.out, result.files)
+    const report =
+      options.out === undefined || result.files === undefined ? undefined : writeCollected(options.out, result.files)
     if (options.json) process.stdout.write(`${JSON.stringify(resultJson(result, options, report))}\n`)
     else {
       const say = (message: string) => {
@@ -255,7 +313,7 @@ const runIn = async (executor: SandboxExecutor, request: ExecuteRequest, options
  */
 const programOutput = () => {
   const streams = [process.stdout, process.stderr] as const
-  const sanitizers = streams.map((s) => s.isTTY === true ? new TerminalSanitizer() : undefined)
+  const sanitizers = streams.map((s) => (s.isTTY === true ? new TerminalSanitizer() : undefined))
   let atLineStart = true
   const write = (i: 0 | 1, text: string) => {
     if (text === "") return

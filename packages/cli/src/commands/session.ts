@@ -19,7 +19,7 @@ const journalLayer = (path: string | false | undefined): Layer.Layer<Journal.Jou
 
 export const sessionList = async (options: { json?: boolean }): Promise<number> => {
   const rows = await Effect.runPromise(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const runtime = yield* SandboxRuntime
       const all = yield* runtime.list({ [Label.project]: ProjectName })
       return all
@@ -33,7 +33,9 @@ export const sessionList = async (options: { json?: boolean }): Promise<number> 
           ownerPid: c.labels[Label.ownerPid] === undefined ? null : Number(c.labels[Label.ownerPid]),
           createdAt: new Date(c.createdAt).toISOString(),
           // When the sweep/reaper removes it whatever it does (the deadline label = creation + maximum lifetime).
-          deadline: ((d) => d === undefined ? null : new Date(d).toISOString())(SessionReaper.deadlineOf(c.labels, c.createdAt)),
+          deadline: ((d) => (d === undefined ? null : new Date(d).toISOString()))(
+            SessionReaper.deadlineOf(c.labels, c.createdAt)
+          ),
           fingerprint: (c.labels[Label.fingerprint] ?? "").slice(0, 12)
         }))
     }).pipe(Effect.provide(DockerExecutor.runtimeLayer()), Effect.provide(logToStderr))
@@ -47,7 +49,9 @@ export const sessionList = async (options: { json?: boolean }): Promise<number> 
       const who = r.scope === "persistent" ? `profile ${r.profile}` : `owner pid ${r.ownerPid}`
       const idle = r.idleSeconds === null ? "no idle limit" : `idle limit ${r.idleSeconds}s`
       const until = r.deadline === null ? "" : `, removed by ${r.deadline}`
-      process.stdout.write(`${r.name}  ${r.scope.padEnd(10)}  ${r.status.padEnd(8)}  ${who}, ${idle}, created ${r.createdAt}${until}, config ${r.fingerprint}\n`)
+      process.stdout.write(
+        `${r.name}  ${r.scope.padEnd(10)}  ${r.status.padEnd(8)}  ${who}, ${idle}, created ${r.createdAt}${until}, config ${r.fingerprint}\n`
+      )
     }
   }
   return 0
@@ -57,13 +61,19 @@ export const sessionReap = async (options: { json?: boolean; journal?: string | 
   const report = await Effect.runPromise(
     Effect.flatMap(Sessions, (s) => s.reap).pipe(
       Effect.scoped,
-      Effect.provide(DockerSessions.layer({ watchdog: false, reapOnStart: false, sweepOnStart: false }).pipe(Layer.provide(journalLayer(options.journal)))),
+      Effect.provide(
+        DockerSessions.layer({ watchdog: false, reapOnStart: false, sweepOnStart: false }).pipe(
+          Layer.provide(journalLayer(options.journal))
+        )
+      ),
       Effect.provide(logToStderr)
     )
   )
   if (options.json) process.stdout.write(`${JSON.stringify(report)}\n`)
   else {
-    process.stdout.write(`checked ${report.checked} persistent sandbox(es); removed ${report.removed.length}${report.removed.length > 0 ? `: ${report.removed.join(", ")}` : ""}\n`)
+    process.stdout.write(
+      `checked ${report.checked} persistent sandbox(es); removed ${report.removed.length}${report.removed.length > 0 ? `: ${report.removed.join(", ")}` : ""}\n`
+    )
     for (const d of report.decisions) {
       const idle = d.idleMs === undefined ? "" : `, idle ${Math.round(d.idleMs / 1000)}s by the host's records`
       process.stdout.write(`  ${d.name}: ${d.removed ? "removed" : "kept"} (${d.reason}${idle})\n`)

@@ -28,8 +28,22 @@ import {
   outputFrames,
   toolHeaderOf
 } from "./fakeProgram.js"
-import type { ExecProcess, ExecSpec, ExitStatus, OutputReceiver, SandboxRef, SandboxSpec, SandboxState } from "../SandboxRuntime.js"
-import { decodeRunnerPayload, encodeFrame, RUNNER_PROTOCOL_ERROR_EXIT, SUPERVISOR, SUPERVISOR_READABLE } from "../RunnerProtocol.js"
+import type {
+  ExecProcess,
+  ExecSpec,
+  ExitStatus,
+  OutputReceiver,
+  SandboxRef,
+  SandboxSpec,
+  SandboxState
+} from "../SandboxRuntime.js"
+import {
+  decodeRunnerPayload,
+  encodeFrame,
+  RUNNER_PROTOCOL_ERROR_EXIT,
+  SUPERVISOR,
+  SUPERVISOR_READABLE
+} from "../RunnerProtocol.js"
 import { FakeFiles } from "./fakeFiles.js"
 import { parseSessionInvocation } from "./sessionShell.js"
 
@@ -62,18 +76,24 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
   const filesystems = new Map<string, FakeFiles>()
   const filesOf = (sandboxId: string) => {
     let fs = filesystems.get(sandboxId)
-    if (fs === undefined) filesystems.set(sandboxId, fs = new FakeFiles(() => Date.now()))
+    if (fs === undefined) filesystems.set(sandboxId, (fs = new FakeFiles(() => Date.now())))
     return fs
   }
   const inFlight = new Map<string, number>()
   let peak = 0
 
   const exec = (ref: SandboxRef, spec: ExecSpec, output: OutputReceiver): Effect.Effect<ExecProcess, SandboxError> =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       yield* deps.engineCheck("exec")
       const s = yield* deps.find(ref, "exec")
       if (s.status !== "running") {
-        return yield* new ContainerFailed({ operation: "exec", containerName: s.name, statusCode: 409, reason: "conflict", message: `Container ${s.id} is not running` })
+        return yield* new ContainerFailed({
+          operation: "exec",
+          containerName: s.name,
+          statusCode: 409,
+          reason: "conflict",
+          message: `Container ${s.id} is not running`
+        })
       }
       const stdin = makeFakeStdin()
       if (!spec.stdin) yield* stdin.end
@@ -85,9 +105,11 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
       let toolChannel: FakeToolChannel | undefined
       const bytes = { out: 0, err: 0 }
       const framed = (k: string, type: "o" | "e", b: Uint8Array) => outputFrames(k, type, b).forEach(output.stdout)
-      const out = (b: Uint8Array) => detached || (bytes.out += b.byteLength, key === undefined ? output.stdout(b) : framed(key, "o", b))
-      const err = (b: Uint8Array) => detached || (bytes.err += b.byteLength, key === undefined ? output.stderr(b) : framed(key, "e", b))
-      const readStdin = stdin.until((bytes, ended) => ended ? bytes : undefined)
+      const out = (b: Uint8Array) =>
+        detached || ((bytes.out += b.byteLength), key === undefined ? output.stdout(b) : framed(key, "o", b))
+      const err = (b: Uint8Array) =>
+        detached || ((bytes.err += b.byteLength), key === undefined ? output.stderr(b) : framed(key, "e", b))
+      const readStdin = stdin.until((bytes, ended) => (ended ? bytes : undefined))
 
       // Counts programs running (not exec lifetimes: the real shell, too, is still exiting after its marker).
       let counted = false
@@ -101,8 +123,12 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
         })
 
       /** Runs one program with a shell's view of cwd and env; returns its exit code (never, if it hangs). */
-      const runProgram = (program: FakeProgram, view: { cwd: string; env: Record<string, string> }, programStdin: Effect.Effect<Uint8Array>) =>
-        Effect.gen(function*() {
+      const runProgram = (
+        program: FakeProgram,
+        view: { cwd: string; env: Record<string, string> },
+        programStdin: Effect.Effect<Uint8Array>
+      ) =>
+        Effect.gen(function* () {
           yield* count(true)
           const fs = filesOf(s.id)
           if (program.stdout) out(encoder.encode(program.stdout))
@@ -121,7 +147,8 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           if (program.printEnv !== undefined) out(encoder.encode(`${view.env[program.printEnv] ?? ""}\n`))
           if (program.hang) return yield* Effect.never
           if (program.sleepMs) yield* Effect.sleep(program.sleepMs)
-          if (program.writeFile !== undefined) fs.write(program.writeFile.path, encoder.encode(program.writeFile.content), 0o644, view.cwd)
+          if (program.writeFile !== undefined)
+            fs.write(program.writeFile.path, encoder.encode(program.writeFile.content), 0o644, view.cwd)
           let missing = false
           if (program.cat !== undefined) {
             const content = fs.read(program.cat, view.cwd)
@@ -130,16 +157,16 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
             missing = content === undefined
           }
           yield* count(false)
-          return program.oom ? 137 : program.exitCode ?? (missing ? 1 : 0)
+          return program.oom ? 137 : (program.exitCode ?? (missing ? 1 : 0))
         })
 
-      const body = Effect.gen(function*() {
+      const body = Effect.gen(function* () {
         let command = spec.command
         let callStdin: Effect.Effect<Uint8Array> = readStdin
         if (command.length === 1 && (command[0] === SUPERVISOR || command[0] === SUPERVISOR_READABLE)) {
           // A session call's supervisor: its argv and the command's stdin come from the payload
           // (with tools, from the header: the rest of its stdin is the host's replies).
-          const payload = yield* stdin.until((bytes, ended) => ended || headerWithTools(bytes) ? bytes : undefined)
+          const payload = yield* stdin.until((bytes, ended) => (ended || headerWithTools(bytes) ? bytes : undefined))
           const decoded = decodeRunnerPayload(payload)
           if (decoded === undefined) {
             output.stderr(encoder.encode(MALFORMED_PAYLOAD_MESSAGE))
@@ -170,7 +197,8 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           }
         }
         const report = (code: number) => {
-          if (key !== undefined && !detached) output.stdout(encodeFrame(key, "x", `${code} ${bytes.out} ${bytes.err} 0`))
+          if (key !== undefined && !detached)
+            output.stdout(encodeFrame(key, "x", `${code} ${bytes.out} ${bytes.err} 0`))
           return code
         }
         const invocation = parseSessionInvocation(command)
@@ -182,7 +210,11 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
         const shell = shells.get(shellKey) ?? { cwd: s.spec.workingDir, env: {}, lastActivityMs: undefined }
         if (invocation.mode === "idle") {
           const now = yield* Clock.currentTimeMillis
-          out(encoder.encode(shell.lastActivityMs === undefined ? "none\n" : `${Math.floor((now - shell.lastActivityMs) / 1000)}\n`))
+          out(
+            encoder.encode(
+              shell.lastActivityMs === undefined ? "none\n" : `${Math.floor((now - shell.lastActivityMs) / 1000)}\n`
+            )
+          )
           return report(0)
         }
         const keep = new Set(invocation.keep)
@@ -215,7 +247,8 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
             Effect.sync(() => {
               if (key !== undefined && !detached) output.stdout(encodeFrame(key, "E", e.message))
               return RUNNER_PROTOCOL_ERROR_EXIT
-            })),
+            })
+          ),
           Effect.raceFirst(Deferred.await(s.outputClosed).pipe(Effect.as(137))),
           Effect.onInterrupt(() => Deferred.succeed(exited, { exitCode: 137 })),
           Effect.tap((exitCode) => Deferred.succeed(exited, { exitCode })),

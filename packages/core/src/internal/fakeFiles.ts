@@ -15,7 +15,10 @@ const ROOTS = ["/workspace", "/tmp"]
 const encoder = new TextEncoder()
 
 class Refused {
-  constructor(readonly errno: string, readonly message: string) {}
+  constructor(
+    readonly errno: string,
+    readonly message: string
+  ) {}
 }
 
 export class FakeFiles {
@@ -28,8 +31,12 @@ export class FakeFiles {
   /** The path's segments under its root, as the supervisor splits it; Refused when it may not be reached. */
   private split(path: string): { root: string; segments: Array<string> } {
     const root = ROOTS.find((r) => path === r || path.startsWith(`${r}/`))
-    if (root === undefined) throw new Refused("EACCES", `${path} is outside the sandbox's writable roots (/workspace, /tmp)`)
-    const segments = path.slice(root.length).split("/").filter((s) => s !== "" && s !== ".")
+    if (root === undefined)
+      throw new Refused("EACCES", `${path} is outside the sandbox's writable roots (/workspace, /tmp)`)
+    const segments = path
+      .slice(root.length)
+      .split("/")
+      .filter((s) => s !== "" && s !== ".")
     if (segments.includes("..")) throw new Refused("EINVAL", "the path must not contain '..'")
     return { root, segments }
   }
@@ -58,7 +65,8 @@ export class FakeFiles {
     const absolute = path.startsWith("/") ? path : `${cwd}/${path}`
     try {
       const { leaf } = this.parent(absolute, true)
-      if (leaf === undefined || this.nodes.get(leaf)?.kind === "directory") throw new Refused("EISDIR", `${absolute} is a directory`)
+      if (leaf === undefined || this.nodes.get(leaf)?.kind === "directory")
+        throw new Refused("EISDIR", `${absolute} is a directory`)
       this.nodes.set(leaf, { kind: "file", content: Uint8Array.from(content), mode: mode & 0o777, mtimeMs: this.now() })
     } catch (e) {
       if (!(e instanceof Refused)) throw e
@@ -101,21 +109,34 @@ export class FakeFiles {
         const { leaf } = this.parent(op.path, false)
         const node = leaf === undefined ? this.nodes.get(op.path) : this.nodes.get(leaf)
         if (node === undefined) throw new Refused("ENOENT", "No such file or directory")
-        if (node.kind === "directory") throw new Refused("EISDIR", `${leaf === undefined ? op.path : leaf.slice(leaf.lastIndexOf("/") + 1)} is a directory`)
+        if (node.kind === "directory")
+          throw new Refused(
+            "EISDIR",
+            `${leaf === undefined ? op.path : leaf.slice(leaf.lastIndexOf("/") + 1)} is a directory`
+          )
         const size = node.content.byteLength
         const from = Math.min(op.offset, size)
         const slice = node.content.subarray(from, from + Math.min(size - from, op.limit))
-        const frames = [frame("f", withName(`${node.mode.toString(8)} ${size}`, leaf!.slice(leaf!.lastIndexOf("/") + 1)))]
-        for (let at = 0; at < slice.byteLength; at += MAX_FRAME_PAYLOAD) frames.push(frame("c", slice.subarray(at, at + MAX_FRAME_PAYLOAD)))
+        const frames = [
+          frame("f", withName(`${node.mode.toString(8)} ${size}`, leaf!.slice(leaf!.lastIndexOf("/") + 1)))
+        ]
+        for (let at = 0; at < slice.byteLength; at += MAX_FRAME_PAYLOAD)
+          frames.push(frame("c", slice.subarray(at, at + MAX_FRAME_PAYLOAD)))
         frames.push(frame("F", String(slice.byteLength)))
         return frames
       }
       if (op.op === "write") {
         const { leaf } = this.parent(op.path, true)
-        if (leaf === undefined || this.nodes.get(leaf)?.kind === "directory") throw new Refused("EISDIR", `cannot write ${op.path}: Is a directory`)
+        if (leaf === undefined || this.nodes.get(leaf)?.kind === "directory")
+          throw new Refused("EISDIR", `cannot write ${op.path}: Is a directory`)
         const existing = this.nodes.get(leaf)
         const keep = (op.mode & KEEP_EXISTING_MODE) !== 0 && existing?.kind === "file"
-        this.nodes.set(leaf, { kind: "file", content: Uint8Array.from(op.content), mode: keep ? existing.mode : op.mode & 0o777, mtimeMs: this.now() })
+        this.nodes.set(leaf, {
+          kind: "file",
+          content: Uint8Array.from(op.content),
+          mode: keep ? existing.mode : op.mode & 0o777,
+          mtimeMs: this.now()
+        })
         return [frame("k", `written ${op.content.byteLength}`)]
       }
       if (op.op === "list") {
@@ -123,13 +144,22 @@ export class FakeFiles {
         const dir = leaf ?? op.path
         const node = this.nodes.get(dir)
         if (node === undefined) throw new Refused("ENOENT", "No such file or directory")
-        if (node.kind !== "directory") throw new Refused("ENOTDIR", `${dir.slice(dir.lastIndexOf("/") + 1)} is not a directory`)
+        if (node.kind !== "directory")
+          throw new Refused("ENOTDIR", `${dir.slice(dir.lastIndexOf("/") + 1)} is not a directory`)
         // Byte order, as the supervisor's strcmp.
-        const names = this.children(dir).map((p) => p.slice(dir.length + 1)).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
+        const names = this.children(dir)
+          .map((p) => p.slice(dir.length + 1))
+          .sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
         const frames = names.map((name) => {
           const child = this.nodes.get(`${dir}/${name}`)!
           const size = child.kind === "file" ? child.content.byteLength : 4096
-          return frame("n", withName(`${child.kind === "file" ? "f" : "d"} ${size} ${child.mode.toString(8)} ${Math.floor(child.mtimeMs / 1000)}`, name))
+          return frame(
+            "n",
+            withName(
+              `${child.kind === "file" ? "f" : "d"} ${size} ${child.mode.toString(8)} ${Math.floor(child.mtimeMs / 1000)}`,
+              name
+            )
+          )
         })
         return [...frames, frame("k", `listed ${names.length} 0`)]
       }
@@ -137,7 +167,8 @@ export class FakeFiles {
       if (leaf === undefined) throw new Refused("EISDIR", `${op.path} is a directory`)
       const node = this.nodes.get(leaf)
       if (node === undefined) throw new Refused("ENOENT", "No such file or directory")
-      if (node.kind === "directory" && this.children(leaf).length > 0) throw new Refused("ENOTEMPTY", `cannot remove ${leaf.slice(leaf.lastIndexOf("/") + 1)}: Directory not empty`)
+      if (node.kind === "directory" && this.children(leaf).length > 0)
+        throw new Refused("ENOTEMPTY", `cannot remove ${leaf.slice(leaf.lastIndexOf("/") + 1)}: Directory not empty`)
       this.nodes.delete(leaf)
       return [frame("k", "removed")]
     } catch (e) {

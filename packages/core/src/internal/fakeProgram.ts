@@ -74,7 +74,7 @@ export const fakeProgram = (program: FakeProgram): string => `${PREFIX}${JSON.st
 /** The program a text's first line describes, if it is a `#!fake` line. */
 export const programFrom = (text: string): FakeProgram | undefined => {
   const first = text.split("\n", 1)[0] ?? ""
-  return first.startsWith(PREFIX) ? JSON.parse(first.slice(PREFIX.length)) as FakeProgram : undefined
+  return first.startsWith(PREFIX) ? (JSON.parse(first.slice(PREFIX.length)) as FakeProgram) : undefined
 }
 
 /** The program of an exec's argv: the last argument that is a `#!fake` line; none does nothing. */
@@ -110,7 +110,8 @@ export const toolHeaderOf = (payload: Uint8Array, decoded: DecodedPayload): Fake
   // The header's length: decoding does not say where it ended, and the host writes it as
   // encodeRunnerPayload does (with tools, nothing of the program's follows `run`).
   const header = encodeRunnerPayload(decoded)
-  if (Buffer.compare(header, payload.subarray(0, header.byteLength)) !== 0) return "fake: the header with tools is not as encodeRunnerPayload writes it\n"
+  if (Buffer.compare(header, payload.subarray(0, header.byteLength)) !== 0)
+    return "fake: the header with tools is not as encodeRunnerPayload writes it\n"
   return { header: decoded.tools, repliesAt: header.byteLength }
 }
 
@@ -125,7 +126,9 @@ export const headerWithTools = (bytes: Uint8Array): boolean => decodeRunnerPaylo
  * header), the run's frame key (framed mode) and its tool channel. A payload the supervisor would
  * refuse becomes a program that fails as it does.
  */
-export const fromRunnerPayload = (payload: Uint8Array): {
+export const fromRunnerPayload = (
+  payload: Uint8Array
+): {
   readonly program: FakeProgram
   readonly stdin: Uint8Array
   readonly files: ReadonlyArray<readonly [string, Uint8Array]>
@@ -134,9 +137,15 @@ export const fromRunnerPayload = (payload: Uint8Array): {
   readonly tools?: FakeToolHeader
 } => {
   const decoded = decodeRunnerPayload(payload)
-  if (decoded === undefined) return { program: { stderr: MALFORMED_PAYLOAD_MESSAGE, exitCode: RUNNER_PROTOCOL_ERROR_EXIT }, stdin: new Uint8Array(0), files: [] }
+  if (decoded === undefined)
+    return {
+      program: { stderr: MALFORMED_PAYLOAD_MESSAGE, exitCode: RUNNER_PROTOCOL_ERROR_EXIT },
+      stdin: new Uint8Array(0),
+      files: []
+    }
   const tools = toolHeaderOf(payload, decoded)
-  if (typeof tools === "string") return { program: { stderr: tools, exitCode: RUNNER_PROTOCOL_ERROR_EXIT }, stdin: new Uint8Array(0), files: [] }
+  if (typeof tools === "string")
+    return { program: { stderr: tools, exitCode: RUNNER_PROTOCOL_ERROR_EXIT }, stdin: new Uint8Array(0), files: [] }
   const program = programFrom(decoder.decode(decoded.code ?? new Uint8Array(0))) ?? {}
   const parsed = {
     program,
@@ -156,19 +165,31 @@ export const fromRunnerPayload = (payload: Uint8Array): {
  */
 export const fakeCollect = (files: ReadonlyArray<readonly [string, Uint8Array]>, patterns: ReadonlyArray<string>) => {
   const toRegExp = (pattern: string) => {
-    const body = pattern.split("/").filter((s) => s !== "" && s !== ".").map((seg) =>
-      seg === "**" ? "(?:[^/]+/)*" : `${seg.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}/`
-    ).join("")
+    const body = pattern
+      .split("/")
+      .filter((s) => s !== "" && s !== ".")
+      .map((seg) =>
+        seg === "**"
+          ? "(?:[^/]+/)*"
+          : `${seg
+              .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+              .replace(/\*/g, "[^/]*")
+              .replace(/\?/g, "[^/]")}/`
+      )
+      .join("")
     return new RegExp(`^${body}`)
   }
   const res = patterns.map(toRegExp)
-  return [...files].filter(([path]) => res.some((re) => re.test(`${path}/`))).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return [...files]
+    .filter(([path]) => res.some((re) => re.test(`${path}/`)))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
 /** Output in frames of the run's key, as the supervisor sends it: none longer than the protocol allows. */
 export const outputFrames = (key: string, type: "o" | "e", bytes: Uint8Array): Array<Uint8Array> => {
   const frames: Array<Uint8Array> = []
-  for (let at = 0; at < bytes.byteLength; at += MAX_FRAME_PAYLOAD) frames.push(encodeFrame(key, type, bytes.subarray(at, at + MAX_FRAME_PAYLOAD)))
+  for (let at = 0; at < bytes.byteLength; at += MAX_FRAME_PAYLOAD)
+    frames.push(encodeFrame(key, type, bytes.subarray(at, at + MAX_FRAME_PAYLOAD)))
   return frames
 }
 
@@ -194,7 +215,7 @@ export const makeFakeStdin = (): FakeStdin => {
     changed = Deferred.unsafeMake<void>(FiberId.none)
     return Deferred.succeed(before, undefined)
   }
-  const bytes = () => joined ??= Buffer.concat(chunks)
+  const bytes = () => (joined ??= Buffer.concat(chunks))
   return {
     write: (data) =>
       Effect.suspend(() => {
@@ -209,7 +230,7 @@ export const makeFakeStdin = (): FakeStdin => {
       return signal()
     }),
     until: <A>(ready: (bytes: Uint8Array, ended: boolean) => A | undefined) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         for (;;) {
           // The Deferred is taken before looking: a change after the look completes it.
           const next = changed
@@ -245,12 +266,18 @@ const toolEncoder = new TextEncoder()
 const concat = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => Buffer.concat(parts)
 
 /** A call's request as the stubs write it: "<tool>\n<arguments>", padded to `size`. */
-const requestOf = (call: FakeToolCall): { readonly name: Uint8Array; readonly args: Uint8Array; readonly bytes: number } => {
+const requestOf = (
+  call: FakeToolCall
+): { readonly name: Uint8Array; readonly args: Uint8Array; readonly bytes: number } => {
   const name = toolEncoder.encode(call.tool)
   const text = call.rawArgs ?? JSON.stringify(call.args ?? {})
   const base = toolEncoder.encode(text)
   const padding = call.size === undefined ? 0 : Math.max(0, call.size - name.byteLength - 1 - base.byteLength)
-  return { name, args: padding === 0 ? base : concat(base, new Uint8Array(padding).fill(0x20)), bytes: Math.max(call.size ?? 0, name.byteLength + 1 + base.byteLength) }
+  return {
+    name,
+    args: padding === 0 ? base : concat(base, new Uint8Array(padding).fill(0x20)),
+    bytes: Math.max(call.size ?? 0, name.byteLength + 1 + base.byteLength)
+  }
 }
 
 /**
@@ -269,7 +296,8 @@ export const fakeToolCalls = (
   channel: FakeToolChannel | undefined,
   print: (line: Uint8Array) => void
 ): Effect.Effect<void, FakeToolChannelBroken> => {
-  const line = (status: string, payload: Uint8Array) => concat(toolEncoder.encode(`${status} `), payload, toolEncoder.encode("\n"))
+  const line = (status: string, payload: Uint8Array) =>
+    concat(toolEncoder.encode(`${status} `), payload, toolEncoder.encode("\n"))
   if (channel === undefined) {
     return Effect.sync(() => {
       for (let i = 0; i < calls.length; i++) print(line("1", toolEncoder.encode(NO_CHANNEL)))
@@ -303,22 +331,27 @@ export const fakeToolCalls = (
         return
       }
       const id = Number(m[1])
-      if (waiting.has(id)) replies.set(id, { status: m[2]!, payload: Uint8Array.from(bytes.subarray(newline + 1, end)) })
+      if (waiting.has(id))
+        replies.set(id, { status: m[2]!, payload: Uint8Array.from(bytes.subarray(newline + 1, end)) })
       read = end
     }
   }
 
   const call = (c: FakeToolCall) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const request = requestOf(c)
       const id = nextId++
       waiting.add(id)
       const name = request.name.subarray(0, NAME_SENT_MAX)
       if (request.bytes > header.maxRequestBytes) {
         // Like the supervisor: the arguments' bytes (the request's, less the name and its newline).
-        channel.send(encodeFrame(channel.key, "b", concat(toolEncoder.encode(`${id} ${request.args.byteLength} `), name)))
+        channel.send(
+          encodeFrame(channel.key, "b", concat(toolEncoder.encode(`${id} ${request.args.byteLength} `), name))
+        )
       } else {
-        channel.send(encodeFrame(channel.key, "t", concat(toolEncoder.encode(`${id} ${request.args.byteLength} `), name)))
+        channel.send(
+          encodeFrame(channel.key, "t", concat(toolEncoder.encode(`${id} ${request.args.byteLength} `), name))
+        )
         for (let at = 0; at < request.args.byteLength; at += MAX_FRAME_PAYLOAD) {
           channel.send(encodeFrame(channel.key, "a", request.args.subarray(at, at + MAX_FRAME_PAYLOAD)))
         }
@@ -335,6 +368,8 @@ export const fakeToolCalls = (
     })
 
   return concurrently
-    ? Effect.forEach(calls, call, { concurrency: Math.max(1, header.maxInFlight) }).pipe(Effect.map((lines) => lines.forEach(print)))
+    ? Effect.forEach(calls, call, { concurrency: Math.max(1, header.maxInFlight) }).pipe(
+        Effect.map((lines) => lines.forEach(print))
+      )
     : Effect.forEach(calls, (c) => Effect.map(call(c), print), { discard: true })
 }

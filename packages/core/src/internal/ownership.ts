@@ -19,16 +19,17 @@ export const start = (
   /** How the owner is named in its log lines ("", "session "). */
   who: string
 ): Effect.Effect<void, never, SandboxRuntime | Journal.Journal | Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const journal = yield* Journal.Journal
     const lease = options.ownerLease
     if (OwnerLease.enabledFor(journal, lease)) yield* OwnerLease.hold(executorId, lease)
     // sweepOnStart: false means another service of this process sweeps (DockerExecutor.layerWithSessions), so it never sweeps.
     if (options.sweepOnStart === false) return
     const { clockSkewMs, leaseMs } = OwnerLease.resolve(lease === false ? {} : lease)
-    const intervalMs = options.sweepIntervalMs === false
-      ? undefined
-      : options.sweepIntervalMs ?? (journal.sharedAcrossHosts === true ? leaseMs : undefined)
+    const intervalMs =
+      options.sweepIntervalMs === false
+        ? undefined
+        : (options.sweepIntervalMs ?? (journal.sharedAcrossHosts === true ? leaseMs : undefined))
     const leases = OwnerLease.makeBook(journal)
     // Orphans of gone owners are removed and their lifecycles closed before we add our own.
     yield* sweep({ executorId, clockSkewMs, leases }).pipe(

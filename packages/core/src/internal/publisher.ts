@@ -9,7 +9,10 @@ import type { EventEnvelope, Journal, JournalEvent } from "@hermes-sandbox/event
 
 export interface Publisher {
   /** Append to one stream and publish what was committed. */
-  readonly append: (streamId: string, ...events: ReadonlyArray<JournalEvent>) => Effect.Effect<ReadonlyArray<EventEnvelope>, Journal.JournalError>
+  readonly append: (
+    streamId: string,
+    ...events: ReadonlyArray<JournalEvent>
+  ) => Effect.Effect<ReadonlyArray<EventEnvelope>, Journal.JournalError>
   readonly unsafeSubscribe: (listener: (event: EventEnvelope) => void) => () => void
   readonly events: Stream.Stream<EventEnvelope>
 }
@@ -37,10 +40,15 @@ export const makePublisher = (journal: Journal.Journal["Type"], executorId: stri
   return {
     // No expected version is given, so a VersionConflict cannot happen: it would be a defect.
     append: (streamId, ...events) =>
-      journal.append({ streamId, events, executorId }).pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish)),
+      journal
+        .append({ streamId, events, executorId })
+        .pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish)),
     unsafeSubscribe,
     events: Stream.asyncPush<EventEnvelope>((emit) =>
-      Effect.acquireRelease(Effect.sync(() => unsafeSubscribe((e) => emit.single(e))), (unsubscribe) => Effect.sync(unsubscribe))
+      Effect.acquireRelease(
+        Effect.sync(() => unsafeSubscribe((e) => emit.single(e))),
+        (unsubscribe) => Effect.sync(unsubscribe)
+      )
     )
   }
 }

@@ -53,7 +53,8 @@ export const sessionInvocation = (i: SessionInvocation): ReadonlyArray<string> =
 
 /** The inverse of sessionInvocation (the fake runtime emulates the script from it); undefined for any other argv. */
 export const parseSessionInvocation = (command: ReadonlyArray<string>): SessionInvocation | undefined => {
-  if (command.length < 7 || command[0] !== "bash" || command[1] !== "-c" || command[2] !== SESSION_SHELL) return undefined
+  if (command.length < 7 || command[0] !== "bash" || command[1] !== "-c" || command[2] !== SESSION_SHELL)
+    return undefined
   const [, , , , stateDir = "", keep = "", mode = "", ...args] = command
   if (mode !== "eval" && mode !== "argv" && mode !== "runner" && mode !== "idle") return undefined
   return { stateDir, keep: keep === "" ? [] : keep.split(" "), mode, args }

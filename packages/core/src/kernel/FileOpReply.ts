@@ -46,13 +46,18 @@ export class FileOpReply {
   private ended: FileOpOutcome | undefined
 
   constructor(private readonly op: FileOp) {
-    this.file = op.op === "read" ? new FileReceiver({ maxFiles: 1, maxFileBytes: op.limit, maxTotalBytes: op.limit }, [], { offset: op.offset }) : undefined
+    this.file =
+      op.op === "read"
+        ? new FileReceiver({ maxFiles: 1, maxFileBytes: op.limit, maxTotalBytes: op.limit }, [], { offset: op.offset })
+        : undefined
   }
 
   /** How the operation ended ('k', 'r', or a read's file complete); undefined while it has not. */
   get outcome(): FileOpOutcome | undefined {
     if (this.ended !== undefined) return this.ended
-    return this.file !== undefined && this.file.files.length + this.file.skipped.length === 1 ? { _tag: "Done" } : undefined
+    return this.file !== undefined && this.file.files.length + this.file.skipped.length === 1
+      ? { _tag: "Done" }
+      : undefined
   }
 
   /** 'n', 'k' or 'r'; a reason when the supervisor did not write it. */
@@ -71,7 +76,8 @@ export class FileOpReply {
       if (this.entries.length >= LIST_MAX_ENTRIES) return `more than ${LIST_MAX_ENTRIES} entries in a listing`
       const m = ENTRY.exec(bytes.subarray(0, 64).toString("latin1"))
       const name = m === null ? undefined : bytes.subarray(m[0].length)
-      if (m === null || name === undefined || name.length === 0 || name.includes(0x2f)) return "a listing's entry that is not the supervisor's"
+      if (m === null || name === undefined || name.length === 0 || name.includes(0x2f))
+        return "a listing's entry that is not the supervisor's"
       this.entries.push({
         name: Buffer.from(name),
         kind: KINDS[m[1] as keyof typeof KINDS],

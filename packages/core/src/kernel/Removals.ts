@@ -23,7 +23,10 @@ const REMOVE_ATTEMPT_TIMEOUT = "20 seconds"
 const UNANSWERED_RECHECKS = ["5 seconds", "20 seconds", "60 seconds"] as const
 
 /** Retries for a removal the caller waits for: long enough to ride out an engine restart. */
-const rideOutEngineRestart = Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("2 seconds")), Schedule.upTo("60 seconds"))
+const rideOutEngineRestart = Schedule.exponential("100 millis").pipe(
+  Schedule.either(Schedule.spaced("2 seconds")),
+  Schedule.upTo("60 seconds")
+)
 
 export interface Removals {
   /** Remove the sandbox, then record `ContainerDestroyed` in `streamId`; never fails. */
@@ -60,32 +63,56 @@ export const make = (deps: {
   /** Log prefix naming the owner, e.g. "warm pool: ". */
   readonly logPrefix?: string
 }): Effect.Effect<Removals, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const prefix = deps.logPrefix ?? ""
     const stragglers = new Map<string, Straggler>()
     const attempt = (container: SandboxRef) =>
-      deps.runtime.remove(container).pipe(Effect.timeoutFail({
-        duration: REMOVE_ATTEMPT_TIMEOUT,
-        onTimeout: () => new ContainerFailed({ operation: "remove", containerName: container.name, message: `remove ${container.name}: no answer within ${REMOVE_ATTEMPT_TIMEOUT}` })
-      }))
+      deps.runtime.remove(container).pipe(
+        Effect.timeoutFail({
+          duration: REMOVE_ATTEMPT_TIMEOUT,
+          onTimeout: () =>
+            new ContainerFailed({
+              operation: "remove",
+              containerName: container.name,
+              message: `remove ${container.name}: no answer within ${REMOVE_ATTEMPT_TIMEOUT}`
+            })
+        })
+      )
     const record = (s: Straggler) =>
-      deps.append(s.streamId, { type: "ContainerDestroyed", data: { containerName: s.container.name, containerId: s.container.id, reason: s.reason } })
+      deps.append(s.streamId, {
+        type: "ContainerDestroyed",
+        data: { containerName: s.container.name, containerId: s.container.id, reason: s.reason }
+      })
 
     /** One attempt; once the engine confirms, forgetting it and recording the fact cannot be interrupted apart. */
     const removeStraggler = (s: Straggler) =>
       attempt(s.container).pipe(
-        Effect.zipRight(Effect.uninterruptible(Effect.suspend(() => (stragglers.delete(s.container.id) ? record(s) : Effect.void))))
+        Effect.zipRight(
+          Effect.uninterruptible(Effect.suspend(() => (stragglers.delete(s.container.id) ? record(s) : Effect.void)))
+        )
       )
 
     const unanswered = new Set<string>()
     yield* Effect.addFinalizer(() =>
       Effect.zipRight(
-        Effect.forEach(stragglers.values(), (s) =>
-          removeStraggler(s).pipe(
-            Effect.catchAllCause((cause) => Effect.logWarning(`${prefix}could not remove ${s.container.name}; the watchdog and the sweep will reap it`, cause))
-          ), { concurrency: 8, discard: true }),
+        Effect.forEach(
+          stragglers.values(),
+          (s) =>
+            removeStraggler(s).pipe(
+              Effect.catchAllCause((cause) =>
+                Effect.logWarning(
+                  `${prefix}could not remove ${s.container.name}; the watchdog and the sweep will reap it`,
+                  cause
+                )
+              )
+            ),
+          { concurrency: 8, discard: true }
+        ),
         // One attempt each: by now the engine has had every chance to run a create it held.
-        Effect.forEach(unanswered, (name) => attempt({ id: name, name }).pipe(Effect.ignore), { concurrency: 8, discard: true })
+        Effect.forEach(unanswered, (name) => attempt({ id: name, name }).pipe(Effect.ignore), {
+          concurrency: 8,
+          discard: true
+        })
       )
     )
     // Made after that finalizer, so closed (its retries interrupted) before the last attempts.
@@ -96,14 +123,24 @@ export const make = (deps: {
         Effect.retry(rideOutEngineRestart),
         Effect.zipRight(record({ streamId, container, reason })),
         Effect.catchAllCause((cause) =>
-          Effect.logWarning(`${prefix}could not remove ${container.name} within a minute; retrying in the background`, cause).pipe(
-            Effect.zipRight(Effect.suspend(() => {
-              const straggler = { streamId, container, reason }
-              stragglers.set(container.id, straggler)
-              // Interruptible: forked from a finalizer or an uninterruptible create, it would inherit
-              // that, and the owner's close (which interrupts `late`) would wait for it.
-              return FiberSet.run(late, Effect.interruptible(removeStraggler(straggler).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore)))
-            })),
+          Effect.logWarning(
+            `${prefix}could not remove ${container.name} within a minute; retrying in the background`,
+            cause
+          ).pipe(
+            Effect.zipRight(
+              Effect.suspend(() => {
+                const straggler = { streamId, container, reason }
+                stragglers.set(container.id, straggler)
+                // Interruptible: forked from a finalizer or an uninterruptible create, it would inherit
+                // that, and the owner's close (which interrupts `late`) would wait for it.
+                return FiberSet.run(
+                  late,
+                  Effect.interruptible(
+                    removeStraggler(straggler).pipe(Effect.retry(Schedule.spaced("10 seconds")), Effect.ignore)
+                  )
+                )
+              })
+            ),
             Effect.asVoid
           )
         )
@@ -113,19 +150,27 @@ export const make = (deps: {
 
     const removeUnrecorded = (ref: SandboxRef) =>
       removeNow(ref).pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning(`${prefix}could not make sure ${ref.name} does not exist; the sweep will reap it`, cause))
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`${prefix}could not make sure ${ref.name} does not exist; the sweep will reap it`, cause)
+        )
       )
 
     const removeUnanswered = (name: string) =>
       removeUnrecorded({ id: name, name }).pipe(
         Effect.zipRight(Effect.sync(() => void unanswered.add(name))),
-        Effect.zipRight(FiberSet.run(
-          late,
-          Effect.forEach(UNANSWERED_RECHECKS, (delay) => Effect.sleep(delay).pipe(Effect.zipRight(attempt({ id: name, name }).pipe(Effect.ignore))), { discard: true }).pipe(
-            Effect.zipRight(Effect.sync(() => void unanswered.delete(name))),
-            Effect.interruptible // see the stragglers' retries above
+        Effect.zipRight(
+          FiberSet.run(
+            late,
+            Effect.forEach(
+              UNANSWERED_RECHECKS,
+              (delay) => Effect.sleep(delay).pipe(Effect.zipRight(attempt({ id: name, name }).pipe(Effect.ignore))),
+              { discard: true }
+            ).pipe(
+              Effect.zipRight(Effect.sync(() => void unanswered.delete(name))),
+              Effect.interruptible // see the stragglers' retries above
+            )
           )
-        )),
+        ),
         Effect.asVoid
       )
 

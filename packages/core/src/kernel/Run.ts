@@ -64,7 +64,12 @@ export interface Completion {
 const OUTPUT_DRAIN_TIMEOUT = "3 seconds"
 
 /** The result of a run that ended or timed out: its completion and what the supervisor relayed. */
-export const resultOf = (executionId: string, containerName: string, done: Completion, run: SupervisedRun): ExecutionResult =>
+export const resultOf = (
+  executionId: string,
+  containerName: string,
+  done: Completion,
+  run: SupervisedRun
+): ExecutionResult =>
   toExecutionResult({
     executionId,
     containerName,
@@ -80,7 +85,9 @@ export const resultOf = (executionId: string, containerName: string, done: Compl
   })
 
 const polled = (run: SupervisedRun): Effect.Effect<Option.Option<SupervisorReport>> =>
-  Deferred.poll(run.report).pipe(Effect.flatMap((o) => Option.isSome(o) ? Effect.asSome(o.value) : Effect.succeedNone))
+  Deferred.poll(run.report).pipe(
+    Effect.flatMap((o) => (Option.isSome(o) ? Effect.asSome(o.value) : Effect.succeedNone))
+  )
 
 /**
  * Feed `payload`, race the report, the engine and the deadline, and record the terminal event of a
@@ -97,7 +104,7 @@ export const runToCompletion = <E>(input: {
   /** The run's tool calls (its stdin then stays open for the replies; `settle` is withTerminalEvent's). */
   readonly tools?: ToolChannel | undefined
 }): Effect.Effect<Completion, E | ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { target, run, timeoutMs } = input
     const name = target.containerName
     const startedAtMs = yield* Clock.currentTimeMillis
@@ -115,26 +122,41 @@ export const runToCompletion = <E>(input: {
     const refuse = (reason: "setup" | "protocol", message: string) =>
       target.kill.pipe(
         Effect.zipRight(
-          new ContainerFailed({ operation: reason === "setup" ? "setup" : target.kind === "run" ? "report" : "session call", containerName: name, reason, message })
+          new ContainerFailed({
+            operation: reason === "setup" ? "setup" : target.kind === "run" ? "report" : "session call",
+            containerName: name,
+            reason,
+            message
+          })
         )
       )
     // (A request that needs more than the image's supervisor can do never gets here: the runtime
     // refused it before anything was created, from the image's RUNNER_FEATURES_LABEL.)
     const refuseReport = (report: SupervisorReport) =>
       report._tag === "SetupFailed"
-        ? refuse("setup", target.kind === "run"
-          ? `the sandbox ${name} could not be set up, so the program never ran: ${report.message}`
-          : `the call in ${name} could not be set up, so it never ran: ${report.message}`)
+        ? refuse(
+            "setup",
+            target.kind === "run"
+              ? `the sandbox ${name} could not be set up, so the program never ran: ${report.message}`
+              : `the call in ${name} could not be set up, so it never ran: ${report.message}`
+          )
         : report._tag === "Violation"
-        ? refuse("protocol", `the report channel of ${target.kind === "run" ? "" : "a call in "}${name} carried bytes its supervisor did not write (${report.reason}); nothing it reported was used`)
-        : Effect.void
+          ? refuse(
+              "protocol",
+              `the report channel of ${target.kind === "run" ? "" : "a call in "}${name} carried bytes its supervisor did not write (${report.reason}); nothing it reported was used`
+            )
+          : Effect.void
 
-    const flooded = input.tools === undefined
-      ? Effect.never
-      : Deferred.await(input.tools.flooded).pipe(Effect.map((flooded) => ({ _tag: "Flooded" as const, ...flooded })))
+    const flooded =
+      input.tools === undefined
+        ? Effect.never
+        : Deferred.await(input.tools.flooded).pipe(Effect.map((flooded) => ({ _tag: "Flooded" as const, ...flooded })))
     // raceFirst: the first to end, a failure included (the engine gone is an answer too).
     const ended = yield* Effect.raceFirst(
-      Effect.raceFirst(target.exit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))), Deferred.await(run.report)),
+      Effect.raceFirst(
+        target.exit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))),
+        Deferred.await(run.report)
+      ),
       flooded
     ).pipe(Effect.timeoutTo({ duration: timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
 
@@ -147,7 +169,14 @@ export const runToCompletion = <E>(input: {
       exitCode = yield* target.atDeadline(run)
     } else if (ended.value._tag === "Flooded") {
       return yield* target.kill.pipe(
-        Effect.zipRight(new ContainerFailed({ operation: "tool call", containerName: name, reason: ended.value.reason, message: `${name}: ${ended.value.message}` }))
+        Effect.zipRight(
+          new ContainerFailed({
+            operation: "tool call",
+            containerName: name,
+            reason: ended.value.reason,
+            message: `${name}: ${ended.value.message}`
+          })
+        )
       )
     } else if (ended.value._tag === "Exited") {
       reported = true
@@ -161,7 +190,8 @@ export const runToCompletion = <E>(input: {
           operation: "wait",
           containerName: name,
           reason: "killed-externally",
-          message: `${name} was killed from outside the SDK (signal ${outside.value}) while the program ran; the exit code it ` +
+          message:
+            `${name} was killed from outside the SDK (signal ${outside.value}) while the program ran; the exit code it ` +
             `then reported (${exitCode}) is not its result: the engine is stopping or restarting, or someone ran docker stop/kill`
         })
       }
@@ -171,7 +201,11 @@ export const runToCompletion = <E>(input: {
       yield* target.drained.pipe(Effect.timeout(OUTPUT_DRAIN_TIMEOUT), Effect.ignore)
       const late = yield* polled(run)
       if (Option.isSome(late)) yield* refuseReport(late.value)
-      if (Option.isNone(late) && (ended.value.exitCode === LIMIT.protocolErrorExit || ended.value.exitCode === LIMIT.interpreterMissingExit) && run.diagnostics() !== "") {
+      if (
+        Option.isNone(late) &&
+        (ended.value.exitCode === LIMIT.protocolErrorExit || ended.value.exitCode === LIMIT.interpreterMissingExit) &&
+        run.diagnostics() !== ""
+      ) {
         // The supervisor refused before it could frame anything (a malformed header: an SDK or image mismatch).
         return yield* refuse("protocol", `the supervisor in ${name} refused the ${target.kind}: ${run.diagnostics()}`)
       }
@@ -180,7 +214,9 @@ export const runToCompletion = <E>(input: {
       // Only a SIGKILL we did not send can be the OOM killer; ask only then.
       if (exitCode === 137) oomKilled = yield* target.oomKilled(false, yield* untilDeadline)
     } else {
-      return yield* refuseReport(ended.value).pipe(Effect.zipRight(Effect.die("unreachable: a report that is neither an exit nor a refusal")))
+      return yield* refuseReport(ended.value).pipe(
+        Effect.zipRight(Effect.die("unreachable: a report that is neither an exit nor a refusal"))
+      )
     }
     const finishedAtMs = yield* Clock.currentTimeMillis
     const durationMs = finishedAtMs - startedAtMs
@@ -204,7 +240,17 @@ export const runToCompletion = <E>(input: {
         ? { type: "ExecutionTimedOut", data: { timeoutMs, durationMs } }
         : { type: "ContainerExited", data: { exitCode, oomKilled, durationMs } }
     )
-    return { exitCode, timedOut, oomKilled, reported, startedAtMs, finishedAtMs, deadlineAtMs, collected, toolCallsMade: input.tools?.callsMade() }
+    return {
+      exitCode,
+      timedOut,
+      oomKilled,
+      reported,
+      startedAtMs,
+      finishedAtMs,
+      deadlineAtMs,
+      collected,
+      toolCallsMade: input.tools?.callsMade()
+    }
   })
 
 /**
@@ -223,12 +269,24 @@ export const withTerminalEvent = <A, E extends { readonly _tag: string; readonly
   Effect.suspend(() => {
     let terminal = false
     const record = (event: JournalEvent) =>
-      terminal ? Effect.void : beforeTerminal.pipe(Effect.zipRight(append(event)), Effect.zipRight(Effect.sync(() => void (terminal = true))))
+      terminal
+        ? Effect.void
+        : beforeTerminal.pipe(
+            Effect.zipRight(append(event)),
+            Effect.zipRight(Effect.sync(() => void (terminal = true)))
+          )
     return body(record).pipe(
-      Effect.onInterrupt(() => Effect.flatMap(interruptReason, (reason) => record({ type: "ExecutionInterrupted", data: { reason } })).pipe(Effect.ignore)),
+      Effect.onInterrupt(() =>
+        Effect.flatMap(interruptReason, (reason) => record({ type: "ExecutionInterrupted", data: { reason } })).pipe(
+          Effect.ignore
+        )
+      ),
       Effect.tapError((error) => {
         const reason = (error as { readonly reason?: unknown }).reason
-        return record({ type: "ExecutionFailed", data: { errorTag: error._tag, message: error.message, ...(typeof reason === "string" ? { reason } : {}) } }).pipe(Effect.ignore)
+        return record({
+          type: "ExecutionFailed",
+          data: { errorTag: error._tag, message: error.message, ...(typeof reason === "string" ? { reason } : {}) }
+        }).pipe(Effect.ignore)
       })
     )
   })
@@ -240,7 +298,7 @@ export const withTerminalEvent = <A, E extends { readonly _tag: string; readonly
  * executor cannot cut the removal that follows it).
  */
 export const boundedWait = (effect: Effect.Effect<void>, ms: number): Effect.Effect<void> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     // Not Effect.raceFirst: raced from an uninterruptible fiber that is being interrupted, it ends
     // with the interruption and the rest of the finalizer (the removal) would never run.
     const done = yield* Deferred.make<void>()

@@ -14,7 +14,15 @@
 import { Effect, Option } from "effect"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import type { SandboxError } from "../Errors.js"
-import type { AttachedIO, ExitStatus, OutputReceiver, SandboxCreated, SandboxRef, SandboxRuntime, SandboxSpec } from "../SandboxRuntime.js"
+import type {
+  AttachedIO,
+  ExitStatus,
+  OutputReceiver,
+  SandboxCreated,
+  SandboxRef,
+  SandboxRuntime,
+  SandboxSpec
+} from "../SandboxRuntime.js"
 import { commandFeatures, RUNNER_FEATURES, type RunnerFeature, withFeatures } from "../RunnerProtocol.js"
 
 /** A sandbox that runs, attached, with its exit armed. */
@@ -71,16 +79,26 @@ const required = (input: CreateInput): SandboxSpec => {
 }
 
 /** Create, own and record `ContainerCreated`, in one uninterruptible step. */
-export const create = (deps: KernelDeps, input: CreateInput): Effect.Effect<SandboxCreated, SandboxError | JournalError> =>
+export const create = (
+  deps: KernelDeps,
+  input: CreateInput
+): Effect.Effect<SandboxCreated, SandboxError | JournalError> =>
   deps.runtime.create(required(input)).pipe(
     Effect.tap(input.own),
     Effect.tap((c) =>
       deps.append(input.streamId, {
         type: "ContainerCreated",
-        data: { containerName: c.name, containerId: c.id, imageId: c.imageId, ...(input.pooled === true ? { pooled: true } : {}) }
+        data: {
+          containerName: c.name,
+          containerId: c.id,
+          imageId: c.imageId,
+          ...(input.pooled === true ? { pooled: true } : {})
+        }
       })
     ),
-    Effect.tapErrorTag("DockerUnavailable", () => input.unanswered === undefined ? Effect.void : input.unanswered(input.spec.name)),
+    Effect.tapErrorTag("DockerUnavailable", () =>
+      input.unanswered === undefined ? Effect.void : input.unanswered(input.spec.name)
+    ),
     Effect.uninterruptible
   )
 
@@ -89,11 +107,17 @@ export const create = (deps: KernelDeps, input: CreateInput): Effect.Effect<Sand
  * own deadline): the program may print before the engine answers the start, so an interruption in
  * between would record as never started a sandbox that ran.
  */
-export const startRecorded = (deps: KernelDeps, streamId: string, container: SandboxRef): Effect.Effect<void, SandboxError | JournalError> =>
-  deps.runtime.start(container).pipe(
-    Effect.zipRight(deps.append(streamId, { type: "ContainerStarted", data: { containerId: container.id } })),
-    Effect.uninterruptible
-  )
+export const startRecorded = (
+  deps: KernelDeps,
+  streamId: string,
+  container: SandboxRef
+): Effect.Effect<void, SandboxError | JournalError> =>
+  deps.runtime
+    .start(container)
+    .pipe(
+      Effect.zipRight(deps.append(streamId, { type: "ContainerStarted", data: { containerId: container.id } })),
+      Effect.uninterruptible
+    )
 
 /** Attach and arm the exit (both before start), then start and record. */
 export const start = (
@@ -102,7 +126,7 @@ export const start = (
   container: SandboxCreated,
   receiver: OutputReceiver
 ): Effect.Effect<StartedSandbox, SandboxError | JournalError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const io = yield* deps.runtime.attach(container, receiver)
     const exit = yield* deps.runtime.armExit(container)
     yield* startRecorded(deps, streamId, container)
@@ -114,9 +138,8 @@ export const start = (
  * `receiver` takes (what that run needs of the supervisor is required of the image).
  */
 export const createStarted = (deps: KernelDeps, input: CreateInput & { readonly receiver: OutputReceiver }) =>
-  Effect.flatMap(
-    create(deps, { ...input, requires: input.receiver.requires }),
-    (container) => start(deps, input.streamId, container, input.receiver)
+  Effect.flatMap(create(deps, { ...input, requires: input.receiver.requires }), (container) =>
+    start(deps, input.streamId, container, input.receiver)
   )
 
 /**
@@ -134,13 +157,21 @@ export const claim = (
 ): Effect.Effect<Option.Option<StartedSandbox>, JournalError> =>
   input.take.pipe(
     Effect.tap((warm) =>
-      Option.isNone(warm) ? Effect.void : input.own(warm.value.container).pipe(
-        Effect.zipRight(deps.append(input.streamId, {
-          type: "ContainerClaimed",
-          data: { containerName: warm.value.container.name, containerId: warm.value.container.id, poolStreamId: warm.value.poolStreamId }
-        })),
-        Effect.zipRight(Effect.sync(() => warm.value.bind(input.receiver)))
-      )
+      Option.isNone(warm)
+        ? Effect.void
+        : input.own(warm.value.container).pipe(
+            Effect.zipRight(
+              deps.append(input.streamId, {
+                type: "ContainerClaimed",
+                data: {
+                  containerName: warm.value.container.name,
+                  containerId: warm.value.container.id,
+                  poolStreamId: warm.value.poolStreamId
+                }
+              })
+            ),
+            Effect.zipRight(Effect.sync(() => warm.value.bind(input.receiver)))
+          )
     ),
     Effect.uninterruptible
   )

@@ -87,21 +87,52 @@ export const makeSupervisedRun = (
     }
     decoder = new FrameDecoder(key, {
       // A file operation runs no program: it has no output.
-      stdout: fileOp !== undefined ? () => refused("program output in a file operation") : hooks.onStdout ? (c) => (stdout.push(c), hooks.onStdout!(c)) : stdout.push,
-      stderr: fileOp !== undefined ? () => refused("program output in a file operation") : hooks.onStderr ? (c) => (stderr.push(c), hooks.onStderr!(c)) : stderr.push,
+      stdout:
+        fileOp !== undefined
+          ? () => refused("program output in a file operation")
+          : hooks.onStdout
+            ? (c) => (stdout.push(c), hooks.onStdout!(c))
+            : stdout.push,
+      stderr:
+        fileOp !== undefined
+          ? () => refused("program output in a file operation")
+          : hooks.onStderr
+            ? (c) => (stderr.push(c), hooks.onStderr!(c))
+            : stderr.push,
       ...(receiver === undefined ? {} : { content: (chunk: Uint8Array) => refused(receiver.content(chunk)) }),
       ...(tools === undefined ? {} : { toolArguments: (chunk: Uint8Array) => refused(tools.argumentsChunk(chunk)) }),
       control: (type, payload, bytes) => {
         if (type === FRAME.toolCall || type === FRAME.toolTooLarge || type === FRAME.toolCallerGone) {
-          refused(tools === undefined ? `a tool call frame '${type}' where no tools were given` : tools.frame(type, bytes))
-        } else if (type === FRAME.fileBegin || type === FRAME.fileEnd || type === FRAME.skipped || type === FRAME.skippedCount) {
-          refused(reply?.fileFrame(type) ?? (receiver === undefined ? `a file frame '${type}' where no files were asked for` : receiver.frame(type, bytes)))
+          refused(
+            tools === undefined ? `a tool call frame '${type}' where no tools were given` : tools.frame(type, bytes)
+          )
+        } else if (
+          type === FRAME.fileBegin ||
+          type === FRAME.fileEnd ||
+          type === FRAME.skipped ||
+          type === FRAME.skippedCount
+        ) {
+          refused(
+            reply?.fileFrame(type) ??
+              (receiver === undefined
+                ? `a file frame '${type}' where no files were asked for`
+                : receiver.frame(type, bytes))
+          )
         } else if (type === FRAME.listEntry || type === FRAME.opDone || type === FRAME.opFailed) {
-          refused(reply === undefined ? `a file operation's frame '${type}' where none was asked for` : reply.frame(type, bytes))
+          refused(
+            reply === undefined
+              ? `a file operation's frame '${type}' where none was asked for`
+              : reply.frame(type, bytes)
+          )
         } else if (type === FRAME.exited) {
           const exit = parseExitPayload(payload)
-          if (exit === undefined) return settle({ _tag: "Violation", reason: `an end-of-run frame that is not the supervisor's (${JSON.stringify(payload.slice(0, 80))})` })
-          if (reply !== undefined && reply.outcome === undefined) return settle({ _tag: "Violation", reason: "the end of a file operation without its reply" })
+          if (exit === undefined)
+            return settle({
+              _tag: "Violation",
+              reason: `an end-of-run frame that is not the supervisor's (${JSON.stringify(payload.slice(0, 80))})`
+            })
+          if (reply !== undefined && reply.outcome === undefined)
+            return settle({ _tag: "Violation", reason: "the end of a file operation without its reply" })
           stdout.countAtLeast(exit.stdoutBytes)
           stderr.countAtLeast(exit.stderrBytes)
           settle({ _tag: "Exited", exit })
@@ -109,17 +140,22 @@ export const makeSupervisedRun = (
           // A write refused before its content was read (a symlinked parent, say) leaves that content
           // on the supervisor's stdin, where it reads it as header lines and stops on the first it
           // cannot parse: the keyed reply before that is the answer, this is the supervisor's exit (126).
-          if (fileOp?.op === "write" && reply?.outcome?._tag === "Failed") return settle({ _tag: "Exited", exit: { exitCode: 126, stdoutBytes: 0, stderrBytes: 0, outsideSignal: 0 } })
+          if (fileOp?.op === "write" && reply?.outcome?._tag === "Failed")
+            return settle({ _tag: "Exited", exit: { exitCode: 126, stdoutBytes: 0, stderrBytes: 0, outsideSignal: 0 } })
           settle({ _tag: "SetupFailed", message: payload })
         } else if (type === FRAME.dropped) {
           // The stream passed the cap: how much the program wrote so far (a run killed before its
           // 'x' still reports the cut, and at least this count).
           const match = /^([oe]) (0|[1-9][0-9]{0,19})$/.exec(payload)
-          if (match === null) return refused(`a dropped-bytes frame that is not the supervisor's (${JSON.stringify(payload.slice(0, 80))})`)
+          if (match === null)
+            return refused(
+              `a dropped-bytes frame that is not the supervisor's (${JSON.stringify(payload.slice(0, 80))})`
+            )
           ;(match[1] === "o" ? stdout : stderr).countAtLeast(Number(match[2]))
         } else if (type === FRAME.started) {
           const [pid, start] = payload.split(" ")
-          if (pid !== undefined && /^[1-9][0-9]*$/.test(pid) && start !== undefined && /^[0-9]+$/.test(start)) started = { pid: Number(pid), start }
+          if (pid !== undefined && /^[1-9][0-9]*$/.test(pid) && start !== undefined && /^[0-9]+$/.test(start))
+            started = { pid: Number(pid), start }
         } else if (type === FRAME.lockWait) {
           lockWait = payload
         } else if (type === FRAME.locked) {

@@ -76,28 +76,35 @@ const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest(
 
 /** A thrown value's message, never its stack. */
 export const errorMessage = (error: unknown): string => {
-  const text = error instanceof Error
-    ? error.message
-    : typeof error === "string"
-    ? error
-    : typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
-    ? (error as { message: string }).message
-    : (() => {
-      try {
-        return JSON.stringify(error) ?? String(error)
-      } catch {
-        return String(error)
-      }
-    })()
+  const text =
+    error instanceof Error
+      ? error.message
+      : typeof error === "string"
+        ? error
+        : typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
+          ? (error as { message: string }).message
+          : (() => {
+              try {
+                return JSON.stringify(error) ?? String(error)
+              } catch {
+                return String(error)
+              }
+            })()
   return clipMessage(text === "" ? "the tool failed without a message" : text)
 }
 
 /** Every message the host sends the code and records (a handler's, a refusal's): at most MAX_MESSAGE_CHARS. */
 export const clipMessage = (message: string): string =>
-  message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)}… (message cut at ${MAX_MESSAGE_CHARS} characters)` : message
+  message.length > MAX_MESSAGE_CHARS
+    ? `${message.slice(0, MAX_MESSAGE_CHARS)}… (message cut at ${MAX_MESSAGE_CHARS} characters)`
+    : message
 
 /** The handler's outcome as an Effect, whatever it returned: a value, a Promise or an Effect. */
-const invoke = (planned: PlannedTool, args: unknown, context: Parameters<PlannedTool["tool"]["handler"]>[1]): Effect.Effect<unknown, unknown> =>
+const invoke = (
+  planned: PlannedTool,
+  args: unknown,
+  context: Parameters<PlannedTool["tool"]["handler"]>[1]
+): Effect.Effect<unknown, unknown> =>
   Effect.suspend(() => {
     let out: unknown
     try {
@@ -124,7 +131,7 @@ export const make = (input: {
   /** The bound on arguments held across runs (default: the process's, ArgumentsInFlight.ts). */
   readonly inFlight?: ArgumentsInFlight
 }): Effect.Effect<ToolChannel, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { plan, executionId } = input
     const limits = plan.limits
     const runtime = yield* Effect.runtime<never>()
@@ -150,11 +157,24 @@ export const make = (input: {
     const inFlight = input.inFlight ?? hostArgumentsInFlight
     // A call whose arguments are arriving; over maxArgumentBytes, or past the host's bound on what
     // it holds (busy), they are counted, not kept.
-    let pending: { id: number; tool: string; expected: number; chunks: Array<Uint8Array> | undefined; got: number; busy: boolean } | undefined
+    let pending:
+      | {
+          id: number
+          tool: string
+          expected: number
+          chunks: Array<Uint8Array> | undefined
+          got: number
+          busy: boolean
+        }
+      | undefined
 
     // A record that cannot be written (a journal error, or a defect while encoding it) never takes
     // the call's answer or its other records with it.
-    const append = (event: JournalEvent) => input.append(event).pipe(Effect.ignore, Effect.catchAllDefect(() => Effect.void))
+    const append = (event: JournalEvent) =>
+      input.append(event).pipe(
+        Effect.ignore,
+        Effect.catchAllDefect(() => Effect.void)
+      )
     /** A call's outcome: within what its request reserved; the budget then counts what it took. */
     const appendOutcome = (event: JournalEvent) =>
       Effect.suspend(() => {
@@ -180,119 +200,185 @@ export const make = (input: {
         return append(event).pipe(Effect.as(true))
       })
     const reply = (id: number, status: "0" | "1" | "2", payload: Uint8Array) =>
-      Effect.suspend(() => write === undefined ? Effect.void : write(encodeToolReply(id, status, payload))).pipe(Effect.ignore)
+      Effect.suspend(() => (write === undefined ? Effect.void : write(encodeToolReply(id, status, payload)))).pipe(
+        Effect.ignore
+      )
 
     // Interruptible only while the handler runs: every call that was requested gets its outcome.
-    const serve = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number, busy: boolean): Effect.Effect<void> =>
-      Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
-        const startedAt = yield* Clock.currentTimeMillis
-        // Bounded in depth and values before it is parsed; prototype keys dropped (toolArguments.ts).
-        const decoded = args === undefined ? undefined : decodeArguments(args, tool)
-        const recorded = yield* appendRequest({
-          type: "ToolCallRequested",
-          data: {
-            callId: id,
-            tool,
-            argumentBytes,
-            ...(args === undefined ? {} : { argumentsSha256: sha256(args) }),
-            ...(plan.recordArguments && args !== undefined ? { arguments: decoded?._tag === "Decoded" ? decoded.value : utf8.decode(args) } : {})
+    const serve = (
+      id: number,
+      tool: string,
+      args: Uint8Array | undefined,
+      argumentBytes: number,
+      busy: boolean
+    ): Effect.Effect<void> =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function* () {
+          const startedAt = yield* Clock.currentTimeMillis
+          // Bounded in depth and values before it is parsed; prototype keys dropped (toolArguments.ts).
+          const decoded = args === undefined ? undefined : decodeArguments(args, tool)
+          const recorded = yield* appendRequest({
+            type: "ToolCallRequested",
+            data: {
+              callId: id,
+              tool,
+              argumentBytes,
+              ...(args === undefined ? {} : { argumentsSha256: sha256(args) }),
+              ...(plan.recordArguments && args !== undefined
+                ? { arguments: decoded?._tag === "Decoded" ? decoded.value : utf8.decode(args) }
+                : {})
+            }
+          })
+          // Over the journal's budget: the run is ending; the call gets no answer but the run's end.
+          if (!recorded) return
+          const refuse = (
+            reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large" | "host-busy",
+            text: string
+          ) => {
+            // A validator's words can carry the code's own keys: bounded like every other message.
+            const message = clipMessage(text)
+            return appendOutcome({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(
+              Effect.zipRight(reply(id, "2", encoder.encode(message))),
+              Effect.zipRight(
+                Effect.suspend(() =>
+                  ++refused >= MAX_REFUSED_CALLS
+                    ? endRun({
+                        reason: "tool-calls",
+                        message: `the code made ${refused} refused tool calls (at most ${MAX_REFUSED_CALLS} per run); the run was ended`
+                      }).pipe(Effect.zipRight(Effect.sync(() => void (settled = true))))
+                    : Effect.void
+                )
+              )
+            )
+          }
+          if (busy) {
+            return yield* refuse(
+              "host-busy",
+              `the host holds ${inFlight.bytes} bytes of tool arguments in flight over all its runs (at most ${inFlight.maxBytes}); this call of ${argumentBytes} bytes was not taken: try again`
+            )
+          }
+          if (args === undefined) {
+            return yield* refuse(
+              "arguments-too-large",
+              `the arguments of ${argumentBytes} bytes exceed the limit of ${limits.maxArgumentBytes} bytes (maxArgumentBytes)`
+            )
+          }
+          const planned = plan.tools.get(tool)
+          if (planned === undefined) {
+            const known = [...plan.tools.keys()].join(", ")
+            return yield* refuse(
+              "unknown-tool",
+              `no tool named ${JSON.stringify(tool.slice(0, 80))} is available to this run (tools: ${known})`
+            )
+          }
+          if (decoded === undefined || decoded._tag === "Refused")
+            return yield* refuse("invalid-arguments", decoded?.message ?? `the arguments of ${tool} are missing`)
+          const value = decoded.value
+          if (typeof value !== "object" || value === null || Array.isArray(value)) {
+            return yield* refuse("invalid-arguments", `the arguments of ${tool} must be one JSON object`)
+          }
+          const checked = planned.check(value)
+          if (Either.isLeft(checked))
+            return yield* refuse("invalid-arguments", `invalid arguments for ${tool}: ${checked.left}`)
+          if (made >= limits.maxCalls) {
+            return yield* refuse(
+              "budget-exhausted",
+              `tool call limit reached (${limits.maxCalls} calls per execution); no more tool calls are served in this run`
+            )
+          }
+          made++
+          const controller = new AbortController()
+          callers.set(id, controller)
+          // The whole serving is interruptible (an interruption that came during the uninterruptible
+          // steps before takes effect here, before the handler starts); its outcome is recorded either way.
+          const outcome: Outcome = yield* restore(
+            invoke(planned, checked.right, { signal: controller.signal, executionId, callId: id, tool }).pipe(
+              Effect.map((result): Outcome => {
+                let text: string | undefined
+                try {
+                  text = JSON.stringify(result === undefined ? null : result)
+                } catch (error) {
+                  return {
+                    _tag: "Failed",
+                    reason: "error",
+                    message: `the result of ${tool} is not JSON (${errorMessage(error)})`
+                  }
+                }
+                const json = encoder.encode(text ?? "null")
+                return json.byteLength > limits.maxResultBytes
+                  ? {
+                      _tag: "Failed",
+                      reason: "result-too-large",
+                      message: `the result of ${tool} (${json.byteLength} bytes) exceeds the limit of ${limits.maxResultBytes} bytes (maxResultBytes)`
+                    }
+                  : { _tag: "Result", json }
+              }),
+              // Any cause, a handler's own interruption (Effect.interrupt) included, is a tool error; an
+              // interruption from outside (settle, a caller gone) is not caught here and ends the fiber.
+              Effect.catchAllCause((cause) =>
+                Effect.succeed<Outcome>({
+                  _tag: "Failed",
+                  reason: "error",
+                  message: Cause.isInterruptedOnly(cause)
+                    ? `${tool} was interrupted`
+                    : errorMessage(Cause.squash(cause))
+                })
+              ),
+              Effect.timeoutTo({
+                duration: limits.callTimeoutMs,
+                onSuccess: (o) => o,
+                onTimeout: (): Outcome => ({
+                  _tag: "Failed",
+                  reason: "timed-out",
+                  message: `${tool} did not answer within ${limits.callTimeoutMs} ms (callTimeoutMs)`
+                })
+              })
+            )
+          ).pipe(
+            Effect.onInterrupt(() =>
+              Effect.gen(function* () {
+                const reason = controller.signal.aborted
+                  ? String(controller.signal.reason)
+                  : "the run ended before the call was answered"
+                controller.abort(reason)
+                callers.delete(id)
+                const now = yield* Clock.currentTimeMillis
+                yield* appendOutcome({
+                  type: "ToolCallFailed",
+                  data: { callId: id, tool, durationMs: now - startedAt, reason: "cancelled", message: reason }
+                })
+              })
+            )
+          )
+          callers.delete(id)
+          if (outcome._tag === "Failed" && outcome.reason === "timed-out") controller.abort(outcome.message)
+          const durationMs = (yield* Clock.currentTimeMillis) - startedAt
+          if (outcome._tag === "Result") {
+            // The answer first: the code waits for it; the journal's record follows at once.
+            yield* reply(id, "0", outcome.json)
+            yield* appendOutcome({
+              type: "ToolCallCompleted",
+              data: { callId: id, tool, durationMs, resultBytes: outcome.json.byteLength }
+            })
+          } else {
+            yield* reply(id, "1", encoder.encode(outcome.message))
+            yield* appendOutcome({
+              type: "ToolCallFailed",
+              data: { callId: id, tool, durationMs, reason: outcome.reason, message: outcome.message }
+            })
           }
         })
-        // Over the journal's budget: the run is ending; the call gets no answer but the run's end.
-        if (!recorded) return
-        const refuse = (reason: "unknown-tool" | "invalid-arguments" | "budget-exhausted" | "arguments-too-large" | "host-busy", text: string) => {
-          // A validator's words can carry the code's own keys: bounded like every other message.
-          const message = clipMessage(text)
-          return appendOutcome({ type: "ToolCallRefused", data: { callId: id, tool, reason, message } }).pipe(
-            Effect.zipRight(reply(id, "2", encoder.encode(message))),
-            Effect.zipRight(Effect.suspend(() =>
-              ++refused >= MAX_REFUSED_CALLS
-                ? endRun({ reason: "tool-calls", message: `the code made ${refused} refused tool calls (at most ${MAX_REFUSED_CALLS} per run); the run was ended` }).pipe(
-                  Effect.zipRight(Effect.sync(() => void (settled = true)))
-                )
-                : Effect.void
-            ))
-          )
-        }
-        if (busy) {
-          return yield* refuse("host-busy", `the host holds ${inFlight.bytes} bytes of tool arguments in flight over all its runs (at most ${inFlight.maxBytes}); this call of ${argumentBytes} bytes was not taken: try again`)
-        }
-        if (args === undefined) {
-          return yield* refuse("arguments-too-large", `the arguments of ${argumentBytes} bytes exceed the limit of ${limits.maxArgumentBytes} bytes (maxArgumentBytes)`)
-        }
-        const planned = plan.tools.get(tool)
-        if (planned === undefined) {
-          const known = [...plan.tools.keys()].join(", ")
-          return yield* refuse("unknown-tool", `no tool named ${JSON.stringify(tool.slice(0, 80))} is available to this run (tools: ${known})`)
-        }
-        if (decoded === undefined || decoded._tag === "Refused") return yield* refuse("invalid-arguments", decoded?.message ?? `the arguments of ${tool} are missing`)
-        const value = decoded.value
-        if (typeof value !== "object" || value === null || Array.isArray(value)) {
-          return yield* refuse("invalid-arguments", `the arguments of ${tool} must be one JSON object`)
-        }
-        const checked = planned.check(value)
-        if (Either.isLeft(checked)) return yield* refuse("invalid-arguments", `invalid arguments for ${tool}: ${checked.left}`)
-        if (made >= limits.maxCalls) {
-          return yield* refuse("budget-exhausted", `tool call limit reached (${limits.maxCalls} calls per execution); no more tool calls are served in this run`)
-        }
-        made++
-        const controller = new AbortController()
-        callers.set(id, controller)
-        // The whole serving is interruptible (an interruption that came during the uninterruptible
-        // steps before takes effect here, before the handler starts); its outcome is recorded either way.
-        const outcome: Outcome = yield* restore(invoke(planned, checked.right, { signal: controller.signal, executionId, callId: id, tool }).pipe(
-          Effect.map((result): Outcome => {
-            let text: string | undefined
-            try {
-              text = JSON.stringify(result === undefined ? null : result)
-            } catch (error) {
-              return { _tag: "Failed", reason: "error", message: `the result of ${tool} is not JSON (${errorMessage(error)})` }
-            }
-            const json = encoder.encode(text ?? "null")
-            return json.byteLength > limits.maxResultBytes
-              ? { _tag: "Failed", reason: "result-too-large", message: `the result of ${tool} (${json.byteLength} bytes) exceeds the limit of ${limits.maxResultBytes} bytes (maxResultBytes)` }
-              : { _tag: "Result", json }
-          }),
-          // Any cause, a handler's own interruption (Effect.interrupt) included, is a tool error; an
-          // interruption from outside (settle, a caller gone) is not caught here and ends the fiber.
-          Effect.catchAllCause((cause) =>
-            Effect.succeed<Outcome>({
-              _tag: "Failed",
-              reason: "error",
-              message: Cause.isInterruptedOnly(cause) ? `${tool} was interrupted` : errorMessage(Cause.squash(cause))
-            })
-          ),
-          Effect.timeoutTo({
-            duration: limits.callTimeoutMs,
-            onSuccess: (o) => o,
-            onTimeout: (): Outcome => ({ _tag: "Failed", reason: "timed-out", message: `${tool} did not answer within ${limits.callTimeoutMs} ms (callTimeoutMs)` })
-          })
-        )).pipe(
-          Effect.onInterrupt(() =>
-            Effect.gen(function*() {
-              const reason = controller.signal.aborted ? String(controller.signal.reason) : "the run ended before the call was answered"
-              controller.abort(reason)
-              callers.delete(id)
-              const now = yield* Clock.currentTimeMillis
-              yield* appendOutcome({ type: "ToolCallFailed", data: { callId: id, tool, durationMs: now - startedAt, reason: "cancelled", message: reason } })
-            })
-          )
-        )
-        callers.delete(id)
-        if (outcome._tag === "Failed" && outcome.reason === "timed-out") controller.abort(outcome.message)
-        const durationMs = (yield* Clock.currentTimeMillis) - startedAt
-        if (outcome._tag === "Result") {
-          // The answer first: the code waits for it; the journal's record follows at once.
-          yield* reply(id, "0", outcome.json)
-          yield* appendOutcome({ type: "ToolCallCompleted", data: { callId: id, tool, durationMs, resultBytes: outcome.json.byteLength } })
-        } else {
-          yield* reply(id, "1", encoder.encode(outcome.message))
-          yield* appendOutcome({ type: "ToolCallFailed", data: { callId: id, tool, durationMs, reason: outcome.reason, message: outcome.message } })
-        }
-      }))
+      )
 
     /** `held`: bytes this call holds of the host's bound, released when its serving ends. */
-    const dispatch = (id: number, tool: string, args: Uint8Array | undefined, argumentBytes: number, held = 0, busy = false) => {
+    const dispatch = (
+      id: number,
+      tool: string,
+      args: Uint8Array | undefined,
+      argumentBytes: number,
+      held = 0,
+      busy = false
+    ) => {
       if (settled) return inFlight.release(held)
       const fiber = Runtime.runFork(runtime)(serve(id, tool, args, argumentBytes, busy))
       serving.set(id, fiber)
@@ -306,7 +392,8 @@ export const make = (input: {
       const text = bytes.toString("latin1")
       if (type === FRAME.toolCallerGone) {
         // The caller went away (its process ended): its handler is cancelled; the supervisor drops the reply.
-        if (!/^[1-9][0-9]{0,9}$/.test(text) || Number(text) > lastId) return `a 'q' frame for no call (${JSON.stringify(text.slice(0, 40))})`
+        if (!/^[1-9][0-9]{0,9}$/.test(text) || Number(text) > lastId)
+          return `a 'q' frame for no call (${JSON.stringify(text.slice(0, 40))})`
         const id = Number(text)
         const fiber = serving.get(id)
         if (fiber !== undefined) {
@@ -343,12 +430,20 @@ export const make = (input: {
     const argumentsChunk: ToolFrames["argumentsChunk"] = (chunk) => {
       if (pending === undefined) return "tool call arguments outside a call"
       pending.got += chunk.byteLength
-      if (pending.got > pending.expected) return `call ${pending.id}'s arguments run past the ${pending.expected} bytes announced`
+      if (pending.got > pending.expected)
+        return `call ${pending.id}'s arguments run past the ${pending.expected} bytes announced`
       pending.chunks?.push(Uint8Array.from(chunk))
       if (pending.got === pending.expected) {
         const { id, tool, chunks, expected, busy } = pending
         pending = undefined
-        dispatch(id, tool, chunks === undefined ? undefined : Buffer.concat(chunks), expected, chunks === undefined ? 0 : expected, busy)
+        dispatch(
+          id,
+          tool,
+          chunks === undefined ? undefined : Buffer.concat(chunks),
+          expected,
+          chunks === undefined ? 0 : expected,
+          busy
+        )
       }
       return undefined
     }
@@ -365,7 +460,10 @@ export const make = (input: {
     })
     yield* Effect.addFinalizer(() => settle)
 
-    const modules = toolModules(input.language, [...plan.tools.values()].map((t) => t.spec))
+    const modules = toolModules(
+      input.language,
+      [...plan.tools.values()].map((t) => t.spec)
+    )
     return {
       header: {
         maxInFlight: limits.maxInFlight,

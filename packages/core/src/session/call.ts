@@ -78,7 +78,7 @@ const encoder = new TextEncoder()
 
 /** The call's environment: the session's, its secrets, then the call's own (checked with what it is merged over). */
 const callEnv = (plan: SessionPlan, extra: Readonly<Record<string, string>> | undefined) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const secrets = Object.fromEntries(Object.entries(plan.secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
     // Checked with what it is merged over: the kernel's bound is on the call's whole environment.
     const perCall = extra === undefined ? {} : yield* Schemas.decodeEnvOver("env", extra, { ...plan.env, ...secrets })
@@ -92,18 +92,24 @@ export const commandInput = (
   command: string | ReadonlyArray<string>,
   o: RunOptions
 ): Effect.Effect<CallInput, InvalidRequest> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const argv = typeof command === "string" ? undefined : command
     if (argv !== undefined && (argv.length === 0 || argv.some((a) => typeof a !== "string" || a.includes("\0")))) {
-      return yield* Effect.fail(invalidRequest("command", argv, "a non-empty argv of strings without NUL bytes, or a shell command string"))
+      return yield* Effect.fail(
+        invalidRequest("command", argv, "a non-empty argv of strings without NUL bytes, or a shell command string")
+      )
     }
     if (typeof command === "string" && (command.trim() === "" || command.includes("\0"))) {
       return yield* Effect.fail(invalidRequest("command", command, "a non-empty shell command without NUL bytes"))
     }
     const text = typeof command === "string" ? command : JSON.stringify(command)
     const bytes = encoder.encode(text)
-    if (bytes.byteLength > config.maxCodeBytes) return yield* Effect.fail(invalidRequest("command", `${bytes.byteLength} bytes`, `at most ${config.maxCodeBytes} bytes (maxCodeBytes)`))
-    if (o.stdin !== undefined && typeof o.stdin !== "string") return yield* Effect.fail(invalidRequest("stdin", o.stdin, "a string"))
+    if (bytes.byteLength > config.maxCodeBytes)
+      return yield* Effect.fail(
+        invalidRequest("command", `${bytes.byteLength} bytes`, `at most ${config.maxCodeBytes} bytes (maxCodeBytes)`)
+      )
+    if (o.stdin !== undefined && typeof o.stdin !== "string")
+      return yield* Effect.fail(invalidRequest("stdin", o.stdin, "a string"))
     return {
       language: "bash",
       mode: argv === undefined ? "eval" : "argv",
@@ -125,10 +131,16 @@ export const codeInput = (
   runner: ReadonlyArray<string>,
   request: SessionCodeRequest
 ): Effect.Effect<CallInput, InvalidRequest> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     for (const field of ["memory", "cpus", "pidsLimit", "image"] as const) {
       if ((request as unknown as Record<string, unknown>)[field] !== undefined) {
-        return yield* Effect.fail(invalidRequest(field, (request as unknown as Record<string, unknown>)[field], "nothing per call in a session: set it when opening the session"))
+        return yield* Effect.fail(
+          invalidRequest(
+            field,
+            (request as unknown as Record<string, unknown>)[field],
+            "nothing per call in a session: set it when opening the session"
+          )
+        )
       }
     }
     const p = yield* planExecution(
@@ -179,25 +191,39 @@ export const runCall = (
   hooks: ExecuteOptions,
   record: (event: JournalEvent) => Effect.Effect<void, JournalError>,
   tools?: ToolChannel
-): Effect.Effect<{ readonly done: Completion; readonly run: SupervisedRun }, ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
-  Effect.gen(function*() {
+): Effect.Effect<
+  { readonly done: Completion; readonly run: SupervisedRun },
+  ContainerFailed | SandboxError | JournalError,
+  Scope.Scope
+> =>
+  Effect.gen(function* () {
     const run = yield* makeSupervisedRun(input.outputLimitBytes, hooks, undefined, undefined, tools)
-    const shell = sessionInvocation({ stateDir: SESSION_STATE_DIR, keep: Object.keys(input.env), mode: input.mode, args: input.args })
-    const done = yield* superviseExec(deps, run, {
-      env: input.env,
-      timeoutMs: input.timeoutMs,
-      what: "command",
-      payload: encodeRunnerPayload({
-        key: run.key,
-        capBytes: input.outputLimitBytes,
-        lock: SESSION_LOCK,
-        killLeftovers: !deps.plan.keepBackgroundProcesses,
-        args: shell,
-        tools: tools?.header,
-        stdin: input.stdin
-      }),
-      tools
-    }, record)
+    const shell = sessionInvocation({
+      stateDir: SESSION_STATE_DIR,
+      keep: Object.keys(input.env),
+      mode: input.mode,
+      args: input.args
+    })
+    const done = yield* superviseExec(
+      deps,
+      run,
+      {
+        env: input.env,
+        timeoutMs: input.timeoutMs,
+        what: "command",
+        payload: encodeRunnerPayload({
+          key: run.key,
+          capBytes: input.outputLimitBytes,
+          lock: SESSION_LOCK,
+          killLeftovers: !deps.plan.keepBackgroundProcesses,
+          args: shell,
+          tools: tools?.header,
+          stdin: input.stdin
+        }),
+        tools
+      },
+      record
+    )
     return { done, run }
   })
 
@@ -218,14 +244,14 @@ export const superviseExec = (
   },
   record: (event: JournalEvent) => Effect.Effect<void, JournalError>
 ): Effect.Effect<Completion, ContainerFailed | SandboxError | JournalError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { runtime, container, plan, supervisor } = deps
     const proc: ExecProcess = yield* Effect.acquireRelease(
       runtime.exec(container, { command: [supervisor], env: input.env, stdin: true }, run.receiver),
       (p, exit) => (exit._tag === "Failure" ? p.kill.pipe(Effect.ignore) : Effect.void).pipe(Effect.zipRight(p.detach))
     )
     const atDeadline = (sup: SupervisedRun) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const holder = sup.lockWait()
         if (holder !== undefined) {
           // Never ran: the lock stayed held for the whole deadline (by another handle's call, or by a
@@ -236,7 +262,8 @@ export const superviseExec = (
             operation: "session call",
             containerName: container.name,
             reason: "session-locked",
-            message: `the session lock in ${container.name} was held for the whole deadline (${input.timeoutMs} ms) by process ${pid} (${cmd.join(" ").trim() || "unknown command"}); ` +
+            message:
+              `the session lock in ${container.name} was held for the whole deadline (${input.timeoutMs} ms) by process ${pid} (${cmd.join(" ").trim() || "unknown command"}); ` +
               `the ${input.what} never ran. Another handle's call is still running, or a process left in the sandbox holds ${SESSION_LOCK}: end it, or destroy the session`
           })
         }
@@ -244,53 +271,84 @@ export const superviseExec = (
         // process started since the call began (all of them but PID 1 when leftovers are not kept).
         const started = sup.started()
         // One killer exec: its exit code, or none when the engine could not start it.
-        const killOnce = started === undefined
-          ? Effect.succeedNone
-          : runtime.exec(
-            container,
-            { command: [supervisor, "--kill", String(started.pid), started.start, plan.keepBackgroundProcesses ? "since" : "all"], env: {}, stdin: false },
-            { stdout: () => {}, stderr: () => {} }
-          ).pipe(
-            Effect.flatMap((killer) => killer.exit.pipe(Effect.map((status) => status.exitCode), Effect.ensuring(killer.detach))),
-            Effect.option
-          )
+        const killOnce =
+          started === undefined
+            ? Effect.succeedNone
+            : runtime
+                .exec(
+                  container,
+                  {
+                    command: [
+                      supervisor,
+                      "--kill",
+                      String(started.pid),
+                      started.start,
+                      plan.keepBackgroundProcesses ? "since" : "all"
+                    ],
+                    env: {},
+                    stdin: false
+                  },
+                  { stdout: () => {}, stderr: () => {} }
+                )
+                .pipe(
+                  Effect.flatMap((killer) =>
+                    killer.exit.pipe(
+                      Effect.map((status) => status.exitCode),
+                      Effect.ensuring(killer.detach)
+                    )
+                  ),
+                  Effect.option
+                )
         // Before the program started (no 'p' frame), its supervisor's own process tree is the call.
         if (started === undefined) yield* proc.kill.pipe(Effect.ignore)
         // The call's supervisor reports once its child died, or the exec ends. Its grace runs from
         // the killer's exit (or from now when there is no killer: the exec itself was killed).
-        const reported = Effect.raceFirst(Effect.asVoid(Deferred.await(sup.report)), Effect.asVoid(proc.exit)).pipe(Effect.as(true))
+        const reported = Effect.raceFirst(Effect.asVoid(Deferred.await(sup.report)), Effect.asVoid(proc.exit)).pipe(
+          Effect.as(true)
+        )
         // What the killer did, for the log line when the sandbox has to go (the reason stays one).
-        let killerSaid = started === undefined ? "the program had not started: its exec was killed" : "the killer did not end within its bound"
+        let killerSaid =
+          started === undefined
+            ? "the program had not started: its exec was killed"
+            : "the killer did not end within its bound"
         // On a loaded host an exec may fail to start, or a killer's passes end before a process with
         // thousands of threads is torn down: another killer runs, within KILLER_BOUND in all.
-        const killerCleared = started === undefined
-          ? Effect.succeed(Option.some(false))
-          : Effect.gen(function*() {
-            let anyStarted = false
-            for (let attempt = 1; attempt <= KILLER_ATTEMPTS; attempt++) {
-              const code = yield* killOnce
-              anyStarted ||= Option.isSome(code)
-              if (Option.isSome(code) && code.value === 0) {
-                killerSaid = "the killer left nothing, but the call did not end within the grace"
-                return Option.some(true)
-              }
-              killerSaid = Option.isNone(code)
-                ? `no killer could be started in the sandbox (${attempt} tries)`
-                : `the killer exited ${code.value}: something outlived every pass (${attempt} tries)`
-            }
-            // No killer ever started: the exec itself is all that is left to kill.
-            if (!anyStarted) yield* proc.kill.pipe(Effect.ignore)
-            return Option.some(false)
-          }).pipe(Effect.timeoutTo({ duration: KILLER_BOUND, onSuccess: (ran) => ran, onTimeout: () => Option.none<boolean>() }))
+        const killerCleared =
+          started === undefined
+            ? Effect.succeed(Option.some(false))
+            : Effect.gen(function* () {
+                let anyStarted = false
+                for (let attempt = 1; attempt <= KILLER_ATTEMPTS; attempt++) {
+                  const code = yield* killOnce
+                  anyStarted ||= Option.isSome(code)
+                  if (Option.isSome(code) && code.value === 0) {
+                    killerSaid = "the killer left nothing, but the call did not end within the grace"
+                    return Option.some(true)
+                  }
+                  killerSaid = Option.isNone(code)
+                    ? `no killer could be started in the sandbox (${attempt} tries)`
+                    : `the killer exited ${code.value}: something outlived every pass (${attempt} tries)`
+                }
+                // No killer ever started: the exec itself is all that is left to kill.
+                if (!anyStarted) yield* proc.kill.pipe(Effect.ignore)
+                return Option.some(false)
+              }).pipe(
+                Effect.timeoutTo({
+                  duration: KILLER_BOUND,
+                  onSuccess: (ran) => ran,
+                  onTimeout: () => Option.none<boolean>()
+                })
+              )
         const afterGrace = Effect.flatMap(killerCleared, (cleared) =>
-          Option.isNone(cleared) ? Effect.succeed(false) : Effect.as(Effect.sleep(KILL_GRACE), cleared.value))
-        const afterKill = yield* Effect.raceFirst(reported, afterGrace).pipe(
-          Effect.orElseSucceed(() => false)
+          Option.isNone(cleared) ? Effect.succeed(false) : Effect.as(Effect.sleep(KILL_GRACE), cleared.value)
         )
+        const afterKill = yield* Effect.raceFirst(reported, afterGrace).pipe(Effect.orElseSucceed(() => false))
         if (!afterKill) {
           // Something in the sandbox outlived the kill: only killing the sandbox is sure.
           yield* runtime.kill(container).pipe(Effect.ignore)
-          yield* Effect.logWarning(`${container.name}: a timed-out ${input.what} could not be killed inside (${killerSaid}); the sandbox was killed`)
+          yield* Effect.logWarning(
+            `${container.name}: a timed-out ${input.what} could not be killed inside (${killerSaid}); the sandbox was killed`
+          )
           yield* deps.sandboxKilled(`a timed-out ${input.what} could not be killed inside; the sandbox was killed`)
         }
         return 137
@@ -307,7 +365,11 @@ export const superviseExec = (
         kill: proc.kill.pipe(Effect.ignore),
         atDeadline,
         outsideKill: Effect.succeedNone,
-        oomKilled: () => runtime.inspect(container).pipe(Effect.option, Effect.map((s) => Option.isSome(s) && s.value.oomKilled))
+        oomKilled: () =>
+          runtime.inspect(container).pipe(
+            Effect.option,
+            Effect.map((s) => Option.isSome(s) && s.value.oomKilled)
+          )
       },
       run,
       payload: input.payload,

@@ -14,7 +14,16 @@
  * follows one). Limits are checked before anything runs (InvalidRequest).
  */
 import { Effect, type Scope } from "effect"
-import { ContainerFailed, FileNotFound, type FileOperation, type InvalidRequest, invalidRequest, type SandboxError, SandboxFileError, type SessionEnded } from "../Errors.js"
+import {
+  ContainerFailed,
+  FileNotFound,
+  type FileOperation,
+  type InvalidRequest,
+  invalidRequest,
+  type SandboxError,
+  SandboxFileError,
+  type SessionEnded
+} from "../Errors.js"
 import { SESSION_LOCK } from "../internal/sessionShell.js"
 import { makeSupervisedRun } from "../kernel/SupervisedRun.js"
 import { encodeRunnerPayload, type FileOp, KEEP_EXISTING_MODE } from "../RunnerProtocol.js"
@@ -104,17 +113,29 @@ const utf8 = new TextDecoder("utf-8", { fatal: true })
 
 /** Why `path` is not one a file operation takes; undefined with its resolved form when it is. */
 export const resolveSandboxPath = (path: unknown): { readonly path: string } | { readonly problem: string } => {
-  if (typeof path !== "string" || path === "" || path.includes("\0")) return { problem: "a non-empty path without NUL bytes" }
-  const segments = (path.startsWith("/") ? path : `${WORKSPACE}/${path}`).split("/").filter((s) => s !== "" && s !== ".")
-  if (segments.includes("..")) return { problem: "a path without '..' segments (they are refused, not resolved: nothing is resolved through a symlink)" }
+  if (typeof path !== "string" || path === "" || path.includes("\0"))
+    return { problem: "a non-empty path without NUL bytes" }
+  const segments = (path.startsWith("/") ? path : `${WORKSPACE}/${path}`)
+    .split("/")
+    .filter((s) => s !== "" && s !== ".")
+  if (segments.includes(".."))
+    return {
+      problem: "a path without '..' segments (they are refused, not resolved: nothing is resolved through a symlink)"
+    }
   const resolved = `/${segments.join("/")}`
   if (!WRITABLE_ROOTS.some((root) => resolved === root || resolved.startsWith(`${root}/`))) {
-    return { problem: `a path under the sandbox's writable roots (${WRITABLE_ROOTS.join(", ")}); a relative path resolves against ${WORKSPACE}` }
+    return {
+      problem: `a path under the sandbox's writable roots (${WRITABLE_ROOTS.join(", ")}); a relative path resolves against ${WORKSPACE}`
+    }
   }
   const bytes = Buffer.byteLength(resolved, "utf8")
-  if (bytes > Schemas.MAX_PATH_BYTES) return { problem: `a path of at most ${Schemas.MAX_PATH_BYTES} bytes in UTF-8 (PATH_MAX); this one resolves to ${bytes}` }
+  if (bytes > Schemas.MAX_PATH_BYTES)
+    return {
+      problem: `a path of at most ${Schemas.MAX_PATH_BYTES} bytes in UTF-8 (PATH_MAX); this one resolves to ${bytes}`
+    }
   const long = segments.find((s) => Buffer.byteLength(s, "utf8") > Schemas.MAX_PATH_SEGMENT_BYTES)
-  if (long !== undefined) return { problem: `names of at most ${Schemas.MAX_PATH_SEGMENT_BYTES} bytes in UTF-8 (NAME_MAX)` }
+  if (long !== undefined)
+    return { problem: `names of at most ${Schemas.MAX_PATH_SEGMENT_BYTES} bytes in UTF-8 (NAME_MAX)` }
   return { path: resolved }
 }
 
@@ -123,8 +144,16 @@ const sandboxPath = (field: string, path: unknown): Effect.Effect<string, Invali
   return "path" in r ? Effect.succeed(r.path) : Effect.fail(invalidRequest(field, path, r.problem))
 }
 
-const integerIn = (field: string, value: unknown, min: number, max: number, allowed: string): Effect.Effect<number, InvalidRequest> =>
-  typeof value === "number" && Number.isSafeInteger(value) && value >= min && value <= max ? Effect.succeed(value) : Effect.fail(invalidRequest(field, value, allowed))
+const integerIn = (
+  field: string,
+  value: unknown,
+  min: number,
+  max: number,
+  allowed: string
+): Effect.Effect<number, InvalidRequest> =>
+  typeof value === "number" && Number.isSafeInteger(value) && value >= min && value <= max
+    ? Effect.succeed(value)
+    : Effect.fail(invalidRequest(field, value, allowed))
 
 /** An operation validated: what the supervisor is asked, and its deadline. */
 interface Planned {
@@ -132,37 +161,74 @@ interface Planned {
   readonly timeoutMs: number
 }
 
-export const planRead = (path: unknown, o: ReadFileOptions | undefined, defaultTimeoutMs: number): Effect.Effect<Planned, InvalidRequest> =>
-  Effect.gen(function*() {
+export const planRead = (
+  path: unknown,
+  o: ReadFileOptions | undefined,
+  defaultTimeoutMs: number
+): Effect.Effect<Planned, InvalidRequest> =>
+  Effect.gen(function* () {
     const resolved = yield* sandboxPath("path", path)
-    const offset = o?.offset === undefined ? 0 : yield* integerIn("offset", o.offset, 0, Number.MAX_SAFE_INTEGER, "an integer >= 0 (bytes)")
-    const limit = o?.limit === undefined
-      ? DEFAULT_READ_LIMIT_BYTES
-      : yield* integerIn("limit", o.limit, 0, MAX_READ_LIMIT_BYTES, `an integer from 0 to ${MAX_READ_LIMIT_BYTES} (64 MiB; read larger files in pieces with offset)`)
+    const offset =
+      o?.offset === undefined
+        ? 0
+        : yield* integerIn("offset", o.offset, 0, Number.MAX_SAFE_INTEGER, "an integer >= 0 (bytes)")
+    const limit =
+      o?.limit === undefined
+        ? DEFAULT_READ_LIMIT_BYTES
+        : yield* integerIn(
+            "limit",
+            o.limit,
+            0,
+            MAX_READ_LIMIT_BYTES,
+            `an integer from 0 to ${MAX_READ_LIMIT_BYTES} (64 MiB; read larger files in pieces with offset)`
+          )
     return { op: { op: "read", path: resolved, offset, limit }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
   })
 
-export const planWrite = (path: unknown, content: unknown, o: WriteFileOptions | undefined, defaultTimeoutMs: number): Effect.Effect<Planned, InvalidRequest> =>
-  Effect.gen(function*() {
+export const planWrite = (
+  path: unknown,
+  content: unknown,
+  o: WriteFileOptions | undefined,
+  defaultTimeoutMs: number
+): Effect.Effect<Planned, InvalidRequest> =>
+  Effect.gen(function* () {
     const resolved = yield* sandboxPath("path", path)
-    const bytes = typeof content === "string" ? encoder.encode(content) : content instanceof Uint8Array ? content : undefined
-    if (bytes === undefined) return yield* Effect.fail(invalidRequest("content", content, "a string (written as UTF-8) or a Uint8Array"))
+    const bytes =
+      typeof content === "string" ? encoder.encode(content) : content instanceof Uint8Array ? content : undefined
+    if (bytes === undefined)
+      return yield* Effect.fail(invalidRequest("content", content, "a string (written as UTF-8) or a Uint8Array"))
     if (bytes.byteLength > MAX_WRITE_BYTES) {
-      return yield* Effect.fail(invalidRequest("content", `${bytes.byteLength} bytes`, `at most ${MAX_WRITE_BYTES} bytes (64 MiB) in one write`))
+      return yield* Effect.fail(
+        invalidRequest("content", `${bytes.byteLength} bytes`, `at most ${MAX_WRITE_BYTES} bytes (64 MiB) in one write`)
+      )
     }
     // Without a mode, an existing file keeps its bits (a new one gets DEFAULT_FILE_MODE), as an editor's save does.
-    const mode = o?.mode === undefined ? KEEP_EXISTING_MODE | DEFAULT_FILE_MODE : yield* integerIn("mode", o.mode, 0, 0o777, "permission bits from 0 to 0o777 (511)")
-    return { op: { op: "write", path: resolved, content: bytes, mode }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
+    const mode =
+      o?.mode === undefined
+        ? KEEP_EXISTING_MODE | DEFAULT_FILE_MODE
+        : yield* integerIn("mode", o.mode, 0, 0o777, "permission bits from 0 to 0o777 (511)")
+    return {
+      op: { op: "write", path: resolved, content: bytes, mode },
+      timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs)
+    }
   })
 
-export const planList = (dir: unknown, o: FileCallOptions | undefined, defaultTimeoutMs: number): Effect.Effect<Planned, InvalidRequest> =>
-  Effect.gen(function*() {
+export const planList = (
+  dir: unknown,
+  o: FileCallOptions | undefined,
+  defaultTimeoutMs: number
+): Effect.Effect<Planned, InvalidRequest> =>
+  Effect.gen(function* () {
     const resolved = yield* sandboxPath("dir", dir ?? WORKSPACE)
     return { op: { op: "list", path: resolved }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
   })
 
-export const planRemove = (path: unknown, o: FileCallOptions | undefined, defaultTimeoutMs: number): Effect.Effect<Planned, InvalidRequest> =>
-  Effect.gen(function*() {
+export const planRemove = (
+  path: unknown,
+  o: FileCallOptions | undefined,
+  defaultTimeoutMs: number
+): Effect.Effect<Planned, InvalidRequest> =>
+  Effect.gen(function* () {
     const resolved = yield* sandboxPath("path", path)
     return { op: { op: "remove", path: resolved }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
   })
@@ -179,29 +245,46 @@ const isoOf = (seconds: number) => new Date(Math.max(-8.64e15, Math.min(8.64e15,
  * ContainerFailed session-locked).
  */
 const runOp = (deps: CallDeps, planned: Planned) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { op, timeoutMs } = planned
     const run = yield* makeSupervisedRun(0, {}, undefined, op)
-    const done = yield* superviseExec(deps, run, {
-      // The supervisor's root for /workspace, whatever the image's environment says.
-      env: { HERMES_WORKSPACE: WORKSPACE },
-      timeoutMs,
-      what: "file operation",
-      payload: encodeRunnerPayload({ key: run.key, lock: SESSION_LOCK, fileOp: op, stdin: new Uint8Array(0) })
-      // Not journaled: a file operation is not an execution (no ExecutionRequested, nothing to record).
-    }, () => Effect.void).pipe(Effect.catchTag("JournalError", (e) => Effect.die(e)))
+    const done = yield* superviseExec(
+      deps,
+      run,
+      {
+        // The supervisor's root for /workspace, whatever the image's environment says.
+        env: { HERMES_WORKSPACE: WORKSPACE },
+        timeoutMs,
+        what: "file operation",
+        payload: encodeRunnerPayload({ key: run.key, lock: SESSION_LOCK, fileOp: op, stdin: new Uint8Array(0) })
+        // Not journaled: a file operation is not an execution (no ExecutionRequested, nothing to record).
+      },
+      () => Effect.void
+    ).pipe(Effect.catchTag("JournalError", (e) => Effect.die(e)))
     const reply = run.reply!
     const fail = (code: string, message: string) =>
       Effect.fail(
         code === "ENOENT"
-          ? new FileNotFound({ operation: op.op, path: op.path, message: `cannot ${VERB[op.op]} ${op.path}: ${message}` })
-          : new SandboxFileError({ operation: op.op, path: op.path, code, message: `cannot ${VERB[op.op]} ${op.path}: ${message}` })
+          ? new FileNotFound({
+              operation: op.op,
+              path: op.path,
+              message: `cannot ${VERB[op.op]} ${op.path}: ${message}`
+            })
+          : new SandboxFileError({
+              operation: op.op,
+              path: op.path,
+              code,
+              message: `cannot ${VERB[op.op]} ${op.path}: ${message}`
+            })
       )
     // A reply that came whole is what happened, even when it came while the deadline's kill was under
     // way (the supervisor finished first): saying "timed out" would hide a write that was done.
     const outcome = reply.outcome
     if (outcome === undefined && done.timedOut) {
-      return yield* fail("ETIMEDOUT", `the deadline (${timeoutMs} ms) passed before the sandbox finished it${op.op === "write" ? " (the file may be partly written)" : ""}`)
+      return yield* fail(
+        "ETIMEDOUT",
+        `the deadline (${timeoutMs} ms) passed before the sandbox finished it${op.op === "write" ? " (the file may be partly written)" : ""}`
+      )
     }
     if (outcome === undefined) {
       return yield* new ContainerFailed({
@@ -223,7 +306,7 @@ export const makeFileOps = (
   const run = (planned: Planned) => serialized((deps) => runOp(deps, planned))
   return {
     readFile: (path: string, o?: ReadFileOptions) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planned = yield* planRead(path, o, defaultTimeoutMs)
         const { reply } = yield* run(planned)
         const file = reply.file!
@@ -231,7 +314,12 @@ export const makeFileOps = (
         const op = planned.op as Extract<FileOp, { op: "read" }>
         if (got === undefined) {
           // Fewer bytes than announced: the file shrank while it was read (a process in the sandbox).
-          return yield* new SandboxFileError({ operation: "read", path: op.path, code: "EIO", message: `cannot read ${op.path}: it changed while it was read; read it again` })
+          return yield* new SandboxFileError({
+            operation: "read",
+            path: op.path,
+            code: "EIO",
+            message: `cannot read ${op.path}: it changed while it was read; read it again`
+          })
         }
         const size = file.announcedSize ?? got.size
         const offset = Math.min(op.offset, size)
@@ -248,7 +336,7 @@ export const makeFileOps = (
         return result
       }),
     writeFile: (path: string, content: string | Uint8Array, o?: WriteFileOptions) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planned = yield* planWrite(path, content, o, defaultTimeoutMs)
         yield* run(planned)
         const op = planned.op as Extract<FileOp, { op: "write" }>
@@ -256,7 +344,7 @@ export const makeFileOps = (
         return result
       }),
     listFiles: (dir?: string, o?: FileCallOptions) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planned = yield* planList(dir, o, defaultTimeoutMs)
         const { outcome, reply } = yield* run(planned)
         const entries: Array<FileEntry> = []
@@ -271,11 +359,16 @@ export const makeFileOps = (
           }
           entries.push({ name, kind: e.kind, size: e.size, mode: e.mode, modifiedAt: isoOf(e.mtimeSeconds) })
         }
-        const result: ListFilesResult = { path: planned.op.path, entries, truncated: outcome._tag === "Listed" && outcome.more, omitted }
+        const result: ListFilesResult = {
+          path: planned.op.path,
+          entries,
+          truncated: outcome._tag === "Listed" && outcome.more,
+          omitted
+        }
         return result
       }),
     removeFile: (path: string, o?: FileCallOptions) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* run(yield* planRemove(path, o, defaultTimeoutMs))
       })
   }

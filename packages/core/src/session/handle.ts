@@ -23,7 +23,15 @@ import * as ToolChannel from "../kernel/ToolChannel.js"
 import type { Language } from "../Language.js"
 import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
-import { type CallDeps, type CallInput, codeInput, commandInput, type RunOptions, runCall, type SessionCodeRequest } from "./call.js"
+import {
+  type CallDeps,
+  type CallInput,
+  codeInput,
+  commandInput,
+  type RunOptions,
+  runCall,
+  type SessionCodeRequest
+} from "./call.js"
 import {
   type FileCallOptions,
   type ListFilesResult,
@@ -60,16 +68,26 @@ export interface Session {
   /** Persistent: containers of this profile removed because their configuration differed. */
   readonly replaced: ReadonlyArray<string>
   /** A shell command (string, run by bash: `cd`, `export`, pipes...) or an argv run as is. */
-  readonly run: (command: string | ReadonlyArray<string>, options?: RunOptions) => Effect.Effect<SessionResult, SessionCallError>
+  readonly run: (
+    command: string | ReadonlyArray<string>,
+    options?: RunOptions
+  ) => Effect.Effect<SessionResult, SessionCallError>
   /** A code snippet through the runner, in the session's current directory and environment. */
-  readonly runCode: (request: SessionCodeRequest, options?: ExecuteOptions) => Effect.Effect<SessionResult, SessionCallError>
+  readonly runCode: (
+    request: SessionCodeRequest,
+    options?: ExecuteOptions
+  ) => Effect.Effect<SessionResult, SessionCallError>
   // File operations (session/files.ts), serialized with the calls; done by the sandbox's supervisor,
   // never through a shell. Paths: absolute under /workspace or /tmp, or relative to /workspace (not
   // to the shell's working directory); a symlink is never followed.
   /** Bytes of a regular file: from `offset` (default 0), at most `limit` (default 8 MiB, at most 64 MiB). */
   readonly readFile: (path: string, options?: ReadFileOptions) => Effect.Effect<ReadFileResult, SessionFileError>
   /** Create or replace a regular file (missing parent directories made, 0755), at most 64 MiB. */
-  readonly writeFile: (path: string, content: string | Uint8Array, options?: WriteFileOptions) => Effect.Effect<WriteFileResult, SessionFileError>
+  readonly writeFile: (
+    path: string,
+    content: string | Uint8Array,
+    options?: WriteFileOptions
+  ) => Effect.Effect<WriteFileResult, SessionFileError>
   /** A directory's entries (default /workspace), sorted, at most 10,000. */
   readonly listFiles: (dir?: string, options?: FileCallOptions) => Effect.Effect<ListFilesResult, SessionFileError>
   /** Remove a file, a symlink (itself) or an empty directory. */
@@ -116,8 +134,11 @@ export interface HandleInput {
   readonly deadlineMs?: number | undefined
 }
 
-export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ readonly session: Session; readonly shutdown: Effect.Effect<void> }> =>
-  Effect.gen(function*() {
+export const makeHandle = (
+  deps: HandleDeps,
+  h: HandleInput
+): Effect.Effect<{ readonly session: Session; readonly shutdown: Effect.Effect<void> }> =>
+  Effect.gen(function* () {
     const { container, plan, sessionId } = h
     const lock = yield* Effect.makeSemaphore(1)
     const cleaned = yield* Deferred.make<void>()
@@ -137,19 +158,24 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
         state = { _tag: "Ending", reason, afterCall }
         return true
       })
-    const endReason = () => state._tag === "Open" ? undefined : state.reason
+    const endReason = () => (state._tag === "Open" ? undefined : state.reason)
 
     const destroyed = (reason: "idle-expired" | "session-closed") =>
-      deps.removals.destroy(sessionId, container, reason).pipe(Effect.zipRight(Effect.sync(() => {
-        if (state._tag === "Ended") state = { ...state, removed: true }
-      })))
+      deps.removals.destroy(sessionId, container, reason).pipe(
+        Effect.zipRight(
+          Effect.sync(() => {
+            if (state._tag === "Ended") state = { ...state, removed: true }
+          })
+        )
+      )
 
     const cleanup = (reason: string, remove: boolean, idleMs?: number) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         // Running and queued calls are interrupted (each kills its process tree first).
         yield* Scope.close(callScope, Exit.void)
         if (watchers !== undefined) yield* Fiber.interrupt(watchers)
-        if (idleMs !== undefined) yield* deps.appendQuietly(sessionId, { type: "SessionIdleExpired", data: { sessionId, idleMs } })
+        if (idleMs !== undefined)
+          yield* deps.appendQuietly(sessionId, { type: "SessionIdleExpired", data: { sessionId, idleMs } })
         state = { _tag: "Ended", reason, removed: false }
         if (remove) yield* destroyed(idleMs !== undefined ? "idle-expired" : "session-closed")
         yield* deps.appendQuietly(sessionId, { type: "SessionClosed", data: { sessionId, reason } })
@@ -158,10 +184,14 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
 
     /** End from anywhere (a call, a watcher): the cleanup runs in the background, never in the caller's fiber. */
     const endInBackground = (reason: string, remove: boolean, idleMs?: number) =>
-      end(reason).pipe(Effect.flatMap((won) => won ? FiberSet.run(deps.background, cleanup(reason, remove, idleMs)).pipe(Effect.asVoid) : Effect.void))
+      end(reason).pipe(
+        Effect.flatMap((won) =>
+          won ? FiberSet.run(deps.background, cleanup(reason, remove, idleMs)).pipe(Effect.asVoid) : Effect.void
+        )
+      )
 
     const endAndWait = (reason: string, remove: boolean) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (yield* end(reason)) yield* FiberSet.run(deps.background, cleanup(reason, remove))
         yield* Deferred.await(cleaned)
         // Ended earlier without removal (persistent detach): destroy now.
@@ -191,7 +221,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
       record: (event: JournalEvent) => Effect.Effect<void, JournalError>,
       tools: ToolChannel.ToolChannel | undefined
     ) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* refuseWhenEnded
         lastActivityMs = yield* Clock.currentTimeMillis
         const { done, run } = yield* runCall(callDeps, input, hooks, record, tools)
@@ -201,14 +231,14 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
       }).pipe(Effect.scoped)
 
     const call = (input: CallInput, hooks: ExecuteOptions): Effect.Effect<SessionResult, SessionCallError> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* refuseWhenEnded
         pending++
         return yield* callAccepted(input, hooks).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
       })
 
     const callAccepted = (input: CallInput, hooks: ExecuteOptions): Effect.Effect<SessionResult, SessionCallError> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executionId = uuidv7()
         hooks.onExecutionId?.(executionId)
         yield* deps.append(executionId, {
@@ -221,7 +251,12 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
             stdinBytes: input.stdin.byteLength,
             fileCount: input.fileCount,
             timeoutMs: input.timeoutMs,
-            limits: { memoryBytes: plan.limits.memoryBytes, nanoCpus: plan.limits.nanoCpus, pidsLimit: plan.limits.pidsLimit, outputLimitBytes: input.outputLimitBytes },
+            limits: {
+              memoryBytes: plan.limits.memoryBytes,
+              nanoCpus: plan.limits.nanoCpus,
+              pidsLimit: plan.limits.pidsLimit,
+              outputLimitBytes: input.outputLimitBytes
+            },
             network: plan.network,
             runtime: deps.config.runtime ?? "runc",
             scope: h.scope,
@@ -231,20 +266,32 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
         })
         const interruptReason = Effect.sync(() => {
           const asked = hooks.interruptReason?.()
-          return asked === undefined ? "interrupted (caller, or the session ended)" : `interrupted by the caller: ${asked}`
+          return asked === undefined
+            ? "interrupted (caller, or the session ended)"
+            : `interrupted by the caller: ${asked}`
         })
-        return yield* inCallSet(Effect.scoped(Effect.gen(function*() {
-          // runCode's tool calls: served while the call runs, settled before its terminal event.
-          const tools = input.tools === undefined
-            ? undefined
-            : yield* ToolChannel.make({ plan: input.tools, language: input.language as Language, executionId, append: (event) => deps.append(executionId, event) })
-          return yield* withTerminalEvent(
-            (event) => deps.append(executionId, event),
-            interruptReason,
-            (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record, tools)),
-            tools?.settle
+        return yield* inCallSet(
+          Effect.scoped(
+            Effect.gen(function* () {
+              // runCode's tool calls: served while the call runs, settled before its terminal event.
+              const tools =
+                input.tools === undefined
+                  ? undefined
+                  : yield* ToolChannel.make({
+                      plan: input.tools,
+                      language: input.language as Language,
+                      executionId,
+                      append: (event) => deps.append(executionId, event)
+                    })
+              return yield* withTerminalEvent(
+                (event) => deps.append(executionId, event),
+                interruptReason,
+                (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record, tools)),
+                tools?.settle
+              )
+            })
           )
-        })))
+        )
       })
 
     /**
@@ -253,40 +300,48 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
      * (it killed the sandbox) starts the cleanup once it returned.
      */
     const inCallSet = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | SessionEnded> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const supervised = effect.pipe(
-          Effect.ensuring(Effect.suspend(() => {
-            if (state._tag !== "Ending" || !state.afterCall) return Effect.void
-            const reason = state.reason
-            state = { _tag: "Ending", reason, afterCall: false }
-            return FiberSet.run(deps.background, cleanup(reason, true)).pipe(Effect.asVoid)
-          }))
+          Effect.ensuring(
+            Effect.suspend(() => {
+              if (state._tag !== "Ending" || !state.afterCall) return Effect.void
+              const reason = state.reason
+              state = { _tag: "Ending", reason, afterCall: false }
+              return FiberSet.run(deps.background, cleanup(reason, true)).pipe(Effect.asVoid)
+            })
+          )
         )
         const fiber = yield* FiberSet.run(calls, supervised).pipe(
           Effect.catchAllDefect(() => Effect.fail(endedError("closing")))
         )
         return yield* Fiber.join(fiber).pipe(
           Effect.onInterrupt(() => Fiber.interrupt(fiber)),
-          Effect.catchAllCause((cause) => Effect.suspend((): Effect.Effect<never, E | SessionEnded> => {
-            const reason = endReason()
-            return reason !== undefined ? Effect.fail(endedError(reason)) : Effect.failCause(cause)
-          }))
+          Effect.catchAllCause((cause) =>
+            Effect.suspend((): Effect.Effect<never, E | SessionEnded> => {
+              const reason = endReason()
+              return reason !== undefined ? Effect.fail(endedError(reason)) : Effect.failCause(cause)
+            })
+          )
         )
       })
 
     /** A file operation: accepted like a call, under the same lock (FIFO with the calls), counted as activity. */
-    const serialized = <A, E>(body: (deps: CallDeps) => Effect.Effect<A, E, Scope.Scope>): Effect.Effect<A, E | SessionEnded> =>
-      Effect.gen(function*() {
+    const serialized = <A, E>(
+      body: (deps: CallDeps) => Effect.Effect<A, E, Scope.Scope>
+    ): Effect.Effect<A, E | SessionEnded> =>
+      Effect.gen(function* () {
         yield* refuseWhenEnded
         pending++
         const locked = lock.withPermits(1)(
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             yield* refuseWhenEnded
             lastActivityMs = yield* Clock.currentTimeMillis
             return yield* body(callDeps)
           }).pipe(
             Effect.scoped,
-            Effect.ensuring(Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => void (lastActivityMs = t))))
+            Effect.ensuring(
+              Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => void (lastActivityMs = t)))
+            )
           )
         )
         return yield* inCallSet(locked).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
@@ -310,7 +365,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
     )
     // Expires the session once no call ran or waited for `lifetimeMs`.
     const idleExpiry = (lifetimeMs: number) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         while (true) {
           const now = yield* Clock.currentTimeMillis
           const waitMs = pending > 0 ? lifetimeMs : lastActivityMs + lifetimeMs - now
@@ -320,7 +375,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
           }
           // Decide under the call lock, so no call starts while the sandbox goes away.
           const expired = yield* lock.withPermits(1)(
-            Effect.gen(function*() {
+            Effect.gen(function* () {
               const t = yield* Clock.currentTimeMillis
               if (pending > 0 || t - lastActivityMs < lifetimeMs) return false
               if (h.scope === "persistent") {
@@ -331,7 +386,8 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
                   return false
                 }
               }
-              if (yield* end("idle-expired")) yield* FiberSet.run(deps.background, cleanup("idle-expired", true, t - lastActivityMs))
+              if (yield* end("idle-expired"))
+                yield* FiberSet.run(deps.background, cleanup("idle-expired", true, t - lastActivityMs))
               return true
             })
           )
@@ -339,7 +395,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
         }
       })
     const hardCap = (deadlineMs: number, reason: string) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         while (true) {
           const left = deadlineMs - (yield* Clock.currentTimeMillis)
           if (left <= 0) break
@@ -354,8 +410,8 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
           h.scope === "session"
             ? hardCap(openedAtMs + plan.maxLifetimeMs, `max-lifetime (${plan.maxLifetimeMs} ms)`)
             : h.deadlineMs !== undefined
-            ? hardCap(h.deadlineMs, `max-lifetime (deadline ${new Date(h.deadlineMs).toISOString()})`)
-            : Effect.never
+              ? hardCap(h.deadlineMs, `max-lifetime (deadline ${new Date(h.deadlineMs).toISOString()})`)
+              : Effect.never
         ],
         { concurrency: "unbounded", discard: true }
       )
@@ -377,5 +433,8 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<{ re
       destroy: endAndWait("destroyed", true),
       status: Effect.sync(() => ({ open: state._tag === "Open", endReason: endReason(), pending }))
     }
-    return { session, shutdown: endAndWait(h.scope === "session" ? "service closed" : "detached", h.scope === "session") }
+    return {
+      session,
+      shutdown: endAndWait(h.scope === "session" ? "service closed" : "detached", h.scope === "session")
+    }
   })

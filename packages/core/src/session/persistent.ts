@@ -35,18 +35,32 @@ export interface FindInput<S> {
   /** Its labels' deadline (ms), for the new one. */
   readonly newDeadlineMs: number | undefined
   /** Make the handle of the sandbox found or made. */
-  readonly handle: (container: SandboxCreated, reconnected: boolean, replaced: ReadonlyArray<string>, deadlineMs: number | undefined) => Effect.Effect<S>
+  readonly handle: (
+    container: SandboxCreated,
+    reconnected: boolean,
+    replaced: ReadonlyArray<string>,
+    deadlineMs: number | undefined
+  ) => Effect.Effect<S>
 }
 
 /** Under the caller's persistent lock: the profile's sandbox, reconnected, replaced or made. */
-export const findOrCreate = <S>(deps: FindDeps, input: FindInput<S>): Effect.Effect<S, InvalidRequest | SandboxError | SessionConfigMismatch | JournalError> =>
-  Effect.gen(function*() {
+export const findOrCreate = <S>(
+  deps: FindDeps,
+  input: FindInput<S>
+): Effect.Effect<S, InvalidRequest | SandboxError | SessionConfigMismatch | JournalError> =>
+  Effect.gen(function* () {
     const { profile, sessionId, imageId } = input
     const { canonical, fingerprint } = input.fingerprint
     if (deps.held(sessionId)) {
-      return yield* Effect.fail(invalidRequest("profile", profile, "a profile not already open in this process (close the other handle first)"))
+      return yield* Effect.fail(
+        invalidRequest("profile", profile, "a profile not already open in this process (close the other handle first)")
+      )
     }
-    const found = yield* deps.runtime.list({ [Label.project]: ProjectName, [Label.scope]: "persistent", [Label.profile]: profile })
+    const found = yield* deps.runtime.list({
+      [Label.project]: ProjectName,
+      [Label.scope]: "persistent",
+      [Label.profile]: profile
+    })
     const others = found.filter((c) => c.labels[Label.fingerprint] !== fingerprint)
     if (others.length > 0 && input.policy === "refuse") {
       const first = others[0]!
@@ -55,7 +69,8 @@ export const findOrCreate = <S>(deps: FindDeps, input: FindInput<S>): Effect.Eff
         profile,
         containerName: first.name,
         differences: diff,
-        message: `the persistent sandbox ${first.name} of profile ${JSON.stringify(profile)} was made with another configuration (${diff.join("; ")}); ` +
+        message:
+          `the persistent sandbox ${first.name} of profile ${JSON.stringify(profile)} was made with another configuration (${diff.join("; ")}); ` +
           `destroy it, or open with onConfigChange: "replace"`
       })
     }
@@ -75,13 +90,16 @@ export const findOrCreate = <S>(deps: FindDeps, input: FindInput<S>): Effect.Eff
       yield* deps.removals.removeNow(old)
       yield* deps.appendQuietly(
         oldId,
-        { type: "ContainerDestroyed", data: { containerName: old.name, containerId: old.id, reason: "session-closed" } },
+        {
+          type: "ContainerDestroyed",
+          data: { containerName: old.name, containerId: old.id, reason: "session-closed" }
+        },
         { type: "SessionClosed", data: { sessionId: oldId, reason: `configuration changed: ${diff.join("; ")}` } }
       )
       replaced.push(old.name)
     }
     const reconnect = (c: SandboxInfo) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (c.status === "exited" || c.status === "created") {
           // The engine restarted (or the sandbox was stopped): its tmpfs state is gone, its identity is not.
           yield* deps.runtime.start(c)
@@ -89,7 +107,14 @@ export const findOrCreate = <S>(deps: FindDeps, input: FindInput<S>): Effect.Eff
           return Option.none()
         }
         yield* deps.append(sessionId, { type: "SessionReconnected", data: { sessionId, containerName: c.name } })
-        return Option.some(yield* input.handle({ id: c.id, name: c.name, imageId }, true, replaced, SessionReaper.deadlineOf(c.labels, c.createdAt)))
+        return Option.some(
+          yield* input.handle(
+            { id: c.id, name: c.name, imageId },
+            true,
+            replaced,
+            SessionReaper.deadlineOf(c.labels, c.createdAt)
+          )
+        )
       })
     const match = found.find((c) => c.labels[Label.fingerprint] === fingerprint)
     if (match !== undefined) {
@@ -102,12 +127,23 @@ export const findOrCreate = <S>(deps: FindDeps, input: FindInput<S>): Effect.Eff
       if (expired) {
         yield* deps.appendQuietly(
           sessionId,
-          { type: "ContainerDestroyed", data: { containerName: match.name, containerId: match.id, reason: "orphan-reaped" } },
+          {
+            type: "ContainerDestroyed",
+            data: { containerName: match.name, containerId: match.id, reason: "orphan-reaped" }
+          },
           { type: "SessionClosed", data: { sessionId, reason: "max-lifetime passed" } }
         )
       }
     }
-    yield* deps.append(sessionId, { type: "SessionOpened", data: { sessionId, scope: "persistent", containerName: `${ContainerNamePrefix}${sessionId}`, ...(input.tags === undefined ? {} : { tags: input.tags }) } })
+    yield* deps.append(sessionId, {
+      type: "SessionOpened",
+      data: {
+        sessionId,
+        scope: "persistent",
+        containerName: `${ContainerNamePrefix}${sessionId}`,
+        ...(input.tags === undefined ? {} : { tags: input.tags })
+      }
+    })
     const created = yield* input.create.pipe(Effect.either)
     if (created._tag === "Right") return yield* input.handle(created.right, false, replaced, input.newDeadlineMs)
     // Another process created it a moment ago (the name is taken): take that one.

@@ -65,7 +65,9 @@ export const SessionOptionsSchema = Schema.Struct({
   mounts: Schema.optional(Schema.Array(Schemas.Mount)),
   allowDangerousMounts: Schema.optional(Schemas.Flag),
   /** Working directory of the first call. Default /workspace. */
-  workingDir: Schema.optional(Schema.String.pipe(Schema.startsWith("/"), Schema.annotations({ message: () => "an absolute path" }))),
+  workingDir: Schema.optional(
+    Schema.String.pipe(Schema.startsWith("/"), Schema.annotations({ message: () => "an absolute path" }))
+  ),
   /** Idle seconds after which the sandbox is destroyed (Hermes `lifetime_seconds`). Default: never. */
   lifetimeSeconds: Schema.optional(Schemas.PositiveInt(366 * 86400)),
   /**
@@ -95,11 +97,17 @@ export const SessionOptionsSchema = Schema.Struct({
 const PersistentFieldsSchema = Schema.Struct({
   /** Which persistent sandbox (Hermes profile). Default "default". */
   profile: Schema.optionalWith(
-    Schema.String.pipe(Schema.pattern(PROFILE), Schema.annotations({ message: () => "1-63 characters [A-Za-z0-9_.-], starting with a letter or digit" })),
+    Schema.String.pipe(
+      Schema.pattern(PROFILE),
+      Schema.annotations({ message: () => "1-63 characters [A-Za-z0-9_.-], starting with a letter or digit" })
+    ),
     { default: () => "default" }
   ),
   /** When the profile's sandbox was made with another configuration. Default "replace". */
-  onConfigChange: Schema.optionalWith(Schema.Literal("replace", "refuse").annotations({ message: () => `"replace" or "refuse"` }), { default: () => "replace" as const })
+  onConfigChange: Schema.optionalWith(
+    Schema.Literal("replace", "refuse").annotations({ message: () => `"replace" or "refuse"` }),
+    { default: () => "replace" as const }
+  )
 })
 
 const decodeSessionOptions = Schemas.decoderFor(SessionOptionsSchema, "options")
@@ -109,8 +117,13 @@ const decodeSessionLifetime = Schemas.decoderFor(Schema.Struct({ maxLifetimeMs: 
 const decodeCallTimeout = Schemas.decoderFor(SessionOptionsSchema.pick("timeoutMs"))
 
 /** A call's own deadline (`timeoutMs` of its options), decoded as the session's is; absent, `otherwise`. */
-export const callTimeoutMs = (o: { readonly timeoutMs?: number } | undefined, otherwise: number): Effect.Effect<number, InvalidRequest> =>
-  o?.timeoutMs === undefined ? Effect.succeed(otherwise) : Either.map(decodeCallTimeout("", o), (d) => d.timeoutMs ?? otherwise)
+export const callTimeoutMs = (
+  o: { readonly timeoutMs?: number } | undefined,
+  otherwise: number
+): Effect.Effect<number, InvalidRequest> =>
+  o?.timeoutMs === undefined
+    ? Effect.succeed(otherwise)
+    : Either.map(decodeCallTimeout("", o), (d) => d.timeoutMs ?? otherwise)
 
 /** Validate session options over the service's defaults; InvalidRequest before any resource exists. */
 export const resolvePlan = (
@@ -119,33 +132,50 @@ export const resolvePlan = (
   config: ResolvedSandboxDefaults,
   defaultImage: string
 ): Effect.Effect<SessionPlan, InvalidRequest> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const o = yield* decodeSessionOptions("", input)
     const env = { ...config.env, ...(o.env ?? {}) }
     const tooLarge = Schemas.envTotalIssue(env, 0, SessionOptionsSchema.ast)
     if (tooLarge !== undefined) return yield* Effect.fail(Schemas.toInvalidRequest(tooLarge, "env"))
     const secretEnv: Record<string, Redacted.Redacted<string>> = {}
     for (const [name, value] of Object.entries(input.secretEnv ?? {})) {
-      if (!Schemas.ENV_NAME.test(name)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*"))
-      if (!Redacted.isRedacted(value)) return yield* Effect.fail(invalidRequest(`secretEnv.${name}`, "(not Redacted)", "a Redacted value (Redacted.make)"))
+      if (!Schemas.ENV_NAME.test(name))
+        return yield* Effect.fail(
+          invalidRequest(`secretEnv.${name}`, name, "a variable name matching [A-Za-z_][A-Za-z0-9_]*")
+        )
+      if (!Redacted.isRedacted(value))
+        return yield* Effect.fail(
+          invalidRequest(`secretEnv.${name}`, "(not Redacted)", "a Redacted value (Redacted.make)")
+        )
       secretEnv[name] = value
     }
     {
       // The same bounds as env (NUL bytes, string and total sizes), the values never echoed.
       const revealed = Object.fromEntries(Object.entries(secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
       const checked = Schemas.decodeEnvOver("secretEnv", revealed, env)
-      if (checked._tag === "Left") return yield* Effect.fail(invalidRequest(checked.left.field, "(redacted)", checked.left.allowed))
+      if (checked._tag === "Left")
+        return yield* Effect.fail(invalidRequest(checked.left.field, "(redacted)", checked.left.allowed))
     }
     const mounts: Array<SandboxSpec["mounts"][number]> = []
     for (const [i, m] of (o.mounts ?? []).entries()) {
       const danger = mountDanger(m.hostPath)
       if (danger !== undefined && o.allowDangerousMounts !== true) {
-        return yield* Effect.fail(invalidRequest(`mounts[${i}].hostPath`, m.hostPath, `a path that does not hand over the host (${danger}); pass allowDangerousMounts: true to force it`))
+        return yield* Effect.fail(
+          invalidRequest(
+            `mounts[${i}].hostPath`,
+            m.hostPath,
+            `a path that does not hand over the host (${danger}); pass allowDangerousMounts: true to force it`
+          )
+        )
       }
-      if (mounts.some((x) => x.containerPath === m.containerPath)) return yield* Effect.fail(invalidRequest(`mounts[${i}].containerPath`, m.containerPath, "a container path mounted once"))
+      if (mounts.some((x) => x.containerPath === m.containerPath))
+        return yield* Effect.fail(
+          invalidRequest(`mounts[${i}].containerPath`, m.containerPath, "a container path mounted once")
+        )
       mounts.push({ hostPath: m.hostPath, containerPath: m.containerPath, mode: m.mode ?? "ro" })
     }
-    if (scope === "session" && o.maxLifetimeMs !== undefined) yield* decodeSessionLifetime("", { maxLifetimeMs: o.maxLifetimeMs })
+    if (scope === "session" && o.maxLifetimeMs !== undefined)
+      yield* decodeSessionLifetime("", { maxLifetimeMs: o.maxLifetimeMs })
     return {
       image: o.image ?? defaultImage,
       env,
@@ -164,14 +194,18 @@ export const resolvePlan = (
       timeoutMs: o.timeoutMs ?? config.timeoutMs,
       outputLimitBytes: o.outputLimitBytes ?? config.outputLimitBytes,
       lifetimeMs: o.lifetimeSeconds === undefined ? undefined : o.lifetimeSeconds * 1000,
-      maxLifetimeMs: o.maxLifetimeMs ?? (scope === "persistent" ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : DEFAULT_MAX_LIFETIME_MS),
+      maxLifetimeMs:
+        o.maxLifetimeMs ??
+        (scope === "persistent" ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : DEFAULT_MAX_LIFETIME_MS),
       keepBackgroundProcesses: o.keepBackgroundProcesses ?? false,
       tags: o.tags
     }
   })
 
 /** The persistent options beyond a session's: which profile, and what a changed configuration does. */
-export const resolvePersistent = (o: PersistentOptions): Effect.Effect<{ readonly profile: string; readonly policy: "replace" | "refuse" }, InvalidRequest> =>
+export const resolvePersistent = (
+  o: PersistentOptions
+): Effect.Effect<{ readonly profile: string; readonly policy: "replace" | "refuse" }, InvalidRequest> =>
   Either.map(decodePersistentFields("", o), (p) => ({ profile: p.profile, policy: p.onConfigChange }))
 
 /** What a persistent sandbox is found again by: image, limits, mounts, env NAMES and the sandbox's shape. */
@@ -201,7 +235,7 @@ export const sandboxSpec = (
 ): SandboxSpec => ({
   name,
   image: plan.image,
-  command: IDLE_COMMAND.map((a) => a === SUPERVISOR ? supervisor : a),
+  command: IDLE_COMMAND.map((a) => (a === SUPERVISOR ? supervisor : a)),
   // Nothing of the session's env: values travel with each call's exec.
   env: {},
   workingDir: plan.workingDir,
@@ -225,7 +259,12 @@ const fingerprintLabels = (plan: SessionPlan, fp: { readonly canonical: string; 
  * A session's labels: owned by this process (the startup sweep and the watchdog cover its death)
  * and capped at its maximum lifetime. Wall-clock time on purpose: other processes read the deadline.
  */
-export const sessionLabels = (plan: SessionPlan, sessionId: string, executorId: string, fp: { readonly canonical: string; readonly fingerprint: string }): Record<string, string> => ({
+export const sessionLabels = (
+  plan: SessionPlan,
+  sessionId: string,
+  executorId: string,
+  fp: { readonly canonical: string; readonly fingerprint: string }
+): Record<string, string> => ({
   [Label.project]: ProjectName,
   [Label.scope]: "session",
   [Label.session]: sessionId,
@@ -237,7 +276,13 @@ export const sessionLabels = (plan: SessionPlan, sessionId: string, executorId: 
 })
 
 /** A persistent sandbox's labels: no owner (it outlives its process), its maximum lifetime fixed at create. */
-export const persistentLabels = (plan: SessionPlan, sessionId: string, profile: string, fp: { readonly canonical: string; readonly fingerprint: string }, nowMs: number): Record<string, string> => ({
+export const persistentLabels = (
+  plan: SessionPlan,
+  sessionId: string,
+  profile: string,
+  fp: { readonly canonical: string; readonly fingerprint: string },
+  nowMs: number
+): Record<string, string> => ({
   [Label.project]: ProjectName,
   [Label.scope]: "persistent",
   [Label.session]: sessionId,

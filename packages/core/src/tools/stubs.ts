@@ -43,24 +43,113 @@ export interface GeneratedModule {
 
 /** Python's hard keywords, 3.9 on (`__peg_parser__` was one in 3.9 only). */
 const PYTHON_KEYWORDS = [
-  "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif",
-  "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or",
-  "pass", "raise", "return", "try", "while", "with", "yield", "__peg_parser__"
+  "False",
+  "None",
+  "True",
+  "and",
+  "as",
+  "assert",
+  "async",
+  "await",
+  "break",
+  "class",
+  "continue",
+  "def",
+  "del",
+  "elif",
+  "else",
+  "except",
+  "finally",
+  "for",
+  "from",
+  "global",
+  "if",
+  "import",
+  "in",
+  "is",
+  "lambda",
+  "nonlocal",
+  "not",
+  "or",
+  "pass",
+  "raise",
+  "return",
+  "try",
+  "while",
+  "with",
+  "yield",
+  "__peg_parser__"
 ]
 
 /** Reserved words of strict-mode JavaScript (modules are strict), and the two names strict mode cannot bind. */
 const JAVASCRIPT_RESERVED = [
-  "break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete", "do", "else", "enum", "export",
-  "extends", "false", "finally", "for", "function", "if", "import", "in", "instanceof", "new", "null", "return", "super",
-  "switch", "this", "throw", "true", "try", "typeof", "var", "void", "while", "with", "yield", "let", "static",
-  "implements", "interface", "package", "private", "protected", "public", "await", "arguments", "eval"
+  "break",
+  "case",
+  "catch",
+  "class",
+  "const",
+  "continue",
+  "debugger",
+  "default",
+  "delete",
+  "do",
+  "else",
+  "enum",
+  "export",
+  "extends",
+  "false",
+  "finally",
+  "for",
+  "function",
+  "if",
+  "import",
+  "in",
+  "instanceof",
+  "new",
+  "null",
+  "return",
+  "super",
+  "switch",
+  "this",
+  "throw",
+  "true",
+  "try",
+  "typeof",
+  "var",
+  "void",
+  "while",
+  "with",
+  "yield",
+  "let",
+  "static",
+  "implements",
+  "interface",
+  "package",
+  "private",
+  "protected",
+  "public",
+  "await",
+  "arguments",
+  "eval"
 ]
 
 /** The Python module's private names (its runtime, tools/runtime/hermes_tools.py; all start with `_hermes_`). */
 const PYTHON_PRIVATE = [
-  "_hermes_builtins", "_hermes_json", "_hermes_os", "_hermes_socket", "_hermes_NotGiven", "_hermes_not_given",
-  "_hermes_call", "_hermes_call_with", "_hermes_more", "_hermes_cjson", "_hermes_encode", "_hermes_decode",
-  "_hermes_not_json", "_hermes_JsonContext", "_hermes_scan"
+  "_hermes_builtins",
+  "_hermes_json",
+  "_hermes_os",
+  "_hermes_socket",
+  "_hermes_NotGiven",
+  "_hermes_not_given",
+  "_hermes_call",
+  "_hermes_call_with",
+  "_hermes_more",
+  "_hermes_cjson",
+  "_hermes_encode",
+  "_hermes_decode",
+  "_hermes_not_json",
+  "_hermes_JsonContext",
+  "_hermes_scan"
 ]
 
 /**
@@ -70,8 +159,23 @@ const PYTHON_PRIVATE = [
  * import("hermes_tools")` would call (`then`).
  */
 const MODULE_SPECIAL = [
-  "__all__", "__builtins__", "__doc__", "__file__", "__name__", "__loader__", "__package__", "__spec__", "__path__",
-  "__cached__", "__getattr__", "__dir__", "__annotations__", "__dict__", "__proto__", "__esModule", "then"
+  "__all__",
+  "__builtins__",
+  "__doc__",
+  "__file__",
+  "__name__",
+  "__loader__",
+  "__package__",
+  "__spec__",
+  "__path__",
+  "__cached__",
+  "__getattr__",
+  "__dir__",
+  "__annotations__",
+  "__dict__",
+  "__proto__",
+  "__esModule",
+  "then"
 ]
 
 /** What every module binds besides the tools. */
@@ -126,7 +230,9 @@ const isObject = (u: unknown): u is JsonSchema => typeof u === "object" && u !==
  */
 const parametersOf = (schema: JsonSchema): ReadonlyArray<Parameter> => {
   const properties = isObject(schema.properties) ? schema.properties : {}
-  const required = Array.isArray(schema.required) ? schema.required.filter((r): r is string => typeof r === "string") : []
+  const required = Array.isArray(schema.required)
+    ? schema.required.filter((r): r is string => typeof r === "string")
+    : []
   const names = [...new Set([...required, ...Object.keys(properties)])]
   const requiredSet = new Set(required)
   return names.map((name) => {
@@ -139,14 +245,21 @@ const parametersOf = (schema: JsonSchema): ReadonlyArray<Parameter> => {
 const typeOf = (schema: JsonSchema): string => {
   if (Object.hasOwn(schema, "const")) return `= ${JSON.stringify(schema.const)}`
   if (Array.isArray(schema.enum)) return `one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`
-  const types = typeof schema.type === "string" ? [schema.type] : Array.isArray(schema.type) ? schema.type.filter((t) => typeof t === "string") : []
+  const types =
+    typeof schema.type === "string"
+      ? [schema.type]
+      : Array.isArray(schema.type)
+        ? schema.type.filter((t) => typeof t === "string")
+        : []
   if (types.length > 0) {
-    return types.map((t) => t === "array" && isObject(schema.items) ? `array of ${typeOf(schema.items)}` : t).join(" | ")
+    return types
+      .map((t) => (t === "array" && isObject(schema.items) ? `array of ${typeOf(schema.items)}` : t))
+      .join(" | ")
   }
   for (const key of ["anyOf", "oneOf"] as const) {
     const alternatives = schema[key]
     if (Array.isArray(alternatives) && alternatives.length > 0) {
-      return alternatives.map((a) => isObject(a) ? typeOf(a) : "any").join(" | ")
+      return alternatives.map((a) => (isObject(a) ? typeOf(a) : "any")).join(" | ")
     }
   }
   return "any"
@@ -154,8 +267,13 @@ const typeOf = (schema: JsonSchema): string => {
 
 /** One line per argument: its type, whether it is required, its default, its description and a note. */
 const parameterLine = (p: Parameter, shownName: string, note = ""): string => {
-  const facts = [typeOf(p.schema), ...(p.required ? ["required"] : []), ...(Object.hasOwn(p.schema, "default") ? [`default ${JSON.stringify(p.schema.default)}`] : [])]
-  const description = typeof p.schema.description === "string" && p.schema.description !== "" ? `: ${p.schema.description}` : ""
+  const facts = [
+    typeOf(p.schema),
+    ...(p.required ? ["required"] : []),
+    ...(Object.hasOwn(p.schema, "default") ? [`default ${JSON.stringify(p.schema.default)}`] : [])
+  ]
+  const description =
+    typeof p.schema.description === "string" && p.schema.description !== "" ? `: ${p.schema.description}` : ""
   return `${shownName} (${facts.join(", ")})${description}${note}`
 }
 
@@ -175,15 +293,15 @@ const INVISIBLE = /[\p{C}\p{Zl}\p{Zp}]/gu
 
 /** A Python string literal of `s`: only printable text stays as it is. */
 const pyString = (s: string): string =>
-  `"${
-    s.replace(/[\\"]/g, (c) => `\\${c}`).replace(INVISIBLE, (c) => {
+  `"${s
+    .replace(/[\\"]/g, (c) => `\\${c}`)
+    .replace(INVISIBLE, (c) => {
       if (c === "\n") return "\\n"
       if (c === "\t") return "\\t"
       if (c === "\r") return "\\r"
       const code = c.codePointAt(0)!
       return code > 0xffff ? `\\U${code.toString(16).padStart(8, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`
-    })
-  }"`
+    })}"`
 
 /** A docstring (or any text) as implicitly joined literals, one per line, indented. */
 const pyText = (lines: ReadonlyArray<string>, indent: string): string =>
@@ -217,16 +335,16 @@ const pythonFunction = (tool: ToolSpec): string => {
     ...descriptionLines(tool),
     ...(parameters.length > 0
       ? [
-        "",
-        positional.length > 0
-          ? `Arguments (by keyword, or by position in this order: ${positional.map((p) => p.name).join(", ")}):`
-          : "Arguments (by keyword):",
-        ...parameters.map((p) =>
-          pyBindable(p.name)
-            ? `    ${parameterLine(p, p.name)}`
-            : `    ${parameterLine(p, JSON.stringify(p.name), ` [not a Python name: pass it as **{${JSON.stringify(p.name)}: ...}]`)}`
-        )
-      ]
+          "",
+          positional.length > 0
+            ? `Arguments (by keyword, or by position in this order: ${positional.map((p) => p.name).join(", ")}):`
+            : "Arguments (by keyword):",
+          ...parameters.map((p) =>
+            pyBindable(p.name)
+              ? `    ${parameterLine(p, p.name)}`
+              : `    ${parameterLine(p, JSON.stringify(p.name), ` [not a Python name: pass it as **{${JSON.stringify(p.name)}: ...}]`)}`
+          )
+        ]
       : []),
     "",
     "Arguments not given are not sent (the tool's defaults apply); other keyword arguments are",
@@ -242,17 +360,17 @@ const pythonModule = (tools: ReadonlyArray<ToolSpec>): string => {
   const doc = [
     "Host tools for this run (generated by hermes-sandbox).",
     "",
-    "Call a tool as a function: web_search(query=\"x\") returns its result (parsed JSON);",
-    "call_tool(\"web_search\", {\"query\": \"x\"}) does the same by name. A tool that fails",
+    'Call a tool as a function: web_search(query="x") returns its result (parsed JSON);',
+    'call_tool("web_search", {"query": "x"}) does the same by name. A tool that fails',
     "raises ToolError with its message; a refused call (unknown tool, invalid arguments, budget",
     "exhausted, arguments too large) raises ToolRefused. Calls may run from several threads at once.",
     "",
     `Tools: ${names.length > 0 ? names.join(", ") : "(none)"}`
   ]
   const all = [...names, "call_tool", "ToolError", "ToolRefused"].map(pyString).join(", ")
-  return `# Generated by hermes-sandbox for this run: the host tools this code may call.\n${pyText(doc, "")}\n${HERMES_TOOLS_PY}\n__all__ = [${all}]\n${
-    tools.map(pythonFunction).join("")
-  }`
+  return `# Generated by hermes-sandbox for this run: the host tools this code may call.\n${pyText(doc, "")}\n${HERMES_TOOLS_PY}\n__all__ = [${all}]\n${tools
+    .map(pythonFunction)
+    .join("")}`
 }
 
 // ---- JavaScript ---------------------------------------------------------------------------------
@@ -262,17 +380,20 @@ const jsCommentText = (s: string): string =>
   s.replace(INVISIBLE, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`).replace(/\*\//g, "*\\/")
 
 const jsDoc = (lines: ReadonlyArray<string>): string =>
-  `/**\n${lines.map((line) => line === "" ? " *\n" : ` * ${jsCommentText(line)}\n`).join("")} */\n`
+  `/**\n${lines.map((line) => (line === "" ? " *\n" : ` * ${jsCommentText(line)}\n`)).join("")} */\n`
 
 /** How the docs name an argument property: args.x, or args["x-y"] for a name that is not an identifier. */
-const jsArgument = (name: string): string => /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(name) ? `args.${name}` : `args[${JSON.stringify(name)}]`
+const jsArgument = (name: string): string =>
+  /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(name) ? `args.${name}` : `args[${JSON.stringify(name)}]`
 
 const javascriptFunction = (tool: ToolSpec): string => {
   const parameters = parametersOf(tool.parameters)
   const doc = [
     ...descriptionLines(tool),
     "",
-    ...(parameters.length > 0 ? ["Arguments, as one object:", ...parameters.map((p) => `  ${parameterLine(p, jsArgument(p.name))}`), ""] : []),
+    ...(parameters.length > 0
+      ? ["Arguments, as one object:", ...parameters.map((p) => `  ${parameterLine(p, jsArgument(p.name))}`), ""]
+      : []),
     `Resolves to the tool's result (parsed JSON); rejects with ToolError if the tool fails and`,
     `ToolRefused if the host refuses the call.`
   ]
@@ -285,6 +406,8 @@ const javascriptModule = (tools: ReadonlyArray<ToolSpec>): string =>
   }. Each takes one object of arguments, as in web_search({ query: "x" }).\n${HERMES_TOOLS_JS}${tools.map(javascriptFunction).join("")}`
 
 /** CommonJS whatever the code directory's own package.json says. */
-const JAVASCRIPT_PACKAGE_JSON = `${
-  JSON.stringify({ name: "hermes_tools", version: "0.0.0", private: true, type: "commonjs", main: "index.js" }, null, 2)
-}\n`
+const JAVASCRIPT_PACKAGE_JSON = `${JSON.stringify(
+  { name: "hermes_tools", version: "0.0.0", private: true, type: "commonjs", main: "index.js" },
+  null,
+  2
+)}\n`

@@ -63,7 +63,10 @@ const utf8 = new TextDecoder("utf-8", { fatal: false })
 export const decodeArguments = (bytes: Uint8Array, tool: string): DecodedArguments => {
   const { depth, values } = measure(bytes)
   if (depth > MAX_ARGUMENT_DEPTH) {
-    return { _tag: "Refused", message: `the arguments of ${tool} nest deeper than ${MAX_ARGUMENT_DEPTH} arrays and objects` }
+    return {
+      _tag: "Refused",
+      message: `the arguments of ${tool} nest deeper than ${MAX_ARGUMENT_DEPTH} arrays and objects`
+    }
   }
   if (values > MAX_ARGUMENT_VALUES) {
     return { _tag: "Refused", message: `the arguments of ${tool} hold more than ${MAX_ARGUMENT_VALUES} values` }

@@ -123,8 +123,13 @@ const observe = async (real: Real) => {
   }
   const alive = await run(real, real.system.alive)
   const running = alive.filter((a) => a.endsWith("(running)"))
-  if (running.length > real.system.maxConcurrency || (!real.removalsMayLag && alive.length > real.system.maxConcurrency)) {
-    throw new Error(`${alive.length} containers alive (${running.length} running) with maxConcurrency ${real.system.maxConcurrency}: ${alive.join(", ")}`)
+  if (
+    running.length > real.system.maxConcurrency ||
+    (!real.removalsMayLag && alive.length > real.system.maxConcurrency)
+  ) {
+    throw new Error(
+      `${alive.length} containers alive (${running.length} running) with maxConcurrency ${real.system.maxConcurrency}: ${alive.join(", ")}`
+    )
   }
   const stats = await run(real, real.system.stats)
   if (stats.inFlight > real.system.maxConcurrency || stats.inFlight < 0 || stats.queued < 0) {
@@ -133,10 +138,15 @@ const observe = async (real: Real) => {
 }
 
 export class ExecuteCommand implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly program: ProgramSpec, readonly timeoutMs: number) {}
+  constructor(
+    readonly program: ProgramSpec,
+    readonly timeoutMs: number
+  ) {}
   check = () => true
   async run(model: Model, real: Real) {
-    const fiber = Runtime.runFork(real.system.runtime)(real.system.executeCode(real.system.request(this.program, this.timeoutMs)))
+    const fiber = Runtime.runFork(real.system.runtime)(
+      real.system.executeCode(real.system.request(this.program, this.timeoutMs))
+    )
     real.runs.push({
       index: model.started,
       program: this.program,
@@ -183,7 +193,10 @@ export class AdvanceCommand implements fc.AsyncCommand<Model, Real> {
 }
 
 export class FaultCommand implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly fault: FaultName | "crash" | "clear", readonly on: boolean) {}
+  constructor(
+    readonly fault: FaultName | "crash" | "clear",
+    readonly on: boolean
+  ) {}
   check = (model: Readonly<Model>) => !model.closed
   async run(model: Model, real: Real) {
     const faults = real.system.faults!
@@ -210,7 +223,7 @@ export class FaultCommand implements fc.AsyncCommand<Model, Real> {
     }
     await observe(real)
   }
-  toString = () => this.fault === "crash" || this.fault === "clear" ? this.fault : `${this.fault}=${this.on}`
+  toString = () => (this.fault === "crash" || this.fault === "clear" ? this.fault : `${this.fault}=${this.on}`)
 }
 
 export class CloseCommand implements fc.AsyncCommand<Model, Real> {
@@ -251,24 +264,32 @@ export interface Arbitraries {
 
 export const commands = (arbs: Arbitraries, maxCommands: number) => {
   const all: Array<fc.Arbitrary<fc.AsyncCommand<Model, Real>>> = [
-      fc.tuple(arbs.program, arbs.timeoutMs).map(([p, t]) => new ExecuteCommand(p, t)),
-      fc.tuple(arbs.program, arbs.timeoutMs).map(([p, t]) => new ExecuteCommand(p, t)),
-      fc.nat(50).map((n) => new AbortCommand(n)),
-      arbs.advanceMs.map((ms) => new AdvanceCommand(ms)),
-      arbs.advanceMs.map((ms) => new AdvanceCommand(ms)),
-      fc.constant(new CloseCommand()),
-      ...(arbs.faults
-        ? [
-          fc.tuple(fc.constantFrom<FaultName>("createFails", "startFails", "engineDown"), fc.boolean()).map(([f, on]) => new FaultCommand(f, on)),
+    fc.tuple(arbs.program, arbs.timeoutMs).map(([p, t]) => new ExecuteCommand(p, t)),
+    fc.tuple(arbs.program, arbs.timeoutMs).map(([p, t]) => new ExecuteCommand(p, t)),
+    fc.nat(50).map((n) => new AbortCommand(n)),
+    arbs.advanceMs.map((ms) => new AdvanceCommand(ms)),
+    arbs.advanceMs.map((ms) => new AdvanceCommand(ms)),
+    fc.constant(new CloseCommand()),
+    ...(arbs.faults
+      ? [
+          fc
+            .tuple(fc.constantFrom<FaultName>("createFails", "startFails", "engineDown"), fc.boolean())
+            .map(([f, on]) => new FaultCommand(f, on)),
           fc.constant(new FaultCommand("crash", true)),
           fc.constant(new FaultCommand("clear", false))
         ]
-        : [])
+      : [])
   ]
   return fc.commands(all, { maxCommands })
 }
 
-export const initialModel = (): Model => ({ started: 0, closed: false, faultEpoch: 0, faultActive: false, engineFroze: 0 })
+export const initialModel = (): Model => ({
+  started: 0,
+  closed: false,
+  faultEpoch: 0,
+  faultActive: false,
+  engineFroze: 0
+})
 export const initialReal = (system: ModelSystem): Real => ({
   system,
   runs: [],
@@ -313,7 +334,7 @@ export const finish = async (
   const alive = await run(real, real.system.alive)
   if (alive.length > 0) problems.push(`containers left after close: ${alive.join(", ")}`)
 
-  const events = [...await run(real, real.system.journal.read().pipe(Stream.runCollect))]
+  const events = [...(await run(real, real.system.journal.read().pipe(Stream.runCollect)))]
   const streams = new Map<string, Array<EventEnvelope>>()
   for (const e of events) {
     const list = streams.get(e.streamId) ?? []
@@ -323,9 +344,13 @@ export const finish = async (
   const states = project(events)
   for (const [id, list] of streams) {
     const violations = checkLifecycle(list)
-    if (violations.length > 0) problems.push(`stream ${id}: ${violations.join("; ")} (events: ${list.map((e) => `${e.sequence}:${e.type}`).join(", ")})`)
+    if (violations.length > 0)
+      problems.push(
+        `stream ${id}: ${violations.join("; ")} (events: ${list.map((e) => `${e.sequence}:${e.type}`).join(", ")})`
+      )
     const state = states.get(id)
-    if (state !== undefined && !isClosed(state)) problems.push(`stream ${id} is not closed: ${list.map((e) => e.type).join(", ")}`)
+    if (state !== undefined && !isClosed(state))
+      problems.push(`stream ${id} is not closed: ${list.map((e) => e.type).join(", ")}`)
   }
 
   const failedByTag = new Map<string, number>()
@@ -339,12 +364,15 @@ export const finish = async (
       const types = list.map((e) => e.type)
       // The result agrees with its events.
       if (result.timedOut) {
-        if (!types.includes("ExecutionTimedOut")) problems.push(`${where}: timed out, but its events are ${types.join(", ")}`)
+        if (!types.includes("ExecutionTimedOut"))
+          problems.push(`${where}: timed out, but its events are ${types.join(", ")}`)
       } else {
         const exited = list.find((e) => e.type === "ContainerExited")
         const data = exited?.data as { exitCode: number; oomKilled: boolean } | undefined
         if (data === undefined || data.exitCode !== result.exitCode || data.oomKilled !== result.oomKilled) {
-          problems.push(`${where}: result exit ${result.exitCode} oom ${result.oomKilled}, events ${JSON.stringify(data)}`)
+          problems.push(
+            `${where}: result exit ${result.exitCode} oom ${result.oomKilled}, events ${JSON.stringify(data)}`
+          )
         }
       }
       if (!types.includes("ContainerDestroyed")) problems.push(`${where}: no ContainerDestroyed (${types.join(", ")})`)
@@ -353,12 +381,18 @@ export const finish = async (
       const expected = expectedOutcome(r.program, r.timeoutMs)
       const froze = (r.frozeAtEnd ?? real.engineFroze) !== r.frozeAtStart
       const faulted = r.faultAtStart || (r.epochAtEnd ?? real.faultEpoch) !== r.epochAtStart
-      const same = result.timedOut === expected.timedOut && result.oomKilled === expected.oomKilled &&
-        (expected.timedOut || result.exitCode === expected.exitCode) && (result.timedOut || result.stdout === expected.stdout)
+      const same =
+        result.timedOut === expected.timedOut &&
+        result.oomKilled === expected.oomKilled &&
+        (expected.timedOut || result.exitCode === expected.exitCode) &&
+        (result.timedOut || result.stdout === expected.stdout)
       if (!same && !(froze && result.timedOut)) {
-        problems.push(`${where}: got ${JSON.stringify({ exitCode: result.exitCode, timedOut: result.timedOut, oomKilled: result.oomKilled, stdout: result.stdout })}, the program would give ${JSON.stringify(expected)}${faulted ? " (faults happened)" : ""}`)
+        problems.push(
+          `${where}: got ${JSON.stringify({ exitCode: result.exitCode, timedOut: result.timedOut, oomKilled: result.oomKilled, stdout: result.stdout })}, the program would give ${JSON.stringify(expected)}${faulted ? " (faults happened)" : ""}`
+        )
       }
-      if (options.checkDurations && result.timedOut && result.durationMs < r.timeoutMs) problems.push(`${where}: timed out after ${result.durationMs} ms < ${r.timeoutMs} ms`)
+      if (options.checkDurations && result.timedOut && result.durationMs < r.timeoutMs)
+        problems.push(`${where}: timed out after ${result.durationMs} ms < ${r.timeoutMs} ms`)
     } else if (Exit.isInterrupted(exit)) {
       interruptedFibers++
     } else {
@@ -367,7 +401,8 @@ export const finish = async (
       if (tag === "defect") problems.push(`${where}: died with a defect: ${String(exit.cause)}`)
       // A fault-free, un-aborted execution has nothing to fail on but a full queue or a closed executor.
       const faulted = r.faultAtStart || (r.epochAtEnd ?? real.faultEpoch) !== r.epochAtStart
-      if (!faulted && tag !== "QueueFull" && tag !== "ExecutorClosed") problems.push(`${where}: failed with ${tag} although no fault happened`)
+      if (!faulted && tag !== "QueueFull" && tag !== "ExecutorClosed")
+        problems.push(`${where}: failed with ${tag} although no fault happened`)
       if (tag !== "ExecutorClosed") failedByTag.set(tag, (failedByTag.get(tag) ?? 0) + 1)
     }
   }
@@ -375,24 +410,28 @@ export const finish = async (
   const recordedFailures = new Map<string, number>()
   let recordedInterruptions = 0
   for (const e of events) {
-    if (e.type === "ExecutionFailed") recordedFailures.set(e.data.errorTag, (recordedFailures.get(e.data.errorTag) ?? 0) + 1)
+    if (e.type === "ExecutionFailed")
+      recordedFailures.set(e.data.errorTag, (recordedFailures.get(e.data.errorTag) ?? 0) + 1)
     if (e.type === "ExecutionInterrupted") recordedInterruptions++
   }
   // (A caller interrupted while its failed execution was still being cleaned up sees an
   // interruption where the journal recorded the failure: interruptions are the slack.)
   const tags = new Set([...failedByTag.keys(), ...recordedFailures.keys()])
   let slack = interruptedFibers - recordedInterruptions
-  if (slack < 0) problems.push(`${recordedInterruptions} ExecutionInterrupted recorded for ${interruptedFibers} interrupted fibers`)
+  if (slack < 0)
+    problems.push(`${recordedInterruptions} ExecutionInterrupted recorded for ${interruptedFibers} interrupted fibers`)
   for (const tag of tags) {
     const returned = failedByTag.get(tag) ?? 0
     const recorded = recordedFailures.get(tag) ?? 0
-    if (recorded < returned || recorded - returned > slack) problems.push(`${returned} ${tag} failures returned, ${recorded} recorded`)
+    if (recorded < returned || recorded - returned > slack)
+      problems.push(`${returned} ${tag} failures returned, ${recorded} recorded`)
     else slack -= recorded - returned
   }
   if (options.createdCount !== undefined) {
     const created = await run(real, options.createdCount)
     const recordedCreates = events.filter((e) => e.type === "ContainerCreated").length
-    if (created !== recordedCreates) problems.push(`${created} containers created, ${recordedCreates} ContainerCreated recorded`)
+    if (created !== recordedCreates)
+      problems.push(`${created} containers created, ${recordedCreates} ContainerCreated recorded`)
   }
   if (problems.length > 0) throw new Error(problems.join("\n"))
   return { executions: real.runs.length, events: events.length }

@@ -5,7 +5,13 @@
  */
 import { Effect } from "effect"
 import { inspect } from "node:util"
-import { ContainerFailed, type ContainerFailureReason, DockerUnavailable, ImageNotFound, type SandboxError } from "@hermes-sandbox/core"
+import {
+  ContainerFailed,
+  type ContainerFailureReason,
+  DockerUnavailable,
+  ImageNotFound,
+  type SandboxError
+} from "@hermes-sandbox/core"
 import { isQuotaRefusal } from "../DiskQuota.js"
 import { DATA_IMAGE, imageBuildCommand } from "../ImageBuild.js"
 
@@ -24,10 +30,23 @@ const DATA_IMAGE_BUILD_COMMAND = imageBuildCommand("data")
 /** `image` is not on the engine; the command named builds it (the data image is not in the default build). */
 export const imageNotFound = (image: string): ImageNotFound => {
   const buildCommand = image === DATA_IMAGE ? DATA_IMAGE_BUILD_COMMAND : IMAGE_BUILD_COMMAND
-  return new ImageNotFound({ image, buildCommand, message: `image ${image} is not on the engine; build it with: ${buildCommand}` })
+  return new ImageNotFound({
+    image,
+    buildCommand,
+    message: `image ${image} is not on the engine; build it with: ${buildCommand}`
+  })
 }
 
-const CONNECTION_CODES = new Set(["ECONNREFUSED", "ENOENT", "EACCES", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND"])
+const CONNECTION_CODES = new Set([
+  "ECONNREFUSED",
+  "ENOENT",
+  "EACCES",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENOTFOUND"
+])
 
 interface DockerodeError {
   readonly statusCode?: number
@@ -46,18 +65,35 @@ export const mapDockerError = (ctx: CallContext, error: unknown): SandboxError =
   const e = error as DockerodeError
   const message = engineMessage(error)
   if (e?.statusCode === undefined) {
-    const hint = e?.code === "EACCES"
-      ? "the current user may not use the Docker socket: run as root or add the user to the 'docker' group"
-      : "start a Docker engine (on Debian as root: 'bash scripts/ensure-engine.sh'), or set DOCKER_HOST"
+    const hint =
+      e?.code === "EACCES"
+        ? "the current user may not use the Docker socket: run as root or add the user to the 'docker' group"
+        : "start a Docker engine (on Debian as root: 'bash scripts/ensure-engine.sh'), or set DOCKER_HOST"
     if (e?.code === undefined || CONNECTION_CODES.has(e.code) || /socket hang up|aborted/i.test(message)) {
-      return new DockerUnavailable({ endpoint: ctx.endpoint, operation: ctx.operation, message: `${ctx.operation}: cannot reach the engine at ${ctx.endpoint}: ${message}`, hint })
+      return new DockerUnavailable({
+        endpoint: ctx.endpoint,
+        operation: ctx.operation,
+        message: `${ctx.operation}: cannot reach the engine at ${ctx.endpoint}: ${message}`,
+        hint
+      })
     }
   }
-  if (e?.statusCode === 404 && /no such image|not found/i.test(message) && ctx.image !== undefined && ctx.operation !== "start") {
+  if (
+    e?.statusCode === 404 &&
+    /no such image|not found/i.test(message) &&
+    ctx.image !== undefined &&
+    ctx.operation !== "start"
+  ) {
     return imageNotFound(ctx.image)
   }
   if (/no space left on device/i.test(message)) {
-    return new ContainerFailed({ operation: ctx.operation, containerName: ctx.containerName, statusCode: e?.statusCode ?? 500, reason: "engine", message: `the engine's disk is full: ${message}` })
+    return new ContainerFailed({
+      operation: ctx.operation,
+      containerName: ctx.containerName,
+      statusCode: e?.statusCode ?? 500,
+      reason: "engine",
+      message: `the engine's disk is full: ${message}`
+    })
   }
   return new ContainerFailed({
     operation: ctx.operation,
@@ -73,12 +109,12 @@ const reasonOf = (statusCode: number | undefined, message: string): ContainerFai
   statusCode === 404
     ? "not-found"
     : statusCode === 409
-    ? "conflict"
-    : statusCode === 304
-    ? "already-started"
-    : isQuotaRefusal(message)
-    ? "quota-unsupported"
-    : "engine"
+      ? "conflict"
+      : statusCode === 304
+        ? "already-started"
+        : isQuotaRefusal(message)
+          ? "quota-unsupported"
+          : "engine"
 
 /**
  * One engine call with a deadline; interruption or the deadline aborts the request.
@@ -88,7 +124,10 @@ const reasonOf = (statusCode: number | undefined, message: string): ContainerFai
  * per call here (a racing fiber, its sleep, its interruption), a measurable share of the
  * SDK's client CPU under load (BENCHMARKS.md).
  */
-export const dockerCall = <A>(ctx: CallContext, f: (signal: AbortSignal) => Promise<A>): Effect.Effect<A, SandboxError> =>
+export const dockerCall = <A>(
+  ctx: CallContext,
+  f: (signal: AbortSignal) => Promise<A>
+): Effect.Effect<A, SandboxError> =>
   Effect.async<A, SandboxError>((resume) => {
     const controller = new AbortController()
     // docker-modem util.inspect()s every request's options (signal included) for its debug log,
@@ -96,14 +135,16 @@ export const dockerCall = <A>(ctx: CallContext, f: (signal: AbortSignal) => Prom
     Object.defineProperty(controller.signal, inspect.custom, { value: inspectAsName })
     const timer = setTimeout(() => {
       controller.abort()
-      resume(Effect.fail(
-        new DockerUnavailable({
-          endpoint: ctx.endpoint,
-          operation: ctx.operation,
-          message: `${ctx.operation}${ctx.containerName ? ` ${ctx.containerName}` : ""}: the engine at ${ctx.endpoint} did not answer within ${ctx.timeoutMs} ms`,
-          hint: "check that dockerd is alive ('docker info'); restart it if it hangs"
-        })
-      ))
+      resume(
+        Effect.fail(
+          new DockerUnavailable({
+            endpoint: ctx.endpoint,
+            operation: ctx.operation,
+            message: `${ctx.operation}${ctx.containerName ? ` ${ctx.containerName}` : ""}: the engine at ${ctx.endpoint} did not answer within ${ctx.timeoutMs} ms`,
+            hint: "check that dockerd is alive ('docker info'); restart it if it hangs"
+          })
+        )
+      )
     }, ctx.timeoutMs)
     // Once resumed (deadline, interruption), later settlements are ignored by Effect.async.
     let promise: Promise<A>

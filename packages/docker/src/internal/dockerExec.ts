@@ -59,7 +59,7 @@ interface ExecInspect {
 export const makeDockerExec = (docker: Docker, context: (operation: string, containerName: string) => CallContext) => {
   /** Start an exec; its output goes to the receiver, its stream is returned. */
   const startExec = (ref: SandboxRef, spec: ExecSpec, marker: string, output: OutputReceiver) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const exec = yield* dockerCall(context("exec", ref.name), (signal) =>
         docker.getContainer(ref.id).exec({
           Cmd: [...spec.command],
@@ -71,9 +71,11 @@ export const makeDockerExec = (docker: Docker, context: (operation: string, cont
           AttachStderr: true,
           Tty: false,
           abortSignal: signal
-        } as Docker.ExecCreateOptions))
+        } as Docker.ExecCreateOptions)
+      )
       const stream = (yield* dockerCall(context("exec start", ref.name), (signal) =>
-        exec.start({ hijack: true, stdin: spec.stdin, abortSignal: signal } as Docker.ExecStartOptions))) as unknown as Duplex
+        exec.start({ hijack: true, stdin: spec.stdin, abortSignal: signal } as Docker.ExecStartOptions)
+      )) as unknown as Duplex
       let detached = false
       const sink = (deliver: (chunk: Uint8Array) => void) =>
         new Writable({
@@ -101,29 +103,41 @@ export const makeDockerExec = (docker: Docker, context: (operation: string, cont
     })
 
   const inspectExec = (ref: SandboxRef, exec: Docker.Exec) =>
-    dockerCall(context("exec inspect", ref.name), (signal) => exec.inspect({ abortSignal: signal } as object) as Promise<ExecInspect>)
+    dockerCall(
+      context("exec inspect", ref.name),
+      (signal) => exec.inspect({ abortSignal: signal } as object) as Promise<ExecInspect>
+    )
 
   /** Polls until the engine reports the process gone; its exit code. */
   const settledExit = (ref: SandboxRef, exec: Docker.Exec, polls: number) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       for (let i = 0; ; i++) {
         const state = yield* inspectExec(ref, exec)
         if (!state.Running) return { exitCode: state.ExitCode ?? -1 } satisfies ExitStatus
         if (i >= polls) {
-          return yield* new ContainerFailed({ operation: "exec inspect", containerName: ref.name, reason: "engine", message: `the exec in ${ref.name} still runs although its streams ended` })
+          return yield* new ContainerFailed({
+            operation: "exec inspect",
+            containerName: ref.name,
+            reason: "engine",
+            message: `the exec in ${ref.name} still runs although its streams ended`
+          })
         }
         yield* Effect.sleep(POLL_MS)
       }
     })
 
   const exec = (ref: SandboxRef, spec: ExecSpec, output: OutputReceiver): Effect.Effect<ExecProcess, SandboxError> =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const marker = randomBytes(12).toString("hex")
       const started = yield* startExec(ref, spec, marker, output)
       const outcome = yield* Deferred.make<ExitStatus, SandboxError>()
       const killed = yield* Deferred.make<void>()
-      const onStreamEnd = Effect.promise(() => started.ended).pipe(Effect.zipRight(settledExit(ref, started.exec, SETTLE_POLLS)))
-      const afterKill = Deferred.await(killed).pipe(Effect.zipRight(settledExit(ref, started.exec, Number.MAX_SAFE_INTEGER)))
+      const onStreamEnd = Effect.promise(() => started.ended).pipe(
+        Effect.zipRight(settledExit(ref, started.exec, SETTLE_POLLS))
+      )
+      const afterKill = Deferred.await(killed).pipe(
+        Effect.zipRight(settledExit(ref, started.exec, Number.MAX_SAFE_INTEGER))
+      )
       // Settled once, in the background; `exit` only awaits it, so abandoning the await is harmless.
       yield* Effect.raceFirst(onStreamEnd, afterKill).pipe(
         Effect.exit,
@@ -134,17 +148,34 @@ export const makeDockerExec = (docker: Docker, context: (operation: string, cont
         write: (data) =>
           Effect.async<void, SandboxError>((resume) => {
             started.stream.write(data, (error) =>
-              resume(error ? Effect.fail(new ContainerFailed({ operation: "exec write stdin", containerName: ref.name, reason: "engine", message: error.message })) : Effect.void))
+              resume(
+                error
+                  ? Effect.fail(
+                      new ContainerFailed({
+                        operation: "exec write stdin",
+                        containerName: ref.name,
+                        reason: "engine",
+                        message: error.message
+                      })
+                    )
+                  : Effect.void
+              )
+            )
           }),
         end: Effect.sync(() => {
           started.stream.end()
         }),
         exit: Deferred.await(outcome),
-        kill: Effect.gen(function*() {
+        kill: Effect.gen(function* () {
           if (yield* Deferred.isDone(outcome)) return
           const killer = yield* startExec(
             ref,
-            { command: ["sh", "-c", KILL_SCRIPT, "hermes-kill", `${ExecMarkerVariable}=${marker}`], env: {}, user: spec.user, stdin: false },
+            {
+              command: ["sh", "-c", KILL_SCRIPT, "hermes-kill", `${ExecMarkerVariable}=${marker}`],
+              env: {},
+              user: spec.user,
+              stdin: false
+            },
             `${marker}-killer`,
             { stdout: () => {}, stderr: () => {} }
           )

@@ -27,7 +27,10 @@ export const parseDotEnv = (text: string, shown: string, warnings: Array<string>
         continue
       }
       const inner = rest.slice(1, end)
-      value = quote === '"' ? inner.replace(/\\([nrt"\\])/g, (_, c: string) => ({ n: "\n", r: "\r", t: "\t" })[c] ?? c) : inner
+      value =
+        quote === '"'
+          ? inner.replace(/\\([nrt"\\])/g, (_, c: string) => ({ n: "\n", r: "\r", t: "\t" })[c] ?? c)
+          : inner
     } else {
       value = rest.replace(/\s+#.*$/, "").trim()
     }

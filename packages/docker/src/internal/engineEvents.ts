@@ -28,7 +28,12 @@ export const containerOf = (event: EngineEvent): string | undefined => event.Act
  */
 export const streamEvents = (
   docker: Docker,
-  query: { readonly filter: EventFilter; readonly sinceMs: number; readonly untilMs?: number; readonly signal: AbortSignal },
+  query: {
+    readonly filter: EventFilter
+    readonly sinceMs: number
+    readonly untilMs?: number
+    readonly signal: AbortSignal
+  },
   onEvent: (event: EngineEvent) => void,
   onEnd: (error: string | undefined) => void
 ): void => {
@@ -80,9 +85,19 @@ export const streamEvents = (
 /** The events the engine logged between two times (a query it answers and ends). */
 export const queryEvents = (
   docker: Docker,
-  query: { readonly filter: EventFilter; readonly sinceMs: number; readonly untilMs: number; readonly signal: AbortSignal }
+  query: {
+    readonly filter: EventFilter
+    readonly sinceMs: number
+    readonly untilMs: number
+    readonly signal: AbortSignal
+  }
 ): Promise<ReadonlyArray<EngineEvent>> =>
   new Promise((resolve, reject) => {
     const events: Array<EngineEvent> = []
-    streamEvents(docker, query, (e) => events.push(e), (error) => (error === undefined ? resolve(events) : reject(new Error(error))))
+    streamEvents(
+      docker,
+      query,
+      (e) => events.push(e),
+      (error) => (error === undefined ? resolve(events) : reject(new Error(error)))
+    )
   })

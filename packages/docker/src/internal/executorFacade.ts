@@ -24,7 +24,9 @@ export interface ExecutorFacade<R> {
  * Build `layer` (with the facades' stderr logger) and wrap its Executor, and its Journal for
  * replay; a failure to build rejects with the typed error.
  */
-export const openExecutorFacade = async <R>(layer: Layer.Layer<Executor.Executor | Journal.Journal | R, unknown>): Promise<ExecutorFacade<R>> => {
+export const openExecutorFacade = async <R>(
+  layer: Layer.Layer<Executor.Executor | Journal.Journal | R, unknown>
+): Promise<ExecutorFacade<R>> => {
   const runtime = ManagedRuntime.make(withFacadeLogger(layer))
   const built = await runtime.runPromiseExit(Executor.Executor)
   if (Exit.isFailure(built)) {
@@ -70,7 +72,14 @@ export const openExecutorFacade = async <R>(layer: Layer.Layer<Executor.Executor
       executorId: executor.executorId,
       executeCode,
       events$,
-      replay: facadeReplay(runtime, () => closing !== undefined, () => new ExecutorClosed({ message: "the executor is closed: replay while it is open (its journal closed with it)" })),
+      replay: facadeReplay(
+        runtime,
+        () => closing !== undefined,
+        () =>
+          new ExecutorClosed({
+            message: "the executor is closed: replay while it is open (its journal closed with it)"
+          })
+      ),
       stats: () => runtime.runPromise(executor.stats),
       close,
       [Symbol.asyncDispose]: close

@@ -128,7 +128,11 @@ export class ExitWitnesses {
       (error) => {
         if (this.subscription !== subscription) return
         this.subscription = undefined
-        this.broken(error === undefined ? "the engine ended its event stream (it may be stopping or restarting)" : `the engine's event stream failed: ${error}`)
+        this.broken(
+          error === undefined
+            ? "the engine ended its event stream (it may be stopping or restarting)"
+            : `the engine's event stream failed: ${error}`
+        )
       }
     )
   }

@@ -18,7 +18,8 @@ export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
 export const abortReason = (signal: AbortSignal): string => {
   const r: unknown = signal.reason
   if (r === undefined) return "aborted"
-  if (r instanceof Error) return r.name === "TimeoutError" || r.name === "AbortError" ? `${r.name}: ${r.message}` : r.message
+  if (r instanceof Error)
+    return r.name === "TimeoutError" || r.name === "AbortError" ? `${r.name}: ${r.message}` : r.message
   return String(r)
 }
 
@@ -40,7 +41,11 @@ export const runAbortable = async <A, R>(
   wording: CallWording
 ): Promise<A> => {
   if (signal?.aborted) {
-    throw new ExecutionAborted({ executionId: "", reason: abortReason(signal), message: `aborted before it started (no ${wording.noun} was requested)` })
+    throw new ExecutionAborted({
+      executionId: "",
+      reason: abortReason(signal),
+      message: `aborted before it started (no ${wording.noun} was requested)`
+    })
   }
   let executionId = ""
   const hooks: ExecuteOptions = {
@@ -56,7 +61,11 @@ export const runAbortable = async <A, R>(
   if (Cause.isInterruptedOnly(exit.cause)) {
     const reason = signal?.aborted ? abortReason(signal) : wording.closedReason
     // A file operation has no execution id (it is not journaled as an execution).
-    throw new ExecutionAborted({ executionId, reason, message: `${wording.noun}${executionId === "" ? "" : ` ${executionId}`} aborted: ${reason}; ${wording.cleaned}` })
+    throw new ExecutionAborted({
+      executionId,
+      reason,
+      message: `${wording.noun}${executionId === "" ? "" : ` ${executionId}`} aborted: ${reason}; ${wording.cleaned}`
+    })
   }
   throw squashCause(exit.cause)
 }

@@ -33,11 +33,11 @@ export const facadeJournalLayer = (journal: FacadeJournal | undefined): Layer.La
   journal === undefined || journal === "memory"
     ? MemoryJournal.layer({ maxEvents: DEFAULT_MEMORY_EVENTS })
     : journal === "default"
-    ? JournalLocation.layer()
-    : typeof journal === "string"
-    ? PostgresJournal.layer({ url: journal })
-    : "maxEvents" in journal
-    ? MemoryJournal.layer({ maxEvents: journal.maxEvents })
-    : "url" in journal
-    ? PostgresJournal.layer({ url: journal.url })
-    : JournalLocation.layer(journal.path)
+      ? JournalLocation.layer()
+      : typeof journal === "string"
+        ? PostgresJournal.layer({ url: journal })
+        : "maxEvents" in journal
+          ? MemoryJournal.layer({ maxEvents: journal.maxEvents })
+          : "url" in journal
+            ? PostgresJournal.layer({ url: journal.url })
+            : JournalLocation.layer(journal.path)

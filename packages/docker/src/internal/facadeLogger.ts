@@ -8,4 +8,5 @@ import { Layer, Logger } from "effect"
 const toStderr = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
 
 /** `layer`, built and then run with the stderr logger. */
-export const withFacadeLogger = <A, E>(layer: Layer.Layer<A, E>): Layer.Layer<A, E> => Layer.merge(layer.pipe(Layer.provide(toStderr)), toStderr)
+export const withFacadeLogger = <A, E>(layer: Layer.Layer<A, E>): Layer.Layer<A, E> =>
+  Layer.merge(layer.pipe(Layer.provide(toStderr)), toStderr)

@@ -12,12 +12,13 @@ import { type EventEnvelope, Journal, type ReplayOptions, toObservable } from "@
 export type FacadeReplay = (options?: ReplayOptions) => Observable<EventEnvelope>
 
 /** `closed()`: the facade was closed (its journal with it: an in-memory one is gone); `refusal` is the error then. */
-export const facadeReplay = (
-  runtime: ManagedRuntime.ManagedRuntime<Journal.Journal, unknown>,
-  closed: () => boolean,
-  refusal: () => Error
-): FacadeReplay =>
-(options) =>
-  closed()
-    ? new Observable((subscriber) => subscriber.error(refusal()))
-    : toObservable(Stream.unwrap(Effect.map(Journal.Journal, (journal) => journal.read(options))), runtime)
+export const facadeReplay =
+  (
+    runtime: ManagedRuntime.ManagedRuntime<Journal.Journal, unknown>,
+    closed: () => boolean,
+    refusal: () => Error
+  ): FacadeReplay =>
+  (options) =>
+    closed()
+      ? new Observable((subscriber) => subscriber.error(refusal()))
+      : toObservable(Stream.unwrap(Effect.map(Journal.Journal, (journal) => journal.read(options))), runtime)

@@ -21,7 +21,9 @@ export type HermesBackend = (typeof BACKENDS)[number]
 // ---------------------------------------------------------------------------------------
 
 /** The problem a key's schema reports: "expected <what>, got <the value as written>". */
-const expected = (what: string) => ({ message: (issue: ParseResult.ParseIssue) => `expected ${what}, got ${describeValue(issue.actual)}` })
+const expected = (what: string) => ({
+  message: (issue: ParseResult.ParseIssue) => `expected ${what}, got ${describeValue(issue.actual)}`
+})
 
 /** A schema from a small lexical parser (undefined = not one): for words and specs no combinator spells better. */
 const parsed = <A>(to: Schema.Schema<A>, parse: (input: unknown) => A | undefined) =>
@@ -35,7 +37,12 @@ const parsed = <A>(to: Schema.Schema<A>, parse: (input: unknown) => A | undefine
   })
 
 /** A problem in a list's item or a map's entry, as the whole message (its `[i]` and line come from the path). */
-const problemAt = (path: PropertyKey | undefined, actual: unknown, ast: Schema.Schema.Any["ast"], message: string): ParseResult.ParseIssue => {
+const problemAt = (
+  path: PropertyKey | undefined,
+  actual: unknown,
+  ast: Schema.Schema.Any["ast"],
+  message: string
+): ParseResult.ParseIssue => {
   const issue = new ParseResult.Type(ast, actual, message)
   return path === undefined ? issue : new ParseResult.Pointer(path, actual, issue)
 }
@@ -49,10 +56,15 @@ const Numeric = Schema.Union(
 ).pipe(Schema.finite())
 
 const positive = (what: string) => Numeric.pipe(Schema.positive(), Schema.annotations(expected(`${what} > 0`)))
-const integerFrom = (what: string, min: number) => Numeric.pipe(Schema.int(), Schema.greaterThanOrEqualTo(min), Schema.annotations(expected(`${what} >= ${min}`)))
+const integerFrom = (what: string, min: number) =>
+  Numeric.pipe(Schema.int(), Schema.greaterThanOrEqualTo(min), Schema.annotations(expected(`${what} >= ${min}`)))
 /** A number in one unit to another (MB to bytes, seconds to whole milliseconds), refused in the key's words. */
 const scaled = <I>(from: Schema.Schema<number, I>, factor: number, what: string) =>
-  Schema.transform(from, Schema.Number, { strict: true, decode: (n) => Math.round(n * factor), encode: (n) => n / factor }).annotations(expected(what))
+  Schema.transform(from, Schema.Number, {
+    strict: true,
+    decode: (n) => Math.round(n * factor),
+    encode: (n) => n / factor
+  }).annotations(expected(what))
 
 const TRUE_WORDS = new Set(["true", "yes", "on", "1"])
 const FALSE_WORDS = new Set(["false", "no", "off", "0"])
@@ -74,7 +86,9 @@ const Backend = parsed(Schema.Literal(...BACKENDS), (value) => {
 }).annotations(expected(`one of ${BACKENDS.join(", ")}`))
 
 /** core's Image, surrounding spaces trimmed first (YAML and env values often carry them). */
-const Image = Schema.compose(Schema.Trim, Schemas.Image).annotations(expected("a non-empty image reference without spaces"))
+const Image = Schema.compose(Schema.Trim, Schemas.Image).annotations(
+  expected("a non-empty image reference without spaces")
+)
 
 /** `/a//b/` → `/a/b`. */
 const normalizePath = (path: string): string => path.replace(/\/+/g, "/").replace(/(.)\/$/, "$1")
@@ -84,16 +98,23 @@ const AbsolutePath = parsed(Schema.String, (value) =>
 ).annotations(expected("an absolute path"))
 
 /** core's one size grammar and minimum, in the Hermes wording. */
-const MemoryLimit = Schemas.Memory.annotations(expected(`a Docker-style size such as "512m" or "1g", or a number of bytes, of at least ${Schemas.DOCKER_MIN_MEMORY_BYTES / Schemas.MiB}m`))
+const MemoryLimit = Schemas.Memory.annotations(
+  expected(
+    `a Docker-style size such as "512m" or "1g", or a number of bytes, of at least ${Schemas.DOCKER_MIN_MEMORY_BYTES / Schemas.MiB}m`
+  )
+)
 
 /** `docker_network`: a boolean, or a network name ("none" = off, anything else = on). */
-const DockerNetwork = parsed(Schema.Struct({ enabled: Schema.Boolean, name: Schema.optional(Schema.String) }), (value) => {
-  const asBoolean = booleanWord(value)
-  if (asBoolean !== undefined) return { enabled: asBoolean }
-  if (typeof value !== "string" || !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(value.trim())) return undefined
-  const name = value.trim()
-  return { enabled: name.toLowerCase() !== "none", name }
-}).annotations(expected(`a boolean or a Docker network name ("none" turns the network off)`))
+const DockerNetwork = parsed(
+  Schema.Struct({ enabled: Schema.Boolean, name: Schema.optional(Schema.String) }),
+  (value) => {
+    const asBoolean = booleanWord(value)
+    if (asBoolean !== undefined) return { enabled: asBoolean }
+    if (typeof value !== "string" || !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(value.trim())) return undefined
+    const name = value.trim()
+    return { enabled: name.toLowerCase() !== "none", name }
+  }
+).annotations(expected(`a boolean or a Docker network name ("none" turns the network off)`))
 
 /**
  * A list of strings: a YAML/JS list of strings, a JSON array string, or a comma-separated string
@@ -106,19 +127,51 @@ const StringList = Schema.transformOrFail(Schema.Unknown, Schema.Array(Schema.St
       const index = items.findIndex((item) => typeof item !== "string")
       return index === -1
         ? ParseResult.succeed(items.map((item) => (item as string).trim()))
-        : ParseResult.fail(problemAt(undefined, value, ast, `expected a list of strings, but item ${index} is ${describeValue(items[index])}`))
+        : ParseResult.fail(
+            problemAt(
+              undefined,
+              value,
+              ast,
+              `expected a list of strings, but item ${index} is ${describeValue(items[index])}`
+            )
+          )
     }
     if (Array.isArray(value)) return fromList(value)
-    if (typeof value !== "string") return ParseResult.fail(problemAt(undefined, value, ast, `expected a list of strings (or a comma-separated string), got ${describeValue(value)}`))
+    if (typeof value !== "string")
+      return ParseResult.fail(
+        problemAt(
+          undefined,
+          value,
+          ast,
+          `expected a list of strings (or a comma-separated string), got ${describeValue(value)}`
+        )
+      )
     const text = value.trim()
-    if (!text.startsWith("[")) return ParseResult.succeed(text.split(",").map((item) => item.trim()).filter((item) => item !== ""))
+    if (!text.startsWith("["))
+      return ParseResult.succeed(
+        text
+          .split(",")
+          .map((item) => item.trim())
+          .filter((item) => item !== "")
+      )
     let json: unknown
     try {
       json = JSON.parse(text)
     } catch {
-      return ParseResult.fail(problemAt(undefined, value, ast, "expected a JSON array of strings or a comma-separated list, but the JSON does not parse"))
+      return ParseResult.fail(
+        problemAt(
+          undefined,
+          value,
+          ast,
+          "expected a JSON array of strings or a comma-separated list, but the JSON does not parse"
+        )
+      )
     }
-    return Array.isArray(json) ? fromList(json) : ParseResult.fail(problemAt(undefined, value, ast, `expected a JSON array of strings, got ${describeValue(value)}`))
+    return Array.isArray(json)
+      ? fromList(json)
+      : ParseResult.fail(
+          problemAt(undefined, value, ast, `expected a JSON array of strings, got ${describeValue(value)}`)
+        )
   },
   encode: ParseResult.succeed
 })
@@ -129,13 +182,17 @@ const ForwardedName = Schema.String.pipe(
     name.includes("=")
       ? "expected an environment variable NAME (values are looked up, never written here), got an assignment"
       : Schema.is(Schemas.EnvName)(name)
-      ? undefined
-      : `expected a variable name matching ${Schemas.ENV_NAME.source}, got ${describeValue(name)}`
+        ? undefined
+        : `expected a variable name matching ${Schemas.ENV_NAME.source}, got ${describeValue(name)}`
   )
 )
 
 const ForwardedNames = Schema.compose(StringList, Schema.Array(ForwardedName)).pipe(
-  Schema.transform(Schema.Array(Schema.String), { strict: true, decode: (names) => [...new Set(names)], encode: (names) => names })
+  Schema.transform(Schema.Array(Schema.String), {
+    strict: true,
+    decode: (names) => [...new Set(names)],
+    encode: (names) => names
+  })
 )
 
 /**
@@ -149,8 +206,15 @@ const EnvMap = Schema.transformOrFail(Schema.Unknown, Schema.Record({ key: Schem
     const result: Record<string, string> = {}
     const fail = (message: string) => ParseResult.fail(problemAt(undefined, value, ast, message))
     const put = (name: string, raw: unknown, label: string): string | undefined => {
-      if (!Schema.is(Schemas.EnvName)(name)) return `${label}: expected a variable name matching ${Schemas.ENV_NAME.source}, got ${describeValue(name)}`
-      if (raw !== null && raw !== undefined && typeof raw !== "string" && typeof raw !== "number" && typeof raw !== "boolean") {
+      if (!Schema.is(Schemas.EnvName)(name))
+        return `${label}: expected a variable name matching ${Schemas.ENV_NAME.source}, got ${describeValue(name)}`
+      if (
+        raw !== null &&
+        raw !== undefined &&
+        typeof raw !== "string" &&
+        typeof raw !== "number" &&
+        typeof raw !== "boolean"
+      ) {
         return `${label}: the value of ${name} must be a string, number or boolean, got ${describeValue(raw)}`
       }
       result[name] = raw === null || raw === undefined ? "" : String(raw)
@@ -158,7 +222,10 @@ const EnvMap = Schema.transformOrFail(Schema.Unknown, Schema.Record({ key: Schem
     }
     const fromAssignments = (items: ReadonlyArray<unknown>) => {
       for (const [index, item] of items.entries()) {
-        if (typeof item !== "string" || !item.includes("=")) return fail(`item ${index}: expected NAME=value, got ${typeof item === "string" ? "text without '='" : describeValue(item)}`)
+        if (typeof item !== "string" || !item.includes("="))
+          return fail(
+            `item ${index}: expected NAME=value, got ${typeof item === "string" ? "text without '='" : describeValue(item)}`
+          )
         const at = item.indexOf("=")
         const problem = put(item.slice(0, at).trim(), item.slice(at + 1), `item ${index}`)
         if (problem !== undefined) return fail(problem)
@@ -175,14 +242,22 @@ const EnvMap = Schema.transformOrFail(Schema.Unknown, Schema.Record({ key: Schem
     if (Array.isArray(value)) return fromAssignments(value)
     if (typeof value === "string") {
       const text = value.trim()
-      if (!text.startsWith("{")) return fromAssignments(text.split(",").map((item) => item.trim()).filter((item) => item !== ""))
+      if (!text.startsWith("{"))
+        return fromAssignments(
+          text
+            .split(",")
+            .map((item) => item.trim())
+            .filter((item) => item !== "")
+        )
       let json: unknown
       try {
         json = JSON.parse(text)
       } catch {
         return fail("expected a JSON object or comma-separated NAME=value pairs, but the JSON does not parse")
       }
-      return json !== null && typeof json === "object" && !Array.isArray(json) ? fromMapping(json) : fail(`expected a JSON object, got ${describeValue(value)}`)
+      return json !== null && typeof json === "object" && !Array.isArray(json)
+        ? fromMapping(json)
+        : fail(`expected a JSON object, got ${describeValue(value)}`)
     }
     if (value !== null && typeof value === "object") return fromMapping(value)
     return fail(`expected a mapping of NAME: value (or a list of NAME=value), got ${describeValue(value)}`)
@@ -191,30 +266,45 @@ const EnvMap = Schema.transformOrFail(Schema.Unknown, Schema.Record({ key: Schem
 })
 
 /** `host:container[:ro|:rw]`, read-only unless `:rw`; `~/` expands; the host must be absolute (no named volumes). */
-const VolumeSpec = Schema.transformOrFail(Schema.String, Schema.Struct({ hostPath: Schema.String, containerPath: Schema.String, mode: Schema.Literal("ro", "rw") }), {
-  strict: true,
-  decode: (spec, _, ast) => {
-    const fail = (message: string) => ParseResult.fail(problemAt(undefined, spec, ast, message))
-    const parts = spec.split(":")
-    if (parts.length < 2 || parts.length > 3) return fail(`expected host:container[:ro|:rw], got ${describeValue(spec)}`)
-    const [host = "", container = "", written = "ro"] = parts
-    if (host === "") return fail(`expected host:container[:ro|:rw] with a host path, got ${describeValue(spec)}`)
-    const mode = written === "ro" || written === "rw" ? written : undefined
-    if (mode === undefined) return fail(`expected the mode to be ro or rw, got ${describeValue(written)} in ${describeValue(spec)}`)
-    if (!container.startsWith("/")) return fail(`expected an absolute container path, got ${describeValue(container)} in ${describeValue(spec)}`)
-    const containerPath = normalizePath(container)
-    if (containerPath === "/") return fail(`refusing to mount over the container's root directory in ${describeValue(spec)}`)
-    const expanded = expandHome(host)
-    if (!expanded.startsWith("/")) return fail(`expected an absolute host path (or one starting with ~/), got ${describeValue(host)}; named volumes are not supported`)
-    return ParseResult.succeed<HermesVolume>({ hostPath: nodePath.resolve(expanded), containerPath, mode })
-  },
-  encode: (volume) => ParseResult.succeed(`${volume.hostPath}:${volume.containerPath}:${volume.mode}`)
-})
+const VolumeSpec = Schema.transformOrFail(
+  Schema.String,
+  Schema.Struct({ hostPath: Schema.String, containerPath: Schema.String, mode: Schema.Literal("ro", "rw") }),
+  {
+    strict: true,
+    decode: (spec, _, ast) => {
+      const fail = (message: string) => ParseResult.fail(problemAt(undefined, spec, ast, message))
+      const parts = spec.split(":")
+      if (parts.length < 2 || parts.length > 3)
+        return fail(`expected host:container[:ro|:rw], got ${describeValue(spec)}`)
+      const [host = "", container = "", written = "ro"] = parts
+      if (host === "") return fail(`expected host:container[:ro|:rw] with a host path, got ${describeValue(spec)}`)
+      const mode = written === "ro" || written === "rw" ? written : undefined
+      if (mode === undefined)
+        return fail(`expected the mode to be ro or rw, got ${describeValue(written)} in ${describeValue(spec)}`)
+      if (!container.startsWith("/"))
+        return fail(`expected an absolute container path, got ${describeValue(container)} in ${describeValue(spec)}`)
+      const containerPath = normalizePath(container)
+      if (containerPath === "/")
+        return fail(`refusing to mount over the container's root directory in ${describeValue(spec)}`)
+      const expanded = expandHome(host)
+      if (!expanded.startsWith("/"))
+        return fail(
+          `expected an absolute host path (or one starting with ~/), got ${describeValue(host)}; named volumes are not supported`
+        )
+      return ParseResult.succeed<HermesVolume>({ hostPath: nodePath.resolve(expanded), containerPath, mode })
+    },
+    encode: (volume) => ParseResult.succeed(`${volume.hostPath}:${volume.containerPath}:${volume.mode}`)
+  }
+)
 
 const Volumes = Schema.compose(StringList, Schema.Array(VolumeSpec)).pipe(
   Schema.filter((volumes, _, ast) => {
-    const index = volumes.findIndex((volume, i) => volumes.findIndex((other) => other.containerPath === volume.containerPath) < i)
-    return index === -1 ? undefined : problemAt(index, volumes[index], ast, `the container path ${volumes[index]!.containerPath} is mounted twice`)
+    const index = volumes.findIndex(
+      (volume, i) => volumes.findIndex((other) => other.containerPath === volume.containerPath) < i
+    )
+    return index === -1
+      ? undefined
+      : problemAt(index, volumes[index], ast, `the container path ${volumes[index]!.containerPath} is mounted twice`)
   })
 )
 
@@ -242,7 +332,11 @@ interface KeySpec<A> {
   readonly finish?: (value: A, at: KeyContext) => unknown
 }
 
-const key = <A, I>(field: HermesConfigField, schema: Schema.Schema<A, I>, finish?: (value: A, at: KeyContext) => unknown): KeySpec<A> => ({
+const key = <A, I>(
+  field: HermesConfigField,
+  schema: Schema.Schema<A, I>,
+  finish?: (value: A, at: KeyContext) => unknown
+): KeySpec<A> => ({
   field,
   schema,
   decode: Schema.decodeUnknownEither(schema),
@@ -254,14 +348,16 @@ const refuseDangerousMounts = (volumes: ReadonlyArray<HermesVolume>, at: KeyCont
   for (const [index, { hostPath }] of volumes.entries()) {
     const danger = Mounts.mountDanger(hostPath, at.dockerHostSocket)
     if (danger === undefined) continue
-    if (!at.allowDangerousMounts) at.fail(`refusing to mount ${hostPath}: ${danger}; pass allowDangerousMounts: true to force it`, index)
+    if (!at.allowDangerousMounts)
+      at.fail(`refusing to mount ${hostPath}: ${danger}; pass allowDangerousMounts: true to force it`, index)
     at.warn(`mounting ${hostPath} although ${danger} (allowDangerousMounts is on)`, index)
   }
   return volumes
 }
 
 /** Names that look like they hold a secret: their `docker_env` values are redacted when printed. */
-export const looksSecret = (name: string): boolean => /TOKEN|SECRET|PASSW|PRIVATE|CREDENTIAL|API_?KEY|ACCESS_?KEY|AUTH/i.test(name)
+export const looksSecret = (name: string): boolean =>
+  /TOKEN|SECRET|PASSW|PRIVATE|CREDENTIAL|API_?KEY|ACCESS_?KEY|AUTH/i.test(name)
 
 /** The keys this loader understands, in the order they are documented and printed. */
 const KEYS = {
@@ -271,23 +367,38 @@ const KEYS = {
   docker_forward_env: key("forwardEnv", ForwardedNames),
   docker_env: key("env", EnvMap, (env, at) => {
     for (const name of Object.keys(env)) {
-      if (looksSecret(name)) at.warn(`${name} looks like a secret; list it in docker_forward_env instead so its value stays out of the configuration`)
+      if (looksSecret(name))
+        at.warn(
+          `${name} looks like a secret; list it in docker_forward_env instead so its value stays out of the configuration`
+        )
     }
     return env
   }),
   container_cpu: key("cpus", positive("a number of CPUs")),
   cpu_quota: key("cpus", positive("a number of CPUs")),
-  container_memory: key("memoryBytes", scaled(integerFrom("an integer number of MB", Schemas.DOCKER_MIN_MEMORY_BYTES / Schemas.MiB), Schemas.MiB, `an integer number of MB >= ${Schemas.DOCKER_MIN_MEMORY_BYTES / Schemas.MiB}`)),
+  container_memory: key(
+    "memoryBytes",
+    scaled(
+      integerFrom("an integer number of MB", Schemas.DOCKER_MIN_MEMORY_BYTES / Schemas.MiB),
+      Schemas.MiB,
+      `an integer number of MB >= ${Schemas.DOCKER_MIN_MEMORY_BYTES / Schemas.MiB}`
+    )
+  ),
   memory_limit: key("memoryBytes", MemoryLimit),
-  container_disk: key("diskBytes", scaled(integerFrom("an integer number of MB", 1), Schemas.MiB, "an integer number of MB >= 1")),
-  container_persistent: key("scope", BooleanWord, (persistent): HermesScope => persistent ? "persistent" : "session"),
+  container_disk: key(
+    "diskBytes",
+    scaled(integerFrom("an integer number of MB", 1), Schemas.MiB, "an integer number of MB >= 1")
+  ),
+  container_persistent: key("scope", BooleanWord, (persistent): HermesScope => (persistent ? "persistent" : "session")),
   lifetime_seconds: key("lifetimeSeconds", integerFrom("an integer number of seconds", 1)),
   timeout: key("timeoutMs", scaled(positive("a number of seconds"), 1000, "a number of seconds > 0")),
   cwd: key("cwd", AbsolutePath),
   docker_network: key("network", DockerNetwork, (network, at) => {
     const name = network.name?.toLowerCase()
     if (name !== undefined && name !== "none" && name !== "bridge" && name !== "default") {
-      at.warn(`network ${JSON.stringify(network.name)} only turns network access on; the sandbox always uses its own network${name === "host" ? " (host networking is never used)" : ""}`)
+      at.warn(
+        `network ${JSON.stringify(network.name)} only turns network access on; the sandbox always uses its own network${name === "host" ? " (host networking is never used)" : ""}`
+      )
     }
     return network.enabled
   }),
@@ -320,7 +431,14 @@ export const HERMES_CONFIG_FIELDS: ReadonlyArray<HermesConfigField> = [
 ]
 
 /** The value one entry contributes to its field, validated; a bad one throws HermesConfigError at its origin. */
-export const interpretEntry = (entry: RawEntry, context: { readonly allowDangerousMounts: boolean; readonly dockerHostSocket?: string; readonly warnings: Array<string> }): unknown => {
+export const interpretEntry = (
+  entry: RawEntry,
+  context: {
+    readonly allowDangerousMounts: boolean
+    readonly dockerHostSocket?: string
+    readonly warnings: Array<string>
+  }
+): unknown => {
   const { origin } = entry
   const fail = (problem: string, item?: number): never => failAt(origin, problem, item)
   // Each spec's finish takes what its own decode gives: one value flows from one to the other.
@@ -357,7 +475,9 @@ export const describeUnknownKey = (key: string): string => {
     if (lower.startsWith(prefix)) return `is a setting of the ${prefix.slice(0, -1)} backend; ignored by hermes-sandbox`
   }
   const suggestion = closestKey(lower)
-  return suggestion === undefined ? "is not a known setting; ignored" : `is not a known setting (did you mean ${suggestion}?); ignored`
+  return suggestion === undefined
+    ? "is not a known setting; ignored"
+    : `is not a known setting (did you mean ${suggestion}?); ignored`
 }
 
 const closestKey = (key: string): HermesKey | undefined => {

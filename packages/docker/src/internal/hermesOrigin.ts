@@ -23,7 +23,8 @@ export class HermesConfigError extends Schema.TaggedError<HermesConfigError>()("
 /** Read at each use, so tests (and callers) that change HOME are honoured. */
 export const home = (): string => os.homedir()
 
-export const expandHome = (p: string): string => (p === "~" ? home() : p.startsWith("~/") ? nodePath.join(home(), p.slice(2)) : p)
+export const expandHome = (p: string): string =>
+  p === "~" ? home() : p.startsWith("~/") ? nodePath.join(home(), p.slice(2)) : p
 
 /** `/home/me/.hermes/config.yaml` → `~/.hermes/config.yaml` for messages. */
 export const displayPath = (p: string): string => {
@@ -74,7 +75,11 @@ export const failAt = (origin: Origin, problem: string, item?: number): never =>
         message: `environment variable ${origin.where}${suffix}: ${problem}`
       })
     case "option":
-      throw new HermesConfigError({ key: origin.key, source: "option", message: `${origin.where}${suffix}: ${problem}` })
+      throw new HermesConfigError({
+        key: origin.key,
+        source: "option",
+        message: `${origin.where}${suffix}: ${problem}`
+      })
   }
 }
 

@@ -32,7 +32,9 @@ const formatValue = (values: HermesTerminalConfig, field: HermesConfigField): st
       const entries = Object.entries(values.env)
       return entries.length === 0
         ? "(none)"
-        : entries.map(([name, value]) => `${name}=${looksSecret(name) ? "<redacted>" : JSON.stringify(value)}`).join(", ")
+        : entries
+            .map(([name, value]) => `${name}=${looksSecret(name) ? "<redacted>" : JSON.stringify(value)}`)
+            .join(", ")
     }
     case "cpus":
       return values.cpus === undefined ? "(executor default)" : String(values.cpus)
@@ -68,11 +70,16 @@ const formatSource = (source: HermesFieldSource): string => {
 
 /** What `hermes-sandbox config show` prints: one line per field with its value and origin; secrets redacted. */
 export const formatConfig = (loaded: LoadedHermesConfig): string => {
-  const rows = HERMES_CONFIG_FIELDS.map((field) => [field, formatValue(loaded.values, field), formatSource(loaded.sources[field])] as const)
+  const rows = HERMES_CONFIG_FIELDS.map(
+    (field) => [field, formatValue(loaded.values, field), formatSource(loaded.sources[field])] as const
+  )
   const nameWidth = Math.max(...rows.map(([field]) => field.length))
   const valueWidth = Math.min(48, Math.max(...rows.map(([, value]) => value.length)))
-  const lines = [`# Hermes terminal config: ${displayPath(loaded.path)}${loaded.fileFound ? "" : " (not found; defaults)"}`]
-  for (const [field, value, source] of rows) lines.push(`${field.padEnd(nameWidth)}  ${value.padEnd(valueWidth)}  # ${source}`)
+  const lines = [
+    `# Hermes terminal config: ${displayPath(loaded.path)}${loaded.fileFound ? "" : " (not found; defaults)"}`
+  ]
+  for (const [field, value, source] of rows)
+    lines.push(`${field.padEnd(nameWidth)}  ${value.padEnd(valueWidth)}  # ${source}`)
   for (const note of loaded.notes) lines.push(`# note: ${note}`)
   for (const warning of loaded.warnings) lines.push(`# warning: ${warning}`)
   return lines.join("\n")

@@ -16,7 +16,12 @@ export interface FileLayer {
   readonly found: boolean
 }
 
-export const readConfigFile = (path: string, explicit: boolean, warnings: Array<string>, notes: Array<string>): FileLayer => {
+export const readConfigFile = (
+  path: string,
+  explicit: boolean,
+  warnings: Array<string>,
+  notes: Array<string>
+): FileLayer => {
   const shown = displayPath(path)
   let text: string
   try {
@@ -43,7 +48,12 @@ export const readConfigFile = (path: string, explicit: boolean, warnings: Array<
   if (firstError !== undefined) {
     const line = firstError.linePos?.[0].line ?? lineCounter.linePos(firstError.pos[0]).line
     const summary = firstError.message.split("\n")[0]?.replace(/ at line \d+, column \d+:?$/, "") ?? firstError.code
-    throw new HermesConfigError({ source: "file", path, line, message: `${shown}:${line}: YAML syntax error: ${summary}` })
+    throw new HermesConfigError({
+      source: "file",
+      path,
+      line,
+      message: `${shown}:${line}: YAML syntax error: ${summary}`
+    })
   }
   for (const warning of doc.warnings) {
     const line = warning.linePos?.[0].line ?? lineCounter.linePos(warning.pos[0]).line
@@ -75,7 +85,12 @@ export const readConfigFile = (path: string, explicit: boolean, warnings: Array<
   }
   if (!isMap(root)) {
     const line = lineOf(root) ?? 1
-    throw new HermesConfigError({ source: "file", path, line, message: `${shown}:${line}: expected a mapping at the top level (with a terminal: section)` })
+    throw new HermesConfigError({
+      source: "file",
+      path,
+      line,
+      message: `${shown}:${line}: expected a mapping at the top level (with a terminal: section)`
+    })
   }
   const terminalPair = root.items.find((pair) => isScalar(pair.key) && pair.key.value === "terminal")
   if (terminalPair === undefined) {
@@ -105,7 +120,9 @@ export const readConfigFile = (path: string, explicit: boolean, warnings: Array<
     const at = `${shown}${keyLine === undefined ? "" : `:${keyLine}`}`
     const keyName = isScalar(pair.key) ? pair.key.value : undefined
     if (typeof keyName !== "string") {
-      warnings.push(`${at}: terminal: ignoring a key that is not a string (${describeValue(toJS(pair.key, keyLine, "terminal"))})`)
+      warnings.push(
+        `${at}: terminal: ignoring a key that is not a string (${describeValue(toJS(pair.key, keyLine, "terminal"))})`
+      )
       continue
     }
     if (!isKnownKey(keyName)) {

@@ -11,7 +11,13 @@ import { createHmac } from "node:crypto"
 export const hostPattern = (host: string, port: number): string => (port === 22 ? host : `[${host}]:${port}`)
 
 const globToRegExp = (glob: string): RegExp =>
-  new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`, "i")
+  new RegExp(
+    `^${glob
+      .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+      .replace(/\*/g, ".*")
+      .replace(/\?/g, ".")}$`,
+    "i"
+  )
 
 const hashedMatches = (field: string, name: string): boolean => {
   const [, , salt, hash] = field.split("|")

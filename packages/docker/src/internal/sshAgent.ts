@@ -44,10 +44,10 @@ interface Client {
 /** How long the ssh connection stays open with no channel. */
 const IDLE_MS = 10_000
 
-const loadSsh2 = (): { Client: new() => Client } => {
+const loadSsh2 = (): { Client: new () => Client } => {
   const fromPackage = createRequire(fileURLToPath(new URL("package.json", packageRoot)))
   const modem = createRequire(createRequire(fromPackage.resolve("dockerode")).resolve("docker-modem"))
-  return modem("ssh2") as { Client: new() => Client }
+  return modem("ssh2") as { Client: new () => Client }
 }
 
 /** A channel as the http module uses a socket (it calls these on its sockets). */
@@ -79,7 +79,8 @@ export const sshAgent = (config: ConnectConfig): Agent => {
       forget()
       // ssh2 leaves its channels open when the connection drops: end them as a dropped socket
       // would end, so a request in flight (an attach, a wait) fails now, not at its deadline.
-      for (const channel of channels) channel.destroy(Object.assign(new Error("the ssh connection to the engine closed"), { code: "ECONNRESET" }))
+      for (const channel of channels)
+        channel.destroy(Object.assign(new Error("the ssh connection to the engine closed"), { code: "ECONNRESET" }))
     })
     attempt.then(() => {
       socket = (client as unknown as { _sock?: typeof socket })._sock
@@ -90,7 +91,10 @@ export const sshAgent = (config: ConnectConfig): Agent => {
     return attempt
   }
   const agent = new Agent({ keepAlive: true, maxFreeSockets: 8 })
-  ;(agent as unknown as { createConnection: unknown }).createConnection = (_options: unknown, done: (error: Error | null, socket?: Duplex) => void) => {
+  ;(agent as unknown as { createConnection: unknown }).createConnection = (
+    _options: unknown,
+    done: (error: Error | null, socket?: Duplex) => void
+  ) => {
     if (idle !== undefined) clearTimeout(idle)
     connect().then(
       (client) =>

@@ -84,7 +84,7 @@ export interface Core {
 const closedError = () => new JournalError({ message: "the journal is closed" })
 
 export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     let closed = false
     let activeReaders = 0
     let activeFollowers = 0
@@ -99,7 +99,7 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
     const wakers = new Set<Queue.Queue<void>>()
 
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         closed = true
         yield* Deferred.succeed(closedSignal, undefined)
         yield* PubSub.shutdown(pubsub)
@@ -122,13 +122,13 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
       // Uninterruptible: once the backend has committed, the events must also be published,
       // or `live` subscribers would silently miss them.
       Effect.uninterruptible(
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const prepared = yield* prepare(inputs)
           const timestamp = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
           const envelopes = yield* guarded(() => backend.commit(prepared, timestamp))
           if (envelopes.length > 0) {
             yield* PubSub.publishAll(pubsub, envelopes)
-                wakeFollowers()
+            wakeFollowers()
           }
           return envelopes
         })
@@ -149,7 +149,7 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
     const read = (options: ReplayOptions = {}): Stream.Stream<EventEnvelope, JournalError> =>
       tracked(
         Stream.unwrap(
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             // Bound the replay to what is committed now, so it is finite even under load.
             const last = yield* guarded(backend.lastSequence)
             const to = options.toSequence === undefined ? last : Math.min(options.toSequence, last)
@@ -168,9 +168,13 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
                 Effect.map((page) => {
                   const next = Math.max(page.scannedTo, page.rows.at(-1)?.sequence ?? after)
                   const done = page.rows.length < backend.pageSize || next >= to
-                  return [Chunk.unsafeFromArray(page.rows as Array<EventEnvelope>), done ? Option.none() : Option.some(next)]
+                  return [
+                    Chunk.unsafeFromArray(page.rows as Array<EventEnvelope>),
+                    done ? Option.none() : Option.some(next)
+                  ]
                 })
-              ))
+              )
+            )
           })
         ),
         () => activeReaders++,
@@ -178,18 +182,22 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
       )
 
     const wake = Effect.acquireRelease(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const waker = yield* Queue.sliding<void>(1)
         wakers.add(waker)
         return waker
       }),
-      (waker) => Effect.zipRight(Effect.sync(() => wakers.delete(waker)), Queue.shutdown(waker))
+      (waker) =>
+        Effect.zipRight(
+          Effect.sync(() => wakers.delete(waker)),
+          Queue.shutdown(waker)
+        )
     )
 
     const follow = (options: FollowOptions = {}): Stream.Stream<EventEnvelope, JournalError> =>
       tracked(
         Stream.unwrapScoped(
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             // Subscribe to the wake-up signal *before* the first page: a commit that lands
             // between a page read and the wait then still wakes us (no lost wake-up).
             const waker = yield* wake
@@ -204,23 +212,26 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
               return Stream.fromEffect(Deferred.await(closedSignal)).pipe(Stream.drain)
             }
             let cursor = Math.max(1, options.fromSequence ?? 1) - 1
-            const waitForCommit = backend.pollInterval === undefined
-              ? Effect.raceFirst(Queue.take(waker), Deferred.await(closedSignal))
-              : Effect.raceFirst(Queue.take(waker), Deferred.await(closedSignal)).pipe(
-                Effect.timeoutOption(backend.pollInterval)
-              )
+            const waitForCommit =
+              backend.pollInterval === undefined
+                ? Effect.raceFirst(Queue.take(waker), Deferred.await(closedSignal))
+                : Effect.raceFirst(Queue.take(waker), Deferred.await(closedSignal)).pipe(
+                    Effect.timeoutOption(backend.pollInterval)
+                  )
             const pull: Effect.Effect<Chunk.Chunk<EventEnvelope>, Option.Option<JournalError>> = Effect.gen(
-              function*() {
+              function* () {
                 while (true) {
                   if (closed) return yield* Effect.fail(Option.none())
                   followerPolls++
-                  const { rows, scannedTo } = yield* backend.readPage({
-                    after: cursor,
-                    to: undefined,
-                    streamId: options.streamId,
-                    types,
-                    limit: backend.pageSize
-                  }).pipe(Effect.mapError(Option.some))
+                  const { rows, scannedTo } = yield* backend
+                    .readPage({
+                      after: cursor,
+                      to: undefined,
+                      streamId: options.streamId,
+                      types,
+                      limit: backend.pageSize
+                    })
+                    .pipe(Effect.mapError(Option.some))
                   // Resume strictly after what was delivered or proven absent: never twice,
                   // never skipping (sequences become visible in order, see Backend.commit).
                   cursor = Math.max(cursor, scannedTo, rows.at(-1)?.sequence ?? cursor)
@@ -237,12 +248,15 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
       )
 
     const live: Stream.Stream<EventEnvelope> = Stream.unwrapScoped(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (closed) return Stream.empty
         const subscription = yield* PubSub.subscribe(pubsub)
         // Counted only once subscribed, so `liveSubscribers` tells a test when a `live`
         // consumer is guaranteed to see the next commit.
-        yield* Effect.acquireRelease(Effect.sync(() => liveSubscribers++), () => Effect.sync(() => liveSubscribers--))
+        yield* Effect.acquireRelease(
+          Effect.sync(() => liveSubscribers++),
+          () => Effect.sync(() => liveSubscribers--)
+        )
         return Stream.fromQueue(subscription)
       })
     )
@@ -256,22 +270,26 @@ export const make = (backend: Backend): Effect.Effect<Core, never, Scope.Scope> 
       lastSequence: guarded(backend.lastSequence),
       streamVersion: (streamId) => guarded(() => backend.streamVersion(streamId)),
       ...(backend.sharedAcrossHosts === true ? { sharedAcrossHosts: true as const } : {}),
-      ...(backend.sweepMark === undefined ? {} : {
-        sweepMark: {
-          get: guarded(backend.sweepMark.get),
-          set: (sequence: number) => guarded(() => backend.sweepMark!.set(sequence))
-        }
-      })
+      ...(backend.sweepMark === undefined
+        ? {}
+        : {
+            sweepMark: {
+              get: guarded(backend.sweepMark.get),
+              set: (sequence: number) => guarded(() => backend.sweepMark!.set(sequence))
+            }
+          })
     }
 
     const diagnostics = {
-      stats: Effect.sync((): JournalStats => ({
-        activeReaders,
-        activeFollowers,
-        liveSubscribers,
-        followerPolls,
-        open: !closed
-      }))
+      stats: Effect.sync(
+        (): JournalStats => ({
+          activeReaders,
+          activeFollowers,
+          liveSubscribers,
+          followerPolls,
+          open: !closed
+        })
+      )
     }
 
     return { journal, diagnostics }

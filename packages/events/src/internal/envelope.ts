@@ -30,7 +30,9 @@ const metadataCache = new Map<string, EventMetadata>()
 export const metadataFor = (executorId: string): EventMetadata => {
   let metadata = metadataCache.get(executorId)
   if (metadata === undefined) {
-    metadata = Object.freeze(started === undefined ? { executorId, host, pid: process.pid } : { executorId, host, pid: process.pid, started })
+    metadata = Object.freeze(
+      started === undefined ? { executorId, host, pid: process.pid } : { executorId, host, pid: process.pid, started }
+    )
     if (metadataCache.size > 1024) metadataCache.clear()
     metadataCache.set(executorId, metadata)
   }
@@ -54,7 +56,9 @@ export const prepare = (
     }
     const expected = input.expectedVersion
     if (expected !== undefined && !(Number.isSafeInteger(expected) && expected >= 0)) {
-      return Either.left(new JournalError({ message: `expectedVersion must be a non-negative integer, got ${expected}` }))
+      return Either.left(
+        new JournalError({ message: `expectedVersion must be a non-negative integer, got ${expected}` })
+      )
     }
     const events: Array<JournalEvent> = []
     for (const event of input.events) {
@@ -62,22 +66,29 @@ export const prepare = (
       if (Either.isLeft(result)) {
         return Either.left(
           new JournalError({
-            message: `invalid ${describe(event)} event for stream ${input.streamId}: ${
-              ParseResult.TreeFormatter.formatErrorSync(result.left)
-            }`,
+            message: `invalid ${describe(event)} event for stream ${input.streamId}: ${ParseResult.TreeFormatter.formatErrorSync(
+              result.left
+            )}`,
             cause: result.left
           })
         )
       }
       events.push(result.right)
     }
-    prepared.push({ streamId: input.streamId, events, metadata: metadataFor(input.executorId), expectedVersion: expected })
+    prepared.push({
+      streamId: input.streamId,
+      events,
+      metadata: metadataFor(input.executorId),
+      expectedVersion: expected
+    })
   }
   return Either.right(prepared)
 }
 
 const describe = (event: unknown): string =>
-  typeof event === "object" && event !== null && "type" in event ? JSON.stringify((event as { type: unknown }).type) : "a malformed"
+  typeof event === "object" && event !== null && "type" in event
+    ? JSON.stringify((event as { type: unknown }).type)
+    : "a malformed"
 
 export const makeEnvelope = (
   sequence: number,
@@ -106,5 +117,4 @@ export const matches = (
   streamId: string | undefined,
   types: ReadonlySet<EventType> | undefined
 ): boolean =>
-  (streamId === undefined || envelope.streamId === streamId) &&
-  (types === undefined || types.has(envelope.type))
+  (streamId === undefined || envelope.streamId === streamId) && (types === undefined || types.has(envelope.type))

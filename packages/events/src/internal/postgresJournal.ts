@@ -122,14 +122,16 @@ const journalError = (message: string) => (cause: unknown) =>
 const quote = (identifier: string) => `"${identifier}"`
 
 export const make = (options: PostgresJournalOptions) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const where = describeUrl(options.url)
     const schema = options.schema ?? "hermes_sandbox"
     if (!isPostgresUrl(options.url)) {
       return yield* new JournalError({ message: `not a PostgreSQL URL (postgres://…): ${where}` })
     }
     if (!SCHEMA_NAME.test(schema)) {
-      return yield* new JournalError({ message: `schema must match ${SCHEMA_NAME.source}, got ${JSON.stringify(schema)}` })
+      return yield* new JournalError({
+        message: `schema must match ${SCHEMA_NAME.source}, got ${JSON.stringify(schema)}`
+      })
     }
     const connectTimeout = Duration.decode(options.connectTimeout ?? Duration.seconds(5))
     const s = quote(schema)
@@ -145,15 +147,16 @@ export const make = (options: PostgresJournalOptions) =>
       applicationName
     }).pipe(
       Effect.provide(Reactivity.layer),
-      Effect.mapError((error) =>
-        new JournalError({
-          message: `cannot open journal ${where}: ${
-            error.message.includes("timed out")
-              ? `no answer within ${Duration.format(connectTimeout)}`
-              : detail(error)
-          }`,
-          cause: error
-        })
+      Effect.mapError(
+        (error) =>
+          new JournalError({
+            message: `cannot open journal ${where}: ${
+              error.message.includes("timed out")
+                ? `no answer within ${Duration.format(connectTimeout)}`
+                : detail(error)
+            }`,
+            cause: error
+          })
       )
     )
 
@@ -173,7 +176,7 @@ export const make = (options: PostgresJournalOptions) =>
      * done here (stored.number) to build the envelopes, and checked against what it wrote.
      */
     const commit = (prepared: ReadonlyArray<stored.PreparedRows>, timestamp: number) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const eventAppend: Array<number> = []
         const ids: Array<string> = []
         const types: Array<string> = []
@@ -208,12 +211,20 @@ export const make = (options: PostgresJournalOptions) =>
         })
         const conflict = stored.number(prepared, Number(base) + 1, (stream) => versionBefore.get(stream)!)
         if ((conflict === undefined) !== written) {
-          return yield* Effect.fail(new JournalError({ message: "append: the server and this library numbered the append differently" }))
+          return yield* Effect.fail(
+            new JournalError({ message: "append: the server and this library numbered the append differently" })
+          )
         }
         if (conflict !== undefined) return yield* Effect.fail(conflict)
       })
 
-    const readPage = ({ after, limit, streamId, to, types }: core.PageQuery): Effect.Effect<core.Page, JournalError> => {
+    const readPage = ({
+      after,
+      limit,
+      streamId,
+      to,
+      types
+    }: core.PageQuery): Effect.Effect<core.Page, JournalError> => {
       const params: Array<unknown> = [after]
       const conditions = ["sequence > $1"]
       if (to !== undefined) conditions.push(`sequence <= $${params.push(to)}`)
@@ -228,7 +239,10 @@ export const make = (options: PostgresJournalOptions) =>
       }
       // Filtered: the page and the head in one statement (one snapshot), so that when the page
       // is short nothing matching exists up to the head, and a follower need not rescan it.
-      return attempt("replay failed", query(`SELECT h.last, p.* FROM ${head} h LEFT JOIN LATERAL (${page}) p ON true`, params)).pipe(
+      return attempt(
+        "replay failed",
+        query(`SELECT h.last, p.* FROM ${head} h LEFT JOIN LATERAL (${page}) p ON true`, params)
+      ).pipe(
         Effect.flatMap((result) =>
           Effect.try({
             try: (): core.Page => {
@@ -249,7 +263,7 @@ export const make = (options: PostgresJournalOptions) =>
      * since notifications sent while it was down are lost.
      */
     const watchCommits = (wake: () => void): Effect.Effect<never> => {
-      const session = Effect.gen(function*() {
+      const session = Effect.gen(function* () {
         const client = yield* Effect.acquireRelease(
           Effect.tryPromise(async () => {
             const client = new pg.Client({
@@ -274,7 +288,10 @@ export const make = (options: PostgresJournalOptions) =>
       }).pipe(Effect.scoped, Effect.ignore)
       return session.pipe(
         Effect.repeat(
-          Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.resetAfter("1 minute"))
+          Schedule.exponential("100 millis").pipe(
+            Schedule.union(Schedule.spaced("5 seconds")),
+            Schedule.resetAfter("1 minute")
+          )
         ),
         Effect.zipRight(Effect.never)
       )
@@ -334,9 +351,9 @@ export const make = (options: PostgresJournalOptions) =>
  * database at the same moment: the first creates the tables, the others then find them.
  */
 const migrate = (sql: SqlClient, schema: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const s = quote(schema)
-    const layoutOf = Effect.gen(function*() {
+    const layoutOf = Effect.gen(function* () {
       const [[table]] = (yield* sql.unsafe("SELECT to_regclass($1)::text", [`${s}.layout`]).values) as [[string | null]]
       if (table === null) return 0
       const [[version]] = (yield* sql.unsafe(`SELECT coalesce(max(version), 0) FROM ${s}.layout`).values) as [[number]]
@@ -344,15 +361,18 @@ const migrate = (sql: SqlClient, schema: string) =>
     })
     const found = yield* layoutOf
     if (found === LAYOUT) return
-    if (found > LAYOUT) return yield* Effect.fail(new Error(`journal layout version ${found} is newer than this library's (${LAYOUT})`))
-    yield* Effect.gen(function*() {
+    if (found > LAYOUT)
+      return yield* Effect.fail(new Error(`journal layout version ${found} is newer than this library's (${LAYOUT})`))
+    yield* Effect.gen(function* () {
       yield* sql.unsafe("SELECT pg_advisory_xact_lock(hashtext($1))", [`hermes-sandbox journal ${schema}`]).raw
       const exists = yield* sql.unsafe("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]).values
       if (exists.length === 0) yield* sql.unsafe(`CREATE SCHEMA ${s}`).raw
       yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS ${s}.layout (version integer PRIMARY KEY)`).raw
       const [[current]] = (yield* sql.unsafe(`SELECT coalesce(max(version), 0) FROM ${s}.layout`).values) as [[number]]
       if (current > LAYOUT) {
-        return yield* Effect.fail(new Error(`journal layout version ${current} is newer than this library's (${LAYOUT})`))
+        return yield* Effect.fail(
+          new Error(`journal layout version ${current} is newer than this library's (${LAYOUT})`)
+        )
       }
       for (let version = current; version < LAYOUT; version++) {
         yield* sql.unsafe(MIGRATIONS[version]!(s)).raw

@@ -73,7 +73,10 @@ export const addonFailure = (cause: unknown): "not-built" | "incompatible" | und
   const message = cause instanceof Error ? cause.message : String(cause)
   if (message.includes("Could not locate the bindings file")) return "not-built"
   const code = (cause as { readonly code?: unknown } | null)?.code
-  if (message.includes("better_sqlite3.node") && (code === "ERR_DLOPEN_FAILED" || message.includes("NODE_MODULE_VERSION"))) {
+  if (
+    message.includes("better_sqlite3.node") &&
+    (code === "ERR_DLOPEN_FAILED" || message.includes("NODE_MODULE_VERSION"))
+  ) {
     return "incompatible"
   }
   return undefined
@@ -110,7 +113,7 @@ const open = (options: SqliteJournalOptions): Database.Database => {
 }
 
 export const make = (options: SqliteJournalOptions) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const db = yield* Effect.try({
       try: () => open(options),
       catch: toJournalError(`cannot open journal ${options.path}`)
@@ -119,7 +122,9 @@ export const make = (options: SqliteJournalOptions) =>
     const maxSequence = db.prepare("SELECT coalesce(max(sequence), 0) FROM events").pluck()
     const streamVersion = db.prepare("SELECT coalesce(max(version), 0) FROM events WHERE execution_id = ?").pluck()
     const getMark = db.prepare("SELECT value FROM marks WHERE name = 'sweep'").pluck()
-    const setMark = db.prepare("INSERT INTO marks (name, value) VALUES ('sweep', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+    const setMark = db.prepare(
+      "INSERT INTO marks (name, value) VALUES ('sweep', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+    )
     const insert = db.prepare(`INSERT INTO events (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 
     // Page statements differ by filter shape; prepare each shape once.
@@ -132,7 +137,8 @@ export const make = (options: SqliteJournalOptions) =>
         if (hasTo) where.push("sequence <= ?")
         if (hasStream) where.push("execution_id = ?")
         if (typeCount > 0) where.push(`type IN (${Array.from({ length: typeCount }, () => "?").join(", ")})`)
-        statement = db.prepare(`SELECT ${COLUMNS} FROM events WHERE ${where.join(" AND ")} ORDER BY sequence LIMIT ?`)
+        statement = db
+          .prepare(`SELECT ${COLUMNS} FROM events WHERE ${where.join(" AND ")} ORDER BY sequence LIMIT ?`)
           .raw(true)
         pageStatements.set(key, statement)
       }
@@ -168,7 +174,13 @@ export const make = (options: SqliteJournalOptions) =>
     })
 
     const filteredPage = db.transaction(
-      (statement: Database.Statement, params: ReadonlyArray<string | number>, after: number, to: number | undefined, limit: number): core.Page => {
+      (
+        statement: Database.Statement,
+        params: ReadonlyArray<string | number>,
+        after: number,
+        to: number | undefined,
+        limit: number
+      ): core.Page => {
         const rows = (statement.all(...params) as Array<stored.Row>).map(toEnvelope)
         if (rows.length >= limit) return { rows, scannedTo: rows.at(-1)!.sequence }
         const top = maxSequence.get() as number

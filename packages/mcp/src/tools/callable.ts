@@ -23,14 +23,22 @@ const MAX_NAMES = 500
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** Required arguments (in `required`'s order), then the others, as the generated Python functions take them. */
-const argumentsOf = (spec: ToolSpec): { readonly required: ReadonlyArray<string>; readonly optional: ReadonlyArray<string> } => {
+const argumentsOf = (
+  spec: ToolSpec
+): { readonly required: ReadonlyArray<string>; readonly optional: ReadonlyArray<string> } => {
   const properties = isObject(spec.parameters.properties) ? spec.parameters.properties : {}
-  const required = Array.isArray(spec.parameters.required) ? spec.parameters.required.filter((r): r is string => typeof r === "string") : []
+  const required = Array.isArray(spec.parameters.required)
+    ? spec.parameters.required.filter((r): r is string => typeof r === "string")
+    : []
   return { required, optional: Object.keys(properties).filter((n) => !required.includes(n)) }
 }
 
 /** Controls and format characters (bidirectional overrides among them) out, whitespace runs made one space. */
-const oneLine = (text: string): string => text.replace(/[\p{C}\p{Zl}\p{Zp}]/gu, " ").replace(/\s+/g, " ").trim()
+const oneLine = (text: string): string =>
+  text
+    .replace(/[\p{C}\p{Zl}\p{Zp}]/gu, " ")
+    .replace(/\s+/g, " ")
+    .trim()
 
 const cut = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max - 1)}…`)
 
@@ -38,7 +46,12 @@ const cut = (text: string, max: number) => (text.length <= max ? text : `${text.
 export const toolLine = (spec: ToolSpec): string => {
   const { required, optional } = argumentsOf(spec)
   const signature = `${spec.name}(${[...required, ...optional.map((n) => `${n}=…`)].join(", ")})`
-  const first = oneLine(spec.description.replace(/\r\n?/g, "\n").split("\n").find((l) => l.trim() !== "") ?? "")
+  const first = oneLine(
+    spec.description
+      .replace(/\r\n?/g, "\n")
+      .split("\n")
+      .find((l) => l.trim() !== "") ?? ""
+  )
   return cut(first === "" ? signature : `${signature}: ${first}`, MAX_LINE)
 }
 
@@ -67,15 +80,23 @@ export const describeCallable = ({ specs, limits }: CallableTools): string => {
   if (specs.length === 0) return ""
   const listed = specs.slice(0, MAX_LISTED)
   const rest = specs.slice(MAX_LISTED)
-  const more = rest.length === 0
-    ? ""
-    : `\n… and ${rest.length} more, called the same way: ${rest.slice(0, MAX_NAMES).map((s) => s.name).join(", ")}${rest.length > MAX_NAMES ? ", …" : ""}`
+  const more =
+    rest.length === 0
+      ? ""
+      : `\n… and ${rest.length} more, called the same way: ${rest
+          .slice(0, MAX_NAMES)
+          .map((s) => s.name)
+          .join(", ")}${rest.length > MAX_NAMES ? ", …" : ""}`
   // The example calls the first tool with its required arguments.
   const example = specs[0]!
   const properties = isObject(example.parameters.properties) ? example.parameters.properties : {}
   const args = argumentsOf(example).required.map((n) => [n, exampleOf(properties[n])] as const)
   const python = `${example.name}(${args.map(([n, v]) => `${n}=${JSON.stringify(v)}`).join(", ")})`
-  const javascript = `await ${example.name}({ ${args.map(([n, v]) => `${/^[A-Za-z_$][\w$]*$/.test(n) ? n : JSON.stringify(n)}: ${JSON.stringify(v)}`).join(", ")} })`.replace("({  })", "({})")
+  const javascript =
+    `await ${example.name}({ ${args.map(([n, v]) => `${/^[A-Za-z_$][\w$]*$/.test(n) ? n : JSON.stringify(n)}: ${JSON.stringify(v)}`).join(", ")} })`.replace(
+      "({  })",
+      "({})"
+    )
   const bash = `hermes-tool ${example.name} '${JSON.stringify(Object.fromEntries(args)).replaceAll("'", `'\\''`)}'`
   return (
     `\n\nThe code can call these ${specs.length} host tools (they run outside the sandbox, on the server; at most ${limits.maxCalls} calls per run, ` +

@@ -28,7 +28,11 @@ export const MAX_LISTED_SKIPPED = 100
 export const MAX_LISTED_PATH_BYTES = 256 * 1024
 
 /** The head of `items` within `maxCount` entries and `maxBytes` of their paths. */
-const bounded = <A>(items: ReadonlyArray<A>, maxCount: number, pathOf: (a: A) => string): { readonly listed: ReadonlyArray<A>; readonly omitted: number } => {
+const bounded = <A>(
+  items: ReadonlyArray<A>,
+  maxCount: number,
+  pathOf: (a: A) => string
+): { readonly listed: ReadonlyArray<A>; readonly omitted: number } => {
   let bytes = 0
   let n = 0
   while (n < items.length && n < maxCount) {
@@ -39,7 +43,8 @@ const bounded = <A>(items: ReadonlyArray<A>, maxCount: number, pathOf: (a: A) =>
   return { listed: items.slice(0, n), omitted: items.length - n }
 }
 
-const shownName = (path: string) => JSON.stringify(path.length > NAME_IN_OUTPUT ? `${path.slice(0, NAME_IN_OUTPUT)}…` : path)
+const shownName = (path: string) =>
+  JSON.stringify(path.length > NAME_IN_OUTPUT ? `${path.slice(0, NAME_IN_OUTPUT)}…` : path)
 
 export interface CollectedContext {
   readonly maxImages: number
@@ -48,13 +53,26 @@ export interface CollectedContext {
   readonly kept: boolean
 }
 
-export type CollectedFields = Pick<ExecuteCodeResult, "files" | "skipped_files" | "files_truncated" | "collection" | "files_omitted" | "skipped_files_omitted">
+export type CollectedFields = Pick<
+  ExecuteCodeResult,
+  "files" | "skipped_files" | "files_truncated" | "collection" | "files_omitted" | "skipped_files_omitted"
+>
 
 const listed = <A>(items: ReadonlyArray<A>, total: number, show: (a: A) => string) =>
-  items.slice(0, NAMED_IN_OUTPUT).map(show).join(", ") + (total > NAMED_IN_OUTPUT ? `, and ${total - NAMED_IN_OUTPUT} more (see the JSON)` : "")
+  items.slice(0, NAMED_IN_OUTPUT).map(show).join(", ") +
+  (total > NAMED_IN_OUTPUT ? `, and ${total - NAMED_IN_OUTPUT} more (see the JSON)` : "")
 
 /** The result's fields, `output`'s notes and the content blocks of a run with `collect`; undefined without. */
-export const collectedResult = (r: ExecutionResult, context: CollectedContext): { readonly fields: CollectedFields; readonly notes: ReadonlyArray<string>; readonly content: ReadonlyArray<ExtraContent> } | undefined => {
+export const collectedResult = (
+  r: ExecutionResult,
+  context: CollectedContext
+):
+  | {
+      readonly fields: CollectedFields
+      readonly notes: ReadonlyArray<string>
+      readonly content: ReadonlyArray<ExtraContent>
+    }
+  | undefined => {
   if (r.files === undefined) return undefined
   const skippedBound = bounded(r.skippedFiles ?? [], MAX_LISTED_SKIPPED, (s) => s.path)
   const skipped = skippedBound.listed
@@ -67,26 +85,61 @@ export const collectedResult = (r: ExecutionResult, context: CollectedContext): 
     return { file: f, image, uri: context.kept ? fileUri(r.executionId, f.path) : undefined }
   })
   const content: Array<ExtraContent> = [
-    ...files.filter((f) => f.image).map((f): ExtraContent => ({ type: "image", data: Buffer.from(f.file.content).toString("base64"), mimeType: f.file.mime })),
-    ...files.flatMap(({ file, uri }): Array<ExtraContent> =>
-      uri === undefined ? [] : [{ type: "resource_link", uri, name: file.path, mimeType: file.mime, size: file.size, description: `Collected from /workspace/${file.path} (sha256 ${file.sha256})` }])
+    ...files
+      .filter((f) => f.image)
+      .map(
+        (f): ExtraContent => ({
+          type: "image",
+          data: Buffer.from(f.file.content).toString("base64"),
+          mimeType: f.file.mime
+        })
+      ),
+    ...files.flatMap(
+      ({ file, uri }): Array<ExtraContent> =>
+        uri === undefined
+          ? []
+          : [
+              {
+                type: "resource_link",
+                uri,
+                name: file.path,
+                mimeType: file.mime,
+                size: file.size,
+                description: `Collected from /workspace/${file.path} (sha256 ${file.sha256})`
+              }
+            ]
+    )
   ]
 
   const notes: Array<string> = []
   if (r.files.length > 0) {
-    notes.push(`Collected ${r.files.length} ${r.files.length === 1 ? "file" : "files"} from /workspace: ${listed(files, r.files.length, ({ file, image }) => `${shownName(file.path)} (${file.size} bytes, ${file.mime}${image ? ", shown as an image" : ""})`)}.` +
-      (context.kept ? " Read each with resources/read at its files[].uri (sandbox://executions/{execution_id}/files/{path})." : " The server could not keep them (over its file store), so they cannot be read as resources."))
+    notes.push(
+      `Collected ${r.files.length} ${r.files.length === 1 ? "file" : "files"} from /workspace: ${listed(files, r.files.length, ({ file, image }) => `${shownName(file.path)} (${file.size} bytes, ${file.mime}${image ? ", shown as an image" : ""})`)}.` +
+        (context.kept
+          ? " Read each with resources/read at its files[].uri (sandbox://executions/{execution_id}/files/{path})."
+          : " The server could not keep them (over its file store), so they cannot be read as resources.")
+    )
   }
-  if (skippedTotal > 0) notes.push(`Not collected: ${listed(skipped, skippedTotal, (s) => `${shownName(s.path)} (${s.skipped})`)}.`)
+  if (skippedTotal > 0)
+    notes.push(`Not collected: ${listed(skipped, skippedTotal, (s) => `${shownName(s.path)} (${s.skipped})`)}.`)
   if (r.collection !== undefined && r.collection.status !== "complete") {
-    notes.push(`The collection was cut short (${r.collection.reason ?? "the sandbox ended"}): ${r.collection.status === "none" ? "no file came back" : "only the files above came back"}.`)
+    notes.push(
+      `The collection was cut short (${r.collection.reason ?? "the sandbox ended"}): ${r.collection.status === "none" ? "no file came back" : "only the files above came back"}.`
+    )
   } else if (r.files.length === 0 && skippedTotal === 0) {
     notes.push("collect matched no file in /workspace.")
   }
 
   return {
     fields: {
-      files: files.map(({ file, image, uri }) => ({ path: file.path, size_bytes: file.size, sha256: file.sha256, mime_type: file.mime, ...(uri === undefined ? {} : { uri }), image })),
+      files: files.map(({ file, image, uri }) => ({
+        path: file.path,
+        size_bytes: file.size,
+        sha256: file.sha256,
+        mime_type: file.mime,
+        ...(uri === undefined ? {} : { uri }),
+        image
+      })),
       skipped_files: skipped.map((s) => ({ path: s.path, size_bytes: s.size, reason: s.skipped })),
       ...(filesBound.omitted > 0 ? { files_omitted: filesBound.omitted } : {}),
       ...(skippedTotal > skipped.length ? { skipped_files_omitted: skippedTotal - skipped.length } : {}),

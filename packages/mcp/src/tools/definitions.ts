@@ -32,7 +32,12 @@ export interface ToolDefinition<A = never> {
   readonly title: string
   /** Its description for tools/list: from the server's limits and the host tools execute_code's code may call. */
   readonly description: (limits: McpSession["owner"]["limits"], callable: CallableTools) => string
-  readonly annotations: { readonly readOnlyHint: boolean; readonly destructiveHint: boolean; readonly idempotentHint: boolean; readonly openWorldHint: boolean }
+  readonly annotations: {
+    readonly readOnlyHint: boolean
+    readonly destructiveHint: boolean
+    readonly idempotentHint: boolean
+    readonly openWorldHint: boolean
+  }
   readonly args: Schema.Schema<A, A>
   readonly result: Schema.Schema.Any
   readonly call: (args: A, context: CallContext) => Promise<ToolResult>
@@ -45,7 +50,11 @@ const timeoutMsOf = (tool: string, given: number | undefined, session: McpSessio
   const { defaultTimeoutS, maxTimeoutS } = session.owner.limits
   const s = given ?? defaultTimeoutS
   if (s > maxTimeoutS) {
-    throw new InvalidArguments({ tool, issues: [{ field: "timeout_s", message: `at most ${maxTimeoutS} (this server's maximum), got ${s}` }], message: `timeout_s: at most ${maxTimeoutS}` })
+    throw new InvalidArguments({
+      tool,
+      issues: [{ field: "timeout_s", message: `at most ${maxTimeoutS} (this server's maximum), got ${s}` }],
+      message: `timeout_s: at most ${maxTimeoutS}`
+    })
   }
   return Math.round(s * 1000)
 }
@@ -57,7 +66,11 @@ const bytesOf = (tool: string, field: string, content: string, encoding: "utf8" 
   if (encoding !== "base64") return Buffer.from(content, "utf8")
   const compact = content.replace(/\s+/g, "")
   if (compact.length % 4 !== 0 || !BASE64.test(compact)) {
-    throw new InvalidArguments({ tool, issues: [{ field, message: "not base64 (A-Z a-z 0-9 + /, padded with = to a multiple of 4)" }], message: `${field}: not base64` })
+    throw new InvalidArguments({
+      tool,
+      issues: [{ field, message: "not base64 (A-Z a-z 0-9 + /, padded with = to a multiple of 4)" }],
+      message: `${field}: not base64`
+    })
   }
   return Buffer.from(compact, "base64")
 }
@@ -82,7 +95,12 @@ export const executeCode = define<S.ExecuteCodeArgs>({
     const timeoutMs = timeoutMsOf("execute_code", args.timeout_s, session)
     const files: Record<string, Uint8Array> = {}
     for (const [i, f] of (args.files ?? []).entries()) {
-      if (f.path in files) throw new InvalidArguments({ tool: "execute_code", issues: [{ field: `files[${i}].path`, message: `${f.path} is given twice` }], message: `files[${i}].path: given twice` })
+      if (f.path in files)
+        throw new InvalidArguments({
+          tool: "execute_code",
+          issues: [{ field: `files[${i}].path`, message: `${f.path} is given twice` }],
+          message: `files[${i}].path: given twice`
+        })
       files[f.path] = bytesOf("execute_code", `files[${i}].content`, f.content, f.encoding)
     }
     const tools = session.owner.tools
@@ -93,22 +111,42 @@ export const executeCode = define<S.ExecuteCodeArgs>({
       timeoutMs,
       ...(args.stdin === undefined ? {} : { stdin: args.stdin }),
       ...(args.files === undefined ? {} : { files }),
-      ...(args.collect === undefined || args.collect.length === 0 ? {} : { collect: args.collect, collectLimits: limits.collectLimits }),
+      ...(args.collect === undefined || args.collect.length === 0
+        ? {}
+        : { collect: args.collect, collectLimits: limits.collectLimits }),
       ...(withTools ? { tools } : {})
     }
-    const result = await session.run("execute_code", (hooks) => Effect.flatMap(Executor.Executor, (e) => e.executeCode(request, hooks)), signal, {
-      onExecutionId: progress.follow
-    })
+    const result = await session.run(
+      "execute_code",
+      (hooks) => Effect.flatMap(Executor.Executor, (e) => e.executeCode(request, hooks)),
+      signal,
+      {
+        onExecutionId: progress.follow
+      }
+    )
     // Kept before the result is returned, so a client may read them as soon as it has it.
     const kept = result.files !== undefined && session.owner.files.put(result.executionId, session.id, result.files)
-    const collected = collectedResult(result, { maxImages: limits.maxImages, maxImageBytes: limits.maxImageBytes, kept })
+    const collected = collectedResult(result, {
+      maxImages: limits.maxImages,
+      maxImageBytes: limits.maxImageBytes,
+      kept
+    })
     const value = {
-      ...runResult(result, limits.resultCaps, { timeoutS: timeoutMs / 1000, maxTimeoutS: limits.maxTimeoutS }, collected?.notes),
+      ...runResult(
+        result,
+        limits.resultCaps,
+        { timeoutS: timeoutMs / 1000, maxTimeoutS: limits.maxTimeoutS },
+        collected?.notes
+      ),
       // As the Hermes agent's execute_code result: 0 says the code called nothing (or every call was refused).
       ...(withTools ? { tool_calls_made: result.toolCallsMade ?? 0 } : {}),
       ...collected?.fields
     }
-    return { value, isError: value.status !== "success", ...(collected === undefined ? {} : { content: collected.content }) }
+    return {
+      value,
+      isError: value.status !== "success",
+      ...(collected === undefined ? {} : { content: collected.content })
+    }
   }
 })
 
@@ -124,17 +162,31 @@ export const terminal = define<S.TerminalArgs>({
   result: S.TerminalResult,
   call: async (args, { session, signal, progress }) => {
     const timeoutMs = timeoutMsOf("terminal", args.timeout_s, session)
-    const command = args.workdir === undefined ? args.command : `cd -- ${shellQuote(args.workdir)} || exit 1\n${args.command}`
-    const result = await session.run("terminal", (hooks) =>
-      Effect.flatMap(session.useSandbox, (sandbox) => sandbox.run(command, { ...hooks, timeoutMs })), signal, { onExecutionId: progress.follow })
-    const value = { ...runResult(result, session.owner.limits.resultCaps, { timeoutS: timeoutMs / 1000, maxTimeoutS: session.owner.limits.maxTimeoutS }), session_id: result.sessionId }
+    const command =
+      args.workdir === undefined ? args.command : `cd -- ${shellQuote(args.workdir)} || exit 1\n${args.command}`
+    const result = await session.run(
+      "terminal",
+      (hooks) => Effect.flatMap(session.useSandbox, (sandbox) => sandbox.run(command, { ...hooks, timeoutMs })),
+      signal,
+      { onExecutionId: progress.follow }
+    )
+    const value = {
+      ...runResult(result, session.owner.limits.resultCaps, {
+        timeoutS: timeoutMs / 1000,
+        maxTimeoutS: session.owner.limits.maxTimeoutS
+      }),
+      session_id: result.sessionId
+    }
     return { value, isError: value.status !== "success" }
   }
 })
 
 /** One file operation of the session sandbox, abortable like a call (the client's cancel, the MCP session's end). */
-const fileCall = <A>(tool: string, { session, signal }: CallContext, op: (sandbox: Session.Session) => Effect.Effect<A, unknown>): Promise<A> =>
-  session.run(tool, () => Effect.flatMap(session.useSandbox, op), signal)
+const fileCall = <A>(
+  tool: string,
+  { session, signal }: CallContext,
+  op: (sandbox: Session.Session) => Effect.Effect<A, unknown>
+): Promise<A> => session.run(tool, () => Effect.flatMap(session.useSandbox, op), signal)
 
 export const readFile = define<S.ReadFileArgs>({
   name: "read_file",
@@ -149,9 +201,18 @@ export const readFile = define<S.ReadFileArgs>({
     const max = context.session.owner.limits.maxReadBytes
     const offset = args.offset ?? 1
     const limit = args.limit ?? 2000
-    const { path, size, binary, bytes, totalLines } = await fileCall("read_file", context, (sandbox) => readWindow(sandbox, args.path, offset, limit, max))
+    const { path, size, binary, bytes, totalLines } = await fileCall("read_file", context, (sandbox) =>
+      readWindow(sandbox, args.path, offset, limit, max)
+    )
     if (binary) {
-      const value: S.ReadFileResult = { path, content: bytes.toString("base64"), encoding: "base64", size_bytes: size, offset, truncated: offset - 1 + bytes.length < size }
+      const value: S.ReadFileResult = {
+        path,
+        content: bytes.toString("base64"),
+        encoding: "base64",
+        size_bytes: size,
+        offset,
+        truncated: offset - 1 + bytes.length < size
+      }
       return { value, isError: false }
     }
     // Cut at the byte cap on a line boundary when one exists, so a line is never half-returned unless it alone is over the cap.
@@ -191,9 +252,15 @@ export const writeFile = define<S.WriteFileArgs>({
     const bytes = bytesOf("write_file", "content", args.content, args.encoding)
     const max = context.session.owner.limits.maxWriteBytes
     if (bytes.byteLength > max) {
-      throw new FileOperationFailed({ path: args.path, reason: "too-large", message: `${args.path}: ${bytes.byteLength} bytes, at most ${max} (this server's maxWriteBytes)` })
+      throw new FileOperationFailed({
+        path: args.path,
+        reason: "too-large",
+        message: `${args.path}: ${bytes.byteLength} bytes, at most ${max} (this server's maxWriteBytes)`
+      })
     }
-    const { path, bytesWritten } = await fileCall("write_file", context, (sandbox) => writeWhole(sandbox, args.path, bytes))
+    const { path, bytesWritten } = await fileCall("write_file", context, (sandbox) =>
+      writeWhole(sandbox, args.path, bytes)
+    )
     return { value: { path, bytes_written: bytesWritten } satisfies S.WriteFileResult, isError: false }
   }
 })
@@ -201,13 +268,17 @@ export const writeFile = define<S.WriteFileArgs>({
 export const resetSession = define<Record<string, never>>({
   name: "reset_session",
   title: "Destroy this session's sandbox",
-  description: () => "Destroy this MCP session's sandbox (terminal, read_file, write_file): its files, working directory and variables are gone; the next call gets a fresh one.",
+  description: () =>
+    "Destroy this MCP session's sandbox (terminal, read_file, write_file): its files, working directory and variables are gone; the next call gets a fresh one.",
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   args: S.ResetSessionArgs as unknown as Schema.Schema<Record<string, never>, Record<string, never>>,
   result: S.ResetSessionResult,
   call: async (_args, { session }) => {
     const sessionId = await session.owner.runtime.runPromise(session.reset)
-    return { value: { reset: sessionId !== undefined, session_id: sessionId ?? null } satisfies S.ResetSessionResult, isError: false }
+    return {
+      value: { reset: sessionId !== undefined, session_id: sessionId ?? null } satisfies S.ResetSessionResult,
+      isError: false
+    }
   }
 })
 

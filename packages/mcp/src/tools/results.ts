@@ -34,7 +34,10 @@ export const headTail = (text: string, cap: number): { readonly text: string; re
   const head = utf8Head(buffer, Math.floor(cap * 0.4))
   const tail = utf8Tail(buffer, cap - head.length)
   const omitted = buffer.length - head.length - tail.length
-  return { text: `${head.toString("utf8")}\n[... ${omitted} bytes omitted ...]\n${tail.toString("utf8")}`, captured: head.length + tail.length }
+  return {
+    text: `${head.toString("utf8")}\n[... ${omitted} bytes omitted ...]\n${tail.toString("utf8")}`,
+    captured: head.length + tail.length
+  }
 }
 
 export const statusOf = (r: Pick<ExecutionResult, "timedOut" | "oomKilled" | "exitCode">): Status =>
@@ -50,20 +53,29 @@ export interface RunContext {
 }
 
 /** A completed run, as the execute_code (and terminal) result; `more` are notes after the run's own (what collect brought back). */
-export const runResult = (r: ExecutionResult, caps: ResultCaps, context: RunContext, more: ReadonlyArray<string> = []): RunResult => {
+export const runResult = (
+  r: ExecutionResult,
+  caps: ResultCaps,
+  context: RunContext,
+  more: ReadonlyArray<string> = []
+): RunResult => {
   const stdout = headTail(r.stdout, caps.stdoutBytes)
   const stderr = headTail(r.stderr, caps.stderrBytes)
   const status = statusOf(r)
   const notes: Array<string> = []
   if (status === "timeout") {
-    notes.push(`⏰ Timed out after ${context.timeoutS} s: the sandbox was killed and what it printed until then is above. Make the program faster or pass a larger timeout_s (at most ${context.maxTimeoutS}).`)
+    notes.push(
+      `⏰ Timed out after ${context.timeoutS} s: the sandbox was killed and what it printed until then is above. Make the program faster or pass a larger timeout_s (at most ${context.maxTimeoutS}).`
+    )
   }
   if (status === "oom") notes.push("The program ran out of memory and was killed (OOM).")
   if (status === "error") notes.push(`The program exited with code ${r.exitCode}.`)
   const omittedOut = r.stdoutBytes - stdout.captured
   const omittedErr = r.stderrBytes - stderr.captured
   if (omittedOut > 0 || omittedErr > 0) {
-    notes.push(`Output was cut: ${omittedOut} bytes of stdout and ${omittedErr} bytes of stderr are not shown (print less, or write to a file and read parts of it).`)
+    notes.push(
+      `Output was cut: ${omittedOut} bytes of stdout and ${omittedErr} bytes of stderr are not shown (print less, or write to a file and read parts of it).`
+    )
   }
   notes.push(...more)
   const printed = withNewline(stdout.text) + (stderr.text === "" ? "" : `--- stderr ---\n${withNewline(stderr.text)}`)
@@ -89,7 +101,12 @@ export const runResult = (r: ExecutionResult, caps: ResultCaps, context: RunCont
 }
 
 /** A run that was stopped before it ended (the client cancelled it, or the server is stopping): nothing of it is kept. */
-export const stoppedResult = (status: "cancelled" | "interrupted", executionId: string, containerName: string, reason: string): RunResult => ({
+export const stoppedResult = (
+  status: "cancelled" | "interrupted",
+  executionId: string,
+  containerName: string,
+  reason: string
+): RunResult => ({
   status,
   output: `${status === "cancelled" ? "Cancelled" : "Interrupted"}: ${reason}. The sandbox was killed and removed; nothing of the run is kept.`,
   stdout: "",
@@ -111,13 +128,24 @@ export const stoppedResult = (status: "cancelled" | "interrupted", executionId: 
 /** A content block after the text one: an image, a link to a resource. */
 export type ExtraContent =
   | { readonly type: "image"; readonly data: string; readonly mimeType: string }
-  | { readonly type: "resource_link"; readonly uri: string; readonly name: string; readonly mimeType: string; readonly size: number; readonly description: string }
+  | {
+      readonly type: "resource_link"
+      readonly uri: string
+      readonly name: string
+      readonly mimeType: string
+      readonly size: number
+      readonly description: string
+    }
 
 /**
  * The MCP result of a structured value: structuredContent and the same JSON as text (some clients
  * read only one), first; then `more` (collected files: images, resource links).
  */
-export const structured = (value: Record<string, unknown>, isError: boolean, more: ReadonlyArray<ExtraContent> = []) => ({
+export const structured = (
+  value: Record<string, unknown>,
+  isError: boolean,
+  more: ReadonlyArray<ExtraContent> = []
+) => ({
   structuredContent: value,
   content: [{ type: "text" as const, text: JSON.stringify(value) }, ...more],
   ...(isError ? { isError: true } : {})

@@ -16,12 +16,16 @@ const Seconds = Schema.Number.pipe(Schema.nonNegative())
 
 // Descriptions go on the property, not on its type: a type's description would replace the
 // decoder's own message ("Expected a positive number") with the description.
-const describe = <S extends Schema.Schema.Any>(schema: S, description: string) => Schema.propertySignature(schema).annotations({ description })
-const optional = <S extends Schema.Schema.Any>(schema: S, description: string) => Schema.optional(schema).annotations({ description })
+const describe = <S extends Schema.Schema.Any>(schema: S, description: string) =>
+  Schema.propertySignature(schema).annotations({ description })
+const optional = <S extends Schema.Schema.Any>(schema: S, description: string) =>
+  Schema.optional(schema).annotations({ description })
 
 /** A choice among literals, with one message naming them all (instead of one issue per literal). */
 const oneOf = <const L extends ReadonlyArray<string>>(...literals: L) =>
-  Schema.Literal(...literals).annotations({ message: () => ({ message: `one of ${literals.map((l) => JSON.stringify(l)).join(", ")}`, override: true }) })
+  Schema.Literal(...literals).annotations({
+    message: () => ({ message: `one of ${literals.map((l) => JSON.stringify(l)).join(", ")}`, override: true })
+  })
 
 export const Encoding = oneOf("utf8", "base64")
 
@@ -31,20 +35,27 @@ export const ExecuteCodeArgs = Schema.Struct({
   code: describe(Schema.String, "The program's source code."),
   language: describe(oneOf(...Languages), "python (python3), javascript (node) or bash."),
   stdin: optional(Schema.String, "Fed to the program's standard input."),
-  timeout_s: optional(Schema.Number.pipe(Schema.positive()), "Seconds before the sandbox is killed (default and maximum: see the tool's description)."),
+  timeout_s: optional(
+    Schema.Number.pipe(Schema.positive()),
+    "Seconds before the sandbox is killed (default and maximum: see the tool's description)."
+  ),
   files: optional(
-    Schema.Array(Schema.Struct({
-      path: describe(Schema.String, "Relative to /workspace, where the program runs."),
-      content: Schema.String,
-      encoding: optional(Encoding, "utf8 (default) or base64 for binary content.")
-    })),
+    Schema.Array(
+      Schema.Struct({
+        path: describe(Schema.String, "Relative to /workspace, where the program runs."),
+        content: Schema.String,
+        encoding: optional(Encoding, "utf8 (default) or base64 for binary content.")
+      })
+    ),
     "Files written into /workspace before the program starts."
   ),
   collect: optional(
     Schema.Array(Schema.String.pipe(Schema.filter((p) => Artifacts.patternIssue(p) ?? true))).pipe(
-      Schema.filter((a) => a.length <= Artifacts.MAX_COLLECT_PATTERNS || `at most ${Artifacts.MAX_COLLECT_PATTERNS} patterns`)
+      Schema.filter(
+        (a) => a.length <= Artifacts.MAX_COLLECT_PATTERNS || `at most ${Artifacts.MAX_COLLECT_PATTERNS} patterns`
+      )
     ),
-    "Files to bring back after the program ends: glob patterns relative to /workspace, e.g. [\"*.png\", \"out/**\", \"report.csv\"]. " +
+    'Files to bring back after the program ends: glob patterns relative to /workspace, e.g. ["*.png", "out/**", "report.csv"]. ' +
       "`*` and `?` match within a name, `**` any number of directories, a directory brings everything below it; names starting with a dot only match a pattern that does. " +
       "Each file comes back as a resource_link (read it with resources/read; kept for a limited time) and is listed in the result with its size, sha256 and media type; " +
       "small PNG, JPEG, GIF and WebP images also as image content. Symbolic links, FIFOs and files past the limits are not sent but listed in skipped_files with the reason."
@@ -68,8 +79,14 @@ const stderr = streamFields("stderr")
 
 /** What execute_code and terminal report of a run. */
 export const RunResult = Schema.Struct({
-  status: describe(Status, "success: exit code 0; error: another exit code or a failure; timeout; oom; cancelled (by the client); interrupted (the server stopped)."),
-  output: describe(Schema.String, "What to read first: stdout, then stderr after a '--- stderr ---' line, then a note on a timeout or truncation."),
+  status: describe(
+    Status,
+    "success: exit code 0; error: another exit code or a failure; timeout; oom; cancelled (by the client); interrupted (the server stopped)."
+  ),
+  output: describe(
+    Schema.String,
+    "What to read first: stdout, then stderr after a '--- stderr ---' line, then a note on a timeout or truncation."
+  ),
   stdout: stdout.text,
   stderr: stderr.text,
   stdout_truncated: stdout.truncated,
@@ -82,7 +99,10 @@ export const RunResult = Schema.Struct({
   stderr_bytes_omitted: stderr.omitted,
   exit_code: describe(Schema.NullOr(Integer), "The program's exit code (137 after a kill); null when it never ran."),
   duration_seconds: describe(Seconds, "From the sandbox's start to the program's exit."),
-  execution_id: describe(Schema.String, "The run's id in the journal: its events are the resource sandbox://executions/{execution_id}/events."),
+  execution_id: describe(
+    Schema.String,
+    "The run's id in the journal: its events are the resource sandbox://executions/{execution_id}/events."
+  ),
   container_name: Schema.String
 })
 export type RunResult = typeof RunResult.Type
@@ -92,28 +112,52 @@ export const CollectedFile = Schema.Struct({
   path: describe(Schema.String, "Relative to /workspace, exactly as the program named it."),
   size_bytes: Count,
   sha256: describe(Schema.String, "Of the content, computed by the server as it arrived (hex)."),
-  mime_type: describe(Schema.String, "From the content's signature for images, else the name's extension; application/octet-stream otherwise."),
-  uri: optional(Schema.String, "The resource to read it from (resources/read): sandbox://executions/{execution_id}/files/{path}, each path segment percent-encoded. Absent when the server could not keep it."),
+  mime_type: describe(
+    Schema.String,
+    "From the content's signature for images, else the name's extension; application/octet-stream otherwise."
+  ),
+  uri: optional(
+    Schema.String,
+    "The resource to read it from (resources/read): sandbox://executions/{execution_id}/files/{path}, each path segment percent-encoded. Absent when the server could not keep it."
+  ),
   image: describe(Schema.Boolean, "Also returned inline as an image content block.")
 })
 
 export const SkippedFile = Schema.Struct({
   path: Schema.String,
   size_bytes: Count,
-  reason: describe(Schema.String, "too-large, limit (too many files), total-limit, symlink (never followed), not-regular (FIFO, socket, device), unreadable, too-deep, name-too-long, walk-limit, name-not-utf8, not-found (a pattern without wildcards matched nothing).")
+  reason: describe(
+    Schema.String,
+    "too-large, limit (too many files), total-limit, symlink (never followed), not-regular (FIFO, socket, device), unreadable, too-deep, name-too-long, walk-limit, name-not-utf8, not-found (a pattern without wildcards matched nothing)."
+  )
 })
 
 export const ExecuteCodeResult = Schema.Struct({
   ...RunResult.fields,
-  tool_calls_made: optional(Count, "With host tools (see the description): the calls the code made that a tool served (refused calls do not count)."),
+  tool_calls_made: optional(
+    Count,
+    "With host tools (see the description): the calls the code made that a tool served (refused calls do not count)."
+  ),
   files: optional(Schema.Array(CollectedFile), "With collect: the files brought back."),
-  files_omitted: optional(Count, "With collect: files brought back but not listed here (a result lists at most 1,000); they are still resources (resources/list)."),
-  skipped_files: optional(Schema.Array(SkippedFile), "With collect: matching entries not brought back, each with the reason (at most 100 listed)."),
+  files_omitted: optional(
+    Count,
+    "With collect: files brought back but not listed here (a result lists at most 1,000); they are still resources (resources/list)."
+  ),
+  skipped_files: optional(
+    Schema.Array(SkippedFile),
+    "With collect: matching entries not brought back, each with the reason (at most 100 listed)."
+  ),
   skipped_files_omitted: optional(Count, "With collect: further entries not brought back and not listed."),
-  files_truncated: optional(Schema.Boolean, "With collect: something matching was held back by a limit, or the collection was cut short."),
+  files_truncated: optional(
+    Schema.Boolean,
+    "With collect: something matching was held back by a limit, or the collection was cut short."
+  ),
   collection: optional(
     Schema.Struct({
-      status: describe(oneOf("complete", "partial", "none"), "complete: every matching file was looked at; partial or none: cut short (the files that came back before are kept)."),
+      status: describe(
+        oneOf("complete", "partial", "none"),
+        "complete: every matching file was looked at; partial or none: cut short (the files that came back before are kept)."
+      ),
       reason: optional(oneOf("timed-out", "sandbox-ended"), "Why it was cut short.")
     }),
     "With collect: whether the collection ended."
@@ -124,23 +168,38 @@ export type ExecuteCodeResult = typeof ExecuteCodeResult.Type
 // --- terminal ------------------------------------------------------------------------------------
 
 export const TerminalArgs = Schema.Struct({
-  command: describe(Schema.String, "A bash command line (cd, export, pipes, &&). The working directory and exported variables carry over to the next call."),
+  command: describe(
+    Schema.String,
+    "A bash command line (cd, export, pipes, &&). The working directory and exported variables carry over to the next call."
+  ),
   timeout_s: optional(Schema.Number.pipe(Schema.positive()), "Seconds before the command is killed."),
-  workdir: optional(Schema.String, "Change to this directory first (like typing `cd DIR` before the command; later calls stay there).")
+  workdir: optional(
+    Schema.String,
+    "Change to this directory first (like typing `cd DIR` before the command; later calls stay there)."
+  )
 })
 export type TerminalArgs = typeof TerminalArgs.Type
 
 export const TerminalResult = Schema.Struct({
   ...RunResult.fields,
-  session_id: describe(Schema.String, "The session sandbox's id (journal stream); it changes after reset_session or an idle expiry.")
+  session_id: describe(
+    Schema.String,
+    "The session sandbox's id (journal stream); it changes after reset_session or an idle expiry."
+  )
 })
 export type TerminalResult = typeof TerminalResult.Type
 
 // --- files -----------------------------------------------------------------------------------------
 
 export const ReadFileArgs = Schema.Struct({
-  path: describe(Schema.String, "Absolute, or relative to the terminal's current directory; inside /workspace or /tmp."),
-  offset: optional(Integer.pipe(Schema.positive()), "Text: first line (1-based, default 1). Binary: first byte (1-based)."),
+  path: describe(
+    Schema.String,
+    "Absolute, or relative to the terminal's current directory; inside /workspace or /tmp."
+  ),
+  offset: optional(
+    Integer.pipe(Schema.positive()),
+    "Text: first line (1-based, default 1). Binary: first byte (1-based)."
+  ),
   limit: optional(Integer.pipe(Schema.positive()), "Text: lines (default 2000). Binary: bytes.")
 })
 export type ReadFileArgs = typeof ReadFileArgs.Type
@@ -157,7 +216,10 @@ export const ReadFileResult = Schema.Struct({
 export type ReadFileResult = typeof ReadFileResult.Type
 
 export const WriteFileArgs = Schema.Struct({
-  path: describe(Schema.String, "Absolute, or relative to the terminal's current directory; inside /workspace or /tmp. Parent directories are created."),
+  path: describe(
+    Schema.String,
+    "Absolute, or relative to the terminal's current directory; inside /workspace or /tmp. Parent directories are created."
+  ),
   content: Schema.String,
   encoding: optional(Encoding, "utf8 (default) or base64 for binary content.")
 })

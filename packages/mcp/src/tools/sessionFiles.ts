@@ -32,37 +32,46 @@ const SNIFF = 8192
 const TIMEOUT_MS = 30_000
 
 type Reason = FileOperationFailed["reason"]
-const failed = (path: string, reason: Reason, why: string) => new FileOperationFailed({ path, reason, message: `${path}: ${why}` })
+const failed = (path: string, reason: Reason, why: string) =>
+  new FileOperationFailed({ path, reason, message: `${path}: ${why}` })
 
 const under = (path: string, dir: string) => path === dir || path.startsWith(`${dir}/`)
 
 /** The session's SandboxFileError/FileNotFound as the tools' reasons; anything else (the sandbox ended, a deadline) as it is. */
-const asToolFailure = (path: string) => (error: unknown): Effect.Effect<never, unknown> => {
-  const e = error as { _tag?: string; code?: string; message?: string }
-  if (e._tag === "FileNotFound") return Effect.fail(failed(path, "not-found", "no such file"))
-  if (e._tag !== "SandboxFileError") return Effect.fail(error)
-  switch (e.code) {
-    case "ELOOP":
-      return Effect.fail(failed(path, "outside-sandbox", "a symbolic link is on the way; it is not followed (it could lead outside the sandbox's writable roots /workspace, /tmp)"))
-    case "EISDIR":
-    case "EINVAL":
-      return Effect.fail(failed(path, "not-a-file", "not a regular file"))
-    case "ENOTDIR":
-      return Effect.fail(failed(path, "not-a-file", "a part of the path is not a directory"))
-    case "EACCES":
-    case "EPERM":
-    case "EROFS":
-      return Effect.fail(failed(path, "permission-denied", "permission denied"))
-    case "ENOSPC":
-    case "EFBIG":
-    case "EDQUOT":
-      return Effect.fail(failed(path, "too-large", "too large: the sandbox's filesystem is full"))
-    case "ETIMEDOUT":
-      return Effect.fail(failed(path, "failed", "timed out"))
-    default:
-      return Effect.fail(failed(path, "failed", e.message ?? "failed"))
+const asToolFailure =
+  (path: string) =>
+  (error: unknown): Effect.Effect<never, unknown> => {
+    const e = error as { _tag?: string; code?: string; message?: string }
+    if (e._tag === "FileNotFound") return Effect.fail(failed(path, "not-found", "no such file"))
+    if (e._tag !== "SandboxFileError") return Effect.fail(error)
+    switch (e.code) {
+      case "ELOOP":
+        return Effect.fail(
+          failed(
+            path,
+            "outside-sandbox",
+            "a symbolic link is on the way; it is not followed (it could lead outside the sandbox's writable roots /workspace, /tmp)"
+          )
+        )
+      case "EISDIR":
+      case "EINVAL":
+        return Effect.fail(failed(path, "not-a-file", "not a regular file"))
+      case "ENOTDIR":
+        return Effect.fail(failed(path, "not-a-file", "a part of the path is not a directory"))
+      case "EACCES":
+      case "EPERM":
+      case "EROFS":
+        return Effect.fail(failed(path, "permission-denied", "permission denied"))
+      case "ENOSPC":
+      case "EFBIG":
+      case "EDQUOT":
+        return Effect.fail(failed(path, "too-large", "too large: the sandbox's filesystem is full"))
+      case "ETIMEDOUT":
+        return Effect.fail(failed(path, "failed", "timed out"))
+      default:
+        return Effect.fail(failed(path, "failed", e.message ?? "failed"))
+    }
   }
-}
 
 /** The terminal's current directory, as the session shell saved it (NUL-terminated: a path may hold a newline). */
 const cwdOf = (sandbox: Session.Session) =>
@@ -78,8 +87,9 @@ const cwdOf = (sandbox: Session.Session) =>
 
 /** The tool's path, absolute and normalized, inside the roots; or why not. */
 export const resolveToolPath = (sandbox: Session.Session, given: string): Effect.Effect<string, unknown> =>
-  Effect.gen(function*() {
-    if (given === "" || given.includes("\0")) return yield* failed(given, "failed", "a non-empty path without NUL bytes")
+  Effect.gen(function* () {
+    if (given === "" || given.includes("\0"))
+      return yield* failed(given, "failed", "a non-empty path without NUL bytes")
     const resolved = given.startsWith("/") ? posix.resolve("/", given) : posix.resolve(yield* cwdOf(sandbox), given)
     if (under(resolved, SESSION_STATE_DIR) || !ROOTS.some((root) => under(resolved, root))) {
       return yield* failed(given, "outside-sandbox", "outside the sandbox's writable roots (/workspace, /tmp)")
@@ -102,17 +112,28 @@ export interface ReadWindow {
  * min(limit, max); for text, lines `offset`..`offset + limit - 1` (at most `max + 1` bytes, so
  * the caller sees whether they went past `max`), counting every line of the file.
  */
-export const readWindow = (sandbox: Session.Session, given: string, offset: number, limit: number, max: number): Effect.Effect<ReadWindow, unknown> =>
-  Effect.gen(function*() {
+export const readWindow = (
+  sandbox: Session.Session,
+  given: string,
+  offset: number,
+  limit: number,
+  max: number
+): Effect.Effect<ReadWindow, unknown> =>
+  Effect.gen(function* () {
     const path = yield* resolveToolPath(sandbox, given)
-    const read = (from: number, n: number) => sandbox.readFile(path, { offset: from, limit: n, timeoutMs: TIMEOUT_MS }).pipe(Effect.catchAll(asToolFailure(given)))
+    const read = (from: number, n: number) =>
+      sandbox
+        .readFile(path, { offset: from, limit: n, timeoutMs: TIMEOUT_MS })
+        .pipe(Effect.catchAll(asToolFailure(given)))
     const first = yield* read(0, CHUNK)
     const size = first.size
     if (first.content.subarray(0, SNIFF).includes(0)) {
       const from = offset - 1
       const n = Math.min(limit, max)
       const inFirst = from + n <= first.bytesRead || !first.truncated
-      const bytes = inFirst ? first.content.subarray(Math.min(from, first.bytesRead), Math.min(from + n, first.bytesRead)) : (yield* read(from, n)).content
+      const bytes = inFirst
+        ? first.content.subarray(Math.min(from, first.bytesRead), Math.min(from + n, first.bytesRead))
+        : (yield* read(from, n)).content
       return { path, size, binary: true, bytes: Buffer.from(bytes), totalLines: 0 }
     }
     const end = offset + limit
@@ -149,10 +170,16 @@ export const readWindow = (sandbox: Session.Session, given: string, offset: numb
   })
 
 /** Write read_file's counterpart: create or replace, parents made, an existing file's permission bits kept. */
-export const writeWhole = (sandbox: Session.Session, given: string, bytes: Uint8Array): Effect.Effect<{ readonly path: string; readonly bytesWritten: number }, unknown> =>
-  Effect.gen(function*() {
+export const writeWhole = (
+  sandbox: Session.Session,
+  given: string,
+  bytes: Uint8Array
+): Effect.Effect<{ readonly path: string; readonly bytesWritten: number }, unknown> =>
+  Effect.gen(function* () {
     const path = yield* resolveToolPath(sandbox, given)
     // No mode: an existing file keeps its permission bits (Session.writeFile's default).
-    const written = yield* sandbox.writeFile(path, bytes, { timeoutMs: TIMEOUT_MS }).pipe(Effect.catchAll(asToolFailure(given)))
+    const written = yield* sandbox
+      .writeFile(path, bytes, { timeoutMs: TIMEOUT_MS })
+      .pipe(Effect.catchAll(asToolFailure(given)))
     return { path: written.path, bytesWritten: written.bytesWritten }
   })
