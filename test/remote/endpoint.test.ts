@@ -12,7 +12,7 @@ import { join } from "node:path"
 import { Either } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { DockerEngine, EngineEndpoint, Watchdog } from "@hermes-sandbox/docker"
-import * as KnownHosts from "@hermes-sandbox/docker/internal/knownHosts"
+import { KnownHosts } from "@hermes-sandbox/docker/testing"
 
 const root = mkdtempSync(join(tmpdir(), "hermes-endpoint-"))
 afterAll(() => rmSync(root, { recursive: true, force: true }))

@@ -102,6 +102,8 @@ export {
   WRITABLE_ROOTS
 } from "./session/files.js"
 export { IDLE_COMMAND } from "./session/plan.js"
+/** Where a session's shell keeps its state in the sandbox (cwd, exported variables): not the user's files. */
+export { SESSION_STATE_DIR } from "./internal/sessionShell.js"
 export type { PersistentOptions, SessionMount, SessionOptions, SessionScope } from "./session/plan.js"
 
 /** The sessions service's own options, beyond the sandbox defaults. */

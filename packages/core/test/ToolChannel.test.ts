@@ -9,8 +9,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { createHash } from "node:crypto"
 import { Deferred, Effect, Either, FastCheck as fc, Fiber, JSONSchema, Option, Schema, TestClock } from "effect"
 import { type EventEnvelope, MemoryJournal } from "@hermes-sandbox/events"
-import { ArgumentsInFlight } from "@hermes-sandbox/core/kernel/ArgumentsInFlight"
-import * as ToolChannel from "@hermes-sandbox/core/kernel/ToolChannel"
+import { ArgumentsInFlight } from "../src/kernel/ArgumentsInFlight.js"
+import * as ToolChannel from "../src/kernel/ToolChannel.js"
 import {
   DEFAULT_TOOL_LIMITS,
   planTools,

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { RESERVED_TOOL_NAMES, type ToolSpec, toolModules } from "@hermes-sandbox/core/tools/stubs"
+import { RESERVED_TOOL_NAMES, type ToolSpec, toolModules } from "../src/tools/stubs.js"
 import { TOOL_NAME } from "@hermes-sandbox/core/Tools"
 
 const NO_CHANNEL = "this run has no tool channel (no tools were given to it)"

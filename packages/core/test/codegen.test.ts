@@ -7,9 +7,9 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { HERMES_TOOLS_JS } from "@hermes-sandbox/core/tools/runtime/hermes_tools.js.generated"
-import { HERMES_TOOLS_PY } from "@hermes-sandbox/core/tools/runtime/hermes_tools.py.generated"
-import { SESSION_SHELL } from "@hermes-sandbox/core/internal/sessionShell"
+import { HERMES_TOOLS_JS } from "../src/tools/runtime/hermes_tools.js.generated.js"
+import { HERMES_TOOLS_PY } from "../src/tools/runtime/hermes_tools.py.generated.js"
+import { SESSION_SHELL } from "../src/internal/sessionShell.js"
 import * as RunnerProtocolTable from "@hermes-sandbox/core/RunnerProtocolTable"
 import { cStringBody, GENERATED, outOfDate, ROOT } from "../../../scripts/codegen.js"
 

@@ -28,14 +28,7 @@ import {
 } from "@hermes-sandbox/core"
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
-import {
-  dockerCall,
-  IMAGE_BUILD_COMMAND,
-  imageNotFound,
-  isGone,
-  isNotRunning,
-  isRemovalInProgress
-} from "./internal/dockerCall.js"
+import { dockerCall, IMAGE_BUILD_COMMAND, isGone, isNotRunning, isRemovalInProgress } from "./internal/dockerCall.js"
 import { queryEvents } from "./internal/engineEvents.js"
 import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
 import { makeDockerExec } from "./internal/dockerExec.js"
@@ -43,6 +36,7 @@ import * as DiskQuota from "./DiskQuota.js"
 import * as ResourceLimits from "./ResourceLimits.js"
 import * as SandboxUid from "./SandboxUid.js"
 import { loadSeccompProfile } from "./Seccomp.js"
+import { imageNotFound } from "./ImageBuild.js"
 
 export interface DockerRuntimeOptions {
   /** "hermes" (the shipped allow-list, default), "engine-default", or a profile's JSON text. */

@@ -11,6 +11,7 @@
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+import { ImageNotFound } from "@hermes-sandbox/core/Errors"
 import { forEachLine } from "./internal/lines.js"
 import { packageRoot } from "./internal/packageRoot.js"
 
@@ -67,6 +68,16 @@ export const buildScript = (): string | undefined => {
 /** What a user runs to build the images: the workspace's script in a checkout, the installed bin otherwise. */
 export const imageBuildCommand = (variant: ImageVariant = "languages"): string =>
   `${imageSources() === IMAGE_SOURCES_URLS[0] ? "pnpm" : "npx"} hermes-sandbox image build${variant === "languages" ? "" : ` --variant ${variant}`}`
+
+/** `image` is not on the engine; the command named builds it (the data image is not in the default build). */
+export const imageNotFound = (image: string): ImageNotFound => {
+  const buildCommand = imageBuildCommand(image === DATA_IMAGE ? "data" : "languages")
+  return new ImageNotFound({
+    image,
+    buildCommand,
+    message: `image ${image} is not on the engine; build it with: ${buildCommand}`
+  })
+}
 
 export const buildImages = (options: BuildImagesOptions = {}): Promise<BuildImagesResult> =>
   new Promise((resolve, reject) => {

@@ -30,6 +30,9 @@ import { openExecutorFacade } from "./internal/executorFacade.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
 
 export { type FakeFaults, type FakeProgram, fakeProgram } from "@hermes-sandbox/core/testing"
+// The known_hosts matcher an ssh:// endpoint checks host keys with (internal/, which the package does not
+// export): the remote suites test it against a real sshd.
+export * as KnownHosts from "./internal/knownHosts.js"
 // Core's arbitraries: input that its schemas accept (requests, options, sizes), as users write it.
 // arbExecuteRequest: requests executeCode accepts, typed ExecuteRequest (an absent field left out,
 // not `undefined`).

@@ -11,7 +11,6 @@ import { type DockerEngineOptions, unreachableHint } from "@hermes-sandbox/docke
 import * as EngineEndpoint from "@hermes-sandbox/docker/EngineEndpoint"
 import { DATA_IMAGE, imageBuildCommand } from "@hermes-sandbox/docker/ImageBuild"
 import * as ResourceLimits from "@hermes-sandbox/docker/ResourceLimits"
-import { IMAGE_BUILD_COMMAND } from "@hermes-sandbox/docker/internal/dockerCall"
 import { loadSeccompProfile } from "@hermes-sandbox/docker/Seccomp"
 
 export interface Check {
@@ -194,7 +193,7 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
         ok: false,
         required: true,
         detail: `${image} is missing`,
-        fix: IMAGE_BUILD_COMMAND
+        fix: imageBuildCommand()
       })
     }
   }

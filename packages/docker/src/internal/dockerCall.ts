@@ -9,11 +9,10 @@ import {
   ContainerFailed,
   type ContainerFailureReason,
   DockerUnavailable,
-  ImageNotFound,
   type SandboxError
 } from "@hermes-sandbox/core"
 import { isQuotaRefusal } from "../DiskQuota.js"
-import { DATA_IMAGE, imageBuildCommand } from "../ImageBuild.js"
+import { imageBuildCommand, imageNotFound } from "../ImageBuild.js"
 
 export interface CallContext {
   readonly endpoint: string
@@ -25,17 +24,6 @@ export interface CallContext {
 
 /** How this install builds the images: the workspace's script in a checkout, the installed CLI otherwise. */
 export const IMAGE_BUILD_COMMAND = imageBuildCommand()
-const DATA_IMAGE_BUILD_COMMAND = imageBuildCommand("data")
-
-/** `image` is not on the engine; the command named builds it (the data image is not in the default build). */
-export const imageNotFound = (image: string): ImageNotFound => {
-  const buildCommand = image === DATA_IMAGE ? DATA_IMAGE_BUILD_COMMAND : IMAGE_BUILD_COMMAND
-  return new ImageNotFound({
-    image,
-    buildCommand,
-    message: `image ${image} is not on the engine; build it with: ${buildCommand}`
-  })
-}
 
 const CONNECTION_CODES = new Set([
   "ECONNREFUSED",

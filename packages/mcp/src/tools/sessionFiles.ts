@@ -17,7 +17,7 @@
 import { posix } from "node:path"
 import { Effect } from "effect"
 import type { Session } from "@hermes-sandbox/core"
-import { SESSION_STATE_DIR } from "@hermes-sandbox/core/internal/sessionShell"
+import { SESSION_STATE_DIR } from "@hermes-sandbox/core/Session"
 import { FileOperationFailed } from "../errors.js"
 
 /** The sandbox's writable roots, the only places the tools serve. */
