@@ -5,8 +5,6 @@
  * The JSON form of an event is always `{ "type": "...", "data": { ... } }` so rows stay
  * readable with plain `sqlite3`/`jq` and so a future schema version can be recognised
  * before decoding the payload.
- *
- * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 
@@ -21,7 +19,6 @@ const Int = Schema.Int
 /**
  * Resource limits the container was created with.
  *
- * @since 0.1.0
  * @category schemas
  */
 export const Limits = Schema.Struct({
@@ -33,7 +30,6 @@ export const Limits = Schema.Struct({
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const DestroyReason = Schema.Literal(
@@ -49,13 +45,11 @@ export const DestroyReason = Schema.Literal(
 )
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type DestroyReason = typeof DestroyReason.Type
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const SessionScope = Schema.Literal("session", "persistent")
@@ -64,7 +58,6 @@ export const SessionScope = Schema.Literal("session", "persistent")
  * The caller's labels for a run or a session (e.g. the MCP server's `mcp.session`,
  * `mcp.tool`): recorded as given, for filtering and auditing; never interpreted.
  *
- * @since 0.1.0
  * @category schemas
  */
 export const Tags = Schema.Record({ key: Schema.String, value: Schema.String })
@@ -78,7 +71,6 @@ const event = <const Type extends string, Fields extends Schema.Struct.Fields>(t
  * The request as the executor accepted it. Sizes and a digest only: the code and stdin are
  * never journaled (they may contain secrets, and they would bloat the journal).
  *
- * @since 0.1.0
  * @category schemas
  */
 export const ExecutionRequested = event("ExecutionRequested", {
@@ -98,7 +90,6 @@ export const ExecutionRequested = event("ExecutionRequested", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const ContainerCreated = event("ContainerCreated", {
@@ -109,7 +100,6 @@ export const ContainerCreated = event("ContainerCreated", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const ContainerStarted = event("ContainerStarted", {
@@ -120,7 +110,6 @@ export const ContainerStarted = event("ContainerStarted", {
  * A warm-pool container (created and started in the stream `poolStreamId`) was handed to
  * this execution. Projections count a claim as created + started.
  *
- * @since 0.1.0
  * @category schemas
  */
 export const ContainerClaimed = event("ContainerClaimed", {
@@ -130,7 +119,6 @@ export const ContainerClaimed = event("ContainerClaimed", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const ContainerExited = event("ContainerExited", {
@@ -144,7 +132,6 @@ export const ContainerExited = event("ContainerExited", {
  * Appended before the terminal event, also when the collection was cut short (`status`). The
  * skipped entries are listed up to a bound and counted past it (`skippedOmitted`, since 0.3.0).
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ArtifactsCollected = event("ArtifactsCollected", {
@@ -164,13 +151,11 @@ export const ArtifactsCollected = event("ArtifactsCollected", {
  * it outlived the per-call timeout (`timed-out`), its result was over the result limit
  * (`result-too-large`), or the run ended while it was in flight (`cancelled`).
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ToolCallFailureReason = Schema.Literal("error", "timed-out", "result-too-large", "cancelled")
 
 /**
- * @since 0.2.0
  * @category models
  */
 export type ToolCallFailureReason = typeof ToolCallFailureReason.Type
@@ -180,7 +165,6 @@ export type ToolCallFailureReason = typeof ToolCallFailureReason.Type
  * run's call budget). `host-busy` (since 0.3.0): the host held as many tool arguments in flight,
  * over all its runs, as it may.
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ToolCallRefusalReason = Schema.Literal(
@@ -192,7 +176,6 @@ export const ToolCallRefusalReason = Schema.Literal(
 )
 
 /**
- * @since 0.2.0
  * @category models
  */
 export type ToolCallRefusalReason = typeof ToolCallRefusalReason.Type
@@ -203,7 +186,6 @@ export type ToolCallRefusalReason = typeof ToolCallRefusalReason.Type
  * `callId` numbers the run's calls 1, 2, 3…; exactly one of ToolCallCompleted, ToolCallFailed
  * or ToolCallRefused with the same `callId` follows, before the terminal event.
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ToolCallRequested = event("ToolCallRequested", {
@@ -218,7 +200,6 @@ export const ToolCallRequested = event("ToolCallRequested", {
 /**
  * The handler returned; the result's size, never the result.
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ToolCallCompleted = event("ToolCallCompleted", {
@@ -232,7 +213,6 @@ export const ToolCallCompleted = event("ToolCallCompleted", {
  * The call was dispatched and ended without a result (see {@link ToolCallFailureReason});
  * `message` is what the code was told (a handler's message, never its stack).
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ToolCallFailed = event("ToolCallFailed", {
@@ -246,7 +226,6 @@ export const ToolCallFailed = event("ToolCallFailed", {
 /**
  * The call was refused before any handler ran (see {@link ToolCallRefusalReason}).
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ToolCallRefused = event("ToolCallRefused", {
@@ -257,7 +236,6 @@ export const ToolCallRefused = event("ToolCallRefused", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const ExecutionTimedOut = event("ExecutionTimedOut", {
@@ -266,7 +244,6 @@ export const ExecutionTimedOut = event("ExecutionTimedOut", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const ExecutionInterrupted = event("ExecutionInterrupted", {
@@ -277,7 +254,6 @@ export const ExecutionInterrupted = event("ExecutionInterrupted", {
  * The run failed with a typed error: its tag, its message and, when it has one, its reason
  * (ContainerFailed's: "journal-budget", "tool-calls", "protocol", …; since 0.3.0).
  *
- * @since 0.1.0
  * @category schemas
  */
 export const ExecutionFailed = event("ExecutionFailed", {
@@ -287,7 +263,6 @@ export const ExecutionFailed = event("ExecutionFailed", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const ContainerDestroyed = event("ContainerDestroyed", {
@@ -300,7 +275,6 @@ export const ContainerDestroyed = event("ContainerDestroyed", {
  * The result summary. Appended last (after `ContainerDestroyed`); optional — a lifecycle
  * is closed without it.
  *
- * @since 0.1.0
  * @category schemas
  */
 export const ExecutionCompleted = event("ExecutionCompleted", {
@@ -317,7 +291,6 @@ export const ExecutionCompleted = event("ExecutionCompleted", {
 // --- sessions (stream id = session id) --------------------------------------------------
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const SessionOpened = event("SessionOpened", {
@@ -328,7 +301,6 @@ export const SessionOpened = event("SessionOpened", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const SessionReconnected = event("SessionReconnected", {
@@ -341,7 +313,6 @@ export const SessionReconnected = event("SessionReconnected", {
  * `/workspace` held) and replaced by a new one: recorded in the OLD sandbox's stream, before
  * its ContainerDestroyed and SessionClosed.
  *
- * @since 0.1.0
  * @category schemas
  */
 export const SessionReplaced = event("SessionReplaced", {
@@ -355,7 +326,6 @@ export const SessionReplaced = event("SessionReplaced", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const SessionIdleExpired = event("SessionIdleExpired", {
@@ -364,7 +334,6 @@ export const SessionIdleExpired = event("SessionIdleExpired", {
 })
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const SessionClosed = event("SessionClosed", {
@@ -375,7 +344,6 @@ export const SessionClosed = event("SessionClosed", {
 // --- executor (stream id = executor id) ------------------------------------------------
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const ExecutorStats = event("ExecutorStats", {
@@ -390,7 +358,6 @@ export const ExecutorStats = event("ExecutorStats", {
  * expired (plus a clock-skew allowance). Kept tiny: one is written every few seconds per
  * owner (ARCHITECTURE.md, "Ownership across hosts").
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ExecutorLease = event("ExecutorLease", {
@@ -402,7 +369,6 @@ export const ExecutorLease = event("ExecutorLease", {
  * (a removal that gave up) are orphans at once. A later `ExecutorLease` (the same id reused)
  * opens a new lease.
  *
- * @since 0.2.0
  * @category schemas
  */
 export const ExecutorClosed = event("ExecutorClosed", {})
@@ -412,7 +378,6 @@ export const ExecutorClosed = event("ExecutorClosed", {})
 /**
  * Every event schema, in declaration order.
  *
- * @since 0.1.0
  * @category schemas
  */
 export const members = [
@@ -442,19 +407,16 @@ export const members = [
 ] as const
 
 /**
- * @since 0.1.0
  * @category schemas
  */
 export const JournalEvent = Schema.Union(...members)
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type JournalEvent = typeof JournalEvent.Type
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type EventType = JournalEvent["type"]
@@ -462,7 +424,6 @@ export type EventType = JournalEvent["type"]
 /**
  * The payload type of one event type.
  *
- * @since 0.1.0
  * @category models
  */
 export type EventData<T extends EventType> = Extract<JournalEvent, { readonly type: T }>["data"]
@@ -470,7 +431,6 @@ export type EventData<T extends EventType> = Extract<JournalEvent, { readonly ty
 /**
  * The event of one type.
  *
- * @since 0.1.0
  * @category models
  */
 export type EventOf<T extends EventType> = Extract<JournalEvent, { readonly type: T }>
@@ -479,7 +439,6 @@ export type EventOf<T extends EventType> = Extract<JournalEvent, { readonly type
  * Event types that take part in an execution's or a container's lifecycle (the
  * projection folds these; session and executor events are not lifecycle events).
  *
- * @since 0.1.0
  * @category constants
  */
 export const lifecycleEventTypes = [
@@ -503,7 +462,6 @@ export const lifecycleEventTypes = [
 /**
  * All event types, in declaration order.
  *
- * @since 0.1.0
  * @category constants
  */
 export const eventTypes = [
@@ -525,7 +483,6 @@ const _allTypesListed: _AllTypesListed = true
 /**
  * The ownership-lease events of an executor stream (see {@link ExecutorLease}).
  *
- * @since 0.2.0
  * @category constants
  */
 export const leaseEventTypes = ["ExecutorLease", "ExecutorClosed"] as const satisfies ReadonlyArray<EventType>
@@ -533,7 +490,6 @@ export const leaseEventTypes = ["ExecutorLease", "ExecutorClosed"] as const sati
 /**
  * Events that end an execution (exactly one per lifecycle).
  *
- * @since 0.1.0
  * @category constants
  */
 export const terminalTypes = [
@@ -544,20 +500,17 @@ export const terminalTypes = [
 ] as const satisfies ReadonlyArray<EventType>
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type TerminalType = (typeof terminalTypes)[number]
 
 /**
- * @since 0.1.0
  * @category guards
  */
 export const isTerminal = (event: { readonly type: EventType }): event is EventOf<TerminalType> =>
   (terminalTypes as ReadonlyArray<EventType>).includes(event.type)
 
 /**
- * @since 0.1.0
  * @category guards
  */
 export const isEventType = (u: unknown): u is EventType =>
@@ -573,7 +526,6 @@ export const isEventType = (u: unknown): u is EventType =>
  * No validation happens here (it is a plain object constructor); the journal validates
  * every event against its Schema when appending.
  *
- * @since 0.1.0
  * @category constructors
  */
 export const make = <const T extends EventType>(type: T, data: EventData<T>): EventOf<T> =>
@@ -585,7 +537,6 @@ export const make = <const T extends EventType>(type: T, data: EventData<T>): Ev
  * Version of the envelope/event encoding. Bumped on any incompatible change so that old
  * readers can refuse rows they would misread.
  *
- * @since 0.1.0
  * @category constants
  */
 export const SCHEMA_VERSION = 1 as const
@@ -596,7 +547,6 @@ export const SCHEMA_VERSION = 1 as const
  * `started` is absent in events written before it was recorded, and where /proc is not
  * available; it is an optional addition, so SCHEMA_VERSION stays 1.
  *
- * @since 0.1.0
  * @category schemas
  */
 export const EventMetadata = Schema.Struct({
@@ -608,7 +558,6 @@ export const EventMetadata = Schema.Struct({
 })
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type EventMetadata = typeof EventMetadata.Type
@@ -642,7 +591,6 @@ const envelopeOf = <Type extends string, Data extends Schema.Struct.Fields>(
  * A committed event: the event plus its position in the journal (`sequence`, global,
  * gap-free from 1) and in its stream (`streamId`; `version`, from 1).
  *
- * @since 0.1.0
  * @category schemas
  */
 export const EventEnvelope = Schema.Union(
@@ -672,7 +620,6 @@ export const EventEnvelope = Schema.Union(
 )
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type EventEnvelope = typeof EventEnvelope.Type
@@ -680,37 +627,31 @@ export type EventEnvelope = typeof EventEnvelope.Type
 /**
  * The envelope of one event type (narrowed by `type`).
  *
- * @since 0.1.0
  * @category models
  */
 export type EnvelopeOf<T extends EventType> = Extract<EventEnvelope, { readonly type: T }>
 
 /**
- * @since 0.1.0
  * @category decoding
  */
 export const decodeEvent = Schema.decodeUnknown(JournalEvent)
 
 /**
- * @since 0.1.0
  * @category decoding
  */
 export const decodeEventSync = Schema.decodeUnknownSync(JournalEvent)
 
 /**
- * @since 0.1.0
  * @category decoding
  */
 export const decodeEnvelope = Schema.decodeUnknown(EventEnvelope)
 
 /**
- * @since 0.1.0
  * @category decoding
  */
 export const decodeEnvelopeSync = Schema.decodeUnknownSync(EventEnvelope)
 
 /**
- * @since 0.1.0
  * @category encoding
  */
 export const encodeEvent = Schema.encode(JournalEvent)
@@ -718,13 +659,11 @@ export const encodeEvent = Schema.encode(JournalEvent)
 /**
  * Validates an event against its Schema, returning it in its JSON-ready encoded form.
  *
- * @since 0.1.0
  * @category encoding
  */
 export const validateEvent = Schema.validate(JournalEvent)
 
 /**
- * @since 0.1.0
  * @category guards
  */
 export const isJournalEvent = Schema.is(JournalEvent)

@@ -9,13 +9,10 @@
  * fleet tests): a process proves another is gone from its pid only when both carry the SAME
  * host id, so ids must be unique per machine (pid namespace, really) — a shared id would let a
  * pid on one machine be judged on another.
- *
- * @since 0.2.0
  */
 import { hostname } from "node:os"
 
 /**
- * @since 0.2.0
  * @category constants
  */
 export const HOST_ID_ENV = "HERMES_SANDBOX_HOST_ID"
@@ -23,7 +20,6 @@ export const HOST_ID_ENV = "HERMES_SANDBOX_HOST_ID"
 /**
  * The host id an environment gives (blank counts as unset).
  *
- * @since 0.2.0
  * @category constructors
  */
 export const fromEnv = (env: Readonly<Record<string, string | undefined>> = process.env): string => {
@@ -34,7 +30,6 @@ export const fromEnv = (env: Readonly<Record<string, string | undefined>> = proc
 /**
  * This process's host id, read once at load: a process is on one host for its whole life.
  *
- * @since 0.2.0
  * @category constants
  */
 export const current: string = fromEnv()

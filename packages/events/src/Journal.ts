@@ -9,8 +9,6 @@
  * - `live` publishes an event only after it is committed.
  * - `follow` delivers history and then live events with no gap and no duplicate, even
  *   while other writers (for SQLite: other processes) append.
- *
- * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
@@ -21,7 +19,6 @@ import type { JournalError, VersionConflict } from "./JournalError.js"
 export { JournalError, VersionConflict } from "./JournalError.js"
 
 /**
- * @since 0.1.0
  * @category models
  */
 export interface AppendInput {
@@ -39,7 +36,6 @@ export interface AppendInput {
 /**
  * One stream's share of an `appendBatch`.
  *
- * @since 0.1.0
  * @category models
  */
 export interface BatchAppendInput {
@@ -51,7 +47,6 @@ export interface BatchAppendInput {
 /**
  * Filters of a finite replay. All bounds are inclusive.
  *
- * @since 0.1.0
  * @category models
  */
 export interface ReplayOptions {
@@ -62,7 +57,6 @@ export interface ReplayOptions {
 }
 
 /**
- * @since 0.1.0
  * @category models
  */
 export interface FollowOptions {
@@ -73,7 +67,6 @@ export interface FollowOptions {
 }
 
 /**
- * @since 0.1.0
  * @category models
  */
 export interface JournalService {
@@ -123,7 +116,6 @@ export interface JournalService {
 }
 
 /**
- * @since 0.1.0
  * @category tags
  */
 export class Journal extends Context.Tag("@hermes-sandbox/events/Journal")<Journal, JournalService>() {}
@@ -132,7 +124,6 @@ export class Journal extends Context.Tag("@hermes-sandbox/events/Journal")<Journ
  * Counters that let tests (and operators) see that readers, followers and live
  * subscriptions release what they hold once their consumer stops.
  *
- * @since 0.1.0
  * @category models
  */
 export interface JournalStats {
@@ -152,7 +143,6 @@ export interface JournalStats {
  * Diagnostics of a journal instance; provided next to {@link Journal} by the layers of
  * this package (it is not part of the port, so test doubles of `Journal` need not have it).
  *
- * @since 0.1.0
  * @category tags
  */
 export class JournalDiagnostics extends Context.Tag("@hermes-sandbox/events/JournalDiagnostics")<

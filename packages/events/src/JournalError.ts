@@ -1,7 +1,5 @@
 /**
  * Typed failures of the journal.
- *
- * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 
@@ -9,7 +7,6 @@ import * as Schema from "effect/Schema"
  * Storage failed (I/O, SQLite busy past the timeout, corrupt row, invalid event, closed
  * journal). `cause` keeps the underlying error for diagnosis.
  *
- * @since 0.1.0
  * @category errors
  */
 export class JournalError extends Schema.TaggedError<JournalError>("@hermes-sandbox/events/JournalError")(
@@ -24,7 +21,6 @@ export class JournalError extends Schema.TaggedError<JournalError>("@hermes-sand
  * An append with `expectedVersion` found the stream at another version (optimistic
  * concurrency: someone else appended to the stream first). Nothing was written.
  *
- * @since 0.1.0
  * @category errors
  */
 export class VersionConflict extends Schema.TaggedError<VersionConflict>("@hermes-sandbox/events/VersionConflict")(

@@ -2,8 +2,6 @@
  * Where a durable journal is, as a user gives it (`--journal`, `HERMES_SANDBOX_JOURNAL`, a
  * facade's option): a SQLite file path, or a PostgreSQL URL (`postgres://…`,
  * `postgresql://…`).
- *
- * @since 0.2.0
  */
 import type * as Layer from "effect/Layer"
 import type { Journal, JournalDiagnostics } from "./Journal.js"
@@ -15,7 +13,6 @@ import * as SqliteJournal from "./SqliteJournal.js"
  * The location given, else the default one ({@link SqliteJournal.defaultJournalPath}, which
  * `HERMES_SANDBOX_JOURNAL` may set to a URL).
  *
- * @since 0.2.0
  * @category utils
  */
 export const resolve = (location?: string | undefined, env: NodeJS.ProcessEnv = process.env): string =>
@@ -24,7 +21,6 @@ export const resolve = (location?: string | undefined, env: NodeJS.ProcessEnv = 
 /**
  * The journal at `location` (resolved as {@link resolve} does): PostgreSQL for a URL, else SQLite.
  *
- * @since 0.2.0
  * @category layers
  */
 export const layer = (
@@ -37,7 +33,6 @@ export const layer = (
 /**
  * How to print the location: a URL without its password.
  *
- * @since 0.2.0
  * @category utils
  */
 export const describe = (location: string): string =>

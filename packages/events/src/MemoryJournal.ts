@@ -1,8 +1,6 @@
 /**
  * In-memory {@link Journal}: for tests and single-process tools. Same ordering, atomicity,
  * replay and follow guarantees as the SQLite journal, without durability.
- *
- * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -12,7 +10,6 @@ import * as internal from "./internal/memoryJournal.js"
 import { Journal, JournalDiagnostics, type JournalService, type JournalStats } from "./Journal.js"
 
 /**
- * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -30,7 +27,6 @@ export interface Options {
 /**
  * Builds a journal whose live subscriptions end when the scope closes.
  *
- * @since 0.1.0
  * @category constructors
  */
 export const make = (
@@ -42,7 +38,6 @@ export const make = (
 > => internal.make(options)
 
 /**
- * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<Journal | JournalDiagnostics> =>

@@ -29,8 +29,6 @@
  *
  * Opening fails with a {@link JournalError} naming the server (never the password) within
  * `connectTimeout` (5 s) when it cannot be reached or refuses the login.
- *
- * @since 0.2.0
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -42,7 +40,6 @@ import { Journal, JournalDiagnostics, type JournalService, type JournalStats } f
 import { JournalError } from "./JournalError.js"
 
 /**
- * @since 0.2.0
  * @category models
  */
 export interface Options {
@@ -64,7 +61,6 @@ export interface Options {
  * Whether a journal location is a PostgreSQL URL (`postgres://…` or `postgresql://…`) rather
  * than a SQLite file path.
  *
- * @since 0.2.0
  * @category utils
  */
 export const isPostgresUrl: (location: string) => boolean = url.isPostgresUrl
@@ -72,7 +68,6 @@ export const isPostgresUrl: (location: string) => boolean = url.isPostgresUrl
 /**
  * The URL as it may be printed: no password, no parameters but the host.
  *
- * @since 0.2.0
  * @category utils
  */
 export const describeUrl: (url: string) => string = url.describeUrl
@@ -84,7 +79,6 @@ export const describeUrl: (url: string) => string = url.describeUrl
  * The driver (pg, @effect/sql-pg) is loaded here, on first use: importing this package (the
  * CLI's start, a SQLite or memory journal) does not pay for it.
  *
- * @since 0.2.0
  * @category constructors
  */
 export const make = (
@@ -104,7 +98,6 @@ export const make = (
   }).pipe(Effect.flatMap((internal) => internal.make(options)))
 
 /**
- * @since 0.2.0
  * @category layers
  */
 export const layer = (options: Options): Layer.Layer<Journal | JournalDiagnostics, JournalError> =>

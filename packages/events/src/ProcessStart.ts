@@ -2,8 +2,6 @@
  * A process's kernel start time: with host and pid, the identity of the process that wrote
  * an event (EventMetadata.started) or owns a container, safe against pid reuse — a live
  * process with the same pid but another start time is another process.
- *
- * @since 0.1.0
  */
 import { readFileSync } from "node:fs"
 
@@ -11,7 +9,6 @@ import { readFileSync } from "node:fs"
  * Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22), or undefined
  * when the process does not exist or /proc is not available.
  *
- * @since 0.1.0
  * @category constructors
  */
 export const startTimeOf = (pid: number): string | undefined => {
@@ -29,7 +26,6 @@ export const startTimeOf = (pid: number): string | undefined => {
  * not a zombie. A killed process whose parent died too stays a zombie until init reaps it,
  * which some inits do only every few seconds; it holds nothing and will never run again.
  *
- * @since 0.1.0
  * @category predicates
  */
 export const isRunning = (pid: number): boolean => {

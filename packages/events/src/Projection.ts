@@ -12,8 +12,6 @@
  * `"container"` stream. Session and executor-stats events do not describe a container
  * lifecycle and are ignored here. An executor stream's ownership-lease events
  * (`ExecutorLease`, `ExecutorClosed`) are folded apart, into {@link LeaseState}s.
- *
- * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -27,13 +25,11 @@ import {
 } from "./Event.js"
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type Phase = "requested" | "created" | "started" | "exited" | "timedOut" | "interrupted" | "failed" | "destroyed"
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type Outcome = "exited" | "timedOut" | "interrupted" | "failed"
@@ -42,7 +38,6 @@ export type Outcome = "exited" | "timedOut" | "interrupted" | "failed"
  * One tool's calls: how many the code asked for (`ToolCallRequested`) and how many of them
  * completed, failed or were refused.
  *
- * @since 0.2.0
  * @category models
  */
 export interface ToolCallCounts {
@@ -55,13 +50,11 @@ export interface ToolCallCounts {
 /**
  * How a tool call ended (its outcome event).
  *
- * @since 0.2.0
  * @category models
  */
 export type ToolCallOutcome = "completed" | "failed" | "refused"
 
 /**
- * @since 0.1.0
  * @category models
  */
 export interface ExecutionState {
@@ -117,7 +110,6 @@ const lifecycleTypes: ReadonlySet<EventType> = new Set<EventType>(lifecycleEvent
  * Whether the event takes part in a container/execution lifecycle (session and executor
  * events do not).
  *
- * @since 0.1.0
  * @category guards
  */
 export const isLifecycleEvent = (envelope: { readonly type: EventType }): boolean => lifecycleTypes.has(envelope.type)
@@ -140,7 +132,6 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] }
  * An owner's lease as its executor stream (stream id = executor id) records it: who holds it,
  * when it was last renewed (the writer's clock) and for how long, and whether the owner closed.
  *
- * @since 0.2.0
  * @category models
  */
 export interface LeaseState {
@@ -161,7 +152,6 @@ export interface LeaseState {
  * its lease ran out more than `clockSkewMs` ago (the writer's and the reader's clocks may
  * differ by that much).
  *
- * @since 0.2.0
  * @category models
  */
 export type LeaseStatus = "held" | "expired" | "closed"
@@ -169,7 +159,6 @@ export type LeaseStatus = "held" | "expired" | "closed"
 const leaseTypes: ReadonlySet<EventType> = new Set<EventType>(leaseEventTypes)
 
 /**
- * @since 0.2.0
  * @category guards
  */
 export const isLeaseEvent = (envelope: { readonly type: EventType }): boolean => leaseTypes.has(envelope.type)
@@ -178,7 +167,6 @@ export const isLeaseEvent = (envelope: { readonly type: EventType }): boolean =>
  * Applies one event to an owner's lease. Other events, and re-deliveries (a sequence not above
  * the last applied one), leave it as it is.
  *
- * @since 0.2.0
  * @category folding
  */
 export const evolveLease = (state: LeaseState | undefined, envelope: EventEnvelope): LeaseState | undefined => {
@@ -206,7 +194,6 @@ export const evolveLease = (state: LeaseState | undefined, envelope: EventEnvelo
 }
 
 /**
- * @since 0.2.0
  * @category predicates
  */
 export const leaseStatus = (state: LeaseState, nowMs: number, clockSkewMs: number): LeaseStatus =>
@@ -215,7 +202,6 @@ export const leaseStatus = (state: LeaseState, nowMs: number, clockSkewMs: numbe
 /**
  * The state of a stream before any event.
  *
- * @since 0.1.0
  * @category constructors
  */
 export const initial = (streamId: string): ExecutionState => ({
@@ -253,7 +239,6 @@ const countToolCall = (
  * events and re-deliveries (a sequence not above the last applied one) leave the state as
  * it is (re-deliveries are also noted as violations).
  *
- * @since 0.1.0
  * @category folding
  */
 export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelope): ExecutionState => {
@@ -458,7 +443,6 @@ const withViolation = (state: ExecutionState, violation: string): ExecutionState
  * claimed, a `ContainerDestroyed`. A container-only stream (warm pool, session) is closed
  * once destroyed or claimed by an execution.
  *
- * @since 0.1.0
  * @category predicates
  */
 export const isClosed = (state: ExecutionState): boolean =>
@@ -470,7 +454,6 @@ export const isClosed = (state: ExecutionState): boolean =>
  * Whether the state holds a container that has not been destroyed (nor handed over to an
  * execution).
  *
- * @since 0.1.0
  * @category predicates
  */
 export const isContainerAlive = (state: ExecutionState): boolean =>
@@ -480,7 +463,6 @@ export const isContainerAlive = (state: ExecutionState): boolean =>
  * An incremental projection over many streams: feed it envelopes in sequence order (from
  * a replay, `live` or `follow`).
  *
- * @since 0.1.0
  * @category models
  */
 export interface Projector {
@@ -494,7 +476,6 @@ export interface Projector {
 }
 
 /**
- * @since 0.1.0
  * @category constructors
  */
 export const makeProjector = (): Projector => {
@@ -531,7 +512,6 @@ export const makeProjector = (): Projector => {
 /**
  * Folds all streams of a history (in sequence order).
  *
- * @since 0.1.0
  * @category folding
  */
 export const project = (events: Iterable<EventEnvelope>): ReadonlyMap<string, ExecutionState> => {
@@ -544,7 +524,6 @@ export const project = (events: Iterable<EventEnvelope>): ReadonlyMap<string, Ex
  * Folds a stream (e.g. `journal.read()`) without holding its events: memory grows with the
  * number of streams, not events.
  *
- * @since 0.1.0
  * @category folding
  */
 export const projectStream = <E, R>(
@@ -560,7 +539,6 @@ export const projectStream = <E, R>(
 /**
  * Each updated state, as events flow (a live view).
  *
- * @since 0.1.0
  * @category folding
  */
 export const states = <E, R>(events: Stream.Stream<EventEnvelope, E, R>): Stream.Stream<ExecutionState, E, R> =>
@@ -570,7 +548,6 @@ export const states = <E, R>(events: Stream.Stream<EventEnvelope, E, R>): Stream
   })
 
 /**
- * @since 0.1.0
  * @category models
  */
 export interface Summary {
@@ -607,7 +584,6 @@ const percentile = (sorted: ReadonlyArray<number>, p: number): number =>
   sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
 
 /**
- * @since 0.1.0
  * @category summaries
  */
 export const summarize = (
@@ -673,7 +649,6 @@ const isMap = (u: unknown): u is ReadonlyMap<string, ExecutionState> => u instan
  * versions 1..n contiguous, sequences strictly increasing, a single stream id; ownership-lease
  * events only in a stream of their own (an executor's), never in a lifecycle's.
  *
- * @since 0.1.0
  * @category validation
  */
 export const checkLifecycle = (events: Iterable<EventEnvelope>): ReadonlyArray<string> => {

@@ -1,8 +1,6 @@
 /**
  * The RxJS edge, for callers that do not use Effect: Observables over journal streams and
  * a Promise-based client.
- *
- * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
@@ -43,7 +41,6 @@ type AnyRuntime<R> = Runtime.Runtime<R> | ManagedRuntime.ManagedRuntime<R, unkno
  * The stream starts synchronously inside `subscribe`, up to its first asynchronous step
  * (so a `live` subscription is in place when `subscribe` returns).
  *
- * @since 0.1.0
  * @category conversions
  */
 export const toObservable: {
@@ -110,7 +107,6 @@ const forkWith =
 /**
  * A Promise/RxJS view of a journal.
  *
- * @since 0.1.0
  * @category models
  */
 export interface JournalClient extends AsyncDisposable {
@@ -132,7 +128,6 @@ export interface JournalClient extends AsyncDisposable {
 }
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type OpenJournalOptions = SqliteJournal.Options | PostgresJournal.Options | { readonly memory: true }
@@ -146,7 +141,6 @@ export type OpenJournalOptions = SqliteJournal.Options | PostgresJournal.Options
  * journal.follow({ types: ["ContainerExited"] }).subscribe(console.log)
  * ```
  *
- * @since 0.1.0
  * @category constructors
  */
 export const openJournal = async (options: OpenJournalOptions = {}): Promise<JournalClient> => {

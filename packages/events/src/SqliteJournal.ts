@@ -22,8 +22,6 @@
  * better-sqlite3 is synchronous: a statement (and a writer waiting for another process's
  * lock, up to `busyTimeoutMs`) blocks the Node event loop while it runs. Transactions are
  * short, so in practice this is a few milliseconds at worst.
- *
- * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -38,7 +36,6 @@ import { Journal, JournalDiagnostics, type JournalService, type JournalStats } f
 import type { JournalError } from "./JournalError.js"
 
 /**
- * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -60,7 +57,6 @@ export interface Options {
  * approved) or `"incompatible"` (built for another Node.js). The message says how to fix it; the
  * in-memory journal needs no addon.
  *
- * @since 0.1.0
  * @category errors
  */
 export class SqliteAddonMissing extends Schema.TaggedError<SqliteAddonMissing>(
@@ -89,7 +85,6 @@ export class SqliteAddonMissing extends Schema.TaggedError<SqliteAddonMissing>(
  * `~/.local/state/hermes-sandbox/journal.sqlite`. (Relative `XDG_STATE_HOME` values are
  * ignored, as the XDG spec requires.)
  *
- * @since 0.1.0
  * @category constructors
  */
 export const defaultJournalPath = (env: NodeJS.ProcessEnv = process.env): string => {
@@ -104,7 +99,6 @@ export const defaultJournalPath = (env: NodeJS.ProcessEnv = process.env): string
  * Opens (creating if needed) the journal; the database is closed when the scope closes,
  * after running `follow`/`live` streams have been ended.
  *
- * @since 0.1.0
  * @category constructors
  */
 export const make = (
@@ -132,7 +126,6 @@ export const make = (
 }
 
 /**
- * @since 0.1.0
  * @category layers
  */
 export const layer = (

@@ -4,8 +4,6 @@
  *
  * Every lifecycle these generate is valid: `Projection.checkLifecycle` accepts it (this
  * package's own tests hold it to that).
- *
- * @since 0.1.0
  */
 // effect ships fast-check (effect/FastCheck): the arbitraries need no dependency of their own, and
 // they are the same instances @effect/vitest's it.prop and Schema's Arbitrary use.
@@ -27,19 +25,16 @@ const hex = (length: number) =>
   fc.string({ unit: fc.constantFrom(..."0123456789abcdef"), minLength: length, maxLength: length })
 
 /**
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbExecutionId: fc.Arbitrary<string> = fc.uuid({ version: 7 })
 
 /**
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbContainerName: fc.Arbitrary<string> = fc.uuid({ version: 4 }).map((id) => `hermes-sandbox-${id}`)
 
 /**
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbContainerId: fc.Arbitrary<string> = hex(64)
@@ -53,13 +48,11 @@ const arbCount = fc.integer({ min: 0, max: 1_000 })
 const arbExitCode = fc.oneof(fc.constantFrom(0, 1, 2, 126, 127, 137, 139, 143), fc.integer({ min: 0, max: 255 }))
 
 /**
- * @since 0.1.0
  * @category models
  */
 export type Language = "python" | "javascript" | "bash"
 
 /**
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbLanguage: fc.Arbitrary<Language> = fc.constantFrom("python", "javascript", "bash")
@@ -71,7 +64,6 @@ export const arbLanguage: fc.Arbitrary<Language> = fc.constantFrom("python", "ja
  * and this type is assignable to core's. For requests with every field executeCode takes, use
  * `arbExecuteRequest` of `@hermes-sandbox/core/testing` (or `@hermes-sandbox/docker/testing`).
  *
- * @since 0.1.0
  * @category models
  */
 export interface ExecuteRequest {
@@ -98,7 +90,6 @@ const snippets: Record<Language, ReadonlyArray<string>> = {
  * arbitrary text, with optional stdin and timeout (omitted, not `undefined`). Narrower than core's
  * schema-derived `arbExecuteRequest` (see {@link ExecuteRequest}), and accepted by it.
  *
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbExecuteRequest: fc.Arbitrary<ExecuteRequest> = arbLanguage.chain((language) =>
@@ -272,7 +263,6 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
 /**
  * An event of the given type with arbitrary (valid) data.
  *
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbEventOf = <T extends EventType>(type: T): fc.Arbitrary<Extract<JournalEvent, { readonly type: T }>> =>
@@ -281,7 +271,6 @@ export const arbEventOf = <T extends EventType>(type: T): fc.Arbitrary<Extract<J
 /**
  * Any single event, every type equally likely.
  *
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbEvent: fc.Arbitrary<JournalEvent> = fc.oneof(
@@ -293,7 +282,6 @@ export const arbEvent: fc.Arbitrary<JournalEvent> = fc.oneof(
 /**
  * The paths a lifecycle can take.
  *
- * @since 0.1.0
  * @category models
  */
 export type LifecyclePath =
@@ -310,7 +298,6 @@ export type LifecyclePath =
   | "session"
 
 /**
- * @since 0.1.0
  * @category constants
  */
 export const lifecyclePaths: ReadonlyArray<LifecyclePath> = [
@@ -332,7 +319,6 @@ export const lifecyclePaths: ReadonlyArray<LifecyclePath> = [
  * stream (created + started) its container was claimed from; that stream's events must
  * be committed before the claim.
  *
- * @since 0.1.0
  * @category models
  */
 export interface Lifecycle {
@@ -383,7 +369,6 @@ const arbRun = fc.record({
  * a session's long-lived container. A run whose program ran makes up to 3 tool calls
  * (numbered 1, 2, 3, possibly in flight at once), each settled before the terminal event.
  *
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbLifecycle = (executionId?: string): fc.Arbitrary<Lifecycle> =>
@@ -564,7 +549,6 @@ const buildLifecycle = (executionId: string, path: LifecyclePath, run: Run): Lif
 /**
  * Metadata used by {@link toEnvelopes} and {@link arbJournalHistory}.
  *
- * @since 0.1.0
  * @category constants
  */
 export const testMetadata: EventMetadata = { executorId: "executor-test", host: "test-host", pid: 1 }
@@ -582,7 +566,6 @@ const uuidV7 = (timestamp: number, n: number): string => {
 /**
  * Wraps one stream's events in envelopes (versions 1..n), numbered from `startSequence`.
  *
- * @since 0.1.0
  * @category constructors
  */
 export const toEnvelopes = (
@@ -614,7 +597,6 @@ export const toEnvelopes = (
  * stream keeps its order. Sequences run 1..n, versions 1..k per stream, timestamps never
  * decrease.
  *
- * @since 0.1.0
  * @category arbitraries
  */
 export const arbJournalHistory: fc.Arbitrary<ReadonlyArray<EventEnvelope>> = fc
