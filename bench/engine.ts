@@ -31,7 +31,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs"
 import type { IncomingMessage } from "node:http"
 import type Docker from "dockerode"
-import { Label } from "@hermes-sandbox/core"
+import { Label } from "@hermes-sandbox/core/Labels"
 import { BenchLabel } from "./hardening.js"
 
 const TICKS_PER_SEC = 100

@@ -6,7 +6,9 @@
  */
 import type Docker from "dockerode"
 import { fileURLToPath } from "node:url"
-import { defaultLanguageRuntimes, defaults, encodeRunnerPayload, type SandboxSpec } from "@hermes-sandbox/core"
+import { defaultLanguageRuntimes, type SandboxSpec } from "@hermes-sandbox/core"
+import { defaults } from "@hermes-sandbox/core/ExecutorConfig"
+import { encodeRunnerPayload } from "@hermes-sandbox/core/RunnerProtocol"
 import { ContainerSpec } from "@hermes-sandbox/docker"
 import { loadSeccompProfile, SECCOMP_PROFILE_URL } from "@hermes-sandbox/docker/Seccomp"
 

@@ -15,7 +15,7 @@ import { cpus, loadavg, totalmem } from "node:os"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import { DockerEngine } from "@hermes-sandbox/docker"
-import { Label } from "@hermes-sandbox/core"
+import { Label } from "@hermes-sandbox/core/Labels"
 import { cgroupMethodUnavailable, type CpuWindow, EngineCpu, EngineEvents } from "./engine.js"
 import {
   BenchLabel,

@@ -41,7 +41,10 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { loadavg, tmpdir } from "node:os"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { encodeRunnerPayload, Label, makeRunKey, toolModules } from "@hermes-sandbox/core"
+import { encodeRunnerPayload, makeRunKey } from "@hermes-sandbox/core/RunnerProtocol"
+import { Label } from "@hermes-sandbox/core/Labels"
+// The stubs are core internals (tools/ is not exported): the bench measures them from the source.
+import { toolModules } from "../packages/core/src/tools/stubs.js"
 import { createExecutor, DockerEngine, type SandboxExecutor } from "@hermes-sandbox/docker"
 import { type CpuSnapshot, EngineCpu, EngineEvents } from "./engine.js"
 import { BenchLabel, benchSpec, createOptionsFor, PYTHON_IMAGE, RUNNER_COMMAND } from "./hardening.js"

@@ -294,7 +294,8 @@ const rawDockerode = async (ctx: VariantContext): Promise<Variant> => {
  */
 const sdkRuntime = async (ctx: VariantContext): Promise<Variant> => {
   const { Effect, Layer, ManagedRuntime } = await import("effect")
-  const { Label, ProcessIdentity, ProjectName, SandboxRuntime } = await import("@hermes-sandbox/core")
+  const { Labels, ProcessIdentity, SandboxRuntime } = await import("@hermes-sandbox/core")
+  const { Label, ProjectName } = Labels
   const { DockerEngine, DockerRuntime } = await import("@hermes-sandbox/docker")
   const runtime = ManagedRuntime.make(DockerRuntime.layer().pipe(Layer.provide(DockerEngine.layer())))
   const payload = Buffer.from(ctx.payload, "base64")

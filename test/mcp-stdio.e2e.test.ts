@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { isClosed } from "@hermes-sandbox/events"
+import { isClosed } from "@hermes-sandbox/events/Projection"
 import { containerExists, waitFor } from "./support/docker.js"
 import { mcpServerCommand, runInspector } from "./support/mcp.js"
 import {

@@ -15,7 +15,8 @@ import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type EventEnvelope, isClosed } from "@hermes-sandbox/events"
+import { type EventEnvelope } from "@hermes-sandbox/events"
+import { isClosed } from "@hermes-sandbox/events/Projection"
 import {
   defaultPrefix,
   McpSandbox,

@@ -13,7 +13,7 @@ import { join } from "node:path"
 import { promisify } from "node:util"
 import { Effect, Layer, Stream } from "effect"
 import { type EventEnvelope, Journal, MemoryJournal, SqliteJournal } from "@hermes-sandbox/events"
-import { Sessions } from "@hermes-sandbox/core"
+import { Sessions } from "@hermes-sandbox/core/Session"
 import {
   createExecutor,
   createSession,

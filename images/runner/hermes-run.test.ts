@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { RunnerProtocol } from "@hermes-sandbox/core"
+import * as RunnerProtocol from "@hermes-sandbox/core/RunnerProtocol"
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 
 const here = path.dirname(fileURLToPath(import.meta.url))

@@ -11,14 +11,8 @@ import { createInterface } from "node:readline"
 import Docker from "dockerode"
 import { Effect, Stream } from "effect"
 import { ProcessIdentity } from "@hermes-sandbox/core"
-import {
-  checkLifecycle,
-  type EventEnvelope,
-  isClosed,
-  ProcessStart,
-  project,
-  SqliteJournal
-} from "@hermes-sandbox/events"
+import { checkLifecycle, isClosed, project } from "@hermes-sandbox/events/Projection"
+import { type EventEnvelope, ProcessStart, SqliteJournal } from "@hermes-sandbox/events"
 import { fixtureCommand } from "../support/nodeFixture.js"
 
 export const root = new URL("../..", import.meta.url).pathname

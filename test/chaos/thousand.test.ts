@@ -12,7 +12,7 @@
  */
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { summarize, project } from "@hermes-sandbox/events"
+import { summarize, project } from "@hermes-sandbox/events/Projection"
 import { testExecutor } from "../support/executor.js"
 import { containersOf, journalProblems, readJournal, removeContainersOf, tempDir } from "./support.js"
 

@@ -9,7 +9,7 @@
  * not loaded inside gVisor). Those differences are asserted as such and listed in SECURITY.md.
  */
 import { readFileSync } from "node:fs"
-import { RunnerProtocol } from "@hermes-sandbox/core"
+import * as RunnerProtocol from "@hermes-sandbox/core/RunnerProtocol"
 import { describe, expect, it } from "vitest"
 import { exited, expectOutcome, facts, hostFileSha256, useHostileExecutor, RUNTIMES } from "./support.js"
 

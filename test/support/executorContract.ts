@@ -12,13 +12,12 @@
 import { createHash } from "node:crypto"
 import { describe, expect } from "@effect/vitest"
 import { Clock, Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { ContainerNamePrefix, Label } from "@hermes-sandbox/core/Labels"
 import {
-  ContainerNamePrefix,
   type ExecuteOptions,
   type ExecuteRequest,
   Executor,
   type ExecutorOptions,
-  Label,
   SandboxRuntime,
   type ToolContext,
   type Tools

@@ -5,15 +5,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, type Layer, Option, Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
+import { encodeRunnerPayload } from "@hermes-sandbox/core/RunnerProtocol"
 import {
-  encodeRunnerPayload,
   type ExecSpec,
-  Label,
   type Language,
   type SandboxCreated,
   SandboxRuntime,
   type SandboxSpec
 } from "@hermes-sandbox/core"
+import { Label } from "@hermes-sandbox/core/Labels"
 
 /** How to make each runtime's program do a thing (real code for the engine, the DSL for the fake). */
 export interface ContractPrograms {

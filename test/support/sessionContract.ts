@@ -16,14 +16,9 @@ import { createHash } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import {
-  ContainerNamePrefix,
-  Label,
-  SandboxRuntime,
-  Session,
-  Sessions,
-  type SessionsOptions
-} from "@hermes-sandbox/core"
+import { ContainerNamePrefix, Label } from "@hermes-sandbox/core/Labels"
+import { SandboxRuntime, Session } from "@hermes-sandbox/core"
+import { Sessions, type SessionsOptions } from "@hermes-sandbox/core/Session"
 import { Journal } from "@hermes-sandbox/events"
 import { eventsOf, gone, typesOf } from "./contractChecks.js"
 import { type ContractTime, eventually, joinPassing } from "./contractTime.js"

@@ -1,5 +1,5 @@
 /** The text of `hermes-sandbox events summary`: one line per fact, tool calls one line per tool. */
-import type { Summary } from "@hermes-sandbox/events"
+import type { Summary } from "@hermes-sandbox/events/Projection"
 import { journalText } from "./terminal.js"
 
 const label = (name: string) => name.padEnd(18)

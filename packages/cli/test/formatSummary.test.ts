@@ -1,6 +1,6 @@
 /** The text of `events summary`: the facts as before, then tool calls one line per tool. */
 import { describe, expect, it } from "vitest"
-import type { Summary } from "@hermes-sandbox/events"
+import type { Summary } from "@hermes-sandbox/events/Projection"
 import { formatSummary } from "../src/formatSummary.js"
 
 const summary: Summary = {

@@ -24,15 +24,8 @@
  * refuses renewals refuses every run's own events too.
  */
 import { Clock, Deferred, Duration, Effect, Fiber, Schema, type Scope, Stream } from "effect"
-import {
-  Event,
-  Journal,
-  type JournalError,
-  type JournalService,
-  type LeaseState,
-  type LeaseStatus,
-  Projection
-} from "@hermes-sandbox/events"
+import { Event, Journal, type JournalError, type JournalService, Projection } from "@hermes-sandbox/events"
+import { type LeaseState, type LeaseStatus } from "@hermes-sandbox/events/Projection"
 import * as Schemas from "./Schemas.js"
 
 /** An owner's lease options as users write them (`ownerLease` of an executor or a sessions service). */

@@ -14,7 +14,9 @@
  * when its owner is proven gone, never merely because it is not ours.
  */
 import { Clock, Duration, Effect, Either, Schedule, type Scope, Stream } from "effect"
-import { type EventMetadata, Journal, type JournalEvent, type LeaseState, Projection } from "@hermes-sandbox/events"
+import { type EventMetadata } from "@hermes-sandbox/events/Event"
+import { Journal, type JournalEvent, Projection } from "@hermes-sandbox/events"
+import { type LeaseState } from "@hermes-sandbox/events/Projection"
 import { Label, ProjectName } from "./Labels.js"
 import * as OwnerLease from "./OwnerLease.js"
 import * as ProcessIdentity from "./ProcessIdentity.js"

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { planExecution, resolveExecutorConfig, Schemas, validateWorkspacePath } from "@hermes-sandbox/core"
+import { planExecution, validateWorkspacePath } from "@hermes-sandbox/core/ExecutionRequest"
+import { resolveExecutorConfig } from "@hermes-sandbox/core/ExecutorConfig"
+import { Schemas } from "@hermes-sandbox/core"
 
 describe("request and option validation", () => {
   it.effect("resolves the seeds' defaults", () =>

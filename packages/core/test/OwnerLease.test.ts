@@ -11,24 +11,17 @@ import * as fc from "fast-check"
 import {
   Executor,
   type ExecutorOptions,
-  Label,
   OwnerLease,
   ProcessIdentity,
-  ProjectName,
   SandboxRuntime,
   type SandboxSpec,
   Session,
   Sweep
 } from "@hermes-sandbox/core"
+import { Label, ProjectName } from "@hermes-sandbox/core/Labels"
 import { FakeRuntime } from "@hermes-sandbox/core/testing"
-import {
-  type EventEnvelope,
-  Journal,
-  type JournalService,
-  type LeaseState,
-  MemoryJournal,
-  Projection
-} from "@hermes-sandbox/events"
+import { type EventEnvelope, Journal, type JournalService, MemoryJournal, Projection } from "@hermes-sandbox/events"
+import { type LeaseState } from "@hermes-sandbox/events/Projection"
 
 const OTHER_HOST = "host-elsewhere"
 const farDeadline = () => String(Math.ceil(Date.now() / 1000) + 7 * 86400)

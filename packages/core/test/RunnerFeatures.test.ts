@@ -10,16 +10,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"
 import {
   commandFeatures,
-  Executor,
-  type ExecutorOptions,
   missingFeatures,
   missingFeaturesMessage,
-  RUNNER_FEATURES,
-  RUNNER_FEATURES_LABEL,
-  RUNNER_PROTOCOL_LABEL,
-  Session,
   supervisorFeatures
-} from "@hermes-sandbox/core"
+} from "@hermes-sandbox/core/RunnerProtocol"
+import { Executor, type ExecutorOptions, Session } from "@hermes-sandbox/core"
+import { RUNNER_FEATURES, RUNNER_FEATURES_LABEL, RUNNER_PROTOCOL_LABEL } from "@hermes-sandbox/core/RunnerProtocolTable"
 import { type FakeFaults, fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
 import { MemoryJournal } from "@hermes-sandbox/events"
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
-import { RunnerProtocol } from "@hermes-sandbox/core"
+import * as RunnerProtocol from "@hermes-sandbox/core/RunnerProtocol"
 
 const { decodeRunnerPayload, encodeFrame, encodeRunnerPayload, FrameDecoder, makeRunKey, parseExitPayload } =
   RunnerProtocol

@@ -5,15 +5,14 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, FastCheck as fc, Schema } from "effect"
+import { describeValue } from "@hermes-sandbox/core/Errors"
+import { type ExecuteRequest, Schemas } from "@hermes-sandbox/core"
+import { planExecution } from "@hermes-sandbox/core/ExecutionRequest"
 import {
-  describeValue,
-  type ExecuteRequest,
-  planExecution,
   resolveExecutorConfig,
   resolveSandboxDefaults,
-  SandboxDefaultsSchema,
-  Schemas
-} from "@hermes-sandbox/core"
+  SandboxDefaultsSchema
+} from "@hermes-sandbox/core/ExecutorConfig"
 import { arbBytes, arbExecuteRequest, arbExecutorOptions, arbMemory, arbSize } from "@hermes-sandbox/core/testing"
 import * as EventsTesting from "@hermes-sandbox/events/testing"
 

@@ -7,7 +7,8 @@
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Option } from "effect"
-import { encodeFrame, type FileOp, Session } from "@hermes-sandbox/core"
+import { encodeFrame, type FileOp } from "@hermes-sandbox/core/RunnerProtocol"
+import { Session } from "@hermes-sandbox/core"
 import { makeSupervisedRun, type SupervisedRun } from "../src/kernel/SupervisedRun.js"
 
 const { resolveSandboxPath } = Session

@@ -7,7 +7,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Scope, Stream, TestClock } from "effect"
-import { Label, SandboxRuntime, Session, SessionReaper, type SessionsOptions } from "@hermes-sandbox/core"
+import { Label } from "@hermes-sandbox/core/Labels"
+import { SandboxRuntime, Session, SessionReaper } from "@hermes-sandbox/core"
+import { type SessionsOptions } from "@hermes-sandbox/core/Session"
 import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
 import { Journal, MemoryJournal } from "@hermes-sandbox/events"
 

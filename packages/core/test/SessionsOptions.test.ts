@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { Session, type SessionsOptions } from "@hermes-sandbox/core"
+import { Session } from "@hermes-sandbox/core"
+import { type SessionsOptions } from "@hermes-sandbox/core/Session"
 import { FakeRuntime } from "@hermes-sandbox/core/testing"
 import { MemoryJournal } from "@hermes-sandbox/events"
 

@@ -7,16 +7,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Exit, Layer, Redacted, Scope } from "effect"
-import {
-  Executor,
-  MAX_ENV_STRING_BYTES,
-  MAX_ENV_TOTAL_BYTES,
-  planExecution,
-  resolveExecutorConfig,
-  Schemas,
-  Session,
-  validateWorkspacePath
-} from "@hermes-sandbox/core"
+import { Executor, Schemas, Session } from "@hermes-sandbox/core"
+import { MAX_ENV_STRING_BYTES, MAX_ENV_TOTAL_BYTES } from "@hermes-sandbox/core/Schemas"
+import { planExecution, validateWorkspacePath } from "@hermes-sandbox/core/ExecutionRequest"
+import { resolveExecutorConfig } from "@hermes-sandbox/core/ExecutorConfig"
 import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
 import { MemoryJournal } from "@hermes-sandbox/events"
 

@@ -15,10 +15,9 @@ import {
   type InvalidRequest,
   type SandboxError,
   type SandboxRuntime,
-  Session,
-  type Sessions,
-  type SessionsOptions
+  Session
 } from "@hermes-sandbox/core"
+import { type Sessions, type SessionsOptions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
 import * as DockerEngine from "./DockerEngine.js"
 import * as DockerRuntime from "./DockerRuntime.js"

@@ -18,14 +18,14 @@ import {
   type SandboxInfo,
   type SandboxRef,
   type SandboxSpec,
-  type SandboxState,
-  missingFeatures,
-  missingFeaturesMessage,
+  type SandboxState
+} from "@hermes-sandbox/core"
+import { missingFeatures, missingFeaturesMessage, SUPERVISOR } from "@hermes-sandbox/core/RunnerProtocol"
+import {
   RUNNER_PROTOCOL_LABEL,
   RUNNER_PROTOCOL_VERSION,
-  type RunnerFeature,
-  SUPERVISOR
-} from "@hermes-sandbox/core"
+  type RunnerFeature
+} from "@hermes-sandbox/core/RunnerProtocolTable"
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
 import { dockerCall, IMAGE_BUILD_COMMAND, isGone, isNotRunning, isRemovalInProgress } from "./internal/dockerCall.js"

@@ -13,14 +13,8 @@
  */
 import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import {
-  type InvalidRequest,
-  type SandboxError,
-  type SandboxRuntime,
-  Session,
-  type Sessions,
-  type SessionsOptions
-} from "@hermes-sandbox/core"
+import { type InvalidRequest, type SandboxError, type SandboxRuntime, Session } from "@hermes-sandbox/core"
+import { type Sessions, type SessionsOptions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
 import * as DockerEngine from "./DockerEngine.js"
 import * as DockerRuntime from "./DockerRuntime.js"

@@ -6,7 +6,8 @@
  * Promise, so an AbortSignal interrupts a call the same way everywhere.
  */
 import { Layer } from "effect"
-import type { Executor, InvalidRequest, SandboxError, SandboxRuntime, Sessions } from "@hermes-sandbox/core"
+import type { Executor, InvalidRequest, SandboxError, SandboxRuntime } from "@hermes-sandbox/core"
+import type { Sessions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
 import { type CreateExecutorOptions, withHermesDefaults } from "./createExecutor.js"
 import type * as DockerEngine from "./DockerEngine.js"

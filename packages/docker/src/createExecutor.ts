@@ -9,8 +9,10 @@
  */
 import { Layer } from "effect"
 import type { Observable } from "rxjs"
-import type { ExecuteOptions, ExecuteRequest, ExecutionResult, ExecutorStats } from "@hermes-sandbox/core"
-import type { EventEnvelope, ReplayOptions } from "@hermes-sandbox/events"
+import type { ExecuteOptions, ExecuteRequest, ExecutionResult } from "@hermes-sandbox/core"
+import type { ExecutorStats } from "@hermes-sandbox/core/Executor"
+import type { EventEnvelope } from "@hermes-sandbox/events"
+import type { ReplayOptions } from "@hermes-sandbox/events/Journal"
 import * as DockerExecutor from "./DockerExecutor.js"
 import { executorOptionsFromHermes, type HermesConfigSource } from "./HermesOptions.js"
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"

@@ -25,23 +25,26 @@ import { Observable } from "rxjs/internal/Observable"
 import {
   type ExecuteOptions,
   type ExecutionResult,
+  type PersistentOptions,
+  type SessionOptions,
+  SessionEnded
+} from "@hermes-sandbox/core"
+import {
   type FileCallOptions,
   type ListFilesResult,
-  type PersistentOptions,
   type ReadFileOptions,
   type ReadFileResult,
   type RunOptions,
   type SessionCodeRequest,
-  type SessionOptions,
   type SessionResult,
-  SessionEnded,
   Sessions,
   type SessionScope,
   type WriteFileOptions,
   type WriteFileResult
-} from "@hermes-sandbox/core"
+} from "@hermes-sandbox/core/Session"
 import type { Session } from "@hermes-sandbox/core/Session"
-import type { EventEnvelope, ReplayOptions } from "@hermes-sandbox/events"
+import type { EventEnvelope } from "@hermes-sandbox/events"
+import type { ReplayOptions } from "@hermes-sandbox/events/Journal"
 import { type CreateExecutorOptions, createExecutor, type SandboxExecutor } from "./createExecutor.js"
 import { runAbortable, squashCause } from "./internal/facadeCall.js"
 import * as DockerSessions from "./DockerSessions.js"

@@ -4,7 +4,9 @@
  *
  * Its modules are re-exported as namespaces (`DockerExecutor.layer(...)`, `HermesConfig.load(...)`);
  * the Promise facades (createExecutor, createSession, openPersistent, openHermesSandbox,
- * fromHermesConfig) and their option and result types also by name. Nothing of
+ * fromHermesConfig) and their option and result types by name, and only by name (HermesOptions is
+ * not a namespace here; its other export is the entry `@hermes-sandbox/docker/HermesOptions`).
+ * `internal/` is not exported; the known_hosts matcher the remote suites test is in `./testing`. Nothing of
  * @hermes-sandbox/core is re-exported: the executor, the session service, the errors and the
  * port come from core (`import { Executor, ContainerFailed } from "@hermes-sandbox/core"`).
  */
@@ -17,7 +19,6 @@ export * as DockerRuntime from "./DockerRuntime.js"
 export * as DockerSessions from "./DockerSessions.js"
 export * as EngineEndpoint from "./EngineEndpoint.js"
 export * as HermesConfig from "./HermesConfig.js"
-export * as HermesOptions from "./HermesOptions.js"
 export * as ImageBuild from "./ImageBuild.js"
 export * as ResourceLimits from "./ResourceLimits.js"
 export * as SandboxUid from "./SandboxUid.js"

@@ -1,9 +1,11 @@
 /**
  * @hermes-sandbox/events — the container-lifecycle journal.
  *
- * Modules are re-exported as namespaces (`Event.make(...)`, `MemoryJournal.layer()`,
- * `SqliteJournal.layer(...)`, `PostgresJournal.layer(...)`, `Projection.project(...)`, `Rx.openJournal(...)`), and the
- * most used names also flat.
+ * Modules are exported as namespaces (`Event.make(...)`, `MemoryJournal.layer()`,
+ * `SqliteJournal.layer(...)`, `PostgresJournal.layer(...)`, `Projection.project(...)`). Flat, and
+ * nowhere else on this entry: the errors, the event types users write in their own signatures, and
+ * the Rx module's Promise and rxjs face (`openJournal`, `toObservable`; no `Rx` namespace). Every top-level
+ * module is also an entry of its own (`@hermes-sandbox/events/Projection`); `internal/` is not exported.
  */
 
 export * as Event from "./Event.js"
@@ -14,31 +16,9 @@ export * as MemoryJournal from "./MemoryJournal.js"
 export * as PostgresJournal from "./PostgresJournal.js"
 export * as ProcessStart from "./ProcessStart.js"
 export * as Projection from "./Projection.js"
-export * as Rx from "./Rx.js"
 export * as SqliteJournal from "./SqliteJournal.js"
 
-export type { EnvelopeOf, EventData, EventEnvelope, EventMetadata, EventType, JournalEvent } from "./Event.js"
-export type {
-  AppendInput,
-  BatchAppendInput,
-  FollowOptions,
-  JournalService,
-  JournalStats,
-  ReplayOptions
-} from "./Journal.js"
-export type {
-  ExecutionState,
-  LeaseState,
-  LeaseStatus,
-  Outcome,
-  Phase,
-  Projector,
-  Summary,
-  ToolCallCounts,
-  ToolCallOutcome
-} from "./Projection.js"
-export type { JournalClient, OpenJournalOptions } from "./Rx.js"
 export { JournalError, VersionConflict } from "./JournalError.js"
-export { checkLifecycle, evolve, isClosed, makeProjector, project, summarize } from "./Projection.js"
-export { openJournal, toObservable } from "./Rx.js"
-export { defaultJournalPath } from "./SqliteJournal.js"
+export type { EventEnvelope, EventType, JournalEvent } from "./Event.js"
+export type { JournalService } from "./Journal.js"
+export { type JournalClient, type OpenJournalOptions, openJournal, toObservable } from "./Rx.js"

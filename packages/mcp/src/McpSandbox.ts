@@ -8,14 +8,13 @@ import { Effect, Either, type Layer, ManagedRuntime } from "effect"
 import {
   Artifacts,
   Executor,
-  planTools,
-  resolveToolLimits,
-  type Sessions,
   Session as SessionService,
   type ToolLimits,
   type Tools,
   type ToolSpec
 } from "@hermes-sandbox/core"
+import { planTools, resolveToolLimits } from "@hermes-sandbox/core/Tools"
+import { type Sessions } from "@hermes-sandbox/core/Session"
 import { SandboxServices } from "@hermes-sandbox/docker"
 import type { Journal } from "@hermes-sandbox/events"
 import { SessionLimitReached } from "./errors.js"

@@ -8,7 +8,7 @@
  * executions' files are evicted first. Host memory holds at most `maxBytes` of content here.
  * The MCP session that ran the execution is kept with its files: over HTTP only it may read them.
  */
-import type { CollectedFile } from "@hermes-sandbox/core"
+import type { CollectedFile } from "@hermes-sandbox/core/Artifacts"
 
 export interface FileStoreLimits {
   readonly maxBytes: number

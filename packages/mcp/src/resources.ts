@@ -6,7 +6,7 @@
  * session with the files); over stdio the one local client may read any.
  */
 import { Chunk, Effect, Stream } from "effect"
-import type { CollectedFile } from "@hermes-sandbox/core"
+import type { CollectedFile } from "@hermes-sandbox/core/Artifacts"
 import { Journal } from "@hermes-sandbox/events"
 import type { McpSession } from "./McpSession.js"
 

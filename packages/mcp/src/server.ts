@@ -16,7 +16,7 @@ import {
   ReadResourceRequestSchema
 } from "@modelcontextprotocol/sdk/types.js"
 import { Either, ParseResult, Schema } from "effect"
-import { ContainerNamePrefix } from "@hermes-sandbox/core"
+import { ContainerNamePrefix } from "@hermes-sandbox/core/Labels"
 import { InvalidArguments } from "./errors.js"
 import type { McpSession } from "./McpSession.js"
 import { progressFor } from "./progress.js"

@@ -20,14 +20,8 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Schema, type Scope } from "effect"
-import {
-  MAX_TOOL_LIMITS,
-  RESERVED_TOOL_NAMES,
-  TOOL_NAME,
-  type Tool,
-  type ToolContext,
-  type Tools
-} from "@hermes-sandbox/core"
+import { MAX_TOOL_LIMITS, RESERVED_TOOL_NAMES, TOOL_NAME } from "@hermes-sandbox/core/Tools"
+import { type Tool, type ToolContext, type Tools } from "@hermes-sandbox/core"
 import { VERSION } from "./version.js"
 
 /** An upstream server started as a child process, spoken to over its stdin/stdout. */

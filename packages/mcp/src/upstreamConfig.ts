@@ -15,7 +15,7 @@
 import { readFileSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import { parseDocument } from "yaml"
-import { describeValue as describe } from "@hermes-sandbox/core"
+import { describeValue as describe } from "@hermes-sandbox/core/Errors"
 import { UpstreamConfigError } from "./errors.js"
 import type { McpBridgeOptions, McpHttpServer, McpStdioServer } from "./toolsFromMcp.js"
 

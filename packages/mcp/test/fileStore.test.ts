@@ -1,7 +1,7 @@
 /** The server's store of collected files: bounded in bytes (oldest evicted first) and in time, with each execution's owner. */
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
-import type { CollectedFile } from "@hermes-sandbox/core"
+import type { CollectedFile } from "@hermes-sandbox/core/Artifacts"
 import { FileStore } from "../src/fileStore.js"
 import { fileOfUri, fileUri } from "../src/resources.js"
 

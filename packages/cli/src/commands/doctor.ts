@@ -4,7 +4,8 @@
  */
 import Docker from "dockerode"
 import { randomUUID } from "node:crypto"
-import { ContainerNamePrefix, defaultLanguageRuntimes, Languages } from "@hermes-sandbox/core"
+import { ContainerNamePrefix } from "@hermes-sandbox/core/Labels"
+import { defaultLanguageRuntimes, Languages } from "@hermes-sandbox/core"
 import { createExecutor } from "@hermes-sandbox/docker"
 import * as DiskQuota from "@hermes-sandbox/docker/DiskQuota"
 import { type DockerEngineOptions, unreachableHint } from "@hermes-sandbox/docker/DockerEngine"

@@ -7,7 +7,9 @@
  * would end them at once.
  */
 import { Effect, Layer, Logger } from "effect"
-import { Label, ProjectName, SandboxRuntime, SessionReaper, Sessions } from "@hermes-sandbox/core"
+import { Label, ProjectName } from "@hermes-sandbox/core/Labels"
+import { SandboxRuntime, SessionReaper } from "@hermes-sandbox/core"
+import { Sessions } from "@hermes-sandbox/core/Session"
 import { DockerExecutor, DockerSessions } from "@hermes-sandbox/docker"
 import { Journal, JournalLocation, MemoryJournal } from "@hermes-sandbox/events"
 

@@ -21,8 +21,10 @@
  */
 import { Cause, Effect, Exit, Fiber, Option, Runtime, Stream } from "effect"
 import fc from "fast-check"
-import type { ExecuteError, ExecuteRequest, ExecutionResult, ExecutorStats } from "@hermes-sandbox/core"
-import { checkLifecycle, type EventEnvelope, isClosed, type JournalService, project } from "@hermes-sandbox/events"
+import type { ExecuteError, ExecuteRequest, ExecutionResult } from "@hermes-sandbox/core"
+import type { ExecutorStats } from "@hermes-sandbox/core/Executor"
+import { checkLifecycle, isClosed, project } from "@hermes-sandbox/events/Projection"
+import { type EventEnvelope, type JournalService } from "@hermes-sandbox/events"
 
 /** What a generated program does, independent of how a runtime expresses it. */
 export type ProgramSpec =

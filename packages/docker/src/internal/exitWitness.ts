@@ -19,7 +19,7 @@
  * open (the engine went away), that witness can no longer tell, and says so.
  */
 import type Docker from "dockerode"
-import { Label, ProjectName } from "@hermes-sandbox/core"
+import { Label, ProjectName } from "@hermes-sandbox/core/Labels"
 import { containerOf, type EngineEvent, streamEvents } from "./engineEvents.js"
 
 export type Testimony =

@@ -7,7 +7,8 @@
 import { Effect, type ManagedRuntime, Stream } from "effect"
 // The class alone, not rxjs's index (events/src/Rx.ts says why).
 import { Observable } from "rxjs/internal/Observable"
-import { type EventEnvelope, Journal, type ReplayOptions, toObservable } from "@hermes-sandbox/events"
+import { type EventEnvelope, Journal, toObservable } from "@hermes-sandbox/events"
+import { type ReplayOptions } from "@hermes-sandbox/events/Journal"
 
 export type FacadeReplay = (options?: ReplayOptions) => Observable<EventEnvelope>
 

@@ -8,7 +8,8 @@
  * forwarded environment values, only configuration.
  */
 import * as nodePath from "node:path"
-import { describeValue, Mounts, Schemas } from "@hermes-sandbox/core"
+import { describeValue } from "@hermes-sandbox/core/Errors"
+import { Mounts, Schemas } from "@hermes-sandbox/core"
 import { Either, ParseResult, Schema } from "effect"
 import type { HermesConfigField, HermesScope, HermesVolume } from "../HermesConfig.js"
 import { expandHome, failAt, placeOf, type RawEntry } from "./hermesOrigin.js"

@@ -5,7 +5,7 @@
  * here; unknown keys and YAML warnings only warn.
  */
 import * as fs from "node:fs"
-import { describeValue } from "@hermes-sandbox/core"
+import { describeValue } from "@hermes-sandbox/core/Errors"
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Pair } from "yaml"
 import { describeUnknownKey, isKnownKey } from "./hermesConfigKeys.js"
 import { displayPath, HermesConfigError, type RawEntry } from "./hermesOrigin.js"
