@@ -16,6 +16,7 @@ import { Clock, Context, Deferred, Effect, Either, Fiber, FiberSet, Layer, Optio
 import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "./Errors.js"
 import {
   type AttachedIO,
+  type EngineHost,
   type ExitStatus,
   type OutputReceiver,
   SandboxRuntime,
@@ -118,9 +119,19 @@ export class FakeRuntimeControl extends Context.Tag("@hermes-sandbox/core/FakeRu
 >() {}
 
 const endpoint = "fake://engine"
+
+export interface FakeRuntimeOptions {
+  /**
+   * The engine the fake stands for (SandboxRuntime.engine), which the mount check judges host
+   * paths against. Default: a local engine on /var/run/docker.sock.
+   */
+  readonly engine?: EngineHost
+}
+
+const DEFAULT_ENGINE: EngineHost = { kind: "local", socketPath: "/var/run/docker.sock" }
 const encoder = new TextEncoder()
 
-export const make = (initialFaults: FakeFaults = {}) =>
+export const make = (initialFaults: FakeFaults = {}, options: FakeRuntimeOptions = {}) =>
   Effect.gen(function* () {
     const faults = yield* Ref.make<FakeFaults>(initialFaults)
     const sandboxes = new Map<string, FakeSandbox>()
@@ -265,6 +276,7 @@ export const make = (initialFaults: FakeFaults = {}) =>
 
     const runtime = SandboxRuntime.of({
       name: "fake",
+      engine: options.engine ?? DEFAULT_ENGINE,
       resolveImage: (image) =>
         engineCheck("resolveImage").pipe(
           Effect.zipRight(Ref.get(faults)),
@@ -483,9 +495,12 @@ export const make = (initialFaults: FakeFaults = {}) =>
   })
 
 /** The fake runtime and its control handle (for fault injection and leak checks). */
-export const layer = (faults: FakeFaults = {}): Layer.Layer<SandboxRuntime | FakeRuntimeControl> =>
+export const layer = (
+  faults: FakeFaults = {},
+  options: FakeRuntimeOptions = {}
+): Layer.Layer<SandboxRuntime | FakeRuntimeControl> =>
   Layer.scopedContext(
-    make(faults).pipe(
+    make(faults, options).pipe(
       Effect.map(({ control, runtime }) =>
         Context.make(SandboxRuntime, runtime).pipe(Context.add(FakeRuntimeControl, control))
       )

@@ -146,6 +146,22 @@ export interface ExecProcess {
   readonly detach: Effect.Effect<void>
 }
 
+/**
+ * Which machine the engine runs on, as far as bind mounts are concerned: a mount's host path is a
+ * path on the engine's machine, and the socket the runtime talks to hands that machine over. The
+ * mount check (Mounts.mountDanger) judges host paths against it.
+ *
+ * - "local": the engine runs on this machine; `socketPath` is the unix socket the runtime talks to
+ *   (absent when it talks tcp to a loopback address: only the usual sockets are known then).
+ *   Paths are judged as written and with this machine's symlinks resolved.
+ * - "remote": the engine runs on another host (tcp, tls or ssh to a non-loopback address), named
+ *   by `endpoint` (no secrets). Its filesystem cannot be seen from here: paths are judged as
+ *   written only.
+ */
+export type EngineHost =
+  | { readonly kind: "local"; readonly socketPath?: string | undefined }
+  | { readonly kind: "remote"; readonly endpoint: string }
+
 /** The variable `exec` sets on every process it starts; `kill` finds the process tree by it. */
 export const ExecMarkerVariable = "HERMES_EXEC_ID"
 
@@ -154,6 +170,8 @@ export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRun
   {
     /** A short name for messages and events ("docker", "fake"). */
     readonly name: string
+    /** The engine's machine and socket: what a bind mount must not hand over (see EngineHost). */
+    readonly engine: EngineHost
     /** Image id for an image reference; fails with ImageNotFound when absent. */
     readonly resolveImage: (image: string) => Effect.Effect<string, SandboxError>
     readonly create: (spec: SandboxSpec) => Effect.Effect<SandboxCreated, SandboxError>

@@ -294,7 +294,7 @@ export const make = (options: SessionsOptions = {}) =>
     const open = (o: SessionOptions = {}): Effect.Effect<Session, SessionOpenError> =>
       Effect.gen(function* () {
         yield* refuseWhenClosed
-        const plan = yield* resolvePlan(o, "session", config, defaultImage)
+        const plan = yield* resolvePlan(o, "session", config, defaultImage, runtime.engine)
         const imageId = yield* runtime.resolveImage(plan.image)
         const fp = fingerprintOf(plan, imageId, config)
         const sessionId = uuidv7()
@@ -336,7 +336,7 @@ export const make = (options: SessionsOptions = {}) =>
       Effect.gen(function* () {
         yield* refuseWhenClosed
         const { policy, profile } = yield* resolvePersistent(o)
-        const plan = yield* resolvePlan(o, "persistent", config, defaultImage)
+        const plan = yield* resolvePlan(o, "persistent", config, defaultImage, runtime.engine)
         const imageId = yield* runtime.resolveImage(plan.image)
         const fp = fingerprintOf(plan, imageId, config)
         const sessionId = Fingerprint.persistentId(profile, fp.fingerprint)

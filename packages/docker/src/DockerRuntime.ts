@@ -28,6 +28,7 @@ import {
 } from "@hermes-sandbox/core/RunnerProtocolTable"
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
+import * as EngineEndpoint from "./EngineEndpoint.js"
 import { dockerCall, IMAGE_BUILD_COMMAND, isGone, isNotRunning, isRemovalInProgress } from "./internal/dockerCall.js"
 import { queryEvents } from "./internal/engineEvents.js"
 import { type ExitWitness, ExitWitnesses } from "./internal/exitWitness.js"
@@ -317,6 +318,7 @@ export const make = (options: DockerRuntimeOptions = {}) =>
 
     return SandboxRuntime.of({
       name: "docker",
+      engine: EngineEndpoint.engineHost(engine),
       resolveImage,
       create: (requested) =>
         Effect.gen(function* () {

@@ -27,7 +27,7 @@ import { join } from "node:path"
 import Docker from "dockerode"
 import { Either } from "effect"
 import { invalidRequest } from "@hermes-sandbox/core/Errors"
-import { type InvalidRequest } from "@hermes-sandbox/core"
+import { type EngineHost, type InvalidRequest } from "@hermes-sandbox/core"
 import * as DockerContext from "./DockerContext.js"
 import * as KnownHosts from "./internal/knownHosts.js"
 import { type SshLogin, sshAgent } from "./internal/sshAgent.js"
@@ -383,6 +383,18 @@ export const resolveTransport = (
       })
     })
   })
+
+/**
+ * The engine's machine, for the mount check (SandboxRuntime.engine): a unix socket is this
+ * machine's engine, on that socket; tcp, tls or ssh to a loopback address is this machine's too
+ * (its socket unknown); to any other address a remote engine, named by its endpoint (no secrets).
+ */
+export const engineHost = ({ description, transport }: ResolvedTransport): EngineHost =>
+  transport.kind === "unix"
+    ? { kind: "local", socketPath: transport.socketPath }
+    : isLoopback(transport.host)
+      ? { kind: "local" }
+      : { kind: "remote", endpoint: description.endpoint }
 
 /**
  * docker-modem merges DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH into every client's

@@ -11,7 +11,7 @@ import { DEADLINE_MARGIN_S, deadlineLabel, Label, ownerLabels, ProjectName } fro
 import { mountDanger } from "../Mounts.js"
 import * as Schemas from "../Schemas.js"
 import { SUPERVISOR } from "../RunnerProtocol.js"
-import type { SandboxLimits, SandboxSpec } from "../SandboxRuntime.js"
+import type { EngineHost, SandboxLimits, SandboxSpec } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
 
 export type SessionScope = "session" | "persistent"
@@ -125,12 +125,16 @@ export const callTimeoutMs = (
     ? Effect.succeed(otherwise)
     : Either.map(decodeCallTimeout("", o), (d) => d.timeoutMs ?? otherwise)
 
-/** Validate session options over the service's defaults; InvalidRequest before any resource exists. */
+/**
+ * Validate session options over the service's defaults; InvalidRequest before any resource exists.
+ * Mounts are judged against `engine`, the one the runtime talks to (Mounts.mountDanger).
+ */
 export const resolvePlan = (
   input: SessionOptions,
   scope: SessionScope,
   config: ResolvedSandboxDefaults,
-  defaultImage: string
+  defaultImage: string,
+  engine: EngineHost
 ): Effect.Effect<SessionPlan, InvalidRequest> =>
   Effect.gen(function* () {
     const o = yield* decodeSessionOptions("", input)
@@ -158,7 +162,7 @@ export const resolvePlan = (
     }
     const mounts: Array<SandboxSpec["mounts"][number]> = []
     for (const [i, m] of (o.mounts ?? []).entries()) {
-      const danger = mountDanger(m.hostPath)
+      const danger = mountDanger(m.hostPath, engine)
       if (danger !== undefined && o.allowDangerousMounts !== true) {
         return yield* Effect.fail(
           invalidRequest(
