@@ -11,6 +11,9 @@
 //
 //   node scripts/build.mjs            type-check everything, emit packages/*/src into packages/*/dist
 //   node scripts/build.mjs --no-emit  type-check only (what `tsc -p .` reports)
+//   --api-check                       also compare the API reports (packages/*/api.md) with the
+//                                     declarations, emitted in memory (scripts/api-report.mjs)
+//   --api                             also write the API reports (`pnpm api`)
 //
 // Exits 1 when the project has a type error (after emitting, as tsc does), printing tsc's lines.
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -20,6 +23,7 @@ import ts from "typescript"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const emit = !process.argv.includes("--no-emit")
+const api = process.argv.includes("--api-check") ? "check" : process.argv.includes("--api") ? "write" : undefined
 
 const config = ts.getParsedCommandLineOfConfigFile(
   join(root, "tsconfig.json"),
@@ -34,7 +38,13 @@ const config = ts.getParsedCommandLineOfConfigFile(
 // The emit is redirected file by file (writeFile below), so outDir is only where tsc computes the
 // paths from: packages/<name>/src/<file> under it becomes packages/<name>/dist/<file>.
 const staging = join(root, ".build")
-const options = { ...config.options, noEmit: !emit, declaration: emit, rootDir: root, outDir: staging }
+const options = {
+  ...config.options,
+  noEmit: !emit && api === undefined,
+  declaration: emit || api !== undefined,
+  rootDir: root,
+  outDir: staging
+}
 const program = ts.createProgram({ rootNames: config.fileNames, options, projectReferences: config.projectReferences })
 
 /** packages/<name>/src/<path>, relative to the root with forward slashes: [name, path]. */
@@ -54,10 +64,14 @@ const diagnostics = [
 ]
 
 let written = 0
-if (emit) {
+/** The declarations emitted, by "<package>/<file under dist/>", for the API reports. */
+const declarations = new Map()
+if (emit || api !== undefined) {
   const writeFile = (file, text) => {
     const m = PACKAGE_SOURCE.exec(posix(relative(staging, file)))
     if (m === null) throw new Error(`build: unexpected output ${file}`)
+    if (api !== undefined && m[2].endsWith(".d.ts")) declarations.set(`${m[1]}/${m[2]}`, text)
+    if (!emit) return
     const dest = join(root, "packages", m[1], "dist", m[2])
     mkdirSync(dirname(dest), { recursive: true })
     writeFileSync(dest, text)
@@ -65,7 +79,7 @@ if (emit) {
   }
   for (const source of program.getSourceFiles()) {
     if (source.isDeclarationFile || !isPackageSource(source.fileName)) continue
-    diagnostics.push(...program.emit(source, writeFile).diagnostics)
+    diagnostics.push(...program.emit(source, writeFile, undefined, !emit).diagnostics)
   }
 }
 
@@ -82,4 +96,11 @@ process.stderr.write(
     (emit ? `, ${written} files written to packages/*/dist` : "") +
     (errors > 0 ? `; ${errors} error${errors === 1 ? "" : "s"}\n` : "\n")
 )
-process.exitCode = errors > 0 ? 1 : 0
+let apiStale = 0
+if (api !== undefined && errors === 0) {
+  const { apply } = await import("./api-report.mjs")
+  const stale = apply((name, file) => declarations.get(`${name}/${file}`), api === "check")
+  if (api === "write" && stale.length > 0) process.stderr.write(`build: wrote ${stale.join(", ")}\n`)
+  if (api === "check") apiStale = stale.length
+}
+process.exitCode = errors > 0 || apiStale > 0 ? 1 : 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The suite by tiers (vitest.config.ts names them): what `pnpm test` runs, and scripts/test.sh in CI.
 #
-#   scripts/test-tiers.sh check  type-check, import cycles, lint, formatting, the seccomp profile's derivation
+#   scripts/test-tiers.sh check  type-check, API reports, import cycles, lint, formatting, the seccomp profile's derivation
 #   scripts/test-tiers.sh all    every test: first the checks, the supervisor's fuzzers, the build
 #                                (which is the type-check) and the unit tier side by side; then the journal, engine and heavy
 #                                tiers (and their warm-pool variants) in one vitest run,
@@ -46,7 +46,10 @@ job() {
 # type-check (scripts/build.mjs: one program over the whole project, emitting the packages).
 check() {
   local rc=0
-  [ "${1:-types}" = types ] && { tsc -p . || rc=1; }
+  # The type-check (scripts/build.mjs: one program, as the build) and the API reports
+  # (packages/*/api.md) against the declarations it emits in memory. In `all` the build does the
+  # type-check and scripts/api-report.mjs compares its dist/.
+  [ "${1:-types}" = types ] && { node scripts/build.mjs --no-emit --api-check || rc=1; }
   node scripts/circular.mjs || rc=1
   biome lint || rc=1
   biome format || rc=1
@@ -97,6 +100,8 @@ case "$mode" in
     # The unit tier with the supervisor built with ASan and UBSan (its host-side suite is in this tier).
     job -q unit env HERMES_SANDBOX_TEST_FORKS=2 bash scripts/sanitize-supervisor.sh run --project unit --isolate=false & unit_pid=$!
     job -q build bash -c "$(node -p 'require("./package.json").scripts.build')" || rc=1
+    # The API reports (packages/*/api.md) against the declarations just built.
+    [ "$rc" = 0 ] && { job -q api node scripts/api-report.mjs --check || rc=1; }
     # Phase 2: every tier that needs the engine or PostgreSQL, together, as soon as the build is there.
     if [ "$rc" = 0 ]; then
       job engine env HERMES_SANDBOX_TEST_FORKS="${HERMES_SANDBOX_TEST_FORKS:-4}" vitest run \

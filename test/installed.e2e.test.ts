@@ -191,6 +191,23 @@ const TSCONFIG = {
   files: ["consumer.ts"]
 }
 
+/** Internal modules, each under a directory its package's exports map to null. */
+const FENCED = [
+  "@hermes-sandbox/events/internal/envelope",
+  "@hermes-sandbox/core/internal/sessionShell",
+  "@hermes-sandbox/core/kernel/Run",
+  "@hermes-sandbox/core/session/plan",
+  "@hermes-sandbox/core/tools/stubs",
+  "@hermes-sandbox/docker/internal/dockerCall",
+  "@hermes-sandbox/mcp/tools/definitions"
+]
+/** Public top-level modules, entries of their own (like `effect/Schema`). */
+const PUBLIC_DEEP = [
+  "@hermes-sandbox/events/Projection",
+  "@hermes-sandbox/core/RunnerProtocol",
+  "@hermes-sandbox/docker/ImageBuild"
+]
+
 type Manager = "npm" | "pnpm"
 
 const project = (manager: Manager): string => {
@@ -361,6 +378,20 @@ describe.each(["npm", "pnpm"] as const)("installed with %s, outside the workspac
     await timed(`${manager} tsc`, async () =>
       ok(await run(join(dir(), "node_modules", ".bin", "tsc"), ["-p", "."], { cwd: dir() }), "tsc")
     )
+  })
+
+  it("a deep import of an internal module is refused; a public module is an entry of its own", async () => {
+    // One Node process tries each specifier: the code of the error, or "ok".
+    const program = `const out = {}
+for (const s of ${JSON.stringify([...FENCED, ...PUBLIC_DEEP])}) {
+  try { await import(s); out[s] = "ok" } catch (e) { out[s] = e.code ?? String(e) }
+}
+console.log(JSON.stringify(out))`
+    const r = ok(await run(process.execPath, ["--input-type=module", "-e", program], { cwd: dir() }), "deep imports")
+    expect(JSON.parse(r.stdout.trim())).toEqual({
+      ...Object.fromEntries(FENCED.map((s) => [s, "ERR_PACKAGE_PATH_NOT_EXPORTED"])),
+      ...Object.fromEntries(PUBLIC_DEEP.map((s) => [s, "ok"]))
+    })
   })
 
   it("plain Node runs an execution through the Promise API", async () => {
