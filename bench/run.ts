@@ -59,6 +59,7 @@ const HELP = `usage: pnpm bench -- [options]
   --cpu-poll-ms N    shim CPU sampling interval of the poll method (default 10)
   --quick            a short run; does not rewrite BENCHMARKS.md unless --write
   --write / --no-write   rewrite BENCHMARKS.md, bench/results/latency.svg and run.json (default: yes unless --quick)
+  --json PATH        also write the run's results (run.json's form) to PATH (bench/client.ts reads them)
 `
 
 const argv = process.argv.slice(2)
@@ -82,6 +83,7 @@ const parse = () =>
       quick: { type: "boolean", default: false },
       write: { type: "boolean" },
       "no-write": { type: "boolean" },
+      json: { type: "string" },
       help: { type: "boolean", short: "h" }
     }
   })
@@ -595,6 +597,7 @@ const main = async () => {
   }
   const section = renderSection(run)
   process.stdout.write(`\n${section}\n`)
+  if (opts.json !== undefined) writeFileSync(opts.json, `${JSON.stringify(run, null, 2)}\n`)
   if (config.write) {
     mkdirSync(`${root}/bench/results`, { recursive: true })
     writeFileSync(`${root}/bench/results/run.json`, `${JSON.stringify(run, null, 2)}\n`)
