@@ -23,8 +23,9 @@
 import { Agent as HttpsAgent } from "node:https"
 import { existsSync, readFileSync } from "node:fs"
 import { homedir, userInfo } from "node:os"
+import { createRequire } from "node:module"
 import { join } from "node:path"
-import Docker from "dockerode"
+import type Docker from "dockerode"
 import { Either } from "effect"
 import { invalidRequest } from "@hermes-sandbox/core/Errors"
 import { type EngineHost, type InvalidRequest } from "@hermes-sandbox/core"
@@ -420,16 +421,28 @@ export const hostVerifier =
   (key: Buffer): boolean =>
     !transport.verifyHostKey || transport.hostKeys.includes(key.toString("base64"))
 
+// dockerode loads with the first client, not with the package: ~0.25 s of CPU (docker-modem, and
+// with them ssh2 and grpc-js for BuildKit) that importing @hermes-sandbox/docker need not pay
+// (BENCHMARKS.md, "The client's own cost"). In the CLI's bundle `require` is the bundle's own and
+// esbuild inlines the literal call; Node's ES modules have none, so there it is createRequire's.
+let dockerode: typeof Docker | undefined
+const Dockerode = (): typeof Docker =>
+  (dockerode ??=
+    typeof require === "function"
+      ? (require("dockerode") as typeof Docker)
+      : (createRequire(import.meta.url)("dockerode") as typeof Docker))
+
 /** A dockerode client over the transport. */
 export const client = (transport: EngineTransport): Docker =>
   withoutDockerEnv(() => {
+    const DockerClient = Dockerode()
     switch (transport.kind) {
       case "unix":
-        return new Docker({ socketPath: transport.socketPath })
+        return new DockerClient({ socketPath: transport.socketPath })
       case "tcp":
-        return new Docker({ host: transport.host, port: transport.port, protocol: "http" })
+        return new DockerClient({ host: transport.host, port: transport.port, protocol: "http" })
       case "tls":
-        return new Docker({
+        return new DockerClient({
           host: transport.host,
           port: transport.port,
           protocol: "https",
@@ -443,7 +456,7 @@ export const client = (transport: EngineTransport): Docker =>
         // One ssh connection, a `docker system dial-stdio` channel per HTTP connection (the
         // remote therefore needs the docker CLI); docker-modem's own ssh transport would make a
         // new ssh connection for every request.
-        return new Docker({
+        return new DockerClient({
           host: transport.host,
           port: transport.port,
           protocol: "http",
