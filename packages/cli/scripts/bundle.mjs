@@ -17,7 +17,9 @@
 // depends on it, from the CLI's own dependencies down: pnpm lets a package resolve only its own
 // dependencies, and npm may hoist or nest them.
 //
-// HERMES_BUNDLE_METAFILE=path writes esbuild's metafile there (what the bundle holds, by input).
+// HERMES_BUNDLE_METAFILE=path writes esbuild's metafile there (what the bundle holds, by input);
+// HERMES_BUNDLE_METAFILE_ONLY=path writes only that and leaves bundle/ as it is (for
+// test/runtime-path.test.ts, which checks what the bundle holds while other tests run the bin).
 import * as esbuild from "esbuild"
 import { execFileSync } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
@@ -225,7 +227,8 @@ const placesPlugin = {
   }
 }
 
-rmSync(outdir, { recursive: true, force: true })
+const metafileOnly = process.env.HERMES_BUNDLE_METAFILE_ONLY
+if (!metafileOnly) rmSync(outdir, { recursive: true, force: true })
 const result = await esbuild.build({
   absWorkingDir: root,
   entryPoints: ["dist/bin.js"],
@@ -250,6 +253,10 @@ const result = await esbuild.build({
   write: false,
   logLevel: "warning"
 })
+if (metafileOnly) {
+  writeFileSync(metafileOnly, JSON.stringify(result.metafile))
+  process.exit(0)
+}
 mkdirSync(outdir, { recursive: true })
 for (const output of result.outputFiles) {
   if (!output.path.endsWith(".cjs")) {
