@@ -17,13 +17,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type EventEnvelope } from "@hermes-sandbox/events"
 import { isClosed } from "@hermes-sandbox/events/Projection"
-import {
-  defaultPrefix,
-  McpSandbox,
-  McpUpstreamFailed,
-  parseUpstreamConfig,
-  UpstreamConfigError
-} from "@hermes-sandbox/mcp"
+import { McpSandbox, McpUpstreamFailed, UpstreamConfigError, Upstreams } from "@hermes-sandbox/mcp"
+import { parseUpstreamConfig } from "@hermes-sandbox/mcp/upstreamConfig"
 import { waitFor } from "./support/docker.js"
 import { mcpServerCommand, runInspector, startHttpServer } from "./support/mcp.js"
 import { connectInMemory } from "./support/mcpInMemory.js"
@@ -696,8 +691,8 @@ describe("the upstream configuration file (no engine)", () => {
   })
 
   it("the default prefix is the server's name made an identifier, then _", () => {
-    expect(defaultPrefix("everything")).toBe("everything_")
-    expect(defaultPrefix("my-fs")).toBe("my_fs_")
-    expect(defaultPrefix("9lives")).toBe("_9lives_")
+    expect(Upstreams.defaultPrefix("everything")).toBe("everything_")
+    expect(Upstreams.defaultPrefix("my-fs")).toBe("my_fs_")
+    expect(Upstreams.defaultPrefix("9lives")).toBe("_9lives_")
   })
 })

@@ -6,7 +6,7 @@
  * when a file is given, so a command without the option does not pay for loading it.
  */
 import type { ToolLimits } from "@hermes-sandbox/core"
-import type { ConnectedUpstream, UpstreamConfig, Upstreams } from "@hermes-sandbox/mcp"
+import type { UpstreamConfig, Upstreams } from "@hermes-sandbox/mcp"
 import { UsageError } from "./errors.js"
 import { durationOption, numberOption } from "./sandboxOptions.js"
 
@@ -58,10 +58,10 @@ export const upstreamStartError = async (options: UpstreamCommandOptions, error:
 export const connectUpstreamsOf = async (
   options: UpstreamCommandOptions,
   config: UpstreamConfig
-): Promise<Upstreams> => {
-  const { connectUpstreams } = await import("@hermes-sandbox/mcp")
+): Promise<Upstreams.Upstreams> => {
+  const { Upstreams } = await import("@hermes-sandbox/mcp")
   try {
-    return await connectUpstreams(config.servers)
+    return await Upstreams.connectUpstreams(config.servers)
   } catch (error) {
     throw await upstreamStartError(options, error)
   }
@@ -70,7 +70,7 @@ export const connectUpstreamsOf = async (
 /** What the connected upstreams offer, one line each (and each tool not offered, with why), for `forWhom` ("execute_code", "the program"). */
 export const offeredLines = (
   options: UpstreamCommandOptions,
-  upstreams: ReadonlyArray<ConnectedUpstream>,
+  upstreams: ReadonlyArray<Upstreams.ConnectedUpstream>,
   forWhom: string
 ): ReadonlyArray<string> => {
   if (upstreams.length === 0) return [`--upstream-config ${options.upstreamConfig}: no upstream MCP server enabled`]

@@ -222,7 +222,7 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
   // start, so that the CLI's own lines (marked there) begin one.
   const program = programOutput()
   const signals = trapSignals()
-  let upstreams: Upstreams | undefined
+  let upstreams: Upstreams.Upstreams | undefined
   try {
     upstreams = await upstreamsOf(options)
     const tools =
@@ -242,7 +242,7 @@ export const run = async (file: string | undefined, options: RunOptions): Promis
  * --upstream-config's servers, connected (only then is the MCP client code loaded): the file's
  * warnings on standard error; what they offer only with --events, standard error staying the program's.
  */
-const upstreamsOf = async (options: RunOptions): Promise<Upstreams | undefined> => {
+const upstreamsOf = async (options: RunOptions): Promise<Upstreams.Upstreams | undefined> => {
   const config = await readUpstreamConfig(options)
   if (config === undefined) return undefined
   for (const warning of config.warnings) writeCliLine(`warning: ${warning}`)
