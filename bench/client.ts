@@ -153,7 +153,9 @@ const main = async () => {
       .join(" ")}, ${runs} rounds`
   )
   print(`Command: \`pnpm bench:client${argv.length > 0 ? ` -- ${argv.join(" ")}` : ""}\`; ${cpus().length} cores,`)
-  print(`Node ${process.version}, load at start ${loadavg()[0]!.toFixed(2)}; medians of ${runs} interleaved rounds.`)
+  print(
+    `Node ${process.version}, load at start ${loadavg()[0]!.toFixed(2)}${sections.has("import") || sections.has("cli") ? `; medians of ${runs} interleaved rounds` : ""}.`
+  )
   if (baseline !== undefined) print(`Baseline (rows marked so): the build in ${baseline}.`)
   print("")
 
@@ -265,7 +267,7 @@ const main = async () => {
     })
     const tc = rows.find((x) => x.name === "testcontainers")
     print(
-      `Per execution at c=8 (\`pnpm bench -- ${args.filter((a, i) => a !== json && args[i - 1] !== "--json").join(" ")}\`, ${Number(opts.count)} executions each):`
+      `Per execution at c=8 (\`pnpm bench -- ${args.filter((a, i) => a !== "--json" && args[i - 1] !== "--json").join(" ")}\`, ${Number(opts.count)} executions each):`
     )
     print("")
     print(
