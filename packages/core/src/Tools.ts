@@ -10,6 +10,7 @@ import type { Ajv, ValidateFunction } from "ajv"
 import type { Ajv2020 } from "ajv/dist/2020.js"
 import { Effect, Either, JSONSchema, ParseResult, Schema } from "effect"
 import { type InvalidRequest, invalidRequest } from "./Errors.js"
+import { onFirstUse } from "./OnFirstUse.js"
 import { LIMIT } from "./RunnerProtocolTable.js"
 import * as Schemas from "./Schemas.js"
 import { RESERVED_TOOL_NAMES, TOOL_NAME, type ToolSpec } from "./tools/stubs.js"
@@ -140,13 +141,11 @@ export interface ToolPlan {
   readonly recordArguments: boolean
 }
 
-// ajv loads with the first schema compiled, not with the package (~0.08 s of CPU; most runs give
-// no tools). In the CLI's bundle `require` is the bundle's own and esbuild inlines the literal
-// calls; Node's ES modules have none, so there it is createRequire's.
-const requireAjv = (): { Ajv: typeof Ajv; Ajv2020: typeof Ajv2020 } =>
-  typeof require === "function"
-    ? { Ajv: require("ajv").Ajv, Ajv2020: require("ajv/dist/2020.js").Ajv2020 }
-    : ((r) => ({ Ajv: r("ajv").Ajv, Ajv2020: r("ajv/dist/2020.js").Ajv2020 }))(createRequire(import.meta.url))
+// ajv loads with the first schema compiled, not with the package (most runs give no tools).
+const requireAjv = onFirstUse<{ Ajv: typeof Ajv; Ajv2020: typeof Ajv2020 }>(
+  () => ({ Ajv: require("ajv").Ajv, Ajv2020: require("ajv/dist/2020.js").Ajv2020 }),
+  () => ((r) => ({ Ajv: r("ajv").Ajv, Ajv2020: r("ajv/dist/2020.js").Ajv2020 }))(createRequire(import.meta.url))
+)
 
 // One validator per dialect, made on first use (compiling is ajv's cost; checking is cheap).
 let draft07: Ajv | undefined

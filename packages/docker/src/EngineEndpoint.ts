@@ -28,6 +28,7 @@ import { join } from "node:path"
 import type Docker from "dockerode"
 import { Either } from "effect"
 import { invalidRequest } from "@hermes-sandbox/core/Errors"
+import { onFirstUse } from "@hermes-sandbox/core/OnFirstUse"
 import { type EngineHost, type InvalidRequest } from "@hermes-sandbox/core"
 import * as DockerContext from "./DockerContext.js"
 import * as KnownHosts from "./internal/knownHosts.js"
@@ -421,16 +422,12 @@ export const hostVerifier =
   (key: Buffer): boolean =>
     !transport.verifyHostKey || transport.hostKeys.includes(key.toString("base64"))
 
-// dockerode loads with the first client, not with the package: ~0.25 s of CPU (docker-modem, and
-// with them ssh2 and grpc-js for BuildKit) that importing @hermes-sandbox/docker need not pay
-// (BENCHMARKS.md, "The client's own cost"). In the CLI's bundle `require` is the bundle's own and
-// esbuild inlines the literal call; Node's ES modules have none, so there it is createRequire's.
-let dockerode: typeof Docker | undefined
-const Dockerode = (): typeof Docker =>
-  (dockerode ??=
-    typeof require === "function"
-      ? (require("dockerode") as typeof Docker)
-      : (createRequire(import.meta.url)("dockerode") as typeof Docker))
+// dockerode loads with the first client, not with the package: docker-modem, and with them ssh2 and
+// grpc-js for BuildKit, that importing @hermes-sandbox/docker need not pay.
+const Dockerode = onFirstUse<typeof Docker>(
+  () => require("dockerode"),
+  () => createRequire(import.meta.url)("dockerode")
+)
 
 /** A dockerode client over the transport. */
 export const client = (transport: EngineTransport): Docker =>

@@ -17,6 +17,7 @@ import { createRequire } from "node:module"
 import { dirname, resolve } from "node:path"
 import type * as Yaml from "yaml"
 import { describeValue as describe } from "@hermes-sandbox/core/Errors"
+import { onFirstUse } from "@hermes-sandbox/core/OnFirstUse"
 import { UpstreamConfigError } from "./errors.js"
 import type { McpBridgeOptions, McpHttpServer, McpStdioServer } from "./toolsFromMcp.js"
 
@@ -199,15 +200,11 @@ export const upstreamConfigOf = (value: unknown, source: Source = {}): UpstreamC
   return { servers, warnings }
 }
 
-// yaml loads with the first configuration read, not with the package (~0.07 s of CPU). In the CLI's
-// bundle `require` is the bundle's own and esbuild inlines the literal call; Node's ES modules
-// have none, so there it is createRequire's.
-let yaml: typeof Yaml | undefined
-const loadYaml = (): typeof Yaml =>
-  (yaml ??=
-    typeof require === "function"
-      ? (require("yaml") as typeof Yaml)
-      : (createRequire(import.meta.url)("yaml") as typeof Yaml))
+// yaml loads when there is a file to read, not with the package.
+const loadYaml = onFirstUse<typeof Yaml>(
+  () => require("yaml"),
+  () => createRequire(import.meta.url)("yaml")
+)
 
 /** A configuration's text (JSON or YAML: YAML 1.2 reads JSON as it is). */
 export const parseUpstreamConfig = (text: string, source: Source = {}): UpstreamConfig => {

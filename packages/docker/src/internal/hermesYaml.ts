@@ -7,20 +7,17 @@
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import { describeValue } from "@hermes-sandbox/core/Errors"
+import { onFirstUse } from "@hermes-sandbox/core/OnFirstUse"
 import type * as Yaml from "yaml"
 import type { Document, Pair } from "yaml"
 import { describeUnknownKey, isKnownKey } from "./hermesConfigKeys.js"
 import { displayPath, HermesConfigError, type RawEntry } from "./hermesOrigin.js"
 
-// yaml loads when there is a file to read, not with the package (~0.07 s of CPU). In the CLI's
-// bundle `require` is the bundle's own and esbuild inlines the literal call; Node's ES modules
-// have none, so there it is createRequire's.
-let yaml: typeof Yaml | undefined
-const loadYaml = (): typeof Yaml =>
-  (yaml ??=
-    typeof require === "function"
-      ? (require("yaml") as typeof Yaml)
-      : (createRequire(import.meta.url)("yaml") as typeof Yaml))
+// yaml loads when there is a file to read, not with the package.
+const loadYaml = onFirstUse<typeof Yaml>(
+  () => require("yaml"),
+  () => createRequire(import.meta.url)("yaml")
+)
 
 /** The file's entries; `found` false when the default path has no file. */
 export interface FileLayer {
