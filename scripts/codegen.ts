@@ -13,7 +13,8 @@
  * shellcheck, Biome: scripts/test-tiers.sh, check) and are embedded by a generated module that
  * exports their text, next to each program; the TypeScript that needs them imports that module.
  * Each entry of GENERATED is one output file: a `stringModule` for such a program, a
- * `cStringHeader` for one the supervisor embeds (images/runner/preload.py -> preload.h), or any
+ * `cStringHeader` for one the supervisor embeds (images/runner/preload.py -> preload.h, kernel.py ->
+ * kernel.h), or any
  * `render` of one's own: images/runner/protocol.h is the runner protocol's table
  * (packages/core/src/RunnerProtocolTable.ts) as C (`renderProtocolHeader`).
  */
@@ -191,6 +192,15 @@ export const renderProtocolHeader = (table: typeof import("../packages/core/src/
   for (const r of table.SKIP_REASONS) out.push(`#define SKIP_${upperSnake(r)} "${r}"`)
   out.push(`#define HERMES_SKIP_REASONS ${table.SKIP_REASONS.map((r) => `SKIP_${upperSnake(r)}`).join(", ")}`)
   out.push("")
+  out.push("/* Kernel mode (--kernel): the commands on stdin after the header (KERNEL_COMMANDS). */")
+  for (const c of Object.keys(table.KERNEL_COMMANDS)) out.push(`#define KERNEL_COMMAND_${upperSnake(c)} "${c}"`)
+  out.push("/* The kinds of a cell's records, one letter each ('M', 'N'). */")
+  out.push(`#define KERNEL_RECORD_KINDS "${Object.keys(table.KERNEL_RECORD_KINDS).join("")}"`)
+  out.push("/* Why a record was not forwarded ('N'). */")
+  for (const r of table.KERNEL_RECORD_SKIPS) out.push(`#define RECORD_SKIP_${upperSnake(r)} "${r}"`)
+  out.push("/* Why a kernel ended ('G'). */")
+  for (const r of table.KERNEL_GONE_CAUSES) out.push(`#define KERNEL_GONE_${upperSnake(r)} "${r}"`)
+  out.push("")
   out.push("/* Limits and constants. */")
   for (const l of limits) {
     const value = l.octal === true ? `0${l.value.toString(8)}` : String(l.value)
@@ -229,6 +239,12 @@ export const GENERATED: ReadonlyArray<Generated> = [
     "images/runner/preload.h",
     "PYTHON_PRELOAD",
     "What the preloaded Python runs first (hermes-run --preload python): images/runner/preload.py."
+  ),
+  cStringHeader(
+    "images/runner/kernel.py",
+    "images/runner/kernel.h",
+    "PYTHON_KERNEL",
+    "A session's kernel, the driver hermes-run --kernel python forks: images/runner/kernel.py."
   )
 ]
 

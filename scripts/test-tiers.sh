@@ -59,6 +59,7 @@ check() {
   tsx scripts/codegen.ts --check || rc=1
   pyflakes3 packages/core/src/tools/runtime/hermes_tools.py || rc=1
   pyflakes3 images/runner/preload.py || rc=1
+  pyflakes3 images/runner/kernel.py || rc=1
   shellcheck packages/core/src/internal/session-shell.sh || rc=1
   return "$rc"
 }

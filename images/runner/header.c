@@ -215,6 +215,42 @@ static void header_module(struct request *r, char *line, char *rest) {
   free(path);
 }
 
+/* Kernel mode only: a cell's record bounds, the interrupt's grace, the modules imported at start. */
+static void kernel_only(struct request *r, const char *word) {
+  if (!r->kernel) fail(PROTOCOL_ERROR, "'%s' is a word of " MODE_KERNEL " only", word);
+}
+
+static void header_display(struct request *r, char *line, char *rest) {
+  kernel_only(r, line);
+  unsigned long long a, b, c;
+  char extra;
+  if (sscanf(rest, "%llu %llu %llu%c", &a, &b, &c, &extra) != 3 || a == 0 || b == 0 || c == 0 || a > KERNEL_RECORD_BYTES_MAX || b > KERNEL_RECORD_BYTES_MAX || c > KERNEL_RECORD_BYTES_MAX) {
+    fail(PROTOCOL_ERROR, "display: expected '<bundle bytes> <count> <total bytes>', each 1-%d", KERNEL_RECORD_BYTES_MAX);
+  }
+  r->display_bundle = a, r->display_count = b, r->display_total = c;
+}
+
+static void header_grace(struct request *r, char *line, char *rest) {
+  kernel_only(r, line);
+  size_t ms = parse_size(rest, "grace");
+  if (ms == 0 || ms > KERNEL_GRACE_MAX_MS) fail(PROTOCOL_ERROR, "grace: 1-%d ms", KERNEL_GRACE_MAX_MS);
+  r->grace_ms = ms;
+}
+
+/* Space-separated dotted names ([A-Za-z0-9_.]): they reach the driver as its arguments, never as code. */
+static void header_preload(struct request *r, char *line, char *rest) {
+  kernel_only(r, line);
+  size_t len = parse_size(rest, "preload");
+  if (len > KERNEL_PRELOAD_BYTES) fail(PROTOCOL_ERROR, "preload: at most %d bytes", KERNEL_PRELOAD_BYTES);
+  char *names = read_blob(len, "the preload names");
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)names[i];
+    if (!(isalnum(c) || c == '_' || c == '.' || c == ' ')) fail(PROTOCOL_ERROR, "preload: a name holds a byte other than [A-Za-z0-9_.]");
+  }
+  free(r->preload);
+  r->preload = names;
+}
+
 /* Every word of the protocol but `run`, with its handler: `line` is the word, `rest` what follows it. */
 static const struct {
   const char *word;
@@ -225,16 +261,19 @@ static const struct {
 #undef HEADER_WORD
 };
 
+int header_line(struct request *r, char *line) {
+  char *sp = strchr(line, ' ');
+  char *rest = sp == NULL ? line + strlen(line) : sp + 1;
+  if (sp != NULL) *sp = 0;
+  if (strcmp(line, WORD_RUN) == 0) return 0;
+  size_t i = 0;
+  while (i < sizeof header_words / sizeof header_words[0] && strcmp(line, header_words[i].word) != 0) i++;
+  if (i == sizeof header_words / sizeof header_words[0]) fail(PROTOCOL_ERROR, "unknown header line '%.64s'", line);
+  header_words[i].handle(r, line, rest);
+  return 1;
+}
+
 void read_header(struct request *r, char *line) {
-  for (;;) {
-    read_line(line);
-    char *sp = strchr(line, ' ');
-    char *rest = sp == NULL ? line + strlen(line) : sp + 1;
-    if (sp != NULL) *sp = 0;
-    if (strcmp(line, WORD_RUN) == 0) return;
-    size_t i = 0;
-    while (i < sizeof header_words / sizeof header_words[0] && strcmp(line, header_words[i].word) != 0) i++;
-    if (i == sizeof header_words / sizeof header_words[0]) fail(PROTOCOL_ERROR, "unknown header line '%.64s'", line);
-    header_words[i].handle(r, line, rest);
-  }
+  do read_line(line);
+  while (header_line(r, line));
 }

@@ -41,7 +41,9 @@ static int kill_call(int argc, char **argv) {
   if (argc != 5) return 2;
   pid_t target = (pid_t)atoi(argv[2]);
   unsigned long long start = strtoull(argv[3], NULL, 10);
-  int only_since = strcmp(argv[4], "since") == 0;
+  /* While a kernel lives, everything older than the call is its domain (frozen by the call): only
+     what the call started goes. */
+  int only_since = strcmp(argv[4], "since") == 0 || kernel_supervisor() != 0;
   pid_t ppid;
   char state;
   unsigned long long st;
@@ -57,6 +59,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && strcmp(argv[1], MODE_HOLD) == 0) return hold();
   if (argc >= 2 && strcmp(argv[1], MODE_KILL) == 0) return kill_call(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], MODE_KERNEL) == 0) return kernel_main(argc, argv);
   {
     const char *base = strrchr(argv[0], '/');
     if (strcmp(base == NULL ? argv[0] : base + 1, TOOL_CLIENT_NAME) == 0) return tool_client(argc, argv);
@@ -76,7 +79,7 @@ int main(int argc, char **argv) {
     char *boot[] = {"python3", "-c", (char *)PYTHON_PRELOAD, NULL};
     int pf[2];
     if (pipe2(pf, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
-    preloaded = start_child(boot, 1, pf[0]);
+    preloaded = start_child(boot, 1, pf[0], -1);
     close(pf[0]);
     preloaded_feed = pf[1];
   }
@@ -133,7 +136,22 @@ int main(int argc, char **argv) {
   }
 
   if (req.lock != NULL && !req.locked) take_lock(req.lock);
-  if (req.kill_leftovers) kill_others(0, 0, 0);
+  /* Leftovers are killed, unless a kernel lives in this sandbox (kernel.c): then they are its
+     domain, and its state. They are frozen instead (proc.c, freeze_others) for the call's life,
+     what the call starts is killed after it, and the frozen resume on every way out. */
+  int freezing = 0;
+  unsigned long long call_start = 0;
+  if (req.kill_leftovers) {
+    pid_t pp;
+    char state;
+    if (kernel_supervisor() != 0 && proc_stat(getpid(), &pp, &state, &call_start)) {
+      freezing = 1;
+      exit_hook = thaw_frozen;
+      freeze_others();
+    } else {
+      kill_others(0, 0, 0);
+    }
+  }
 
   /* With tools, the channel is up before the program exists, or the run fails here (126, 'E'):
      never a program that finds itself without the tools it was given. */
@@ -173,7 +191,7 @@ int main(int argc, char **argv) {
       close(preloaded_feed);
     }
     if (tools_on && pipe2(feed, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
-    run = start_child(req.args, 0, feed[0]);
+    run = start_child(req.args, 0, feed[0], -1);
     if (feed[0] >= 0) close(feed[0]);
   }
   pid_t child = run.pid;
@@ -318,25 +336,21 @@ int main(int argc, char **argv) {
   /* No call is taken after the program's end: callers still waiting (a background process) get EOF. */
   if (tools_on) tools_close();
   if (feed[1] >= 0) close(feed[1]);
-  /* The program's process has exited: what it (or a child) wrote before is in the pipes now. Read
-     that much and no more (FIONREAD): a background process that keeps writing must not hold the
-     report back for ever. Only if the count is unknown, read until the pipe is empty. */
+  /* The program's process has exited: what it (or a child) wrote before is in the pipes now (relay.c, drain_pending). */
   for (int i = 0; i < 2; i++) {
-    if (streams[i].fd < 0) continue;
-    int pending = -1;
-    if (ioctl(streams[i].fd, FIONREAD, &pending) < 0 || pending < 0) pending = -1;
-    fcntl(streams[i].fd, F_SETFL, O_NONBLOCK);
-    while (pending != 0) {
-      ssize_t n = read(streams[i].fd, buf, pending > 0 && pending < CHUNK ? (size_t)pending : CHUNK);
-      if (n <= 0) break;
-      if (pending > 0) pending = n >= pending ? 0 : pending - (int)n;
-      relay_bytes(&streams[i], buf, (size_t)n, req.cap);
-    }
+    struct relay_drain d = {&streams[i], req.cap};
+    if (streams[i].fd >= 0) drain_pending(streams[i].fd, buf, relay_use, &d);
   }
   (void)open_streams;
   int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
   if (exit_code > 255) exit_code = 255;
-  if (req.kill_leftovers) kill_others(0, 0, 0);
+  if (freezing) {
+    kill_others(0, 1, call_start); /* spares the frozen set */
+    thaw_frozen();
+    exit_hook = NULL;
+  } else if (req.kill_leftovers) {
+    kill_others(0, 0, 0);
+  }
   if (npatterns > 0) collect(req.workspace);
   char msg[96];
   int n = snprintf(msg, sizeof msg, "%d %llu %llu %d", exit_code, streams[0].total, streams[1].total, outside_signal);

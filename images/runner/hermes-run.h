@@ -9,6 +9,7 @@
  *   collect.c   files out after a one-shot run (collect)
  *   fileops.c   a session's file operations (read, write, list, remove)
  *   tools.c     tool calls from the program, and the `hermes-tool` client
+ *   kernel.c    `--kernel python`: a session's long-lived Python kernel, its cells as frames
  *   hermes-run.c  the modes and main: the run from the header's end to the 'x' frame
  *
  * The protocol itself (words, frame types, limits, features) is generated: protocol.h, written by
@@ -55,6 +56,8 @@
 /* Framed mode (a `key` line): everything goes out as frames carrying the key. */
 extern int framed;
 extern unsigned char key[KEY_BYTES];
+/* Run once on every way out that fail() or a failed frame takes (NULL: nothing to do). */
+extern void (*exit_hook)(void);
 
 int write_all(int fd, const void *data, size_t len);
 void frame(char type, const void *payload, size_t len);
@@ -73,6 +76,12 @@ struct relay {
 
 void relay_bytes(struct relay *r, const unsigned char *buf, size_t n, size_t cap);
 int pump(struct relay *r, size_t cap, unsigned char *buf);
+void drain_pending(int fd, unsigned char *buf, void (*use)(void *ctx, const unsigned char *p, size_t n), void *ctx);
+struct relay_drain {
+  struct relay *r;
+  size_t cap;
+};
+void relay_use(void *ctx, const unsigned char *p, size_t n);
 
 /* ---- header.c: the header ------------------------------------------------------------------ */
 
@@ -87,12 +96,18 @@ struct request {
   int code_fd, workspace_fd;
   int has_code, kill_leftovers, nargs, nfiles, op_done, locked;
   char **args;
+  /* Kernel mode (kernel.c): the words only it takes (display, grace, preload), and its cells'. */
+  int kernel;
+  unsigned long long display_bundle, display_count, display_total, grace_ms;
+  char *preload;
 };
 
 void read_exact(void *buf, size_t len, const char *what);
 void read_line(char *line);
 /* The header's lines after the version line, up to `run`, each handled as its word says. */
 void read_header(struct request *r, char *line);
+/* One header line read into `line`: handled as its word says; 0 if it was `run`. */
+int header_line(struct request *r, char *line);
 
 /* ---- files.c: files in --------------------------------------------------------------------- */
 
@@ -104,13 +119,19 @@ void prepare_code_dir(const char *code_dir);
 
 int proc_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start);
 int kill_others(pid_t spare, int only_since, unsigned long long since);
+pid_t kernel_supervisor(void);
+int freeze_others(void);
+void thaw_frozen(void);
+void thaw_all(void);
+int lock_open(const char *path);
+void lock_tell_wait(int fd);
 void take_lock(const char *path);
 
 struct started {
   pid_t pid;
   int out, err, sfd, go;
 };
-struct started start_child(char **argv, int preload, int stdin_fd);
+struct started start_child(char **argv, int preload, int stdin_fd, int control_fd);
 
 /* ---- collect.c: files out ------------------------------------------------------------------ */
 
@@ -147,6 +168,8 @@ extern struct call calls[TOOL_CALLS_MAX];
 extern int tools_on, tools_listen, tools_busy, host_in_open;
 extern size_t tool_max_in_flight, tool_max_request, tool_max_reply;
 
+void tools_prepare(const char *code_dir);
+void tools_open(void);
 void tools_listen_at(const char *code_dir);
 void tools_close(void);
 void call_free(struct call *c);
@@ -154,6 +177,11 @@ void tools_accept(void);
 void call_read(struct call *c);
 void call_write(struct call *c);
 void tools_reply(void);
+void tools_reply_line(const char *line);
 int tool_client(int argc, char **argv);
+
+/* ---- kernel.c: a session's kernel ------------------------------------------------------------ */
+
+int kernel_main(int argc, char **argv);
 
 #endif

@@ -27,6 +27,116 @@ int proc_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start) {
 }
 
 /*
+ * Freezing a live kernel's domain (docs/design/kernel.md §7): a call's supervisor with `leftovers
+ * kill` that finds a kernel supervisor alive SIGSTOPs the leftovers instead of killing them (they
+ * are the kernel's state), kills only what started since the call began, then SIGCONTs the frozen
+ * set on every way out (thaw_frozen is relay.c's exit hook then). The set is remembered by pid and
+ * start time, so a recycled pid is never resumed, and kill_others spares it.
+ */
+#define FROZEN_MAX 4096
+static struct frozen_proc {
+  pid_t pid;
+  unsigned long long start;
+} frozen[FROZEN_MAX];
+static int nfrozen = 0;
+
+static int is_frozen(pid_t pid, unsigned long long start) {
+  for (int i = 0; i < nfrozen; i++)
+    if (frozen[i].pid == pid && frozen[i].start == start) return 1;
+  return 0;
+}
+
+/* Argv[1] of a process, compared with `word`. */
+static int argv1_is(pid_t pid, const char *word) {
+  char path[64], cmd[256];
+  snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, cmd, sizeof cmd - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  cmd[n] = 0;
+  size_t first = strlen(cmd);
+  return (ssize_t)first + 1 < n && strcmp(cmd + first + 1, word) == 0;
+}
+
+/* A live `hermes-run --kernel` other than this process: entered from outside (parent pid 0), which
+   nothing inside the sandbox can pose as. Its pid, or 0. */
+pid_t kernel_supervisor(void) {
+  pid_t self = getpid(), found = 0;
+  DIR *d = opendir("/proc");
+  if (d == NULL) return 0;
+  struct dirent *e;
+  while (found == 0 && (e = readdir(d)) != NULL) {
+    if (!isdigit((unsigned char)e->d_name[0])) continue;
+    pid_t pid = (pid_t)atoi(e->d_name), ppid;
+    char state;
+    unsigned long long start;
+    if (pid <= 1 || pid == self || !proc_stat(pid, &ppid, &state, &start)) continue;
+    if (ppid == 0 && state != 'Z' && state != 'X' && argv1_is(pid, MODE_KERNEL)) found = pid;
+  }
+  closedir(d);
+  return found;
+}
+
+/* SIGSTOP every process but PID 1, this one and parent-pid-0 ones, until a pass finds none still
+   running (a running process can SIGCONT another). 0 once all are stopped, 1 if some never were. */
+int freeze_others(void) {
+  pid_t self = getpid();
+  for (int pass = 0; pass < 200; pass++) {
+    int running = 0;
+    DIR *d = opendir("/proc");
+    if (d == NULL) return 1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      if (!isdigit((unsigned char)e->d_name[0])) continue;
+      pid_t pid = (pid_t)atoi(e->d_name), ppid;
+      char state;
+      unsigned long long start;
+      if (pid <= 1 || pid == self || !proc_stat(pid, &ppid, &state, &start)) continue;
+      if (ppid == 0 || state == 'Z' || state == 'X' || state == 'T' || state == 't') continue;
+      if (kill(pid, SIGSTOP) != 0) continue;
+      running = 1;
+      if (!is_frozen(pid, start) && nfrozen < FROZEN_MAX) frozen[nfrozen++] = (struct frozen_proc){pid, start};
+    }
+    closedir(d);
+    if (!running) return 0;
+    usleep(1000 * (pass < 20 ? pass + 1 : 20));
+  }
+  return 1;
+}
+
+/* SIGCONT what freeze_others stopped (each still the same process). Safe to call twice. */
+void thaw_frozen(void) {
+  for (int i = 0; i < nfrozen; i++) {
+    pid_t ppid;
+    char state;
+    unsigned long long start;
+    if (proc_stat(frozen[i].pid, &ppid, &state, &start) && start == frozen[i].start) kill(frozen[i].pid, SIGCONT);
+  }
+  nfrozen = 0;
+}
+
+/* SIGCONT every process but PID 1, this one and parent-pid-0 ones: the kernel's supervisor before
+   each cell, in case a call's supervisor died with the domain frozen (it holds the lock then, so
+   no live call has anything frozen). */
+void thaw_all(void) {
+  pid_t self = getpid();
+  DIR *d = opendir("/proc");
+  if (d == NULL) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (!isdigit((unsigned char)e->d_name[0])) continue;
+    pid_t pid = (pid_t)atoi(e->d_name), ppid;
+    char state;
+    unsigned long long start;
+    if (pid <= 1 || pid == self || !proc_stat(pid, &ppid, &state, &start)) continue;
+    if (ppid != 0 && (state == 'T' || state == 't')) kill(pid, SIGCONT);
+  }
+  closedir(d);
+}
+
+/*
  * SIGKILL every process but PID 1, this one, `spare` and processes entered from outside the
  * sandbox (parent pid 0: other calls' supervisors, waiting for the lock), optionally only those
  * started at or after `since`; repeated until a pass finds none (a process may fork meanwhile).
@@ -51,6 +161,7 @@ int kill_others(pid_t spare, int only_since, unsigned long long since) {
       if (!proc_stat(pid, &ppid, &state, &start)) continue;
       if (ppid == 0 || state == 'Z' || state == 'X') continue;
       if (only_since && start < since) continue;
+      if (is_frozen(pid, start)) continue;
       if (kill(pid, SIGKILL) == 0) found = 1;
     }
     closedir(d);
@@ -78,7 +189,8 @@ static pid_t lock_holder(ino_t ino) {
   return holder;
 }
 
-void take_lock(const char *path) {
+/* The session lock's file, opened (its directory made) but not locked; fails the run if it cannot be. */
+int lock_open(const char *path) {
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -88,26 +200,36 @@ void take_lock(const char *path) {
   }
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) fail(PROTOCOL_ERROR, "cannot open the session lock %s: %s", path, strerror(errno));
-  if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-    struct stat st;
-    pid_t holder = fstat(fd, &st) == 0 ? lock_holder(st.st_ino) : 0;
-    char msg[600], cmd[400] = "";
-    if (holder > 0) {
-      char p[64];
-      snprintf(p, sizeof p, "/proc/%d/cmdline", (int)holder);
-      int c = open(p, O_RDONLY | O_CLOEXEC);
-      if (c >= 0) {
-        ssize_t n = read(c, cmd, sizeof cmd - 1);
-        close(c);
-        if (n < 0) n = 0;
-        cmd[n] = 0;
-        for (ssize_t i = 0; i < n; i++)
-          if (cmd[i] == 0) cmd[i] = ' ';
-          else if ((unsigned char)cmd[i] < 0x20) cmd[i] = '?';
-      }
+  return fd;
+}
+
+/* The 'w' frame: the lock is held by another, named by its pid and command line. */
+void lock_tell_wait(int fd) {
+  struct stat st;
+  pid_t holder = fstat(fd, &st) == 0 ? lock_holder(st.st_ino) : 0;
+  char msg[600], cmd[400] = "";
+  if (holder > 0) {
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/cmdline", (int)holder);
+    int c = open(p, O_RDONLY | O_CLOEXEC);
+    if (c >= 0) {
+      ssize_t n = read(c, cmd, sizeof cmd - 1);
+      close(c);
+      if (n < 0) n = 0;
+      cmd[n] = 0;
+      for (ssize_t i = 0; i < n; i++)
+        if (cmd[i] == 0) cmd[i] = ' ';
+        else if ((unsigned char)cmd[i] < 0x20) cmd[i] = '?';
     }
-    int n = snprintf(msg, sizeof msg, "%d %s", (int)holder, cmd);
-    frame(FRAME_LOCK_WAIT, msg, n < 0 ? 0 : (size_t)(n >= (int)sizeof msg ? (int)sizeof msg - 1 : n));
+  }
+  int n = snprintf(msg, sizeof msg, "%d %s", (int)holder, cmd);
+  frame(FRAME_LOCK_WAIT, msg, n < 0 ? 0 : (size_t)(n >= (int)sizeof msg ? (int)sizeof msg - 1 : n));
+}
+
+void take_lock(const char *path) {
+  int fd = lock_open(path);
+  if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    lock_tell_wait(fd);
     while (flock(fd, LOCK_EX) < 0) {
       if (errno != EINTR) fail(PROTOCOL_ERROR, "cannot lock %s: %s", path, strerror(errno));
     }
@@ -127,8 +249,9 @@ static int signal_fd = -1;
  * process (delivered through a signalfd). With `preload`, the child also gets fd 3, a pipe on which
  * it later learns where to go ("<cwd>\0<program path>"): the interpreter starts before the request
  * arrives (warm pool), so it is forked before the key is read and never holds it (struct started).
+ * With `control_fd` (>= 0), the child is a kernel's driver: see the comment in the child.
  */
-struct started start_child(char **argv, int preload, int stdin_fd) {
+struct started start_child(char **argv, int preload, int stdin_fd, int control_fd) {
   int out[2], err[2], ready[2], go[2] = {-1, -1};
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
   if (preload && pipe2(go, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
@@ -151,6 +274,19 @@ struct started start_child(char **argv, int preload, int stdin_fd) {
     dup2(out[1], 1);
     dup2(err[1], 2);
     if (preload) dup2(go[0], 3);
+    if (control_fd >= 0) {
+      /* A kernel (kernel.c): fd 3 its control socket (dup2 onto itself would keep close-on-exec),
+         its own session and process group (the interrupt's SIGINT and the kill go to the group),
+         and first in line for the OOM killer, before any supervisor. */
+      if (control_fd == 3) fcntl(3, F_SETFD, 0);
+      else dup2(control_fd, 3);
+      setsid();
+      int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+      if (adj >= 0) {
+        write_all(adj, "1000", 4);
+        close(adj);
+      }
+    }
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     signal(SIGPIPE, SIG_DFL);
     execvp(argv[0], argv);

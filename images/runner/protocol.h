@@ -26,6 +26,9 @@
  *   tools <calls at once> <request bytes> <reply bytes> tool calls: the program's stdin comes in the header, the rest of stdin is the host's replies [tools]
  *   stdin <n> + n bytes                                with tools: the program's stdin [tools]
  *   module <path length> <n> + path + n bytes          with tools: a generated module under the code directory [tools]
+ *   display <bundle bytes> <count> <total bytes>       kernel: the bounds of a cell's records (one record's bytes, records per cell, record bytes per cell) [kernel]
+ *   grace <ms>                                         kernel: after an interrupt's SIGINT, how long the kernel has to end the cell and answer a ping before the domain is killed [kernel]
+ *   preload <n> + n bytes                              kernel: modules to import when the kernel starts, space-separated dotted names [kernel]
  *   run                                                the header's end; what follows is the program's stdin (with tools: the replies, "R <id> <status> <n>\n" + n bytes)
  *
  * stdout (framed mode): frames <key><type><4-byte big-endian length><payload>:
@@ -49,15 +52,25 @@
  *   'a' data a piece of the current call's arguments
  *   'b'      "<id> <argument bytes seen> " + name: a call larger than allowed (never forwarded)
  *   'q'      "<id>": the call's caller went away
+ *   'g'      "<pid> <start>" + " <name>" per preload module that failed to import: kernel mode, the kernel is up and idle
+ *   'C'      "<cell id> <idle bytes>": the lock is held and the cell handed over; idle bytes: what the kernel wrote between cells ('L' frames carry at most LIMITS.kernelLateBytes of it)
+ *   'M'      "<kind R|D|X> <bytes>": a cell's record, its JSON in exactly that many bytes of 'm' frames
+ *   'm' data a piece of the current record
+ *   'N'      "<kind> <bytes> <reason>": a record not forwarded (KERNEL_RECORD_SKIPS); its bytes never are. malformed: kind '?' when none could be read (garbage: the rest of the cell's records, bytes counted)
+ *   'Z'      "<cell id> <ok|error|none> <stdout bytes> <stderr bytes> <records> <skipped>": the cell's pipes are drained and closed, the lock released; none: the kernel did not end it (killed: a 'G' follows)
+ *   'L' data bytes the kernel wrote to its stdout or stderr between cells (at most LIMITS.kernelLateBytes per idle time)
+ *   'G'      "<exit code> <signal> <oom 0|1|?> <cause>": the kernel's domain is dead (KERNEL_GONE_CAUSES); exit code 128 + signal when killed, signal 0 when it exited; oom: the memory cgroup's oom_kill count rose (? unreadable); nothing follows, the supervisor exits
  *
  * Other invocations (argv[1]):
  *   --hold                       a session sandbox's PID 1: reap orphans, exit on SIGTERM
  *   --kill PID START all|since   end a timed-out session call: PID (if its start time is START), then every other process (all) or every one started since START
  *   --preload python             start the interpreter before the request arrives (warm pool) [preload]
+ *   --kernel python              a session's kernel: the header once, then KERNEL_COMMANDS on stdin; lives until stdin ends, `restart` or the kernel's death [kernel]
  *   --tool NAME [JSON|-]         one tool call from a shell (also as `hermes-tool`, a link to the supervisor) [tools]
  * Features:
  *   collect    collecting files after a one-shot run (collectPatterns) (since 7091581)
  *   fileops    a session's file operations (readFile, writeFile, listFiles, removeFile) (since 7091581)
+ *   kernel     a session's Python kernel (runCell; --kernel python, the kernel commands, a live kernel frozen by calls) (since kernel)
  *   preload    a warm pool's preloaded interpreter (--preload python) (since 3580adb)
  *   tools      tool calls from the sandboxed code (tools) (since f40d6c0)
  */
@@ -68,7 +81,7 @@
 #define PROTOCOL_VERSION_TEXT "2"
 #define PROTOCOL_MAGIC "HERMES/2"
 /* What an image built with this supervisor can do (its label org.hermes-sandbox.runner-features). */
-#define HERMES_RUNNER_FEATURES "collect,fileops,preload,tools"
+#define HERMES_RUNNER_FEATURES "collect,fileops,kernel,preload,tools"
 
 /* Header words. */
 #define WORD_KEY "key"
@@ -88,6 +101,9 @@
 #define WORD_TOOLS "tools"
 #define WORD_STDIN "stdin"
 #define WORD_MODULE "module"
+#define WORD_DISPLAY "display"
+#define WORD_GRACE "grace"
+#define WORD_PRELOAD "preload"
 #define WORD_RUN "run"
 /* Every header word but `run` (which ends the header), as X(name, WORD_NAME): the supervisor's handler table. */
 #define HERMES_HEADER_WORDS(X) \
@@ -107,12 +123,16 @@
   X(remove, WORD_REMOVE) \
   X(tools, WORD_TOOLS) \
   X(stdin, WORD_STDIN) \
-  X(module, WORD_MODULE)
+  X(module, WORD_MODULE) \
+  X(display, WORD_DISPLAY) \
+  X(grace, WORD_GRACE) \
+  X(preload, WORD_PRELOAD)
 
 /* Other invocations. */
 #define MODE_HOLD "--hold"
 #define MODE_KILL "--kill"
 #define MODE_PRELOAD "--preload"
+#define MODE_KERNEL "--kernel"
 #define MODE_TOOL "--tool"
 #define TOOL_CLIENT_NAME "hermes-tool"
 
@@ -137,6 +157,14 @@
 #define FRAME_TOOL_ARGUMENTS 'a'
 #define FRAME_TOOL_TOO_LARGE 'b'
 #define FRAME_TOOL_CALLER_GONE 'q'
+#define FRAME_KERNEL_READY 'g'
+#define FRAME_CELL_STARTED 'C'
+#define FRAME_RECORD_BEGIN 'M'
+#define FRAME_RECORD_CONTENT 'm'
+#define FRAME_RECORD_SKIPPED 'N'
+#define FRAME_CELL_ENDED 'Z'
+#define FRAME_LATE_OUTPUT 'L'
+#define FRAME_KERNEL_GONE 'G'
 
 /* Why an entry was not sent ('s', 'S'). */
 #define SKIP_TOO_LARGE "too-large"
@@ -149,6 +177,25 @@
 #define SKIP_NAME_TOO_LONG "name-too-long"
 #define SKIP_WALK_LIMIT "walk-limit"
 #define HERMES_SKIP_REASONS SKIP_TOO_LARGE, SKIP_LIMIT, SKIP_TOTAL_LIMIT, SKIP_SYMLINK, SKIP_NOT_REGULAR, SKIP_UNREADABLE, SKIP_TOO_DEEP, SKIP_NAME_TOO_LONG, SKIP_WALK_LIMIT
+
+/* Kernel mode (--kernel): the commands on stdin after the header (KERNEL_COMMANDS). */
+#define KERNEL_COMMAND_CELL "cell"
+#define KERNEL_COMMAND_INTERRUPT "interrupt"
+#define KERNEL_COMMAND_RESTART "restart"
+#define KERNEL_COMMAND_R "R"
+/* The kinds of a cell's records, one letter each ('M', 'N'). */
+#define KERNEL_RECORD_KINDS "RDX"
+/* Why a record was not forwarded ('N'). */
+#define RECORD_SKIP_TOO_LARGE "too-large"
+#define RECORD_SKIP_COUNT "count"
+#define RECORD_SKIP_TOTAL "total"
+#define RECORD_SKIP_MALFORMED "malformed"
+#define RECORD_SKIP_LATE "late"
+/* Why a kernel ended ('G'). */
+#define KERNEL_GONE_REQUESTED "requested"
+#define KERNEL_GONE_INTERRUPT_TIMEOUT "interrupt-timeout"
+#define KERNEL_GONE_CRASHED "crashed"
+#define KERNEL_GONE_SUPERVISOR "supervisor"
 
 /* Limits and constants. */
 #define KEY_BYTES                    16         /* bytes of a run's key (32 hex digits in the header) */
@@ -171,6 +218,15 @@
 #define TOOL_BYTES_MAX               1073741824 /* a tools line's request or reply bytes at most */
 #define TOOL_NAME_SENT_MAX           256        /* bytes of a call's name sent in its 't' or 'b' frame at most */
 #define TELL_DROPPED_MS              200        /* ms between two 'd' frames of one stream at least */
+#define KERNEL_BUNDLE_BYTES          4194304    /* kernel: one record's JSON bytes at most, without a display line (SECURITY.md, maxBundleBytes) */
+#define KERNEL_RECORDS               100        /* kernel: records per cell at most, without a display line (maxDisplays) */
+#define KERNEL_RECORD_BYTES          33554432   /* kernel: record bytes per cell at most, without a display line (maxDisplayBytes) */
+#define KERNEL_RECORD_BYTES_MAX      268435456  /* kernel: the largest value a display line may give (any of its numbers) */
+#define KERNEL_GRACE_MS              2000       /* kernel: the interrupt's grace, without a grace line */
+#define KERNEL_GRACE_MAX_MS          30000      /* kernel: the longest grace a grace line may give */
+#define KERNEL_LATE_BYTES            65536      /* kernel: bytes written between two cells forwarded ('L') at most; the rest are counted in the next 'C' */
+#define KERNEL_PRELOAD_BYTES         4096       /* kernel: a preload line's bytes at most */
+#define KERNEL_CELL_ID_BYTES         64         /* kernel: a cell id's bytes at most */
 #define KEEP_EXISTING_MODE           0100000    /* in a write's mode: an existing regular file keeps its permission bits */
 #define PROTOCOL_ERROR               126        /* the supervisor's exit code for a bad header or a failed setup */
 #define INTERPRETER_MISSING          127        /* the supervisor's exit code when the interpreter or program is missing */

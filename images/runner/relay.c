@@ -7,6 +7,14 @@
 
 int framed = 0;
 unsigned char key[KEY_BYTES];
+void (*exit_hook)(void) = NULL;
+
+/* What must happen on every way out (resume a frozen domain, kill a kernel's): once. */
+static void run_exit_hook(void) {
+  void (*hook)(void) = exit_hook;
+  exit_hook = NULL;
+  if (hook != NULL) hook();
+}
 
 int write_all(int fd, const void *data, size_t len) {
   const unsigned char *p = data;
@@ -39,6 +47,7 @@ void frame(char type, const void *payload, size_t len) {
     ssize_t n = writev(1, at, n_iov);
     if (n < 0) {
       if (errno == EINTR) continue;
+      run_exit_hook();
       _exit(PROTOCOL_ERROR);
     }
     while (n_iov > 0 && (size_t)n >= at->iov_len) {
@@ -70,6 +79,7 @@ void fail(int code, const char *fmt, ...) {
     write_all(2, msg, (size_t)n);
     write_all(2, "\n", 1);
   }
+  run_exit_hook();
   _exit(code);
 }
 
@@ -117,4 +127,25 @@ int pump(struct relay *r, size_t cap, unsigned char *buf) {
   if (n == 0) return 0;
   relay_bytes(r, buf, (size_t)n, cap);
   return 1;
+}
+
+/* At an end (a run's program exited, a cell's kernel said done): read what is in the pipe at this
+   moment and no more (FIONREAD), handing it to `use`: a background process that keeps writing must
+   not hold the report back for ever. Only if the count is unknown, read until the pipe is empty. */
+void drain_pending(int fd, unsigned char *buf, void (*use)(void *ctx, const unsigned char *p, size_t n), void *ctx) {
+  int pending = -1;
+  if (ioctl(fd, FIONREAD, &pending) < 0 || pending < 0) pending = -1;
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  while (pending != 0) {
+    ssize_t n = read(fd, buf, pending > 0 && pending < CHUNK ? (size_t)pending : CHUNK);
+    if (n <= 0) break;
+    if (pending > 0) pending = n >= pending ? 0 : pending - (int)n;
+    use(ctx, buf, (size_t)n);
+  }
+}
+
+/* drain_pending's `use` for a relayed stream: ctx is a struct relay_drain. */
+void relay_use(void *ctx, const unsigned char *p, size_t n) {
+  struct relay_drain *d = ctx;
+  relay_bytes(d->r, p, n, d->cap);
 }

@@ -33,17 +33,11 @@ static void prepend_path(const char *name, const char *entry, const char *fallba
   setenv(name, value, 1);
 }
 
-void tools_listen_at(const char *code_dir) {
-  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+/* The channel's place and the environment that finds it, without listening yet: a kernel's driver
+   is forked once (with this environment) and listened for per cell (tools_open). */
+void tools_prepare(const char *code_dir) {
   int n = snprintf(tools_socket, sizeof tools_socket, "%s/tools-%d.sock", code_dir, (int)getpid());
   if (n < 0 || (size_t)n >= sizeof tools_socket) fail(PROTOCOL_ERROR, "the tool socket's path is too long");
-  memcpy(addr.sun_path, tools_socket, (size_t)n + 1);
-  unlink(tools_socket);
-  tools_listen = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (tools_listen < 0) fail(PROTOCOL_ERROR, "the tool channel cannot start: socket: %s", strerror(errno));
-  if (bind(tools_listen, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(tools_listen, 128) < 0) {
-    fail(PROTOCOL_ERROR, "the tool channel cannot start: %s: %s", tools_socket, strerror(errno));
-  }
   /* What the program's modules and `hermes-tool` need, and nothing secret: the key is not here. */
   setenv("HERMES_TOOLS_SOCKET", tools_socket, 1);
   char dir[PATH_MAX];
@@ -62,6 +56,23 @@ void tools_listen_at(const char *code_dir) {
       prepend_path("PATH", bin, "/usr/local/bin:/usr/bin:/bin");
     }
   }
+}
+
+/* Listen at the prepared path. */
+void tools_open(void) {
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  memcpy(addr.sun_path, tools_socket, strlen(tools_socket) + 1);
+  unlink(tools_socket);
+  tools_listen = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (tools_listen < 0) fail(PROTOCOL_ERROR, "the tool channel cannot start: socket: %s", strerror(errno));
+  if (bind(tools_listen, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(tools_listen, 128) < 0) {
+    fail(PROTOCOL_ERROR, "the tool channel cannot start: %s: %s", tools_socket, strerror(errno));
+  }
+}
+
+void tools_listen_at(const char *code_dir) {
+  tools_prepare(code_dir);
+  tools_open();
 }
 
 void tools_close(void) {
@@ -181,6 +192,11 @@ void tools_reply(void) {
     line[n++] = ch;
   }
   line[n] = 0;
+  tools_reply_line(line);
+}
+
+/* A reply's line ("R <id> <status> <n>"), read; its n bytes follow on stdin. */
+void tools_reply_line(const char *line) {
   unsigned id;
   char status;
   unsigned long long len;

@@ -11,4 +11,5 @@
 #include "../collect.c"
 #include "../fileops.c"
 #include "../tools.c"
+#include "../kernel.c"
 #include "../hermes-run.c"

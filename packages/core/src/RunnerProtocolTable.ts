@@ -26,6 +26,10 @@ export const RUNNER_PROTOCOL_VERSION = 2
 export const RUNNER_FEATURE_TABLE = {
   collect: { since: "7091581", what: "collecting files after a one-shot run (collectPatterns)" },
   fileops: { since: "7091581", what: "a session's file operations (readFile, writeFile, listFiles, removeFile)" },
+  kernel: {
+    since: "kernel",
+    what: "a session's Python kernel (runCell; --kernel python, the kernel commands, a live kernel frozen by calls)"
+  },
   preload: { since: "3580adb", what: "a warm pool's preloaded interpreter (--preload python)" },
   tools: { since: "f40d6c0", what: "tool calls from the sandboxed code (tools)" }
 } as const satisfies Record<string, { readonly since: string; readonly what: string }>
@@ -99,6 +103,21 @@ export const HEADER_WORDS = {
     what: "with tools: a generated module under the code directory",
     feature: "tools"
   },
+  display: {
+    args: "<bundle bytes> <count> <total bytes>",
+    what: "kernel: the bounds of a cell's records (one record's bytes, records per cell, record bytes per cell)",
+    feature: "kernel"
+  },
+  grace: {
+    args: "<ms>",
+    what: "kernel: after an interrupt's SIGINT, how long the kernel has to end the cell and answer a ping before the domain is killed",
+    feature: "kernel"
+  },
+  preload: {
+    args: "<n> + n bytes",
+    what: "kernel: modules to import when the kernel starts, space-separated dotted names",
+    feature: "kernel"
+  },
   run: {
     args: "",
     what: "the header's end; what follows is the program's stdin (with tools: the replies, \"R <id> <status> <n>\\n\" + n bytes)"
@@ -128,6 +147,12 @@ export const RUNNER_MODES = {
     what: "start the interpreter before the request arrives (warm pool)",
     feature: "preload"
   },
+  kernel: {
+    arg: "--kernel",
+    args: "python",
+    what: "a session's kernel: the header once, then KERNEL_COMMANDS on stdin; lives until stdin ends, `restart` or the kernel's death",
+    feature: "kernel"
+  },
   tool: {
     arg: "--tool",
     args: "NAME [JSON|-]",
@@ -138,6 +163,44 @@ export const RUNNER_MODES = {
 
 /** The name under which the supervisor is the tool-call client (a symlink in the code directory). */
 export const TOOL_CLIENT_NAME = "hermes-tool"
+
+interface KernelCommandSpec {
+  readonly args: string
+  readonly what: string
+}
+
+/**
+ * Kernel mode (`--kernel python`): after the header's `run`, stdin is these line commands, each
+ * shorter than LIMITS.headerLine. A cell's own lines follow its `cell` line and use the header's
+ * words (HEADER_WORDS: `code`, and with tools `tools` and `module`) up to `run`.
+ */
+export const KERNEL_COMMANDS = {
+  cell: {
+    args: "<cell id> <execution count>",
+    what: "run a cell: then `code <n>` + n bytes, with tools `tools A R P` and `module …`, then `run`; cell id [A-Za-z0-9_-]{1,64}"
+  },
+  interrupt: {
+    args: "<cell id>",
+    what: "the cell's deadline or abort: SIGINT to the kernel's process group, then `grace` ms for its end and a ping, else the domain is killed ('Z' none, 'G' interrupt-timeout); ignored for a cell that is not running"
+  },
+  restart: { args: "", what: "end the kernel (kill the domain, 'G' requested) and exit; stdin's end means the same" },
+  R: { args: "<id> <status> <n> + n bytes", what: "a tool call's reply, as after a tools run's header" }
+} as const satisfies Record<string, KernelCommandSpec>
+
+export type KernelCommand = keyof typeof KERNEL_COMMANDS
+
+/** The kinds of a cell's records ('M' and 'N' frames): Jupyter's message types, by one letter. */
+export const KERNEL_RECORD_KINDS = {
+  R: "execute_result: the last expression's value, {data, metadata}",
+  D: "display_data: a display, {data, metadata}",
+  X: "error: the cell's exception, {ename, evalue, traceback}"
+} as const
+
+/** Why a record was not forwarded ('N' frames). */
+export const KERNEL_RECORD_SKIPS = ["too-large", "count", "total", "malformed", "late"] as const
+
+/** Why a kernel ended ('G' frames). */
+export const KERNEL_GONE_CAUSES = ["requested", "interrupt-timeout", "crashed", "supervisor"] as const
 
 interface FrameSpec {
   readonly type: string
@@ -199,7 +262,43 @@ export const FRAMES = {
     type: "b",
     payload: '"<id> <argument bytes seen> " + name: a call larger than allowed (never forwarded)'
   },
-  toolCallerGone: { type: "q", payload: '"<id>": the call\'s caller went away' }
+  toolCallerGone: { type: "q", payload: '"<id>": the call\'s caller went away' },
+  kernelReady: {
+    type: "g",
+    payload:
+      '"<pid> <start>" + " <name>" per preload module that failed to import: kernel mode, the kernel is up and idle'
+  },
+  cellStarted: {
+    type: "C",
+    payload:
+      "\"<cell id> <idle bytes>\": the lock is held and the cell handed over; idle bytes: what the kernel wrote between cells ('L' frames carry at most LIMITS.kernelLateBytes of it)"
+  },
+  recordBegin: {
+    type: "M",
+    payload: "\"<kind R|D|X> <bytes>\": a cell's record, its JSON in exactly that many bytes of 'm' frames"
+  },
+  recordContent: { type: "m", data: true, payload: "a piece of the current record" },
+  recordSkipped: {
+    type: "N",
+    payload:
+      "\"<kind> <bytes> <reason>\": a record not forwarded (KERNEL_RECORD_SKIPS); its bytes never are. malformed: kind '?' when none could be read (garbage: the rest of the cell's records, bytes counted)"
+  },
+  cellEnded: {
+    type: "Z",
+    payload:
+      "\"<cell id> <ok|error|none> <stdout bytes> <stderr bytes> <records> <skipped>\": the cell's pipes are drained and closed, the lock released; none: the kernel did not end it (killed: a 'G' follows)"
+  },
+  lateOutput: {
+    type: "L",
+    data: true,
+    payload:
+      "bytes the kernel wrote to its stdout or stderr between cells (at most LIMITS.kernelLateBytes per idle time)"
+  },
+  kernelGone: {
+    type: "G",
+    payload:
+      "\"<exit code> <signal> <oom 0|1|?> <cause>\": the kernel's domain is dead (KERNEL_GONE_CAUSES); exit code 128 + signal when killed, signal 0 when it exited; oom: the memory cgroup's oom_kill count rose (? unreadable); nothing follows, the supervisor exits"
+  }
 } as const satisfies Record<string, FrameSpec>
 
 export type FrameName = keyof typeof FRAMES
@@ -293,6 +392,39 @@ export const LIMITS = {
     what: "bytes of a call's name sent in its 't' or 'b' frame at most"
   },
   tellDroppedMs: { c: "TELL_DROPPED_MS", value: 200, what: "ms between two 'd' frames of one stream at least" },
+  kernelBundleBytes: {
+    c: "KERNEL_BUNDLE_BYTES",
+    value: 4 * 1024 * 1024,
+    what: "kernel: one record's JSON bytes at most, without a display line (SECURITY.md, maxBundleBytes)"
+  },
+  kernelRecords: {
+    c: "KERNEL_RECORDS",
+    value: 100,
+    what: "kernel: records per cell at most, without a display line (maxDisplays)"
+  },
+  kernelRecordBytes: {
+    c: "KERNEL_RECORD_BYTES",
+    value: 32 * 1024 * 1024,
+    what: "kernel: record bytes per cell at most, without a display line (maxDisplayBytes)"
+  },
+  kernelRecordBytesMax: {
+    c: "KERNEL_RECORD_BYTES_MAX",
+    value: 256 * 1024 * 1024,
+    what: "kernel: the largest value a display line may give (any of its numbers)"
+  },
+  kernelGraceMs: { c: "KERNEL_GRACE_MS", value: 2000, what: "kernel: the interrupt's grace, without a grace line" },
+  kernelGraceMaxMs: {
+    c: "KERNEL_GRACE_MAX_MS",
+    value: 30_000,
+    what: "kernel: the longest grace a grace line may give"
+  },
+  kernelLateBytes: {
+    c: "KERNEL_LATE_BYTES",
+    value: 64 * 1024,
+    what: "kernel: bytes written between two cells forwarded ('L') at most; the rest are counted in the next 'C'"
+  },
+  kernelPreloadBytes: { c: "KERNEL_PRELOAD_BYTES", value: 4096, what: "kernel: a preload line's bytes at most" },
+  kernelCellIdBytes: { c: "KERNEL_CELL_ID_BYTES", value: 64, what: "kernel: a cell id's bytes at most" },
   keepExistingMode: {
     c: "KEEP_EXISTING_MODE",
     value: 0o100000,

@@ -1,0 +1,169 @@
+# A session's Python kernel: the driver that hermes-run --kernel python forks as `python3 -u -c`
+# (images/runner/kernel.c; docs/design/kernel.md §4 and §8). Embedded in the supervisor as
+# images/runner/kernel.h by `pnpm codegen` (scripts/codegen.ts), without these leading comment
+# lines: edit this file, then run `pnpm codegen`.
+#
+# fd 3 is the control socket (SOCK_SEQPACKET, one message each): this sends "ready[ <failed
+# preload>...]" (or "error <why>" and exits) once the shell is up, then for each "cell <count>
+# <module 0|1>" message, which carries four descriptors (code to read to EOF, stdout, stderr,
+# records), runs the cell with fd 1/2 on the cell's pipes and answers "done ok|error" once it has
+# pointed fd 1/2 back at its idle pipes and closed the cell's; "ping <n>" gets "pong <n>". Records:
+# <kind R|D|X><4-byte big-endian length><JSON>. None of this is trusted by the supervisor: a cell
+# can rewrite all of it (SECURITY.md, Kernels). argv[1:]: modules to import once the shell is up.
+import os, sys, socket, signal, struct, json, base64
+ctl = socket.socket(fileno=3)
+send = lambda text: ctl.send(text.encode('utf-8', 'replace'))
+idle_out, idle_err = os.dup(1), os.dup(2)
+for fd in (idle_out, idle_err):
+    os.set_inheritable(fd, False)
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: calls cannot read this process
+except Exception:
+    pass
+code_dir = os.environ.get('HERMES_CODE_DIR') or '/tmp/.hermes'
+try:
+    import tempfile, importlib, importlib.util
+    os.environ['IPYTHONDIR'] = tempfile.mkdtemp(prefix='ipython-', dir=code_dir)
+    # Figures as displays without the user choosing a backend (over the images' Agg), when there is
+    # the inline backend; its children inherit it too.
+    if importlib.util.find_spec('matplotlib_inline') is not None:
+        os.environ['MPLBACKEND'] = 'module://matplotlib_inline.backend_inline'
+    from traitlets.config import Config
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.displayhook import DisplayHook
+except Exception as e:
+    send('error no IPython: %s: %s' % (type(e).__name__, e))
+    os._exit(1)
+
+rec_fd = -1
+
+
+def jsonable(bundle):
+    # Binary MIME types (image/png from matplotlib, bytes from a _repr_png_) as base64, as Jupyter.
+    out = {}
+    for k, v in (bundle or {}).items():
+        out[str(k)] = base64.b64encode(v).decode('ascii') if isinstance(v, (bytes, bytearray)) else v
+    return out
+
+
+def record(kind, obj):
+    if rec_fd < 0:
+        return
+    try:
+        data = json.dumps(obj, default=repr).encode('utf-8', 'replace')
+    except ValueError:
+        data = json.dumps({k: repr(v) for k, v in obj.items()}).encode()
+    buf = memoryview(kind + struct.pack('>I', len(data)) + data)
+    while len(buf):
+        buf = buf[os.write(rec_fd, buf):]
+
+
+class Publisher(DisplayPublisher):
+    def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kw):
+        record(b'D', {'data': jsonable(data), 'metadata': metadata or {}})
+
+    def clear_output(self, wait=False):
+        pass
+
+
+class Hook(DisplayHook):
+    def write_output_prompt(self):
+        pass
+
+    def write_format_data(self, format_dict, md_dict=None):
+        record(b'R', {'data': jsonable(format_dict), 'metadata': md_dict or {}})
+
+    def finish_displayhook(self):
+        pass
+
+
+InteractiveShell.display_pub_class = Publisher
+InteractiveShell.displayhook_class = Hook
+config = Config()
+config.HistoryManager.hist_file = ':memory:'
+shell = InteractiveShell.instance(config=config, colors='NoColor')
+shell.InteractiveTB.set_mode('Context')
+
+
+def show_traceback(etype, evalue, stb):
+    record(b'X', {'ename': getattr(etype, '__name__', str(etype)), 'evalue': str(evalue), 'traceback': list(stb)})
+
+
+shell._showtraceback = show_traceback
+
+# SIGINT (the supervisor's interrupt, to the whole process group) raises only inside a cell: at idle
+# it must not end the driver.
+running = False
+
+
+def on_sigint(signum, frame):
+    if running:
+        raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGINT, on_sigint)
+failed = []
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        failed.append(name)
+send(' '.join(['ready'] + failed))
+
+while True:
+    try:
+        msg, fds, _, _ = socket.recv_fds(ctl, 4096, 4)
+    except KeyboardInterrupt:
+        continue
+    except OSError:
+        os._exit(0)
+    if not msg and not fds:
+        os._exit(0)  # the supervisor is gone
+    words = msg.decode('ascii', 'replace').split()
+    if words[:1] == ['ping'] and len(words) == 2:
+        send('pong ' + words[1])
+        continue
+    if words[:1] != ['cell'] or len(fds) != 4 or len(words) != 3:
+        for fd in fds:
+            os.close(fd)
+        continue
+    code_fd, out_fd, err_fd, rec_fd = fds
+    ok = False
+    try:
+        chunks = []
+        while True:
+            b = os.read(code_fd, 65536)
+            if not b:
+                break
+            chunks.append(b)
+        os.close(code_fd)
+        code = b''.join(chunks).decode('utf-8', 'replace')
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        os.close(out_fd)
+        os.close(err_fd)
+        if words[2] == '1':
+            sys.modules.pop('hermes_tools', None)  # this cell's tool set came with it
+        shell.execution_count = int(words[1])
+        running = True
+        try:
+            result = shell.run_cell(code, store_history=True)
+        finally:
+            running = False
+        ok = result.success
+    except KeyboardInterrupt:
+        pass
+    finally:
+        running = False
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except BaseException:
+                pass
+        os.dup2(idle_out, 1)
+        os.dup2(idle_err, 2)
+        os.close(rec_fd)
+        rec_fd = -1
+        send('done ' + ('ok' if ok else 'error'))
