@@ -31,7 +31,7 @@ import {
 } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
-import { ExecutorClosed, type InvalidRequest, QueueFull, type SandboxError } from "./Errors.js"
+import { ExecutorClosed, type InvalidRequest, invalidRequest, QueueFull, type SandboxError } from "./Errors.js"
 import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./ExecutionRequest.js"
 import type { ExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
@@ -70,6 +70,12 @@ export interface ExecuteOptions {
   readonly interruptReason?: () => string | undefined
   /** The caller's labels, recorded in the run's ExecutionRequested (e.g. which client and tool asked). */
   readonly tags?: Readonly<Record<string, string>>
+  /**
+   * Run only a request the warm pool's configuration fits (the test that decides whether an
+   * execution may claim a warm sandbox); any other fails with InvalidRequest (field "warmPool")
+   * before anything is recorded or created. The CLI's daemon uses it to hand such a request back.
+   */
+  readonly warmPoolOnly?: boolean
 }
 
 export type DestroyReason = "completed" | "timeout" | "interrupted" | "failed"
@@ -400,6 +406,13 @@ export const make = (options: ExecutorOptions = {}) =>
       Effect.gen(function* () {
         if (yield* Ref.get(closed)) return yield* new ExecutorClosed({ message: "the executor is closed" })
         const plan = yield* planExecution(request, config)
+        const eligible = poolEligible(plan, request)
+        if (hooks.warmPoolOnly === true && !eligible)
+          return yield* invalidRequest(
+            "warmPool",
+            pool === undefined ? "no warm pool" : "a request outside the pool's configuration",
+            "a request the warm pool fits: no env or image, the pool's limits, a timeout within the executor's"
+          )
         const executionId = uuidv7()
         const containerName = `${ContainerNamePrefix}${executionId}`
         hooks.onExecutionId?.(executionId)
@@ -427,7 +440,7 @@ export const make = (options: ExecutorOptions = {}) =>
             }
           })
           const scope = yield* Scope.make()
-          return yield* runExecution(plan, executionId, containerName, scope, hooks, poolEligible(plan, request)).pipe(
+          return yield* runExecution(plan, executionId, containerName, scope, hooks, eligible).pipe(
             Effect.onExit((exit) =>
               Exit.isSuccess(exit) && !config.awaitRemoval
                 ? // Removal off the caller's critical path, still tracked: close() waits for it.

@@ -191,6 +191,24 @@ describe("Executor (fake runtime)", () => {
         expect(longer.containerName).toBe(`hermes-sandbox-${longer.executionId}`)
         const shorter = yield* executor.executeCode({ language: "python", code: fakeProgram({}), timeoutMs: 1_000 })
         expect(shorter.containerName).not.toBe(`hermes-sandbox-${shorter.executionId}`)
+        // warmPoolOnly: what the pool fits runs as before; anything else is refused before it is recorded or created.
+        const requested = () => all.filter((e) => e.type === "ExecutionRequested").length
+        const before = requested()
+        for (const request of [
+          { memory: "64m" },
+          { timeoutMs: executor.config.timeoutMs + 1 },
+          { env: { A: "1" } },
+          { image: "other:1" }
+        ]) {
+          const refused = yield* Effect.flip(
+            executor.executeCode({ language: "python", code: fakeProgram({}), ...request }, { warmPoolOnly: true })
+          )
+          expect(refused._tag === "InvalidRequest" && refused.field).toBe("warmPool")
+        }
+        // Nothing recorded, so nothing created (an execution's create follows its ExecutionRequested).
+        expect(requested()).toBe(before)
+        const fits = yield* executor.executeCode({ language: "python", code: fakeProgram({}) }, { warmPoolOnly: true })
+        expect(fits.exitCode).toBe(0)
         yield* close
         expect(yield* control.alive).toEqual([])
         const states = Projection.project(all)
