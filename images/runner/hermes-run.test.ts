@@ -14,6 +14,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as RunnerProtocol from "@hermes-sandbox/core/RunnerProtocol"
+import * as Table from "@hermes-sandbox/core/RunnerProtocolTable"
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -1459,4 +1460,568 @@ s.sendall(b"add\n{}"); s.shutdown(socket.SHUT_WR); print(s.recv(100))
     )
     expect(r.stdout.toString()).toBe("300000 xxx\n")
   })
+})
+
+// ---- kernel mode (--kernel python): a session's Python kernel ------------------------------------
+//
+// Always in a pid namespace of its own (PidNamespace): every end of a kernel kills its domain, which
+// is everything started since the kernel (kill_others … since). The frames are decoded here by the
+// protocol table (RunnerProtocolTable.FRAMES): every byte on stdout must be a keyed frame of a known type.
+
+const hasIPython = (() => {
+  try {
+    execFileSync("python3", ["-c", "import IPython"], { stdio: "ignore", timeout: 20_000 })
+    return true
+  } catch {
+    return false
+  }
+})()
+const hasMatplotlib = (() => {
+  try {
+    execFileSync("python3", ["-c", "import matplotlib, matplotlib_inline"], { stdio: "ignore", timeout: 20_000 })
+    return true
+  } catch {
+    return false
+  }
+})()
+
+const DATA_FRAME = new Map<string, boolean>(
+  Object.values(Table.FRAMES).map((f) => [f.type, (f as { data?: boolean }).data === true])
+)
+
+interface KFrame {
+  readonly type: string
+  readonly data: Buffer
+  readonly text: string
+}
+
+/** A record's JSON as the driver writes it: R/D {data, metadata}, X {ename, evalue, traceback}. */
+interface RecordJson {
+  readonly data: Record<string, string>
+  readonly metadata: unknown
+  readonly ename: string
+  readonly evalue: string
+  readonly traceback: ReadonlyArray<string>
+}
+
+interface CellOut {
+  readonly frames: ReadonlyArray<KFrame>
+  /** 'C' payload's idle bytes. */
+  readonly idleBytes: number
+  readonly status: string | undefined
+  readonly stdout: string
+  readonly stderr: string
+  readonly records: ReadonlyArray<{ readonly kind: string; readonly json: RecordJson }>
+  readonly skipped: ReadonlyArray<string>
+  /** 'Z' payload's words after the id and status: stdout bytes, stderr bytes, records, skipped. */
+  readonly counts: ReadonlyArray<number>
+  /** 'G' payload, when the kernel ended with this cell. */
+  readonly gone: string | undefined
+}
+
+class Kernel {
+  readonly frames: Array<KFrame> = []
+  readonly violations: Array<string> = []
+  readonly exited: Promise<number | null>
+  private cursor = 0
+  private pending = Buffer.alloc(0)
+  private nextId = 1
+  private constructor(
+    readonly child: ChildProcess,
+    readonly key: string
+  ) {
+    this.exited = new Promise((resolve) => child.on("close", (code) => resolve(code)))
+    const key16 = Buffer.from(key, "hex")
+    child.stdout!.on("data", (c: Buffer) => {
+      this.pending = Buffer.concat([this.pending, c])
+      while (this.pending.length >= 21) {
+        if (!this.pending.subarray(0, 16).equals(key16)) {
+          this.violations.push(
+            `a frame without the key: ${JSON.stringify(this.pending.subarray(0, 40).toString("latin1"))}`
+          )
+          this.pending = Buffer.alloc(0)
+          return
+        }
+        const type = String.fromCharCode(this.pending[16]!)
+        const len = this.pending.readUInt32BE(17)
+        if (!DATA_FRAME.has(type)) this.violations.push(`an unknown frame type ${type}`)
+        const max = DATA_FRAME.get(type) ? Table.LIMITS.framePayload.value : Table.LIMITS.controlPayload.value
+        if (len > max) this.violations.push(`a '${type}' frame of ${len} bytes`)
+        if (this.pending.length < 21 + len) return
+        const data = Buffer.from(this.pending.subarray(21, 21 + len))
+        this.pending = this.pending.subarray(21 + len)
+        if (this.frames.some((f) => f.type === "G")) this.violations.push(`'${type}' after 'G'`)
+        this.frames.push({ type, data, text: data.toString("latin1") })
+      }
+    })
+    child.stderr!.on("data", (c: Buffer) => this.violations.push(`stderr: ${c.toString()}`))
+    child.stdin!.on("error", () => {})
+  }
+
+  /** Start `--kernel python` in the namespace with this header (between the key and `run`); wait for 'g' (or 'E'). */
+  static async start(
+    ns: PidNamespace,
+    opts: { header?: string; env?: Record<string, string>; args?: ReadonlyArray<string> } = {}
+  ): Promise<Kernel> {
+    const key = RunnerProtocol.makeRunKey()
+    const argv = [...ns.via, SUPERVISOR, ...(opts.args ?? ["--kernel", "python"])]
+    const child = spawn(argv[0]!, argv.slice(1), {
+      env: { ...process.env, HERMES_WORKSPACE: workspace, HERMES_CODE_DIR: codeDir, ...opts.env },
+      cwd: workspace,
+      stdio: ["pipe", "pipe", "pipe"],
+      timeout: 120_000,
+      killSignal: "SIGKILL"
+    })
+    const k = new Kernel(child, key)
+    k.write(`HERMES/2\nkey ${key}\n${opts.header ?? ""}run\n`)
+    await k.next("gE", 30_000)
+    return k
+  }
+
+  write(s: Bytes): void {
+    this.child.stdin!.write(bytes(s))
+  }
+
+  /** The frames from the cursor up to and including the first of one of `types`; the cursor moves past it. */
+  async next(types: string, ms = 30_000): Promise<Array<KFrame>> {
+    const deadline = Date.now() + ms
+    for (;;) {
+      const i = this.frames.findIndex((f, n) => n >= this.cursor && types.includes(f.type))
+      if (i >= 0) {
+        const got = this.frames.slice(this.cursor, i + 1)
+        this.cursor = i + 1
+        return got
+      }
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${types}: ${this.frames.map((f) => f.type).join("")}`)
+      await sleep(10)
+    }
+  }
+
+  async until(what: string, test: () => boolean, ms = 20_000): Promise<void> {
+    const deadline = Date.now() + ms
+    while (!test()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+      await sleep(10)
+    }
+  }
+
+  get ready(): KFrame | undefined {
+    return this.frames.find((f) => f.type === "g")
+  }
+
+  /** The kernel's pid in the namespace ('g'). */
+  get pid(): number {
+    return Number(this.ready!.text.split(" ")[0])
+  }
+
+  send(code: string, opts: { id?: string; count?: number; extra?: string } = {}): string {
+    const id = opts.id ?? `c${this.nextId}`
+    const count = opts.count ?? this.nextId
+    this.nextId++
+    const c = Buffer.from(code)
+    this.write(
+      Buffer.concat([
+        Buffer.from(`cell ${id} ${count}\ncode ${c.length}\n`),
+        c,
+        Buffer.from(`${opts.extra ?? ""}run\n`)
+      ])
+    )
+    return id
+  }
+
+  /** The frames of a cell up to its 'Z' (and the 'G' after it, if the kernel ended), decoded. */
+  async result(ms = 30_000): Promise<CellOut> {
+    const frames = await this.next("ZG", ms)
+    if (frames.at(-1)!.type === "Z" && frames.at(-1)!.text.split(" ")[1] === "none")
+      frames.push(...(await this.next("G", ms)))
+    return decodeCell(frames)
+  }
+
+  async cell(code: string, opts: { id?: string; count?: number; extra?: string } = {}): Promise<CellOut> {
+    this.send(code, opts)
+    return this.result()
+  }
+
+  /** Close stdin and wait for the supervisor's exit: 'G' requested. */
+  async close(): Promise<number | null> {
+    this.child.stdin!.end()
+    return this.exited
+  }
+}
+
+const decodeCell = (frames: ReadonlyArray<KFrame>): CellOut => {
+  const records: Array<{ kind: string; json: RecordJson }> = []
+  let open: { kind: string; size: number; parts: Array<Buffer> } | undefined
+  const finish = () => {
+    const data = Buffer.concat(open!.parts)
+    expect(data.length, "an 'M' record's size").toBe(open!.size)
+    records.push({ kind: open!.kind, json: JSON.parse(data.toString("utf8")) as RecordJson })
+    open = undefined
+  }
+  for (const f of frames) {
+    if (f.type === "M") {
+      expect(open, "'M' inside a record").toBeUndefined()
+      const [kind, size] = f.text.split(" ")
+      open = { kind: kind!, size: Number(size), parts: [] }
+      if (open.size === 0) finish()
+    } else if (f.type === "m") {
+      expect(open, "'m' outside a record").toBeDefined()
+      open!.parts.push(f.data)
+      if (Buffer.concat(open!.parts).length >= open!.size) finish()
+    }
+  }
+  expect(open, "a record cut short").toBeUndefined()
+  const c = frames.find((f) => f.type === "C")
+  const z = frames.find((f) => f.type === "Z")
+  const words = z?.text.split(" ") ?? []
+  return {
+    frames,
+    idleBytes: c === undefined ? -1 : Number(c.text.split(" ")[1]),
+    status: words[1],
+    stdout: Buffer.concat(frames.filter((f) => f.type === "o").map((f) => f.data)).toString("utf8"),
+    stderr: Buffer.concat(frames.filter((f) => f.type === "e").map((f) => f.data)).toString("utf8"),
+    records,
+    skipped: frames.filter((f) => f.type === "N").map((f) => f.text),
+    counts: words.slice(2).map(Number),
+    gone: frames.find((f) => f.type === "G")?.text
+  }
+}
+
+/** A python expression: the cell's records pipe (the last pipe the kernel opened; a cell can find it). */
+const RECORDS_FD =
+  "[f for f in sorted(int(x) for x in os.listdir('/proc/self/fd')) if os.path.exists(f'/proc/self/fd/{f}') and os.readlink(f'/proc/self/fd/{f}').startswith('pipe:')][-1]"
+
+/** A 1x1 PNG, made without any imaging library. */
+const TINY_PNG = [
+  "import zlib, struct",
+  "def _chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))",
+  "png = b'\\x89PNG\\r\\n\\x1a\\n' + _chunk(b'IHDR', struct.pack('>IIBBBBB', 1, 1, 8, 2, 0, 0, 0)) + _chunk(b'IDAT', zlib.compress(b'\\x00\\xff\\x00\\x00')) + _chunk(b'IEND', b'')"
+].join("\n")
+
+describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () => {
+  let ns: PidNamespace
+  let kernel: Kernel | undefined
+  beforeEach(async () => {
+    ns = await PidNamespace.open()
+    kernel = undefined
+  })
+  afterEach(async () => {
+    if (kernel !== undefined) {
+      kernel.child.kill("SIGKILL")
+      expect(kernel.violations, "frame violations").toEqual([])
+    }
+  })
+  const open = async (opts: Parameters<typeof Kernel.start>[1] = {}) => {
+    kernel = await Kernel.start(ns, opts)
+    expect(kernel.ready, kernel.frames.map((f) => `${f.type} ${f.text}`).join("\n")).toBeDefined()
+    return kernel
+  }
+
+  it("keeps state across cells; the last expression is an R record, display() a D record, an exception an X record (no colour)", async () => {
+    const k = await open()
+    expect(k.ready!.text).toMatch(/^\d+ \d+$/)
+    // PR_GET_DUMPABLE: the driver made the kernel non-dumpable (calls of the same uid cannot read it).
+    expect(
+      (await k.cell("import ctypes\nctypes.CDLL(None).prctl(3, 0, 0, 0, 0)")).records[0]!.json.data["text/plain"]
+    ).toBe("0")
+    const a = await k.cell("import os\nx = 41\nprint('hi')\n")
+    expect([a.status, a.stdout, a.records, a.counts]).toEqual(["ok", "hi\n", [], [3, 0, 0, 0]])
+    const b = await k.cell("x + 1", { count: 7 })
+    expect(b.status).toBe("ok")
+    expect(b.records).toEqual([{ kind: "R", json: { data: { "text/plain": "42" }, metadata: {} } }])
+    // The execution count is the host's.
+    expect((await k.cell("get_ipython().execution_count", { count: 12 })).records[0]!.json.data["text/plain"]).toBe(
+      "12"
+    )
+    const d = await k.cell(
+      `${TINY_PNG}\nfrom IPython.display import display, HTML, Image\ndisplay(HTML('<b>bold</b>'))\ndisplay(Image(data=png))\n`
+    )
+    expect(d.records.map((r) => r.kind)).toEqual(["D", "D"])
+    expect(d.records[0]!.json.data["text/html"]).toBe("<b>bold</b>")
+    const png = Buffer.from(d.records[1]!.json.data["image/png"], "base64")
+    expect(png.subarray(0, 8).toString("latin1")).toBe("\x89PNG\r\n\x1a\n")
+    const e = await k.cell("def f():\n    return 1 / 0\nf()\n")
+    expect(e.status).toBe("error")
+    expect(e.records.map((r) => r.kind)).toEqual(["X"])
+    const err = e.records[0]!.json
+    expect([err.ename, err.evalue]).toEqual(["ZeroDivisionError", "division by zero"])
+    expect(err.traceback.join("\n")).toContain("return 1 / 0")
+    expect(err.traceback.join("\n")).not.toContain("\u001b[")
+    const s = await k.cell("def (:\n")
+    expect([s.status, s.records[0]?.json.ename]).toEqual(["error", "SyntaxError"])
+    expect(await k.close()).toBe(0)
+    expect(k.frames.at(-1)!.type).toBe("G")
+    expect(k.frames.at(-1)!.text).toMatch(/^137 9 [01?] requested$/)
+    expect(await ns.alive(k.pid), "the kernel is gone").toBe(false)
+  }, 60_000)
+
+  it.skipIf(!hasMatplotlib)(
+    "a matplotlib figure open at the cell's end is an image/png display, without choosing a backend",
+    async () => {
+      const k = await open()
+      const r = await k.cell("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\n")
+      const pngs = r.records.filter((x) => x.kind === "D" && x.json.data["image/png"] !== undefined)
+      expect(pngs).toHaveLength(1)
+      expect(Buffer.from(pngs[0]!.json.data["image/png"], "base64").subarray(1, 4).toString()).toBe("PNG")
+    },
+    60_000
+  )
+
+  it("stdout and stderr are capped per cell like a run's, the rest counted", async () => {
+    const k = await open({ header: "cap 1000\n" })
+    const r = await k.cell("import sys\nsys.stdout.write('x' * 100000)\n_ = sys.stderr.write('y' * 10)\n")
+    expect(r.stdout).toBe("x".repeat(1000))
+    expect(r.stderr).toBe("y".repeat(10))
+    expect(r.counts).toEqual([100000, 10, 0, 0])
+    expect(r.frames.some((f) => f.type === "d")).toBe(true)
+    // The next cell starts from zero.
+    expect((await k.cell("print('again')")).stdout).toBe("again\n")
+  }, 60_000)
+
+  it("an interrupt the kernel answers keeps its state: KeyboardInterrupt, then done and a pong within the grace", async () => {
+    const k = await open()
+    await k.cell("x = 5\n")
+    const id = k.send("import time\nprint('sleeping', flush=True)\ntime.sleep(60)\n")
+    await k.next("o")
+    k.write(`interrupt ${id}\n`)
+    const r = await k.result()
+    expect(r.status).toBe("error")
+    expect(r.records.map((x) => x.json.ename)).toEqual(["KeyboardInterrupt"])
+    expect(r.gone).toBeUndefined()
+    expect((await k.cell("print(x)")).stdout).toBe("5\n")
+    // An interrupt for a cell that has ended is ignored.
+    k.write(`interrupt ${id}\n`)
+    expect((await k.cell("x")).records[0]!.json.data["text/plain"]).toBe("5")
+  }, 60_000)
+
+  it("a cell that ignores SIGINT is killed with its domain after the grace: 'Z' none, 'G' interrupt-timeout", async () => {
+    const k = await open({ header: "grace 300\n" })
+    const id = k.send(
+      "import os, signal, time, subprocess\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nchild = subprocess.Popen(['sleep', '1000'], start_new_session=True)\nprint(child.pid, flush=True)\ntime.sleep(60)\n"
+    )
+    const out = await k.next("o")
+    const child = Number(out.at(-1)!.text.trim())
+    k.write(`interrupt ${id}\n`)
+    const r = await k.result()
+    expect(r.status).toBe("none")
+    expect(r.gone).toMatch(/^137 9 [01?] interrupt-timeout$/)
+    expect(await k.exited).toBe(0)
+    expect(await ns.alive(k.pid)).toBe(false)
+    expect(await ns.alive(child), "a setsid child of the cell is killed too").toBe(false)
+  }, 60_000)
+
+  it("a cell that catches KeyboardInterrupt and says done but keeps the driver busy gets no pong: killed", async () => {
+    const k = await open({ header: "grace 500\n" })
+    // The cell sends the driver's "done" itself, then stays busy: done alone proves nothing.
+    const id = k.send(
+      "import socket, time\nctl = socket.socket(fileno=3)\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    ctl.send(b'done ok')\n    while True:\n        try:\n            time.sleep(60)\n        except KeyboardInterrupt:\n            pass\n"
+    )
+    await sleep(300)
+    k.write(`interrupt ${id}\n`)
+    const r = await k.result()
+    expect(r.status).toBe("none")
+    expect(r.gone).toMatch(/interrupt-timeout$/)
+  }, 60_000)
+
+  it("the kernel's death ends the cell 'Z' none and 'G' crashed, with its exit; at idle 'G' crashed alone", async () => {
+    const k = await open()
+    const r = await k.cell("import os\nos._exit(3)\n")
+    expect(r.status).toBe("none")
+    expect(r.gone).toMatch(/^3 0 [01?] crashed$/)
+    expect(await k.exited).toBe(0)
+
+    const k2 = await open()
+    await k2.cell(
+      "import os, signal, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os.kill(os.getpid(), signal.SIGKILL))).start()\n"
+    )
+    const g = await k2.next("G")
+    expect(g.at(-1)!.text).toMatch(/^137 9 [01?] crashed$/)
+    expect(await k2.exited).toBe(0)
+  }, 60_000)
+
+  it("`restart` and stdin's end kill the whole domain: 'G' requested", async () => {
+    const k = await open()
+    const r = await k.cell(
+      "import subprocess\nprint(subprocess.Popen(['sleep', '1000'], start_new_session=True).pid)\n"
+    )
+    const left = Number(r.stdout.trim())
+    expect(await ns.alive(left)).toBe(true)
+    k.write("restart\n")
+    expect((await k.next("G")).at(-1)!.text).toMatch(/ requested$/)
+    expect(await k.exited).toBe(0)
+    expect(await ns.alive(left)).toBe(false)
+  }, 60_000)
+
+  it("a driver that cannot start (no IPython) is an 'E' alone, exit 126", async () => {
+    const fake = path.join(tmp, "fake")
+    fs.mkdirSync(path.join(fake, "IPython"), { recursive: true })
+    fs.writeFileSync(path.join(fake, "IPython", "__init__.py"), "raise ImportError('not here')\n")
+    const k = await Kernel.start(ns, { env: { PYTHONPATH: fake } })
+    expect(await k.exited).toBe(126)
+    expect(k.frames.map((f) => f.type)).toEqual(["E"])
+    expect(k.frames[0]!.text).toMatch(/^the kernel cannot start: no IPython/)
+  }, 60_000)
+
+  it("one kernel per sandbox: a second --kernel supervisor fails 'E' kernel-held", async () => {
+    await open()
+    const second = await Kernel.start(ns)
+    expect(await second.exited).toBe(126)
+    expect(second.frames.map((f) => `${f.type} ${f.text}`)).toEqual([expect.stringMatching(/^E kernel-held: /)])
+  }, 60_000)
+
+  it("preload imports modules before 'g', naming those that failed", async () => {
+    const k = await open({ header: "preload 26\njson nosuch.module os.path" })
+    expect(k.ready!.text).toMatch(/^\d+ \d+ nosuch\.module$/)
+    expect((await k.cell("import sys\n'json' in sys.modules")).records[0]!.json.data["text/plain"]).toBe("True")
+  }, 60_000)
+
+  // ---- SECURITY.md, Kernels: the attack rows the supervisor answers ----
+
+  it("printed end markers, frames and a forged result record stay the cell's stdout", async () => {
+    const k = await open()
+    const r = await k.cell(
+      `import sys, struct\nsys.stdout.buffer.write(bytes.fromhex('${"00".repeat(16)}') + b'Z' + struct.pack('>I', 8) + b'c1 ok 0 ')\nprint('done ok')\nrec = b'{"data": {"text/plain": "999"}, "metadata": {}}'\nsys.stdout.buffer.write(b'R' + struct.pack('>I', len(rec)) + rec)\nsys.stdout.flush()\n`
+    )
+    expect(r.status).toBe("ok")
+    expect(r.records, "nothing printed becomes a record").toEqual([])
+    expect(r.stdout).toContain("done ok\n")
+    expect(r.stdout).toContain('"999"')
+    expect(r.frames.filter((f) => f.type === "Z")).toHaveLength(1)
+    expect((await k.cell("1")).records[0]!.json.data["text/plain"]).toBe("1")
+  }, 60_000)
+
+  it("10,000 displays: the first <count> are forwarded, the rest skipped unread with 'N' count; a bundle too large and the total bound too", async () => {
+    const k = await open({ header: "display 2000 100 50000\n" })
+    const r = await k.cell("from IPython.display import display\nfor i in range(10000):\n    display(i)\n")
+    expect(r.records).toHaveLength(100)
+    expect(r.records[99]!.json.data["text/plain"]).toBe("99")
+    expect(r.skipped).toHaveLength(9900)
+    expect(new Set(r.skipped.map((s) => s.replace(/ \d+ /, " _ ")))).toEqual(new Set(["D _ count"]))
+    expect(r.counts).toEqual([0, 0, 100, 9900])
+    const big = await k.cell("from IPython.display import display, HTML\ndisplay(HTML('x' * 5000))\n'y' * 10")
+    expect(big.skipped).toHaveLength(1)
+    expect(big.skipped[0]).toMatch(/^D \d+ too-large$/)
+    expect(big.records.map((x) => x.kind)).toEqual(["R"])
+    const total = await k.cell(
+      "from IPython.display import display, HTML\nfor i in range(40):\n    display(HTML('x' * 1900))\n"
+    )
+    expect(total.records.length).toBeLessThan(40)
+    expect(total.records.length).toBeGreaterThan(20)
+    expect(total.skipped.every((s) => s.endsWith(" total"))).toBe(true)
+    expect(total.records.length + total.skipped.length).toBe(40)
+  }, 60_000)
+
+  it("malformed records: garbage ends the cell's records ('N' ? malformed) and the cell ends normally; the next cell's records are fine", async () => {
+    const k = await open()
+    const r = await k.cell(
+      `import os\nfrom IPython.display import display\ndisplay(1)\nos.write(${RECORDS_FD}, b'garbage that is not a record')\ndisplay(2)\n`
+    )
+    expect(r.status).toBe("ok")
+    expect(r.records.map((x) => x.json.data["text/plain"])).toEqual(["1"])
+    expect(r.skipped).toHaveLength(1)
+    expect(r.skipped[0]).toMatch(/^\? \d+ malformed$/)
+    // A record cut short: its header promises more than comes.
+    const cut = await k.cell(
+      `import os, struct\n_ = os.write(${RECORDS_FD}, b'D' + struct.pack('>I', 100) + b'{"da')\n`
+    )
+    expect(cut.skipped).toEqual(["D 4 malformed"])
+    expect((await k.cell("2 + 2")).records[0]!.json.data["text/plain"]).toBe("4")
+  }, 60_000)
+
+  it("late output from a thread comes back as 'L' between cells and is counted in the next 'C', never as a cell's stdout", async () => {
+    const k = await open()
+    await k.cell(
+      "import threading, time\ndef tick():\n    for i in range(5):\n        time.sleep(0.1)\n        print('tick', i, flush=True)\nthreading.Thread(target=tick).start()\n"
+    )
+    await k.until(
+      "five ticks",
+      () => k.frames.filter((f) => f.type === "L").reduce((n, f) => n + f.data.length, 0) >= "tick 0\n".length * 5
+    )
+    const late = Buffer.concat(k.frames.filter((f) => f.type === "L").map((f) => f.data)).toString()
+    expect(late).toBe("tick 0\ntick 1\ntick 2\ntick 3\ntick 4\n")
+    const next = await k.cell("print('next')")
+    expect(next.idleBytes).toBe(late.length)
+    expect(next.stdout).toBe("next\n")
+  }, 60_000)
+
+  it("a cell's forked process that writes after the cell ended writes into nothing (EPIPE), not into the next cell", async () => {
+    const k = await open()
+    const marker = path.join(tmp, "epipe")
+    await k.cell(
+      `import os, sys, time\nif os.fork() == 0:\n    try:\n        for i in range(100):\n            os.write(1, b'tick\\n')\n            time.sleep(0.03)\n        open(${JSON.stringify(marker)}, 'w').write('wrote on')\n    except BrokenPipeError:\n        open(${JSON.stringify(marker)}, 'w').write('EPIPE')\n    os._exit(0)\nprint('parent done')\n`
+    )
+    const next = await k.cell("import time\ntime.sleep(1)\nprint('second')\n")
+    expect(next.stdout).toBe("second\n")
+    await k.until("the child's verdict", () => fs.existsSync(marker))
+    expect(fs.readFileSync(marker, "utf8")).toBe("EPIPE")
+    expect(
+      k.frames
+        .filter((f) => f.type === "L")
+        .map((f) => f.text)
+        .join("")
+    ).not.toContain("tick")
+  }, 60_000)
+
+  it("tool calls from a cell: the channel listens only while the cell is open", async () => {
+    const k = await open()
+    const id = k.send(
+      "import subprocess\nr = subprocess.run(['hermes-tool', 'echo', '{}'], capture_output=True)\nprint(r.returncode, r.stdout)\n",
+      { extra: "tools 1 1000 1000\n" }
+    )
+    const t = (await k.next("t")).at(-1)!
+    expect(t.text).toMatch(/^1 2 echo$/)
+    k.write("R 1 0 2\n42")
+    const r = await k.result()
+    expect(r.stdout).toBe("0 b'42\\n'\n")
+    expect(id).toBe("c1")
+    const after = await k.cell(
+      "import subprocess\nr = subprocess.run(['hermes-tool', 'echo', '{}'], capture_output=True)\nprint(r.returncode)\n"
+    )
+    expect(after.stdout, "no channel between cells or for a cell without tools").toBe("3\n")
+  }, 60_000)
+
+  it("`lock`: each cell takes the session lock ('l' before 'C'); a cell waiting for a lock the domain holds is ended by its interrupt", async () => {
+    const lock = path.join(tmp, "locks", "session.lock")
+    const k = await open({ header: `lock ${Buffer.byteLength(lock)}\n${lock}` })
+    const a = await k.cell(
+      `import fcntl, os, subprocess\nholder = subprocess.Popen(['flock', ${JSON.stringify(lock)}, 'sleep', '1000'], start_new_session=True)\n`
+    )
+    expect(a.frames.map((f) => f.type).slice(0, 2)).toEqual(["l", "C"])
+    await sleep(300)
+    const id = k.send("print('never')")
+    const w = await k.next("w")
+    expect(w.at(-1)!.text).toMatch(/^\d+ flock /)
+    k.write(`interrupt ${id}\n`)
+    const g = await k.next("G")
+    expect(g.map((f) => f.type)).toEqual(["G"])
+    expect(g[0]!.text).toMatch(/interrupt-timeout$/)
+  }, 60_000)
+
+  it("a call with `leftovers kill` freezes a live kernel's domain, kills only what it started, and resumes the domain", async () => {
+    const lock = path.join(tmp, "locks", "session.lock")
+    const k = await open({ header: `lock ${Buffer.byteLength(lock)}\n${lock}` })
+    await k.cell(
+      "import threading, time\nn = 0\ndef count():\n    global n\n    while True:\n        n += 1\n        time.sleep(0.01)\nthreading.Thread(target=count, daemon=True).start()\n"
+    )
+    const code = [
+      `s=$(cut -d' ' -f3 /proc/${k.pid}/stat)`,
+      'echo "kernel: $s"',
+      `cat /proc/${k.pid}/environ >/dev/null 2>&1 && echo readable || echo unreadable`,
+      "setsid sleep 1000 </dev/null >/dev/null 2>&1 &",
+      "echo $!",
+      ""
+    ].join("\n")
+    const r = await ns.start("framed", { lock, killLeftovers: true, language: "bash", code }).done
+    expectRan(r)
+    const [state, environ, left] = r.stdout.toString().trim().split("\n")
+    expect(state).toBe("kernel: T")
+    // Root reads any process's environ (this test's calls run as root); in a sandbox they do not.
+    expect(["readable", "unreadable"]).toContain(environ)
+    expect(await ns.alive(Number(left)), "what the call started is killed").toBe(false)
+    expect(await ns.state(k.pid), "the kernel runs again").not.toBe("T")
+    const before = Number((await k.cell("n")).records[0]!.json.data["text/plain"])
+    await sleep(200)
+    expect(Number((await k.cell("n")).records[0]!.json.data["text/plain"])).toBeGreaterThan(before)
+  }, 60_000)
 })

@@ -280,6 +280,8 @@ struct started start_child(char **argv, int preload, int stdin_fd, int control_f
          and first in line for the OOM killer, before any supervisor. */
       if (control_fd == 3) fcntl(3, F_SETFD, 0);
       else dup2(control_fd, 3);
+      /* Nothing but fds 0-3 reaches a long-lived kernel, whatever the exec inherited. */
+      for (int fd = 4; fd < 4096; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
       setsid();
       int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
       if (adj >= 0) {
