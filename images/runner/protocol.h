@@ -70,7 +70,7 @@
  * Features:
  *   collect    collecting files after a one-shot run (collectPatterns) (since 7091581)
  *   fileops    a session's file operations (readFile, writeFile, listFiles, removeFile) (since 7091581)
- *   kernel     a session's Python kernel (runCell; --kernel python, the kernel commands, a live kernel frozen by calls) (since kernel)
+ *   kernel     a session's Python kernel (runCell; --kernel python, the kernel commands, a live kernel frozen by calls) (since e984261)
  *   preload    a warm pool's preloaded interpreter (--preload python) (since 3580adb)
  *   tools      tool calls from the sandboxed code (tools) (since f40d6c0)
  */

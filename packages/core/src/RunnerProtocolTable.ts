@@ -27,7 +27,7 @@ export const RUNNER_FEATURE_TABLE = {
   collect: { since: "7091581", what: "collecting files after a one-shot run (collectPatterns)" },
   fileops: { since: "7091581", what: "a session's file operations (readFile, writeFile, listFiles, removeFile)" },
   kernel: {
-    since: "kernel",
+    since: "e984261",
     what: "a session's Python kernel (runCell; --kernel python, the kernel commands, a live kernel frozen by calls)"
   },
   preload: { since: "3580adb", what: "a warm pool's preloaded interpreter (--preload python)" },
