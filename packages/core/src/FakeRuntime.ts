@@ -19,6 +19,7 @@ import {
   type EngineHost,
   type ExitStatus,
   type OutputReceiver,
+  refuseMissingFeatures,
   SandboxRuntime,
   type SandboxInfo,
   type SandboxRef,
@@ -39,8 +40,6 @@ import {
 import {
   encodeFrame,
   MAX_FRAME_PAYLOAD,
-  missingFeatures,
-  missingFeaturesMessage,
   RUNNER_FEATURES,
   RUNNER_FEATURES_LABEL,
   RUNNER_PROTOCOL_ERROR_EXIT,
@@ -156,26 +155,21 @@ export const make = (initialFaults: FakeFaults = {}, options: FakeRuntimeOptions
       )
 
     /** Like DockerRuntime: what the image's supervisor lacks of `requires` refuses the operation. */
-    const refuseMissingFeatures = (
+    const refuseWithoutFeatures = (
       image: string,
       requires: ReadonlyArray<RunnerFeature> | undefined,
       operation: string,
       containerName: string
     ) =>
-      Effect.flatMap(Ref.get(faults), (f) => {
-        const labels = f.imageLabels?.[image] ?? CURRENT_IMAGE_LABELS
-        const missing = missingFeatures(labels, requires)
-        return missing.length === 0
-          ? Effect.void
-          : Effect.fail(
-              new ContainerFailed({
-                operation,
-                containerName,
-                reason: "protocol",
-                message: missingFeaturesMessage(image, labels, missing, BUILD_COMMAND)
-              })
-            )
-      })
+      Effect.flatMap(Ref.get(faults), (f) =>
+        refuseMissingFeatures(
+          image,
+          f.imageLabels?.[image] ?? CURRENT_IMAGE_LABELS,
+          requires,
+          { operation, containerName },
+          BUILD_COMMAND
+        )
+      )
 
     // Like the engine, a sandbox is found by id or by name.
     const lookup = (ref: SandboxRef) => sandboxes.get(ref.id) ?? byName.get(ref.id)
@@ -299,7 +293,7 @@ export const make = (initialFaults: FakeFaults = {}, options: FakeRuntimeOptions
               message: `No such image: ${spec.image}`
             })
           }
-          yield* refuseMissingFeatures(spec.image, spec.requires, "create", spec.name)
+          yield* refuseWithoutFeatures(spec.image, spec.requires, "create", spec.name)
           if (f.createFails)
             return yield* new ContainerFailed({
               operation: "create",
@@ -457,7 +451,7 @@ export const make = (initialFaults: FakeFaults = {}, options: FakeRuntimeOptions
           ? fakeExec.exec(ref, spec, output)
           : engineCheck("exec").pipe(
               Effect.zipRight(find(ref, "exec")),
-              Effect.flatMap((s) => refuseMissingFeatures(s.spec.image, output.requires, "exec", s.name)),
+              Effect.flatMap((s) => refuseWithoutFeatures(s.spec.image, output.requires, "exec", s.name)),
               Effect.zipRight(fakeExec.exec(ref, spec, output))
             )
     })

@@ -4,8 +4,9 @@
  * dockerode and `FakeRuntime` implements it in memory, and one contract suite
  * runs against both so the fake cannot drift from the engine.
  */
-import { Context, type Effect, type Option } from "effect"
-import type { SandboxError } from "./Errors.js"
+import { Context, Effect, type Option } from "effect"
+import { ContainerFailed, type SandboxError } from "./Errors.js"
+import { missingFeatures, missingFeaturesMessage } from "./RunnerProtocol.js"
 import type { RunnerFeature } from "./RunnerProtocolTable.js"
 
 /** What the executor asks for. Hardening defaults are the runtime's business (ContainerSpec in packages/docker). */
@@ -209,3 +210,27 @@ export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRun
     readonly exec: (ref: SandboxRef, spec: ExecSpec, output: OutputReceiver) => Effect.Effect<ExecProcess, SandboxError>
   }
 >() {}
+
+/**
+ * What every runtime does before it creates or execs anything for a request that `requires` features
+ * of the image's supervisor: if the image's labels lack one, the request fails ContainerFailed reason
+ * "protocol", naming the image, the features and `buildCommand` (the one that rebuilds the images).
+ */
+export const refuseMissingFeatures = (
+  image: string,
+  labels: Readonly<Record<string, string>> | undefined,
+  requires: ReadonlyArray<RunnerFeature> | undefined,
+  at: { readonly operation: string; readonly containerName: string },
+  buildCommand: string
+): Effect.Effect<void, ContainerFailed> => {
+  const missing = missingFeatures(labels, requires)
+  return missing.length === 0
+    ? Effect.void
+    : Effect.fail(
+        new ContainerFailed({
+          ...at,
+          reason: "protocol",
+          message: missingFeaturesMessage(image, labels, missing, buildCommand)
+        })
+      )
+}

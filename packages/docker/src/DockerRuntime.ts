@@ -20,12 +20,9 @@ import {
   type SandboxSpec,
   type SandboxState
 } from "@hermes-sandbox/core"
-import { missingFeatures, missingFeaturesMessage, SUPERVISOR } from "@hermes-sandbox/core/RunnerProtocol"
-import {
-  RUNNER_PROTOCOL_LABEL,
-  RUNNER_PROTOCOL_VERSION,
-  type RunnerFeature
-} from "@hermes-sandbox/core/RunnerProtocolTable"
+import { SUPERVISOR } from "@hermes-sandbox/core/RunnerProtocol"
+import { refuseMissingFeatures } from "@hermes-sandbox/core/SandboxRuntime"
+import { RUNNER_PROTOCOL_LABEL, RUNNER_PROTOCOL_VERSION } from "@hermes-sandbox/core/RunnerProtocolTable"
 import { toCreateOptions } from "./ContainerSpec.js"
 import { DockerEngine, startEngineHint } from "./DockerEngine.js"
 import * as EngineEndpoint from "./EngineEndpoint.js"
@@ -234,30 +231,6 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       })
     const resolveImage = (image: string) => Effect.map(inspectImage(image), (i) => i.id)
 
-    /**
-     * A request that needs more of the supervisor than its image can do (RunnerProtocol's features:
-     * an image built before one existed lacks it) is refused before the container or the exec
-     * exists, naming what is missing and how to rebuild.
-     */
-    const refuseMissingFeatures = (
-      image: string,
-      labels: Labels,
-      requires: ReadonlyArray<RunnerFeature> | undefined,
-      operation: string,
-      containerName: string
-    ): Effect.Effect<void, ContainerFailed> => {
-      const missing = missingFeatures(labels, requires)
-      return missing.length === 0
-        ? Effect.void
-        : Effect.fail(
-            new ContainerFailed({
-              operation,
-              containerName,
-              reason: "protocol",
-              message: missingFeaturesMessage(image, labels, missing, IMAGE_BUILD_COMMAND)
-            })
-          )
-    }
     /** Each container's image and labels (the image's, which a container inherits), for the exec check; until removed. */
     const containerImages = new Map<string, { readonly image: string; readonly labels: Labels }>()
     const containerImage = (ref: SandboxRef) =>
@@ -323,7 +296,15 @@ export const make = (options: DockerRuntimeOptions = {}) =>
       create: (requested) =>
         Effect.gen(function* () {
           const image = yield* inspectImage(requested.image)
-          yield* refuseMissingFeatures(requested.image, image.labels, requested.requires, "create", requested.name)
+          // A request that needs more of the supervisor than its image can do is refused before the
+          // container exists, naming what is missing and how to rebuild.
+          yield* refuseMissingFeatures(
+            requested.image,
+            image.labels,
+            requested.requires,
+            { operation: "create", containerName: requested.name },
+            IMAGE_BUILD_COMMAND
+          )
           const imageId = image.id
           yield* checkEngineLimits(requested)
           const { spec, uid } = yield* takeUid(requested)
@@ -619,7 +600,13 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           ? dockerExec(ref, spec, output)
           : containerImage(ref).pipe(
               Effect.flatMap(({ image, labels }) =>
-                refuseMissingFeatures(image, labels, output.requires, "exec", ref.name)
+                refuseMissingFeatures(
+                  image,
+                  labels,
+                  output.requires,
+                  { operation: "exec", containerName: ref.name },
+                  IMAGE_BUILD_COMMAND
+                )
               ),
               Effect.zipRight(dockerExec(ref, spec, output))
             )
