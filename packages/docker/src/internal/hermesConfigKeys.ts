@@ -38,6 +38,13 @@ const parsed = <A>(to: Schema.Schema<A>, parse: (input: unknown) => A | undefine
   })
 
 /** A problem in a list's item or a map's entry, as the whole message (its `[i]` and line come from the path). */
+/** A comma-separated string's items, trimmed, empty ones dropped (the lists' and the maps' short form). */
+const commaSeparated = (text: string): ReadonlyArray<string> =>
+  text
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "")
+
 const problemAt = (
   path: PropertyKey | undefined,
   actual: unknown,
@@ -148,13 +155,7 @@ const StringList = Schema.transformOrFail(Schema.Unknown, Schema.Array(Schema.St
         )
       )
     const text = value.trim()
-    if (!text.startsWith("["))
-      return ParseResult.succeed(
-        text
-          .split(",")
-          .map((item) => item.trim())
-          .filter((item) => item !== "")
-      )
+    if (!text.startsWith("[")) return ParseResult.succeed(commaSeparated(text))
     let json: unknown
     try {
       json = JSON.parse(text)
@@ -243,13 +244,7 @@ const EnvMap = Schema.transformOrFail(Schema.Unknown, Schema.Record({ key: Schem
     if (Array.isArray(value)) return fromAssignments(value)
     if (typeof value === "string") {
       const text = value.trim()
-      if (!text.startsWith("{"))
-        return fromAssignments(
-          text
-            .split(",")
-            .map((item) => item.trim())
-            .filter((item) => item !== "")
-        )
+      if (!text.startsWith("{")) return fromAssignments(commaSeparated(text))
       let json: unknown
       try {
         json = JSON.parse(text)
