@@ -66,8 +66,9 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], MODE_TOOL) == 0) return tool_client(argc - 1, argv + 1);
   }
 
-  /* --preload python: start the interpreter now, before the request (a warm pool's sandbox waits
-     with it ready); it runs the program only if the request is Python code. */
+  /* --preload python [MODULE...]: start the interpreter now, before the request (a warm pool's
+     sandbox waits with it ready), and import those modules in it (the host names them: the pool's
+     preload option); it runs the program only if the request is Python code. */
   const char *preload_lang = NULL, *preload_interpreter = NULL;
   struct started preloaded = {0, -1, -1, -1, -1};
   /* Its stdin is a pipe this process feeds once the request says what the program's stdin is: the
@@ -76,7 +77,13 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], MODE_PRELOAD) == 0 && strcmp(argv[2], "python") == 0) {
     preload_lang = "python";
     preload_interpreter = "python3";
-    char *boot[] = {"python3", "-c", (char *)PYTHON_PRELOAD, NULL};
+    /* python3 -c PRELOAD MODULE...: the names reach preload.py as sys.argv[1:]. */
+    char **boot = calloc((size_t)argc + 1, sizeof(char *));
+    if (boot == NULL) fail(PROTOCOL_ERROR, "out of memory");
+    boot[0] = "python3";
+    boot[1] = "-c";
+    boot[2] = (char *)PYTHON_PRELOAD;
+    for (int i = 3; i < argc; i++) boot[i] = argv[i];
     int pf[2];
     if (pipe2(pf, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
     preloaded = start_child(boot, 1, pf[0], -1);

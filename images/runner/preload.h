@@ -5,6 +5,9 @@
 /* What the preloaded Python runs first (hermes-run --preload python): images/runner/preload.py. */
 static const char PYTHON_PRELOAD[] =
   "import os, sys\n"
+  "for name in sys.argv[1:]:\n"
+  "    try: __import__(name)\n"
+  "    except BaseException: pass\n"
   "d = b''\n"
   "while True:\n"
   "    b = os.read(3, 65536)\n"

@@ -3,7 +3,11 @@
 # as images/runner/preload.h by `pnpm codegen` (scripts/codegen.ts), without these leading comment
 # lines: edit this file, then run `pnpm codegen`.
 #
-# Wait on fd 3 for "<cwd>\0<path>" (and, for a run with tools, "\0NAME=value" for the channel's
+# First import the modules named as arguments (`--preload python pandas matplotlib.pyplot`: the warm
+# pool's `preload` option), ignoring their failures: the program's own import raises the real error.
+# They run before the request, the key and the program exist, as the pool's sandbox waits.
+#
+# Then wait on fd 3 for "<cwd>\0<path>" (and, for a run with tools, "\0NAME=value" for the channel's
 # variables, set before the program runs), then run the program as `python3 <path>` would
 # (sys.argv, sys.path[0], a fresh __main__, tracebacks that start in the program, SystemExit codes,
 # non-daemon threads joined and atexit handlers run, streams flushed), then leave with os._exit: the
@@ -11,6 +15,9 @@
 # program would not (no runpy, which brings pkgutil and typing on every run; traceback only for a
 # traceback): each import here is CPU every pooled sandbox spends.
 import os, sys
+for name in sys.argv[1:]:
+    try: __import__(name)
+    except BaseException: pass
 d = b''
 while True:
     b = os.read(3, 65536)

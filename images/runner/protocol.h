@@ -64,7 +64,7 @@
  * Other invocations (argv[1]):
  *   --hold                       a session sandbox's PID 1: reap orphans, exit on SIGTERM
  *   --kill PID START all|since   end a timed-out session call: PID (if its start time is START), then every other process (all) or every one started since START
- *   --preload python             start the interpreter before the request arrives (warm pool) [preload]
+ *   --preload python [MODULE...] start the interpreter before the request arrives (warm pool), and import those modules in it (a supervisor from before 'MODULE...' ignores them) [preload]
  *   --kernel python              a session's kernel: the header once, then KERNEL_COMMANDS on stdin; lives until stdin ends, `restart` or the kernel's death [kernel]
  *   --tool NAME [JSON|-]         one tool call from a shell (also as `hermes-tool`, a link to the supervisor) [tools]
  * Features:

@@ -240,8 +240,13 @@ export const make = (options: ExecutorOptions = {}) =>
                 {
                   language,
                   image: config.languages[language].image,
-                  // The interpreter waits ready in the sandbox, so a claim costs no interpreter start.
-                  command: preloadedCommand(config.languages[language].command, language),
+                  // The interpreter waits ready in the sandbox, its modules imported, so a claim
+                  // costs no interpreter start and no import of those.
+                  command: preloadedCommand(
+                    config.languages[language].command,
+                    language,
+                    poolOptions.preload?.python
+                  ),
                   env: config.env,
                   memoryBytes: config.memoryBytes,
                   nanoCpus: config.nanoCpus,

@@ -59,12 +59,17 @@ export const SUPERVISOR_READABLE = "/opt/hermes/hermes-run-readable"
 
 /**
  * A warm-pool sandbox's command: the supervisor starts the interpreter before the request arrives
- * (`--preload python`), so a claim costs no interpreter start. Python only: node and bash start
- * in a few ms or run unchanged; any other command is returned as is.
+ * (`--preload python`), so a claim costs no interpreter start, and imports `modules` in it (checked
+ * dotted names: Schemas.PythonModules). Python only: node and bash start in a few ms or run
+ * unchanged; any other command is returned as is.
  */
-export const preloadedCommand = (command: ReadonlyArray<string>, language: Language): ReadonlyArray<string> =>
+export const preloadedCommand = (
+  command: ReadonlyArray<string>,
+  language: Language,
+  modules: ReadonlyArray<string> = []
+): ReadonlyArray<string> =>
   language === "python" && command.length === 1 && (command[0] === SUPERVISOR || command[0] === SUPERVISOR_READABLE)
-    ? [...command, RUNNER_MODES.preload.arg, "python"]
+    ? [...command, RUNNER_MODES.preload.arg, "python", ...modules]
     : command
 
 /** The supervisor path for an OCI runtime. */

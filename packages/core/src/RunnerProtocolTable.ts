@@ -143,8 +143,8 @@ export const RUNNER_MODES = {
   },
   preload: {
     arg: "--preload",
-    args: "python",
-    what: "start the interpreter before the request arrives (warm pool)",
+    args: "python [MODULE...]",
+    what: "start the interpreter before the request arrives (warm pool), and import those modules in it (a supervisor from before 'MODULE...' ignores them)",
     feature: "preload"
   },
   kernel: {

@@ -240,6 +240,28 @@ export const LanguageName: Schema.Schema<Language, string> = Schema.transform(
 /** Exactly one of the languages (as options name them: no aliases). */
 export const LanguageLiteral = Schema.Literal(...Languages).annotations(allowed(`one of ${Languages.join(", ")}`))
 
+
+/** The most modules a preload (a kernel's, a warm pool's) may name. */
+export const MAX_PRELOAD_MODULES = 32
+/** A preload's names, joined by spaces, are at most this many bytes (the supervisor's bound too). */
+export const MAX_PRELOAD_BYTES = 4096
+const MODULE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$/
+
+/**
+ * Python modules to import ahead of the code that uses them (`import pandas` costs ~1 s): dotted
+ * names only, so nothing but a module name reaches the interpreter's argv or the kernel's header.
+ */
+export const PythonModules = Schema.Array(
+  Schema.String.pipe(
+    Schema.pattern(MODULE_NAME),
+    Schema.annotations({ message: () => "a dotted module name ([A-Za-z_][A-Za-z0-9_]* parts)" })
+  )
+).pipe(
+  Schema.filter((a) => a.length <= MAX_PRELOAD_MODULES && a.join(" ").length <= MAX_PRELOAD_BYTES, {
+    message: () => `at most ${MAX_PRELOAD_MODULES} names, ${MAX_PRELOAD_BYTES} bytes in all`
+  })
+)
+
 /** An environment variable's name. */
 export const EnvName = Schema.String.pipe(
   Schema.pattern(ENV_NAME),
@@ -249,7 +271,6 @@ export const EnvName = Schema.String.pipe(
 const envStringBytes = (name: string, value: string): number =>
   Buffer.byteLength(name, "utf8") + 1 + Buffer.byteLength(value, "utf8")
 
-/** The first variable execve would refuse (its name, a NUL, its size), as an issue that never echoes a value. */
 /**
  * A plain object (not an array, not null) taken as it is when `issueOf` finds nothing wrong with
  * it as a whole: one pass over the entries naming the first bad one, cheaper and more precise than
@@ -273,6 +294,7 @@ export const checkedObject = <A extends object>(
     annotations
   )
 
+/** The first variable execve would refuse (its name, a NUL, its size), as an issue that never echoes a value. */
 const envEntriesIssue = (env: object, ast: SchemaAST.AST): ParseResult.ParseIssue | undefined => {
   for (const [name, value] of Object.entries(env)) {
     if (!ENV_NAME.test(name))

@@ -136,6 +136,22 @@ describe("InvalidRequest from the first issue: the path is the field, the messag
       value: "cobol",
       allowed: "one of python, javascript, bash"
     })
+    // Preloaded modules reach the interpreter's argv: dotted names only, 32 at most.
+    expect(refusal({ warmPool: { size: 1, preload: { python: ["pandas", "os;import x"] } } })).toMatchObject({
+      field: "warmPool.preload.python",
+      value: "os;import x"
+    })
+    expect(refusal({ warmPool: { size: 1, preload: { python: ["--help"] } } })).toMatchObject({
+      field: "warmPool.preload.python",
+      value: "--help"
+    })
+    expect(
+      refusal({ warmPool: { size: 1, preload: { python: Array.from({ length: 33 }, (_, i) => `m${i}`) } } })
+    ).toMatchObject({ field: "warmPool.preload.python" })
+    const taken = Effect.runSync(
+      resolveExecutorConfig({ warmPool: { size: 1, preload: { python: ["pandas", "matplotlib.pyplot"] } } })
+    )
+    expect(taken).toBeDefined()
   })
 
   it("an unknown key names the key", () => {
