@@ -46,7 +46,7 @@ import { type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./Sandbox
 import * as Removals from "./kernel/Removals.js"
 import * as ToolChannel from "./kernel/ToolChannel.js"
 import * as WarmPool from "./WarmPool.js"
-import type { Language } from "./Language.js"
+import { type Language, Languages } from "./Language.js"
 
 export type ExecuteError = InvalidRequest | SandboxError | QueueFull | ExecutorClosed | JournalError
 
@@ -242,11 +242,7 @@ export const make = (options: ExecutorOptions = {}) =>
                   image: config.languages[language].image,
                   // The interpreter waits ready in the sandbox, its modules imported, so a claim
                   // costs no interpreter start and no import of those.
-                  command: preloadedCommand(
-                    config.languages[language].command,
-                    language,
-                    poolOptions.preload?.python
-                  ),
+                  command: preloadedCommand(config.languages[language].command, language, poolOptions.preload?.python),
                   env: config.env,
                   memoryBytes: config.memoryBytes,
                   nanoCpus: config.nanoCpus,
@@ -259,9 +255,11 @@ export const make = (options: ExecutorOptions = {}) =>
               )
           })
 
-    /** Only a request that asks for exactly the pool's configuration may take a warm sandbox. */
+    const pooledLanguages: ReadonlyArray<Language> = poolOptions?.languages ?? Languages
+    /** Only a request that asks for exactly the pool's configuration (a language it keeps warm) may take a warm sandbox. */
     const poolEligible = (plan: ExecutionPlan, request: ExecuteRequest) =>
       pool !== undefined &&
+      pooledLanguages.includes(plan.language) &&
       request.env === undefined &&
       request.image === undefined &&
       plan.timeoutMs <= config.timeoutMs &&
@@ -416,7 +414,7 @@ export const make = (options: ExecutorOptions = {}) =>
           return yield* invalidRequest(
             "warmPool",
             pool === undefined ? "no warm pool" : "a request outside the pool's configuration",
-            "a request the warm pool fits: no env or image, the pool's limits, a timeout within the executor's"
+            "a request the warm pool fits: a language it keeps warm, no env or image, the pool's limits, a timeout within the executor's"
           )
         const executionId = uuidv7()
         const containerName = `${ContainerNamePrefix}${executionId}`

@@ -198,7 +198,8 @@ describe("Executor (fake runtime)", () => {
           { memory: "64m" },
           { timeoutMs: executor.config.timeoutMs + 1 },
           { env: { A: "1" } },
-          { image: "other:1" }
+          { image: "other:1" },
+          { language: "javascript" }
         ]) {
           const refused = yield* Effect.flip(
             executor.executeCode({ language: "python", code: fakeProgram({}), ...request }, { warmPoolOnly: true })
