@@ -49,10 +49,13 @@ WITH_LANGS=0; WITH_DATA=0
 
 LANGS=(python node bash)
 declare -A REGISTRY_BASE=([python]="python:3.12-slim" [node]="node:20-slim" [bash]="debian:bookworm-slim")
-OFFLINE_PACKAGES="python3,nodejs,bash,coreutils,procps,util-linux,mount,iproute2,ca-certificates,passwd"
+# python3-ipython: a session's Python kernel (hermes-run --kernel python; docs/design/kernel.md §15),
+# with python3-matplotlib-inline for figures as displays. In the offline base only: a registry's
+# python:3.12-slim has its own Python, which Debian's package does not serve (no kernel there).
+OFFLINE_PACKAGES="python3,python3-ipython,nodejs,bash,coreutils,procps,util-linux,mount,iproute2,ca-certificates,passwd"
 # The data image's base: the python image's packages (no nodejs: ~120 MB more for a python image)
 # and what a data analyst reaches for first. apt installs no Recommends here.
-DATA_PACKAGES="python3,bash,coreutils,procps,util-linux,mount,iproute2,ca-certificates,passwd,python3-numpy,python3-pandas,python3-matplotlib,python3-pil,python3-scipy,python3-openpyxl,python3-seaborn,python3-sklearn,python3-statsmodels,python3-sympy,python3-tabulate,python3-lxml"
+DATA_PACKAGES="python3,python3-ipython,bash,coreutils,procps,util-linux,mount,iproute2,ca-certificates,passwd,python3-numpy,python3-pandas,python3-matplotlib,python3-pil,python3-scipy,python3-openpyxl,python3-seaborn,python3-sklearn,python3-statsmodels,python3-sympy,python3-tabulate,python3-lxml"
 # Debian's python3-scipy (bookworm) depends on python3-pythran, a compiler that drags in g++, boost
 # and OpenBLAS headers (~500 MB); scipy's compiled modules never use it at run time. This empty
 # package provides it instead (python-data/no-pythran.control).
@@ -232,11 +235,15 @@ FEATURES_LABEL="org.hermes-sandbox.runner-features=$FEATURES"
 # build_image IMAGE DOCKERFILE-DIR BASE: `docker build` (no network: everything is in the base).
 build_image() {
   local img=$1 dir=$2 base=$3
+  # Built on one of our offline bases, the image has Debian's IPython: it can run a session's kernel
+  # (the SDK refuses runCell early on an image without this label).
+  local kernel_label=()
+  if [ "$base" = "$OFFLINE_BASE" ] || [ "$base" = "${DATA_BASE:-}" ]; then kernel_label=(--label org.hermes-sandbox.kernel=python); fi
   step "building $img FROM $base"
   local log="$WORKDIR/build-$dir.log" before after rc
   before=$(docker image inspect --format '{{.Id}}' "$img" 2>/dev/null || true)
   set +e
-  docker build --network none --build-arg "BASE=$base" --label "$FEATURES_LABEL" -t "$img" -f "$CONTEXT/$dir/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | {
+  docker build --network none --build-arg "BASE=$base" --label "$FEATURES_LABEL" ${kernel_label[@]+"${kernel_label[@]}"} -t "$img" -f "$CONTEXT/$dir/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | {
     # Show each step that does work (cached steps and bare ARG lines are skipped).
     pending=""
     while IFS= read -r line; do

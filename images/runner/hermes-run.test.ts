@@ -1721,6 +1721,10 @@ describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () 
   it("keeps state across cells; the last expression is an R record, display() a D record, an exception an X record (no colour)", async () => {
     const k = await open()
     expect(k.ready!.text).toMatch(/^\d+ \d+$/)
+    // First in line for the OOM killer (the supervisor's child wrote it before exec).
+    expect((await k.cell("open('/proc/self/oom_score_adj').read()")).records[0]!.json.data["text/plain"]).toBe(
+      "'1000\\n'"
+    )
     // PR_GET_DUMPABLE: the driver made the kernel non-dumpable (calls of the same uid cannot read it).
     expect(
       (await k.cell("import ctypes\nctypes.CDLL(None).prctl(3, 0, 0, 0, 0)")).records[0]!.json.data["text/plain"]
