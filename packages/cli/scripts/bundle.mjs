@@ -229,36 +229,48 @@ const placesPlugin = {
 
 const metafileOnly = process.env.HERMES_BUNDLE_METAFILE_ONLY
 if (!metafileOnly) rmSync(outdir, { recursive: true, force: true })
-const result = await esbuild.build({
-  absWorkingDir: root,
-  entryPoints: ["dist/bin.js"],
-  outfile: join(outdir, "cli.cjs"),
-  bundle: true,
-  // One CommonJS file, for the launcher's code cache (scripts/launcher.cjs). The commands stay
-  // lazy inside it: main.ts's import() of a command becomes a call that evaluates the command's
-  // modules (and the SDK's) when it runs, so --help evaluates none of them.
-  format: "cjs",
-  platform: "node",
-  target: "node20",
-  // The sibling packages' built dist/, as a plain-Node run in the workspace loads them (an
-  // installed package's manifest points there anyway).
-  conditions: ["hermes-sandbox-dist"],
-  // main.ts and the docker package's packageRoot.ts resolve from their module's URL: the bundle's.
-  define: { "import.meta.url": "__hermesImportMetaUrl" },
-  banner: { js: `var __hermesImportMetaUrl = require("node:url").pathToFileURL(__filename).href;` },
-  minify: true,
-  plugins: [placesPlugin],
-  legalComments: "linked",
-  metafile: true,
-  write: false,
-  logLevel: "warning"
-})
+const bundle = (entry, outfile) =>
+  esbuild.build({
+    absWorkingDir: root,
+    entryPoints: [entry],
+    outfile: join(outdir, outfile),
+    bundle: true,
+    // One CommonJS file, for the launcher's code cache (scripts/launcher.cjs). The commands stay
+    // lazy inside it: main.ts's import() of a command becomes a call that evaluates the command's
+    // modules (and the SDK's) when it runs, so --help evaluates none of them.
+    format: "cjs",
+    platform: "node",
+    target: "node20",
+    // The sibling packages' built dist/, as a plain-Node run in the workspace loads them (an
+    // installed package's manifest points there anyway).
+    conditions: ["hermes-sandbox-dist"],
+    // main.ts and the docker package's packageRoot.ts resolve from their module's URL: the bundle's.
+    define: { "import.meta.url": "__hermesImportMetaUrl" },
+    banner: { js: `var __hermesImportMetaUrl = require("node:url").pathToFileURL(__filename).href;` },
+    minify: true,
+    plugins: [placesPlugin],
+    legalComments: "linked",
+    metafile: true,
+    write: false,
+    logLevel: "warning"
+  })
+const result = await bundle("dist/bin.js", "cli.cjs")
+// The daemon's client (src/daemon/entry.ts), which the launcher tries first for `run`: commander
+// and the CLI's own light modules, never Effect or the SDK (checked here, by what esbuild put in).
+const client = await bundle("dist/daemon/entry.js", "daemon-client.cjs")
+const heavy = Object.keys(client.metafile.inputs).filter((input) =>
+  /(^|[\\/])(node_modules[\\/](effect|rxjs|dockerode|better-sqlite3|@effect)[\\/]|packages[\\/](docker|events|mcp)[\\/])/.test(
+    input
+  )
+)
+if (heavy.length > 0)
+  throw new Error(`the daemon client's bundle holds the SDK's modules: ${heavy.slice(0, 5).join(", ")}`)
 if (metafileOnly) {
   writeFileSync(metafileOnly, JSON.stringify(result.metafile))
   process.exit(0)
 }
 mkdirSync(outdir, { recursive: true })
-for (const output of result.outputFiles) {
+for (const output of [...result.outputFiles, ...client.outputFiles]) {
   if (!output.path.endsWith(".cjs")) {
     writeFileSync(output.path, output.contents)
     continue
@@ -286,7 +298,7 @@ writeFileSync(
   { mode: 0o755 }
 )
 
-const bytes = result.outputFiles.reduce((n, f) => n + f.contents.byteLength, 0)
+const kib = (r) => Math.round(r.outputFiles.reduce((n, f) => n + f.contents.byteLength, 0) / 1024)
 console.log(
-  `bundle: ${relative(process.cwd(), outdir) || "."}/cli.cjs (${Math.round(bytes / 1024)} KiB), hermes-sandbox.cjs (commands ${commands.join(", ")})`
+  `bundle: ${relative(process.cwd(), outdir) || "."}/cli.cjs (${kib(result)} KiB), daemon-client.cjs (${kib(client)} KiB), hermes-sandbox.cjs (commands ${commands.join(", ")})`
 )

@@ -5,8 +5,8 @@
 import { readFileSync } from "node:fs"
 import { Command, CommanderError, Option } from "commander"
 import { ExitCode } from "./exitCodes.js"
-import { describeError, errorJson } from "./reportError.js"
-import { writeCliLine } from "./terminal.js"
+import { collect, defineRunCommand, withSandboxOptions } from "./runCommand.js"
+import { reportFailure } from "./reportError.js"
 
 // Each command's module is imported when the command runs: the SDK (Effect, dockerode, the SQLite
 // driver) takes most of a run's startup, and --help, --version or a usage error need none of it.
@@ -17,41 +17,13 @@ const commands = {
   events: () => import("./commands/events.js"),
   config: () => import("./commands/config.js"),
   session: () => import("./commands/session.js"),
-  mcp: () => import("./commands/mcp.js")
+  mcp: () => import("./commands/mcp.js"),
+  daemon: () => import("./commands/daemon.js")
 }
 
 /** This package's version (package.json is one level above src/ and dist/ alike). */
 const version = (): string =>
   (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version
-
-const collect = (value: string, previous: ReadonlyArray<string> = []): ReadonlyArray<string> => [...previous, value]
-
-/** The executor options `run` and `mcp` share (sandboxOptions.ts reads them). */
-const withSandboxOptions = (command: Command): Command =>
-  command
-    .option("--network", "give the sandboxes network access (default: none)")
-    .option("--no-network", "no network access, even if the Hermes configuration enables it")
-    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
-    .addOption(
-      new Option(
-        "--limits-unsupported <policy>",
-        "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn and run without them"
-      ).choices(["fail", "warn"])
-    )
-    .option(
-      "--config <path>",
-      "apply this Hermes agent config file's terminal: section (image, limits, network, env, ...); options given here win"
-    )
-    .option(
-      "--hermes",
-      "apply the Hermes agent configuration at its default place ($HERMES_CONFIG, $HERMES_HOME/config.yaml or ~/.hermes/config.yaml)"
-    )
-    .option("--env-file <path>", "with --config/--hermes: .env file for the forwarded variables")
-    .option(
-      "--journal <path>",
-      "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)"
-    )
-    .option("--no-journal", "do not persist the lifecycle events")
 
 export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   let exitCode: number = ExitCode.ok
@@ -63,53 +35,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     .exitOverride()
     .showHelpAfterError()
 
-  const run = program
-    .command("run")
-    .description(
-      "run a program (FILE, -e CODE, or '-' / piped standard input) in a fresh sandbox; exits with its exit code, 124 on timeout, 125 when the sandbox failed, 2 on a usage error"
-    )
-    .argument("[file]", "program file (relative to the current directory), or - for standard input")
-    .option("-e, --eval <code>", "the program's code, inline")
-    .option(
-      "-l, --language <language>",
-      "python, javascript or bash (default: from the file extension, else its #! line; python for standard input and -e)"
-    )
-    .option("-t, --timeout <duration>", "e.g. 5s, 500ms, 2m (default 300s)")
-    .option("-m, --memory <size>", "memory limit, e.g. 256m (default 512m)")
-    .option("-c, --cpus <n>", "CPUs (default 1)")
-    .option("--env <NAME=VALUE>", "environment variable for the program (repeatable)", collect)
-    .option(
-      "--file <path=localpath>",
-      "copy a local file to path inside /workspace before the program starts (repeatable)",
-      collect
-    )
-    .option("--image <image>", "the sandbox image (default: the language's hermes-sandbox image)")
-    .option("--stdin <file>", "file fed to the program's standard input")
-    .option(
-      "--collect <pattern>",
-      "after the program ends, bring back the files matching this glob relative to /workspace, e.g. '*.png' or 'out/**' (repeatable; needs --out or --json)",
-      collect
-    )
-    .option(
-      "--out <dir>",
-      "with --collect: write the files here (created if missing; subdirectories as collected; a regular file already there is replaced, anything else refused)"
-    )
-    .option("--collect-max-files <n>", "with --collect: files brought back at most (default 100)")
-    .option("--collect-max-file-bytes <size>", "with --collect: bytes per file at most, e.g. 512k, 10m (default 10m)")
-    .option("--collect-max-bytes <size>", "with --collect: bytes of all files at most (default 32m)")
-    .option(
-      "--json",
-      'print the result as one JSON line instead of streaming the output; a failure as {"error": {"_tag": ...}}'
-    )
-    .option("--json-content", "with --json and --collect: each file's content too, base64, as 'content'")
-    .option("--events", "print the lifecycle events to standard error as they happen")
-    .option(
-      "--upstream-config <file>",
-      "upstream MCP servers whose tools the program may call (from hermes_tools import <name>_<tool>): the file `mcp --upstream-config` takes; closed when the run ends"
-    )
-    .option("--tool-max-calls <n>", "with --upstream-config: tool calls the program may make (default 50)")
-    .option("--tool-timeout <duration>", "with --upstream-config: how long one tool call may take (default 60s)")
-  withSandboxOptions(run).action(async (file: string | undefined, options) => {
+  defineRunCommand(program).action(async (file: string | undefined, options) => {
     json = options.json === true
     exitCode = await (await commands.run()).run(file, options)
   })
@@ -264,6 +190,71 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       exitCode = await (await commands.session()).sessionReap(options)
     })
 
+  const daemon = program
+    .command("daemon")
+    .description(
+      "a local daemon holding a warm pool: `run` sends it the runs its pool fits (same options), which then skip the SDK's start and the sandbox's create and start"
+    )
+  /** The flags that shape the daemon's pool and executor (start passes them to serve). */
+  const daemonOptions = (command: Command): Command =>
+    command
+      .option("--pool-size <n>", "ready sandboxes kept per language (default 2)")
+      .option(
+        "--language <language>",
+        "a language to keep warm: python, javascript, bash (repeatable; default python)",
+        collect
+      )
+      .option("--idle-ttl <duration>", "replace a ready sandbox unclaimed this long (default 5m)")
+      .option("--network", "give the sandboxes network access (default: none); `run` must ask the same")
+      .option("--no-network", "no network access")
+      .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor; `run` must ask the same")
+      .addOption(
+        new Option(
+          "--limits-unsupported <policy>",
+          "on an engine that cannot apply the memory/pids/cpu limits: fail (default) or warn; `run` must ask the same"
+        ).choices(["fail", "warn"])
+      )
+      .option(
+        "--journal <path>",
+        "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory); `run` must name the same"
+      )
+      .option("--no-journal", "do not persist the lifecycle events (serves `run --no-journal`)")
+  daemonOptions(
+    daemon
+      .command("start")
+      .description(
+        "start the daemon in the background (its log: daemon.log beside its socket); returns once it answers"
+      )
+  )
+    .option("--json", "print its status as JSON")
+    .action(async (options) => {
+      json = options.json === true
+      exitCode = await (await commands.daemon()).daemonStart(options, argv)
+    })
+  daemonOptions(daemon.command("serve", { hidden: true }).description("run the daemon in the foreground")).action(
+    async (options) => {
+      exitCode = await (await commands.daemon()).daemonServe(options)
+    }
+  )
+  daemon
+    .command("stop")
+    .description("stop the daemon: runs still going are interrupted, the pool's sandboxes removed")
+    .option("--json", "print the outcome as JSON")
+    .action(async (options) => {
+      json = options.json === true
+      exitCode = await (await commands.daemon()).daemonStop(options)
+    })
+  daemon
+    .command("status")
+    .description(
+      "whether a daemon answers, its pool (ready sandboxes), its options and the runs it served; exits 1 when none"
+    )
+    .option("--json", "print as JSON")
+    .action(async (options) => {
+      json = options.json === true
+      exitCode = await (await commands.daemon()).daemonStatus(options)
+    })
+
   try {
     await program.parseAsync([...argv])
     return exitCode
@@ -277,9 +268,6 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
         )
       return ExitCode.usage
     }
-    const { code, message } = describeError(error)
-    writeCliLine(message)
-    if (json) process.stdout.write(`${JSON.stringify(errorJson(error))}\n`)
-    return code
+    return reportFailure(error, json)
   }
 }

@@ -5,6 +5,7 @@
  */
 import { ExitCode } from "./exitCodes.js"
 import { NotFound, UsageError } from "./errors.js"
+import { writeCliLine } from "./terminal.js"
 
 interface Described {
   readonly code: number
@@ -30,4 +31,14 @@ export const describeError = (error: unknown): Described => {
 
 /** `{"error": {"_tag", "message", ...fields}}` (core's errorJson: the MCP server reports errors the same way). */
 // The module itself, not the core barrel: help and usage errors must not load the SDK.
-export { errorJson } from "@hermes-sandbox/core/ErrorJson"
+import { errorJson } from "@hermes-sandbox/core/ErrorJson"
+
+export { errorJson }
+
+/** A failed command reported: its line on standard error, under --json its error object on standard output; the exit code. */
+export const reportFailure = (error: unknown, json: boolean): number => {
+  const { code, message } = describeError(error)
+  writeCliLine(message)
+  if (json) process.stdout.write(`${JSON.stringify(errorJson(error))}\n`)
+  return code
+}

@@ -28,13 +28,15 @@ export const isBrokenPipe = (error: unknown): boolean => {
 
 /**
  * For the whole process: a standard stream whose reader went away is not an error (no stack
- * trace). Commands that keep writing stop through trapSignals' stdoutClosed.
+ * trace). Commands that keep writing stop through trapSignals' stdoutClosed. Returns its undoing.
  */
-export const ignoreBrokenPipes = (): void => {
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on("error", (error) => {
-      if (!isBrokenPipe(error)) throw error
-    })
+export const ignoreBrokenPipes = (): (() => void) => {
+  const onError = (error: unknown) => {
+    if (!isBrokenPipe(error)) throw error
+  }
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", onError)
+  return () => {
+    for (const stream of [process.stdout, process.stderr]) stream.off("error", onError)
   }
 }
 

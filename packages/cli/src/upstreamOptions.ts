@@ -1,32 +1,13 @@
 /**
  * The options `run` and `mcp` share for upstream MCP servers whose tools the sandboxed code may
  * call: --upstream-config FILE (JSON or YAML, mcpServers / mcp_servers), --tool-max-calls and
- * --tool-timeout (the limits on one run's calls). The flags are checked before the SDK loads
- * (usage errors stay fast); the MCP client code (@hermes-sandbox/mcp, the MCP SDK) is imported only
+ * --tool-timeout (the limits on one run's calls, checked before the SDK loads: toolLimitOptions.ts);
+ * the MCP client code (@hermes-sandbox/mcp, the MCP SDK) is imported only
  * when a file is given, so a command without the option does not pay for loading it.
  */
-import type { ToolLimits } from "@hermes-sandbox/core"
 import type { UpstreamConfig, Upstreams } from "@hermes-sandbox/mcp"
 import { UsageError } from "./errors.js"
-import { durationOption, numberOption } from "./sandboxOptions.js"
-
-export interface UpstreamCommandOptions {
-  readonly upstreamConfig?: string
-  readonly toolMaxCalls?: string
-  readonly toolTimeout?: string
-}
-
-/** --tool-max-calls and --tool-timeout as tool limits (undefined when neither is given); they need --upstream-config. */
-export const toolLimitsOf = (options: UpstreamCommandOptions): Partial<ToolLimits> | undefined => {
-  const maxCalls = numberOption("--tool-max-calls", options.toolMaxCalls, true)
-  const callTimeoutMs = durationOption("--tool-timeout", options.toolTimeout)
-  if (options.upstreamConfig === undefined && (maxCalls ?? callTimeoutMs) !== undefined)
-    throw new UsageError("--tool-max-calls and --tool-timeout: only with --upstream-config")
-  if (callTimeoutMs !== undefined && callTimeoutMs < 1)
-    throw new UsageError(`--tool-timeout: at least 1ms, got ${JSON.stringify(options.toolTimeout)}`)
-  if ((maxCalls ?? callTimeoutMs) === undefined) return undefined
-  return { ...(maxCalls === undefined ? {} : { maxCalls }), ...(callTimeoutMs === undefined ? {} : { callTimeoutMs }) }
-}
+import type { UpstreamCommandOptions } from "./toolLimitOptions.js"
 
 /** The --upstream-config file, read (a mistake in it is a usage error); undefined without the flag. */
 export const readUpstreamConfig = async (options: UpstreamCommandOptions): Promise<UpstreamConfig | undefined> => {

@@ -19,13 +19,8 @@ import {
   type SandboxCommandOptions
 } from "../sandboxOptions.js"
 import { trapSignals } from "../signals.js"
-import {
-  offeredLines,
-  readUpstreamConfig,
-  toolLimitsOf,
-  type UpstreamCommandOptions,
-  upstreamStartError
-} from "../upstreamOptions.js"
+import { toolLimitsOf, type UpstreamCommandOptions } from "../toolLimitOptions.js"
+import { offeredLines, readUpstreamConfig, upstreamStartError } from "../upstreamOptions.js"
 
 export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOptions {
   readonly http?: boolean
