@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # libFuzzer on the supervisor's parsers (images/runner/*.c; hostile review 2, #10): the
 # header the host sends on stdin, the tool requests the sandboxed program sends on its socket (and
-# the host's replies), the paths of files and file operations. One target each, in
+# the host's replies), the paths of files and file operations, a kernel's commands (kernel mode's
+# stdin) and the records its domain writes on a cell's records pipe. One target each, in
 # images/runner/fuzz/ (fuzz_common.h says how a one-shot process is fuzzed in one process), built
 # by the supervisor's build rule (images/runner/Makefile) with libFuzzer, AddressSanitizer and
 # UndefinedBehaviorSanitizer (+ LeakSanitizer), each run for
@@ -16,7 +17,8 @@
 #   apt-get install -y clang-14 libclang-rt-14-dev          (Debian 12 / Ubuntu 22.04)
 #
 #   HERMES_FUZZ_SECONDS=60 bash scripts/fuzz-supervisor.sh [target...]
-#   (targets: fuzz_header fuzz_tool_request fuzz_path; all by default; one at a time, one core)
+#   (targets: fuzz_header fuzz_tool_request fuzz_path fuzz_kernel_commands fuzz_kernel_records; all by
+#   default; one at a time, one core)
 # `pnpm test` runs it (scripts/test-tiers.sh) for 10 s a target. HERMES_FUZZ_CC: another clang
 # (default clang-14, else clang).
 set -euo pipefail
@@ -29,7 +31,7 @@ if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
 fi
 fuzz=images/runner/fuzz
 build="$fuzz/build"
-if [ "$#" -gt 0 ]; then targets=("$@"); else targets=(fuzz_header fuzz_tool_request fuzz_path); fi
+if [ "$#" -gt 0 ]; then targets=("$@"); else targets=(fuzz_header fuzz_tool_request fuzz_path fuzz_kernel_commands fuzz_kernel_records); fi
 for t in "${targets[@]}"; do
   if [ ! -f "$fuzz/$t.c" ] || [ ! -d "$fuzz/corpus/$t" ]; then
     echo "fuzz-supervisor: no target '$t' (expected $fuzz/$t.c and $fuzz/corpus/$t/)" >&2

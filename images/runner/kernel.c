@@ -361,8 +361,7 @@ static void command_cell(char *line, char *args) {
   if (!cell.has_code) fail(PROTOCOL_ERROR, "a cell without code");
   k.code = cell.code, k.code_len = cell.code_len, k.code_sent = 0;
   k.told_wait = 0;
-  k.phase = LOCKWAIT;
-  try_lock();
+  k.phase = LOCKWAIT; /* the loop takes the lock next (try_lock), and retries while it is held */
 }
 
 static void command(void) {
@@ -476,18 +475,23 @@ static void died(void) {
 
 /* ---- main ---------------------------------------------------------------------------------------- */
 
-int kernel_main(int argc, char **argv) {
-  if (argc != 3 || strcmp(argv[2], "python") != 0) fail(PROTOCOL_ERROR, MODE_KERNEL ": expected 'python'");
-  char line[LINE_MAX_BYTES];
-  read_line(line);
-  if (strcmp(line, PROTOCOL_MAGIC) != 0) fail(PROTOCOL_ERROR, "stdin does not start with '" PROTOCOL_MAGIC "' (runner protocol version " PROTOCOL_VERSION_TEXT " expected)");
-  struct request *r = &k.req;
+/* The kernel's request before its header: the defaults of the words it takes. */
+static void kernel_request(struct request *r) {
   *r = (struct request){.workspace = getenv("HERMES_WORKSPACE"), .code_dir = getenv("HERMES_CODE_DIR"), .cap = SIZE_MAX / 2, .code_fd = -1, .workspace_fd = -1, .kernel = 1,
                         .display_bundle = KERNEL_BUNDLE_BYTES, .display_count = KERNEL_RECORDS, .display_total = KERNEL_RECORD_BYTES, .grace_ms = KERNEL_GRACE_MS};
   if (r->workspace == NULL || *r->workspace == 0) r->workspace = "/workspace";
   if (r->code_dir == NULL || *r->code_dir == 0) r->code_dir = "/tmp/.hermes";
   r->args = calloc(MAX_ARGS + 1, sizeof(char *));
   if (r->args == NULL) fail(PROTOCOL_ERROR, "out of memory");
+}
+
+int kernel_main(int argc, char **argv) {
+  if (argc != 3 || strcmp(argv[2], "python") != 0) fail(PROTOCOL_ERROR, MODE_KERNEL ": expected 'python'");
+  char line[LINE_MAX_BYTES];
+  read_line(line);
+  if (strcmp(line, PROTOCOL_MAGIC) != 0) fail(PROTOCOL_ERROR, "stdin does not start with '" PROTOCOL_MAGIC "' (runner protocol version " PROTOCOL_VERSION_TEXT " expected)");
+  struct request *r = &k.req;
+  kernel_request(r);
   read_header(r, line);
   if (!framed) fail(PROTOCOL_ERROR, MODE_KERNEL " needs framed mode (a key)");
   if (r->has_code || r->nargs || r->nfiles || r->op_done || npatterns || tools_on || r->stdin_data || r->code_fd >= 0 || r->workspace_fd >= 0) {

@@ -517,6 +517,10 @@ static void fz_reset_supervisor(void) {
   next_call_id = 1;
   memset(tools_socket, 0, sizeof tools_socket);
   signal_fd = -1;
+  exit_hook = NULL;
+  nfrozen = 0;
+  memset(&k, 0, sizeof k);
+  k.ctl = k.sfd = k.lock_fd = k.code_w = k.rec = k.out.fd = k.err.fd = k.idle[0] = k.idle[1] = -1;
 }
 
 /* Remove everything inside the directory `fd` (closed here), never following a symlink, with one
@@ -673,8 +677,8 @@ static void fz_check_frames(void) {
     const unsigned char *h = fz_out.buf + at;
     char type = (char)h[KEY_BYTES];
     size_t len = (size_t)h[KEY_BYTES + 1] << 24 | (size_t)h[KEY_BYTES + 2] << 16 | (size_t)h[KEY_BYTES + 3] << 8 | h[KEY_BYTES + 4];
-    size_t max = type == 'c' || type == 'a' ? CHUNK : type == 'E' ? 1023 : type == 'r' ? 1199 : PATH_MAX + 256 + 64;
-    if (strchr("EkrfcFnwlsStbaq", type) == NULL || type == 0 || len > max || fz_out.len - at - FRAME_HEAD < len) {
+    size_t max = type == 'c' || type == 'a' || type == 'm' ? CHUNK : type == 'E' ? 1023 : type == 'r' ? 1199 : PATH_MAX + 256 + 64;
+    if (strchr("EkrfcFnwlsStbaqMmNZG", type) == NULL || type == 0 || len > max || fz_out.len - at - FRAME_HEAD < len) {
       fprintf(stderr, "\nharness: a malformed frame on stdout (type 0x%02x, length %zu)\n", (unsigned char)type, len);
       abort();
     }

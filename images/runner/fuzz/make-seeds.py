@@ -4,7 +4,7 @@ from what the host actually sends: packages/core/src/RunnerProtocol.ts (encodeRu
 header; a session's file operations, with the session's lock), the tool stubs
 (packages/core/src/tools/stubs.ts: "<name>\\n<arguments JSON>"; the host's "R <id> <status> <n>\\n"),
 and the edge cases images/runner/hermes-run.test.ts sends. The files are checked in; rerun this
-(python3 images/runner/fuzz/make-seeds.py) only to change them: it rewrites the three directories.
+(python3 images/runner/fuzz/make-seeds.py) only to change them: it rewrites the five directories.
 
 The fuzz targets' private root (fuzz_common.h) holds /workspace/{hello.txt, dir/nested.txt, empty/,
 link -> hello.txt, dirlink -> dir, out -> (outside the root), secretlink, fifo} and
@@ -257,6 +257,50 @@ def tool_requests():
     return s
 
 
+def kernel_commands():
+    """kernel mode's stdin: its header (images/runner/kernel.c), then cells and commands as the host writes them."""
+    def cell(cid, count, code, extra=b""):
+        return f"cell {cid} {count}\ncode {len(code)}\n".encode() + code + extra + b"run\n"
+    start = header(b"cap 1048576\n", blob("lock", LOCK), b"display 4194304 100 33554432\n", b"grace 2000\n", blob("preload", b"pandas matplotlib.pyplot"))
+    tools = b"tools 8 1048576 1048576\n" + b"module 15 12\nhermes_tools.pyprint('hi')\n"
+    return {
+        "cells": start + cell("c1", 1, b"x = 1\n") + cell("c2", 2, b"x + 1") + b"interrupt c2\nrestart\n",
+        "tools": start + cell("a-b_C", 3, b"import hermes_tools\n", tools) + b"R 1 0 2\n42",
+        "eof": start + cell("c1", 1, b""),
+        "empty-header": header(),
+        "bad-cell-id": start + cell("c/1", 1, b"1"),
+        "bad-count": start + b"cell c1 -1\ncode 1\n1run\n",
+        "cell-file-word": start + b"cell c1 1\nfile 1 1\nab" + b"run\n",
+        "no-code": start + b"cell c1 1\nrun\n",
+        "unknown": start + b"frobnicate\n",
+        "long-id": start + cell("c" * 65, 1, b"1"),
+        "display-bad": header(b"display 0 1 1\n"),
+        "grace-big": header(b"grace 30001\n"),
+        "preload-bad": header(blob("preload", b"os;rm")),
+        "interrupt-other": start + b"interrupt nope\ninterrupt \n",
+    }
+
+
+def kernel_records():
+    """The records pipe: <bundle byte> <count byte> <total byte> <chunk byte> + records as kernel.py writes them."""
+    def rec(kind, body):
+        return kind + len(body).to_bytes(4, "big") + body
+    d = rec(b"D", b'{"data": {"text/plain": "1"}, "metadata": {}}')
+    r = rec(b"R", b'{"data": {"text/plain": "42"}, "metadata": {}}')
+    x = rec(b"X", b'{"ename": "ZeroDivisionError", "evalue": "division by zero", "traceback": []}')
+    return {
+        "three": bytes([255, 15, 255, 255]) + d + r + x,
+        "chunked": bytes([255, 15, 255, 0]) + d + d + r,
+        "count": bytes([255, 1, 255, 7]) + d + d + d,
+        "too-large": bytes([5, 15, 255, 255]) + d + r,
+        "total": bytes([255, 15, 20, 255]) + d + d,
+        "garbage": bytes([255, 15, 255, 3]) + d + b"garbage" + d,
+        "cut": bytes([255, 15, 255, 255]) + d[:20],
+        "cut-head": bytes([255, 15, 255, 255]) + d + b"D\x00",
+        "empty-record": bytes([255, 15, 255, 255]) + rec(b"D", b""),
+    }
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     shutil.rmtree(d, ignore_errors=True)
@@ -270,3 +314,5 @@ def write(target, seeds):
 write("fuzz_header", headers())
 write("fuzz_path", paths())
 write("fuzz_tool_request", tool_requests())
+write("fuzz_kernel_commands", kernel_commands())
+write("fuzz_kernel_records", kernel_records())
