@@ -5,7 +5,10 @@
  *    against `require("dockerode")` and an empty `node -e 0`.
  * 2. CLI: the installed CLI (packages/cli/bundle/hermes-sandbox.cjs, the package's bin, code cache
  *    warmed first) running `run -e 'print(1)'` and `--version`, against `docker run --rm` of the same
- *    hardened `python3 -c 'print(1)'` container (the flags bench/run.ts derives from the SDK's options).
+ *    hardened `python3 -c 'print(1)'` container (the flags bench/run.ts derives from the SDK's options);
+ *    `run` both directly (--no-daemon) and through a daemon this bench starts (`hermes-sandbox daemon
+ *    start`, python pool of 2, the default journal as the direct run's) in a runtime directory of its
+ *    own (XDG_RUNTIME_DIR), stopped at the end.
  * 3. Per execution: client CPU and c=8 throughput from `pnpm bench` (bench/run.ts, its own measurement,
  *    run as a child with --json) for the SDK (cold), raw dockerode and testcontainers-node.
  *
@@ -52,6 +55,8 @@ interface Command {
   readonly label: string
   readonly argv: ReadonlyArray<string>
   readonly cwd: string
+  /** Variables added to the environment. */
+  readonly env?: Readonly<Record<string, string>>
   /** What the process must print on stdout (checked on every run). */
   readonly expect?: RegExp
 }
@@ -66,6 +71,7 @@ const once = (c: Command): Promise<Sample> =>
   new Promise((resolve, reject) => {
     const child = spawn("/usr/bin/time", ["-f", "@@time %e %U %S", ...c.argv], {
       cwd: c.cwd,
+      ...(c.env === undefined ? {} : { env: { ...process.env, ...c.env } }),
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
@@ -197,8 +203,17 @@ const main = async () => {
       expect: /^1\n$/
     }
     const cliRun: Command = {
-      label: "`hermes-sandbox run -e 'print(1)'`",
+      label: "`hermes-sandbox run -e 'print(1)'` (direct: --no-daemon)",
       cwd: root,
+      argv: [node, bundle, "run", "--no-daemon", "-e", PROGRAM],
+      expect: /^1\n$/
+    }
+    // The daemon, in a runtime directory of the bench's own (nothing else finds it there).
+    const daemonEnv = { XDG_RUNTIME_DIR: mkdtempSync(join(tmpdir(), "bench-client-daemon-")) }
+    const cliDaemon: Command = {
+      label: "`hermes-sandbox run -e 'print(1)'` (daemon)",
+      cwd: root,
+      env: daemonEnv,
       argv: [node, bundle, "run", "-e", PROGRAM],
       expect: /^1\n$/
     }
@@ -210,19 +225,49 @@ const main = async () => {
     const baselineRun: ReadonlyArray<Command> =
       baselineBundle === undefined
         ? []
-        : [{ ...cliRun, label: `${cliRun.label} (baseline)`, argv: [node, baselineBundle, "run", "-e", PROGRAM] }]
+        : [
+            {
+              ...cliRun,
+              label: "`hermes-sandbox run -e 'print(1)'` (baseline)",
+              argv: [node, baselineBundle, "run", "-e", PROGRAM]
+            }
+          ]
     // The code cache is written by the first run of the launcher (scripts/launcher.cjs).
     for (const b of [bundle, ...(baselineBundle === undefined ? [] : [baselineBundle])])
       spawnSync(node, [b, "--version"], { stdio: "ignore" })
-    const commands = [dockerRun, cliRun, ...baselineRun, cliVersion]
-    const m = await interleaved(commands)
-    print("The installed CLI (packages/cli/bundle/hermes-sandbox.cjs, code cache warm) against `docker run --rm`:")
-    print("")
-    table(
-      commands.map((c) => ({ label: c.label, ...m.get(c.label)! })),
-      m.get(dockerRun.label)!,
-      "docker run"
-    )
+    const daemon = (...args: Array<string>) =>
+      spawnSync(node, [bundle, "daemon", ...args], { env: { ...process.env, ...daemonEnv }, encoding: "utf8" })
+    const started = daemon("start", "--pool-size", "2", "--language", "python")
+    if (started.status !== 0) throw new Error(`daemon start: ${started.stderr}`)
+    try {
+      const commands = [dockerRun, cliRun, cliDaemon, ...baselineRun, cliVersion]
+      const { pid } = JSON.parse(daemon("status", "--json").stdout) as { pid: number }
+      // The daemon's own CPU over the rounds (its runs, and its pool's refills), from /proc.
+      const daemonCpuSec = () => {
+        const fields = readFileSync(`/proc/${pid}/stat`, "utf8")
+          .replace(/^.*\) /, "")
+          .split(" ")
+        return (Number(fields[11]) + Number(fields[12])) / 100
+      }
+      const cpuBefore = daemonCpuSec()
+      const m = await interleaved(commands)
+      const daemonCpu = daemonCpuSec() - cpuBefore
+      const served = JSON.parse(daemon("status", "--json").stdout) as { served: number; handedBack: number }
+      print("The installed CLI (packages/cli/bundle/hermes-sandbox.cjs, code cache warm) against `docker run --rm`:")
+      print("")
+      table(
+        commands.map((c) => ({ label: c.label, ...m.get(c.label)! })),
+        m.get(dockerRun.label)!,
+        "docker run"
+      )
+      print("")
+      print(
+        `(The daemon served ${served.served} runs, handed back ${served.handedBack}; its own CPU over them, pool refills included, ${fmt((daemonCpu / Math.max(served.served, 1)) * 1000, 0)} ms per run, not in its row's CPU.)`
+      )
+    } finally {
+      daemon("stop")
+      rmSync(daemonEnv.XDG_RUNTIME_DIR, { recursive: true, force: true })
+    }
     print("")
   }
 
