@@ -2002,6 +2002,43 @@ describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () 
     expect(g[0]!.text).toMatch(/interrupt-timeout$/)
   }, 60_000)
 
+  it("a call that fails after freezing the domain ('E', 126) resumes it on its way out", async () => {
+    const lock = path.join(tmp, "locks", "session.lock")
+    const k = await open({ header: `lock ${Buffer.byteLength(lock)}\n${lock}` })
+    // A code directory whose tool socket path is too long for a unix socket: the tool channel fails
+    // after the lock is taken and the domain frozen.
+    const longDir = path.join(tmp, "c".repeat(120))
+    const call = ns.start(
+      "framed",
+      (key) =>
+        `HERMES/2\nkey ${key}\nlock ${Buffer.byteLength(lock)}\n${lock}leftovers kill\ntools 1 1000 1000\nlang bash\ncode 5\necho\nrun\n`,
+      { env: { HERMES_CODE_DIR: longDir } }
+    )
+    const r = await call.done
+    expect(r.exitCode).toBe(126)
+    expect(r.frames.map((f) => f.type)).toEqual(["l", "E"])
+    expect(r.frames[1]!.text).toMatch(/too long/)
+    expect(await ns.state(k.pid), "resumed").not.toBe("T")
+    expect((await k.cell("1 + 1")).records[0]!.json.data["text/plain"]).toBe("2")
+  }, 60_000)
+
+  it("`--kill PID START all` while a kernel lives ends only what the call started", async () => {
+    const k = await open()
+    const call = ns.start("framed", {
+      language: "bash",
+      code: "setsid sleep 1000 </dev/null >/dev/null 2>&1 &\necho $!\nsleep 1000\n"
+    })
+    await call.until("the call's output", () => call.stdoutSoFar().toString().includes("\n"))
+    const left = Number(call.stdoutSoFar().toString().trim())
+    const [pid, start] = call.frames.find((f) => f.type === "p")!.text.split(" ")
+    const killer = await ns.exec([SUPERVISOR, "--kill", pid!, start!, "all"])
+    expect(killer.code).toBe(0)
+    await call.done
+    expect(await ns.alive(left)).toBe(false)
+    expect(await ns.alive(k.pid), "the kernel is older than the call: spared").toBe(true)
+    expect((await k.cell("1 + 1")).records[0]!.json.data["text/plain"]).toBe("2")
+  }, 60_000)
+
   it("a call with `leftovers kill` freezes a live kernel's domain, kills only what it started, and resumes the domain", async () => {
     const lock = path.join(tmp, "locks", "session.lock")
     const k = await open({ header: `lock ${Buffer.byteLength(lock)}\n${lock}` })
