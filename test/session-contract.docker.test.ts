@@ -2,7 +2,7 @@ import { Layer } from "effect"
 import { DockerExecutor, DockerSessions } from "@hermes-sandbox/docker"
 import { MemoryJournal } from "@hermes-sandbox/events"
 import { liveTime } from "./support/contractTime.js"
-import { type ShellProgram, sessionContract } from "./support/sessionContract.js"
+import { CONTRACT_PNG, type CellStep, type ShellProgram, sessionContract } from "./support/sessionContract.js"
 
 const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`
 
@@ -26,6 +26,33 @@ const bash = (p: ShellProgram): string =>
     .filter((line) => line !== undefined)
     .join("\n")
 
+const py = (s: string) => JSON.stringify(s)
+
+/** A contract cell in Python (IPython: a string as the last line is the result). */
+const python = (...steps: ReadonlyArray<CellStep>): string =>
+  steps
+    .map((step) => {
+      if ("print" in step) return `print(${py(step.print)}, end="", flush=True)`
+      if ("set" in step) return `${step.set.name} = ${py(step.set.value)}`
+      if ("get" in step) return `print(${step.get})`
+      if ("html" in step) return `from IPython.display import display, HTML\ndisplay(HTML(${py(step.html)}))`
+      if ("png" in step)
+        return `import base64\nfrom IPython.display import display, Image\ndisplay(Image(data=base64.b64decode(${py(CONTRACT_PNG)})))`
+      if ("result" in step) return py(step.result)
+      if ("raise" in step) return `raise ValueError(${py(step.raise)})`
+      if ("sleepMs" in step) return `import time\ntime.sleep(${step.sleepMs / 1000})`
+      if ("ignoreSigint" in step) return "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)"
+      if ("flood" in step) return `import sys\nsys.stdout.write("x" * ${step.flood})\nsys.stdout.flush()`
+      return [
+        "import threading, time as _t",
+        "def _late():",
+        `    _t.sleep(${step.late.afterMs / 1000})`,
+        `    print(${py(step.late.text)}, end="", flush=True)`,
+        "threading.Thread(target=_late, daemon=True).start()"
+      ].join("\n")
+    })
+    .join("\n")
+
 // The same contract on the real engine (started by .ci/run / scripts/ensure-engine.sh).
 sessionContract("docker", {
   base: Layer.merge(DockerExecutor.runtimeLayer(), MemoryJournal.layer()),
@@ -39,5 +66,6 @@ sessionContract("docker", {
       ...(printEnv === undefined ? [] : [`print(os.environ.get(${JSON.stringify(printEnv)}, ""))`])
     ].join("\n")
   }),
+  cell: python,
   time: liveTime
 })

@@ -20,6 +20,7 @@ import { ContainerNamePrefix, Label } from "@hermes-sandbox/core/Labels"
 import { SandboxRuntime, Session } from "@hermes-sandbox/core"
 import { Sessions, type SessionsOptions } from "@hermes-sandbox/core/Session"
 import { Journal } from "@hermes-sandbox/events"
+import { checkLifecycle } from "@hermes-sandbox/events/Projection"
 import { eventsOf, gone, typesOf } from "./contractChecks.js"
 import { type ContractTime, eventually, joinPassing } from "./contractTime.js"
 
@@ -50,6 +51,37 @@ export interface SnippetProgram {
   readonly printEnv?: string
 }
 
+/**
+ * One step of a cell of Python, in the order given; each world writes it in its own vocabulary (the
+ * fake kernel's steps, or Python).
+ */
+export type CellStep =
+  | { readonly print: string }
+  /** `name = "value"`: kept in the kernel's state. */
+  | { readonly set: { readonly name: string; readonly value: string } }
+  /** `print(name)`: a NameError when the state was lost. */
+  | { readonly get: string }
+  /** `display(HTML(html))`. */
+  | { readonly html: string }
+  /** `display(Image(data=PNG))`: a real 1×1 PNG (CONTRACT_PNG). */
+  | { readonly png: true }
+  /** The last expression: this string, so the result's text/plain is its repr. */
+  | { readonly result: string }
+  /** `raise ValueError(value)`. */
+  | { readonly raise: string }
+  /** `time.sleep`: a busy cell (SIGINT ends it with a KeyboardInterrupt). */
+  | { readonly sleepMs: number }
+  /** `signal.signal(SIGINT, SIG_IGN)`: from now on the kernel ignores interrupts. */
+  | { readonly ignoreSigint: true }
+  /** Prints this many bytes ("x"s) to stdout. */
+  | { readonly flood: number }
+  /** A thread that prints `text` `afterMs` from now (after the cell ended: late output). */
+  | { readonly late: { readonly afterMs: number; readonly text: string } }
+
+/** A 1×1 PNG, base64: what a `png` step displays. */
+export const CONTRACT_PNG =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
 export interface SessionWorld {
   /** The runtime and journal of one case: its services run over them, and the checks read them. */
   readonly base: Layer.Layer<SandboxRuntime | Journal.Journal, unknown>
@@ -57,6 +89,8 @@ export interface SessionWorld {
   readonly sessions: (options: SessionsOptions) => Layer.Layer<Sessions, unknown, SandboxRuntime | Journal.Journal>
   readonly command: (program: ShellProgram) => string
   readonly snippet: (program: SnippetProgram) => { readonly language: string; readonly code: string }
+  /** A cell's code (runCell). */
+  readonly cell: (...steps: ReadonlyArray<CellStep>) => string
   readonly time: ContractTime
 }
 
@@ -731,6 +765,176 @@ export const sessionContract = (name: string, world: SessionWorld) => {
           })
         ),
       60_000
+    )
+
+    // --- cells on the session's Python kernel (issue 28, docs/design/kernel.md §17) ----------------
+
+    test(
+      "cells keep state; the last expression is the result; displays (HTML, a real PNG) in order; an exception is an error and keeps the state",
+      () =>
+        withBase(({ journal, open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            const first = yield* s.runCell({
+              code: world.cell({ set: { name: "x", value: "41" } }, { print: "set\n" })
+            })
+            expect(first).toMatchObject({
+              sessionId: s.sessionId,
+              status: "ok",
+              executionCount: 1,
+              stdout: "set\n",
+              stateLost: false,
+              oomKilled: false,
+              kernel: { generation: 1, started: true },
+              displays: [],
+              displaysOmitted: { count: 0 }
+            })
+            const second = yield* s.runCell({
+              code: world.cell({ get: "x" }, { html: "<b>hi</b>" }, { png: true }, { result: "done" })
+            })
+            expect(second).toMatchObject({
+              status: "ok",
+              executionCount: 2,
+              stdout: "41\n",
+              stateLost: false,
+              kernel: { id: first.kernel.id, generation: 1, started: false }
+            })
+            expect(second.result?.data["text/plain"]).toBe("'done'")
+            expect(second.displays).toHaveLength(2)
+            expect(second.displays[0]!.data["text/html"]).toBe("<b>hi</b>")
+            expect(second.displays[1]!.data["image/png"]!.replace(/\s/g, "")).toBe(CONTRACT_PNG)
+            const failed = yield* s.runCell({ code: world.cell({ raise: "no good" }) })
+            expect(failed).toMatchObject({ status: "error", executionCount: 3, stateLost: false })
+            expect(failed.error).toMatchObject({ name: "ValueError", value: "no good", truncated: false })
+            expect((yield* s.runCell({ code: world.cell({ get: "x" }) })).stdout).toBe("41\n")
+            // The session's stream: the kernel's start and each cell, sizes and digests only.
+            const events = yield* eventsOf(journal, s.sessionId)
+            const types = events.map((e) => e.type)
+            expect(types.filter((t) => t === "KernelStarted")).toHaveLength(1)
+            const cells = events.flatMap((e) => (e.type === "CellExecuted" ? [e.data] : []))
+            expect(cells.map((c) => [c.executionCount, c.status])).toEqual([
+              [1, "ok"],
+              [2, "ok"],
+              [3, "error"],
+              [4, "ok"]
+            ])
+            expect(cells[1]!.outputs.map((o) => [o.kind, o.mime.map((m) => m.type).includes("text/plain")])).toEqual([
+              ["display", true],
+              ["display", true],
+              ["result", true]
+            ])
+            const code = world.cell({ set: { name: "x", value: "41" } }, { print: "set\n" })
+            expect(cells[0]).toMatchObject({
+              cellId: first.cellId,
+              codeBytes: Buffer.byteLength(code),
+              codeSha256: createHash("sha256").update(code).digest("hex")
+            })
+            expect(JSON.stringify(events)).not.toContain("no good")
+            expect(checkLifecycle(events)).toEqual([])
+          })
+        ),
+      120_000
+    )
+
+    test(
+      "a cell's output is capped as a call's; a timeout interrupts it and keeps the state; run and cells share the session",
+      () =>
+        withBase(({ open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open({ outputLimitBytes: 1000 })
+            const flood = yield* s.runCell({ code: world.cell({ flood: 5000 }, { set: { name: "y", value: "7" } }) })
+            expect(flood).toMatchObject({ status: "ok", stdoutBytes: 5000, stdoutTruncated: true })
+            expect(flood.stdout).toBe("x".repeat(1000))
+            const slow = yield* Effect.fork(
+              s.runCell({ code: world.cell({ print: "before\n" }, { sleepMs: 600_000 }), timeoutMs: 1500 })
+            )
+            const timedOut = yield* joinPassing(time, slow)
+            expect(timedOut).toMatchObject({ status: "timeout", stateLost: false, stdout: "before\n" })
+            expect(timedOut.error?.name).toBe("KeyboardInterrupt")
+            // A call between cells does not end the kernel.
+            expect((yield* s.run(sh({ stdout: "between" }))).stdout).toBe("between")
+            expect(yield* s.runCell({ code: world.cell({ get: "y" }) })).toMatchObject({
+              status: "ok",
+              stdout: "7\n",
+              stateLost: false,
+              kernel: { generation: 1 }
+            })
+          })
+        ),
+      120_000
+    )
+
+    test(
+      "a cell that ignores SIGINT is killed at its deadline: stateLost on it and on the next cell, which runs in a new kernel",
+      () =>
+        withBase(({ journal, open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open({ kernel: { interruptGraceMs: 500 } })
+            yield* s.runCell({ code: world.cell({ set: { name: "z", value: "1" } }) })
+            const stuck = yield* Effect.fork(
+              s.runCell({ code: world.cell({ ignoreSigint: true }, { sleepMs: 600_000 }), timeoutMs: 1000 })
+            )
+            const killed = yield* joinPassing(time, stuck)
+            expect(killed).toMatchObject({ status: "timeout", stateLost: true, kernel: { generation: 1 } })
+            const next = yield* s.runCell({ code: world.cell({ get: "z" }) })
+            expect(next).toMatchObject({
+              status: "error",
+              stateLost: true,
+              executionCount: 1,
+              kernel: { generation: 2, started: true }
+            })
+            expect(next.error?.name).toBe("NameError")
+            // Said once it was returned.
+            expect(yield* s.runCell({ code: world.cell({ print: "ok\n" }) })).toMatchObject({ stateLost: false })
+            const restarted = (yield* eventsOf(journal, s.sessionId)).flatMap((e) =>
+              e.type === "KernelRestarted" ? [e.data] : []
+            )
+            expect(restarted).toEqual([
+              expect.objectContaining({
+                kernelId: killed.kernel.id,
+                generation: 1,
+                reason: "timeout",
+                cellId: killed.cellId
+              })
+            ])
+          })
+        ),
+      120_000
+    )
+
+    test(
+      "restartKernel discards the state without stateLost; an abort interrupts a cell; late output is labelled, never a cell's stdout",
+      () =>
+        withBase(({ journal, open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            yield* s.runCell({ code: world.cell({ set: { name: "w", value: "1" } }) })
+            yield* s.restartKernel
+            const after = yield* s.runCell({ code: world.cell({ get: "w" }) })
+            expect(after).toMatchObject({ status: "error", stateLost: false, kernel: { generation: 2, started: true } })
+            const controller = new AbortController()
+            const running = yield* Effect.fork(
+              s.runCell({ code: world.cell({ sleepMs: 600_000 }), timeoutMs: 600_000 }, { signal: controller.signal })
+            )
+            yield* time.pass(200)
+            controller.abort()
+            expect(yield* joinPassing(time, running)).toMatchObject({ status: "interrupted", stateLost: false })
+            yield* s.runCell({ code: world.cell({ print: "now\n" }, { late: { afterMs: 300, text: "later\n" } }) })
+            yield* time.pass(1500)
+            const next = yield* s.runCell({ code: world.cell({ print: "next\n" }) })
+            expect(next.stdout).toBe("next\n")
+            expect(next.lateOutput).toMatchObject({ text: "later\n", bytes: 6, truncated: false })
+            const reasons = (yield* eventsOf(journal, s.sessionId)).flatMap((e) =>
+              e.type === "KernelRestarted" ? [e.data.reason] : []
+            )
+            expect(reasons).toEqual(["requested"])
+          })
+        ),
+      120_000
     )
   })
 }

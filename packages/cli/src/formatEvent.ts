@@ -77,6 +77,29 @@ const details = (e: EventEnvelope): string => {
       return `${d.errorTag}: ${d.message}`
     case "ContainerDestroyed":
       return `${d.containerName} (${d.reason})`
+    case "KernelStarted": {
+      const failed = d.preloadFailed as Array<string>
+      const preload = d.preload as Array<string>
+      return `kernel ${short(String(d.kernelId))} #${d.generation} ready in ${d.startMs} ms${preload.length === 0 ? "" : `, preload ${preload.join(" ")}`}${failed.length === 0 ? "" : ` (failed: ${failed.join(" ")})`}`
+    }
+    case "CellExecuted": {
+      const outputs = d.outputs as Array<{ kind: string; mime: Array<{ type: string; bytes: number }> }>
+      const types = [...new Set(outputs.flatMap((o) => o.mime.map((m) => m.type)))]
+      const omitted = (d.outputsOmitted as number) + (d.displaysOmitted as number)
+      return (
+        `cell ${short(String(d.cellId))} [${d.executionCount}] ${d.status} after ${d.durationMs} ms, ${d.codeBytes} B code, ` +
+        `stdout ${d.stdoutBytes} B${d.stdoutTruncated ? " (truncated)" : ""}, stderr ${d.stderrBytes} B${d.stderrTruncated ? " (truncated)" : ""}` +
+        (outputs.length === 0
+          ? ""
+          : `, ${outputs.length} ${outputs.length === 1 ? "output" : "outputs"} (${types.join(" ")})`) +
+        (omitted === 0 ? "" : `, ${omitted} omitted`) +
+        (d.toolCallsMade === 0 ? "" : `, ${d.toolCallsMade} tool calls`) +
+        (d.oomKilled === true ? ", OOM killed" : "") +
+        (d.stateLost === true ? ", state lost" : "")
+      )
+    }
+    case "KernelRestarted":
+      return `kernel ${short(String(d.kernelId))} #${d.generation} ended (${d.reason})${d.signal === undefined ? "" : `, signal ${d.signal}`}${d.oomKilled === true ? ", OOM killed" : ""}${d.cellId === undefined ? "" : ` under cell ${short(String(d.cellId))}`}`
     case "ExecutorLease":
       return `${d.leaseMs} ms, host ${e.metadata.host} pid ${e.metadata.pid}`
     case "ExecutorClosed":

@@ -44,6 +44,8 @@ export class ImageNotFound extends Schema.TaggedError<ImageNotFound>()("ImageNot
  * - "protocol": the sandbox's report channel carried bytes its supervisor did not write, or the
  *   image does not speak this SDK's runner protocol; nothing it reported was used
  * - "session-locked": a session call never got the session's lock within its deadline
+ * - "kernel-held": a session's Python kernel could not start: another process's kernel runs in the
+ *   sandbox (a persistent sandbox held by two processes; one kernel per sandbox)
  * - "conflict": the engine refused the operation as conflicting with the container's name or
  *   state (HTTP 409): on create, the name is taken; on kill or exec, it is not running
  * - "not-found": the container does not exist (any more) (HTTP 404)
@@ -63,6 +65,7 @@ export const ContainerFailureReason = Schema.Literal(
   "setup",
   "protocol",
   "session-locked",
+  "kernel-held",
   "conflict",
   "not-found",
   "already-started",
@@ -113,6 +116,17 @@ export class ExecutionAborted extends Schema.TaggedError<ExecutionAborted>()("Ex
 export class SessionEnded extends Schema.TaggedError<SessionEnded>()("SessionEnded", {
   sessionId: Schema.String,
   reason: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * A session's Python kernel cannot run in this sandbox: its image's supervisor lacks the `kernel`
+ * feature (built before kernels: rebuild the images), or its Python has no IPython (the kernel's
+ * driver failed before it was ready). Raised by `runCell` before any cell ran; the session lives on.
+ */
+export class KernelUnavailable extends Schema.TaggedError<KernelUnavailable>()("KernelUnavailable", {
+  sessionId: Schema.String,
+  image: Schema.String,
   message: Schema.String
 }) {}
 

@@ -11,6 +11,9 @@
  *
  * What a "program" does is read from its code: a first line `#!fake {json}`
  * with { stdout, stderr, exitCode, sleepMs, hang, oom, echoStdin, printFile, toolCalls } (see internal/fakeProgram).
+ * A session's kernel (`hermes-run --kernel python`) is emulated too: a cell's code `#!cell [steps]`
+ * (fakeCell: print, display, result, raise, sleep, ignore SIGINT, die, a thread printing late, state
+ * kept across cells; internal/fakeKernel).
  */
 import { Clock, Context, Deferred, Effect, Either, Fiber, FiberSet, Layer, Option, Ref } from "effect"
 import { ContainerFailed, DockerUnavailable, ImageNotFound, type SandboxError } from "./Errors.js"
@@ -48,6 +51,7 @@ import {
   type RunnerFeature
 } from "./RunnerProtocol.js"
 
+export { type FakeCellStep, fakeCell } from "./internal/fakeKernel.js"
 export { type FakeProgram, fakeProgram, type FakeToolCall } from "./internal/fakeProgram.js"
 
 export interface FakeFaults {

@@ -25,6 +25,9 @@ import type { Language } from "./Language.js"
 import {
   FRAME,
   FRAMES,
+  KERNEL_GONE_CAUSES,
+  KERNEL_RECORD_SKIPS,
+  type KernelCommand,
   LIMIT,
   RUNNER_FEATURE_TABLE,
   RUNNER_FEATURES,
@@ -93,6 +96,21 @@ const STDOUT = FRAME.stdout.charCodeAt(0)
 const STDERR = FRAME.stderr.charCodeAt(0)
 const FILE_CONTENT = FRAME.fileContent.charCodeAt(0)
 const TOOL_ARGUMENTS = FRAME.toolArguments.charCodeAt(0)
+const RECORD_CONTENT = FRAME.recordContent.charCodeAt(0)
+const LATE_OUTPUT = FRAME.lateOutput.charCodeAt(0)
+/** A kernel supervisor's own frames (`--kernel`): in any other run they are a violation. */
+const KERNEL_TYPES = new Set(
+  [
+    FRAME.kernelReady,
+    FRAME.cellStarted,
+    FRAME.recordBegin,
+    FRAME.recordContent,
+    FRAME.recordSkipped,
+    FRAME.cellEnded,
+    FRAME.lateOutput,
+    FRAME.kernelGone
+  ].map((t) => t.charCodeAt(0))
+)
 
 const encoder = new TextEncoder()
 
@@ -246,6 +264,14 @@ export interface FrameHandlers {
   readonly content?: ((chunk: Uint8Array) => void) | undefined
   /** A piece of the current tool call's arguments ('a'); without a handler, an 'a' frame is a violation. */
   readonly toolArguments?: ((chunk: Uint8Array) => void) | undefined
+  /**
+   * Kernel mode (`--kernel python`, KernelFrameDecoder): a piece of a cell's record ('m') and bytes the
+   * kernel wrote between cells ('L'). Without it, any kernel frame ('g' 'C' 'M' 'm' 'N' 'Z' 'L' 'G') is
+   * a violation; with it, 'G' (the kernel gone) is the end of the stream, as 'x' is of a run's.
+   */
+  readonly kernel?:
+    | { readonly recordContent: (chunk: Uint8Array) => void; readonly lateOutput: (chunk: Uint8Array) => void }
+    | undefined
   /** The stream carried something the supervisor did not write; nothing more is decoded. */
   readonly violation: (reason: string) => void
 }
@@ -302,6 +328,8 @@ export class FrameDecoder {
           return this.fail("file content where none was asked for")
         if (this.type === TOOL_ARGUMENTS && this.handlers.toolArguments === undefined)
           return this.fail("tool call arguments where no tools were given")
+        if (KERNEL_TYPES.has(this.type) && this.handlers.kernel === undefined)
+          return this.fail(`a kernel frame '${String.fromCharCode(this.type)}' where no kernel runs`)
         if (!output && CONTROL_TYPES.indexOf(String.fromCharCode(this.type)) < 0)
           return this.fail(`an unknown frame type ${this.type}`)
         if (this.remaining > (output ? MAX_FRAME_PAYLOAD : MAX_CONTROL_PAYLOAD))
@@ -320,6 +348,8 @@ export class FrameDecoder {
       else if (this.type === STDERR) this.handlers.stderr(piece)
       else if (this.type === FILE_CONTENT) this.handlers.content!(piece)
       else if (this.type === TOOL_ARGUMENTS) this.handlers.toolArguments!(piece)
+      else if (this.type === RECORD_CONTENT) this.handlers.kernel!.recordContent(piece)
+      else if (this.type === LATE_OUTPUT) this.handlers.kernel!.lateOutput(piece)
       else this.control.push(Buffer.from(piece))
       if (this.remaining === 0) {
         this.headFill = 0
@@ -337,7 +367,7 @@ export class FrameDecoder {
       type === FRAME.setupFailed || type === FRAME.lockWait || type === FRAME.opFailed
         ? utf8.decode(payload)
         : latin1.decode(payload)
-    if (type === FRAME.exited) this.ended = true
+    if (type === FRAME.exited || type === FRAME.kernelGone) this.ended = true
     this.handlers.control(type, text, payload)
   }
 
@@ -527,4 +557,424 @@ export const missingFeaturesMessage = (
     `image ${image} has a supervisor without ${missing.length === 1 ? "the feature" : "the features"} this request needs: ${what}. The image ${label}. ` +
     `Rebuild the SDK's images: ${buildCommand} (an image of your own: build it again FROM a current hermes-sandbox image, docs/custom-images.md)`
   )
+}
+
+// --- kernel mode (`--kernel python`, docs/design/kernel.md §3) ----------------------------------
+
+/** A kernel's header, once per kernel (its exec): the run's words, then the kernel's own. */
+export interface KernelHeader {
+  readonly key: string
+  /** Bytes of each of a cell's streams the supervisor relays. */
+  readonly capBytes: number
+  readonly lock: string
+  readonly killLeftovers: boolean
+  /** Record bounds: one record's bytes, records per cell, record bytes per cell. */
+  readonly display: { readonly bundleBytes: number; readonly count: number; readonly totalBytes: number }
+  /** After an interrupt's SIGINT, how long the kernel has to end the cell and answer a ping. */
+  readonly graceMs: number
+  /** Modules imported when the kernel starts (dotted names). */
+  readonly preload: ReadonlyArray<string>
+}
+
+const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
+  let offset = 0
+  for (const part of parts) {
+    out.set(part, offset)
+    offset += part.byteLength
+  }
+  return out
+}
+
+/** The kernel's header: `HERMES/2`, key, cap, lock, leftovers, display, grace, preload, run. */
+export const encodeKernelHeader = (h: KernelHeader): Uint8Array => {
+  const parts: Array<Uint8Array> = []
+  const head = (w: HeaderWord, ...args: ReadonlyArray<string | number>) =>
+    parts.push(encoder.encode([w, ...args].join(" ") + "\n"))
+  parts.push(encoder.encode(`HERMES/${RUNNER_PROTOCOL_VERSION}\n`))
+  head("key", h.key)
+  head("cap", h.capBytes)
+  const lock = encoder.encode(h.lock)
+  head("lock", lock.byteLength)
+  parts.push(lock)
+  if (h.killLeftovers) head("leftovers", "kill")
+  head("display", h.display.bundleBytes, h.display.count, h.display.totalBytes)
+  head("grace", h.graceMs)
+  if (h.preload.length > 0) {
+    const names = encoder.encode(h.preload.join(" "))
+    head("preload", names.byteLength)
+    parts.push(names)
+  }
+  head("run")
+  return concat(parts)
+}
+
+/** A cell id: what the supervisor accepts ([A-Za-z0-9_-], at most LIMIT.kernelCellIdBytes). */
+export const CELL_ID = new RegExp(`^[A-Za-z0-9_-]{1,${LIMIT.kernelCellIdBytes}}$`)
+
+const command = (c: KernelCommand, ...args: ReadonlyArray<string | number>) =>
+  encoder.encode([c, ...args].join(" ") + "\n")
+
+/** `cell <id> <count>`, `code <n>` + the code, `run`. */
+export const encodeCellCommand = (cellId: string, executionCount: number, code: Uint8Array): Uint8Array =>
+  concat([
+    command("cell", cellId, executionCount),
+    encoder.encode(`code ${code.byteLength}\n`),
+    code,
+    encoder.encode("run\n")
+  ])
+
+/** `interrupt <cell id>`: the cell's deadline or abort. */
+export const encodeInterruptCommand = (cellId: string): Uint8Array => command("interrupt", cellId)
+
+/** `restart`: end the kernel (the supervisor kills the domain, frames 'G' requested, exits). */
+export const encodeRestartCommand = (): Uint8Array => command("restart")
+
+/** A decoded kernel header (the fake runtime plays the kernel's supervisor with it). */
+export interface DecodedKernelHeader extends KernelHeader {}
+
+/** A kernel command as the supervisor reads it from stdin (for the fake runtime). */
+export type DecodedKernelCommand =
+  | { readonly command: "cell"; readonly cellId: string; readonly executionCount: number; readonly code: Uint8Array }
+  | { readonly command: "interrupt"; readonly cellId: string }
+  | { readonly command: "restart" }
+
+const lineAt = (data: Buffer, at: number): { readonly text: string; readonly next: number } | undefined => {
+  const end = data.indexOf(10, at)
+  return end < 0 ? undefined : { text: data.subarray(at, end).toString("latin1"), next: end + 1 }
+}
+
+/**
+ * The kernel's header at the start of `bytes`: the header and where the commands begin; "incomplete"
+ * until its `run` line arrived; undefined if it is not one.
+ */
+export const decodeKernelHeader = (
+  bytes: Uint8Array
+): { readonly header: DecodedKernelHeader; readonly next: number } | "incomplete" | undefined => {
+  const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  let at = 0
+  const first = lineAt(data, at)
+  if (first === undefined) return data.length < 16 ? "incomplete" : undefined
+  if (first.text !== `HERMES/${RUNNER_PROTOCOL_VERSION}`) return undefined
+  at = first.next
+  const h: {
+    key?: string
+    capBytes?: number
+    lock?: string
+    killLeftovers: boolean
+    display: { bundleBytes: number; count: number; totalBytes: number }
+    graceMs: number
+    preload: Array<string>
+  } = {
+    killLeftovers: false,
+    display: { bundleBytes: LIMIT.kernelBundleBytes, count: LIMIT.kernelRecords, totalBytes: LIMIT.kernelRecordBytes },
+    graceMs: LIMIT.kernelGraceMs,
+    preload: []
+  }
+  for (;;) {
+    const line = lineAt(data, at)
+    if (line === undefined) return "incomplete"
+    at = line.next
+    const [word, a, b, c] = line.text.split(" ") as [HeaderWord, string?, string?, string?]
+    if (word === "run") break
+    if (word === "key") h.key = a ?? ""
+    else if (word === "cap") h.capBytes = Number(a)
+    else if (word === "leftovers") h.killLeftovers = a === "kill"
+    else if (word === "display") h.display = { bundleBytes: Number(a), count: Number(b), totalBytes: Number(c) }
+    else if (word === "grace") h.graceMs = Number(a)
+    else if (word === "lock" || word === "preload") {
+      const n = Number(a)
+      if (!Number.isSafeInteger(n) || n < 0) return undefined
+      if (at + n > data.length) return "incomplete"
+      const value = data.subarray(at, at + n).toString("utf8")
+      at += n
+      if (word === "lock") h.lock = value
+      else h.preload = value.split(" ").filter((x) => x !== "")
+    } else return undefined
+  }
+  if (h.key === undefined || h.capBytes === undefined || h.lock === undefined) return undefined
+  return { header: { ...h, key: h.key, capBytes: h.capBytes, lock: h.lock }, next: at }
+}
+
+/** The command at `at` of the supervisor's stdin: it and where the next begins; "incomplete"; undefined if none. */
+export const decodeKernelCommand = (
+  bytes: Uint8Array,
+  at: number
+): { readonly command: DecodedKernelCommand; readonly next: number } | "incomplete" | undefined => {
+  const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const line = lineAt(data, at)
+  if (line === undefined) return "incomplete"
+  const [word, a, b] = line.text.split(" ") as [KernelCommand, string?, string?]
+  if (word === "restart") return { command: { command: "restart" }, next: line.next }
+  if (word === "interrupt" && a !== undefined) return { command: { command: "interrupt", cellId: a }, next: line.next }
+  if (word !== "cell" || a === undefined || b === undefined) return undefined
+  const codeLine = lineAt(data, line.next)
+  if (codeLine === undefined) return "incomplete"
+  const m = /^code (0|[1-9][0-9]*)$/.exec(codeLine.text)
+  if (m === null) return undefined
+  const n = Number(m[1])
+  const end = codeLine.next + n
+  const run = lineAt(data, end)
+  if (run === undefined) return "incomplete"
+  if (run.text !== "run") return undefined
+  return {
+    command: { command: "cell", cellId: a, executionCount: Number(b), code: data.subarray(codeLine.next, end) },
+    next: run.next
+  }
+}
+
+export type KernelRecordSkip = (typeof KERNEL_RECORD_SKIPS)[number]
+export type KernelGoneCause = (typeof KERNEL_GONE_CAUSES)[number]
+export type KernelRecordKind = "R" | "D" | "X"
+
+/** 'g': the kernel is up and idle. */
+export interface KernelReady {
+  readonly pid: number
+  readonly start: string
+  readonly preloadFailed: ReadonlyArray<string>
+}
+
+/** 'Z': the cell's pipes are drained and closed. `none`: the kernel did not end it (it was killed). */
+export interface CellEnded {
+  readonly cellId: string
+  readonly status: "ok" | "error" | "none"
+  readonly stdoutBytes: number
+  readonly stderrBytes: number
+  readonly records: number
+  readonly skipped: number
+}
+
+/** 'G': the kernel's domain is dead; nothing follows. `oomKilled` undefined: the supervisor could not tell. */
+export interface KernelGone {
+  readonly exitCode: number
+  readonly signal: number
+  readonly oomKilled: boolean | undefined
+  readonly cause: KernelGoneCause
+}
+
+export interface KernelFrameHandlers {
+  readonly ready: (ready: KernelReady) => void
+  readonly cellStarted: (cellId: string, idleBytes: number) => void
+  readonly stdout: (chunk: Uint8Array) => void
+  readonly stderr: (chunk: Uint8Array) => void
+  /** 'd': a stream passed the cap; the cell wrote at least `total` bytes to it. */
+  readonly dropped: (stream: "o" | "e", total: number) => void
+  /** A whole record ('M' and exactly its bytes in 'm' frames). */
+  readonly record: (kind: KernelRecordKind, json: Uint8Array) => void
+  readonly skipped: (kind: KernelRecordKind, bytes: number, reason: KernelRecordSkip) => void
+  readonly cellEnded: (end: CellEnded) => void
+  readonly late: (chunk: Uint8Array) => void
+  readonly gone: (gone: KernelGone) => void
+  readonly lockWait: (holder: string) => void
+  readonly locked: () => void
+  /** 'E': the supervisor could not set the kernel up (before 'g': no IPython, a bad header). */
+  readonly setupFailed: (message: string) => void
+  /** The stream carried something the kernel's supervisor did not write, or out of its grammar. */
+  readonly violation: (reason: string) => void
+}
+
+const CELL_STARTED = /^([A-Za-z0-9_-]{1,64}) (0|[1-9][0-9]{0,19})$/
+const READY = /^([1-9][0-9]{0,9}) ([0-9]{1,20})((?: [A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)*)$/
+const RECORD_BEGIN = /^([RDX]) (0|[1-9][0-9]{0,9})$/
+const RECORD_SKIPPED = new RegExp(`^([RDX]) (0|[1-9][0-9]{0,19}) (${KERNEL_RECORD_SKIPS.join("|")})$`)
+const CELL_END =
+  /^([A-Za-z0-9_-]{1,64}) (ok|error|none) (0|[1-9][0-9]{0,19}) (0|[1-9][0-9]{0,19}) (0|[1-9][0-9]{0,9}) (0|[1-9][0-9]{0,9})$/
+const GONE = new RegExp(`^(0|[1-9][0-9]{0,2}) (0|[1-9][0-9]?) ([01?]) (${KERNEL_GONE_CAUSES.join("|")})$`)
+const DROPPED = /^([oe]) (0|[1-9][0-9]{0,19})$/
+
+/**
+ * Decodes a kernel supervisor's frames (FrameDecoder's keyed frames) and holds them to the kernel's
+ * grammar: 'g' once, first; then cells, each 'C' (for the cell the host sent: `expectCell`) … 'Z',
+ * inside which come 'o' 'e' 'd', records ('M' then exactly its bytes in 'm' frames) and 'N'; outside
+ * a cell only 'L', 'N' (late) and the lock's 'w'/'l' (a sent cell waiting for it, or the supervisor
+ * ending the kernel). The supervisor's failure 'E' and the kernel's end 'G' may come anywhere; 'G'
+ * ends the stream. Anything else is a violation: nothing after it is decoded.
+ */
+export class KernelFrameDecoder {
+  private readonly frames: FrameDecoder
+  private phase: "starting" | "idle" | "cell" | "gone" = "starting"
+  /** The cell the host sent and whose 'C' has not come yet. */
+  private expected: string | undefined
+  private cellId: string | undefined
+  private record: { kind: KernelRecordKind; size: number; parts: Array<Buffer>; fill: number } | undefined
+  private recordsSeen = 0
+  private skippedSeen = 0
+
+  constructor(
+    keyHex: string,
+    /** The header's bound on one record (`display`'s first number): a larger 'M' is not the supervisor's. */
+    private readonly bundleBytes: number,
+    private readonly handlers: KernelFrameHandlers
+  ) {
+    this.frames = new FrameDecoder(keyHex, {
+      stdout: (c) => this.inCell("o") && handlers.stdout(c),
+      stderr: (c) => this.inCell("e") && handlers.stderr(c),
+      kernel: {
+        recordContent: (c) => this.recordContent(c),
+        lateOutput: (c) => {
+          if (this.phase === "cell") return this.fail("late output ('L') inside a cell")
+          handlers.late(c)
+        }
+      },
+      control: (type, payload) => this.control(type, payload),
+      violation: (reason) => this.violated(reason)
+    })
+  }
+
+  readonly push = (chunk: Uint8Array): void => this.frames.push(chunk)
+
+  /** The host wrote `cell <id> …`: its 'C' may come now. */
+  expectCell(cellId: string): void {
+    this.expected = cellId
+  }
+
+  get violation(): string | undefined {
+    return this.frames.violated
+  }
+
+  /** 'G' arrived: the stream is over. */
+  get ended(): boolean {
+    return this.phase === "gone"
+  }
+
+  /** The stream ended mid-frame (the supervisor killed while writing). */
+  get incomplete(): boolean {
+    return this.frames.incomplete
+  }
+
+  private violated(reason: string): void {
+    this.handlers.violation(reason)
+  }
+
+  private fail(reason: string): void {
+    if (this.frames.violated !== undefined) return
+    this.frames.violated = reason
+    this.handlers.violation(reason)
+  }
+
+  private inCell(what: string): boolean {
+    if (this.phase === "cell" && this.record === undefined) return true
+    this.fail(`a frame '${what}' outside a cell's window`)
+    return false
+  }
+
+  private recordContent(chunk: Uint8Array): void {
+    const r = this.record
+    if (r === undefined) return this.fail("record content ('m') outside a record")
+    if (r.fill + chunk.byteLength > r.size) return this.fail(`a record longer than its ${r.size} bytes`)
+    r.parts.push(Buffer.from(chunk))
+    r.fill += chunk.byteLength
+    if (r.fill === r.size) this.endRecord()
+  }
+
+  private endRecord(): void {
+    const r = this.record!
+    this.record = undefined
+    this.recordsSeen++
+    this.handlers.record(r.kind, Buffer.concat(r.parts, r.size))
+  }
+
+  private control(type: string, payload: string): void {
+    const quoted = JSON.stringify(payload.slice(0, 80))
+    // The supervisor's own failure ('E', then 'G') may cut anything short.
+    if (this.record !== undefined && type !== FRAME.kernelGone && type !== FRAME.setupFailed)
+      return this.fail(`a frame '${type}' inside a record of ${this.record.size} bytes`)
+    switch (type) {
+      case FRAME.kernelReady: {
+        if (this.phase !== "starting") return this.fail("a second kernel-ready frame ('g')")
+        const m = READY.exec(payload)
+        if (m === null) return this.fail(`a kernel-ready frame that is not the supervisor's (${quoted})`)
+        this.phase = "idle"
+        return this.handlers.ready({
+          pid: Number(m[1]),
+          start: m[2]!,
+          preloadFailed: m[3]!.split(" ").filter((x) => x !== "")
+        })
+      }
+      case FRAME.cellStarted: {
+        const m = CELL_STARTED.exec(payload)
+        if (this.phase !== "idle" || this.expected === undefined || m === null || m[1] !== this.expected)
+          return this.fail(`a cell-start frame ('C' ${quoted}) for no cell the host sent`)
+        this.phase = "cell"
+        this.cellId = m[1]
+        this.expected = undefined
+        this.recordsSeen = 0
+        this.skippedSeen = 0
+        return this.handlers.cellStarted(m[1]!, Number(m[2]))
+      }
+      case FRAME.dropped: {
+        if (!this.inCell("d")) return
+        const m = DROPPED.exec(payload)
+        if (m === null) return this.fail(`a dropped-bytes frame that is not the supervisor's (${quoted})`)
+        return this.handlers.dropped(m[1] as "o" | "e", Number(m[2]))
+      }
+      case FRAME.recordBegin: {
+        if (!this.inCell("M")) return
+        const m = RECORD_BEGIN.exec(payload)
+        if (m === null) return this.fail(`a record frame that is not the supervisor's (${quoted})`)
+        const size = Number(m[2])
+        if (size > this.bundleBytes)
+          return this.fail(`a record of ${size} bytes, over the header's ${this.bundleBytes}`)
+        this.record = { kind: m[1] as KernelRecordKind, size, parts: [], fill: 0 }
+        if (size === 0) this.endRecord()
+        return
+      }
+      case FRAME.recordSkipped: {
+        const m = RECORD_SKIPPED.exec(payload)
+        if (m === null) return this.fail(`a skipped-record frame that is not the supervisor's (${quoted})`)
+        const late = m[3] === "late"
+        if (late !== (this.phase !== "cell"))
+          return this.fail(`a skipped-record frame ('N' ${quoted}) ${late ? "inside" : "outside"} a cell`)
+        if (this.phase === "gone") return this.fail("a frame after the kernel's end")
+        if (!late) this.skippedSeen++
+        return this.handlers.skipped(m[1] as KernelRecordKind, Number(m[2]), m[3] as KernelRecordSkip)
+      }
+      case FRAME.cellEnded: {
+        if (!this.inCell("Z")) return
+        const m = CELL_END.exec(payload)
+        if (m === null || m[1] !== this.cellId)
+          return this.fail(`a cell-end frame that is not the supervisor's (${quoted})`)
+        const records = Number(m[5])
+        const skipped = Number(m[6])
+        if (records !== this.recordsSeen || skipped < this.skippedSeen)
+          return this.fail(
+            `a cell-end frame counting ${records} records and ${skipped} skipped, after ${this.recordsSeen} and ${this.skippedSeen}`
+          )
+        this.phase = "idle"
+        this.cellId = undefined
+        return this.handlers.cellEnded({
+          cellId: m[1]!,
+          status: m[2] as CellEnded["status"],
+          stdoutBytes: Number(m[3]),
+          stderrBytes: Number(m[4]),
+          records,
+          skipped
+        })
+      }
+      case FRAME.kernelGone: {
+        const m = GONE.exec(payload)
+        if (m === null || Number(m[1]) > 255 || Number(m[2]) > 64)
+          return this.fail(`a kernel-gone frame that is not the supervisor's (${quoted})`)
+        this.phase = "gone"
+        this.record = undefined
+        return this.handlers.gone({
+          exitCode: Number(m[1]),
+          signal: Number(m[2]),
+          oomKilled: m[3] === "?" ? undefined : m[3] === "1",
+          cause: m[4] as KernelGoneCause
+        })
+      }
+      case FRAME.lockWait:
+      case FRAME.locked: {
+        if (this.phase === "cell" || this.phase === "gone")
+          return this.fail(`a lock frame ('${type}') ${this.phase === "cell" ? "inside a cell" : "after the end"}`)
+        return type === FRAME.lockWait ? this.handlers.lockWait(payload) : this.handlers.locked()
+      }
+      case FRAME.setupFailed:
+        // The supervisor gave up (before 'g': the kernel could not start); after 'g', its 'G' follows.
+        return this.handlers.setupFailed(payload)
+      default:
+        return this.fail(`a frame '${type}' that a kernel's supervisor does not write`)
+    }
+  }
 }

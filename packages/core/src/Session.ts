@@ -82,7 +82,8 @@ import {
 import * as SessionReaper from "./SessionReaper.js"
 
 export type { RunOptions, SessionCodeRequest } from "./session/call.js"
-export type { Session, SessionCallError, SessionResult, SessionStatus } from "./session/handle.js"
+export type { Session, SessionCallError, SessionCellError, SessionResult, SessionStatus } from "./session/handle.js"
+export type { CellHooks, CellOptions, CellRequest } from "./session/cell.js"
 export type {
   FileCallOptions,
   FileEntry,
@@ -104,7 +105,7 @@ export {
 export { IDLE_COMMAND } from "./session/plan.js"
 /** Where a session's shell keeps its state in the sandbox (cwd, exported variables): not the user's files. */
 export { SESSION_STATE_DIR } from "./internal/sessionShell.js"
-export type { PersistentOptions, SessionMount, SessionOptions, SessionScope } from "./session/plan.js"
+export type { KernelOptions, PersistentOptions, SessionMount, SessionOptions, SessionScope } from "./session/plan.js"
 
 /** The sessions service's own options, beyond the sandbox defaults. */
 const SessionsOnlyOptionsSchema = Schema.Struct({

@@ -29,6 +29,7 @@ export * as Sweep from "./Sweep.js"
 export * as WarmPool from "./WarmPool.js"
 
 // Modules named after their main export.
+export * from "./CellResult.js"
 export * from "./ExecutionResult.js"
 export * from "./Language.js"
 export * from "./OutputCapture.js"
@@ -44,6 +45,7 @@ export {
   FileNotFound,
   ImageNotFound,
   InvalidRequest,
+  KernelUnavailable,
   QueueFull,
   type SandboxError,
   SandboxFileError,

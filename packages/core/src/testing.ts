@@ -1,6 +1,13 @@
 /** For tests (yours and ours): the in-memory runtime and its fault controls. */
 export * as FakeRuntime from "./FakeRuntime.js"
-export { fakeProgram, type FakeFaults, type FakeProgram, FakeRuntimeControl } from "./FakeRuntime.js"
+export {
+  type FakeCellStep,
+  fakeCell,
+  fakeProgram,
+  type FakeFaults,
+  type FakeProgram,
+  FakeRuntimeControl
+} from "./FakeRuntime.js"
 
 import { Arbitrary, type FastCheck, Schema } from "effect"
 import { type ExecuteRequest, ExecuteRequestSchema } from "./ExecutionRequest.js"

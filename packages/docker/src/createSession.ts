@@ -15,6 +15,9 @@
  *   await s.writeFile("data/in.csv", "a,b\n1,2\n")            // relative to /workspace; no shell involved
  *   const { content } = await s.readFile("/workspace/data/in.csv")
  *
+ *   await s.runCell({ code: "import pandas as pd; df = pd.read_csv('data/in.csv')" })   // a Python kernel
+ *   const cell = await s.runCell({ code: "df.describe()" })  // state kept: cell.result.data["text/html"]
+ *
  * Each facade owns its engine connection (and, for a session, the watchdog that removes its
  * sandbox if this process is killed); `close()` releases them. Errors are the SDK's typed
  * error classes, never Effect's wrappers.
@@ -23,13 +26,17 @@ import { type Effect, Exit, Layer, ManagedRuntime } from "effect"
 // The class alone, not rxjs's index (events/src/Rx.ts says why).
 import { Observable } from "rxjs/internal/Observable"
 import {
+  type CellResult,
   type ExecuteOptions,
   type ExecutionResult,
+  InvalidRequest,
   type PersistentOptions,
   type SessionOptions,
   SessionEnded
 } from "@hermes-sandbox/core"
 import {
+  type CellOptions,
+  type CellRequest,
   type FileCallOptions,
   type ListFilesResult,
   type ReadFileOptions,
@@ -107,6 +114,15 @@ export interface SandboxSession
   listFiles(dir?: string, options?: FileOperationOptions<FileCallOptions>): Promise<ListFilesResult>
   /** Remove a file, a symlink (itself, not its target) or an empty directory. */
   removeFile(path: string, options?: FileOperationOptions<FileCallOptions>): Promise<void>
+  /**
+   * A cell of Python on the session's kernel (started by the first cell): imports, variables and
+   * threads persist from cell to cell. Resolves with the cell's result whatever the cell did (an
+   * exception, a timeout, an abort through `signal`: its `status`); rejects with KernelUnavailable
+   * (an image without the kernel), SessionEnded, InvalidRequest, or ContainerFailed.
+   */
+  runCell(request: CellRequest, options?: CellOptions): Promise<CellResult>
+  /** End the kernel and its state; the next cell starts a new one. */
+  restartKernel(): Promise<void>
   /** Live session events (committed to the journal first). */
   readonly events$: Observable<EventEnvelope>
   /** Past events of this facade's journal (the in-memory one too), completing after the last stored one. */
@@ -248,6 +264,9 @@ const facade = async (
       const { signal, ...rest } = o
       return call((s) => s.removeFile(path, rest), signal, {}, "file operation")
     },
+    // A cell's signal interrupts the cell (a result, `interrupted`), never the call: not the bridge's.
+    runCell: (request, o = {}) => call((s) => s.runCell(request, o), undefined, {}, "cell"),
+    restartKernel: () => call((s) => s.restartKernel, undefined, {}, "kernel restart"),
     events$: new Observable<EventEnvelope>((subscriber) =>
       sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))
     ),
@@ -293,7 +312,7 @@ export type HermesSandbox = HermesSandboxCommon &
     | { readonly scope: "oneShot"; readonly executor: SandboxExecutor }
     | ({ readonly scope: "session" | "persistent"; readonly session: SandboxSession } & Pick<
         SandboxSession,
-        "readFile" | "writeFile" | "listFiles" | "removeFile"
+        "readFile" | "writeFile" | "listFiles" | "removeFile" | "restartKernel"
       >)
   )
 
@@ -308,6 +327,11 @@ interface HermesSandboxCommon extends AsyncDisposable {
     request: SessionCodeRequest,
     options?: ExecuteOptions & { readonly signal?: AbortSignal }
   ): Promise<ExecutionResult>
+  /**
+   * A cell of Python on the session's kernel (SandboxSession.runCell). A one-shot scope keeps no
+   * state between runs: it rejects with InvalidRequest (field "scope").
+   */
+  runCell(request: CellRequest, options?: CellOptions): Promise<CellResult>
   close(): Promise<void>
 }
 
@@ -349,6 +373,16 @@ export const openHermesSandbox = async (
         )
       },
       runCode: (request, o) => executor.executeCode(request, o),
+      runCell: () =>
+        Promise.reject(
+          new InvalidRequest({
+            field: "scope",
+            value: "oneShot",
+            allowed: "a session (terminal.container_persistent false or true)",
+            message:
+              'invalid scope: got "oneShot"; allowed: a session (terminal.container_persistent false or true): a one-shot sandbox keeps no kernel between runs'
+          })
+        ),
       close,
       [Symbol.asyncDispose]: close
     }
@@ -369,6 +403,8 @@ export const openHermesSandbox = async (
     session,
     run: (command, o) => session.run(command, o),
     runCode: (request, o) => session.runCode(request, o),
+    runCell: (request, o) => session.runCell(request, o),
+    restartKernel: () => session.restartKernel(),
     // A one-shot sandbox keeps no files between runs: file operations exist on a session's only.
     readFile: (path, o) => session.readFile(path, o),
     writeFile: (path, content, o) => session.writeFile(path, content, o),

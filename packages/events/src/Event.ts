@@ -341,6 +341,94 @@ export const SessionClosed = event("SessionClosed", {
   reason: Schema.String
 })
 
+// --- a session's Python kernel (in the session's stream, issue 28) --------------------------
+
+/**
+ * A session's Python kernel became ready: `generation` counts the session's kernels from 1 (each
+ * is one exec of the kernel's supervisor), `startMs` from the exec to ready (preload included).
+ *
+ * @category schemas
+ */
+export const KernelStarted = event("KernelStarted", {
+  kernelId: Schema.String,
+  generation: Count,
+  language: Schema.Literal("python"),
+  startMs: Millis,
+  preload: Schema.Array(Schema.String),
+  /** The preloaded modules that failed to import (the cell's own import raises the real error). */
+  preloadFailed: Schema.Array(Schema.String)
+})
+
+/**
+ * The statuses of a cell (CellResult.status).
+ *
+ * @category schemas
+ */
+export const CellStatus = Schema.Literal("ok", "error", "timeout", "interrupted", "crashed")
+
+/**
+ * One output of a cell as the journal keeps it: its kind and its MIME types with their sizes, never
+ * the data (at most 16 types listed).
+ *
+ * @category schemas
+ */
+export const CellOutputSummary = Schema.Struct({
+  kind: Schema.Literal("result", "display"),
+  mime: Schema.Array(Schema.Struct({ type: Schema.String, bytes: Count })).pipe(Schema.maxItems(16))
+})
+
+/**
+ * A cell ran. Sizes, digests and MIME types only: never the code, the data, the error's value or
+ * its traceback. At most 100 outputs are listed (`outputsOmitted` counts the rest);
+ * `displaysOmitted` counts outputs not returned (over a bound, malformed).
+ *
+ * @category schemas
+ */
+export const CellExecuted = event("CellExecuted", {
+  cellId: Schema.String,
+  kernelId: Schema.String,
+  executionCount: Count,
+  status: CellStatus,
+  durationMs: Millis,
+  timeoutMs: Millis,
+  codeBytes: Count,
+  codeSha256: Schema.String,
+  stdoutBytes: Count,
+  stderrBytes: Count,
+  stdoutTruncated: Schema.Boolean,
+  stderrTruncated: Schema.Boolean,
+  outputs: Schema.Array(CellOutputSummary).pipe(Schema.maxItems(100)),
+  outputsOmitted: Count,
+  displaysOmitted: Count,
+  stateLost: Schema.Boolean,
+  oomKilled: Schema.Boolean,
+  toolCallsMade: Count
+})
+
+/**
+ * Why a session's kernel ended: the caller asked (`requested`), a cell's deadline (`timeout`) or
+ * the caller's abort (`interrupted`) had to kill it, or it died (`crashed`: OOM, a signal, its
+ * supervisor gone, a forged frame).
+ *
+ * @category schemas
+ */
+export const KernelRestartReason = Schema.Literal("requested", "timeout", "interrupted", "crashed")
+
+/**
+ * A session's kernel ended; the next cell starts a new one (its `stateLost` says so unless the
+ * caller asked). `cellId`: the cell it ended under.
+ *
+ * @category schemas
+ */
+export const KernelRestarted = event("KernelRestarted", {
+  kernelId: Schema.String,
+  generation: Count,
+  reason: KernelRestartReason,
+  signal: Schema.optional(Count),
+  oomKilled: Schema.optional(Schema.Boolean),
+  cellId: Schema.optional(Schema.String)
+})
+
 // --- executor (stream id = executor id) ------------------------------------------------
 
 /**
@@ -401,6 +489,9 @@ export const members = [
   SessionReplaced,
   SessionIdleExpired,
   SessionClosed,
+  KernelStarted,
+  CellExecuted,
+  KernelRestarted,
   ExecutorStats,
   ExecutorLease,
   ExecutorClosed
@@ -460,6 +551,17 @@ export const lifecycleEventTypes = [
 ] as const satisfies ReadonlyArray<EventType>
 
 /**
+ * A session's Python kernel's events, in the session's stream (see {@link CellExecuted}).
+ *
+ * @category constants
+ */
+export const kernelEventTypes = [
+  "KernelStarted",
+  "CellExecuted",
+  "KernelRestarted"
+] as const satisfies ReadonlyArray<EventType>
+
+/**
  * All event types, in declaration order.
  *
  * @category constants
@@ -471,6 +573,7 @@ export const eventTypes = [
   "SessionReplaced",
   "SessionIdleExpired",
   "SessionClosed",
+  ...kernelEventTypes,
   "ExecutorStats",
   "ExecutorLease",
   "ExecutorClosed"
@@ -614,6 +717,9 @@ export const EventEnvelope = Schema.Union(
   envelopeOf(SessionReplaced),
   envelopeOf(SessionIdleExpired),
   envelopeOf(SessionClosed),
+  envelopeOf(KernelStarted),
+  envelopeOf(CellExecuted),
+  envelopeOf(KernelRestarted),
   envelopeOf(ExecutorStats),
   envelopeOf(ExecutorLease),
   envelopeOf(ExecutorClosed)

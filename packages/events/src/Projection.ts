@@ -20,6 +20,7 @@ import {
   type DestroyReason,
   type EventEnvelope,
   type EventType,
+  kernelEventTypes,
   leaseEventTypes,
   lifecycleEventTypes
 } from "./Event.js"
@@ -99,12 +100,63 @@ export interface ExecutionState {
    * closed stream holds only the counts.
    */
   readonly toolCallsById?: Readonly<Record<string, { readonly tool: string; readonly outcome?: ToolCallOutcome }>>
+  /** A session's Python kernel, from its stream's KernelStarted, CellExecuted and KernelRestarted. */
+  readonly kernel?: KernelCounts
   readonly lastSequence: number
   readonly lastVersion: number
   readonly violations: ReadonlyArray<string>
 }
 
+/**
+ * A session's Python kernel as its stream records it: kernels started, cells by status, how many
+ * cells said `stateLost`, and the kernels' ends by reason.
+ *
+ * @category models
+ */
+export interface KernelCounts {
+  readonly started: number
+  readonly cells: number
+  readonly byStatus: Readonly<Record<string, number>>
+  readonly stateLost: number
+  readonly restarts: Readonly<Record<string, number>>
+}
+
 const lifecycleTypes: ReadonlySet<EventType> = new Set<EventType>(lifecycleEventTypes)
+const kernelTypes: ReadonlySet<EventType> = new Set<EventType>(kernelEventTypes)
+
+/**
+ * Whether the event is a session's kernel event (KernelStarted, CellExecuted, KernelRestarted):
+ * folded into the session's stream, never an execution's.
+ *
+ * @category guards
+ */
+export const isKernelEvent = (envelope: { readonly type: EventType }): boolean => kernelTypes.has(envelope.type)
+
+const noKernel: KernelCounts = { started: 0, cells: 0, byStatus: {}, stateLost: 0, restarts: {} }
+
+/** The kernel counts with one more event. */
+const countKernel = (counts: KernelCounts | undefined, envelope: EventEnvelope): KernelCounts => {
+  const k = counts ?? noKernel
+  const plus = (r: Readonly<Record<string, number>>, key: string) => ({
+    ...r,
+    [key]: (Object.hasOwn(r, key) ? r[key]! : 0) + 1
+  })
+  switch (envelope.type) {
+    case "KernelStarted":
+      return { ...k, started: k.started + 1 }
+    case "CellExecuted":
+      return {
+        ...k,
+        cells: k.cells + 1,
+        byStatus: plus(k.byStatus, envelope.data.status),
+        stateLost: k.stateLost + (envelope.data.stateLost ? 1 : 0)
+      }
+    case "KernelRestarted":
+      return { ...k, restarts: plus(k.restarts, envelope.data.reason) }
+    default:
+      return k
+  }
+}
 
 /**
  * Whether the event takes part in a container/execution lifecycle (session and executor
@@ -246,7 +298,8 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
   if (envelope.streamId !== current.streamId) {
     return withViolation(current, `event ${envelope.sequence} belongs to stream ${envelope.streamId}`)
   }
-  if (!isLifecycleEvent(envelope)) return current
+  const kernelEvent = isKernelEvent(envelope)
+  if (!isLifecycleEvent(envelope) && !kernelEvent) return current
   if (envelope.sequence <= current.lastSequence) {
     return withViolation(
       current,
@@ -267,6 +320,11 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
 
   if (destroyed && envelope.type !== "ExecutionCompleted") {
     violations.push(`${envelope.type} after ContainerDestroyed`)
+  }
+  if (kernelEvent) {
+    // A session's kernel lives in its sandbox: its events belong to the session's stream.
+    if (current.kind === "execution") violations.push(`${envelope.type} in an execution's stream`)
+    next.kernel = countKernel(current.kernel, envelope)
   }
 
   switch (envelope.type) {
@@ -487,7 +545,7 @@ export const makeProjector = (): Projector => {
       if (lease !== undefined) leases.set(envelope.streamId, lease)
       return undefined
     }
-    if (!isLifecycleEvent(envelope)) return undefined
+    if (!isLifecycleEvent(envelope) && !isKernelEvent(envelope)) return undefined
     const next = evolve(states.get(envelope.streamId), envelope)
     states.set(envelope.streamId, next)
     // The warm container now belongs to the claiming execution: the pool stream hands it
@@ -647,7 +705,9 @@ const isMap = (u: unknown): u is ReadonlyMap<string, ExecutionState> => u instan
  * but `ExecutionCompleted`), tool calls (after the start, or in a session's call; each
  * `callId` requested once, then exactly one outcome, all before the terminal event),
  * versions 1..n contiguous, sequences strictly increasing, a single stream id; ownership-lease
- * events only in a stream of their own (an executor's), never in a lifecycle's.
+ * events only in a stream of their own (an executor's), never in a lifecycle's; a session's kernel
+ * events (KernelStarted, CellExecuted, KernelRestarted) in a session's stream, before its
+ * ContainerDestroyed, never in an execution's.
  *
  * @category validation
  */
@@ -678,7 +738,7 @@ export const checkLifecycle = (events: Iterable<EventEnvelope>): ReadonlyArray<s
       lease = true
       continue
     }
-    if (isLifecycleEvent(envelope)) {
+    if (isLifecycleEvent(envelope) || isKernelEvent(envelope)) {
       if (lease) violations.push(`${envelope.type} (sequence ${envelope.sequence}) in an executor's lease stream`)
       lifecycle = true
     }

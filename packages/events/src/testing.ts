@@ -17,7 +17,14 @@ import {
   type EventType,
   type JournalEvent
 } from "./Event.js"
-import { make, SCHEMA_VERSION, ToolCallFailureReason, ToolCallRefusalReason } from "./Event.js"
+import {
+  CellStatus,
+  KernelRestartReason,
+  make,
+  SCHEMA_VERSION,
+  ToolCallFailureReason,
+  ToolCallRefusalReason
+} from "./Event.js"
 
 // --- primitives --------------------------------------------------------------------------
 
@@ -255,6 +262,53 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
   }),
   SessionIdleExpired: fc.record({ sessionId: fc.uuid(), idleMs: arbMillis }),
   SessionClosed: fc.record({ sessionId: fc.uuid(), reason: arbText }),
+  KernelStarted: fc.record({
+    kernelId: fc.uuid(),
+    generation: fc.integer({ min: 1, max: 20 }),
+    language: fc.constant("python" as const),
+    startMs: arbMillis,
+    preload: fc.array(fc.constantFrom("pandas", "matplotlib.pyplot", "numpy"), { maxLength: 3 }),
+    preloadFailed: fc.array(fc.constantFrom("pandas", "nosuchmodule"), { maxLength: 2 })
+  }),
+  CellExecuted: fc.record({
+    cellId: fc.uuid(),
+    kernelId: fc.uuid(),
+    executionCount: fc.integer({ min: 1, max: 1000 }),
+    status: fc.constantFrom(...CellStatus.literals),
+    durationMs: arbMillis,
+    timeoutMs: arbMillis,
+    codeBytes: arbBytes,
+    codeSha256: arbSha256,
+    stdoutBytes: arbBytes,
+    stderrBytes: arbBytes,
+    stdoutTruncated: fc.boolean(),
+    stderrTruncated: fc.boolean(),
+    outputs: fc.array(
+      fc.record({
+        kind: fc.constantFrom("result" as const, "display" as const),
+        mime: fc.array(fc.record({ type: fc.constantFrom("text/plain", "text/html", "image/png"), bytes: arbBytes }), {
+          maxLength: 3
+        })
+      }),
+      { maxLength: 3 }
+    ),
+    outputsOmitted: arbCount,
+    displaysOmitted: arbCount,
+    stateLost: fc.boolean(),
+    oomKilled: fc.boolean(),
+    toolCallsMade: arbCount
+  }),
+  KernelRestarted: fc.record(
+    {
+      kernelId: fc.uuid(),
+      generation: fc.integer({ min: 1, max: 20 }),
+      reason: fc.constantFrom(...KernelRestartReason.literals),
+      signal: fc.integer({ min: 1, max: 64 }),
+      oomKilled: fc.boolean(),
+      cellId: fc.uuid()
+    },
+    { requiredKeys: ["kernelId", "generation", "reason"] }
+  ),
   ExecutorStats: fc.record({ inFlight: arbCount, queued: arbCount }),
   ExecutorLease: fc.record({ leaseMs: fc.integer({ min: 1, max: 600_000 }) }),
   ExecutorClosed: fc.constant({})

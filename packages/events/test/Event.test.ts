@@ -46,7 +46,73 @@ describe("Event", () => {
 
   it("eventTypes lists every member exactly once", () => {
     expect(new Set(Event.eventTypes).size).toBe(Event.members.length)
-    expect(Event.eventTypes).toHaveLength(23)
+    expect(Event.eventTypes).toHaveLength(26)
+  })
+
+  describe("a session's kernel events (issue 28)", () => {
+    const decode = Schema.decodeUnknownEither(Event.JournalEvent)
+    const cell = {
+      cellId: "c1",
+      kernelId: "k1",
+      executionCount: 1,
+      status: "ok",
+      durationMs: 3,
+      timeoutMs: 1000,
+      codeBytes: 10,
+      codeSha256: "0".repeat(64),
+      stdoutBytes: 0,
+      stderrBytes: 0,
+      stdoutTruncated: false,
+      stderrTruncated: false,
+      outputs: [{ kind: "display", mime: [{ type: "image/png", bytes: 100 }] }],
+      outputsOmitted: 0,
+      displaysOmitted: 0,
+      stateLost: false,
+      oomKilled: false,
+      toolCallsMade: 0
+    }
+
+    it("CellExecuted holds sizes, digests and MIME types: no field for code, data, error values or tracebacks", () => {
+      expect(Either.isRight(decode({ type: "CellExecuted", data: cell }))).toBe(true)
+      expect(Object.keys(Event.CellExecuted.fields.data.fields).sort()).toEqual(Object.keys(cell).sort())
+      // Unknown fields are dropped on decode, never journaled.
+      const decoded = Schema.decodeUnknownSync(Event.JournalEvent)({
+        type: "CellExecuted",
+        data: { ...cell, code: "print(secret)", traceback: ["x"], error: { value: "secret" } }
+      })
+      expect(JSON.stringify(decoded)).not.toContain("secret")
+    })
+
+    it("CellExecuted lists at most 100 outputs of at most 16 types", () => {
+      const output = { kind: "display", mime: [{ type: "text/plain", bytes: 1 }] }
+      expect(
+        Either.isRight(decode({ type: "CellExecuted", data: { ...cell, outputs: Array(100).fill(output) } }))
+      ).toBe(true)
+      expect(Either.isLeft(decode({ type: "CellExecuted", data: { ...cell, outputs: Array(101).fill(output) } }))).toBe(
+        true
+      )
+      const wide = { kind: "result", mime: Array(17).fill({ type: "text/plain", bytes: 1 }) }
+      expect(Either.isLeft(decode({ type: "CellExecuted", data: { ...cell, outputs: [wide] } }))).toBe(true)
+      expect(Either.isLeft(decode({ type: "CellExecuted", data: { ...cell, status: "fine" } }))).toBe(true)
+    })
+
+    it("KernelRestarted's reasons are the four, KernelStarted's language python", () => {
+      for (const reason of ["requested", "timeout", "interrupted", "crashed"])
+        expect(
+          Either.isRight(decode({ type: "KernelRestarted", data: { kernelId: "k", generation: 1, reason } }))
+        ).toBe(true)
+      expect(
+        Either.isLeft(decode({ type: "KernelRestarted", data: { kernelId: "k", generation: 1, reason: "bored" } }))
+      ).toBe(true)
+      expect(
+        Either.isLeft(
+          decode({
+            type: "KernelStarted",
+            data: { kernelId: "k", generation: 1, language: "ruby", startMs: 1, preload: [], preloadFailed: [] }
+          })
+        )
+      ).toBe(true)
+    })
   })
 
   it("rejects malformed events", () => {

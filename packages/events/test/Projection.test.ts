@@ -37,6 +37,75 @@ const byStream = (history: ReadonlyArray<EventEnvelope>) => {
 }
 
 describe("Projection", () => {
+  it("a session's kernel events: folded into its stream's counts; accepted there, never in an execution's stream or after the sandbox is gone", () => {
+    const started = E("KernelStarted", {
+      kernelId: "k1",
+      generation: 1,
+      language: "python",
+      startMs: 300,
+      preload: [],
+      preloadFailed: []
+    })
+    const cell = (status: "ok" | "timeout", stateLost: boolean) =>
+      E("CellExecuted", {
+        cellId: "c",
+        kernelId: "k1",
+        executionCount: 1,
+        status,
+        durationMs: 1,
+        timeoutMs: 1000,
+        codeBytes: 1,
+        codeSha256: "ab",
+        stdoutBytes: 0,
+        stderrBytes: 0,
+        stdoutTruncated: false,
+        stderrTruncated: false,
+        outputs: [],
+        outputsOmitted: 0,
+        displaysOmitted: 0,
+        stateLost,
+        oomKilled: false,
+        toolCallsMade: 0
+      })
+    const restarted = E("KernelRestarted", { kernelId: "k1", generation: 1, reason: "timeout", cellId: "c" })
+    const session = [
+      E("SessionOpened", { sessionId: "s", scope: "session", containerName: container.containerName }),
+      E("ContainerCreated", { ...container, imageId: "i" }),
+      E("ContainerStarted", { containerId: "c1" }),
+      started,
+      cell("ok", false),
+      cell("timeout", true),
+      restarted,
+      started,
+      cell("ok", true),
+      E("ContainerDestroyed", { ...container, reason: "session-closed" }),
+      E("SessionClosed", { sessionId: "s", reason: "closed" })
+    ]
+    expect(Projection.checkLifecycle(toEnvelopes("s", session))).toEqual([])
+    expect(Projection.project(toEnvelopes("s", session)).get("s")?.kernel).toEqual({
+      started: 2,
+      cells: 3,
+      byStatus: { ok: 2, timeout: 1 },
+      stateLost: 2,
+      restarts: { timeout: 1 }
+    })
+    expect(Projection.checkLifecycle(toEnvelopes("x", [request, cell("ok", false)]))).toEqual([
+      "CellExecuted in an execution's stream (sequence 2)"
+    ])
+    expect(
+      Projection.checkLifecycle(
+        toEnvelopes("s", [
+          ...session.slice(0, 3),
+          E("ContainerDestroyed", { ...container, reason: "session-closed" }),
+          started
+        ])
+      )
+    ).toEqual(["KernelStarted after ContainerDestroyed (sequence 5)"])
+    expect(Projection.checkLifecycle(toEnvelopes("e", [E("ExecutorLease", { leaseMs: 1000 }), started]))).toEqual([
+      "KernelStarted (sequence 2) in an executor's lease stream"
+    ])
+  })
+
   it("a normal run: requested → created → started → exited → destroyed, closed", () => {
     const events = [
       request,

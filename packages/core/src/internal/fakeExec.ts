@@ -44,7 +44,9 @@ import {
   SUPERVISOR,
   SUPERVISOR_READABLE
 } from "../RunnerProtocol.js"
+import { RUNNER_MODES } from "../RunnerProtocolTable.js"
 import { FakeFiles } from "./fakeFiles.js"
+import { runFakeKernel } from "./fakeKernel.js"
 import { parseSessionInvocation } from "./sessionShell.js"
 
 /** The parts of a fake sandbox exec needs (read live: status changes in place). */
@@ -81,6 +83,7 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
   }
   const inFlight = new Map<string, number>()
   let peak = 0
+  let kernels = 0
 
   const exec = (ref: SandboxRef, spec: ExecSpec, output: OutputReceiver): Effect.Effect<ExecProcess, SandboxError> =>
     Effect.gen(function* () {
@@ -162,6 +165,20 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
 
       const body = Effect.gen(function* () {
         let command = spec.command
+        if (
+          command.length === 3 &&
+          (command[0] === SUPERVISOR || command[0] === SUPERVISOR_READABLE) &&
+          command[1] === RUNNER_MODES.kernel.arg
+        ) {
+          // A session's kernel: its own supervisor mode, for as long as the kernel lives (not
+          // counted as a running call: it waits for cells, which the session's lock serializes).
+          return yield* runFakeKernel({
+            stdin,
+            send: (b) => void (detached || output.stdout(b)),
+            stderr: (b) => void (detached || output.stderr(b)),
+            pid: 100 + ++kernels
+          })
+        }
         let callStdin: Effect.Effect<Uint8Array> = readStdin
         if (command.length === 1 && (command[0] === SUPERVISOR || command[0] === SUPERVISOR_READABLE)) {
           // A session call's supervisor: its argv and the command's stdin come from the payload

@@ -69,7 +69,7 @@ export interface CallInput {
 }
 
 /** After the killer's work, how long the call's process may take to end before the whole sandbox is killed. */
-const KILL_GRACE = "5 seconds"
+export const KILL_GRACE = "5 seconds"
 /** How long the killer exec may take to run at all (the engine starts it, it kills, it exits). */
 const KILLER_BOUND = "20 seconds"
 /** How many killers may run, one after another, within KILLER_BOUND. */
@@ -228,6 +228,63 @@ export const runCall = (
   })
 
 /**
+ * The deadline's kill from inside: `hermes-run --kill <pid> <start> since|all` as a second exec, which
+ * SIGKILLs every process started since `started` (all: every one but PID 1 and parent-pid-0
+ * supervisors) and exits 0 once none is left. On a loaded host an exec may fail to start, or a
+ * killer's passes end before a process with thousands of threads is torn down: another killer
+ * runs, KILLER_ATTEMPTS in all, within KILLER_BOUND. Some(true): a killer left nothing; Some(false):
+ * none could clear it (`killExec` ran when no killer even started); None: the bound passed. `said`
+ * keeps what the killers did, for the log line when the sandbox has to go.
+ */
+export const runKillers = (
+  deps: Pick<CallDeps, "runtime" | "container" | "supervisor">,
+  started: { readonly pid: number; readonly start: string },
+  scope: "since" | "all",
+  killExec: Effect.Effect<void>,
+  said: { value: string },
+  what: string
+): Effect.Effect<Option.Option<boolean>> => {
+  const killOnce = deps.runtime
+    .exec(
+      deps.container,
+      { command: [deps.supervisor, "--kill", String(started.pid), started.start, scope], env: {}, stdin: false },
+      { stdout: () => {}, stderr: () => {} }
+    )
+    .pipe(
+      Effect.flatMap((killer) =>
+        killer.exit.pipe(
+          Effect.map((status) => status.exitCode),
+          Effect.ensuring(killer.detach)
+        )
+      ),
+      Effect.option
+    )
+  return Effect.gen(function* () {
+    let anyStarted = false
+    for (let attempt = 1; attempt <= KILLER_ATTEMPTS; attempt++) {
+      const code = yield* killOnce
+      anyStarted ||= Option.isSome(code)
+      if (Option.isSome(code) && code.value === 0) {
+        said.value = `the killer left nothing, but ${what} did not end within the grace`
+        return Option.some(true)
+      }
+      said.value = Option.isNone(code)
+        ? `no killer could be started in the sandbox (${attempt} tries)`
+        : `the killer exited ${code.value}: something outlived every pass (${attempt} tries)`
+    }
+    // No killer ever started: the exec itself is all that is left to kill.
+    if (!anyStarted) yield* killExec
+    return Option.some(false)
+  }).pipe(
+    Effect.timeoutTo({
+      duration: KILLER_BOUND,
+      onSuccess: (ran) => ran,
+      onTimeout: () => Option.none<boolean>()
+    })
+  )
+}
+
+/**
  * One exec of the supervisor with a framed payload (a call, or a file operation: session/files.ts),
  * run to its end on the kernel under the call's deadline; the session lock is the payload's.
  */
@@ -270,35 +327,6 @@ export const superviseExec = (
         // Everything the call started dies now, escapees (setsid, double fork, env -i) included: every
         // process started since the call began (all of them but PID 1 when leftovers are not kept).
         const started = sup.started()
-        // One killer exec: its exit code, or none when the engine could not start it.
-        const killOnce =
-          started === undefined
-            ? Effect.succeedNone
-            : runtime
-                .exec(
-                  container,
-                  {
-                    command: [
-                      supervisor,
-                      "--kill",
-                      String(started.pid),
-                      started.start,
-                      plan.keepBackgroundProcesses ? "since" : "all"
-                    ],
-                    env: {},
-                    stdin: false
-                  },
-                  { stdout: () => {}, stderr: () => {} }
-                )
-                .pipe(
-                  Effect.flatMap((killer) =>
-                    killer.exit.pipe(
-                      Effect.map((status) => status.exitCode),
-                      Effect.ensuring(killer.detach)
-                    )
-                  ),
-                  Effect.option
-                )
         // Before the program started (no 'p' frame), its supervisor's own process tree is the call.
         if (started === undefined) yield* proc.kill.pipe(Effect.ignore)
         // The call's supervisor reports once its child died, or the exec ends. Its grace runs from
@@ -307,37 +335,22 @@ export const superviseExec = (
           Effect.as(true)
         )
         // What the killer did, for the log line when the sandbox has to go (the reason stays one).
-        let killerSaid =
-          started === undefined
-            ? "the program had not started: its exec was killed"
-            : "the killer did not end within its bound"
-        // On a loaded host an exec may fail to start, or a killer's passes end before a process with
-        // thousands of threads is torn down: another killer runs, within KILLER_BOUND in all.
+        const said = {
+          value:
+            started === undefined
+              ? "the program had not started: its exec was killed"
+              : "the killer did not end within its bound"
+        }
         const killerCleared =
           started === undefined
             ? Effect.succeed(Option.some(false))
-            : Effect.gen(function* () {
-                let anyStarted = false
-                for (let attempt = 1; attempt <= KILLER_ATTEMPTS; attempt++) {
-                  const code = yield* killOnce
-                  anyStarted ||= Option.isSome(code)
-                  if (Option.isSome(code) && code.value === 0) {
-                    killerSaid = "the killer left nothing, but the call did not end within the grace"
-                    return Option.some(true)
-                  }
-                  killerSaid = Option.isNone(code)
-                    ? `no killer could be started in the sandbox (${attempt} tries)`
-                    : `the killer exited ${code.value}: something outlived every pass (${attempt} tries)`
-                }
-                // No killer ever started: the exec itself is all that is left to kill.
-                if (!anyStarted) yield* proc.kill.pipe(Effect.ignore)
-                return Option.some(false)
-              }).pipe(
-                Effect.timeoutTo({
-                  duration: KILLER_BOUND,
-                  onSuccess: (ran) => ran,
-                  onTimeout: () => Option.none<boolean>()
-                })
+            : runKillers(
+                deps,
+                started,
+                plan.keepBackgroundProcesses ? "since" : "all",
+                proc.kill.pipe(Effect.ignore),
+                said,
+                "the call"
               )
         const afterGrace = Effect.flatMap(killerCleared, (cleared) =>
           Option.isNone(cleared) ? Effect.succeed(false) : Effect.as(Effect.sleep(KILL_GRACE), cleared.value)
@@ -347,7 +360,7 @@ export const superviseExec = (
           // Something in the sandbox outlived the kill: only killing the sandbox is sure.
           yield* runtime.kill(container).pipe(Effect.ignore)
           yield* Effect.logWarning(
-            `${container.name}: a timed-out ${input.what} could not be killed inside (${killerSaid}); the sandbox was killed`
+            `${container.name}: a timed-out ${input.what} could not be killed inside (${said.value}); the sandbox was killed`
           )
           yield* deps.sandboxKilled(`a timed-out ${input.what} could not be killed inside; the sandbox was killed`)
         }

@@ -13,7 +13,8 @@
 import { Clock, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import type { JournalError, JournalEvent, JournalService } from "@hermes-sandbox/events"
-import { type InvalidRequest, type SandboxError, SessionEnded } from "../Errors.js"
+import type { CellResult } from "../CellResult.js"
+import { type InvalidRequest, type KernelUnavailable, type SandboxError, SessionEnded } from "../Errors.js"
 import type { ExecuteOptions } from "../Executor.js"
 import type { ExecutionResult } from "../ExecutionResult.js"
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
@@ -42,13 +43,18 @@ import {
   type WriteFileOptions,
   type WriteFileResult
 } from "./files.js"
+import { type CellOptions, type CellRequest, cellInput, runCell } from "./cell.js"
 import type { SessionPlan, SessionScope } from "./plan.js"
+import { makePythonKernel } from "./pythonKernel.js"
 
 export interface SessionResult extends ExecutionResult {
   readonly sessionId: string
 }
 
 export type SessionCallError = InvalidRequest | SandboxError | SessionEnded | JournalError
+
+/** What `runCell` fails with (a cell's own failure, timeout or crash is a result, not an error). */
+export type SessionCellError = SessionCallError | KernelUnavailable
 
 export interface SessionStatus {
   readonly open: boolean
@@ -92,6 +98,15 @@ export interface Session {
   readonly listFiles: (dir?: string, options?: FileCallOptions) => Effect.Effect<ListFilesResult, SessionFileError>
   /** Remove a file, a symlink (itself) or an empty directory. */
   readonly removeFile: (path: string, options?: FileCallOptions) => Effect.Effect<void, SessionFileError>
+  /**
+   * A cell of Python on the session's kernel (started by the first cell, or at open with
+   * `kernel.eager`): imports, variables and threads persist from cell to cell. Serialized with the
+   * calls and file operations; files and the working directory at the kernel's start are the
+   * session's. docs/design/kernel.md; SECURITY.md, Kernels: cells as one trust domain.
+   */
+  readonly runCell: (request: CellRequest, options?: CellOptions) => Effect.Effect<CellResult, SessionCellError>
+  /** End the kernel (its state with it); the next cell starts a new one, without `stateLost`. */
+  readonly restartKernel: Effect.Effect<void, SessionCallError>
   /** Session: destroy the sandbox. Persistent: detach, leaving it for the next process. Idempotent. */
   readonly close: Effect.Effect<void>
   /** Destroy the sandbox (persistent too). Idempotent. */
@@ -348,6 +363,39 @@ export const makeHandle = (
       })
     const fileOps = makeFileOps(plan.timeoutMs, serialized)
 
+    // The session's Python kernel: cells are serialized like calls (the same lock, FIFO).
+    const pythonKernel = makePythonKernel({
+      ...callDeps,
+      sessionId,
+      append: (event) => deps.append(sessionId, event),
+      appendQuietly: (event) => deps.appendQuietly(sessionId, event),
+      background: calls,
+      atIdle: (effect) => lock.withPermits(1)(effect)
+    })
+    // The session's end closes the kernel's stdin: its supervisor kills the domain.
+    yield* Scope.addFinalizer(callScope, pythonKernel.shutdown)
+    const cellDeps = {
+      sessionId,
+      containerName: container.name,
+      plan,
+      kernel: pythonKernel,
+      append: (event: JournalEvent) => deps.append(sessionId, event)
+    }
+    const runCellOn = (request: CellRequest, o: CellOptions = {}) =>
+      Effect.flatMap(cellInput(plan, deps.config, request), (input) => serialized(() => runCell(cellDeps, input, o)))
+    const restartKernel = serialized(() => pythonKernel.restart)
+    if (plan.kernel.eager) {
+      // Started now, under the lock: the first cell waits for it. A failure is the first cell's to say.
+      yield* FiberSet.run(
+        calls,
+        serialized(() => Effect.asVoid(pythonKernel.ensure)).pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.logWarning(`session ${sessionId}: the eager kernel did not start`, cause)
+          )
+        )
+      )
+    }
+
     const run = (command: string | ReadonlyArray<string>, o: RunOptions = {}) =>
       Effect.flatMap(commandInput(plan, deps.config, command, o), (input) => call(input, o))
     const runCode = (request: SessionCodeRequest, hooks: ExecuteOptions = {}) =>
@@ -429,6 +477,8 @@ export const makeHandle = (
       run,
       runCode,
       ...fileOps,
+      runCell: runCellOn,
+      restartKernel,
       close: endAndWait(h.scope === "session" ? "closed" : "detached", h.scope === "session"),
       destroy: endAndWait("destroyed", true),
       status: Effect.sync(() => ({ open: state._tag === "Open", endReason: endReason(), pending }))

@@ -11,6 +11,7 @@ import { DEADLINE_MARGIN_S, deadlineLabel, Label, ownerLabels, ProjectName } fro
 import { mountDanger } from "../Mounts.js"
 import * as Schemas from "../Schemas.js"
 import { SUPERVISOR } from "../RunnerProtocol.js"
+import { LIMIT } from "../RunnerProtocolTable.js"
 import type { EngineHost, SandboxLimits, SandboxSpec } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
 
@@ -42,7 +43,54 @@ export interface SessionPlan {
   readonly maxLifetimeMs: number
   readonly keepBackgroundProcesses: boolean
   readonly tags: Readonly<Record<string, string>> | undefined
+  readonly kernel: KernelSettings
 }
+
+/** A session's Python kernel (runCell), resolved: every field set. */
+export interface KernelSettings {
+  readonly preload: ReadonlyArray<string>
+  readonly eager: boolean
+  readonly startTimeoutMs: number
+  readonly interruptGraceMs: number
+  readonly maxBundleBytes: number
+  readonly maxDisplays: number
+  readonly maxDisplayBytes: number
+}
+
+const MiB = 1024 * 1024
+
+/**
+ * `SessionOptions.kernel` (docs/design/kernel.md §9): the kernel's start and interrupt, and the
+ * per-cell bounds on its records (SECURITY.md, Kernels: the bounds table). Defaults in the schema.
+ */
+export const KernelOptionsSchema = Schema.Struct({
+  /** Modules imported when the kernel starts (dotted names, at most 32): its start pays for them, the first cell does not. */
+  preload: Schema.optionalWith(Schemas.PythonModules, { default: () => [] }),
+  /** Start the kernel when the session opens, not on the first cell. Default false. */
+  eager: Schema.optionalWith(Schemas.Flag, { default: () => false }),
+  /** How long the kernel may take to start (preload included). Default 30 s, at most 5 min. */
+  startTimeoutMs: Schema.optionalWith(Schemas.PositiveInt(300_000), { default: () => 30_000 }),
+  /** After an interrupt's SIGINT, how long the kernel has to end the cell and answer before it is killed. Default 2 s; 100 ms to 30 s. */
+  interruptGraceMs: Schema.optionalWith(
+    Schema.Number.pipe(
+      Schema.filter((n) => Number.isSafeInteger(n) && n >= 100 && n <= LIMIT.kernelGraceMaxMs, {
+        message: () => `an integer from 100 to ${LIMIT.kernelGraceMaxMs}`
+      })
+    ),
+    { default: () => LIMIT.kernelGraceMs }
+  ),
+  /** One display's or result's bytes (its JSON record) at most. Default 4 MiB, at most 64 MiB. */
+  maxBundleBytes: Schema.optionalWith(Schemas.PositiveInt(64 * MiB), { default: () => LIMIT.kernelBundleBytes }),
+  /** Displays and results per cell at most. Default 100, at most 1,000. */
+  maxDisplays: Schema.optionalWith(Schemas.PositiveInt(1000), { default: () => LIMIT.kernelRecords }),
+  /** Display and result bytes per cell at most. Default 32 MiB, at most 256 MiB. */
+  maxDisplayBytes: Schema.optionalWith(Schemas.PositiveInt(LIMIT.kernelRecordBytesMax), {
+    default: () => LIMIT.kernelRecordBytes
+  })
+}).annotations({ identifier: "KernelOptions", message: () => "an object of kernel options" })
+
+/** The kernel's options as users write them. */
+export interface KernelOptions extends Schema.Schema.Encoded<typeof KernelOptionsSchema> {}
 
 /** The sandbox's main process, PID 1: the supervisor holding it open, reaping orphans, until removed. */
 export const IDLE_COMMAND: ReadonlyArray<string> = [SUPERVISOR, "--hold"]
@@ -90,7 +138,9 @@ export const SessionOptionsSchema = Schema.Struct({
    */
   keepBackgroundProcesses: Schema.optional(Schemas.Flag),
   /** The caller's labels, recorded in SessionOpened and in every call's ExecutionRequested. */
-  tags: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+  tags: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  /** The session's Python kernel (runCell): preload, eager start, interrupt grace, display bounds. */
+  kernel: Schema.optional(KernelOptionsSchema)
 }).annotations({ identifier: "SessionOptions", message: () => "an object of session options" })
 
 /** What a persistent sandbox takes beyond a session's options. */
@@ -111,6 +161,7 @@ const PersistentFieldsSchema = Schema.Struct({
 })
 
 const decodeSessionOptions = Schemas.decoderFor(SessionOptionsSchema, "options")
+const defaultKernel: KernelSettings = Schema.decodeSync(KernelOptionsSchema)({})
 const decodePersistentFields = Schemas.decoderFor(PersistentFieldsSchema, "options")
 // A session's hard cap is a deadline like a call's (at most 24 h); a persistent sandbox's may be a year.
 const decodeSessionLifetime = Schemas.decoderFor(Schema.Struct({ maxLifetimeMs: Schemas.TimeoutMs }))
@@ -202,7 +253,8 @@ export const resolvePlan = (
         o.maxLifetimeMs ??
         (scope === "persistent" ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : DEFAULT_MAX_LIFETIME_MS),
       keepBackgroundProcesses: o.keepBackgroundProcesses ?? false,
-      tags: o.tags
+      tags: o.tags,
+      kernel: o.kernel ?? defaultKernel
     }
   })
 
