@@ -1745,6 +1745,16 @@ describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () 
     expect(d.records[0]!.json.data["text/html"]).toBe("<b>bold</b>")
     const png = Buffer.from(d.records[1]!.json.data["image/png"], "base64")
     expect(png.subarray(0, 8).toString("latin1")).toBe("\x89PNG\r\n\x1a\n")
+    // Strict JSON whatever the bundle holds: NaN, infinities, bytes, objects JSON has no type for.
+    const j = await k.cell(
+      "from IPython.display import display\ndisplay({'application/json': {'nan': float('nan'), 'inf': float('-inf'), 'b': b'\\x00', 'o': object}}, raw=True)\n"
+    )
+    expect(j.records[0]!.json.data["application/json"]).toEqual({
+      nan: "nan",
+      inf: "-inf",
+      b: "AA==",
+      o: "<class 'object'>"
+    })
     const e = await k.cell("def f():\n    return 1 / 0\nf()\n")
     expect(e.status).toBe("error")
     expect(e.records.map((r) => r.kind)).toEqual(["X"])

@@ -40,21 +40,27 @@ except Exception as e:
 rec_fd = -1
 
 
-def jsonable(bundle):
-    # Binary MIME types (image/png from matplotlib, bytes from a _repr_png_) as base64, as Jupyter.
-    out = {}
-    for k, v in (bundle or {}).items():
-        out[str(k)] = base64.b64encode(v).decode('ascii') if isinstance(v, (bytes, bytearray)) else v
-    return out
+def clean(o, depth=0):
+    # Strict JSON, whatever a formatter or a cell returned: binary (image/png from matplotlib, bytes
+    # from a _repr_png_) as base64, as Jupyter; NaN and infinities, and anything JSON has no type
+    # for, as their repr; keys as strings.
+    if isinstance(o, str) or o is None or isinstance(o, (bool, int)):
+        return o
+    if isinstance(o, float):
+        return o if o == o and o not in (float('inf'), float('-inf')) else repr(o)
+    if isinstance(o, (bytes, bytearray)):
+        return base64.b64encode(o).decode('ascii')
+    if depth < 100 and isinstance(o, dict):
+        return {str(k): clean(v, depth + 1) for k, v in o.items()}
+    if depth < 100 and isinstance(o, (list, tuple)):
+        return [clean(v, depth + 1) for v in o]
+    return repr(o)
 
 
 def record(kind, obj):
     if rec_fd < 0:
         return
-    try:
-        data = json.dumps(obj, default=repr).encode('utf-8', 'replace')
-    except ValueError:
-        data = json.dumps({k: repr(v) for k, v in obj.items()}).encode()
+    data = json.dumps(clean(obj), allow_nan=False).encode('ascii')
     buf = memoryview(kind + struct.pack('>I', len(data)) + data)
     while len(buf):
         buf = buf[os.write(rec_fd, buf):]
@@ -62,7 +68,7 @@ def record(kind, obj):
 
 class Publisher(DisplayPublisher):
     def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kw):
-        record(b'D', {'data': jsonable(data), 'metadata': metadata or {}})
+        record(b'D', {'data': data or {}, 'metadata': metadata or {}})
 
     def clear_output(self, wait=False):
         pass
@@ -73,7 +79,7 @@ class Hook(DisplayHook):
         pass
 
     def write_format_data(self, format_dict, md_dict=None):
-        record(b'R', {'data': jsonable(format_dict), 'metadata': md_dict or {}})
+        record(b'R', {'data': format_dict or {}, 'metadata': md_dict or {}})
 
     def finish_displayhook(self):
         pass
