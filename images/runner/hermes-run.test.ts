@@ -1995,6 +1995,19 @@ describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () 
     expect(after.stdout, "no channel between cells or for a cell without tools").toBe("3\n")
   }, 60_000)
 
+  it("a cell's `module` lands in the code directory, on the kernel's path, and replaces the imported hermes_tools", async () => {
+    const k = await open()
+    const module = (text: string) =>
+      `module ${"hermes_tools.py".length} ${Buffer.byteLength(text)}\nhermes_tools.py${text}`
+    const a = await k.cell("import hermes_tools\nhermes_tools.VALUE", { extra: module("VALUE = 1\n") })
+    expect(a.records[0]!.json.data["text/plain"]).toBe("1")
+    const b = await k.cell("import hermes_tools\nhermes_tools.VALUE", { extra: module("VALUE = 2\n") })
+    expect(b.records[0]!.json.data["text/plain"], "a new module: the old one is dropped").toBe("2")
+    const c = await k.cell("from hermes_tools import VALUE\nVALUE")
+    expect(c.records[0]!.json.data["text/plain"]).toBe("2")
+    expect(fs.readFileSync(path.join(codeDir, "hermes_tools.py"), "utf8")).toBe("VALUE = 2\n")
+  }, 60_000)
+
   it("`lock`: each cell takes the session lock ('l' before 'C'); a cell waiting for a lock the domain holds is ended by its interrupt", async () => {
     const lock = path.join(tmp, "locks", "session.lock")
     const k = await open({ header: `lock ${Buffer.byteLength(lock)}\n${lock}` })
