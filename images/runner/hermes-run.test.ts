@@ -2045,6 +2045,17 @@ describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () 
     expect((await k.cell("1 + 1")).records[0]!.json.data["text/plain"]).toBe("2")
   }, 60_000)
 
+  it("a domain left frozen (a call's supervisor killed before it resumed it) is resumed before the next cell", async () => {
+    const k = await open()
+    await k.cell("import subprocess\nchild = subprocess.Popen(['sleep', '1000'])\n")
+    expect((await ns.exec(["kill", "-STOP", String(k.pid)])).code).toBe(0)
+    // SIGSTOP takes effect asynchronously: wait until /proc says so.
+    for (let i = 0; i < 100 && (await ns.state(k.pid)) !== "T"; i++) await sleep(20)
+    expect(await ns.state(k.pid)).toBe("T")
+    expect((await k.cell("child.poll() is None")).records[0]!.json.data["text/plain"]).toBe("True")
+    expect(await ns.state(k.pid)).not.toBe("T")
+  }, 60_000)
+
   it("`--kill PID START all` while a kernel lives ends only what the call started", async () => {
     const k = await open()
     const call = ns.start("framed", {
