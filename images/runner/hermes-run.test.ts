@@ -2025,6 +2025,17 @@ describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () 
     expect(g[0]!.text).toMatch(/interrupt-timeout$/)
   }, 60_000)
 
+  it("the kernel's death while a call holds the lock (the OOM killer's pick, say) never kills the call's processes: 'G' crashed after the call", async () => {
+    const lock = path.join(tmp, "locks", "session.lock")
+    const k = await open({ header: `lock ${Buffer.byteLength(lock)}\n${lock}` })
+    const code = `kill -9 ${k.pid}\nsleep 1\necho still here\n`
+    const r = await ns.start("framed", { lock, killLeftovers: true, language: "bash", code }).done
+    expectRan(r)
+    expect(r.stdout.toString()).toBe("still here\n")
+    const g = await k.next("G")
+    expect(g.at(-1)!.text).toMatch(/^137 9 [01?] crashed$/)
+  }, 60_000)
+
   it("a call that fails after freezing the domain ('E', 126) resumes it on its way out", async () => {
     const lock = path.join(tmp, "locks", "session.lock")
     const k = await open({ header: `lock ${Buffer.byteLength(lock)}\n${lock}` })

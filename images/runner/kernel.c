@@ -166,19 +166,21 @@ static void kill_domain(void) {
   reap(1);
 }
 
-/* The session lock, waited for at most KERNEL_GRACE_MAX_MS when the kernel ends outside a cell: a
+/* The session lock when the kernel ends outside a cell, waited for at most KERNEL_GRACE_MAX_MS: a
    call may hold it (then it holds the domain frozen), or the domain itself (then waiting longer
-   cannot help). Its descriptor, or -1. */
+   cannot help). 1 if it is held (or there is none). */
 static int lock_bounded(void) {
-  if (k.req.lock == NULL) return -1;
-  int fd = lock_open(k.req.lock);
-  for (long long until = now_ms() + KERNEL_GRACE_MAX_MS; flock(fd, LOCK_EX | LOCK_NB) < 0 && now_ms() < until;) usleep(20000);
-  return fd;
+  if (k.req.lock == NULL) return 1;
+  k.lock_fd = lock_open(k.req.lock);
+  for (long long until = now_ms() + KERNEL_GRACE_MAX_MS;; usleep(20000)) {
+    if (flock(k.lock_fd, LOCK_EX | LOCK_NB) == 0) return 1;
+    if (now_ms() >= until) return 0;
+  }
 }
 
-/* 'G': the kernel's domain is dead. Nothing follows. */
+/* 'G': the kernel's domain is dead (the caller killed it). Nothing follows. */
 __attribute__((noreturn)) static void gone(const char *cause) {
-  kill_domain();
+  reap(1);
   exit_hook = NULL;
   long long oom = oom_kills();
   int st = k.status;
@@ -283,10 +285,12 @@ static void cell_end(const char *status) {
 /* Kill the domain and end: the cell (if one was handed over) with 'Z' none, then 'G'. */
 __attribute__((noreturn)) static void end_kernel(const char *cause) {
   if (k.phase == IDLE || k.phase == STARTING) {
-    /* Outside a cell a call may run: first the kernel's group (never a call's), then the rest of
-       the domain only under the lock. */
-    if (k.pid > 0) kill(-k.pid, SIGKILL);
-    k.lock_fd = lock_bounded();
+    /* Outside a cell a call may run (the kernel can die at any time, the OOM killer's pick while a
+       call runs): first the kernel's group, never a call's; the rest of the domain only under the
+       lock, since "started since the kernel" includes a running call's processes. Without it, what
+       escaped the group is left to the next call's leftovers kill, as leftovers are. */
+    if (k.pid > 0) kill(-k.pid, SIGKILL), kill(k.pid, SIGKILL);
+    if (!lock_bounded()) gone(cause);
   }
   kill_domain();
   if (k.phase == RUNNING || k.phase == PINGING) cell_end("none");
