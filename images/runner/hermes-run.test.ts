@@ -1926,6 +1926,18 @@ describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () 
     expect(total.records.length + total.skipped.length).toBe(40)
   }, 60_000)
 
+  it("one 20 MB bundle is skipped unread under the default bounds ('N' too-large); the records after it still arrive", async () => {
+    const k = await open()
+    const r = await k.cell(
+      "from IPython.display import display, HTML\ndisplay(HTML('x' * (20 << 20)))\ndisplay(HTML('after'))\n"
+    )
+    expect(r.skipped).toHaveLength(1)
+    expect(r.skipped[0]).toMatch(/^D \d+ too-large$/)
+    expect(Number(r.skipped[0]!.split(" ")[1])).toBeGreaterThan(20 << 20)
+    expect(r.records.map((x) => x.json.data["text/html"])).toEqual(["after"])
+    expect(r.frames.filter((f) => f.type === "m").reduce((n, f) => n + f.data.length, 0)).toBeLessThan(1000)
+  }, 60_000)
+
   it("malformed records: garbage ends the cell's records ('N' ? malformed) and the cell ends normally; the next cell's records are fine", async () => {
     const k = await open()
     const r = await k.cell(
