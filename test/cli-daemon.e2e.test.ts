@@ -192,6 +192,19 @@ describe("run through the daemon, and without it", () => {
       expect(viaDaemon).toEqual(direct)
     }
     expect((await status()).handedBack).toBe(before + 4)
+    // Another engine (DOCKER_HOST, a docker context, ...): the daemon's would be the wrong one.
+    const elsewhere = { DOCKER_HOST: "unix:///tmp/hermes-no-engine.sock" }
+    const noEngine = await cli(["run", "--no-journal", "--json", "-e", "print(1)"], {
+      command,
+      env: { ...env, ...elsewhere }
+    })
+    const noEngineDirect = await cli(["run", "--no-daemon", "--no-journal", "--json", "-e", "print(1)"], {
+      command,
+      env: { ...env, ...elsewhere }
+    })
+    expect(noEngine.code).toBe(125)
+    expect(JSON.parse(noEngine.stdout).error._tag).toBe("DockerUnavailable")
+    expect(noEngine).toEqual(noEngineDirect)
     // A different journal is not even asked of the pool (the fit key differs): handed back too.
     const journal = join(runtimeDir, "j.sqlite")
     const { viaDaemon } = await bothWays(["--journal", journal, "-e", "print(6)"], undefined, false)

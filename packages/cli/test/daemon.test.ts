@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { runThroughDaemon } from "../src/daemon/client.js"
-import { encodeFrame, Frame, FrameReader, MAX_REQUEST_FRAME_BYTES } from "../src/daemon/protocol.js"
+import { encodeFrame, fitKey, Frame, FrameReader, MAX_REQUEST_FRAME_BYTES, sameFit } from "../src/daemon/protocol.js"
 import { daemonDirectory, ensureDaemonDirectory, socketPath, trustedSocket } from "../src/daemon/socketPath.js"
 
 const dirs: Array<string> = []
@@ -72,6 +72,32 @@ describe("daemon frames", () => {
       (r) => zero.push(r)
     ).push(Buffer.alloc(4))
     expect(zero).toHaveLength(1)
+  })
+})
+
+describe("what a daemon serves", () => {
+  it("only runs with its options and its engine's and journal's environment", () => {
+    const options = { network: false, journal: "default" } as const
+    const env = { HOME: "/home/a", DOCKER_HOST: "unix:///run/docker.sock" }
+    const daemon = fitKey(options, env)
+    expect(sameFit(fitKey(options, { ...env, TERM: "x" }), daemon)).toBe(true)
+    for (const other of [
+      { HOME: "/home/a" },
+      { HOME: "/home/a", DOCKER_HOST: "ssh://elsewhere" },
+      { HOME: "/home/b", DOCKER_HOST: "unix:///run/docker.sock" },
+      { ...env, DOCKER_CONTEXT: "remote" },
+      { ...env, HERMES_SANDBOX_JOURNAL: "/tmp/j.sqlite" }
+    ])
+      expect(sameFit(fitKey(options, other), daemon), JSON.stringify(other)).toBe(false)
+    for (const other of [
+      { network: true },
+      { runtime: "runsc" },
+      { limitsUnsupported: "warn" as const },
+      { journal: "memory" }
+    ])
+      expect(sameFit(fitKey({ ...options, ...other }, env), daemon), JSON.stringify(other)).toBe(false)
+    // A message without the environment (another version) is not a fit either.
+    expect(sameFit({ ...daemon, env: undefined } as never, daemon)).toBe(false)
   })
 })
 
@@ -148,6 +174,8 @@ describe("the daemon's client hands a run back", () => {
         limitsUnsupported: "fail",
         journal: "default"
       })
+      // The variables that choose the engine and the journal travel with it (the daemon compares them).
+      if (process.env["HOME"] !== undefined) expect(message.fit.env.HOME).toBe(process.env["HOME"])
     }
   })
 

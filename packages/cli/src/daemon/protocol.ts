@@ -108,19 +108,48 @@ export interface FitKey {
   readonly limitsUnsupported: "fail" | "warn"
   /** "memory", "default", or the journal's absolute path or URL. */
   readonly journal: string
+  /** The variables that choose the engine, its credentials, the default journal and the host's id, as the process sees them. */
+  readonly env: Readonly<Record<string, string>>
 }
 
-export const fitKey = (options: {
-  readonly network?: boolean | undefined
-  readonly runtime?: string | undefined
-  readonly limitsUnsupported?: "fail" | "warn" | undefined
-  readonly journal: string
-}): FitKey => ({
+/**
+ * The environment a run's engine and journal come from (EngineEndpoint's DOCKER_* and docker
+ * context, ssh's agent, the default journal's place, the host id): a client whose values differ
+ * from the daemon's would reach another engine or journal, so it runs directly.
+ */
+export const FIT_ENV = [
+  "DOCKER_HOST",
+  "DOCKER_CONTEXT",
+  "DOCKER_CONFIG",
+  "DOCKER_CERT_PATH",
+  "DOCKER_TLS_VERIFY",
+  "DOCKER_TLS",
+  "SSH_AUTH_SOCK",
+  "HERMES_SANDBOX_ALLOW_INSECURE_TCP",
+  "HERMES_SANDBOX_JOURNAL",
+  "HERMES_SANDBOX_HOST_ID",
+  "XDG_STATE_HOME",
+  "HOME"
+] as const
+
+const fitEnv = (env: NodeJS.ProcessEnv): Record<string, string> =>
+  Object.fromEntries(FIT_ENV.flatMap((name) => (env[name] === undefined ? [] : [[name, env[name]!]])))
+
+export const fitKey = (
+  options: {
+    readonly network?: boolean | undefined
+    readonly runtime?: string | undefined
+    readonly limitsUnsupported?: "fail" | "warn" | undefined
+    readonly journal: string
+  },
+  env: NodeJS.ProcessEnv = process.env
+): FitKey => ({
   version: PROTOCOL_VERSION,
   network: options.network === true,
   runtime: options.runtime ?? null,
   limitsUnsupported: options.limitsUnsupported ?? "fail",
-  journal: options.journal
+  journal: options.journal,
+  env: fitEnv(env)
 })
 
 /** `--journal` / `--no-journal` as the fit key says it: a relative path is the caller's working directory's. */
@@ -138,7 +167,12 @@ export const sameFit = (a: FitKey, b: FitKey): boolean =>
   a.network === b.network &&
   a.runtime === b.runtime &&
   a.limitsUnsupported === b.limitsUnsupported &&
-  a.journal === b.journal
+  a.journal === b.journal &&
+  typeof a.env === "object" &&
+  typeof b.env === "object" &&
+  a.env !== null &&
+  b.env !== null &&
+  FIT_ENV.every((name) => a.env[name] === b.env[name])
 
 /** A request as it travels: the SDK's ExecuteRequest, its files' bytes as base64. */
 export interface WireRequest {
