@@ -1825,6 +1825,16 @@ describe.skipIf(!canUnshare || !hasIPython)("kernel mode (--kernel python)", () 
     expect(await ns.alive(child), "a setsid child of the cell is killed too").toBe(false)
   }, 60_000)
 
+  it("a cell busy in C (sum over a huge range: no bytecode, so no signal handler runs) is killed after the grace: 'G' interrupt-timeout", async () => {
+    const k = await open({ header: "grace 300\n" })
+    const id = k.send("print('in C', flush=True)\nsum(range(10 ** 13))\n")
+    await k.next("o")
+    k.write(`interrupt ${id}\n`)
+    const r = await k.result()
+    expect(r.status).toBe("none")
+    expect(r.gone).toMatch(/interrupt-timeout$/)
+  }, 60_000)
+
   it("a cell that catches KeyboardInterrupt and says done but keeps the driver busy gets no pong: killed", async () => {
     const k = await open({ header: "grace 500\n" })
     // The cell sends the driver's "done" itself, then stays busy: done alone proves nothing.
