@@ -72,9 +72,13 @@ describe("the bundled bin (packages/cli/bundle)", () => {
     const cache = mkdtempSync(join(tmpdir(), "hermes-cache-"))
     const first = await bundled(PRINT, cache)
     expect(JSON.parse(first.stdout)).toMatchObject({ exitCode: 0, stdout: "42\n" })
-    const [file, ...others] = cacheFiles(cache)
-    expect(others).toEqual([])
+    // The run's, and the daemon client's (`run` asks it first; its bundle, its own key).
+    const files = cacheFiles(cache)
+    const file = files.find((f) => f.endsWith("-run.bin"))
+    const client = files.find((f) => f.endsWith("-daemon-client.bin"))
+    expect(files).toHaveLength(2)
     expect(file).toMatch(new RegExp(`^compile-[0-9a-f]{16}-${process.version}-${process.arch}-run\\.bin$`))
+    expect(client).toMatch(new RegExp(`^compile-[0-9a-f]{16}-${process.version}-${process.arch}-daemon-client\\.bin$`))
     const path = join(cache, "hermes-sandbox", file!)
     expect(statSync(join(cache, "hermes-sandbox")).mode & 0o777).toBe(0o700)
     expect(statSync(path).mode & 0o777).toBe(0o600)
@@ -86,7 +90,7 @@ describe("the bundled bin (packages/cli/bundle)", () => {
 
     // Another command has its own.
     expect((await bundled(["--version"], cache)).code).toBe(0)
-    expect(cacheFiles(cache).sort()).toEqual([file, file!.replace(/-run\.bin$/, "-main.bin")].sort())
+    expect(cacheFiles(cache).sort()).toEqual([file, client, file!.replace(/-run\.bin$/, "-main.bin")].sort())
 
     // A cache V8 refuses costs the compile only, and is replaced.
     writeFileSync(path, "not a code cache")
@@ -104,8 +108,23 @@ describe("the bundled bin (packages/cli/bundle)", () => {
       writeFileSync(file, "old")
       utimesSync(file, new Date(Date.UTC(2020, 0, 1 + i)), new Date(Date.UTC(2020, 0, 1 + i)))
     })
+    // The daemon client's caches are pruned among themselves, by the same rule.
+    const olderClient = older.map((k) => k.replace(/^0+/, (z) => "a".padStart(z.length, "0")))
+    olderClient.forEach((key, i) => {
+      const file = join(dir, `compile-${key}-${process.version}-${process.arch}-daemon-client.bin`)
+      writeFileSync(file, "old")
+      utimesSync(file, new Date(Date.UTC(2020, 0, 1 + i)), new Date(Date.UTC(2020, 0, 1 + i)))
+    })
     expect(JSON.parse((await bundled(PRINT, cache)).stdout)).toMatchObject({ stdout: "42\n" })
+    const clientKeys = cacheFiles(cache)
+      .filter((f) => f.endsWith("-daemon-client.bin"))
+      .map((f) => f.slice("compile-".length, "compile-".length + 16))
+      .sort()
+    expect(clientKeys).toHaveLength(4)
+    expect(clientKeys.slice(0, 3)).toEqual(olderClient.slice(2))
+    // (The daemon client's caches are not among the CLI's.)
     const keys = cacheFiles(cache)
+      .filter((f) => !f.endsWith("-daemon-client.bin"))
       .map((f) => f.slice("compile-".length, "compile-".length + 16))
       .sort()
     expect(keys).toHaveLength(4)

@@ -23,8 +23,10 @@ const vm = require("node:vm")
 
 /** The CLI's commands (`hermes-sandbox --help`), filled in by scripts/bundle.mjs. */
 const COMMANDS = []
-/** Caches of this many bundles are kept (two a build, cli.cjs and daemon-client.cjs; installs used side by side); older bundles' are removed. */
-const KEEP_BUNDLES = 8
+/** Caches of this many builds of each bundle are kept (installs used side by side); older builds' are removed. */
+const KEEP_BUNDLES = 4
+/** The daemon client's caches are named by its own bundle and pruned among themselves. */
+const CLIENT_CACHE = "daemon-client"
 
 /** Whether `dir` is this user's and no one else may write to it. */
 const owned = (dir) => {
@@ -72,11 +74,12 @@ const load = (name, cacheName) => {
         const partial = `${cache.file}.${process.pid}.tmp`
         fs.writeFileSync(partial, script.createCachedData(), { mode: 0o600 })
         fs.renameSync(partial, cache.file)
-        // Each build of a bundle has its own key: keep the most recently written few.
+        // Each build of a bundle has its own key: keep the most recently written few of this bundle's.
+        const isClient = (name) => name.endsWith(`-${CLIENT_CACHE}.bin`)
         const newest = new Map()
         for (const name of fs.readdirSync(cache.dir)) {
           const key = /^compile-([0-9a-f]{16})-/.exec(name)?.[1]
-          if (key === undefined) continue
+          if (key === undefined || isClient(name) !== (cacheName === CLIENT_CACHE)) continue
           const written = fs.statSync(path.join(cache.dir, name)).mtimeMs
           const entry = newest.get(key) ?? { written: 0, names: [] }
           entry.written = Math.max(entry.written, written)
@@ -103,7 +106,7 @@ const cli = () => load("cli.cjs", COMMANDS.includes(process.argv[2]) ? process.a
 // stat of its socket first; the client holds no Effect and no SDK); else, or when the client is
 // missing, the full CLI runs it.
 if (process.argv[2] === "run" && !process.argv.includes("--no-daemon") && fs.existsSync(path.join(__dirname, "daemon-client.cjs"))) {
-  load("daemon-client.cjs", "daemon-client")
+  load("daemon-client.cjs", CLIENT_CACHE)
     .runViaDaemon(process.argv)
     .then(
       (code) => {
