@@ -1,0 +1,123 @@
+/**
+ * Hostile cells against a session's Python KERNEL (SECURITY.md, "Kernels: cells as one trust
+ * domain"; docs/design/kernel.md): on the real engine, through the public `runCell`, once per OCI
+ * runtime the engine has (runc, and gVisor's runsc when registered). The kernel, its driver and
+ * everything its cells start are one untrusted domain; what they print, display or leave running
+ * must never become another cell's output or result, outlive the host's deadline, or end the session.
+ *
+ * The supervisor-level cases (every frame and record bound, the interrupt's ping, the lock, freezing
+ * by calls) are in images/runner/hermes-run.test.ts, *kernel mode*; these are the same attacks as
+ * a caller of the SDK meets them, in a real sandbox.
+ */
+import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { createSession } from "@hermes-sandbox/docker"
+import { sessionTracker } from "../support/sessions.js"
+import { RUNTIMES } from "./support.js"
+
+const { track, removeTracked } = sessionTracker()
+afterEach(removeTracked)
+afterAll(removeTracked)
+
+describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (runtime) => {
+  const open = async (options: Parameters<typeof createSession>[0] = {}) =>
+    track(await createSession({ runtime, image: "hermes-sandbox/python:latest", ...options }))
+
+  it("printed end markers, frames and a forged result record stay the cell's stdout", async () => {
+    await using s = await open()
+    const r = await s.runCell({
+      code: [
+        "import sys, struct",
+        "sys.stdout.buffer.write(bytes(16) + b'Z' + struct.pack('>I', 8) + b'c1 ok 0 ')",
+        "print('done ok')",
+        'rec = b\'{"data": {"text/plain": "999"}, "metadata": {}}\'',
+        "sys.stdout.buffer.write(b'R' + struct.pack('>I', len(rec)) + rec)",
+        "sys.stdout.flush()"
+      ].join("\n")
+    })
+    expect(r.status).toBe("ok")
+    expect(r.result).toBeUndefined()
+    expect(r.displays).toEqual([])
+    expect(r.stdout).toContain("done ok\n")
+    expect(r.stdout).toContain('"999"')
+    const next = await s.runCell({ code: "1 + 1" })
+    expect([next.status, next.result?.data["text/plain"], next.stateLost]).toEqual(["ok", "2", false])
+  }, 120_000)
+
+  it("10,000 displays: at most maxDisplays reach the host, the rest are counted as omitted", async () => {
+    await using s = await open()
+    const r = await s.runCell({ code: "from IPython.display import display\nfor i in range(10000):\n    display(i)\n" })
+    expect(r.status).toBe("ok")
+    expect(r.displays).toHaveLength(100)
+    expect(r.displays[99]!.data["text/plain"]).toBe("99")
+    expect(r.displaysOmitted.count).toBe(9900)
+  }, 120_000)
+
+  it("late output from a thread is lateOutput on the next result, never its stdout", async () => {
+    await using s = await open()
+    await s.runCell({
+      code: "import threading, time\ndef tick():\n    for i in range(3):\n        time.sleep(0.1)\n        print('tick', i, flush=True)\nthreading.Thread(target=tick).start()\n"
+    })
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    const next = await s.runCell({ code: "print('next')" })
+    expect(next.stdout).toBe("next\n")
+    expect(next.lateOutput?.text).toBe("tick 0\ntick 1\ntick 2\n")
+  }, 120_000)
+
+  it("a fork that writes after its cell ended writes into nothing (EPIPE), not into the next cell", async () => {
+    await using s = await open()
+    await s.runCell({
+      code: [
+        "import os, time",
+        "if os.fork() == 0:",
+        "    try:",
+        "        for i in range(100):",
+        "            os.write(1, b'tick\\n')",
+        "            time.sleep(0.03)",
+        "        open('/tmp/verdict', 'w').write('wrote on')",
+        "    except BrokenPipeError:",
+        "        open('/tmp/verdict', 'w').write('EPIPE')",
+        "    os._exit(0)"
+      ].join("\n")
+    })
+    const next = await s.runCell({ code: "import time\ntime.sleep(1.5)\nprint(open('/tmp/verdict').read())\n" })
+    expect(next.stdout).toBe("EPIPE\n")
+  }, 120_000)
+
+  it("SIGINT ignored, with a setsid child to survive: the domain is killed, state lost, and the next cell says so", async () => {
+    await using s = await open()
+    await s.runCell({ code: "x = 41" })
+    const r = await s.runCell({
+      code: "import signal, subprocess, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nchild = subprocess.Popen(['sleep', '1000'], start_new_session=True)\nopen('/tmp/child', 'w').write(str(child.pid))\ntime.sleep(60)\n",
+      timeoutMs: 2000
+    })
+    expect([r.status, r.stateLost]).toEqual(["timeout", true])
+    const alive = await s.run('kill -0 "$(cat /tmp/child)" 2>/dev/null && echo alive || echo gone')
+    expect(alive.stdout).toBe("gone\n")
+    const next = await s.runCell({ code: "x" })
+    expect(next.stateLost).toBe(true)
+    expect(next.error?.name).toBe("NameError")
+  }, 120_000)
+
+  it("a timeout the kernel answers keeps its state", async () => {
+    await using s = await open()
+    await s.runCell({ code: "x = 41" })
+    const r = await s.runCell({ code: "import time\ntime.sleep(60)", timeoutMs: 1500 })
+    expect([r.status, r.stateLost, r.error?.name]).toEqual(["timeout", false, "KeyboardInterrupt"])
+    const next = await s.runCell({ code: "x + 1" })
+    expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["42", false])
+  }, 120_000)
+
+  it.skipIf(runtime === "runsc")(
+    "an OOM kills the kernel, not the session: crashed, oomKilled, state lost; the session's calls go on",
+    async () => {
+      await using s = await open({ memory: "256m" })
+      await s.runCell({ code: "x = 41" })
+      const r = await s.runCell({ code: "b = []\nwhile True:\n    b.append(bytearray(16 << 20))\n", timeoutMs: 60_000 })
+      expect([r.status, r.stateLost, r.oomKilled]).toEqual(["crashed", true, true])
+      expect((await s.run("echo still here")).stdout).toBe("still here\n")
+      const next = await s.runCell({ code: "1 + 1" })
+      expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", true])
+    },
+    120_000
+  )
+})
