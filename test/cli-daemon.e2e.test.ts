@@ -286,6 +286,43 @@ describe("the daemon's trust model (SECURITY.md)", () => {
     await start()
   }, 180_000)
 
+  it("a pool made with other limits and an image serves only the runs that ask for them", async () => {
+    expect((await hs(["daemon", "stop"])).code).toBe(0)
+    const image = "hermes-sandbox/python:latest"
+    const started = await hs([
+      "daemon",
+      "start",
+      "--no-journal",
+      "--pool-size",
+      "1",
+      "-m",
+      "256m",
+      "-t",
+      "60s",
+      "--image",
+      image
+    ])
+    expect(started.code, started.stderr).toBe(0)
+    expect(await warm()).toBe(true)
+    const memory =
+      "import os\nprint(open('/sys/fs/cgroup/memory/memory.limit_in_bytes').read().strip() if os.path.exists('/sys/fs/cgroup/memory/memory.limit_in_bytes') else open('/sys/fs/cgroup/memory.max').read().strip())"
+    // Asked as the pool was made: served, with the pool's limit, as the direct path gives it.
+    const asked = await bothWays(["--no-journal", "-m", "256m", "-t", "30s", "--image", image, "-e", memory])
+    expect(asked.viaDaemon.stdout).toBe(`${256 * 1024 * 1024}\n`)
+    expect(asked.viaDaemon).toEqual(asked.direct)
+    // Left to run's defaults (512m, 300 s, the language's image): not this pool's, run directly.
+    for (const args of [
+      ["--no-journal", "-e", memory],
+      ["--no-journal", "-m", "256m", "-t", "30s", "-e", memory],
+      ["--no-journal", "-m", "256m", "--image", image, "-e", memory]
+    ]) {
+      const { viaDaemon, direct } = await bothWays(args, undefined, false)
+      expect(viaDaemon).toEqual(direct)
+    }
+    expect((await hs(["daemon", "stop"])).code).toBe(0)
+    await start()
+  }, 240_000)
+
   it("stop drains the pool: no container of the daemon's is left, and status says none runs", async () => {
     const pid = (await status()).pid
     expect((await containersOwnedBy(pid)).length).toBeGreaterThan(0)

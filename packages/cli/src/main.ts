@@ -205,6 +205,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
         collect
       )
       .option("--idle-ttl <duration>", "replace a ready sandbox unclaimed this long (default 5m)")
+      .option("--image <image>", "the pool's image (each language's); served: runs that name it with --image")
+      .option("-m, --memory <size>", "the pool's memory limit; served: runs given the same -m (default 512m)")
+      .option("-c, --cpus <n>", "the pool's CPUs; served: runs given the same -c (default 1)")
+      .option("-t, --timeout <duration>", "the pool's longest timeout; served: runs given -t up to it (default 300s)")
       .option("--network", "give the sandboxes network access (default: none); `run` must ask the same")
       .option("--no-network", "no network access")
       .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor; `run` must ask the same")

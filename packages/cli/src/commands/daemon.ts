@@ -17,6 +17,10 @@ import { durationOption, executorOptionsOf, numberOption, type SandboxCommandOpt
 import { writeCliLine } from "../terminal.js"
 
 export interface DaemonOptions extends SandboxCommandOptions {
+  readonly image?: string
+  readonly memory?: string
+  readonly cpus?: string
+  readonly timeout?: string
   readonly poolSize?: string
   readonly language?: ReadonlyArray<string>
   readonly idleTtl?: string
@@ -51,10 +55,25 @@ const describe = (s: DaemonStatus): string =>
     Object.entries(s.warm)
       .map(([l, n]) => `${l} ${n}`)
       .join(", ") || "none"
-  }); ${s.inFlight} running, ${s.served} served, ${s.handedBack} handed back; network ${s.fit.network ? "on" : "none"}, journal ${s.fit.journal}`
+  })${Object.keys(s.shape ?? {}).length === 0 ? "" : ` ${JSON.stringify(s.shape)}`}; ${s.inFlight} running, ${s.served} served, ${s.handedBack} handed back; network ${s.fit.network ? "on" : "none"}, journal ${s.fit.journal}`
+
+/** --image, -m, -c, -t: the pool's, which a served run must ask for too (server.ts, shapedRequest). */
+const shapeOf = (options: DaemonOptions) => {
+  const cpus = options.cpus === undefined ? undefined : Number(options.cpus)
+  if (options.cpus !== undefined && !Number.isFinite(cpus))
+    throw new UsageError(`--cpus: expected a number, got ${JSON.stringify(options.cpus)}`)
+  const timeoutMs = durationOption("--timeout", options.timeout)
+  return {
+    ...(options.image === undefined ? {} : { image: options.image }),
+    ...(options.memory === undefined ? {} : { memory: options.memory }),
+    ...(cpus === undefined ? {} : { cpus }),
+    ...(timeoutMs === undefined ? {} : { timeoutMs })
+  }
+}
 
 export const daemonServe = async (options: DaemonOptions): Promise<number> => {
   const pool = poolOf(options)
+  const shape = shapeOf(options)
   const executorOptions = executorOptionsOf(options, undefined)
   const { serve } = await import("../daemon/server.js")
   await serve({
@@ -66,13 +85,16 @@ export const daemonServe = async (options: DaemonOptions): Promise<number> => {
       journal: journalKey(options.journal)
     }),
     pool,
+    shape,
     onListening: (path) => process.stderr.write(`hermes-sandbox daemon: pid ${process.pid} serving on ${path}\n`)
   })
   return ExitCode.ok
 }
 
 export const daemonStart = async (options: DaemonOptions, argv: ReadonlyArray<string>): Promise<number> => {
-  poolOf(options) // usage errors here, not in the background
+  // Usage errors here, not in the background.
+  poolOf(options)
+  shapeOf(options)
   const running = await askDaemon(Frame.status, socketPath())
   if (running !== undefined) {
     writeCliLine(`a daemon is already running: ${describe(running)}`)

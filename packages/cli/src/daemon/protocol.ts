@@ -198,6 +198,13 @@ export interface DaemonStatus {
   readonly socket: string
   readonly fit: FitKey
   readonly pool: { readonly size: number; readonly languages: ReadonlyArray<string>; readonly idleTtlMs?: number }
+  /** The limits and image the pool was made with, where the daemon's command line set them. */
+  readonly shape: {
+    readonly image?: string
+    readonly memory?: string
+    readonly cpus?: number
+    readonly timeoutMs?: number
+  }
   readonly warm: Readonly<Record<string, number>>
   readonly inFlight: number
   /** Runs served since the daemon started, and runs handed back (noFit). */

@@ -35,9 +35,22 @@ export interface DaemonPool {
   readonly idleTtlMs?: number
 }
 
+/**
+ * What the daemon's command line set apart from `run`'s defaults, for its pool: the request of a
+ * run served must say the same (`run` without `-m` means 512m, not the daemon's), and an image
+ * equal to the pool's is taken as the pool's.
+ */
+export interface PoolShape {
+  readonly image?: string
+  readonly memory?: string
+  readonly cpus?: number
+  readonly timeoutMs?: number
+}
+
 export interface ServeOptions {
   /** The executor's options as `run` would make them from the same flags (no warm pool yet). */
   readonly executorOptions: CreateExecutorOptions
+  readonly shape: PoolShape
   readonly fit: FitKey
   readonly pool: DaemonPool
   /** Called once the socket listens. */
@@ -70,6 +83,21 @@ const requestOf = (wire: RunMessage["request"]): ExecuteRequest => {
   }
 }
 
+/**
+ * The request as the pool serves it, or undefined when the direct path would run it otherwise: a
+ * limit the daemon set that the request leaves to `run`'s default. An image equal to the pool's
+ * is left out (the executor takes any image named for the pool's other).
+ */
+export const shapedRequest = (request: ExecuteRequest, shape: PoolShape): ExecuteRequest | undefined => {
+  if (shape.memory !== undefined && request.memory === undefined) return undefined
+  if (shape.cpus !== undefined && request.cpus === undefined) return undefined
+  if (shape.timeoutMs !== undefined && request.timeoutMs === undefined) return undefined
+  if (shape.image === undefined) return request
+  if (request.image !== shape.image) return undefined
+  const { image: _, ...rest } = request
+  return rest
+}
+
 const isWarmPoolRefusal = (error: unknown): boolean =>
   (error as { _tag?: unknown; field?: unknown })?._tag === "InvalidRequest" &&
   (error as { field?: unknown }).field === "warmPool"
@@ -86,8 +114,15 @@ export const serve = async (options: ServeOptions): Promise<void> => {
     // none
   }
 
+  const { shape } = options
   const executor: SandboxExecutor = await createExecutor({
     ...options.executorOptions,
+    ...(shape.memory === undefined ? {} : { memory: shape.memory }),
+    ...(shape.cpus === undefined ? {} : { cpus: shape.cpus }),
+    ...(shape.timeoutMs === undefined ? {} : { timeoutMs: shape.timeoutMs }),
+    ...(shape.image === undefined
+      ? {}
+      : { images: Object.fromEntries(options.pool.languages.map((l) => [l, shape.image!])) }),
     warmPool: {
       size: options.pool.size,
       languages: [...options.pool.languages],
@@ -107,6 +142,7 @@ export const serve = async (options: ServeOptions): Promise<void> => {
       socket: path,
       fit: options.fit,
       pool: options.pool,
+      shape,
       warm: stats.warm,
       inFlight: stats.inFlight,
       served,
@@ -133,9 +169,16 @@ export const serve = async (options: ServeOptions): Promise<void> => {
       socket.end()
       return
     }
+    const request = shapedRequest(requestOf(message.request), shape)
+    if (request === undefined) {
+      handedBack++
+      send(Frame.noFit, "the daemon's pool was made with other limits or another image")
+      socket.end()
+      return
+    }
     let accepted = false
     executor
-      .executeCode(requestOf(message.request), {
+      .executeCode(request, {
         signal: cancels.signal,
         warmPoolOnly: true,
         onExecutionId: () => {
