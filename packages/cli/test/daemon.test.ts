@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { runThroughDaemon } from "../src/daemon/client.js"
 import { encodeFrame, fitKey, Frame, FrameReader, MAX_REQUEST_FRAME_BYTES, sameFit } from "../src/daemon/protocol.js"
+import { shapedRequest } from "../src/daemon/server.js"
 import { daemonDirectory, ensureDaemonDirectory, socketPath, trustedSocket } from "../src/daemon/socketPath.js"
 
 const dirs: Array<string> = []
@@ -98,6 +99,22 @@ describe("what a daemon serves", () => {
       expect(sameFit(fitKey({ ...options, ...other }, env), daemon), JSON.stringify(other)).toBe(false)
     // A message without the environment (another version) is not a fit either.
     expect(sameFit({ ...daemon, env: undefined } as never, daemon)).toBe(false)
+  })
+})
+
+describe("a pool made with the daemon's image and limits", () => {
+  it("serves a request that names them, and hands back one that leaves them to run's defaults", () => {
+    const base = { language: "python", code: "print(1)" }
+    expect(shapedRequest(base, {})).toEqual(base)
+    const shape = { image: "my/python:1", memory: "256m", cpus: 0.5, timeoutMs: 60_000 }
+    const asked = { ...base, image: "my/python:1", memory: "256m", cpus: 0.5, timeoutMs: 5_000 }
+    // The image is the pool's: left to the executor's configuration (a named image never takes a warm sandbox).
+    expect(shapedRequest(asked, shape)).toEqual({ ...base, memory: "256m", cpus: 0.5, timeoutMs: 5_000 })
+    for (const key of ["image", "memory", "cpus", "timeoutMs"] as const) {
+      const { [key]: _, ...without } = asked
+      expect(shapedRequest(without, shape), key).toBeUndefined()
+    }
+    expect(shapedRequest({ ...asked, image: "other:1" }, shape)).toBeUndefined()
   })
 })
 
