@@ -107,6 +107,63 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
     expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["42", false])
   }, 120_000)
 
+  // runc only: under gVisor a supervisor's /proc/<pid>/fd is open to the domain (its sentry does not
+  // honour non-dumpable there), so such a daemon voids the kernel ('protocol', SECURITY.md) and can
+  // void a call it reaches before the call freezes it: frames without the key, never a forgery.
+  it.skipIf(runtime === "runsc")(
+    "a daemon the kernel left cannot read a run call's environment or write into its output: the domain is frozen for the call",
+    async () => {
+      await using s = await open()
+      // A daemon of the domain that hunts every process for 10 s: reads environs, writes into fd 1/2.
+      await s.runCell({
+        code: [
+          "import os, time",
+          "if os.fork() == 0:",
+          "    os.setsid()",
+          "    log = open('/tmp/hunter.log', 'a', buffering=1)",
+          "    me, end = os.getpid(), time.time() + 10",
+          "    while time.time() < end:",
+          "        for p in os.listdir('/proc'):",
+          "            if not p.isdigit() or int(p) == me:",
+          "                continue",
+          "            try:",
+          "                if b'CALL_SECRET' in open('/proc/%s/environ' % p, 'rb').read():",
+          "                    log.write('read %s\\n' % p)",
+          "            except OSError:",
+          "                pass",
+          "            for fd in ('1', '2'):",
+          "                try:",
+          "                    with open('/proc/%s/fd/%s' % (p, fd), 'wb', buffering=0) as f:",
+          "                        f.write(b'FORGED\\n')",
+          "                except OSError:",
+          "                    pass",
+          "        time.sleep(0.01)",
+          "    os._exit(0)"
+        ].join("\n")
+      })
+      const call = await s.run("sleep 1; echo real", { env: { CALL_SECRET: "tok-abc" } })
+      expect([call.exitCode, call.stdout, call.stderr]).toEqual([0, "real\n", ""])
+      const log = await s.run("cat /tmp/hunter.log 2>/dev/null; true")
+      expect(log.stdout, "what the daemon read").toBe("")
+      const next = await s.runCell({ code: "1 + 1" })
+      expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", false])
+    },
+    120_000
+  )
+
+  it("a cell that kills its own supervisor ends crashed with the state lost; the session and the next kernel work", async () => {
+    await using s = await open()
+    await s.runCell({ code: "x = 41" })
+    const r = await s.runCell({
+      code: "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(60)\n",
+      timeoutMs: 30_000
+    })
+    expect([r.status, r.stateLost]).toEqual(["crashed", true])
+    expect((await s.run("echo still here")).stdout).toBe("still here\n")
+    const next = await s.runCell({ code: "1 + 1" })
+    expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", true])
+  }, 120_000)
+
   it.skipIf(runtime === "runsc")(
     "an OOM kills the kernel, not the session: crashed, oomKilled, state lost; the session's calls go on",
     async () => {
