@@ -52,6 +52,21 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
     expect(r.displaysOmitted.count).toBe(9900)
   }, 120_000)
 
+  it("garbage on the cell's records pipe ends its records as malformed; the cell and the kernel go on", async () => {
+    await using s = await open()
+    // The records pipe is the last pipe the driver opened: a cell can find it.
+    const fd =
+      "[f for f in sorted(int(x) for x in os.listdir('/proc/self/fd')) if os.path.exists(f'/proc/self/fd/{f}') and os.readlink(f'/proc/self/fd/{f}').startswith('pipe:')][-1]"
+    const r = await s.runCell({
+      code: `import os\nfrom IPython.display import display\ndisplay(1)\n_ = os.write(${fd}, b'garbage')\ndisplay(2)\n`
+    })
+    expect(r.status).toBe("ok")
+    expect(r.displays.map((d) => d.data["text/plain"])).toEqual(["1"])
+    expect(r.displaysOmitted.reasons).toEqual({ malformed: 1 })
+    const next = await s.runCell({ code: "1 + 1" })
+    expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", false])
+  }, 120_000)
+
   it("late output from a thread is lateOutput on the next result, never its stdout", async () => {
     await using s = await open()
     await s.runCell({

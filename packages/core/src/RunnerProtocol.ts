@@ -761,7 +761,7 @@ export interface KernelFrameHandlers {
   readonly dropped: (stream: "o" | "e", total: number) => void
   /** A whole record ('M' and exactly its bytes in 'm' frames). */
   readonly record: (kind: KernelRecordKind, json: Uint8Array) => void
-  readonly skipped: (kind: KernelRecordKind, bytes: number, reason: KernelRecordSkip) => void
+  readonly skipped: (kind: KernelRecordKind | "?", bytes: number, reason: KernelRecordSkip) => void
   readonly cellEnded: (end: CellEnded) => void
   readonly late: (chunk: Uint8Array) => void
   readonly gone: (gone: KernelGone) => void
@@ -776,7 +776,8 @@ export interface KernelFrameHandlers {
 const CELL_STARTED = /^([A-Za-z0-9_-]{1,64}) (0|[1-9][0-9]{0,19})$/
 const READY = /^([1-9][0-9]{0,9}) ([0-9]{1,20})((?: [A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)*)$/
 const RECORD_BEGIN = /^([RDX]) (0|[1-9][0-9]{0,9})$/
-const RECORD_SKIPPED = new RegExp(`^([RDX]) (0|[1-9][0-9]{0,19}) (${KERNEL_RECORD_SKIPS.join("|")})$`)
+// "?": a record whose kind could not be read (garbage on the records pipe, a header cut short).
+const RECORD_SKIPPED = new RegExp(`^([RDX?]) (0|[1-9][0-9]{0,19}) (${KERNEL_RECORD_SKIPS.join("|")})$`)
 const CELL_END =
   /^([A-Za-z0-9_-]{1,64}) (ok|error|none) (0|[1-9][0-9]{0,19}) (0|[1-9][0-9]{0,19}) (0|[1-9][0-9]{0,9}) (0|[1-9][0-9]{0,9})$/
 const GONE = new RegExp(`^(0|[1-9][0-9]{0,2}) (0|[1-9][0-9]?) ([01?]) (${KERNEL_GONE_CAUSES.join("|")})$`)
@@ -927,7 +928,7 @@ export class KernelFrameDecoder {
           return this.fail(`a skipped-record frame ('N' ${quoted}) ${late ? "inside" : "outside"} a cell`)
         if (this.phase === "gone") return this.fail("a frame after the kernel's end")
         if (!late) this.skippedSeen++
-        return this.handlers.skipped(m[1] as KernelRecordKind, Number(m[2]), m[3] as KernelRecordSkip)
+        return this.handlers.skipped(m[1] as KernelRecordKind | "?", Number(m[2]), m[3] as KernelRecordSkip)
       }
       case FRAME.cellEnded: {
         if (!this.inCell("Z")) return

@@ -74,7 +74,9 @@ describe("KernelFrameDecoder", () => {
     d.f("m", '{"data":')
     d.f("m", "1}")
     d.f("N", "D 99999 too-large")
-    d.f("Z", `${CELL} ok 5000 3 1 1`)
+    // Garbage on the records pipe: no kind could be read.
+    d.f("N", "? 57 malformed")
+    d.f("Z", `${CELL} ok 5000 3 1 2`)
     d.f("G", "137 9 ? requested")
     expect(d.violations).toEqual([])
     expect(d.records).toEqual([["R", '{"data":1}']])
@@ -89,7 +91,8 @@ describe("KernelFrameDecoder", () => {
       "e err",
       "d o 5000",
       "N D 99999 too-large",
-      `Z ${CELL} ok 5000 3 1 1`,
+      "N ? 57 malformed",
+      `Z ${CELL} ok 5000 3 1 2`,
       "G 137 9 undefined requested"
     ])
     expect(d.decoder.ended).toBe(true)
