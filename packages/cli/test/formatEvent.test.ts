@@ -123,4 +123,72 @@ describe("formatEvent", () => {
     expect(tagged).toContain("[mcp.client_name=\\x1b[2Jevil\\x0aclient]")
     expect(tagged.split("\n")).toHaveLength(1)
   })
+  it("a session's kernel events: the kernel's start, a cell's facts (sizes and types, never code or data), its end", () => {
+    const ev = (type: string, data: Record<string, unknown>) =>
+      ({ ...requested({}), type, data }) as unknown as EventEnvelope
+    const k = "01a24263-0000-7000-8000-0000kernel001"
+    expect(
+      formatEvent(
+        ev("KernelStarted", {
+          kernelId: k,
+          generation: 2,
+          language: "python",
+          startMs: 412,
+          preload: ["pandas", "nosuch"],
+          preloadFailed: ["nosuch"]
+        })
+      )
+    ).toBe(
+      "2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  KernelStarted         kernel 000kernel001 #2 ready in 412 ms, preload pandas nosuch (failed: nosuch)"
+    )
+    expect(
+      formatEvent(
+        ev("CellExecuted", {
+          cellId: "01a24263-0000-7000-8000-000000cell01",
+          kernelId: k,
+          executionCount: 3,
+          status: "timeout",
+          durationMs: 1500,
+          timeoutMs: 1500,
+          codeBytes: 40,
+          codeSha256: "ab",
+          stdoutBytes: 5000,
+          stderrBytes: 0,
+          stdoutTruncated: true,
+          stderrTruncated: false,
+          outputs: [
+            {
+              kind: "display",
+              mime: [
+                { type: "image/png", bytes: 100 },
+                { type: "text/plain", bytes: 20 }
+              ]
+            },
+            { kind: "result", mime: [{ type: "text/plain", bytes: 3 }] }
+          ],
+          outputsOmitted: 0,
+          displaysOmitted: 2,
+          stateLost: true,
+          oomKilled: false,
+          toolCallsMade: 0
+        })
+      )
+    ).toBe(
+      "2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  CellExecuted          cell 000000cell01 [3] timeout after 1500 ms, 40 B code, stdout 5000 B (truncated), stderr 0 B, 2 outputs (image/png text/plain), 2 omitted, state lost"
+    )
+    expect(
+      formatEvent(
+        ev("KernelRestarted", {
+          kernelId: k,
+          generation: 2,
+          reason: "crashed",
+          signal: 9,
+          oomKilled: true,
+          cellId: "c"
+        })
+      )
+    ).toBe(
+      "2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  KernelRestarted       kernel 000kernel001 #2 ended (crashed), signal 9, OOM killed under cell c"
+    )
+  })
 })

@@ -223,7 +223,8 @@ export const runFakeKernel = (io: FakeKernelIo): Effect.Effect<number> =>
               return "error" as const
             }
           } else if ("die" in step) {
-            end("none")
+            // Under a cell its end comes first ('Z' none); at idle (after doneThenBusy) only 'G'.
+            if (cell !== undefined) end("none")
             yield* gone(
               step.die.oom ? 137 : 128 + (step.die.signal ?? 9),
               step.die.signal ?? 9,

@@ -276,6 +276,8 @@ export const runKillers = (
     if (!anyStarted) yield* killExec
     return Option.some(false)
   }).pipe(
+    // The bound cuts the killers short even when called from an uninterruptible region.
+    Effect.interruptible,
     Effect.timeoutTo({
       duration: KILLER_BOUND,
       onSuccess: (ran) => ran,

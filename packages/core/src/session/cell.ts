@@ -155,7 +155,10 @@ export const runCell = (
               Effect.as(Deferred.await(kernel.end), "gone" as const),
               Effect.as(Effect.sleep(input.timeoutMs), "timeout" as const),
               Effect.as(abortedBy(o.signal), "interrupted" as const)
-            ])
+            ]).pipe(
+              // A race must interrupt its losers, whatever the caller's region.
+              Effect.interruptible
+            )
       return yield* decide(deps, kernel, sink, wake, cellId)
     }).pipe(
       // The caller went away mid-cell (the session ends, a fiber interrupted): the kernel cannot be
@@ -237,7 +240,7 @@ const decide = (
     const loss = (status: CellStatus, reason: "timeout" | "interrupted" | "crashed") =>
       Effect.gen(function* () {
         // After 'Z' none the supervisor's 'G' follows: wait for it, for its cause and OOM verdict.
-        yield* Deferred.await(kernel.end).pipe(Effect.timeout(KILL_GRACE), Effect.ignore)
+        yield* Effect.interruptible(Deferred.await(kernel.end)).pipe(Effect.timeout(KILL_GRACE), Effect.ignore)
         const bad = violation(yield* polled(kernel.end))
         const { oomKilled } = yield* manager.lost(kernel, bad === undefined ? reason : "crashed", cellId)
         if (bad !== undefined) return { _tag: "Violation" as const, reason: bad }
@@ -258,7 +261,7 @@ const decide = (
       yield* Effect.raceFirst(
         Effect.asVoid(Deferred.await(sink.ended)),
         Effect.asVoid(Deferred.await(kernel.end))
-      ).pipe(Effect.timeout(deps.plan.kernel.interruptGraceMs + KILL_GRACE_MS), Effect.ignore)
+      ).pipe(Effect.interruptible, Effect.timeout(deps.plan.kernel.interruptGraceMs + KILL_GRACE_MS), Effect.ignore)
       end = yield* polled(sink.ended)
     }
     if (violation(yield* polled(kernel.end)) !== undefined) return yield* loss("crashed", "crashed")

@@ -385,13 +385,15 @@ export const makeHandle = (
       Effect.flatMap(cellInput(plan, deps.config, request), (input) => serialized(() => runCell(cellDeps, input, o)))
     const restartKernel = serialized(() => pythonKernel.restart)
     if (plan.kernel.eager) {
-      // Started now, under the lock: the first cell waits for it. A failure is the first cell's to say.
+      // Started now, under the lock: the first cell waits for it. A failure is the first cell's to
+      // say. Interruptible although forked from the (uninterruptible) open.
       yield* FiberSet.run(
         calls,
         serialized(() => Effect.asVoid(pythonKernel.ensure)).pipe(
           Effect.catchAllCause((cause) =>
             Effect.logWarning(`session ${sessionId}: the eager kernel did not start`, cause)
-          )
+          ),
+          Effect.interruptible
         )
       )
     }

@@ -135,8 +135,9 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
   const teardown = (kernel: LiveKernel) =>
     Effect.gen(function* () {
       yield* kernel.proc.end.pipe(Effect.ignore)
+      // Interruptible waits: `lost` runs uninterruptibly, and a timeout cannot cut an uninterruptible wait.
       const exited = (exec: ExecProcess) =>
-        exec.exit.pipe(
+        Effect.interruptible(exec.exit).pipe(
           Effect.either,
           Effect.timeoutTo({ duration: KILL_GRACE, onSuccess: () => true, onTimeout: () => false })
         )
@@ -289,11 +290,15 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
         )
       )
     // The exec's end without 'G' (or after it: then this changes nothing).
+    // Interruptible even when started from an uninterruptible region (forks inherit it): the
+    // session's end interrupts its watchers.
     yield* FiberSet.run(
       deps.background,
-      proc.exit.pipe(
-        Effect.either,
-        Effect.flatMap(() => Deferred.succeed(end, { _tag: "ChannelEnded" }))
+      Effect.interruptible(
+        proc.exit.pipe(
+          Effect.either,
+          Effect.flatMap(() => Deferred.succeed(end, { _tag: "ChannelEnded" }))
+        )
       )
     )
     const header = encodeKernelHeader({
@@ -312,8 +317,9 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
     const outcome = yield* proc.write(header).pipe(
       Effect.zipRight(
         Effect.raceFirst(
-          Effect.map(Deferred.await(ready), (r) => ({ _tag: "Ready" as const, r })),
-          Effect.map(Deferred.await(end), (e) => ({ _tag: "Ended" as const, e }))
+          // Interruptible waits: a race must interrupt its loser, whatever the caller's region.
+          Effect.map(Effect.interruptible(Deferred.await(ready)), (r) => ({ _tag: "Ready" as const, r })),
+          Effect.map(Effect.interruptible(Deferred.await(end)), (e) => ({ _tag: "Ended" as const, e }))
         )
       ),
       Effect.timeoutTo({
@@ -375,7 +381,7 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
     kernel = made
     live = made
     const readyAt = yield* Clock.currentTimeMillis
-    yield* FiberSet.run(deps.background, watchIdle(made))
+    yield* FiberSet.run(deps.background, Effect.interruptible(watchIdle(made)))
     yield* deps.append({
       type: "KernelStarted",
       data: {
@@ -407,7 +413,7 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
       live = undefined
       // The supervisor kills the domain, frames 'G' requested and exits; teardown waits for it.
       yield* kernel.proc.write(encodeRestartCommand()).pipe(Effect.ignore)
-      yield* Deferred.await(kernel.end).pipe(Effect.timeout(KILL_GRACE), Effect.ignore)
+      yield* Effect.interruptible(Deferred.await(kernel.end)).pipe(Effect.timeout(KILL_GRACE), Effect.ignore)
       yield* teardown(kernel)
       yield* deps.append({
         type: "KernelRestarted",

@@ -1,0 +1,267 @@
+/**
+ * A session's Python kernel on the fake runtime, where only the fake can show it: a kernel that
+ * dies under a cell or at idle, a supervisor killed or stopped by the domain, a forged frame, an
+ * image without the kernel, preload failures, the record bounds, a cell whose caller went away, and
+ * requests refused before anything runs. What both worlds share is in the sessions contract
+ * (test/support/sessionContract.ts, cells).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Scope, Stream, TestClock } from "effect"
+import { Session } from "@hermes-sandbox/core"
+import { RUNNER_FEATURES_LABEL, RUNNER_PROTOCOL_LABEL } from "@hermes-sandbox/core/RunnerProtocol"
+import type { SessionsOptions } from "@hermes-sandbox/core/Session"
+import { type FakeCellStep, fakeCell, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import { type EventEnvelope, Journal, MemoryJournal } from "@hermes-sandbox/events"
+import { checkLifecycle } from "@hermes-sandbox/events/Projection"
+
+const cell = (...steps: ReadonlyArray<FakeCellStep>) => ({ code: fakeCell(...steps) })
+
+/** One service over a fresh fake engine and journal; everything ends with the case. */
+const withSessions = <A, E>(
+  f: (ctx: {
+    readonly sessions: Session.Sessions["Type"]
+    readonly events: (streamId: string) => Effect.Effect<Array<EventEnvelope>>
+    readonly control: FakeRuntimeControl["Type"]
+  }) => Effect.Effect<A, E>,
+  options: SessionsOptions = {},
+  faults: FakeRuntime.FakeFaults = {}
+) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.make()
+    const base = Layer.merge(FakeRuntime.layer(faults), MemoryJournal.layer())
+    const context = yield* Layer.buildWithScope(
+      Layer.merge(Session.layer({ sweepOnStart: false, ...options }).pipe(Layer.provide(base)), base),
+      scope
+    )
+    const journal = yield* Effect.provide(Journal.Journal, context)
+    const events = (streamId: string) =>
+      journal.read({ streamId }).pipe(
+        Stream.runCollect,
+        Effect.map((c) => [...c]),
+        Effect.orDie
+      )
+    return yield* f({
+      sessions: yield* Effect.provide(Session.Sessions, context),
+      events,
+      control: yield* Effect.provide(FakeRuntimeControl, context)
+    }).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
+  })
+
+const restarts = (events: ReadonlyArray<EventEnvelope>) =>
+  events.flatMap((e) => (e.type === "KernelRestarted" ? [e.data] : []))
+
+describe("a session's kernel (fake runtime)", () => {
+  it.effect(
+    "a kernel killed by OOM under a cell: crashed, oomKilled, stateLost; the session lives on in a new kernel",
+    () =>
+      withSessions(({ events, sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open()
+          yield* s.runCell(cell({ set: { a: "1" } }))
+          const died = yield* s.runCell(cell({ print: "big\n" }, { die: { oom: true } }))
+          expect(died).toMatchObject({ status: "crashed", oomKilled: true, stateLost: true, stdout: "big\n" })
+          const next = yield* s.runCell(cell({ get: "a" }))
+          expect(next).toMatchObject({ status: "error", stateLost: true, kernel: { generation: 2, started: true } })
+          expect(restarts(yield* events(s.sessionId))).toEqual([
+            expect.objectContaining({ reason: "crashed", oomKilled: true, cellId: died.cellId, generation: 1 })
+          ])
+          expect((yield* s.status).open).toBe(true)
+        })
+      )
+  )
+
+  it.effect(
+    "a kernel that dies at idle (a leftover thread) is journaled on arrival, and the next result says stateLost",
+    () =>
+      withSessions(({ events, sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open()
+          const first = yield* s.runCell(
+            cell({ set: { a: "1" } }, { doneThenBusy: true }, { sleep: 1000 }, { die: {} })
+          )
+          expect(first).toMatchObject({ status: "ok", stateLost: false })
+          yield* TestClock.adjust("2 seconds")
+          expect(restarts(yield* events(s.sessionId))).toEqual([
+            expect.objectContaining({ reason: "crashed", generation: 1, signal: 9 })
+          ])
+          const next = yield* s.runCell(cell({ get: "a" }))
+          expect(next).toMatchObject({ stateLost: true, kernel: { generation: 2 } })
+          expect(next.error?.name).toBe("NameError")
+          expect(yield* s.runCell(cell({ print: "x" }))).toMatchObject({ stateLost: false })
+        })
+      )
+  )
+
+  it.effect(
+    "done, then busy: the cell ends as the kernel said; what it prints afterwards is the next cell's lateOutput",
+    () =>
+      withSessions(({ sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open()
+          const first = yield* s.runCell(
+            cell({ print: "mine\n" }, { doneThenBusy: true }, { sleep: 100 }, { print: "later\n" })
+          )
+          expect(first).toMatchObject({ status: "ok", stdout: "mine\n" })
+          yield* TestClock.adjust("1 second")
+          const next = yield* s.runCell(cell({ print: "next\n" }))
+          expect(next).toMatchObject({ stdout: "next\n", lateOutput: { text: "later\n", bytes: 6 } })
+        })
+      )
+  )
+
+  it.effect(
+    "a supervisor killed by the domain (its exec ends without 'G'): crashed, stateLost; the next cell runs",
+    () =>
+      withSessions(({ events, sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open()
+          const gone = yield* s.runCell(cell({ print: "x" }, { killSupervisor: true }))
+          expect(gone).toMatchObject({ status: "crashed", stateLost: true })
+          expect(restarts(yield* events(s.sessionId))).toEqual([expect.objectContaining({ reason: "crashed" })])
+          expect(yield* s.runCell(cell({ print: "ok" }))).toMatchObject({ status: "ok", stateLost: true })
+        })
+      )
+  )
+
+  it.effect(
+    "a supervisor stopped by the domain: the deadline's interrupt goes unanswered, the host ends the kernel itself",
+    () =>
+      withSessions(({ control, sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open()
+          const running = yield* Effect.fork(s.runCell({ ...cell({ stopSupervisor: true }), timeoutMs: 1000 }))
+          // The deadline, the grace (2 s) and the host's own (5 s), then the exec's end (5 s) and the killer.
+          for (let i = 0; i < 30 && (yield* Fiber.poll(running))._tag === "None"; i++)
+            yield* TestClock.adjust("1 second")
+          expect(yield* Fiber.join(running)).toMatchObject({ status: "timeout", stateLost: true })
+          expect(yield* s.runCell(cell({ print: "ok" }))).toMatchObject({ status: "ok", kernel: { generation: 2 } })
+          expect((yield* control.alive).length).toBe(1)
+          expect((yield* s.status).open).toBe(true)
+        })
+      )
+  )
+
+  it.effect("a forged frame is ContainerFailed protocol, the kernel is killed and the session lives on", () =>
+    withSessions(({ events, sessions }) =>
+      Effect.gen(function* () {
+        const s = yield* sessions.open()
+        const error = yield* Effect.flip(s.runCell(cell({ forgeFrame: true })))
+        expect(error).toMatchObject({ _tag: "ContainerFailed", reason: "protocol" })
+        expect(restarts(yield* events(s.sessionId))).toEqual([expect.objectContaining({ reason: "crashed" })])
+        expect(yield* s.runCell(cell({ print: "ok" }))).toMatchObject({ status: "ok", stateLost: true })
+      })
+    )
+  )
+
+  it.effect("an image without the kernel: KernelUnavailable naming it; calls still run", () =>
+    withSessions(
+      ({ sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open({ image: "old/python:1" })
+          const error = yield* Effect.flip(s.runCell(cell({ print: "x" })))
+          expect(error._tag).toBe("KernelUnavailable")
+          expect(error.message).toContain("old/python:1")
+          expect(error.message).toContain("kernel")
+          expect((yield* s.run("echo fine")).exitCode).toBe(0)
+        }),
+      {},
+      {
+        imageLabels: {
+          "old/python:1": { [RUNNER_PROTOCOL_LABEL]: "2", [RUNNER_FEATURES_LABEL]: "collect,fileops,preload,tools" }
+        }
+      }
+    )
+  )
+
+  it.effect("eager: the kernel starts at open; preload failures are journaled in KernelStarted", () =>
+    withSessions(({ events, sessions }) =>
+      Effect.gen(function* () {
+        const s = yield* sessions.open({ kernel: { eager: true, preload: ["pandas", "nosuch.module"] } })
+        yield* TestClock.adjust("10 millis")
+        const started = (yield* events(s.sessionId)).flatMap((e) => (e.type === "KernelStarted" ? [e.data] : []))
+        expect(started).toEqual([
+          expect.objectContaining({
+            generation: 1,
+            preload: ["pandas", "nosuch.module"],
+            preloadFailed: ["nosuch.module"]
+          })
+        ])
+        expect(yield* s.runCell(cell({ print: "x" }))).toMatchObject({ kernel: { started: false, generation: 1 } })
+      })
+    )
+  )
+
+  it.effect("the display bounds reach the kernel's supervisor and are checked again on the host", () =>
+    withSessions(({ sessions }) =>
+      Effect.gen(function* () {
+        const s = yield* sessions.open({ kernel: { maxDisplays: 2, maxBundleBytes: 200 } })
+        const steps: Array<FakeCellStep> = Array.from({ length: 5 }, (_, i) => ({ display: { "text/plain": `d${i}` } }))
+        const r = yield* s.runCell(cell(...steps, { display: { "text/plain": "x".repeat(500) } }))
+        expect(r.displays.map((d) => d.data["text/plain"])).toEqual(["d0", "d1"])
+        expect(r.displaysOmitted).toMatchObject({ count: 4, reasons: { count: 3, "too-large": 1 } })
+        // What the supervisor forwards is checked again: an image that is not one is dropped.
+        const bad = yield* s.runCell(
+          cell({ rawRecord: { kind: "D", text: '{"data":{"image/png":"PHN2Zz4=","text/plain":"fig"},"metadata":{}}' } })
+        )
+        expect(bad.displays[0]!.data).toEqual({ "text/plain": "fig" })
+        expect(bad.displaysOmitted.reasons).toEqual({ invalid: 1 })
+      })
+    )
+  )
+
+  it.effect(
+    "a cell whose caller went away: the kernel is ended (journaled interrupted), the next result says stateLost",
+    () =>
+      withSessions(({ events, sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open()
+          const running = yield* Effect.fork(s.runCell(cell({ sleep: 60_000 })))
+          yield* TestClock.adjust("100 millis")
+          yield* Fiber.interrupt(running)
+          expect(restarts(yield* events(s.sessionId))).toEqual([expect.objectContaining({ reason: "interrupted" })])
+          expect(yield* s.runCell(cell({ print: "x" }))).toMatchObject({ stateLost: true, kernel: { generation: 2 } })
+        })
+      )
+  )
+
+  it.effect("refused before anything runs: code that is not a string, tools (not yet), a deadline out of range", () =>
+    withSessions(({ events, sessions }) =>
+      Effect.gen(function* () {
+        const s = yield* sessions.open()
+        for (const bad of [{ code: 1 }, { code: "x", tools: {} }, { code: "x", timeoutMs: -1 }]) {
+          const e = yield* Effect.flip(s.runCell(bad as never))
+          expect(e._tag).toBe("InvalidRequest")
+        }
+        expect((yield* events(s.sessionId)).map((e) => e.type)).not.toContain("KernelStarted")
+      })
+    )
+  )
+
+  it.effect("closing the session ends the kernel; its stream is a valid session lifecycle", () =>
+    withSessions(({ control, events, sessions }) =>
+      Effect.gen(function* () {
+        const s = yield* sessions.open()
+        yield* s.runCell(cell({ print: "x" }))
+        yield* s.restartKernel
+        yield* s.runCell(cell({ result: { "text/plain": "1" } }))
+        yield* s.close
+        expect(yield* control.alive).toEqual([])
+        const stream = yield* events(s.sessionId)
+        expect(checkLifecycle(stream)).toEqual([])
+        expect(stream.map((e) => e.type)).toEqual([
+          "SessionOpened",
+          "ContainerCreated",
+          "ContainerStarted",
+          "KernelStarted",
+          "CellExecuted",
+          "KernelRestarted",
+          "KernelStarted",
+          "CellExecuted",
+          "ContainerDestroyed",
+          "SessionClosed"
+        ])
+        expect((yield* Effect.flip(s.runCell(cell({ print: "x" }))))._tag).toBe("SessionEnded")
+      })
+    )
+  )
+})
