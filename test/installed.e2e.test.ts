@@ -448,6 +448,7 @@ console.log(JSON.stringify(out))`
         "execute_code",
         "read_file",
         "reset_session",
+        "run_python",
         "terminal",
         "write_file"
       ])

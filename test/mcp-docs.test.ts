@@ -3,7 +3,7 @@
  * mcp_servers entry, Claude Desktop's, Cursor's, VS Code's) is parsed from the page, its command
  * started with ONLY the environment the snippet gives (plus PATH, as the Hermes agent passes a
  * baseline and nothing else) — `hermes-sandbox` standing for the built bin — and driven by the
- * SDK's client: the five tools are listed and execute_code runs.
+ * SDK's client: the six tools are listed and execute_code runs.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -82,6 +82,7 @@ describe("docs/mcp.md's configuration snippets", () => {
           "execute_code",
           "read_file",
           "reset_session",
+          "run_python",
           "terminal",
           "write_file"
         ])

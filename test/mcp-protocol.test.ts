@@ -62,7 +62,7 @@ const arraysWithoutItems = (schema: unknown, at = "$"): Array<string> => {
 }
 
 describe("MCP server: tools/list", () => {
-  it("lists the five tools with object input schemas, output schemas, honest annotations; initialize names the server and its version", async () => {
+  it("lists the six tools with object input schemas, output schemas, honest annotations; initialize names the server and its version", async () => {
     const { client, close } = await connect()
     expect(client.getServerVersion()).toMatchObject({ name: "hermes-sandbox", version: VERSION })
     expect(VERSION).toBe(
@@ -73,6 +73,7 @@ describe("MCP server: tools/list", () => {
       "execute_code",
       "read_file",
       "reset_session",
+      "run_python",
       "terminal",
       "write_file"
     ])

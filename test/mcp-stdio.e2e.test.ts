@@ -407,7 +407,7 @@ describe("a client this project did not write: the MCP Inspector's CLI", () => {
     return run
   }
 
-  it("tools/list: the five tools; tools/call execute_code: success, stdout 42, journaled under the inspector's name, the container removed", async () => {
+  it("tools/list: the six tools; tools/call execute_code: success, stdout 42, journaled under the inspector's name, the container removed", async () => {
     const journal = newJournal("inspector")
     const { command, args } = mcpServerCommand(["--journal", journal])
     const list = await inspect([command, ...args, "--method", "tools/list"])
@@ -417,6 +417,7 @@ describe("a client this project did not write: the MCP Inspector's CLI", () => {
       "execute_code",
       "read_file",
       "reset_session",
+      "run_python",
       "terminal",
       "write_file"
     ])

@@ -131,6 +131,7 @@ describe("hermes-sandbox mcp --upstream-config: server-everything's tools in exe
       "execute_code",
       "read_file",
       "reset_session",
+      "run_python",
       "terminal",
       "write_file"
     ])

@@ -1,9 +1,10 @@
 /**
  * One MCP session (a stdio connection, or one HTTP session): the tags its runs are journaled
  * with, the calls it has in flight (all interrupted when it closes), the executions it ran, and
- * its session sandbox — Hermes' `container_persistent: false`: created on the first terminal or
- * file call, cwd and exported variables carried between calls, removed when the MCP session ends,
- * by reset_session, or after `sessionIdleS` idle (the next call then gets a fresh one).
+ * its session sandbox — Hermes' `container_persistent: false`: created on the first terminal,
+ * file or run_python call, cwd and exported variables carried between calls (and, for run_python,
+ * its Python kernel's state), removed when the MCP session ends, by reset_session, or after
+ * `sessionIdleS` idle (the next call then gets a fresh one).
  */
 import { Effect } from "effect"
 import { type ExecuteOptions, Session as SessionService, type Session } from "@hermes-sandbox/core"
@@ -27,6 +28,8 @@ const REMEMBERED_EXECUTIONS = 200
 
 export class McpSession {
   private sandbox: Session.Session | undefined
+  /** The session sandbox run_python's last cell ran in (forgotten when reset_session ends it on request). */
+  private cellsIn: string | undefined
   private readonly lock = Effect.unsafeMakeSemaphore(1)
   private readonly aborter = new AbortController()
   private closing: Promise<void> | undefined
@@ -125,11 +128,23 @@ export class McpSession {
     })
   )
 
+  /**
+   * A cell is about to run in the session sandbox `sessionId`: true when earlier cells ran in
+   * another one that ended without reset_session (an idle expiry, a sandbox that died), so that
+   * what they left in the kernel is gone although this sandbox's kernel is fresh, not restarted.
+   */
+  cellSandbox(sessionId: string): boolean {
+    const replaced = this.cellsIn !== undefined && this.cellsIn !== sessionId
+    this.cellsIn = sessionId
+    return replaced
+  }
+
   /** Destroy the session sandbox (the next call gets a fresh one); its id, or undefined when there was none. */
   readonly reset: Effect.Effect<string | undefined> = this.lock.withPermits(1)(
     Effect.suspend(() => {
       const current = this.sandbox
       this.sandbox = undefined
+      this.cellsIn = undefined
       if (current === undefined) return Effect.succeed(undefined)
       return Effect.as(
         Effect.flatMap(current.status, (s) => (s.open ? current.destroy : Effect.void)),

@@ -1,7 +1,8 @@
 /**
  * The tools, each a name, its words for the model, honest annotations, its argument and result
  * schemas, and what it does. execute_code runs in a single-use sandbox per call (the executor);
- * terminal, read_file, write_file and reset_session work on the MCP session's sandbox.
+ * terminal, run_python (its Python kernel), read_file, write_file and reset_session work on the
+ * MCP session's sandbox.
  */
 import { Effect, type Schema } from "effect"
 import { Executor, type ExecuteRequest, type Session } from "@hermes-sandbox/core"
@@ -9,6 +10,7 @@ import { FileOperationFailed, InvalidArguments } from "../errors.js"
 import type { McpSession } from "../McpSession.js"
 import type { Progress } from "../progress.js"
 import { type CallableTools, describeCallable } from "./callable.js"
+import { cellResult, TEXT_BUDGET, TRACEBACK_BYTES } from "./cellResult.js"
 import { collectedResult } from "./collected.js"
 import { type ExtraContent, runResult } from "./results.js"
 import * as S from "./schemas.js"
@@ -23,7 +25,7 @@ export interface CallContext {
 export interface ToolResult {
   readonly value: Record<string, unknown>
   readonly isError: boolean
-  /** Content blocks after the JSON text one (execute_code's collected files). */
+  /** Content blocks after the JSON text one (execute_code's collected files, run_python's images). */
   readonly content?: ReadonlyArray<ExtraContent>
 }
 
@@ -181,6 +183,54 @@ export const terminal = define<S.TerminalArgs>({
   }
 })
 
+/** An AbortSignal that never aborts: run_python's cancellation goes to the cell (runCell's signal), not to the call. */
+const NEVER = new AbortController().signal
+
+export const runPython = define<S.RunPythonArgs>({
+  name: "run_python",
+  title: "Run Python in this session's kernel",
+  description: (l) =>
+    `Run Python code as a cell of a persistent IPython kernel in this MCP session's sandbox (the one terminal, read_file and write_file use: files are shared, e.g. a chart saved with plt.savefig is readable with read_file). ` +
+    `State persists between calls: variables, imports, loaded data, open files. The value of the last expression is returned (like Jupyter's Out[n]); display() outputs and matplotlib figures come back too, ` +
+    `PNG/JPEG images up to ${Math.round(l.maxImageBytes / 1024)} KiB as image content (at most ${l.maxImages} per call); HTML and SVG are not sent, only their text/plain. No network. ` +
+    `Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}; at the deadline the cell gets a KeyboardInterrupt and the kernel keeps its state if it stops; if it does not, the kernel is killed and state_lost: true says earlier variables are gone (also after a crash or out of memory). ` +
+    `reset: true restarts the kernel first. The sandbox is removed by reset_session, the MCP session's end, or after ${l.sessionIdleS} s without a call. ` +
+    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail; the text/plain of the value and displays ${TEXT_BUDGET} bytes in all; a traceback ${TRACEBACK_BYTES} bytes (head and tail).`,
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  args: S.RunPythonArgs,
+  result: S.RunPythonResult,
+  call: async (args, { session, signal }) => {
+    const limits = session.owner.limits
+    const timeoutMs = timeoutMsOf("run_python", args.timeout_s, session)
+    const reset = args.reset === true
+    // The client's cancel interrupts the cell as its deadline would (the kernel keeps its state if
+    // it stops); only the MCP session's end interrupts the call itself (and removes the sandbox).
+    const { result, sandboxReplaced } = await session.run(
+      "run_python",
+      () =>
+        Effect.gen(function* () {
+          const sandbox = yield* session.useSandbox
+          const replaced = session.cellSandbox(sandbox.sessionId)
+          if (reset) yield* sandbox.restartKernel
+          const result = yield* sandbox.runCell({ code: args.code, timeoutMs }, { signal })
+          return { result, sandboxReplaced: replaced && !reset }
+        }),
+      NEVER
+    )
+    const { value, content } = cellResult(result, {
+      caps: limits.resultCaps,
+      maxImages: limits.maxImages,
+      maxImageBytes: limits.maxImageBytes,
+      timeoutS: timeoutMs / 1000,
+      maxTimeoutS: limits.maxTimeoutS,
+      reset,
+      sandboxReplaced,
+      sessionIdleS: limits.sessionIdleS
+    })
+    return { value, isError: value.status !== "ok", content }
+  }
+})
+
 /** One file operation of the session sandbox, abortable like a call (the client's cancel, the MCP session's end). */
 const fileCall = <A>(
   tool: string,
@@ -269,7 +319,7 @@ export const resetSession = define<Record<string, never>>({
   name: "reset_session",
   title: "Destroy this session's sandbox",
   description: () =>
-    "Destroy this MCP session's sandbox (terminal, read_file, write_file): its files, working directory and variables are gone; the next call gets a fresh one.",
+    "Destroy this MCP session's sandbox (terminal, run_python, read_file, write_file): its files, working directory, variables and Python kernel are gone; the next call gets a fresh one.",
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   args: S.ResetSessionArgs as unknown as Schema.Schema<Record<string, never>, Record<string, never>>,
   result: S.ResetSessionResult,
@@ -282,4 +332,11 @@ export const resetSession = define<Record<string, never>>({
   }
 })
 
-export const tools: ReadonlyArray<ToolDefinition<unknown>> = [executeCode, terminal, readFile, writeFile, resetSession]
+export const tools: ReadonlyArray<ToolDefinition<unknown>> = [
+  executeCode,
+  terminal,
+  runPython,
+  readFile,
+  writeFile,
+  resetSession
+]

@@ -6,7 +6,7 @@
  */
 import type { ExecutionResult } from "@hermes-sandbox/core"
 import { errorJson } from "@hermes-sandbox/core"
-import type { RunResult, Status } from "./schemas.js"
+import type { RunResult, Status, Streams } from "./schemas.js"
 
 /** Bytes of each stream a result carries: the Hermes agent's caps (50 KB stdout, 10 KB stderr). */
 export interface ResultCaps {
@@ -43,13 +43,56 @@ export const headTail = (text: string, cap: number): { readonly text: string; re
 export const statusOf = (r: Pick<ExecutionResult, "timedOut" | "oomKilled" | "exitCode">): Status =>
   r.timedOut ? "timeout" : r.oomKilled ? "oom" : r.exitCode === 0 ? "success" : "error"
 
-const withNewline = (text: string) => (text === "" || text.endsWith("\n") ? text : `${text}\n`)
+export const withNewline = (text: string) => (text === "" || text.endsWith("\n") ? text : `${text}\n`)
 
 export interface RunContext {
   /** The deadline the run had, for the timeout's words. */
   readonly timeoutS: number
   /** Where the caller can raise it, for the timeout's words. */
   readonly maxTimeoutS: number
+}
+
+/** What a run or a cell wrote to its two streams, as the sandbox captured it (the capture's own cap counted in the totals). */
+export type CapturedStreams = Pick<ExecutionResult, "stdout" | "stderr" | "stdoutBytes" | "stderrBytes">
+
+/**
+ * Both streams within this server's caps (head and tail kept), with the byte counts; `printed`:
+ * stdout, then stderr after a `--- stderr ---` line; `note`: what was cut, in words, if anything.
+ * The one bounding of program output in a result: execute_code, terminal and run_python alike.
+ */
+export const boundStreams = (
+  r: CapturedStreams,
+  caps: ResultCaps
+): { readonly fields: Streams; readonly printed: string; readonly note: string | undefined } => {
+  const stdout = headTail(r.stdout, caps.stdoutBytes)
+  const stderr = headTail(r.stderr, caps.stderrBytes)
+  const omittedOut = r.stdoutBytes - stdout.captured
+  const omittedErr = r.stderrBytes - stderr.captured
+  return {
+    fields: {
+      stdout: stdout.text,
+      stderr: stderr.text,
+      stdout_truncated: omittedOut > 0,
+      stderr_truncated: omittedErr > 0,
+      stdout_bytes_total: r.stdoutBytes,
+      stdout_bytes_captured: stdout.captured,
+      stdout_bytes_omitted: omittedOut,
+      stderr_bytes_total: r.stderrBytes,
+      stderr_bytes_captured: stderr.captured,
+      stderr_bytes_omitted: omittedErr
+    },
+    printed: withNewline(stdout.text) + (stderr.text === "" ? "" : `--- stderr ---\n${withNewline(stderr.text)}`),
+    note:
+      omittedOut > 0 || omittedErr > 0
+        ? `Output was cut: ${omittedOut} bytes of stdout and ${omittedErr} bytes of stderr are not shown (print less, or write to a file and read parts of it).`
+        : undefined
+  }
+}
+
+/** `output`: what was printed, then the notes; never empty, without a final newline. */
+export const outputOf = (printed: string, notes: ReadonlyArray<string>): string => {
+  const output = printed + notes.join("\n") || "(no output)"
+  return output.endsWith("\n") ? output.slice(0, -1) : output
 }
 
 /** A completed run, as the execute_code (and terminal) result; `more` are notes after the run's own (what collect brought back). */
@@ -59,8 +102,7 @@ export const runResult = (
   context: RunContext,
   more: ReadonlyArray<string> = []
 ): RunResult => {
-  const stdout = headTail(r.stdout, caps.stdoutBytes)
-  const stderr = headTail(r.stderr, caps.stderrBytes)
+  const streams = boundStreams(r, caps)
   const status = statusOf(r)
   const notes: Array<string> = []
   if (status === "timeout") {
@@ -70,29 +112,12 @@ export const runResult = (
   }
   if (status === "oom") notes.push("The program ran out of memory and was killed (OOM).")
   if (status === "error") notes.push(`The program exited with code ${r.exitCode}.`)
-  const omittedOut = r.stdoutBytes - stdout.captured
-  const omittedErr = r.stderrBytes - stderr.captured
-  if (omittedOut > 0 || omittedErr > 0) {
-    notes.push(
-      `Output was cut: ${omittedOut} bytes of stdout and ${omittedErr} bytes of stderr are not shown (print less, or write to a file and read parts of it).`
-    )
-  }
+  if (streams.note !== undefined) notes.push(streams.note)
   notes.push(...more)
-  const printed = withNewline(stdout.text) + (stderr.text === "" ? "" : `--- stderr ---\n${withNewline(stderr.text)}`)
-  const output = printed + notes.join("\n") || "(no output)"
   return {
     status,
-    output: output.endsWith("\n") ? output.slice(0, -1) : output,
-    stdout: stdout.text,
-    stderr: stderr.text,
-    stdout_truncated: omittedOut > 0,
-    stderr_truncated: omittedErr > 0,
-    stdout_bytes_total: r.stdoutBytes,
-    stdout_bytes_captured: stdout.captured,
-    stdout_bytes_omitted: omittedOut,
-    stderr_bytes_total: r.stderrBytes,
-    stderr_bytes_captured: stderr.captured,
-    stderr_bytes_omitted: omittedErr,
+    output: outputOf(streams.printed, notes),
+    ...streams.fields,
     exit_code: r.exitCode,
     duration_seconds: r.durationMs / 1000,
     execution_id: r.executionId,

@@ -77,6 +77,22 @@ const streamFields = (name: string) => ({
 const stdout = streamFields("stdout")
 const stderr = streamFields("stderr")
 
+/** The two streams as a result carries them (results.ts boundStreams), the same in every result that has them. */
+const StreamFields = {
+  stdout: stdout.text,
+  stderr: stderr.text,
+  stdout_truncated: stdout.truncated,
+  stderr_truncated: stderr.truncated,
+  stdout_bytes_total: stdout.total,
+  stdout_bytes_captured: stdout.captured,
+  stdout_bytes_omitted: stdout.omitted,
+  stderr_bytes_total: stderr.total,
+  stderr_bytes_captured: stderr.captured,
+  stderr_bytes_omitted: stderr.omitted
+}
+export const Streams = Schema.Struct(StreamFields)
+export type Streams = typeof Streams.Type
+
 /** What execute_code and terminal report of a run. */
 export const RunResult = Schema.Struct({
   status: describe(
@@ -87,16 +103,7 @@ export const RunResult = Schema.Struct({
     Schema.String,
     "What to read first: stdout, then stderr after a '--- stderr ---' line, then a note on a timeout or truncation."
   ),
-  stdout: stdout.text,
-  stderr: stderr.text,
-  stdout_truncated: stdout.truncated,
-  stderr_truncated: stderr.truncated,
-  stdout_bytes_total: stdout.total,
-  stdout_bytes_captured: stdout.captured,
-  stdout_bytes_omitted: stdout.omitted,
-  stderr_bytes_total: stderr.total,
-  stderr_bytes_captured: stderr.captured,
-  stderr_bytes_omitted: stderr.omitted,
+  ...StreamFields,
   exit_code: describe(Schema.NullOr(Integer), "The program's exit code (137 after a kill); null when it never ran."),
   duration_seconds: describe(Seconds, "From the sandbox's start to the program's exit."),
   execution_id: describe(
@@ -188,6 +195,89 @@ export const TerminalResult = Schema.Struct({
   )
 })
 export type TerminalResult = typeof TerminalResult.Type
+
+// --- run_python ----------------------------------------------------------------------------------
+
+export const RunPythonArgs = Schema.Struct({
+  code: describe(
+    Schema.String,
+    "Python source, run as one cell (IPython): the value of its last expression is returned, like Jupyter's Out[n]."
+  ),
+  timeout_s: optional(
+    Schema.Number.pipe(Schema.positive()),
+    "Seconds before the cell is interrupted (KeyboardInterrupt); default and maximum: see the tool's description."
+  ),
+  reset: optional(
+    Schema.Boolean,
+    "Restart the Python kernel first: every variable and import of earlier cells is discarded (files stay)."
+  )
+})
+export type RunPythonArgs = typeof RunPythonArgs.Type
+
+export const CellStatus = oneOf("ok", "error", "timeout", "interrupted", "crashed")
+
+/** One output of a cell (its last expression's value, or a display), as the result describes it. */
+export const CellOutputInfo = Schema.Struct({
+  mime_types: describe(
+    Schema.Array(Schema.String),
+    "The MIME types the output came in (text/plain, text/html, image/png, ...), at most 16 listed. Only text/plain and PNG/JPEG images are sent."
+  ),
+  bytes: describe(Count, "Bytes of its data as the kernel sent it (images as base64)."),
+  text: optional(Schema.String, "Its text/plain, within the result's budget for such text."),
+  text_truncated: optional(Schema.Boolean, "Its text/plain is cut (head and tail kept) or left out by the budget."),
+  image: describe(Schema.Boolean, "Also sent as an image content block.")
+})
+export type CellOutputInfo = typeof CellOutputInfo.Type
+
+export const RunPythonResult = Schema.Struct({
+  status: describe(
+    CellStatus,
+    "ok; error: the cell raised (see error); timeout: interrupted at its deadline; interrupted: cancelled by the client; crashed: the kernel died (out of memory, a signal)."
+  ),
+  output: describe(
+    Schema.String,
+    "What to read first: stdout, stderr after '--- stderr ---', each display, 'Out[n]: ' and the last expression's value, the traceback, then notes (a timeout, lost state, cut output)."
+  ),
+  execution_count: describe(Count, "The cell's number in this kernel (1, 2, ...; a restarted kernel counts from 1)."),
+  ...StreamFields,
+  result: optional(CellOutputInfo, "The last expression's value, when it had one (not None)."),
+  displays: describe(
+    Schema.Array(CellOutputInfo),
+    "display() calls and matplotlib figures, in order (at most 100 listed)."
+  ),
+  displays_omitted: optional(
+    Schema.Struct({
+      count: Count,
+      bytes: Count,
+      reasons: Schema.Record({ key: Schema.String, value: Count })
+    }),
+    "Outputs the kernel produced that did not come back (too large, too many, invalid), counted by reason; also displays past the 100 listed."
+  ),
+  error: optional(
+    Schema.Struct({
+      name: Schema.String,
+      value: Schema.String,
+      traceback: describe(Schema.String, "As IPython formats it, without colour; head and tail kept past the limit."),
+      truncated: Schema.Boolean
+    }),
+    "The exception the cell raised."
+  ),
+  state_lost: describe(
+    Schema.Boolean,
+    "True when variables and imports from earlier cells are gone: the kernel was killed (a timeout it did not stop for, a crash) or the session sandbox was replaced. Run the setup again."
+  ),
+  oom_killed: describe(Schema.Boolean, "The kernel was killed by the memory limit."),
+  late_output: optional(
+    Schema.String,
+    "What a thread or process left running by an earlier cell printed between cells (never this cell's stdout)."
+  ),
+  duration_seconds: describe(Seconds, "From the cell's hand-over to its end (a kernel's start not included)."),
+  session_id: describe(
+    Schema.String,
+    "The session sandbox's id (the one terminal, read_file and write_file use); it changes after reset_session or an idle expiry."
+  )
+})
+export type RunPythonResult = typeof RunPythonResult.Type
 
 // --- files -----------------------------------------------------------------------------------------
 
