@@ -17,6 +17,7 @@ const commands = {
   events: () => import("./commands/events.js"),
   config: () => import("./commands/config.js"),
   session: () => import("./commands/session.js"),
+  repl: () => import("./commands/repl.js"),
   mcp: () => import("./commands/mcp.js"),
   daemon: () => import("./commands/daemon.js")
 }
@@ -111,7 +112,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   const mcp = program
     .command("mcp")
     .description(
-      "serve the MCP tools execute_code, terminal, read_file, write_file and reset_session over stdio (default) or Streamable HTTP (--http); runs until the client leaves or a signal"
+      "serve the MCP tools execute_code, terminal, run_python, read_file, write_file and reset_session over stdio (default) or Streamable HTTP (--http); runs until the client leaves or a signal"
     )
     .option("--http", "serve Streamable HTTP at /mcp instead of stdio (a bearer token is required)")
     .option(
@@ -162,6 +163,28 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   withSandboxOptions(mcp).action(async (options) => {
     exitCode = await (await commands.mcp()).mcp(options)
   })
+
+  program
+    .command("repl")
+    .description(
+      "an interactive Python prompt (a terminal) on a session's kernel: variables and imports persist from cell to cell; Ctrl-C interrupts a cell, Ctrl-D ends the session and removes its sandbox"
+    )
+    .option(
+      "--image <image>",
+      "the sandbox image (default hermes-sandbox/python-data:latest when built, else hermes-sandbox/python:latest)"
+    )
+    .option("--out <dir>", "write the cells' images here as cell-<n>-<i>.png|jpg (created if missing; 1 GiB per REPL)")
+    .option("-t, --timeout <duration>", "each cell's deadline, e.g. 30s, 10m (default 300s)")
+    .option("-m, --memory <size>", "memory limit, e.g. 1g (default 512m)")
+    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
+    .option(
+      "--journal <path>",
+      "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)"
+    )
+    .option("--no-journal", "do not persist the lifecycle events")
+    .action(async (options) => {
+      exitCode = await (await commands.repl()).repl(options)
+    })
 
   const sessionCommand = program
     .command("session")
