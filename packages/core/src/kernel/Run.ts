@@ -147,17 +147,22 @@ export const runToCompletion = <E>(input: {
             )
           : Effect.void
 
-    const flooded =
-      input.tools === undefined
-        ? Effect.never
-        : Deferred.await(input.tools.flooded).pipe(Effect.map((flooded) => ({ _tag: "Flooded" as const, ...flooded })))
     // raceFirst: the first to end, a failure included (the engine gone is an answer too).
-    const ended = yield* Effect.raceFirst(
-      Effect.raceFirst(
-        target.exit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))),
-        Deferred.await(run.report)
-      ),
-      flooded
+    const reportOrExit = Effect.raceFirst(
+      target.exit.pipe(Effect.map((s) => ({ _tag: "Engine" as const, exitCode: s.exitCode }))),
+      Deferred.await(run.report)
+    )
+    // A run with tools also ends when they flood; one without races nothing more (a race against
+    // Effect.never cost two fibers and an interruption per execution: ~0.2 ms, BENCHMARKS.md).
+    const ended = yield* (
+      input.tools === undefined
+        ? reportOrExit
+        : Effect.raceFirst(
+            reportOrExit,
+            Deferred.await(input.tools.flooded).pipe(
+              Effect.map((flooded) => ({ _tag: "Flooded" as const, ...flooded }))
+            )
+          )
     ).pipe(Effect.timeoutTo({ duration: timeoutMs, onSuccess: Option.some, onTimeout: Option.none }))
 
     let exitCode: number
