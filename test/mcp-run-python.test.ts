@@ -4,24 +4,16 @@
  * expression as Out[n], a real PNG display as image content, an exception's traceback without
  * colour, a timeout that keeps the state and one that loses it, reset, and the files shared with
  * write_file / read_file (a file write_file wrote is read by a cell, a chart a cell saved is read by
- * read_file). The fake-kernel suite is packages/mcp/test/run-python.test.ts.
+ * read_file), on runc and on gVisor's runsc when the engine has it. The fake-kernel suite is
+ * packages/mcp/test/run-python.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { McpSandbox } from "@hermes-sandbox/mcp"
 import { containerExists } from "./support/docker.js"
+import { RUNTIMES } from "./hostile/support.js"
 import { connectInMemory } from "./support/mcpInMemory.js"
 
 let sandbox: McpSandbox
-beforeAll(async () => {
-  sandbox = await McpSandbox.open({
-    journal: "memory",
-    limits: { defaultTimeoutS: 30 },
-    session: { kernel: { interruptGraceMs: 1000 } }
-  })
-})
-afterAll(async () => {
-  await sandbox?.close()
-})
 
 type Block = { type: string; text?: string; data?: string; mimeType?: string }
 type Json = Record<string, any>
@@ -46,7 +38,19 @@ raw = b"".join(b"\x00" + b"".join(bytes((x * 16, y * 16, 128)) for x in range(w)
 png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 `
 
-describe("run_python on the engine's kernel, through the SDK's client", () => {
+describe.each(RUNTIMES)("run_python on the engine's kernel, through the SDK's client (%s)", (runtime) => {
+  beforeAll(async () => {
+    sandbox = await McpSandbox.open({
+      journal: "memory",
+      runtime,
+      limits: { defaultTimeoutS: 30 },
+      session: { kernel: { interruptGraceMs: 1000 } }
+    })
+  })
+  afterAll(async () => {
+    await sandbox?.close()
+  })
+
   it("state across calls, Out[n], a PNG display as image content, an exception without colour", async () => {
     const { client, close } = await connect()
     const first = await call(client, "run_python", { code: "x = 41\nprint('set')" })
@@ -124,8 +128,11 @@ describe("run_python on the engine's kernel, through the SDK's client", () => {
     expect(file.structured.encoding).toBe("base64")
     expect(Buffer.from(file.structured.content, "base64").subarray(0, 8).toString("hex")).toBe("89504e470d0a1a0a")
 
-    const terminal = await call(client, "terminal", { command: "ls /workspace" })
-    expect(terminal.structured.stdout).toBe("chart.png\ndata.csv\n")
+    // A glob, not ls: coreutils' statx of /workspace fails with EINVAL under this engine's gVisor.
+    const terminal = await call(client, "terminal", { command: "printf '%s\\n' /workspace/*" })
+    expect(terminal.structured.stdout, JSON.stringify(terminal.structured)).toBe(
+      "/workspace/chart.png\n/workspace/data.csv\n"
+    )
     expect(terminal.structured.session_id).toBe(read.structured.session_id)
     // A terminal call between cells does not end the kernel.
     expect((await call(client, "run_python", { code: "rows[0]" })).structured).toMatchObject({

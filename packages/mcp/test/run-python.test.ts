@@ -184,6 +184,22 @@ describe("run_python on the fake kernel, through the SDK's client", () => {
     await close()
   })
 
+  it("a client's cancel interrupts the cell, not the kernel: the next call finds the state", async () => {
+    const { client, close } = await connect(sandbox)
+    await cell(client, [{ set: { before: "kept" } }])
+    const controller = new AbortController()
+    const cancelled = client.callTool(
+      { name: "run_python", arguments: { code: fakeCell({ sleep: 3_600_000 }) } },
+      undefined,
+      { signal: controller.signal }
+    )
+    setTimeout(() => controller.abort("the user stopped it"), 100)
+    await expect(cancelled).rejects.toThrow()
+    const after = await cell(client, [{ get: "before" }])
+    expect(after.structured).toMatchObject({ status: "ok", stdout: "kept\n", state_lost: false, execution_count: 3 })
+    await close()
+  })
+
   it("reset: true restarts the kernel first (not a loss: it was asked for)", async () => {
     const { client, close } = await connect(sandbox)
     await cell(client, [{ set: { gone: "1" } }])
