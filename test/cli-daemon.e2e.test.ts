@@ -44,7 +44,11 @@ interface Status {
   readonly inFlight: number
   readonly warm: Record<string, number>
 }
-const status = async (): Promise<Status> => JSON.parse((await hs(["daemon", "status", "--json"])).stdout) as Status
+const status = async (): Promise<Status> => {
+  const r = await hs(["daemon", "status", "--json"])
+  if (r.stdout === "") throw new Error(`daemon status printed nothing (exit ${r.code}): ${r.stderr}`)
+  return JSON.parse(r.stdout) as Status
+}
 
 const waitFor = async (ok: () => Promise<boolean>, ms: number) => {
   const until = Date.now() + ms
