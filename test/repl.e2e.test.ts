@@ -2,10 +2,11 @@
  * `hermes-sandbox repl` under a real terminal: the CLI runs inside `script`'s pty (util-linux
  * script -qefc), driven by keystrokes written to it, on the real engine and kernel. What a person
  * sees: `>>> ` and `... ` prompts, a block run after its empty line, `Out[n]: `, state kept from cell
- * to cell, Ctrl-C interrupting a cell (the state kept) and clearing a line at the prompt, a PNG
- * written under --out and named, an escape sequence the cell prints shown as text (never acted on by
- * the terminal), a traceback; Ctrl-D ends it with exit 0 and the sandbox removed. SECURITY.md,
- * Kernels, the row "repl --out" (the 1 GiB per REPL is a constant, OUT_BYTES, not exercised here).
+ * to cell, Ctrl-C interrupting a cell (the state kept; a cell that ignores SIGINT killed, the state
+ * lost and said so) and clearing a line at the prompt, a PNG written under --out and named, an
+ * escape sequence the cell prints shown as text (never acted on by the terminal), a traceback;
+ * Ctrl-D ends it with exit 0 and the sandbox removed. SECURITY.md, Kernels, the row "repl --out"
+ * (its 1 GiB per REPL: packages/cli/test/replImages.test.ts).
  */
 import { spawn } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
@@ -135,6 +136,19 @@ describe("hermes-sandbox repl under a pty", () => {
       // A traceback, and the REPL goes on.
       repl.type("1/0\r")
       expect(await repl.waitFor(">>> ")).toContain("ZeroDivisionError")
+
+      // A cell that ignores SIGINT: Ctrl-C ends in a kill after the grace, and the REPL says the state is gone.
+      repl.type(
+        "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ignoring', flush=True); time.sleep(600)\r"
+      )
+      await repl.waitFor(/ignoring\r\n/)
+      repl.type("\u0003")
+      expect(await repl.waitFor(">>> ")).toContain("state lost: variables and imports from earlier cells are gone")
+      repl.type("x\r")
+      const fresh = await repl.waitFor(">>> ")
+      expect(fresh).toContain("NameError")
+      // Said once, not again on the new kernel's first cell.
+      expect(fresh).not.toContain("state lost")
 
       // Ctrl-D ends it: exit 0, the sandbox removed.
       repl.type("\u0004")

@@ -160,6 +160,8 @@ const loop = (
     let running: AbortController | undefined
     let ended: number | undefined
     const images = new ReplImages(out)
+    /** The last result said the state was lost. */
+    let lossShown = false
 
     const prompt = () => {
       rl.setPrompt(typed.length === 0 ? ">>> " : "... ")
@@ -214,7 +216,10 @@ const loop = (
         notes.push("the kernel did not stop for the interrupt and was killed")
       if (r.status === "crashed")
         notes.push(r.oomKilled ? "the kernel ran out of memory and was killed" : "the kernel died")
-      if (r.stateLost) notes.push("state lost: variables and imports from earlier cells are gone")
+      // Said once: the kernel's first cell after a loss the previous result reported says it again (core's rule).
+      if (r.stateLost && !(lossShown && r.kernel.started))
+        notes.push("state lost: variables and imports from earlier cells are gone")
+      lossShown = r.stateLost
       if (r.stdoutTruncated || r.stderrTruncated)
         notes.push(`output cut: the cell wrote ${r.stdoutBytes} bytes to stdout and ${r.stderrBytes} to stderr`)
       if (r.displaysOmitted.count > 0)
