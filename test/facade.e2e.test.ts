@@ -82,6 +82,28 @@ describe("Promise facades", () => {
     await plain.close()
   }, 30_000)
 
+  it("cells: state kept across runCell; after a reopen the first cell says stateLost; a one-shot openHermesSandbox refuses runCell", async () => {
+    const s = track(await createSession({ lifetimeSeconds: 1, reopenWhenIdleExpired: true }))
+    await s.runCell({ code: "kept = 41" })
+    expect(await s.runCell({ code: "kept + 1" })).toMatchObject({
+      status: "ok",
+      stateLost: false,
+      executionCount: 2,
+      result: { data: { "text/plain": "42" } }
+    })
+    await new Promise((r) => setTimeout(r, 3_000))
+    const after = await s.runCell({ code: "kept" })
+    trackName(s.containerName)
+    expect(after).toMatchObject({ status: "error", stateLost: true, executionCount: 1, error: { name: "NameError" } })
+    expect(await s.runCell({ code: "1" })).toMatchObject({ status: "ok", stateLost: false })
+    await s.close()
+
+    const h = await openHermesSandbox({ hermesConfig: hermesConfig("oneshot-cell", ["container_memory: 256"]) })
+    expect(h.scope).toBe("oneShot")
+    await expect(h.runCell({ code: "1" })).rejects.toMatchObject({ _tag: "InvalidRequest", field: "scope" })
+    await h.close()
+  }, 30_000)
+
   it("openHermesSandbox: `run` and `runCode` whatever the scope, and `await using` closes it", async () => {
     let oneShotContainer = ""
     {

@@ -22,7 +22,7 @@
  * sandbox if this process is killed); `close()` releases them. Errors are the SDK's typed
  * error classes, never Effect's wrappers.
  */
-import { type Effect, Exit, Layer, ManagedRuntime } from "effect"
+import { Effect, Exit, Layer, ManagedRuntime } from "effect"
 // The class alone, not rxjs's index (events/src/Rx.ts says why).
 import { Observable } from "rxjs/internal/Observable"
 import {
@@ -118,7 +118,8 @@ export interface SandboxSession
    * A cell of Python on the session's kernel (started by the first cell): imports, variables and
    * threads persist from cell to cell. Resolves with the cell's result whatever the cell did (an
    * exception, a timeout, an abort through `signal`: its `status`); rejects with KernelUnavailable
-   * (an image without the kernel), SessionEnded, InvalidRequest, or ContainerFailed.
+   * (an image without the kernel), SessionEnded, InvalidRequest, or ContainerFailed. After a reopen
+   * (`reopenWhenIdleExpired`) the first cell in the new sandbox says `stateLost`.
    */
   runCell(request: CellRequest, options?: CellOptions): Promise<CellResult>
   /** End the kernel and its state; the next cell starts a new one. */
@@ -213,6 +214,18 @@ const facade = async (
       return attempt(session)
     }
   }
+  /**
+   * The session the last cell ran in. A cell that runs in another one (a reopen after an idle
+   * expiry replaced the sandbox, and its kernel with it) says stateLost: the kernel the caller built
+   * up is gone, which a NameError alone would not say.
+   */
+  let cellsIn: Session | undefined
+  const cell = (s: Session, request: CellRequest, o: CellOptions) =>
+    Effect.map(s.runCell(request, o), (r) => {
+      const replaced = cellsIn !== undefined && cellsIn !== s
+      cellsIn = s
+      return replaced && !r.stateLost ? { ...r, stateLost: true } : r
+    })
   let endReason = "closed"
   const end = (how: "close" | "destroy"): Promise<void> => {
     if (closing === undefined) endReason = how === "destroy" ? "destroyed" : scope === "session" ? "closed" : "detached"
@@ -265,7 +278,7 @@ const facade = async (
       return call((s) => s.removeFile(path, rest), signal, {}, "file operation")
     },
     // A cell's signal interrupts the cell (a result, `interrupted`), never the call: not the bridge's.
-    runCell: (request, o = {}) => call((s) => s.runCell(request, o), undefined, {}, "cell"),
+    runCell: (request, o = {}) => call((s) => cell(s, request, o), undefined, {}, "cell"),
     restartKernel: () => call((s) => s.restartKernel, undefined, {}, "kernel restart"),
     events$: new Observable<EventEnvelope>((subscriber) =>
       sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))
