@@ -43,6 +43,8 @@ const python = (...steps: ReadonlyArray<CellStep>): string =>
       if ("sleepMs" in step) return `import time\ntime.sleep(${step.sleepMs / 1000})`
       if ("ignoreSigint" in step) return "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)"
       if ("flood" in step) return `import sys\nsys.stdout.write("x" * ${step.flood})\nsys.stdout.flush()`
+      if ("tool" in step)
+        return `import hermes_tools, json\nprint(json.dumps(getattr(hermes_tools, ${py(step.tool.name)})(**json.loads(${py(JSON.stringify(step.tool.args))}))))`
       return [
         "import threading, time as _t",
         "def _late():",

@@ -19,6 +19,7 @@ const fakeStep = (step: CellStep): FakeCellStep => {
   if ("sleepMs" in step) return { sleep: step.sleepMs }
   if ("ignoreSigint" in step) return { ignoreSigint: true }
   if ("flood" in step) return { print: "x".repeat(step.flood) }
+  if ("tool" in step) return { toolCall: { tool: step.tool.name, args: step.tool.args } }
   return { late: step.late }
 }
 

@@ -77,6 +77,8 @@ export type CellStep =
   | { readonly flood: number }
   /** A thread that prints `text` `afterMs` from now (after the cell ended: late output). */
   | { readonly late: { readonly afterMs: number; readonly text: string } }
+  /** `print(hermes_tools.<name>(**args))`: a tool call from the cell; its result printed (JSON). */
+  | { readonly tool: { readonly name: string; readonly args: Readonly<Record<string, unknown>> } }
 
 /** A 1×1 PNG, base64: what a `png` step displays. */
 export const CONTRACT_PNG =
@@ -932,6 +934,42 @@ export const sessionContract = (name: string, world: SessionWorld) => {
               e.type === "KernelRestarted" ? [e.data.reason] : []
             )
             expect(reasons).toEqual(["requested"])
+          })
+        ),
+      120_000
+    )
+
+    test(
+      "tool calls from a cell: served by the cell's tools, journaled in the session's stream with its cellId before its CellExecuted",
+      () =>
+        withBase(({ journal, open }) =>
+          Effect.gen(function* () {
+            const { sessions } = yield* open()
+            const s = yield* sessions.open()
+            const add = {
+              description: "Adds two numbers",
+              parameters: {
+                type: "object",
+                properties: { a: { type: "number" }, b: { type: "number" } },
+                required: ["a", "b"]
+              },
+              handler: ({ a, b }: { a: number; b: number }) => a + b
+            }
+            const r = yield* s.runCell({
+              code: world.cell({ tool: { name: "add", args: { a: 2, b: 3 } } }, { print: "after\n" }),
+              tools: { add }
+            })
+            expect(r).toMatchObject({ status: "ok", toolCallsMade: 1 })
+            expect(r.stdout).toContain("5")
+            expect(r.stdout.endsWith("after\n")).toBe(true)
+            const events = yield* eventsOf(journal, s.sessionId)
+            const tail = events.filter((e) => e.type.startsWith("ToolCall") || e.type === "CellExecuted")
+            expect(tail.map((e) => [e.type, (e.data as { cellId?: string }).cellId])).toEqual([
+              ["ToolCallRequested", r.cellId],
+              ["ToolCallCompleted", r.cellId],
+              ["CellExecuted", r.cellId]
+            ])
+            expect(checkLifecycle(events)).toEqual([])
           })
         ),
       120_000

@@ -615,14 +615,27 @@ export const CELL_ID = new RegExp(`^[A-Za-z0-9_-]{1,${LIMIT.kernelCellIdBytes}}$
 const command = (c: KernelCommand, ...args: ReadonlyArray<string | number>) =>
   encoder.encode([c, ...args].join(" ") + "\n")
 
-/** `cell <id> <count>`, `code <n>` + the code, `run`. */
-export const encodeCellCommand = (cellId: string, executionCount: number, code: Uint8Array): Uint8Array =>
-  concat([
-    command("cell", cellId, executionCount),
-    encoder.encode(`code ${code.byteLength}\n`),
-    code,
-    encoder.encode("run\n")
-  ])
+/**
+ * `cell <id> <count>`, `code <n>` + the code, with tools `tools A R P` and each `module <n> <m>` +
+ * path + content (the driver then drops its `hermes_tools`), `run`.
+ */
+export const encodeCellCommand = (
+  cellId: string,
+  executionCount: number,
+  code: Uint8Array,
+  tools?: ToolChannelHeader
+): Uint8Array => {
+  const parts = [command("cell", cellId, executionCount), encoder.encode(`code ${code.byteLength}\n`), code]
+  if (tools !== undefined) {
+    parts.push(encoder.encode(`tools ${tools.maxInFlight} ${tools.maxRequestBytes} ${tools.maxReplyBytes}\n`))
+    for (const [path, content] of tools.modules) {
+      const name = encoder.encode(path)
+      parts.push(encoder.encode(`module ${name.byteLength} ${content.byteLength}\n`), name, content)
+    }
+  }
+  parts.push(encoder.encode("run\n"))
+  return concat(parts)
+}
 
 /** `interrupt <cell id>`: the cell's deadline or abort. */
 export const encodeInterruptCommand = (cellId: string): Uint8Array => command("interrupt", cellId)
@@ -635,7 +648,14 @@ export interface DecodedKernelHeader extends KernelHeader {}
 
 /** A kernel command as the supervisor reads it from stdin (for the fake runtime). */
 export type DecodedKernelCommand =
-  | { readonly command: "cell"; readonly cellId: string; readonly executionCount: number; readonly code: Uint8Array }
+  | {
+      readonly command: "cell"
+      readonly cellId: string
+      readonly executionCount: number
+      readonly code: Uint8Array
+      readonly tools?: ToolChannelHeader
+    }
+  | { readonly command: "R"; readonly id: number; readonly status: "0" | "1" | "2"; readonly payload: Uint8Array }
   | { readonly command: "interrupt"; readonly cellId: string }
   | { readonly command: "restart" }
 
@@ -707,19 +727,66 @@ export const decodeKernelCommand = (
   const [word, a, b] = line.text.split(" ") as [KernelCommand, string?, string?]
   if (word === "restart") return { command: { command: "restart" }, next: line.next }
   if (word === "interrupt" && a !== undefined) return { command: { command: "interrupt", cellId: a }, next: line.next }
+  if (word === "R") {
+    const m = /^R ([0-9]{1,10}) ([012]) ([0-9]{1,20})$/.exec(line.text)
+    if (m === null) return undefined
+    const end = line.next + Number(m[3])
+    if (end > data.length) return "incomplete"
+    return {
+      command: {
+        command: "R",
+        id: Number(m[1]),
+        status: m[2] as "0" | "1" | "2",
+        payload: data.subarray(line.next, end)
+      },
+      next: end
+    }
+  }
   if (word !== "cell" || a === undefined || b === undefined) return undefined
-  const codeLine = lineAt(data, line.next)
-  if (codeLine === undefined) return "incomplete"
-  const m = /^code (0|[1-9][0-9]*)$/.exec(codeLine.text)
-  if (m === null) return undefined
-  const n = Number(m[1])
-  const end = codeLine.next + n
-  const run = lineAt(data, end)
-  if (run === undefined) return "incomplete"
-  if (run.text !== "run") return undefined
+  // The cell's own lines, up to `run`.
+  let pos = line.next
+  let code: Uint8Array | undefined
+  let tools:
+    | {
+        maxInFlight: number
+        maxRequestBytes: number
+        maxReplyBytes: number
+        modules: Array<readonly [string, Uint8Array]>
+      }
+    | undefined
+  for (;;) {
+    const next = lineAt(data, pos)
+    if (next === undefined) return "incomplete"
+    pos = next.next
+    const [w, x, y, z] = next.text.split(" ")
+    if (w === "run") break
+    if (w === "code") {
+      const n = Number(x)
+      if (!Number.isSafeInteger(n) || n < 0) return undefined
+      if (pos + n > data.length) return "incomplete"
+      code = data.subarray(pos, pos + n)
+      pos += n
+    } else if (w === "tools") {
+      tools = { maxInFlight: Number(x), maxRequestBytes: Number(y), maxReplyBytes: Number(z), modules: [] }
+    } else if (w === "module" && tools !== undefined) {
+      const n = Number(x)
+      const m = Number(y)
+      if (!Number.isSafeInteger(n) || !Number.isSafeInteger(m) || n < 0 || m < 0) return undefined
+      if (pos + n + m > data.length) return "incomplete"
+      tools.modules.push([data.subarray(pos, pos + n).toString("utf8"), data.subarray(pos + n, pos + n + m)])
+      pos += n + m
+    } else return undefined
+  }
+  if (code === undefined) return undefined
   return {
-    command: { command: "cell", cellId: a, executionCount: Number(b), code: data.subarray(codeLine.next, end) },
-    next: run.next
+    command: {
+      command: "cell",
+      cellId: a,
+      executionCount: Number(b),
+      code,
+      ...(tools === undefined ? {} : { tools })
+    },
+    next: pos
   }
 }
 
@@ -769,6 +836,10 @@ export interface KernelFrameHandlers {
   readonly locked: () => void
   /** 'E': the supervisor could not set the kernel up (before 'g': no IPython, a bad header). */
   readonly setupFailed: (message: string) => void
+  /** A cell's tool call frame ('t', 'b', 'q'); a string is why it is not this cell's (a violation). */
+  readonly toolFrame: (type: "t" | "b" | "q", bytes: Buffer) => string | undefined
+  /** A piece of the current call's arguments ('a'); a string: a violation. */
+  readonly toolArguments: (chunk: Uint8Array) => string | undefined
   /** The stream carried something the kernel's supervisor did not write, or out of its grammar. */
   readonly violation: (reason: string) => void
 }
@@ -817,7 +888,12 @@ export class KernelFrameDecoder {
           handlers.late(c)
         }
       },
-      control: (type, payload) => this.control(type, payload),
+      toolArguments: (c) => {
+        if (!this.inCell("a")) return
+        const bad = handlers.toolArguments(c)
+        if (bad !== undefined) this.fail(bad)
+      },
+      control: (type, payload, bytes) => this.control(type, payload, bytes),
       violation: (reason) => this.violated(reason)
     })
   }
@@ -875,7 +951,7 @@ export class KernelFrameDecoder {
     this.handlers.record(r.kind, Buffer.concat(r.parts, r.size))
   }
 
-  private control(type: string, payload: string): void {
+  private control(type: string, payload: string, bytes: Buffer): void {
     const quoted = JSON.stringify(payload.slice(0, 80))
     // The supervisor's own failure ('E', then 'G') may cut anything short.
     if (this.record !== undefined && type !== FRAME.kernelGone && type !== FRAME.setupFailed)
@@ -970,6 +1046,14 @@ export class KernelFrameDecoder {
         if (this.phase === "cell" || this.phase === "gone")
           return this.fail(`a lock frame ('${type}') ${this.phase === "cell" ? "inside a cell" : "after the end"}`)
         return type === FRAME.lockWait ? this.handlers.lockWait(payload) : this.handlers.locked()
+      }
+      case FRAME.toolCall:
+      case FRAME.toolTooLarge:
+      case FRAME.toolCallerGone: {
+        if (!this.inCell(type)) return
+        const bad = this.handlers.toolFrame(type, bytes)
+        if (bad !== undefined) this.fail(bad)
+        return
       }
       case FRAME.setupFailed:
         // The supervisor gave up (before 'g': the kernel could not start); after 'g', its 'G' follows.

@@ -24,7 +24,7 @@ const {
 
 const CELL = "cell-1"
 
-const decoded = (bundleBytes = 1024) => {
+const decoded = (bundleBytes = 1024, tools = false) => {
   const key = makeRunKey()
   const got: Array<string> = []
   const violations: Array<string> = []
@@ -43,6 +43,8 @@ const decoded = (bundleBytes = 1024) => {
     lockWait: (h) => got.push(`w ${h}`),
     locked: () => got.push("l"),
     setupFailed: (m) => got.push(`E ${m}`),
+    toolFrame: (type, bytes) => (tools ? (got.push(`${type} ${bytes.toString()}`), undefined) : "no tools"),
+    toolArguments: (c) => (tools ? (got.push(`a ${Buffer.from(c).toString()}`), undefined) : "no tools"),
     violation: (reason) => violations.push(reason)
   })
   const f = (type: string, payload: string | Uint8Array = "") => decoder.push(encodeFrame(key, type, payload))
@@ -50,8 +52,8 @@ const decoded = (bundleBytes = 1024) => {
 }
 
 /** A kernel that is ready and has been sent cell CELL. */
-const ready = (bundleBytes?: number) => {
-  const d = decoded(bundleBytes)
+const ready = (bundleBytes?: number, tools = false) => {
+  const d = decoded(bundleBytes, tools)
   d.f("g", "42 12345")
   d.decoder.expectCell(CELL)
   return d
@@ -158,6 +160,21 @@ describe("KernelFrameDecoder", () => {
       expect(d.violations).toHaveLength(1)
     })
   }
+
+  it("a cell's tool calls ('t' 'a' 'b' 'q') go to its channel, only inside the cell", () => {
+    const d = ready(1024, true)
+    d.f("C", `${CELL} 0`)
+    d.f("t", "1 7 add")
+    d.f("a", '{"a":1}')
+    d.f("b", "2 99999 big")
+    d.f("q", "1")
+    d.f("Z", `${CELL} ok 0 0 0 0`)
+    expect(d.violations).toEqual([])
+    expect(d.got.slice(-5)).toEqual(["t 1 7 add", 'a {"a":1}', "b 2 99999 big", "q 1", `Z ${CELL} ok 0 0 0 0`])
+    const idle = ready(1024, true)
+    idle.f("t", "1 2 add")
+    expect(idle.violations).toEqual(["a frame 't' outside a cell's window"])
+  })
 
   it("a frame without this kernel's key is a violation (a forged write into the supervisor's stdout)", () => {
     const d = ready()

@@ -224,17 +224,23 @@ describe("a session's kernel (fake runtime)", () => {
       )
   )
 
-  it.effect("refused before anything runs: code that is not a string, tools (not yet), a deadline out of range", () =>
-    withSessions(({ events, sessions }) =>
-      Effect.gen(function* () {
-        const s = yield* sessions.open()
-        for (const bad of [{ code: 1 }, { code: "x", tools: {} }, { code: "x", timeoutMs: -1 }]) {
-          const e = yield* Effect.flip(s.runCell(bad as never))
-          expect(e._tag).toBe("InvalidRequest")
-        }
-        expect((yield* events(s.sessionId)).map((e) => e.type)).not.toContain("KernelStarted")
-      })
-    )
+  it.effect(
+    "refused before anything runs: code that is not a string, a tool the modules cannot bind, a deadline out of range",
+    () =>
+      withSessions(({ events, sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open()
+          for (const bad of [
+            { code: 1 },
+            { code: "x", tools: { "not a name": { handler: () => 1 } } },
+            { code: "x", timeoutMs: -1 }
+          ]) {
+            const e = yield* Effect.flip(s.runCell(bad as never))
+            expect(e._tag).toBe("InvalidRequest")
+          }
+          expect((yield* events(s.sessionId)).map((e) => e.type)).not.toContain("KernelStarted")
+        })
+      )
   )
 
   it.effect("closing the session ends the kernel; its stream is a valid session lifecycle", () =>
@@ -263,5 +269,32 @@ describe("a session's kernel (fake runtime)", () => {
         expect((yield* Effect.flip(s.runCell(cell({ print: "x" }))))._tag).toBe("SessionEnded")
       })
     )
+  )
+
+  it.effect(
+    "a cell's tool call still in flight at its end is cancelled and journaled (cellId) before its CellExecuted",
+    () =>
+      withSessions(({ events, sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open({ kernel: { interruptGraceMs: 500 } })
+          const never = { handler: () => new Promise<number>(() => {}) }
+          const running = yield* Effect.fork(
+            s.runCell({ ...cell({ toolCall: { tool: "wait" } }), timeoutMs: 1000, tools: { wait: never } })
+          )
+          for (let i = 0; i < 20 && (yield* Fiber.poll(running))._tag === "None"; i++)
+            yield* TestClock.adjust("1 second")
+          const r = yield* Fiber.join(running)
+          expect(r).toMatchObject({ status: "timeout", stateLost: true, toolCallsMade: 1 })
+          const stream = yield* events(s.sessionId)
+          const tail = stream.filter((e) => e.type.startsWith("ToolCall") || e.type === "CellExecuted")
+          expect(tail.map((e) => e.type)).toEqual(["ToolCallRequested", "ToolCallFailed", "CellExecuted"])
+          expect(tail[1]!.data).toMatchObject({ cellId: r.cellId, reason: "cancelled" })
+          expect(checkLifecycle(stream)).toEqual([])
+          // A cell given no tools has no channel: its calls get the modules' answer, never the host.
+          const bare = yield* s.runCell(cell({ toolCall: { tool: "wait" } }))
+          expect(bare).toMatchObject({ status: "ok", toolCallsMade: 0 })
+          expect(bare.stdout).toContain("no tool channel")
+        })
+      )
   )
 })

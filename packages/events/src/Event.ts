@@ -184,12 +184,16 @@ export type ToolCallRefusalReason = typeof ToolCallRefusalReason.Type
  * Sandboxed code asked for a tool call. Size and digest of the raw argument bytes only: the
  * arguments themselves (which may hold secrets) are recorded only when the caller opted in.
  * `callId` numbers the run's calls 1, 2, 3…; exactly one of ToolCallCompleted, ToolCallFailed
- * or ToolCallRefused with the same `callId` follows, before the terminal event.
+ * or ToolCallRefused with the same `callId` follows, before the terminal event. A session's cell
+ * journals its calls in the session's stream with its `cellId` (ids per cell), all settled before
+ * its CellExecuted.
  *
  * @category schemas
  */
 export const ToolCallRequested = event("ToolCallRequested", {
   callId: Count,
+  /** A cell's call (in the session's stream): which cell; `callId` numbers that cell's calls. */
+  cellId: Schema.optional(Schema.String),
   tool: Schema.String,
   argumentBytes: Count,
   /** Absent for a call refused as too large: the supervisor dropped its bytes unread. */
@@ -204,6 +208,8 @@ export const ToolCallRequested = event("ToolCallRequested", {
  */
 export const ToolCallCompleted = event("ToolCallCompleted", {
   callId: Count,
+  /** A cell's call (in the session's stream): which cell; `callId` numbers that cell's calls. */
+  cellId: Schema.optional(Schema.String),
   tool: Schema.String,
   durationMs: Millis,
   resultBytes: Count
@@ -217,6 +223,8 @@ export const ToolCallCompleted = event("ToolCallCompleted", {
  */
 export const ToolCallFailed = event("ToolCallFailed", {
   callId: Count,
+  /** A cell's call (in the session's stream): which cell; `callId` numbers that cell's calls. */
+  cellId: Schema.optional(Schema.String),
   tool: Schema.String,
   durationMs: Millis,
   reason: ToolCallFailureReason,
@@ -230,6 +238,8 @@ export const ToolCallFailed = event("ToolCallFailed", {
  */
 export const ToolCallRefused = event("ToolCallRefused", {
   callId: Count,
+  /** A cell's call (in the session's stream): which cell; `callId` numbers that cell's calls. */
+  cellId: Schema.optional(Schema.String),
   tool: Schema.String,
   reason: ToolCallRefusalReason,
   message: Schema.String

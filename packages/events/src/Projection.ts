@@ -275,6 +275,10 @@ const toolCallOutcomes = {
   ToolCallRefused: "refused"
 } as const satisfies Record<string, ToolCallOutcome>
 
+/** A call's key among the stream's calls: its id, or a cell's `<cellId>/<callId>` (ids restart per cell). */
+const callKey = (data: { readonly callId: number; readonly cellId?: string | undefined }): string =>
+  data.cellId === undefined ? String(data.callId) : `${data.cellId}/${data.callId}`
+
 /** The counts with one more `field` for `tool`. */
 const countToolCall = (
   counts: ExecutionState["toolCalls"],
@@ -325,6 +329,20 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
     // A session's kernel lives in its sandbox: its events belong to the session's stream.
     if (current.kind === "execution") violations.push(`${envelope.type} in an execution's stream`)
     next.kernel = countKernel(current.kernel, envelope)
+    if (envelope.type === "CellExecuted" && current.toolCallsById !== undefined) {
+      // A cell's calls are settled before its CellExecuted (in-flight ones as cancelled); then gone.
+      const prefix = `${envelope.data.cellId}/`
+      const mine = Object.entries(current.toolCallsById).filter(([id]) => id.startsWith(prefix))
+      const unsettled = mine.filter(([, call]) => call.outcome === undefined)
+      if (unsettled.length > 0)
+        violations.push(
+          `CellExecuted with tool calls left without an outcome: ${unsettled.map(([id, call]) => `${id} (${call.tool})`).join(", ")}`
+        )
+      if (mine.length > 0)
+        next.toolCallsById = Object.fromEntries(
+          Object.entries(current.toolCallsById).filter(([id]) => !id.startsWith(prefix))
+        )
+    }
   }
 
   switch (envelope.type) {
@@ -387,26 +405,28 @@ export const evolve = (state: ExecutionState | undefined, envelope: EventEnvelop
       break
     }
     case "ToolCallRequested": {
-      const { callId, tool } = envelope.data
+      const { tool } = envelope.data
+      const id = callKey(envelope.data)
       if (ended) violations.push("ToolCallRequested after the terminal event")
       if (current.startedAt === undefined && current.sessionId === undefined)
         violations.push("ToolCallRequested before the container started")
-      next.kind = "execution"
+      // A cell's call is in its session's stream, which stays a container stream.
+      if (envelope.data.cellId === undefined) next.kind = "execution"
       next.toolCalls = countToolCall(current.toolCalls, tool, "requested")
       if (!ended) {
-        if (current.toolCallsById?.[callId] !== undefined)
-          violations.push(`second ToolCallRequested for call ${callId}`)
-        else next.toolCallsById = { ...current.toolCallsById, [callId]: { tool } }
+        if (current.toolCallsById?.[id] !== undefined) violations.push(`second ToolCallRequested for call ${id}`)
+        else next.toolCallsById = { ...current.toolCallsById, [id]: { tool } }
       }
       break
     }
     case "ToolCallCompleted":
     case "ToolCallFailed":
     case "ToolCallRefused": {
-      const { callId, tool } = envelope.data
+      const { tool } = envelope.data
+      const callId = callKey(envelope.data)
       const outcome = toolCallOutcomes[envelope.type]
       if (ended) violations.push(`${envelope.type} after the terminal event`)
-      next.kind = "execution"
+      if (envelope.data.cellId === undefined) next.kind = "execution"
       next.toolCalls = countToolCall(current.toolCalls, tool, outcome)
       if (!ended) {
         // After the terminal event the run's calls are gone (and that is reported above).

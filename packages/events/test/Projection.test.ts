@@ -101,6 +101,28 @@ describe("Projection", () => {
         ])
       )
     ).toEqual(["KernelStarted after ContainerDestroyed (sequence 5)"])
+    // A cell's tool calls: in the session's stream with its cellId (ids per cell), settled before its CellExecuted.
+    const call = (cellId: string) => [
+      E("ToolCallRequested", { callId: 1, cellId, tool: "add", argumentBytes: 2, argumentsSha256: "ab" }),
+      E("ToolCallCompleted", { callId: 1, cellId, tool: "add", durationMs: 1, resultBytes: 1 })
+    ]
+    const withCalls = [
+      ...session.slice(0, 4),
+      ...call("c"),
+      { ...cell("ok", false), data: { ...cell("ok", false).data, cellId: "c" } },
+      ...call("d"),
+      { ...cell("ok", false), data: { ...cell("ok", false).data, cellId: "d" } }
+    ] as ReadonlyArray<JournalEvent>
+    expect(Projection.checkLifecycle(toEnvelopes("s", withCalls))).toEqual([])
+    expect(Projection.project(toEnvelopes("s", withCalls)).get("s")?.kind).toBe("container")
+    const unsettled = [
+      ...session.slice(0, 4),
+      call("c")[0]!,
+      { ...cell("ok", false), data: { ...cell("ok", false).data, cellId: "c" } }
+    ]
+    expect(Projection.checkLifecycle(toEnvelopes("s", unsettled))).toEqual([
+      "CellExecuted with tool calls left without an outcome: c/1 (add) (sequence 6)"
+    ])
     expect(Projection.checkLifecycle(toEnvelopes("e", [E("ExecutorLease", { leaseMs: 1000 }), started]))).toEqual([
       "KernelStarted (sequence 2) in an executor's lease stream"
     ])

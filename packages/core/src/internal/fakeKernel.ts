@@ -46,6 +46,11 @@ export type FakeCellStep =
   | { readonly late: { readonly afterMs: number; readonly text: string } }
   /** The kernel ends the cell (`done ok`) and keeps running: the rest of the steps run after the cell's end. */
   | { readonly doneThenBusy: true }
+  /**
+   * `hermes_tools.<tool>(**args)`: relayed as the supervisor relays a call ('t' + 'a'), answered by the
+   * host's `R` line on stdin; prints `<status> <payload>` and a newline (status 0: the result's JSON).
+   */
+  | { readonly toolCall: { readonly tool: string; readonly args?: unknown } }
   /** The supervisor's channel carries a frame without the key (a forged write into its stdout). */
   | { readonly forgeFrame: true }
   /** The supervisor dies without a word (killed by the domain): the exec ends, no 'G'. */
@@ -115,6 +120,8 @@ export const runFakeKernel = (io: FakeKernelIo): Effect.Effect<number> =>
         }
       | undefined
     let stopped = false
+    /** The running cell's tool channel: its header, its calls' ids and the replies the host sent. */
+    let channel: { nextId: number; readonly waiting: Map<number, Deferred.Deferred<string>> } | undefined
 
     const gone = (code: number, signal: number, oom: boolean, cause: string) =>
       Effect.sync(() => {
@@ -167,6 +174,9 @@ export const runFakeKernel = (io: FakeKernelIo): Effect.Effect<number> =>
     const end = (status: "ok" | "error" | "none") => {
       const c = cell!
       cell = undefined
+      // The tool listener closes with the cell: calls still waiting are gone ('q').
+      for (const id of channel?.waiting.keys() ?? []) frame("q", String(id))
+      channel = undefined
       lateSent = 0
       frame("Z", `${c.id} ${status} ${c.out.total} ${c.err.total} ${c.forwarded} ${c.skipped}`)
     }
@@ -239,6 +249,18 @@ export const runFakeKernel = (io: FakeKernelIo): Effect.Effect<number> =>
             const never = yield* Deferred.make<void>()
             yield* FiberSet.run(threads, runSteps(rest, never))
             return "detached" as const
+          } else if ("toolCall" in step) {
+            if (channel === undefined) {
+              write("o", "1 this run has no tool channel (no tools were given to it)\n")
+              continue
+            }
+            const id = channel.nextId++
+            const args = encoder.encode(JSON.stringify(step.toolCall.args ?? {}))
+            const reply = yield* Deferred.make<string>()
+            channel.waiting.set(id, reply)
+            frame("t", `${id} ${args.byteLength} ${step.toolCall.tool}`)
+            data("a", args)
+            write("o", `${yield* Deferred.await(reply)}\n`)
           } else if ("forgeFrame" in step) {
             io.send(encodeFrame("00".repeat(16), "x", "0 0 0 0"))
             return yield* Effect.never
@@ -257,8 +279,9 @@ export const runFakeKernel = (io: FakeKernelIo): Effect.Effect<number> =>
     const failures = header.preload.filter(failsToImport)
     frame("g", [String(io.pid), String(1000 + io.pid), ...failures].join(" "))
 
-    const startCell = (id: string, code: Uint8Array) =>
+    const startCell = (id: string, code: Uint8Array, tools: boolean) =>
       Effect.gen(function* () {
+        channel = tools ? { nextId: 1, waiting: new Map() } : undefined
         const text = decoder.decode(code)
         const first = text.split("\n", 1)[0] ?? ""
         const steps: ReadonlyArray<FakeCellStep> = first.startsWith(PREFIX)
@@ -331,8 +354,14 @@ export const runFakeKernel = (io: FakeKernelIo): Effect.Effect<number> =>
       }
       at = next.next
       const c = next.command
-      if (c.command === "cell") yield* startCell(c.cellId, c.code)
-      else if (c.command === "interrupt") yield* interruptCell(c.cellId)
+      if (c.command === "cell") yield* startCell(c.cellId, c.code, c.tools !== undefined)
+      else if (c.command === "R") {
+        const waiting = channel?.waiting.get(c.id)
+        if (waiting !== undefined) {
+          channel!.waiting.delete(c.id)
+          yield* Deferred.succeed(waiting, `${c.status} ${decoder.decode(c.payload)}`)
+        }
+      } else if (c.command === "interrupt") yield* interruptCell(c.cellId)
       else {
         if (cell?.fiber !== undefined) yield* Fiber.interrupt(cell.fiber)
         if (cell !== undefined) end("none")

@@ -13,14 +13,16 @@
  * The session's stream gets CellExecuted (sizes, digests, MIME types; never code or data) before
  * the result is returned, and KernelRestarted when the kernel was lost (pythonKernel.ts).
  */
-import { Clock, Deferred, Effect, Option } from "effect"
+import { Clock, Deferred, Effect, Option, type Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import { CellCapture } from "../CellCapture.js"
 import type { CellResult, CellStatus } from "../CellResult.js"
 import { ContainerFailed, type InvalidRequest, invalidRequest } from "../Errors.js"
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
+import * as ToolChannel from "../kernel/ToolChannel.js"
 import { type CellEnded, encodeCellCommand, encodeInterruptCommand } from "../RunnerProtocol.js"
+import { planTools, resolveToolLimits, type ToolLimits, type ToolPlan, type Tools } from "../Tools.js"
 import { KILL_GRACE } from "./call.js"
 import { callTimeoutMs, type SessionPlan } from "./plan.js"
 import {
@@ -41,6 +43,14 @@ export interface CellRequest {
   readonly code: string
   /** The cell's deadline. Default: the session's `timeoutMs`. */
   readonly timeoutMs?: number
+  /**
+   * Host tools this cell's code may call (`from hermes_tools import name`, as in a one-shot run);
+   * replaces the service's `tools`. The cell's calls have their own budget and end with the cell.
+   */
+  readonly tools?: Tools
+  readonly toolLimits?: Partial<ToolLimits>
+  /** Record each call's arguments in ToolCallRequested (off by default: they may hold secrets). */
+  readonly recordToolArguments?: boolean
 }
 
 /** `runCell`'s options: the output as it arrives, and a signal that interrupts the cell. */
@@ -56,6 +66,7 @@ export interface CellInput {
   readonly code: Uint8Array
   readonly codeSha256: string
   readonly timeoutMs: number
+  readonly tools: ToolPlan | undefined
 }
 
 const encoder = new TextEncoder()
@@ -71,18 +82,17 @@ export const cellInput = (
       return yield* Effect.fail(invalidRequest("request", request, "an object { code, timeoutMs? }"))
     if (typeof request.code !== "string")
       return yield* Effect.fail(invalidRequest("code", request.code, "Python source as a string"))
-    for (const field of ["tools", "toolLimits"] as const) {
-      if ((request as unknown as Record<string, unknown>)[field] !== undefined)
-        return yield* Effect.fail(
-          invalidRequest(field, "(given)", "nothing yet: tool calls from cells are not implemented (issue 28 §11)")
-        )
-    }
     const code = encoder.encode(request.code)
     if (code.byteLength > config.maxCodeBytes)
       return yield* Effect.fail(
         invalidRequest("code", `${code.byteLength} bytes`, `at most ${config.maxCodeBytes} bytes (maxCodeBytes)`)
       )
-    return { code, codeSha256: sha256(code), timeoutMs: yield* callTimeoutMs(request, plan.timeoutMs) }
+    const tools = yield* planTools(
+      request.tools ?? config.tools,
+      resolveToolLimits(request.toolLimits, config.toolLimits),
+      request.recordToolArguments ?? false
+    )
+    return { code, codeSha256: sha256(code), timeoutMs: yield* callTimeoutMs(request, plan.timeoutMs), tools }
   })
 
 export interface CellDeps {
@@ -120,7 +130,7 @@ export const runCell = (
   deps: CellDeps,
   input: CellInput,
   o: CellOptions = {}
-): Effect.Effect<CellResult, KernelStartError> =>
+): Effect.Effect<CellResult, KernelStartError, Scope.Scope> =>
   Effect.gen(function* () {
     const { kernel: manager, plan } = deps
     const { kernel, started } = yield* manager.ensure
@@ -135,18 +145,41 @@ export const runCell = (
       maxDisplays: plan.kernel.maxDisplays,
       maxDisplayBytes: plan.kernel.maxDisplayBytes
     })
+    // The cell's tool calls: one channel per cell (its budget, its journal budget), journaled in
+    // the session's stream with the cell's id, settled before its CellExecuted.
+    const tools =
+      input.tools === undefined
+        ? undefined
+        : yield* ToolChannel.make({
+            plan: input.tools,
+            language: "python",
+            executionId: cellId,
+            append: (event) =>
+              deps.append(
+                event.type === "ToolCallRequested" ||
+                  event.type === "ToolCallCompleted" ||
+                  event.type === "ToolCallFailed" ||
+                  event.type === "ToolCallRefused"
+                  ? ({ ...event, data: { ...event.data, cellId } } as JournalEvent)
+                  : event
+              )
+          })
+    if (tools !== undefined) yield* tools.start(kernel.proc.write)
     const sink: CellSink = {
       cellId,
       capture,
       hooks: o,
       ended: yield* Deferred.make<CellEnded>(),
+      tools,
       lateOutput: undefined
     }
     const sentAt = yield* Clock.currentTimeMillis
     const outcome = yield* Effect.gen(function* () {
       kernel.current = sink
       kernel.decoder.expectCell(cellId)
-      const sent = yield* Effect.either(kernel.proc.write(encodeCellCommand(cellId, executionCount, input.code)))
+      const sent = yield* Effect.either(
+        kernel.proc.write(encodeCellCommand(cellId, executionCount, input.code, tools?.header))
+      )
       const wake =
         sent._tag === "Left"
           ? "gone"
@@ -166,6 +199,8 @@ export const runCell = (
       Effect.onInterrupt(() => Effect.asVoid(manager.lost(kernel, "interrupted", cellId))),
       Effect.ensuring(Effect.sync(() => void (kernel.current = undefined)))
     )
+    // Calls still running are cancelled and journaled (ToolCallFailed cancelled) before the cell's end.
+    if (tools !== undefined) yield* tools.settle
     if (outcome._tag === "Violation") return yield* Effect.fail(protocolError(deps, outcome.reason))
     const endedAt = yield* Clock.currentTimeMillis
     const stateLost = outcome.lost || lostBefore
@@ -189,7 +224,7 @@ export const runCell = (
       oomKilled: outcome.oomKilled,
       kernel: { id: kernel.kernelId, generation: kernel.generation, started },
       ...(sink.lateOutput === undefined ? {} : { lateOutput: sink.lateOutput }),
-      toolCallsMade: 0,
+      toolCallsMade: tools?.callsMade() ?? 0,
       durationMs: endedAt - sentAt
     }
     yield* deps.append({
@@ -212,7 +247,7 @@ export const runCell = (
         displaysOmitted: result.displaysOmitted.count,
         stateLost,
         oomKilled: result.oomKilled,
-        toolCallsMade: 0
+        toolCallsMade: result.toolCallsMade
       }
     })
     // An earlier loss is said now (a result carrying it is returned). A loss under this cell is said

@@ -22,6 +22,7 @@ import { createHash } from "node:crypto"
 import { v7 as uuidv7 } from "uuid"
 import type { JournalError, JournalEvent } from "@hermes-sandbox/events"
 import type { CellCapture } from "../CellCapture.js"
+import type { ToolFrames } from "../kernel/ToolChannel.js"
 import { LateOutput } from "../CellCapture.js"
 import type { CellOutput } from "../CellResult.js"
 import { ContainerFailed, KernelUnavailable, type SandboxError } from "../Errors.js"
@@ -54,6 +55,8 @@ export interface CellSink {
   readonly hooks: CellHooks
   /** 'Z'. */
   readonly ended: Deferred.Deferred<CellEnded>
+  /** The cell's tool channel, if it was given tools: its frames go there. */
+  readonly tools: ToolFrames | undefined
   lateOutput: { readonly bytes: number; readonly text: string; readonly truncated: boolean } | undefined
 }
 
@@ -266,6 +269,14 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
       setupFailed: (message) => {
         failure = message
         if (kernel === undefined) finish({ _tag: "SetupFailed", message })
+      },
+      toolFrame: (type, bytes) => {
+        const tools = sink()?.tools
+        return tools === undefined ? `a tool call frame '${type}' in a cell given no tools` : tools.frame(type, bytes)
+      },
+      toolArguments: (chunk) => {
+        const tools = sink()?.tools
+        return tools === undefined ? "tool call arguments in a cell given no tools" : tools.argumentsChunk(chunk)
       },
       violation: (reason) => finish({ _tag: "Violation", reason })
     })
