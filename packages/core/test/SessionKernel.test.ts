@@ -297,4 +297,25 @@ describe("a session's kernel (fake runtime)", () => {
         })
       )
   )
+
+  it.effect(
+    "a flood of refused tool calls from a cell ends it as a run's: ContainerFailed tool-calls; the kernel answered, so its state is kept",
+    () =>
+      withSessions(({ sessions }) =>
+        Effect.gen(function* () {
+          const s = yield* sessions.open()
+          yield* s.runCell(cell({ set: { kept: "yes" } }))
+          const add = { handler: ({ a, b }: { a: number; b: number }) => a + b }
+          const flood: Array<FakeCellStep> = Array.from({ length: 1100 }, () => ({ toolCall: { tool: "nosuch" } }))
+          const running = yield* Effect.fork(
+            Effect.flip(s.runCell({ ...cell(...flood, { sleep: 60_000 }), tools: { add } }))
+          )
+          for (let i = 0; i < 20 && (yield* Fiber.poll(running))._tag === "None"; i++)
+            yield* TestClock.adjust("1 second")
+          const error = yield* Fiber.join(running)
+          expect(error).toMatchObject({ _tag: "ContainerFailed", reason: "tool-calls" })
+          expect(yield* s.runCell(cell({ get: "kept" }))).toMatchObject({ stdout: "yes\n", stateLost: false })
+        })
+      )
+  )
 })

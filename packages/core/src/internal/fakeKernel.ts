@@ -260,7 +260,16 @@ export const runFakeKernel = (io: FakeKernelIo): Effect.Effect<number> =>
             channel.waiting.set(id, reply)
             frame("t", `${id} ${args.byteLength} ${step.toolCall.tool}`)
             data("a", args)
-            write("o", `${yield* Deferred.await(reply)}\n`)
+            // Waiting on the socket: SIGINT ends it with a KeyboardInterrupt, as in Python.
+            const answer = yield* Effect.raceFirst(
+              Deferred.await(reply),
+              ignoreSigint ? Effect.never : Effect.as(Deferred.await(interrupt), undefined)
+            )
+            if (answer === undefined) {
+              record("X", JSON.stringify({ ename: "KeyboardInterrupt", evalue: "", traceback: ["KeyboardInterrupt"] }))
+              return "error" as const
+            }
+            write("o", `${answer}\n`)
           } else if ("forgeFrame" in step) {
             io.send(encodeFrame("00".repeat(16), "x", "0 0 0 0"))
             return yield* Effect.never

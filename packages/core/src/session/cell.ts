@@ -187,7 +187,9 @@ export const runCell = (
               Effect.as(Deferred.await(sink.ended), "ended" as const),
               Effect.as(Deferred.await(kernel.end), "gone" as const),
               Effect.as(Effect.sleep(input.timeoutMs), "timeout" as const),
-              Effect.as(abortedBy(o.signal), "interrupted" as const)
+              Effect.as(abortedBy(o.signal), "interrupted" as const),
+              // Its tool calls flood (refusals, the journal budget): the cell must end, as a run would.
+              tools === undefined ? Effect.never : Effect.as(Deferred.await(tools.flooded), "interrupted" as const)
             ]).pipe(
               // A race must interrupt its losers, whatever the caller's region.
               Effect.interruptible
@@ -202,6 +204,18 @@ export const runCell = (
     // Calls still running are cancelled and journaled (ToolCallFailed cancelled) before the cell's end.
     if (tools !== undefined) yield* tools.settle
     if (outcome._tag === "Violation") return yield* Effect.fail(protocolError(deps, outcome.reason))
+    // A flood of tool calls ended the cell (interrupted, its state kept if the kernel stopped): the
+    // cell fails as a run does, ContainerFailed tool-calls | journal-budget; a lost kernel is journaled.
+    const flood = tools === undefined ? undefined : yield* polled(tools.flooded)
+    if (flood !== undefined)
+      return yield* Effect.fail(
+        new ContainerFailed({
+          operation: "session cell",
+          containerName: deps.containerName,
+          reason: flood.reason,
+          message: flood.message
+        })
+      )
     const endedAt = yield* Clock.currentTimeMillis
     const stateLost = outcome.lost || lostBefore
     const journal = capture.journal()
