@@ -1,7 +1,7 @@
 /**
  * `hermes-sandbox repl [--image IMAGE] [--out DIR]`: an interactive Python prompt on a session's
- * kernel (docs/design/kernel.md §13), for people at a terminal. A session sandbox is opened, its
- * kernel started by the first cell; each complete input (replInput.ts: blocks until an empty line,
+ * kernel (docs/design/kernel.md §13), for people at a terminal. A session sandbox is opened with
+ * its kernel started at once (kernel.eager); each complete input (replInput.ts: blocks until an empty line,
  * brackets and triple quotes until they close) is one cell. What the cell prints streams as it
  * comes; then its displays, `Out[n]: ` and the last expression's `text/plain`, its traceback, and the
  * CLI's own lines (a timeout, lost state, cut output), marked as such.
@@ -121,7 +121,8 @@ export const repl = async (options: ReplOptions): Promise<number> => {
           ))
         return yield* sessions.open({
           image,
-          // Not kernel.eager (the design's choice): with it the first cell waits forever today.
+          // The kernel starts now, while the person types the first cell (that cell waits for it).
+          kernel: { eager: true },
           tags: { "cli.command": "repl" },
           ...(timeoutMs === undefined ? {} : { timeoutMs }),
           ...(options.memory === undefined ? {} : { memory: options.memory })
