@@ -240,7 +240,6 @@ export const LanguageName: Schema.Schema<Language, string> = Schema.transform(
 /** Exactly one of the languages (as options name them: no aliases). */
 export const LanguageLiteral = Schema.Literal(...Languages).annotations(allowed(`one of ${Languages.join(", ")}`))
 
-
 /** The most modules a preload (a kernel's, a warm pool's) may name. */
 export const MAX_PRELOAD_MODULES = 32
 /** A preload's names, joined by spaces, are at most this many bytes (the supervisor's bound too). */
