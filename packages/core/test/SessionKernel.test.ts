@@ -285,8 +285,8 @@ describe("a session's kernel (fake runtime)", () => {
             yield* TestClock.adjust("1 second")
           const r = yield* Fiber.join(running)
           // The wait on the socket ends with the interrupt's KeyboardInterrupt: the state is kept.
-        expect(r).toMatchObject({ status: "timeout", stateLost: false, toolCallsMade: 1 })
-        expect(r.error?.name).toBe("KeyboardInterrupt")
+          expect(r).toMatchObject({ status: "timeout", stateLost: false, toolCallsMade: 1 })
+          expect(r.error?.name).toBe("KeyboardInterrupt")
           const stream = yield* events(s.sessionId)
           const tail = stream.filter((e) => e.type.startsWith("ToolCall") || e.type === "CellExecuted")
           expect(tail.map((e) => e.type)).toEqual(["ToolCallRequested", "ToolCallFailed", "CellExecuted"])
