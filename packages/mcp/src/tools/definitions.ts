@@ -189,13 +189,15 @@ const NEVER = new AbortController().signal
 export const runPython = define<S.RunPythonArgs>({
   name: "run_python",
   title: "Run Python in this session's kernel",
-  description: (l) =>
+  description: (l, callable) =>
     `Run Python code as a cell of a persistent IPython kernel in this MCP session's sandbox (the one terminal, read_file and write_file use: files are shared, e.g. a chart saved with plt.savefig is readable with read_file). ` +
     `State persists between calls: variables, imports, loaded data, open files. The value of the last expression is returned (like Jupyter's Out[n]); display() outputs and matplotlib figures come back too, ` +
     `PNG/JPEG images up to ${Math.round(l.maxImageBytes / 1024)} KiB as image content (at most ${l.maxImages} per call); HTML and SVG are not sent, only their text/plain. No network. ` +
     `Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}; at the deadline the cell gets a KeyboardInterrupt and the kernel keeps its state if it stops; if it does not, the kernel is killed and state_lost: true says earlier variables are gone (also after a crash or out of memory). ` +
     `reset: true restarts the kernel first. The sandbox is removed by reset_session, the MCP session's end, or after ${l.sessionIdleS} s without a call. ` +
-    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail; the text/plain of the value and displays ${TEXT_BUDGET} bytes in all; a traceback ${TRACEBACK_BYTES} bytes (head and tail).`,
+    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail; the text/plain of the value and displays ${TEXT_BUDGET} bytes in all; a traceback ${TRACEBACK_BYTES} bytes (head and tail).` +
+    // A cell is a run for the tools: the same modules, limits and budget, per cell.
+    describeCallable(callable),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   args: S.RunPythonArgs,
   result: S.RunPythonResult,
@@ -203,6 +205,9 @@ export const runPython = define<S.RunPythonArgs>({
     const limits = session.owner.limits
     const timeoutMs = timeoutMsOf("run_python", args.timeout_s, session)
     const reset = args.reset === true
+    // The host tools execute_code's code may call, for the cell's code too (hermes_tools in cells).
+    const withTools = session.owner.toolSpecs.length > 0
+    const tools = withTools ? { tools: session.owner.tools, toolLimits: session.owner.toolLimits } : {}
     // The client's cancel interrupts the cell as its deadline would (the kernel keeps its state if
     // it stops); only the MCP session's end interrupts the call itself (and removes the sandbox).
     const { result, sandboxReplaced } = await session.run(
@@ -212,7 +217,7 @@ export const runPython = define<S.RunPythonArgs>({
           const sandbox = yield* session.useSandbox
           const replaced = session.cellSandbox(sandbox.sessionId)
           if (reset) yield* sandbox.restartKernel
-          const result = yield* sandbox.runCell({ code: args.code, timeoutMs }, { signal })
+          const result = yield* sandbox.runCell({ code: args.code, timeoutMs, ...tools }, { signal })
           return { result, sandboxReplaced: replaced && !reset }
         }),
       NEVER
@@ -227,7 +232,11 @@ export const runPython = define<S.RunPythonArgs>({
       sandboxReplaced,
       sessionIdleS: limits.sessionIdleS
     })
-    return { value, isError: value.status !== "ok", content }
+    return {
+      value: withTools ? { ...value, tool_calls_made: result.toolCallsMade } : value,
+      isError: value.status !== "ok",
+      content
+    }
   }
 })
 

@@ -271,6 +271,10 @@ export const RunPythonResult = Schema.Struct({
     Schema.String,
     "What a thread or process left running by an earlier cell printed between cells (never this cell's stdout)."
   ),
+  tool_calls_made: optional(
+    Count,
+    "With host tools (see the description): the calls the cell's code made that a tool served (refused calls do not count)."
+  ),
   duration_seconds: describe(Seconds, "From the cell's hand-over to its end (a kernel's start not included)."),
   session_id: describe(
     Schema.String,
