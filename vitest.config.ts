@@ -59,7 +59,8 @@ const POOL_ENGINE = [
   "test/collect.e2e.test.ts",
   "test/tools.e2e.test.ts",
   "test/executor-contract.docker.test.ts",
-  "test/hostile/**/*.test.ts",
+  // A session's kernel never takes a pooled sandbox: its hostile suite runs once, in `engine`.
+  "test/hostile/!(python-kernel).test.ts",
   "test/chaos/kill-owner.test.ts",
   "test/chaos/sweep.test.ts",
   "test/chaos/late-events.test.ts"
