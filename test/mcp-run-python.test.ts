@@ -178,11 +178,9 @@ describe("run_python with the server's host tools", () => {
     }
   })
 
-  // Fails today, below the MCP layer: the kernel's supervisor numbers tool calls across cells
-  // while the host's channel of each cell expects them from the start, so the second cell's first
-  // call is a protocol violation ("tool call 4 after call 0") and the kernel is killed. Make it
-  // it() once the two agree.
-  it.fails("a later cell calls them too, with a budget of its own", async () => {
+  // Failed until the kernel's supervisor numbered each cell's tool calls from 1, as the host's channel
+  // of each cell expects (it took the second cell's first call for a forgery and killed the kernel).
+  it("a later cell calls them too, with a budget of its own", async () => {
     const withTools = await open()
     try {
       const { client, close } = await connectInMemory(withTools, { clientName: "run-python-test" })

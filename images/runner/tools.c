@@ -58,8 +58,12 @@ void tools_prepare(const char *code_dir) {
   }
 }
 
-/* Listen at the prepared path. */
+/* Listen at the prepared path. Call ids start from 1 with each opening: a kernel opens the channel
+   per cell, and the host's channel of that cell expects the supervisor's ids in order from 1. (No
+   reply of an earlier cell can arrive later: the host settles a cell's calls before its result, and
+   sends the next cell only after.) */
 void tools_open(void) {
+  next_call_id = 1;
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   memcpy(addr.sun_path, tools_socket, strlen(tools_socket) + 1);
   unlink(tools_socket);
