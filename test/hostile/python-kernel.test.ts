@@ -122,12 +122,12 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
     expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["42", false])
   }, 120_000)
 
-  // runc only: under gVisor a supervisor's /proc/<pid>/fd is open to the domain (its sentry does not
-  // honour non-dumpable there), so such a daemon voids the kernel ('protocol', SECURITY.md) and can
-  // void a call it reaches before the call freezes it: frames without the key, never a forgery.
-  it.skipIf(runtime === "runsc")(
-    "a daemon the kernel left cannot read a run call's environment or write into its output: the domain is frozen for the call",
-    async () => {
+  // Registered for runc only: under gVisor a supervisor's /proc/<pid>/fd is open to the domain (its
+  // sentry does not honour non-dumpable there), so such a daemon voids the kernel ('protocol',
+  // SECURITY.md) and can void a call it reaches before the call freezes it: frames without the key,
+  // never a forgery. The outcome there is a race, not an assertion to make.
+  if (runtime === "runc")
+    it("a daemon the kernel left cannot read a run call's environment or write into its output: the domain is frozen for the call", async () => {
       await using s = await open()
       // A daemon of the domain that hunts every process for 10 s: reads environs, writes into fd 1/2.
       await s.runCell({
@@ -162,9 +162,7 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
       expect(log.stdout, "what the daemon read").toBe("")
       const next = await s.runCell({ code: "1 + 1" })
       expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", false])
-    },
-    120_000
-  )
+    }, 120_000)
 
   it("a cell that kills its own supervisor ends crashed with the state lost; the session and the next kernel work", async () => {
     await using s = await open()
@@ -179,9 +177,11 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
     expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", true])
   }, 120_000)
 
-  it.skipIf(runtime === "runsc")(
-    "an OOM kills the kernel, not the session: crashed, oomKilled, state lost; the session's calls go on",
-    async () => {
+  // Registered for runc only: under gVisor an OOM kills the whole sandbox, and today the host sees
+  // it only at the cell's deadline (status timeout, stateLost true; the next call fails
+  // ContainerFailed "not running"): SECURITY.md, Known limitations.
+  if (runtime === "runc")
+    it("an OOM kills the kernel, not the session: crashed, oomKilled, state lost; the session's calls go on", async () => {
       await using s = await open({ memory: "256m" })
       await s.runCell({ code: "x = 41" })
       const r = await s.runCell({ code: "b = []\nwhile True:\n    b.append(bytearray(16 << 20))\n", timeoutMs: 60_000 })
@@ -189,7 +189,5 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
       expect((await s.run("echo still here")).stdout).toBe("still here\n")
       const next = await s.runCell({ code: "1 + 1" })
       expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", true])
-    },
-    120_000
-  )
+    }, 120_000)
 })
