@@ -178,16 +178,52 @@ export type FileOp =
 /** A fresh key for one run's frames. */
 export const makeRunKey = (): string => randomBytes(KEY_BYTES).toString("hex")
 
-export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
-  const parts: Array<Uint8Array> = []
-  const line = (text: string) => parts.push(encoder.encode(text + "\n"))
-  /** A header line: a word of the table and its arguments. */
-  const head = (w: HeaderWord, ...args: ReadonlyArray<string | number>) => line([w, ...args].join(" "))
-  const blob = (w: HeaderWord, bytes: Uint8Array) => {
-    head(w, bytes.byteLength)
-    parts.push(bytes)
+/**
+ * What the host writes on a supervisor's stdin, built in order: lines of the table's words (a run's
+ * header, a kernel's header and its commands), each variable-length value following its line as
+ * exactly that many raw bytes. One writer for all of them, so a word is spelled one way.
+ */
+class StdinWriter {
+  private readonly parts: Array<Uint8Array> = []
+  raw(bytes: Uint8Array): this {
+    this.parts.push(bytes)
+    return this
   }
-  line(`HERMES/${RUNNER_PROTOCOL_VERSION}`)
+  /** A line: a word of the table (or the version line) and its arguments. */
+  line(word: string, ...args: ReadonlyArray<string | number>): this {
+    return this.raw(encoder.encode([word, ...args].join(" ") + "\n"))
+  }
+  /** A word whose one value is `bytes`: `<word> <n>` + the n bytes. */
+  blob(word: HeaderWord, bytes: Uint8Array): this {
+    return this.line(word, bytes.byteLength).raw(bytes)
+  }
+  version(): this {
+    return this.line(`HERMES/${RUNNER_PROTOCOL_VERSION}`)
+  }
+  /** `tools A R P`, then each generated module: `module <path bytes> <n>` + path + content. */
+  tools(tools: ToolChannelHeader): this {
+    this.line("tools", tools.maxInFlight, tools.maxRequestBytes, tools.maxReplyBytes)
+    for (const [path, content] of tools.modules) {
+      const name = encoder.encode(path)
+      this.line("module", name.byteLength, content.byteLength).raw(name).raw(content)
+    }
+    return this
+  }
+  bytes(): Uint8Array {
+    const out = new Uint8Array(this.parts.reduce((n, p) => n + p.byteLength, 0))
+    let offset = 0
+    for (const part of this.parts) {
+      out.set(part, offset)
+      offset += part.byteLength
+    }
+    return out
+  }
+}
+
+export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
+  const w = new StdinWriter().version()
+  const head = (word: HeaderWord, ...args: ReadonlyArray<string | number>) => w.line(word, ...args)
+  const blob = (word: HeaderWord, bytes: Uint8Array) => w.blob(word, bytes)
   if (payload.key !== undefined) head("key", payload.key)
   if (payload.capBytes !== undefined) head("cap", payload.capBytes)
   if (payload.lock !== undefined) blob("lock", encoder.encode(payload.lock))
@@ -197,8 +233,7 @@ export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
   if (payload.code !== undefined) blob("code", payload.code)
   for (const [path, content] of payload.files ?? []) {
     const name = encoder.encode(path)
-    head("file", name.byteLength, content.byteLength)
-    parts.push(name, content)
+    head("file", name.byteLength, content.byteLength).raw(name).raw(content)
   }
   if (payload.collect !== undefined) {
     for (const pattern of payload.collect.patterns) blob("collect", encoder.encode(pattern))
@@ -211,28 +246,14 @@ export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
     if (op.op === "read") head(op.op, name.byteLength, op.offset, op.limit)
     else if (op.op === "write") head(op.op, name.byteLength, op.content.byteLength, op.mode)
     else head(op.op, name.byteLength)
-    parts.push(name)
-    if (op.op === "write") parts.push(op.content)
+    w.raw(name)
+    if (op.op === "write") w.raw(op.content)
   }
   const tools = payload.tools
-  if (tools !== undefined) {
-    head("tools", tools.maxInFlight, tools.maxRequestBytes, tools.maxReplyBytes)
-    for (const [path, content] of tools.modules) {
-      const name = encoder.encode(path)
-      head("module", name.byteLength, content.byteLength)
-      parts.push(name, content)
-    }
-    blob("stdin", payload.stdin)
-  }
+  if (tools !== undefined) w.tools(tools).blob("stdin", payload.stdin)
   head("run")
-  if (tools === undefined) parts.push(payload.stdin)
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
-  let offset = 0
-  for (const part of parts) {
-    out.set(part, offset)
-    offset += part.byteLength
-  }
-  return out
+  if (tools === undefined) w.raw(payload.stdin)
+  return w.bytes()
 }
 
 /** What the supervisor reported when the program's process exited. */
@@ -576,44 +597,22 @@ export interface KernelHeader {
   readonly preload: ReadonlyArray<string>
 }
 
-const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
-  let offset = 0
-  for (const part of parts) {
-    out.set(part, offset)
-    offset += part.byteLength
-  }
-  return out
-}
-
 /** The kernel's header: `HERMES/2`, key, cap, lock, leftovers, display, grace, preload, run. */
 export const encodeKernelHeader = (h: KernelHeader): Uint8Array => {
-  const parts: Array<Uint8Array> = []
-  const head = (w: HeaderWord, ...args: ReadonlyArray<string | number>) =>
-    parts.push(encoder.encode([w, ...args].join(" ") + "\n"))
-  parts.push(encoder.encode(`HERMES/${RUNNER_PROTOCOL_VERSION}\n`))
-  head("key", h.key)
-  head("cap", h.capBytes)
-  const lock = encoder.encode(h.lock)
-  head("lock", lock.byteLength)
-  parts.push(lock)
-  if (h.killLeftovers) head("leftovers", "kill")
-  head("display", h.display.bundleBytes, h.display.count, h.display.totalBytes)
-  head("grace", h.graceMs)
-  if (h.preload.length > 0) {
-    const names = encoder.encode(h.preload.join(" "))
-    head("preload", names.byteLength)
-    parts.push(names)
-  }
-  head("run")
-  return concat(parts)
+  const w = new StdinWriter().version()
+  w.line("key", h.key).line("cap", h.capBytes).blob("lock", encoder.encode(h.lock))
+  if (h.killLeftovers) w.line("leftovers", "kill")
+  w.line("display", h.display.bundleBytes, h.display.count, h.display.totalBytes).line("grace", h.graceMs)
+  if (h.preload.length > 0) w.blob("preload", encoder.encode(h.preload.join(" ")))
+  return w.line("run").bytes()
 }
 
 /** A cell id: what the supervisor accepts ([A-Za-z0-9_-], at most LIMIT.kernelCellIdBytes). */
 export const CELL_ID = new RegExp(`^[A-Za-z0-9_-]{1,${LIMIT.kernelCellIdBytes}}$`)
 
+/** One of the kernel's line commands (KERNEL_COMMANDS), alone. */
 const command = (c: KernelCommand, ...args: ReadonlyArray<string | number>) =>
-  encoder.encode([c, ...args].join(" ") + "\n")
+  new StdinWriter().line(c, ...args).bytes()
 
 /**
  * `cell <id> <count>`, `code <n>` + the code, with tools `tools A R P` and each `module <n> <m>` +
@@ -625,16 +624,9 @@ export const encodeCellCommand = (
   code: Uint8Array,
   tools?: ToolChannelHeader
 ): Uint8Array => {
-  const parts = [command("cell", cellId, executionCount), encoder.encode(`code ${code.byteLength}\n`), code]
-  if (tools !== undefined) {
-    parts.push(encoder.encode(`tools ${tools.maxInFlight} ${tools.maxRequestBytes} ${tools.maxReplyBytes}\n`))
-    for (const [path, content] of tools.modules) {
-      const name = encoder.encode(path)
-      parts.push(encoder.encode(`module ${name.byteLength} ${content.byteLength}\n`), name, content)
-    }
-  }
-  parts.push(encoder.encode("run\n"))
-  return concat(parts)
+  const w = new StdinWriter().line("cell" satisfies KernelCommand, cellId, executionCount).blob("code", code)
+  if (tools !== undefined) w.tools(tools)
+  return w.line("run").bytes()
 }
 
 /** `interrupt <cell id>`: the cell's deadline or abort. */
