@@ -465,6 +465,9 @@ static void idle_read(int i) {
 static void died(void) {
   if (k.phase == STARTING) {
     kill_domain();
+    /* Its last words first: a driver that said why it cannot start ("error …") and exited can be
+       reaped before that message is read (control() then fails with it). */
+    if (k.ctl >= 0) control();
     for (size_t i = 0; i < k.startup_len; i++)
       if ((unsigned char)k.startup[i] < 0x20 || (unsigned char)k.startup[i] > 0x7e) k.startup[i] = ' ';
     int st = k.status;
