@@ -385,7 +385,7 @@ describe("standard output carries the protocol alone", () => {
     )
     const resultOf = (id: number) => (byId.get(id)?.result ?? {}) as Structured
     expect(resultOf(1)).toMatchObject({ serverInfo: { name: "hermes-sandbox" } })
-    expect(resultOf(2).tools).toHaveLength(5)
+    expect(resultOf(2).tools).toHaveLength(6)
     expect(resultOf(3).structuredContent).toMatchObject({ status: "success", stdout: "hi\n", stderr: "err\n" })
     const run = String((resultOf(3).structuredContent as Structured).execution_id)
     expect(tagsOf((await lifecycleOf(journal, run)).events)).toMatchObject({
