@@ -1795,6 +1795,33 @@ describe.skipIf(!canUnshare || (!hasIPython && process.env["CI"] !== "true"))("k
     expect((await k.cell("x")).records[0]!.json.data["text/plain"]).toBe("5")
   }, 60_000)
 
+  it("an interrupted cell's traceback is the cell's frames alone, as IPython shows any exception: none of the driver's", async () => {
+    const k = await open()
+    const id = k.send("import time\ndef wait():\n    time.sleep(60)\nprint('sleeping', flush=True)\nwait()\n")
+    await k.next("o")
+    k.write(`interrupt ${id}\n`)
+    const r = await k.result()
+    expect(r.records.map((x) => x.json.ename)).toEqual(["KeyboardInterrupt"])
+    const tb = r.records[0]!.json.traceback.join("\n")
+    // The cell's two frames, innermost last (time.sleep is C: no frame of its own)...
+    expect(tb).toMatch(/Cell In\[1\], line 5\n[\s\S]*Cell In\[1\], line 3, in wait/)
+    // ...and nothing of the driver (`python3 -c`: its frames are "<string>"), whose handler used to raise it.
+    expect(tb).not.toMatch(/<string>|on_sigint|File /)
+    expect(tb.split("\n").filter((l) => /^(Cell In\[|File )/.test(l))).toHaveLength(2)
+  }, 60_000)
+
+  it("a SIGINT handler a cell installs lasts until its end: the next cell is interrupted and the state kept", async () => {
+    const k = await open()
+    await k.cell("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nx = 5\n")
+    const id = k.send("import time\nprint('sleeping', flush=True)\ntime.sleep(60)\n")
+    await k.next("o")
+    k.write(`interrupt ${id}\n`)
+    const r = await k.result()
+    expect(r.records.map((x) => x.json.ename)).toEqual(["KeyboardInterrupt"])
+    expect(r.gone).toBeUndefined()
+    expect((await k.cell("print(x)")).stdout).toBe("5\n")
+  }, 60_000)
+
   it("a cell that ignores SIGINT is killed with its domain after the grace: 'Z' none, 'G' interrupt-timeout", async () => {
     const k = await open({ header: "grace 300\n" })
     const id = k.send(

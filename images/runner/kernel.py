@@ -110,16 +110,17 @@ def show_traceback(etype, evalue, stb):
 shell._showtraceback = show_traceback
 
 # SIGINT (the supervisor's interrupt, to the whole process group) raises only inside a cell: at idle
-# it must not end the driver.
-running = False
+# it must not end the driver. In a cell the handler is Python's own default_int_handler, as ipykernel
+# sets it for each request: a C function, so the KeyboardInterrupt's traceback holds the cell's
+# frames alone (a handler written here would add one of the driver's). A handler the cell installs
+# lasts until the cell's end, as in ipykernel.
 
 
-def on_sigint(signum, frame):
-    if running:
-        raise KeyboardInterrupt
+def at_idle(signum, frame):
+    pass
 
 
-signal.signal(signal.SIGINT, on_sigint)
+signal.signal(signal.SIGINT, at_idle)
 failed = []
 for name in sys.argv[1:]:
     try:
@@ -163,16 +164,16 @@ while True:
         if words[2] == '1':
             sys.modules.pop('hermes_tools', None)  # this cell's tool set came with it
         shell.execution_count = int(words[1])
-        running = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             result = shell.run_cell(code, store_history=True)
         finally:
-            running = False
+            signal.signal(signal.SIGINT, at_idle)
         ok = result.success
     except KeyboardInterrupt:
         pass
     finally:
-        running = False
+        signal.signal(signal.SIGINT, at_idle)
         for s in (sys.stdout, sys.stderr):
             try:
                 s.flush()
