@@ -859,6 +859,8 @@ export class KernelFrameDecoder {
   private phase: "starting" | "idle" | "cell" | "gone" = "starting"
   /** The cell the host sent and whose 'C' has not come yet. */
   private expected: string | undefined
+  /** The expected cell's lock frames so far: 'w' at most once, then 'l' once, then its 'C'. */
+  private lock: "none" | "waiting" | "held" = "none"
   private cellId: string | undefined
   private record: { kind: KernelRecordKind; size: number; parts: Array<Buffer>; fill: number } | undefined
   private recordsSeen = 0
@@ -895,6 +897,7 @@ export class KernelFrameDecoder {
   /** The host wrote `cell <id> …`: its 'C' may come now. */
   expectCell(cellId: string): void {
     this.expected = cellId
+    this.lock = "none"
   }
 
   get violation(): string | undefined {
@@ -1035,8 +1038,15 @@ export class KernelFrameDecoder {
       }
       case FRAME.lockWait:
       case FRAME.locked: {
+        // The supervisor takes the session lock for a cell the host sent, before its 'C': 'w' (once,
+        // while another holds it), then 'l'. Anywhere else a lock frame is not the supervisor's.
         if (this.phase === "cell" || this.phase === "gone")
           return this.fail(`a lock frame ('${type}') ${this.phase === "cell" ? "inside a cell" : "after the end"}`)
+        if (this.phase !== "idle" || this.expected === undefined)
+          return this.fail(`a lock frame ('${type}') for no cell the host sent`)
+        if (this.lock === "held" || (type === FRAME.lockWait && this.lock === "waiting"))
+          return this.fail(`a lock frame ('${type}') after the cell's ${this.lock === "held" ? "'l'" : "'w'"}`)
+        this.lock = type === FRAME.lockWait ? "waiting" : "held"
         return type === FRAME.lockWait ? this.handlers.lockWait(payload) : this.handlers.locked()
       }
       case FRAME.toolCall:

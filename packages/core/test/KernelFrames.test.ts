@@ -1,7 +1,8 @@
 /**
  * The kernel supervisor's frames on the host (RunnerProtocol.KernelFrameDecoder): its grammar — 'g'
  * once first; cells 'C' … 'Z' for the cell the host sent; records 'M' + exactly their bytes in 'm';
- * outside a cell only 'L', 'N' late, the lock's 'w'/'l', 'E' and 'G' — and every frame not the
+ * outside a cell only 'L', 'N' late, 'E' and 'G', and between the host's cell command and its 'C'
+ * the lock's 'w' (at most once) and 'l' — and every frame not the
  * supervisor's (no key, a forged payload, out of grammar) a violation after which nothing is decoded.
  * The kernel's commands and header, as the supervisor reads them.
  */
@@ -139,6 +140,13 @@ describe("KernelFrameDecoder", () => {
     ["a late skip inside a cell", (d) => (d.f("C", `${CELL} 0`), d.f("N", "D 1 late"))],
     ["a cell's skip outside a cell", (d) => d.f("N", "D 1 count")],
     ["a lock frame inside a cell", (d) => (d.f("C", `${CELL} 0`), d.f("w", "1 x"))],
+    [
+      "a lock frame after a cell's end, before the host sent another",
+      (d) => (d.f("l"), d.f("C", `${CELL} 0`), d.f("Z", `${CELL} ok 0 0 0 0`), d.f("l"))
+    ],
+    ["a second 'l' for one cell", (d) => (d.f("l"), d.f("l"))],
+    ["a 'w' after the cell's 'l'", (d) => (d.f("l"), d.f("w", "1 x"))],
+    ["a second 'w' for one cell", (d) => (d.f("w", "1 x"), d.f("w", "1 x"))],
     ["an end-of-run frame (not the kernel's)", (d) => d.f("x", "0 0 0 0")],
     ["a run's started frame", (d) => d.f("p", "12 34")],
     ["a file frame", (d) => d.f("f", "644 1 a")],
@@ -174,6 +182,28 @@ describe("KernelFrameDecoder", () => {
     const idle = ready(1024, true)
     idle.f("t", "1 2 add")
     expect(idle.violations).toEqual(["a frame 't' outside a cell's window"])
+  })
+
+  it("the lock's 'w' and 'l' come only for a cell the host sent, before its 'C': not before 'g', not at idle", () => {
+    for (const frame of ["w", "l"]) {
+      const starting = decoded()
+      starting.f(frame, frame === "w" ? "1 x" : "")
+      expect(starting.violations).toEqual([`a lock frame ('${frame}') for no cell the host sent`])
+      const idle = decoded()
+      idle.f("g", "42 12345")
+      idle.f(frame, frame === "w" ? "1 x" : "")
+      expect(idle.violations).toEqual([`a lock frame ('${frame}') for no cell the host sent`])
+    }
+    // Each cell waits for the lock afresh.
+    const d = ready()
+    for (const id of [CELL, "cell-2"]) {
+      d.decoder.expectCell(id)
+      d.f("w", "77 python3")
+      d.f("l")
+      d.f("C", `${id} 0`)
+      d.f("Z", `${id} ok 0 0 0 0`)
+    }
+    expect(d.violations).toEqual([])
   })
 
   it("a frame without this kernel's key is a violation (a forged write into the supervisor's stdout)", () => {
