@@ -96,6 +96,9 @@ describe("Promise facades", () => {
     trackName(s.containerName)
     expect(after).toMatchObject({ status: "error", stateLost: true, executionCount: 1, error: { name: "NameError" } })
     expect(await s.runCell({ code: "1" })).toMatchObject({ status: "ok", stateLost: false })
+    // The journal records what the caller was told.
+    const stream = await lastValueFrom(s.replay({ streamId: s.sessionId }).pipe(toArray()))
+    expect(stream.flatMap((e) => (e.type === "CellExecuted" ? [e.data.stateLost] : []))).toEqual([true, false])
     await s.close()
 
     const h = await openHermesSandbox({ hermesConfig: hermesConfig("oneshot-cell", ["container_memory: 256"]) })

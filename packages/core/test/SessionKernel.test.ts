@@ -321,3 +321,21 @@ describe("a session's kernel (fake runtime)", () => {
       )
   )
 })
+
+/** What the session's journal said of each cell: its CellExecuted's stateLost, in order. */
+const journaledLoss = (events: ReadonlyArray<EventEnvelope>) =>
+  events.flatMap((e) => (e.type === "CellExecuted" ? [e.data.stateLost] : []))
+
+describe("a loss the session cannot see: stateLostBefore (fake runtime)", () => {
+  it.effect("a cell told its earlier state is gone says stateLost, and its CellExecuted records the same", () =>
+    withSessions(({ events, sessions }) =>
+      Effect.gen(function* () {
+        const s = yield* sessions.open()
+        const told = yield* s.runCell(cell({ print: "x" }), { stateLostBefore: true })
+        expect(told).toMatchObject({ status: "ok", stateLost: true })
+        expect(yield* s.runCell(cell({ print: "y" }))).toMatchObject({ stateLost: false })
+        expect(journaledLoss(yield* events(s.sessionId))).toEqual([true, false])
+      })
+    )
+  )
+})

@@ -220,12 +220,13 @@ const facade = async (
    * up is gone, which a NameError alone would not say.
    */
   let cellsIn: Session | undefined
-  const cell = (s: Session, request: CellRequest, o: CellOptions) =>
-    Effect.map(s.runCell(request, o), (r) => {
-      const replaced = cellsIn !== undefined && cellsIn !== s
-      cellsIn = s
-      return replaced && !r.stateLost ? { ...r, stateLost: true } : r
-    })
+  const cell = (s: Session, request: CellRequest, o: CellOptions) => {
+    const replaced = cellsIn !== undefined && cellsIn !== s
+    // Told to the session, so that its CellExecuted records the loss the result says.
+    return Effect.tap(s.runCell(request, replaced ? { ...o, stateLostBefore: true } : o), () =>
+      Effect.sync(() => void (cellsIn = s))
+    )
+  }
   let endReason = "closed"
   const end = (how: "close" | "destroy"): Promise<void> => {
     if (closing === undefined) endReason = how === "destroy" ? "destroyed" : scope === "session" ? "closed" : "detached"

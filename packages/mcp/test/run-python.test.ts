@@ -9,11 +9,11 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type CellResult, Executor, Session } from "@hermes-sandbox/core"
 import { type FakeCellStep, fakeCell, FakeRuntime } from "@hermes-sandbox/core/testing"
-import { MemoryJournal } from "@hermes-sandbox/events"
+import { Journal, MemoryJournal } from "@hermes-sandbox/events"
 import { McpSandbox, type McpToolLimits } from "../src/McpSandbox.js"
 import { McpSession } from "../src/McpSession.js"
 import { createServer } from "../src/server.js"
@@ -224,6 +224,26 @@ describe("run_python on the fake kernel, through the SDK's client", () => {
     await close()
   })
 
+  it("a session sandbox gone without reset_session (an idle expiry): the next cell, in a new one, says state_lost, and the journal's CellExecuted the same", async () => {
+    const { client, session, close } = await connect(sandbox)
+    const first = await cell(client, [{ set: { a: "1" } }])
+    // Removed under the MCP session, as the idle expiry does: the next call opens a new one.
+    await sandbox.runtime.runPromise(Effect.flatMap(session.useSandbox, (s) => s.destroy))
+    const r = await cell(client, [{ get: "a" }])
+    expect(r.structured).toMatchObject({ status: "error", state_lost: true, execution_count: 1 })
+    expect(r.structured.session_id).not.toBe(first.structured.session_id)
+    expect(r.structured.output).toMatch(/the session sandbox was removed after \d+ s without a call/)
+    const next = await cell(client, [{ print: "x" }])
+    expect(next.structured).toMatchObject({ state_lost: false })
+    const journaled = await sandbox.runtime.runPromise(
+      Effect.flatMap(Journal.Journal, (j) =>
+        j.read({ streamId: r.structured.session_id }).pipe(Stream.runCollect, Effect.orDie)
+      )
+    )
+    expect([...journaled].flatMap((e) => (e.type === "CellExecuted" ? [e.data.stateLost] : []))).toEqual([true, false])
+    await close()
+  })
+
   it("a kernel that dies (OOM) ends the cell crashed, state_lost; the session sandbox lives on", async () => {
     const { client, close } = await connect(sandbox)
     const r = await cell(client, [{ die: { oom: true } }])
@@ -387,11 +407,16 @@ describe("cellResult on its own: what the host let through is checked again", ()
     expect(r.value.output).toBe("Out[3]: <Image>\n[Out[3]: image/png 70 B, shown as image 1]")
   })
   it("a sandbox replaced under the cells (idle expiry) is state_lost, in words", () => {
-    const r = cellResult(base, { ...context, sandboxReplaced: true })
+    const r = cellResult({ ...base, stateLost: true }, { ...context, sandboxReplaced: true })
     expect(r.value.state_lost).toBe(true)
     expect(r.value.output).toMatch(
       /the session sandbox was removed after 600 s without a call and this is a new one; variables and imports from earlier cells are gone/
     )
+  })
+  it("the words follow the result's stateLost: a replaced sandbox whose result says no loss claims none", () => {
+    const r = cellResult(base, { ...context, sandboxReplaced: true })
+    expect(r.value.state_lost).toBe(false)
+    expect(r.value.output).not.toMatch(/state_lost/)
   })
   it("McpSession.cellSandbox: a change of sandbox is a loss, unless reset_session made it", async () => {
     const session = new McpSession(undefined as unknown as McpSandbox, { id: "m", transport: "stdio" }, () => {})

@@ -60,6 +60,12 @@ export interface CellOptions extends CellHooks {
    * stops within the grace, else killed: `stateLost`). The promise resolves with that result.
    */
   readonly signal?: AbortSignal | undefined
+  /**
+   * The state the caller's earlier cells built up is gone for a reason this session cannot see:
+   * they ran in another sandbox, since replaced (a reopen after an idle expiry). The result says
+   * `stateLost`, and so does its `CellExecuted`. The facades that reopen a session set it.
+   */
+  readonly stateLostBefore?: boolean | undefined
 }
 
 export interface CellInput {
@@ -134,8 +140,9 @@ export const runCell = (
   Effect.gen(function* () {
     const { kernel: manager, plan } = deps
     const { kernel, started } = yield* manager.ensure
-    // A loss before this cell (at idle, or under an earlier cell): this result says it.
-    const lostBefore = manager.pendingLoss()
+    // A loss before this cell (at idle, under an earlier cell, or with the caller's earlier
+    // sandbox): this result says it, and so does the journal.
+    const lostBefore = manager.pendingLoss() || o.stateLostBefore === true
     const cellId = uuidv7()
     kernel.executionCount += 1
     const executionCount = kernel.executionCount

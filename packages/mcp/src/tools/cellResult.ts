@@ -45,7 +45,10 @@ export interface CellContext {
   readonly maxTimeoutS: number
   /** The kernel was restarted first, on request (reset). */
   readonly reset: boolean
-  /** The earlier cells ran in a session sandbox that is gone (idle expiry): their state is too. */
+  /**
+   * The earlier cells ran in a session sandbox that is gone (idle expiry): the words of the result's
+   * stateLost (which says the loss itself, as the journal does) name that cause.
+   */
   readonly sandboxReplaced: boolean
   /** The server's idle limit of a session sandbox, for the words of a replaced one. */
   readonly sessionIdleS: number
@@ -172,9 +175,9 @@ export const cellResult = (
         ? "The Python kernel ran out of memory and was killed (OOM); a new one starts with the next call."
         : "The Python kernel died under the cell; a new one starts with the next call."
     )
-  if (r.stateLost || context.sandboxReplaced) {
+  if (r.stateLost) {
     notes.push(
-      context.sandboxReplaced && !r.stateLost
+      context.sandboxReplaced
         ? `state_lost: the session sandbox was removed after ${context.sessionIdleS} s without a call and this is a new one; variables and imports from earlier cells are gone, and so are its files.`
         : "state_lost: the Python kernel was restarted; variables and imports from earlier cells are gone."
     )
@@ -214,7 +217,7 @@ export const cellResult = (
         }
       : {}),
     ...(error === undefined ? {} : { error }),
-    state_lost: r.stateLost || context.sandboxReplaced,
+    state_lost: r.stateLost,
     oom_killed: r.oomKilled,
     ...(late === undefined ? {} : { late_output: late.text }),
     duration_seconds: r.durationMs / 1000,

@@ -215,10 +215,14 @@ export const runPython = define<S.RunPythonArgs>({
       () =>
         Effect.gen(function* () {
           const sandbox = yield* session.useSandbox
-          const replaced = session.cellSandbox(sandbox.sessionId)
+          const replaced = session.cellSandbox(sandbox.sessionId) && !reset
           if (reset) yield* sandbox.restartKernel
-          const result = yield* sandbox.runCell({ code: args.code, timeoutMs, ...tools }, { signal })
-          return { result, sandboxReplaced: replaced && !reset }
+          // Told to the session, so that its CellExecuted records the loss the result says.
+          const result = yield* sandbox.runCell(
+            { code: args.code, timeoutMs, ...tools },
+            { signal, ...(replaced ? { stateLostBefore: true } : {}) }
+          )
+          return { result, sandboxReplaced: replaced }
         }),
       NEVER
     )
