@@ -14,6 +14,7 @@
  * users. The fake runtime is only in `./testing`.
  */
 export * as Artifacts from "./Artifacts.js"
+export * as CellLineage from "./CellLineage.js"
 export * as ExecutionRequest from "./ExecutionRequest.js"
 export * as Executor from "./Executor.js"
 export * as ExecutorConfig from "./ExecutorConfig.js"

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Scope, Stream, TestClock } from "effect"
-import { Session } from "@hermes-sandbox/core"
+import { CellLineage, Session } from "@hermes-sandbox/core"
 import { RUNNER_FEATURES_LABEL, RUNNER_PROTOCOL_LABEL } from "@hermes-sandbox/core/RunnerProtocol"
 import type { SessionsOptions } from "@hermes-sandbox/core/Session"
 import { type FakeCellStep, fakeCell, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
@@ -326,7 +326,7 @@ describe("a session's kernel (fake runtime)", () => {
 const journaledLoss = (events: ReadonlyArray<EventEnvelope>) =>
   events.flatMap((e) => (e.type === "CellExecuted" ? [e.data.stateLost] : []))
 
-describe("a loss the session cannot see: stateLostBefore (fake runtime)", () => {
+describe("a loss the session cannot see: stateLostBefore, CellLineage (fake runtime)", () => {
   it.effect("a cell told its earlier state is gone says stateLost, and its CellExecuted records the same", () =>
     withSessions(({ events, sessions }) =>
       Effect.gen(function* () {
@@ -337,5 +337,47 @@ describe("a loss the session cannot see: stateLostBefore (fake runtime)", () => 
         expect(journaledLoss(yield* events(s.sessionId))).toEqual([true, false])
       })
     )
+  )
+
+  it.effect(
+    "a lineage's first cell in another session says stateLost, result and journal alike, once; a cell that failed told nothing; restartKernel and forget clear it",
+    () =>
+      withSessions(({ events, sessions }) =>
+        Effect.gen(function* () {
+          const cells = CellLineage.make()
+          const first = yield* sessions.open()
+          yield* cells.runCell(first, cell({ set: { a: "1" } }))
+          expect(yield* cells.runCell(first, cell({ get: "a" }))).toMatchObject({ stdout: "1\n", stateLost: false })
+          // The caller's sandbox is replaced (a reopen after an idle expiry): a new session, a fresh kernel.
+          yield* first.close
+          const second = yield* sessions.open()
+          expect(cells.replaced(second.sessionId)).toBe(true)
+          // Refused before it ran: no result told the caller, so the loss is still to be said.
+          const refused = yield* Effect.flip(cells.runCell(second, { code: 42 as unknown as string }))
+          expect(refused._tag).toBe("InvalidRequest")
+          // Two cells sent together: the first says the loss, the second ran after it in the same kernel.
+          const [lost, after] = yield* Effect.all(
+            [cells.runCell(second, cell({ get: "a" })), cells.runCell(second, cell({ set: { b: "2" } }))],
+            { concurrency: "unbounded" }
+          )
+          expect(lost).toMatchObject({ status: "error", stateLost: true, executionCount: 1 })
+          expect(lost.error?.name).toBe("NameError")
+          expect(after).toMatchObject({ status: "ok", stateLost: false })
+          expect(journaledLoss(yield* events(second.sessionId))).toEqual([true, false])
+          expect(journaledLoss(yield* events(first.sessionId))).toEqual([false, false])
+
+          // A restart on request, then a new sandbox: the caller asked for a fresh state, nothing to report.
+          yield* cells.restartKernel(second)
+          yield* second.close
+          const third = yield* sessions.open()
+          expect(yield* cells.runCell(third, cell({ print: "x" }))).toMatchObject({ stateLost: false })
+          // A new sandbox on request (MCP's reset_session): the same.
+          cells.forget()
+          yield* third.close
+          const fourth = yield* sessions.open()
+          expect(yield* cells.runCell(fourth, cell({ print: "x" }))).toMatchObject({ stateLost: false })
+          expect(journaledLoss(yield* events(fourth.sessionId))).toEqual([false])
+        })
+      )
   )
 })

@@ -26,6 +26,7 @@ import { Effect, Exit, Layer, ManagedRuntime } from "effect"
 // The class alone, not rxjs's index (events/src/Rx.ts says why).
 import { Observable } from "rxjs/internal/Observable"
 import {
+  CellLineage,
   type CellResult,
   type ExecuteOptions,
   type ExecutionResult,
@@ -215,18 +216,10 @@ const facade = async (
     }
   }
   /**
-   * The session the last cell ran in. A cell that runs in another one (a reopen after an idle
-   * expiry replaced the sandbox, and its kernel with it) says stateLost: the kernel the caller built
-   * up is gone, which a NameError alone would not say.
+   * The sessions this facade's cells ran in: the first cell after a reopen (an idle expiry replaced
+   * the sandbox, and its kernel with it) says stateLost, in its result and its CellExecuted alike.
    */
-  let cellsIn: Session | undefined
-  const cell = (s: Session, request: CellRequest, o: CellOptions) => {
-    const replaced = cellsIn !== undefined && cellsIn !== s
-    // Told to the session, so that its CellExecuted records the loss the result says.
-    return Effect.tap(s.runCell(request, replaced ? { ...o, stateLostBefore: true } : o), () =>
-      Effect.sync(() => void (cellsIn = s))
-    )
-  }
+  const cells = CellLineage.make()
   let endReason = "closed"
   const end = (how: "close" | "destroy"): Promise<void> => {
     if (closing === undefined) endReason = how === "destroy" ? "destroyed" : scope === "session" ? "closed" : "detached"
@@ -279,8 +272,8 @@ const facade = async (
       return call((s) => s.removeFile(path, rest), signal, {}, "file operation")
     },
     // A cell's signal interrupts the cell (a result, `interrupted`), never the call: not the bridge's.
-    runCell: (request, o = {}) => call((s) => cell(s, request, o), undefined, {}, "cell"),
-    restartKernel: () => call((s) => s.restartKernel, undefined, {}, "kernel restart"),
+    runCell: (request, o = {}) => call((s) => cells.runCell(s, request, o), undefined, {}, "cell"),
+    restartKernel: () => call((s) => cells.restartKernel(s), undefined, {}, "kernel restart"),
     events$: new Observable<EventEnvelope>((subscriber) =>
       sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))
     ),

@@ -7,7 +7,7 @@
  * `sessionIdleS` idle (the next call then gets a fresh one).
  */
 import { Effect } from "effect"
-import { type ExecuteOptions, Session as SessionService, type Session } from "@hermes-sandbox/core"
+import { CellLineage, type ExecuteOptions, Session as SessionService, type Session } from "@hermes-sandbox/core"
 import { runAbortable } from "@hermes-sandbox/docker/SandboxServices"
 import { McpSessionClosed } from "./errors.js"
 import type { McpSandbox, Services } from "./McpSandbox.js"
@@ -28,8 +28,11 @@ const REMEMBERED_EXECUTIONS = 200
 
 export class McpSession {
   private sandbox: Session.Session | undefined
-  /** The session sandbox run_python's last cell ran in (forgotten when reset_session ends it on request). */
-  private cellsIn: string | undefined
+  /**
+   * The session sandboxes run_python's cells ran in: the first cell in a new one (the old one gone
+   * without reset_session: an idle expiry, a sandbox that died) says state_lost, result and journal.
+   */
+  readonly cells = CellLineage.make()
   private readonly lock = Effect.unsafeMakeSemaphore(1)
   private readonly aborter = new AbortController()
   private closing: Promise<void> | undefined
@@ -128,23 +131,13 @@ export class McpSession {
     })
   )
 
-  /**
-   * A cell is about to run in the session sandbox `sessionId`: true when earlier cells ran in
-   * another one that ended without reset_session (an idle expiry, a sandbox that died), so that
-   * what they left in the kernel is gone although this sandbox's kernel is fresh, not restarted.
-   */
-  cellSandbox(sessionId: string): boolean {
-    const replaced = this.cellsIn !== undefined && this.cellsIn !== sessionId
-    this.cellsIn = sessionId
-    return replaced
-  }
-
   /** Destroy the session sandbox (the next call gets a fresh one); its id, or undefined when there was none. */
   readonly reset: Effect.Effect<string | undefined> = this.lock.withPermits(1)(
     Effect.suspend(() => {
       const current = this.sandbox
       this.sandbox = undefined
-      this.cellsIn = undefined
+      // Removed on request: what its cells left is not a loss to report.
+      this.cells.forget()
       if (current === undefined) return Effect.succeed(undefined)
       return Effect.as(
         Effect.flatMap(current.status, (s) => (s.open ? current.destroy : Effect.void)),

@@ -15,7 +15,6 @@ import { type CellResult, Executor, Session } from "@hermes-sandbox/core"
 import { type FakeCellStep, fakeCell, FakeRuntime } from "@hermes-sandbox/core/testing"
 import { Journal, MemoryJournal } from "@hermes-sandbox/events"
 import { McpSandbox, type McpToolLimits } from "../src/McpSandbox.js"
-import { McpSession } from "../src/McpSession.js"
 import { createServer } from "../src/server.js"
 import {
   type CellContext,
@@ -417,13 +416,5 @@ describe("cellResult on its own: what the host let through is checked again", ()
     const r = cellResult(base, { ...context, sandboxReplaced: true })
     expect(r.value.state_lost).toBe(false)
     expect(r.value.output).not.toMatch(/state_lost/)
-  })
-  it("McpSession.cellSandbox: a change of sandbox is a loss, unless reset_session made it", async () => {
-    const session = new McpSession(undefined as unknown as McpSandbox, { id: "m", transport: "stdio" }, () => {})
-    expect(session.cellSandbox("a")).toBe(false)
-    expect(session.cellSandbox("a")).toBe(false)
-    expect(session.cellSandbox("b")).toBe(true)
-    await Effect.runPromise(session.reset)
-    expect(session.cellSandbox("c")).toBe(false)
   })
 })

@@ -63,7 +63,7 @@ export interface CellOptions extends CellHooks {
   /**
    * The state the caller's earlier cells built up is gone for a reason this session cannot see:
    * they ran in another sandbox, since replaced (a reopen after an idle expiry). The result says
-   * `stateLost`, and so does its `CellExecuted`. The facades that reopen a session set it.
+   * `stateLost`, and so does its `CellExecuted`. CellLineage sets it for the facades that reopen.
    */
   readonly stateLostBefore?: boolean | undefined
 }

@@ -215,14 +215,11 @@ export const runPython = define<S.RunPythonArgs>({
       () =>
         Effect.gen(function* () {
           const sandbox = yield* session.useSandbox
-          const replaced = session.cellSandbox(sandbox.sessionId) && !reset
-          if (reset) yield* sandbox.restartKernel
-          // Told to the session, so that its CellExecuted records the loss the result says.
-          const result = yield* sandbox.runCell(
-            { code: args.code, timeoutMs, ...tools },
-            { signal, ...(replaced ? { stateLostBefore: true } : {}) }
-          )
-          return { result, sandboxReplaced: replaced }
+          if (reset) yield* session.cells.restartKernel(sandbox)
+          // For the words only: the result's stateLost (and its journal) already say the loss.
+          const sandboxReplaced = session.cells.replaced(sandbox.sessionId)
+          const result = yield* session.cells.runCell(sandbox, { code: args.code, timeoutMs, ...tools }, { signal })
+          return { result, sandboxReplaced }
         }),
       NEVER
     )
