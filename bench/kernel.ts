@@ -5,14 +5,16 @@
  *   - an idle cell `1+1` on a running kernel, against one exec round trip into the same sandbox
  *     (`session.run("true")`: a `docker exec` of the supervisor, what every session call costs);
  *   - a session's first cell (createSession + kernel start + `1+1`), against a one-shot cold
- *     `print(1)` (`executeCode`), rounds interleaved;
+ *     `print(1)` (`executeCode`), rounds interleaved; and the same first cell from a pool of sessions
+ *     (`createSessions({ pool: { size: 1 } })`: `sessions.open()` + `1+1`, the pool refilled between
+ *     rounds, outside the measurement);
  *   - a cell that draws one matplotlib figure and returns it (a display, `image/png`) on
  *     hermes-sandbox/python-data: p50, p95 and the bytes returned.
  *
  *   pnpm bench:kernel [--runs 20] [--first-runs 6] [--data-image hermes-sandbox/python-data:latest]
  */
 import { loadavg } from "node:os"
-import { createExecutor, createSession } from "@hermes-sandbox/docker"
+import { createExecutor, createSession, createSessions } from "@hermes-sandbox/docker"
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -70,9 +72,14 @@ const started = loadavg()[0]!
 // 2. A session's first cell against a one-shot cold print(1), interleaved.
 {
   const executor = await createExecutor()
+  const pool = await createSessions({ pool: { size: 1 } })
   try {
     const firsts: Array<number> = []
+    const pooled: Array<number> = []
     const colds: Array<number> = []
+    const poolReady = async () => {
+      while ((await pool.poolReady()) < 1) await new Promise((r) => setTimeout(r, 20))
+    }
     for (let i = -1; i < FIRST_RUNS; i++) {
       const [c, r] = await timed(() => executor.executeCode({ language: "python", code: "print(1)" }))
       check("cold print(1)", r.stdout === "1\n", r)
@@ -86,9 +93,21 @@ const started = loadavg()[0]!
           void session.close()
         }
       })
-      if (i >= 0) firsts.push(f), colds.push(c)
       // Let the last session's removal finish outside the next measurement.
       await new Promise((r) => setTimeout(r, 500))
+      await poolReady()
+      const [p] = await timed(async () => {
+        const session = await pool.open()
+        try {
+          const cell = await session.runCell({ code: "1+1" })
+          check("pooled first cell", cell.result?.data["text/plain"] === "2" && !cell.kernel.started, cell)
+        } finally {
+          void session.close()
+        }
+      })
+      if (i >= 0) firsts.push(f), colds.push(c), pooled.push(p)
+      await new Promise((r) => setTimeout(r, 500))
+      await poolReady()
     }
     rows.push(["one-shot cold `print(1)`, `executeCode`", colds, "1.00×"])
     rows.push([
@@ -96,7 +115,13 @@ const started = loadavg()[0]!
       firsts,
       `${(pct(firsts, 50) / pct(colds, 50)).toFixed(2)}×`
     ])
+    rows.push([
+      "a pooled session's first cell (`sessions.open()` from a pool of 1 + `1+1`)",
+      pooled,
+      `${(pct(pooled, 50) / pct(colds, 50)).toFixed(2)}×`
+    ])
   } finally {
+    await pool.close()
     await executor.close()
   }
 }

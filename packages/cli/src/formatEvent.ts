@@ -77,6 +77,8 @@ const details = (e: EventEnvelope): string => {
       return `${d.errorTag}: ${d.message}`
     case "ContainerDestroyed":
       return `${d.containerName} (${d.reason})`
+    case "SessionClaimed":
+      return `from the pool, after ${d.waitedMs} ms ready`
     case "KernelStarted": {
       const failed = d.preloadFailed as Array<string>
       const preload = d.preload as Array<string>

@@ -45,7 +45,7 @@
  * ExecutionRequested (scope, sessionId) then ContainerExited | ExecutionTimedOut |
  * ExecutionInterrupted | ExecutionFailed. Events are published after they commit.
  */
-import { Clock, Context, Effect, FiberSet, Layer, Ref, Schema, Stream } from "effect"
+import { Clock, Context, Effect, FiberSet, Layer, Option, Ref, Schema, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { type InvalidRequest, invalidRequest, type SandboxError, type SessionConfigMismatch } from "./Errors.js"
@@ -67,6 +67,7 @@ import { SandboxRuntime } from "./SandboxRuntime.js"
 import * as Schemas from "./Schemas.js"
 import { makeHandle, type Session } from "./session/handle.js"
 import { findOrCreate } from "./session/persistent.js"
+import * as SessionPool from "./session/pool.js"
 import {
   fingerprintOf,
   type PersistentOptions,
@@ -106,6 +107,8 @@ export { IDLE_COMMAND } from "./session/plan.js"
 /** Where a session's shell keeps its state in the sandbox (cwd, exported variables): not the user's files. */
 export { SESSION_STATE_DIR } from "./internal/sessionShell.js"
 export type { KernelOptions, PersistentOptions, SessionMount, SessionOptions, SessionScope } from "./session/plan.js"
+export type { SessionPoolOptions } from "./session/pool.js"
+export { DEFAULT_POOL_IDLE_TTL_MS } from "./session/pool.js"
 
 /** The sessions service's own options, beyond the sandbox defaults. */
 const SessionsOnlyOptionsSchema = Schema.Struct({
@@ -114,12 +117,19 @@ const SessionsOnlyOptionsSchema = Schema.Struct({
   /** How code snippets are run (reads a RunnerProtocol payload on stdin). Default: the supervisor in plain mode (/opt/hermes/hermes-run). */
   runner: Schema.optional(Schema.Array(Schema.String).annotations({ message: () => "an argv: an array of strings" })),
   /** Remove idle persistent sandboxes nobody holds when the service starts (in the background). Default true. */
-  reapOnStart: Schema.optional(Schemas.Flag)
+  reapOnStart: Schema.optional(Schemas.Flag),
+  /** Sessions opened ahead of demand, their kernels started: an `open` of the same options claims one (session/pool.ts). */
+  pool: Schema.optional(SessionPool.SessionPoolOptionsSchema)
 })
 const decodeSessionsOnlyOptions = Schemas.decoderFor(SessionsOnlyOptionsSchema, "options")
 
 /** The sessions service's options: the sandbox defaults (no scheduling: sessions have no queue, slots or pool). */
-export interface SessionsOptions extends SandboxDefaults, Schemas.Input<typeof SessionsOnlyOptionsSchema> {}
+export interface SessionsOptions
+  extends SandboxDefaults,
+    Omit<Schemas.Input<typeof SessionsOnlyOptionsSchema>, "pool"> {
+  /** Sessions opened ahead of demand, their kernels started: an `open` of the same options claims one. */
+  readonly pool?: SessionPool.SessionPoolOptions
+}
 
 export type SessionOpenError = InvalidRequest | SandboxError | SessionConfigMismatch | SessionEnded | JournalError
 
@@ -132,6 +142,8 @@ export class Sessions extends Context.Tag("@hermes-sandbox/core/Sessions")<
     readonly open: (options?: SessionOptions) => Effect.Effect<Session, SessionOpenError>
     /** The profile's persistent sandbox: reconnected when its fingerprint matches, else created. */
     readonly openPersistent: (options?: PersistentOptions) => Effect.Effect<Session, SessionOpenError>
+    /** Sessions waiting in the pool, ready to be claimed (0 without a `pool`). */
+    readonly poolReady: Effect.Effect<number>
     /** Sessions' events, each delivered after its append committed, from subscription on. */
     readonly events: Stream.Stream<EventEnvelope>
     readonly unsafeSubscribe: (listener: (event: EventEnvelope) => void) => () => void
@@ -260,10 +272,9 @@ export const make = (options: SessionsOptions = {}) =>
       forget: (sessionId: string) => void registry.delete(sessionId)
     }
     const handle = (input: Parameters<typeof makeHandle>[1]) =>
-      Effect.map(makeHandle(handleDeps, input), ({ session, shutdown }) => {
-        registry.set(input.sessionId, { containerName: session.containerName, shutdown })
-        return session
-      })
+      Effect.tap(makeHandle(handleDeps, input), ({ session, shutdown }) =>
+        Effect.sync(() => registry.set(input.sessionId, { containerName: session.containerName, shutdown }))
+      )
 
     /** Create (owned by the kernel's removal policy: a failure after the create removes it) and start. */
     const createStarted = (sessionId: string, plan: SessionPlan, name: string, labels: Record<string, string>) =>
@@ -292,12 +303,9 @@ export const make = (options: SessionsOptions = {}) =>
         : Effect.void
     )
 
-    const open = (o: SessionOptions = {}): Effect.Effect<Session, SessionOpenError> =>
+    /** A new session sandbox for this plan, with its handle. */
+    const openFresh = (plan: SessionPlan, fp: ReturnType<typeof fingerprintOf>) =>
       Effect.gen(function* () {
-        yield* refuseWhenClosed
-        const plan = yield* resolvePlan(o, "session", config, defaultImage, runtime.engine)
-        const imageId = yield* runtime.resolveImage(plan.image)
-        const fp = fingerprintOf(plan, imageId, config)
         const sessionId = uuidv7()
         const name = `${ContainerNamePrefix}${sessionId}`
         yield* append(sessionId, {
@@ -331,6 +339,39 @@ export const make = (options: SessionsOptions = {}) =>
           reconnected: false,
           replaced: []
         })
+      })
+
+    const pool =
+      own.pool === undefined
+        ? undefined
+        : yield* Effect.gen(function* () {
+            const given = options.pool?.session ?? {}
+            const base = yield* resolvePlan(given, "session", config, defaultImage, runtime.engine)
+            const plan: SessionPlan = { ...base, kernel: { ...base.kernel, eager: own.pool?.kernel ?? true } }
+            return yield* SessionPool.make({
+              size: own.pool!.size,
+              idleTtlMs: own.pool!.idleTtlMs ?? SessionPool.DEFAULT_POOL_IDLE_TTL_MS,
+              plan,
+              open: Effect.gen(function* () {
+                yield* refuseWhenClosed
+                const fp = fingerprintOf(plan, yield* runtime.resolveImage(plan.image), config)
+                return { made: yield* openFresh(plan, fp), fingerprint: fp.fingerprint }
+              }).pipe(Effect.uninterruptible),
+              append,
+              run: (effect) => Effect.asVoid(FiberSet.run(background, effect))
+            })
+          })
+
+    const open = (o: SessionOptions = {}): Effect.Effect<Session, SessionOpenError> =>
+      Effect.gen(function* () {
+        yield* refuseWhenClosed
+        const plan = yield* resolvePlan(o, "session", config, defaultImage, runtime.engine)
+        const fp = fingerprintOf(plan, yield* runtime.resolveImage(plan.image), config)
+        if (pool !== undefined) {
+          const claimed = yield* pool.claim(plan, fp.fingerprint)
+          if (Option.isSome(claimed)) return claimed.value.session
+        }
+        return (yield* openFresh(plan, fp)).session
       }).pipe(Effect.uninterruptible)
 
     const openPersistent = (o: PersistentOptions = {}): Effect.Effect<Session, SessionOpenError> =>
@@ -356,22 +397,26 @@ export const make = (options: SessionsOptions = {}) =>
               create: createStarted(sessionId, plan, `${ContainerNamePrefix}${sessionId}`, labels),
               newDeadlineMs: SessionReaper.deadlineOf(labels, 0),
               handle: (container, reconnected, replaced, deadlineMs) =>
-                handle({
-                  sessionId,
-                  scope,
-                  container,
-                  plan,
-                  fingerprint: fp.fingerprint,
-                  reconnected,
-                  replaced,
-                  deadlineMs
-                })
+                Effect.map(
+                  handle({
+                    sessionId,
+                    scope,
+                    container,
+                    plan,
+                    fingerprint: fp.fingerprint,
+                    reconnected,
+                    replaced,
+                    deadlineMs
+                  }),
+                  (made) => made.session
+                )
             }
           )
         )
       }).pipe(Effect.uninterruptible)
 
-    return Sessions.of({ executorId, config, open, openPersistent, events, unsafeSubscribe, reap })
+    const poolReady = pool?.ready ?? Effect.succeed(0)
+    return Sessions.of({ executorId, config, open, openPersistent, poolReady, events, unsafeSubscribe, reap })
   })
 
 /** The sessions service as a layer; its scope is the service's lifetime (open sessions end with it). */

@@ -9,6 +9,9 @@
  *   const dev = await openPersistent({ profile: "dev" })     // found again after a restart
  *   await dev.close()                                        // detach (it stays); dev.destroy() removes it
  *
+ *   await using many = await createSessions({ pool: { size: 2 } })  // many sessions on one connection
+ *   await using p = await many.open()                    // claimed from a pool, its kernel started
+ *
  *   await using h = await openHermesSandbox()                // ~/.hermes/config.yaml decides the scope
  *   await h.run("ls /workspace")                             // whatever the scope
  *
@@ -50,8 +53,8 @@ import {
   type WriteFileOptions,
   type WriteFileResult
 } from "@hermes-sandbox/core/Session"
-import type { Session } from "@hermes-sandbox/core/Session"
-import type { EventEnvelope } from "@hermes-sandbox/events"
+import type { Session, SessionPoolOptions } from "@hermes-sandbox/core/Session"
+import type { EventEnvelope, Journal } from "@hermes-sandbox/events"
 import type { ReplayOptions } from "@hermes-sandbox/events/Journal"
 import { type CreateExecutorOptions, createExecutor, type SandboxExecutor } from "./createExecutor.js"
 import { runAbortable, squashCause } from "./internal/facadeCall.js"
@@ -61,7 +64,7 @@ import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal
 import { withFacadeLogger } from "./internal/facadeLogger.js"
 import { facadeReplay } from "./internal/facadeReplay.js"
 
-interface FacadeOptions extends Omit<DockerSessions.DockerSessionsOptions, keyof SessionOptions> {
+interface FacadeOptions extends Omit<DockerSessions.DockerSessionsOptions, keyof SessionOptions | "pool"> {
   /** Where lifecycle events are recorded: as for createExecutor (default: the last 10,000 events in memory). */
   readonly journal?: FacadeJournal
   /** Apply the Hermes agent's `terminal:` configuration under these options (see HermesOptions). */
@@ -125,7 +128,7 @@ export interface SandboxSession
   runCell(request: CellRequest, options?: CellOptions): Promise<CellResult>
   /** End the kernel and its state; the next cell starts a new one. */
   restartKernel(): Promise<void>
-  /** Live session events (committed to the journal first). */
+  /** Live session events (committed to the journal first); opened by `createSessions`, those of all its sessions. */
   readonly events$: Observable<EventEnvelope>
   /** Past events of this facade's journal (the in-memory one too), completing after the last stored one. */
   replay(options?: ReplayOptions): Observable<EventEnvelope>
@@ -145,26 +148,45 @@ const withHermes = <O extends FacadeOptions & SessionOptions>(options: O): O => 
   return { ...(diskSize === undefined ? {} : { diskSize }), ...hermes.session, ...options }
 }
 
-const facade = async (
-  options: FacadeOptions,
-  scope: SessionScope,
-  open: (sessions: Sessions["Type"]) => Effect.Effect<Session, unknown>
-): Promise<SandboxSession> => {
-  const layer = DockerSessions.layer({
-    ...options,
-    // Persistent sandboxes outlive this process by design: no watchdog for them.
-    watchdog: options.watchdog ?? scope === "session"
-  }).pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
+/** A sessions service with its own engine connection (and journal), for one facade or many. */
+interface SessionsRuntime {
+  readonly runtime: ManagedRuntime.ManagedRuntime<Sessions | Journal.Journal, unknown>
+  readonly sessions: Sessions["Type"]
+}
+
+/** Connect and start the sessions service (its pool, when `options.pool` asks, starts filling). */
+const startSessions = async (
+  options: FacadeOptions & Pick<DockerSessions.DockerSessionsOptions, "pool">,
+  watchdog: boolean
+): Promise<SessionsRuntime> => {
+  const layer = DockerSessions.layer({ ...options, watchdog: options.watchdog ?? watchdog }).pipe(
+    Layer.provideMerge(facadeJournalLayer(options.journal))
+  )
   const runtime = ManagedRuntime.make(withFacadeLogger(layer))
   const built = await runtime.runPromiseExit(Sessions)
   if (Exit.isFailure(built)) {
     await runtime.dispose()
     throw squashCause(built.cause)
   }
-  const sessions: Sessions["Type"] = built.value
+  return { runtime, sessions: built.value }
+}
+
+/**
+ * One session in Promise form. With `shared`, it runs on that service (createSessions), which
+ * outlives it; without, it starts its own and ends it with the session.
+ */
+const sessionFacade = async (
+  options: FacadeOptions,
+  scope: SessionScope,
+  open: (sessions: Sessions["Type"]) => Effect.Effect<Session, unknown>,
+  shared?: SessionsRuntime
+): Promise<SandboxSession> => {
+  // Persistent sandboxes outlive this process by design: no watchdog for them.
+  const { runtime, sessions } = shared ?? (await startSessions(options, scope === "session"))
+  const release = () => (shared === undefined ? runtime.dispose() : Promise.resolve())
   const opened = await runtime.runPromiseExit(open(sessions))
   if (Exit.isFailure(opened)) {
-    await runtime.dispose()
+    await release()
     throw squashCause(opened.cause)
   }
   let session: Session = opened.value
@@ -226,7 +248,7 @@ const facade = async (
     return (closing ??= Promise.resolve(reopening)
       .catch(() => {})
       .then(() => runtime.runPromise(how === "close" ? session.close : session.destroy))
-      .finally(() => runtime.dispose()))
+      .finally(release))
   }
 
   return {
@@ -304,13 +326,74 @@ const facade = async (
 /** A fresh sandbox for one session (Hermes `container_persistent: false`). */
 export const createSession = async (options: CreateSessionOptions = {}): Promise<SandboxSession> => {
   const o = withHermes(options)
-  return facade(o, "session", (sessions) => sessions.open(o))
+  return sessionFacade(o, "session", (sessions) => sessions.open(o))
 }
 
 /** The profile's persistent sandbox (Hermes `container_persistent: true`), found again by its labels. */
 export const openPersistent = async (options: OpenPersistentOptions = {}): Promise<SandboxSession> => {
   const o = withHermes(options)
-  return facade(o, "persistent", (sessions) => sessions.openPersistent(o))
+  return sessionFacade(o, "persistent", (sessions) => sessions.openPersistent(o))
+}
+
+/*
+ * Many sessions on one engine connection, with an optional pool of sessions opened ahead of demand
+ * (their Python kernels started):
+ *
+ *   await using sessions = await createSessions({ pool: { size: 2 } })
+ *   await using s = await sessions.open()                  // claimed from the pool when it has one ready
+ *   const cell = await s.runCell({ code: "1 + 1" })        // the kernel is already up
+ *
+ * An `open` whose options resolve to the pool's session (`pool.session`, default `{}`) claims one;
+ * any other opens cold, as `createSession` does. Each session is used once and removed at its
+ * close; `close()` here ends every session still open and the pool's (docs/sessions.md, "A pool
+ * of sessions").
+ */
+
+export interface CreateSessionsOptions extends FacadeOptions {
+  /** Sessions opened ahead of demand, their kernels started (`size`, `idleTtlMs`, `kernel`, `session`). */
+  readonly pool?: SessionPoolOptions
+}
+
+/** What an `open` takes: a session's options, and the facade's reopen. */
+export interface SessionsOpenOptions extends SessionOptions, Pick<FacadeOptions, "reopenWhenIdleExpired"> {}
+
+export interface SandboxSessions extends AsyncDisposable {
+  /** A session: claimed from the pool when its options are the pool's and one is ready, else a new one. */
+  open(options?: SessionsOpenOptions): Promise<SandboxSession>
+  /** The profile's persistent sandbox (never pooled), on this connection. */
+  openPersistent(options?: PersistentOptions & Pick<FacadeOptions, "reopenWhenIdleExpired">): Promise<SandboxSession>
+  /** Sessions waiting in the pool, ready (0 without a pool). */
+  poolReady(): Promise<number>
+  /** Live events of every session opened here and of the pool's. */
+  readonly events$: Observable<EventEnvelope>
+  /** End every session still open (their sandboxes removed; persistent ones detached) and the pool. */
+  close(): Promise<void>
+}
+
+export const createSessions = async (options: CreateSessionsOptions = {}): Promise<SandboxSessions> => {
+  const o = withHermes(options)
+  const shared: SessionsRuntime = await startSessions(o, true)
+  let closing: Promise<void> | undefined
+  const refuseClosed = () =>
+    closing === undefined
+      ? undefined
+      : Promise.reject(
+          new SessionEnded({ sessionId: "", reason: "service closed", message: "these sessions are closed (close())" })
+        )
+  const close = () => (closing ??= shared.runtime.dispose())
+  return {
+    open: (given = {}) =>
+      refuseClosed() ?? sessionFacade({ ...o, ...given }, "session", (sessions) => sessions.open(given), shared),
+    openPersistent: (given = {}) =>
+      refuseClosed() ??
+      sessionFacade({ ...o, ...given }, "persistent", (sessions) => sessions.openPersistent(given), shared),
+    poolReady: () => shared.runtime.runPromise(shared.sessions.poolReady),
+    events$: new Observable<EventEnvelope>((subscriber) =>
+      shared.sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))
+    ),
+    close,
+    [Symbol.asyncDispose]: close
+  }
 }
 
 /** What `openHermesSandbox` opened: one-shot executions, a session, or a persistent sandbox. */

@@ -3,7 +3,7 @@
  * Promise facades.
  *
  * Its modules are re-exported as namespaces (`DockerExecutor.layer(...)`, `HermesConfig.load(...)`);
- * the Promise facades (createExecutor, createSession, openPersistent, openHermesSandbox,
+ * the Promise facades (createExecutor, createSession, createSessions, openPersistent, openHermesSandbox,
  * fromHermesConfig) and their option and result types by name, and only by name (HermesOptions is
  * not a namespace here; its other export is the entry `@hermes-sandbox/docker/HermesOptions`).
  * `internal/` is not exported; the known_hosts matcher the remote suites test is in `./testing`. Nothing of
@@ -35,13 +35,17 @@ export {
 export {
   createSession,
   type CreateSessionOptions,
+  createSessions,
+  type CreateSessionsOptions,
   type FileOperationOptions,
   type HermesSandbox,
   openHermesSandbox,
   openPersistent,
   type OpenPersistentOptions,
   type SandboxSession,
-  type SessionCallOptions
+  type SandboxSessions,
+  type SessionCallOptions,
+  type SessionsOpenOptions
 } from "./createSession.js"
 export { fromHermesConfig, type HermesConfigSource, type HermesSandboxOptions } from "./HermesOptions.js"
 export { DEFAULT_MEMORY_EVENTS, type FacadeJournal } from "./internal/facadeJournal.js"

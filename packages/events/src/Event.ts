@@ -311,6 +311,18 @@ export const SessionOpened = event("SessionOpened", {
 })
 
 /**
+ * A session the sessions service opened ahead of demand (its pool: SessionOpened, its container's
+ * events and, with a kernel, KernelStarted already in the stream) was handed to a caller's `open`.
+ * What happens after it is the caller's; `waitedMs` is how long it waited, unclaimed.
+ *
+ * @category schemas
+ */
+export const SessionClaimed = event("SessionClaimed", {
+  sessionId: Schema.String,
+  waitedMs: Schema.Number
+})
+
+/**
  * @category schemas
  */
 export const SessionReconnected = event("SessionReconnected", {
@@ -495,6 +507,7 @@ export const members = [
   ContainerDestroyed,
   ExecutionCompleted,
   SessionOpened,
+  SessionClaimed,
   SessionReconnected,
   SessionReplaced,
   SessionIdleExpired,
@@ -579,6 +592,7 @@ export const kernelEventTypes = [
 export const eventTypes = [
   ...lifecycleEventTypes,
   "SessionOpened",
+  "SessionClaimed",
   "SessionReconnected",
   "SessionReplaced",
   "SessionIdleExpired",
@@ -723,6 +737,7 @@ export const EventEnvelope = Schema.Union(
   envelopeOf(ContainerDestroyed),
   envelopeOf(ExecutionCompleted),
   envelopeOf(SessionOpened),
+  envelopeOf(SessionClaimed),
   envelopeOf(SessionReconnected),
   envelopeOf(SessionReplaced),
   envelopeOf(SessionIdleExpired),

@@ -252,6 +252,7 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
     scope: fc.constantFrom("session", "persistent"),
     containerName: arbContainerName
   }),
+  SessionClaimed: fc.record({ sessionId: fc.uuid(), waitedMs: fc.nat() }),
   SessionReconnected: fc.record({ sessionId: fc.uuid(), containerName: arbContainerName }),
   SessionReplaced: fc.record({
     sessionId: fc.uuid(),

@@ -149,10 +149,20 @@ export interface HandleInput {
   readonly deadlineMs?: number | undefined
 }
 
-export const makeHandle = (
-  deps: HandleDeps,
-  h: HandleInput
-): Effect.Effect<{ readonly session: Session; readonly shutdown: Effect.Effect<void> }> =>
+/** A handle as the Sessions service holds it. */
+export interface MadeHandle {
+  readonly session: Session
+  /** End it as the service closes: a session is destroyed, a persistent sandbox detached. */
+  readonly shutdown: Effect.Effect<void>
+  /** Done when the eager kernel (`kernel.eager`) has started or failed to; at once without one. */
+  readonly kernelSettled: Effect.Effect<void>
+  /** Handed to a caller by the session pool: its idle time counts from now (session/pool.ts). */
+  readonly claimed: Effect.Effect<void>
+  /** End and remove it for this reason (the pool's "pool-recycled", "pool-drained"). */
+  readonly retire: (reason: string) => Effect.Effect<void>
+}
+
+export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<MadeHandle> =>
   Effect.gen(function* () {
     const { container, plan, sessionId } = h
     const lock = yield* Effect.makeSemaphore(1)
@@ -384,10 +394,11 @@ export const makeHandle = (
     const runCellOn = (request: CellRequest, o: CellOptions = {}) =>
       Effect.flatMap(cellInput(plan, deps.config, request), (input) => serialized(() => runCell(cellDeps, input, o)))
     const restartKernel = serialized(() => pythonKernel.restart)
+    let kernelSettled: Effect.Effect<void> = Effect.void
     if (plan.kernel.eager) {
       // Started now, under the lock: the first cell waits for it. A failure is the first cell's to
       // say. Interruptible although forked from the (uninterruptible) open.
-      yield* FiberSet.run(
+      const starting = yield* FiberSet.run(
         calls,
         serialized(() => Effect.asVoid(pythonKernel.ensure)).pipe(
           Effect.catchAllCause((cause) =>
@@ -396,6 +407,7 @@ export const makeHandle = (
           Effect.interruptible
         )
       )
+      kernelSettled = Effect.asVoid(Fiber.await(starting))
     }
 
     const run = (command: string | ReadonlyArray<string>, o: RunOptions = {}) =>
@@ -487,6 +499,9 @@ export const makeHandle = (
     }
     return {
       session,
-      shutdown: endAndWait(h.scope === "session" ? "service closed" : "detached", h.scope === "session")
+      shutdown: endAndWait(h.scope === "session" ? "service closed" : "detached", h.scope === "session"),
+      kernelSettled,
+      claimed: Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => void (lastActivityMs = t))),
+      retire: (reason) => endAndWait(reason, true)
     }
   })
