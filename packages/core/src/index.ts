@@ -14,6 +14,7 @@
  * users. The fake runtime is only in `./testing`.
  */
 export * as Artifacts from "./Artifacts.js"
+export * as CellLineage from "./CellLineage.js"
 export * as ExecutionRequest from "./ExecutionRequest.js"
 export * as Executor from "./Executor.js"
 export * as ExecutorConfig from "./ExecutorConfig.js"
@@ -24,9 +25,6 @@ export * as OwnerLease from "./OwnerLease.js"
 export * as ProcessIdentity from "./ProcessIdentity.js"
 export * as Schemas from "./Schemas.js"
 export * as Session from "./Session.js"
-// After Session, whose types it uses: earlier, the program meets Session's (and the events') types in
-// another order, and the API report prints events' unions in that order (a diff of nothing).
-export * as CellLineage from "./CellLineage.js"
 export * as SessionReaper from "./SessionReaper.js"
 export * as Sweep from "./Sweep.js"
 export * as WarmPool from "./WarmPool.js"
