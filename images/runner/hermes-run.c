@@ -50,7 +50,11 @@ static int kill_call(int argc, char **argv) {
   if (target > 1 && proc_stat(target, &ppid, &state, &st) && st == start) kill(target, SIGKILL);
   /* Exit 0: nothing of the call is left (the host may go on even before the engine says the call's
      exec ended); 1: something outlived every pass. */
-  return kill_others(0, only_since, start);
+  int left = kill_others(0, only_since, start);
+  /* A supervisor the call (or a kernel's domain) stopped would never end its exec nor release the
+     session lock: resumed now that its program is dead, it reports and exits. */
+  resume_supervisors();
+  return left;
 }
 
 int main(int argc, char **argv) {

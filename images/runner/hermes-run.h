@@ -123,6 +123,7 @@ pid_t kernel_supervisor(void);
 int freeze_others(void);
 void thaw_frozen(void);
 void thaw_all(void);
+void resume_supervisors(void);
 int lock_open(const char *path);
 void lock_tell_wait(int fd);
 void take_lock(const char *path);

@@ -1101,7 +1101,39 @@ describe.skipIf(!canUnshare)("in a pid namespace of its own", () => {
     expect(await ns.alive(target), "killed: its start time").toBe(false)
     expect(await ns.alive(1), "PID 1 is spared").toBe(true)
   }, 30_000)
+
+  it("`--kill` resumes a supervisor its program stopped (SIGSTOP, same uid): it reports the program's end and exits", async () => {
+    const ns = await PidNamespace.open()
+    const call = ns.start("framed", { language: "bash", code: "kill -STOP $PPID\nsleep 1000\n" })
+    await call.until("the 'p' frame", () => call.frames.some((f) => f.type === "p"))
+    const [pid, start] = call.frames.find((f) => f.type === "p")!.text.split(" ")
+    const supervisor = await parentIn(ns, Number(pid))
+    expect(await stateWithin(ns, supervisor, (s) => s === "T"), "stopped by its program").toBe("T")
+    // Left stopped, it would hold its exec (and a session's lock) for ever.
+    expect((await ns.exec([SUPERVISOR, "--kill", pid!, start!, "all"])).code).toBe(0)
+    expect(await stateWithin(ns, supervisor, (s) => s !== "T"), "resumed, it ended").toBeOneOf(["Z", undefined])
+    // nsenter stopped itself with its child (job control; an engine's shim does not): resumed, it reaps.
+    call.child.kill("SIGCONT")
+    const r = await call.done
+    expect(r.frames.map((f) => f.type)).toContain("x")
+  }, 30_000)
 })
+
+/** The parent pid of `pid`, as the namespace sees it. */
+const parentIn = async (ns: PidNamespace, pid: number): Promise<number> => {
+  const stat = (await ns.exec(["cat", `/proc/${pid}/stat`])).stdout
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+}
+
+/** The state letter of `pid` once `test` holds for it, or the last one seen after about 2 s. */
+const stateWithin = async (ns: PidNamespace, pid: number, test: (state: string | undefined) => boolean) => {
+  let state = await ns.state(pid)
+  for (let i = 0; i < 100 && !test(state); i++) {
+    await sleep(20)
+    state = await ns.state(pid)
+  }
+  return state
+}
 
 describe("--hold outside PID 1", () => {
   it("exits 0 on SIGTERM and on SIGINT, not on other signals", async () => {
@@ -2108,6 +2140,23 @@ describe.skipIf(!canUnshare || (!hasIPython && process.env["CI"] !== "true"))("k
     expect(await ns.state(k.pid)).toBe("T")
     expect((await k.cell("child.poll() is None")).records[0]!.json.data["text/plain"]).toBe("True")
     expect(await ns.state(k.pid)).not.toBe("T")
+  }, 60_000)
+
+  it("a supervisor its kernel stopped (SIGSTOP) is resumed by `--kill … since` once the domain is dead: 'Z' none, 'G' crashed, exit", async () => {
+    const k = await open()
+    const [pid, start] = k.ready!.text.split(" ")
+    const supervisor = await parentIn(ns, Number(pid))
+    k.send("import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n")
+    expect(await stateWithin(ns, supervisor, (s) => s === "T"), "stopped by its kernel").toBe("T")
+    // The host's kill of a kernel whose channel went silent: everything since the kernel started.
+    expect((await ns.exec([SUPERVISOR, "--kill", pid!, start!, "since"])).code).toBe(0)
+    expect(await stateWithin(ns, supervisor, (s) => s !== "T"), "resumed, it ended").toBeOneOf(["Z", undefined])
+    // nsenter stopped itself with its child (job control; an engine's shim does not): resumed, it reaps.
+    k.child.kill("SIGCONT")
+    const r = await k.result()
+    expect(r.status).toBe("none")
+    expect(r.gone).toMatch(/^137 9 [01?] crashed$/)
+    expect(await k.exited).toBe(0)
   }, 60_000)
 
   it("`--kill PID START all` while a kernel lives ends only what the call started", async () => {

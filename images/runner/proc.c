@@ -136,6 +136,26 @@ void thaw_all(void) {
   closedir(d);
 }
 
+/* SIGCONT every stopped process entered from outside (parent pid 0): a supervisor its own program
+   or kernel stopped (SIGSTOP, same uid). Nothing stops a supervisor legitimately (freeze_others
+   spares them), and a stopped one keeps its exec, and the session lock, forever: resumed after its
+   program is killed, it finds its child gone, reports and ends. */
+void resume_supervisors(void) {
+  pid_t self = getpid();
+  DIR *d = opendir("/proc");
+  if (d == NULL) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (!isdigit((unsigned char)e->d_name[0])) continue;
+    pid_t pid = (pid_t)atoi(e->d_name), ppid;
+    char state;
+    unsigned long long start;
+    if (pid <= 1 || pid == self || !proc_stat(pid, &ppid, &state, &start)) continue;
+    if (ppid == 0 && (state == 'T' || state == 't')) kill(pid, SIGCONT);
+  }
+  closedir(d);
+}
+
 /*
  * SIGKILL every process but PID 1, this one, `spare` and processes entered from outside the
  * sandbox (parent pid 0: other calls' supervisors, waiting for the lock), optionally only those
