@@ -85,6 +85,36 @@ describe("Session (fake runtime)", () => {
   )
 
   it.effect(
+    "a sandbox that dies under a call (gVisor's OOM, a docker kill) ends the session at once, saying why; the call does not wait for its deadline",
+    () =>
+      withEngine(({ journal, open, runtime }) =>
+        Effect.gen(function* () {
+          const { close, sessions } = yield* open()
+          const s = yield* sessions.open({ timeoutMs: 600_000 })
+          // The fake's exec outlives its sandbox's death, as a call's does under gVisor.
+          const call = yield* Effect.fork(Effect.either(s.run(fakeProgram({ sleepMs: 300_000, stdout: "never" }))))
+          yield* TestClock.adjust("1 second")
+          const [sandbox] = yield* runtime.list({ [Label.session]: s.sessionId })
+          yield* runtime.kill(sandbox!)
+          // No clock moves: the call ends because the sandbox did, not at a deadline.
+          const ended = yield* Fiber.join(call)
+          expect(ended._tag).toBe("Left")
+          expect(ended._tag === "Left" && ended.left).toMatchObject({
+            _tag: "SessionEnded",
+            reason: "sandbox exited (exit 137)"
+          })
+          expect((yield* s.status).endReason).toBe("sandbox exited (exit 137)")
+          yield* s.close
+          const closed = (yield* allEvents(journal)).find(
+            (e) => e.streamId === s.sessionId && e.type === "SessionClosed"
+          )
+          expect(closed?.data).toMatchObject({ reason: "sandbox exited (exit 137)" })
+          yield* close
+        })
+      )
+  )
+
+  it.effect(
     "forwarded secrets reach the command by name only: not in the sandbox's spec, the journal or the result",
     () =>
       withEngine(({ journal, open, runtime }) =>

@@ -10,7 +10,7 @@
  * kill the whole sandbox ends the session from inside itself: its cleanup (which interrupts calls)
  * starts once that call returned (`afterCall`).
  */
-import { Clock, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Scope } from "effect"
+import { Clock, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Option, Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import type { JournalError, JournalEvent, JournalService } from "@hermes-sandbox/events"
 import type { CellResult } from "../CellResult.js"
@@ -465,9 +465,33 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
         }
         yield* endInBackground(reason, true)
       })
-    if (plan.lifetimeMs !== undefined || h.scope === "session" || h.deadlineMs !== undefined) {
+    /**
+     * The sandbox's own end, whoever caused it: under gVisor an OOM kills the whole sandbox, and the
+     * open execs' streams (a call's, the kernel's) do not end with it, so without this a call or a
+     * cell would wait for its deadline and the next one fail "not running". The session ends at
+     * once, saying why; a persistent sandbox is detached (its next open starts it again).
+     */
+    const sandboxExit = Effect.gen(function* () {
+      const exit = yield* deps.runtime.armExit(container)
+      const ended = yield* Effect.either(exit)
+      if (state._tag !== "Open") return
+      const inspected = yield* Effect.option(deps.runtime.inspect(container))
+      const oom = Option.isSome(inspected) && inspected.value.oomKilled
+      const how =
+        ended._tag === "Right"
+          ? `exit ${ended.right.exitCode}${oom ? ", OOM killed" : ""}`
+          : oom
+            ? "OOM killed"
+            : ended.left.message
+      yield* endInBackground(`sandbox exited (${how})`, h.scope === "session")
+    }).pipe(
+      // Not armed (the engine is away): the calls' own deadlines still hold.
+      Effect.catchAllCause((cause) => Effect.logDebug(`session ${sessionId}: its sandbox's exit is not watched`, cause))
+    )
+    {
       const watching = Effect.all(
         [
+          sandboxExit,
           plan.lifetimeMs === undefined ? Effect.never : idleExpiry(plan.lifetimeMs),
           h.scope === "session"
             ? hardCap(openedAtMs + plan.maxLifetimeMs, `max-lifetime (${plan.maxLifetimeMs} ms)`)
