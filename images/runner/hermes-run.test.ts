@@ -1497,8 +1497,10 @@ s.sendall(b"add\n{}"); s.shutdown(socket.SHUT_WR); print(s.recv(100))
 // ---- kernel mode (--kernel python): a session's Python kernel ------------------------------------
 //
 // Always in a pid namespace of its own (PidNamespace): every end of a kernel kills its domain, which
-// is everything started since the kernel (kill_others … since). The frames are decoded here by the
-// protocol table (RunnerProtocolTable.FRAMES): every byte on stdout must be a keyed frame of a known type.
+// is everything started since the kernel (kill_others … since). The frames are decoded by the host's
+// own RunnerProtocol.KernelFrameDecoder, so every kernel here also checks that decoder's grammar
+// against the real supervisor: a violation is a failed test. The list of frames below is what the
+// decoder delivered, in order (a record arrives whole, as 'M' with its bytes).
 
 const hasIPython = (() => {
   try {
@@ -1509,14 +1511,16 @@ const hasIPython = (() => {
   }
 })()
 
-const DATA_FRAME = new Map<string, boolean>(
-  Object.values(Table.FRAMES).map((f) => [f.type, (f as { data?: boolean }).data === true])
-)
-
+/** One frame as the host's decoder delivered it: its type, and its payload (a record: its whole JSON). */
 interface KFrame {
   readonly type: string
   readonly data: Buffer
   readonly text: string
+}
+
+const kframe = (type: string, payload: string | Uint8Array = ""): KFrame => {
+  const data = Buffer.from(payload)
+  return { type, data, text: data.toString("latin1") }
 }
 
 /** A record's JSON as the driver writes it: R/D {data, metadata}, X {ename, evalue, traceback}. */
@@ -1547,37 +1551,38 @@ class Kernel {
   readonly frames: Array<KFrame> = []
   readonly violations: Array<string> = []
   readonly exited: Promise<number | null>
+  private readonly decoder: RunnerProtocol.KernelFrameDecoder
   private cursor = 0
-  private pending = Buffer.alloc(0)
   private nextId = 1
   private constructor(
     readonly child: ChildProcess,
-    readonly key: string
+    readonly key: string,
+    /** The header's `display` bound on one record (the supervisor's default without one). */
+    bundleBytes: number
   ) {
     this.exited = new Promise((resolve) => child.on("close", (code) => resolve(code)))
-    const key16 = Buffer.from(key, "hex")
-    child.stdout!.on("data", (c: Buffer) => {
-      this.pending = Buffer.concat([this.pending, c])
-      while (this.pending.length >= 21) {
-        if (!this.pending.subarray(0, 16).equals(key16)) {
-          this.violations.push(
-            `a frame without the key: ${JSON.stringify(this.pending.subarray(0, 40).toString("latin1"))}`
-          )
-          this.pending = Buffer.alloc(0)
-          return
-        }
-        const type = String.fromCharCode(this.pending[16]!)
-        const len = this.pending.readUInt32BE(17)
-        if (!DATA_FRAME.has(type)) this.violations.push(`an unknown frame type ${type}`)
-        const max = DATA_FRAME.get(type) ? Table.LIMITS.framePayload.value : Table.LIMITS.controlPayload.value
-        if (len > max) this.violations.push(`a '${type}' frame of ${len} bytes`)
-        if (this.pending.length < 21 + len) return
-        const data = Buffer.from(this.pending.subarray(21, 21 + len))
-        this.pending = this.pending.subarray(21 + len)
-        if (this.frames.some((f) => f.type === "G")) this.violations.push(`'${type}' after 'G'`)
-        this.frames.push({ type, data, text: data.toString("latin1") })
-      }
+    const push = (type: string, payload?: string | Uint8Array) => void this.frames.push(kframe(type, payload))
+    this.decoder = new RunnerProtocol.KernelFrameDecoder(key, bundleBytes, {
+      ready: (r) => push("g", [r.pid, r.start, ...r.preloadFailed].join(" ")),
+      cellStarted: (id, idleBytes) => push("C", `${id} ${idleBytes}`),
+      stdout: (c) => push("o", c),
+      stderr: (c) => push("e", c),
+      dropped: (stream, total) => push("d", `${stream} ${total}`),
+      record: (kind, json) => void this.frames.push({ ...kframe("M", json), text: `${kind} ${json.byteLength}` }),
+      skipped: (kind, bytes, reason) => push("N", `${kind} ${bytes} ${reason}`),
+      cellEnded: (e) =>
+        push("Z", `${e.cellId} ${e.status} ${e.stdoutBytes} ${e.stderrBytes} ${e.records} ${e.skipped}`),
+      late: (c) => push("L", c),
+      gone: (g) =>
+        push("G", `${g.exitCode} ${g.signal} ${g.oomKilled === undefined ? "?" : g.oomKilled ? 1 : 0} ${g.cause}`),
+      lockWait: (holder) => push("w", holder),
+      locked: () => push("l"),
+      setupFailed: (message) => push("E", message),
+      toolFrame: (type, bytes) => push(type, bytes),
+      toolArguments: (c) => push("a", c),
+      violation: (reason) => void this.violations.push(reason)
     })
+    child.stdout!.on("data", (c: Buffer) => this.decoder.push(c))
     child.stderr!.on("data", (c: Buffer) => this.violations.push(`stderr: ${c.toString()}`))
     child.stdin!.on("error", () => {})
   }
@@ -1596,7 +1601,8 @@ class Kernel {
       timeout: 120_000,
       killSignal: "SIGKILL"
     })
-    const k = new Kernel(child, key)
+    const display = /^display (\d+) /m.exec(opts.header ?? "")
+    const k = new Kernel(child, key, display === null ? Table.LIMITS.kernelBundleBytes.value : Number(display[1]))
     k.write(`HERMES/2\nkey ${key}\n${opts.header ?? ""}run\n`)
     await k.next("gE", 30_000)
     return k
@@ -1644,6 +1650,7 @@ class Kernel {
     const count = opts.count ?? this.nextId
     this.nextId++
     const c = Buffer.from(code)
+    this.decoder.expectCell(id)
     this.write(
       Buffer.concat([
         Buffer.from(`cell ${id} ${count}\ncode ${c.length}\n`),
@@ -1662,6 +1669,14 @@ class Kernel {
     return decodeCell(frames)
   }
 
+  /** A cell that prints, then blocks: interrupted once it printed. */
+  async interrupted(code: string): Promise<CellOut> {
+    const id = this.send(code)
+    await this.next("o")
+    this.write(`interrupt ${id}\n`)
+    return this.result()
+  }
+
   async cell(code: string, opts: { id?: string; count?: number; extra?: string } = {}): Promise<CellOut> {
     this.send(code, opts)
     return this.result()
@@ -1675,27 +1690,9 @@ class Kernel {
 }
 
 const decodeCell = (frames: ReadonlyArray<KFrame>): CellOut => {
-  const records: Array<{ kind: string; json: RecordJson }> = []
-  let open: { kind: string; size: number; parts: Array<Buffer> } | undefined
-  const finish = () => {
-    const data = Buffer.concat(open!.parts)
-    expect(data.length, "an 'M' record's size").toBe(open!.size)
-    records.push({ kind: open!.kind, json: JSON.parse(data.toString("utf8")) as RecordJson })
-    open = undefined
-  }
-  for (const f of frames) {
-    if (f.type === "M") {
-      expect(open, "'M' inside a record").toBeUndefined()
-      const [kind, size] = f.text.split(" ")
-      open = { kind: kind!, size: Number(size), parts: [] }
-      if (open.size === 0) finish()
-    } else if (f.type === "m") {
-      expect(open, "'m' outside a record").toBeDefined()
-      open!.parts.push(f.data)
-      if (Buffer.concat(open!.parts).length >= open!.size) finish()
-    }
-  }
-  expect(open, "a record cut short").toBeUndefined()
+  const records = frames
+    .filter((f) => f.type === "M")
+    .map((f) => ({ kind: f.text.split(" ")[0]!, json: JSON.parse(f.data.toString("utf8")) as RecordJson }))
   const c = frames.find((f) => f.type === "C")
   const z = frames.find((f) => f.type === "Z")
   const words = z?.text.split(" ") ?? []
@@ -1829,10 +1826,9 @@ describe.skipIf(!canUnshare || (!hasIPython && process.env["CI"] !== "true"))("k
 
   it("an interrupted cell's traceback is the cell's frames alone, as IPython shows any exception: none of the driver's", async () => {
     const k = await open()
-    const id = k.send("import time\ndef wait():\n    time.sleep(60)\nprint('sleeping', flush=True)\nwait()\n")
-    await k.next("o")
-    k.write(`interrupt ${id}\n`)
-    const r = await k.result()
+    const r = await k.interrupted(
+      "import time\ndef wait():\n    time.sleep(60)\nprint('sleeping', flush=True)\nwait()\n"
+    )
     expect(r.records.map((x) => x.json.ename)).toEqual(["KeyboardInterrupt"])
     const tb = r.records[0]!.json.traceback.join("\n")
     // The cell's two frames, innermost last (time.sleep is C: no frame of its own)...
@@ -1845,10 +1841,7 @@ describe.skipIf(!canUnshare || (!hasIPython && process.env["CI"] !== "true"))("k
   it("a SIGINT handler a cell installs lasts until its end: the next cell is interrupted and the state kept", async () => {
     const k = await open()
     await k.cell("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nx = 5\n")
-    const id = k.send("import time\nprint('sleeping', flush=True)\ntime.sleep(60)\n")
-    await k.next("o")
-    k.write(`interrupt ${id}\n`)
-    const r = await k.result()
+    const r = await k.interrupted("import time\nprint('sleeping', flush=True)\ntime.sleep(60)\n")
     expect(r.records.map((x) => x.json.ename)).toEqual(["KeyboardInterrupt"])
     expect(r.gone).toBeUndefined()
     expect((await k.cell("print(x)")).stdout).toBe("5\n")
@@ -1990,7 +1983,7 @@ describe.skipIf(!canUnshare || (!hasIPython && process.env["CI"] !== "true"))("k
     expect(r.skipped[0]).toMatch(/^D \d+ too-large$/)
     expect(Number(r.skipped[0]!.split(" ")[1])).toBeGreaterThan(20 << 20)
     expect(r.records.map((x) => x.json.data["text/html"])).toEqual(["after"])
-    expect(r.frames.filter((f) => f.type === "m").reduce((n, f) => n + f.data.length, 0)).toBeLessThan(1000)
+    expect(r.frames.filter((f) => f.type === "M").reduce((n, f) => n + f.data.length, 0)).toBeLessThan(1000)
   }, 60_000)
 
   it("malformed records: garbage ends the cell's records ('N' ? malformed) and the cell ends normally; the next cell's records are fine", async () => {
