@@ -1,8 +1,15 @@
 import { Layer } from "effect"
 import { DockerExecutor, DockerSessions } from "@hermes-sandbox/docker"
 import { MemoryJournal } from "@hermes-sandbox/events"
+import { RUNTIMES } from "./hostile/support.js"
 import { liveTime } from "./support/contractTime.js"
-import { CONTRACT_PNG, type CellStep, type ShellProgram, sessionContract } from "./support/sessionContract.js"
+import {
+  CONTRACT_PNG,
+  type CellStep,
+  type SessionWorld,
+  type ShellProgram,
+  sessionContract
+} from "./support/sessionContract.js"
 
 const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`
 
@@ -56,7 +63,7 @@ const python = (...steps: ReadonlyArray<CellStep>): string =>
     .join("\n")
 
 // The same contract on the real engine (started by .ci/run / scripts/ensure-engine.sh).
-sessionContract("docker", {
+const world: SessionWorld = {
   base: Layer.merge(DockerExecutor.runtimeLayer(), MemoryJournal.layer()),
   sessions: (options) => DockerSessions.layer(options),
   command: bash,
@@ -70,4 +77,13 @@ sessionContract("docker", {
   }),
   cell: python,
   time: liveTime
-})
+}
+sessionContract("docker", world)
+// The cells again under gVisor, where the kernel's supervisor, its freezing and its interrupts meet
+// another kernel (the calls' cases are runtime-independent here; the hostile suites run both).
+if (RUNTIMES.includes("runsc"))
+  sessionContract("docker (runsc), cells", {
+    ...world,
+    sessions: (options) => DockerSessions.layer({ ...options, runtime: "runsc" }),
+    parts: "cells"
+  })
