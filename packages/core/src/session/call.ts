@@ -316,13 +316,18 @@ export const superviseExec = (
           // Never ran: the lock stayed held for the whole deadline (by another handle's call, or by a
           // process left behind that holds it). Said as such, never as the command's own timeout.
           const [pid, ...cmd] = holder.split(" ")
+          // The supervisor names the holder from /proc/locks; pid 0 when there is none (gVisor has none).
+          const by =
+            pid === undefined || !/^[1-9]\d*$/.test(pid)
+              ? "by a process the sandbox could not name (it has no /proc/locks, as under gVisor)"
+              : `by process ${pid} (${cmd.join(" ").trim() || "unknown command"})`
           yield* proc.kill.pipe(Effect.ignore)
           return yield* new ContainerFailed({
             operation: "session call",
             containerName: container.name,
             reason: "session-locked",
             message:
-              `the session lock in ${container.name} was held for the whole deadline (${input.timeoutMs} ms) by process ${pid} (${cmd.join(" ").trim() || "unknown command"}); ` +
+              `the session lock in ${container.name} was held for the whole deadline (${input.timeoutMs} ms) ${by}; ` +
               `the ${input.what} never ran. Another handle's call is still running, or a process left in the sandbox holds ${SESSION_LOCK}: end it, or destroy the session`
           })
         }
