@@ -8,8 +8,11 @@
  * packages/mcp/test/run-python.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Effect } from "effect"
+import { Sessions } from "@hermes-sandbox/core/Session"
+import type { EventEnvelope } from "@hermes-sandbox/events"
 import { McpSandbox } from "@hermes-sandbox/mcp"
-import { containerExists } from "./support/docker.js"
+import { containerExists, waitFor } from "./support/docker.js"
 import { RUNTIMES } from "./hostile/support.js"
 import { connectInMemory } from "./support/mcpInMemory.js"
 
@@ -223,4 +226,38 @@ describe("run_python with matplotlib (hermes-sandbox/python-data)", () => {
       await data.close()
     }
   })
+})
+
+describe("run_python with a session pool (runc)", () => {
+  it("an MCP session's first run_python takes a ready session whose kernel is up; the session carries the MCP session's tags", async () => {
+    const pooled = await McpSandbox.open({ journal: "memory", runtime: "runc", sessionPool: { size: 1 } })
+    const events: Array<EventEnvelope> = []
+    const stop = pooled.subscribe((e) => void events.push(e))
+    try {
+      const ready = () => pooled.runtime.runPromise(Effect.flatMap(Sessions, (s) => s.poolReady))
+      expect(await waitFor(async () => (await ready()) === 1, 60_000)).toBe(true)
+      const { client, close } = await connectInMemory(pooled, { clientName: "run-python-pool-test" })
+      try {
+        const first = await call(client, "run_python", { code: "1 + 1" })
+        expect(first.structured).toMatchObject({
+          status: "ok",
+          execution_count: 1,
+          result: { text: "2" },
+          state_lost: false
+        })
+        const claimed = events.find((e) => e.type === "SessionClaimed")
+        expect(claimed?.data).toMatchObject({ tags: { "mcp.transport": "stdio", "mcp.tool": "terminal" } })
+        // The kernel the cell ran in is the one the pool started before any MCP session existed.
+        const stream = events.filter((e) => e.streamId === claimed?.streamId).map((e) => e.type)
+        expect(stream.indexOf("KernelStarted")).toBeLessThan(stream.indexOf("SessionClaimed"))
+        expect(stream.filter((t) => t === "KernelStarted")).toHaveLength(1)
+        expect(stream.indexOf("CellExecuted")).toBeGreaterThan(stream.indexOf("SessionClaimed"))
+      } finally {
+        await close()
+      }
+    } finally {
+      stop()
+      await pooled.close()
+    }
+  }, 120_000)
 })

@@ -55,7 +55,7 @@ describe.each(RUNTIMES)("a pool of sessions with their kernels started (%s)", (r
       expect(mine.indexOf("SessionClaimed")).toBeLessThan(mine.indexOf("CellExecuted"))
 
       // Other options: a cold open, its own new sandbox; the pool's next session stays for a match.
-      await using cold = await sessions.open({ image: "hermes-sandbox/python:latest", tags: { other: "yes" } })
+      await using cold = await sessions.open({ image: "hermes-sandbox/python:latest", env: { OTHER: "yes" } })
       expect(events.some((e) => e.streamId === cold.sessionId && e.type === "SessionClaimed")).toBe(false)
       expect(await waitFor(async () => (await sessions.poolReady()) === 1, 60_000)).toBe(true)
     } finally {

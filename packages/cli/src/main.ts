@@ -152,6 +152,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       "remove a session sandbox (terminal, read_file, write_file) after this long without a call (default 600s)"
     )
     .option("--max-sessions <n>", "session sandboxes alive at once, over all clients (default 16)")
+    .option(
+      "--session-pool <n>",
+      "keep n session sandboxes ready, their Python kernels started, for new MCP sessions' first terminal, file or run_python call (default: none)"
+    )
     .option("--max-concurrency <n>", "sandboxes running at once, over all clients (default: the executor's)")
     .option("--max-queue <n>", "executions waiting for a slot before execute_code is refused (default: the executor's)")
     .option(

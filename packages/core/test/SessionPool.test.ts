@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Schedule, Scope, Stream } from "effect"
 import { Session } from "@hermes-sandbox/core"
 import type { SessionsOptions } from "@hermes-sandbox/core/Session"
-import { fakeCell, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import { fakeCell, fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
 import { type EventEnvelope, Journal, MemoryJournal } from "@hermes-sandbox/events"
 
 /** One service over a fresh fake engine and journal; everything ends with the case. */
@@ -75,20 +75,29 @@ describe("the session pool (fake runtime)", () => {
     )
   )
 
-  it.live("an open with other options opens cold and leaves the pool's session waiting", () =>
-    withSessions({ pool: { size: 1, session: { tags: { team: "a" } } } }, ({ events, sessions }) =>
-      Effect.gen(function* () {
-        yield* readyAt(sessions, 1)
-        for (const other of [{}, { tags: { team: "b" } }, { tags: { team: "a" }, memory: 256 * 1024 * 1024 }]) {
-          const s = yield* sessions.open(other)
-          expect(types(yield* events(s.sessionId))).not.toContain("SessionClaimed")
-          yield* s.close
-        }
-        expect(yield* sessions.poolReady).toBe(1)
-        const pooled = yield* sessions.open({ tags: { team: "a" }, kernel: { eager: true } })
-        expect(types(yield* events(pooled.sessionId))).toContain("SessionClaimed")
-        yield* pooled.close
-      })
+  it.live("an open with other options opens cold and leaves the pool's session waiting; tags are the claimer's", () =>
+    withSessions(
+      { pool: { size: 1, session: { env: { TEAM: "a" }, tags: { pool: "yes" } } } },
+      ({ events, sessions }) =>
+        Effect.gen(function* () {
+          yield* readyAt(sessions, 1)
+          for (const other of [{}, { env: { TEAM: "b" } }, { env: { TEAM: "a" }, memory: 256 * 1024 * 1024 }]) {
+            const s = yield* sessions.open(other)
+            expect(types(yield* events(s.sessionId))).not.toContain("SessionClaimed")
+            yield* s.close
+          }
+          expect(yield* sessions.poolReady).toBe(1)
+          const pooled = yield* sessions.open({ env: { TEAM: "a" }, tags: { who: "me" }, kernel: { eager: true } })
+          const claimed = (yield* events(pooled.sessionId)).find((e) => e.type === "SessionClaimed")
+          expect(claimed?.data).toMatchObject({ sessionId: pooled.sessionId, tags: { who: "me" } })
+          // Its calls carry the claimer's tags, not the pool's.
+          const r = yield* pooled.run(fakeProgram({ printEnv: "TEAM" }))
+          expect(r.stdout).toBe("a\n")
+          const requested = (yield* events(r.executionId)).find((e) => e.type === "ExecutionRequested")
+          expect(requested?.data).toMatchObject({ tags: { who: "me" } })
+          expect(JSON.stringify(requested?.data)).not.toContain("pool")
+          yield* pooled.close
+        })
     )
   )
 

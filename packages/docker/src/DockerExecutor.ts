@@ -59,7 +59,7 @@ export const layer = (
  * one startup sweep, the executor's). `sessions` are the session service's own options (its
  * image, runner); the sandbox defaults (limits, network, runtime, env) are the executor's.
  */
-export type SessionServiceOptions = Pick<SessionsOptions, "sessionImage" | "runner" | "reapOnStart">
+export type SessionServiceOptions = Pick<SessionsOptions, "sessionImage" | "runner" | "reapOnStart" | "pool">
 
 export const layerWithSessions = (
   options: DockerExecutorOptions & { readonly sessions?: SessionServiceOptions } = {}

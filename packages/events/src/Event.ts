@@ -313,13 +313,15 @@ export const SessionOpened = event("SessionOpened", {
 /**
  * A session the sessions service opened ahead of demand (its pool: SessionOpened, its container's
  * events and, with a kernel, KernelStarted already in the stream) was handed to a caller's `open`.
- * What happens after it is the caller's; `waitedMs` is how long it waited, unclaimed.
+ * What happens after it is the caller's; `waitedMs` is how long it waited, unclaimed; `tags` are
+ * the caller's (its calls carry them from here on).
  *
  * @category schemas
  */
 export const SessionClaimed = event("SessionClaimed", {
   sessionId: Schema.String,
-  waitedMs: Schema.Number
+  waitedMs: Schema.Number,
+  tags: Schema.optional(Tags)
 })
 
 /**

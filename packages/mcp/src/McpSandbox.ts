@@ -111,6 +111,12 @@ export interface McpSandboxOptions extends SandboxServices.SandboxServicesOption
   readonly tools?: Tools
   /** Options of every session sandbox (terminal): its image, env... Its idle limit is limits.sessionIdleS. */
   readonly session?: Omit<SessionService.SessionOptions, "lifetimeSeconds" | "tags">
+  /**
+   * Session sandboxes kept ready, their Python kernels started, for the MCP sessions' first
+   * `terminal`, file or `run_python` call (the sessions service's pool, with `session`'s options).
+   * They do not count against `maxSessionSandboxes` until an MCP session takes one. Default: none.
+   */
+  readonly sessionPool?: Omit<SessionService.SessionPoolOptions, "session">
 }
 
 /**
@@ -178,7 +184,21 @@ export class McpSandbox {
   static async open(options: McpSandboxOptions = {}, layer?: Layer.Layer<Services, unknown>): Promise<McpSandbox> {
     // The tools go to execute_code's runs, not to the executor's defaults: the session service
     // (terminal) has no use for them, and execute_code lists what it passes.
-    const { upstream, tools: given, ...services } = options
+    const { upstream, tools: given, sessionPool, ...rest } = options
+    // The pool's sessions are opened as useSandbox opens one (McpSession), but for the tags.
+    const services =
+      sessionPool === undefined
+        ? rest
+        : {
+            ...rest,
+            sessions: {
+              ...rest.sessions,
+              pool: {
+                ...sessionPool,
+                session: { ...options.session, lifetimeSeconds: resolveLimits(options.limits).sessionIdleS }
+              }
+            }
+          }
     const connections =
       upstream === undefined || Object.keys(upstream).length === 0 ? undefined : await connectUpstreams(upstream)
     let runtime: ManagedRuntime.ManagedRuntime<Services, unknown> | undefined

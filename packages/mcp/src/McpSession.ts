@@ -115,6 +115,7 @@ export class McpSession {
       const current = this.sandbox
       const open = Effect.flatMap(SessionService.Sessions, (sessions) =>
         this.owner.withSandboxReserved(
+          // The same options as the pool's sessions (McpSandbox.open), so a ready one is claimed.
           sessions.open({
             ...this.owner.sessionOptions,
             lifetimeSeconds: this.owner.limits.sessionIdleS,

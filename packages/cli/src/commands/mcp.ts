@@ -39,6 +39,7 @@ export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOption
   readonly maxTimeout?: string
   readonly sessionIdle?: string
   readonly maxSessions?: string
+  readonly sessionPool?: string
   readonly maxConcurrency?: string
   readonly maxQueue?: string
 }
@@ -124,6 +125,7 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const maxTimeoutS = seconds("--max-timeout", options.maxTimeout)
   const sessionIdleS = seconds("--session-idle", options.sessionIdle)
   const maxSessionSandboxes = numberOption("--max-sessions", options.maxSessions, true)
+  const sessionPool = numberOption("--session-pool", options.sessionPool, true)
   const maxSessionsPerClient = numberOption("--client-sessions", options.clientSessions, true)
   const httpSessionIdleS = seconds("--http-session-idle", options.httpSessionIdle)
   if (options.http !== true && (maxSessionsPerClient ?? httpSessionIdleS) !== undefined)
@@ -171,7 +173,8 @@ export const mcp = async (options: McpOptions): Promise<number> => {
       ...(maxSessionSandboxes === undefined ? {} : { maxSessionSandboxes })
     },
     ...(upstream === undefined ? {} : { upstream: upstream.servers }),
-    ...(toolLimits === undefined ? {} : { toolLimits })
+    ...(toolLimits === undefined ? {} : { toolLimits }),
+    ...(sessionPool === undefined ? {} : { sessionPool: { size: sessionPool } })
   }).catch(async (error: unknown) => {
     signals.dispose()
     throw await upstreamStartError(options, error)

@@ -156,8 +156,8 @@ export interface MadeHandle {
   readonly shutdown: Effect.Effect<void>
   /** Done when the eager kernel (`kernel.eager`) has started or failed to; at once without one. */
   readonly kernelSettled: Effect.Effect<void>
-  /** Handed to a caller by the session pool: its idle time counts from now (session/pool.ts). */
-  readonly claimed: Effect.Effect<void>
+  /** Handed to a caller by the session pool: its idle time counts from now, its calls carry these tags (session/pool.ts). */
+  readonly claimed: (tags: SessionPlan["tags"]) => Effect.Effect<void>
   /** End and remove it for this reason (the pool's "pool-recycled", "pool-drained"). */
   readonly retire: (reason: string) => Effect.Effect<void>
 }
@@ -170,6 +170,8 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
     let state: HandleState = { _tag: "Open" }
     let pending = 0
     let lastActivityMs = yield* Clock.currentTimeMillis
+    /** The caller's labels on every call's ExecutionRequested: the plan's, or the claimer's (pool). */
+    let tags = plan.tags
     const openedAtMs = lastActivityMs
     const callScope = yield* Scope.fork(deps.serviceScope, ExecutionStrategy.sequential)
     // Calls and file operations: the session's end interrupts every one of them.
@@ -286,7 +288,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
             runtime: deps.config.runtime ?? "runc",
             scope: h.scope,
             sessionId,
-            ...(plan.tags === undefined && hooks.tags === undefined ? {} : { tags: { ...plan.tags, ...hooks.tags } })
+            ...(tags === undefined && hooks.tags === undefined ? {} : { tags: { ...tags, ...hooks.tags } })
           }
         })
         const interruptReason = Effect.sync(() => {
@@ -525,7 +527,13 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       session,
       shutdown: endAndWait(h.scope === "session" ? "service closed" : "detached", h.scope === "session"),
       kernelSettled,
-      claimed: Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => void (lastActivityMs = t))),
+      claimed: (claimerTags) =>
+        Effect.flatMap(Clock.currentTimeMillis, (t) =>
+          Effect.sync(() => {
+            lastActivityMs = t
+            tags = claimerTags
+          })
+        ),
       retire: (reason) => endAndWait(reason, true)
     }
   })

@@ -6,8 +6,10 @@
  * handed over once: never shared, never returned to the pool.
  *
  * Which `open` it serves: one whose options resolve to the pool's session (plan.ts), the kernel's
- * `eager` aside — same image and image id, limits, mounts, environment, tags, kernel options. Any
- * other opens cold, as without a pool. What a caller may not see differs, so nothing is adapted.
+ * `eager` and the tags aside — same image and image id, limits, mounts, environment, kernel
+ * options. Any other opens cold, as without a pool. The tags are the caller's from the claim on
+ * (they are the journal's labels, not the sandbox's: `SessionClaimed` and every later call carry
+ * them); nothing else is adapted.
  *
  * The journal says what happened: the pooled session's stream holds SessionOpened, its container's
  * events and KernelStarted when it was made, then SessionClaimed (how long it waited) when a caller
@@ -42,10 +44,10 @@ export interface SessionPoolOptions extends Omit<Schemas.Input<typeof SessionPoo
 
 /**
  * What makes two opens the same session: the plan, but for the kernel's `eager` (the pool starts
- * its kernels either way). Secrets are compared by value, in memory only.
+ * its kernels either way) and the tags (set at the claim). Secrets are compared by value, in memory only.
  */
 export const planKey = (plan: SessionPlan): string =>
-  JSON.stringify(plan, (key, value) =>
+  JSON.stringify({ ...plan, tags: undefined }, (key, value) =>
     key === "eager" ? undefined : Redacted.isRedacted(value) ? { redacted: Redacted.value(value) } : value
   )
 
@@ -125,11 +127,16 @@ export const make = (deps: SessionPoolDeps): Effect.Effect<SessionPool> =>
             continue
           }
           if (!(yield* entry.made.session.status).open) continue
-          yield* entry.made.claimed
+          yield* entry.made.claimed(plan.tags)
           yield* Queue.offer(wake, undefined)
           const sessionId = entry.made.session.sessionId
+          const data = {
+            sessionId,
+            waitedMs: now - entry.readyAt,
+            ...(plan.tags === undefined ? {} : { tags: plan.tags })
+          }
           yield* deps
-            .append(sessionId, { type: "SessionClaimed", data: { sessionId, waitedMs: now - entry.readyAt } })
+            .append(sessionId, { type: "SessionClaimed", data })
             .pipe(
               Effect.catchAllCause((cause) => Effect.logWarning("session pool: SessionClaimed not recorded", cause))
             )
