@@ -6,46 +6,17 @@
  * (test/support/sessionContract.ts, cells).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Scope, Stream, TestClock } from "effect"
-import { CellLineage, Session } from "@hermes-sandbox/core"
+import { Effect, Fiber, TestClock } from "effect"
+import { CellLineage } from "@hermes-sandbox/core"
 import { RUNNER_FEATURES_LABEL, RUNNER_PROTOCOL_LABEL } from "@hermes-sandbox/core/RunnerProtocol"
-import type { SessionsOptions } from "@hermes-sandbox/core/Session"
-import { type FakeCellStep, fakeCell, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
-import { type EventEnvelope, Journal, MemoryJournal } from "@hermes-sandbox/events"
+import { type FakeCellStep, fakeCell } from "@hermes-sandbox/core/testing"
+import type { EventEnvelope } from "@hermes-sandbox/events"
+import { withFakeSessions } from "./support/fakeSessions.js"
 import { checkLifecycle } from "@hermes-sandbox/events/Projection"
 
 const cell = (...steps: ReadonlyArray<FakeCellStep>) => ({ code: fakeCell(...steps) })
 
-/** One service over a fresh fake engine and journal; everything ends with the case. */
-const withSessions = <A, E>(
-  f: (ctx: {
-    readonly sessions: Session.Sessions["Type"]
-    readonly events: (streamId: string) => Effect.Effect<Array<EventEnvelope>>
-    readonly control: FakeRuntimeControl["Type"]
-  }) => Effect.Effect<A, E>,
-  options: SessionsOptions = {},
-  faults: FakeRuntime.FakeFaults = {}
-) =>
-  Effect.gen(function* () {
-    const scope = yield* Scope.make()
-    const base = Layer.merge(FakeRuntime.layer(faults), MemoryJournal.layer())
-    const context = yield* Layer.buildWithScope(
-      Layer.merge(Session.layer({ sweepOnStart: false, ...options }).pipe(Layer.provide(base)), base),
-      scope
-    )
-    const journal = yield* Effect.provide(Journal.Journal, context)
-    const events = (streamId: string) =>
-      journal.read({ streamId }).pipe(
-        Stream.runCollect,
-        Effect.map((c) => [...c]),
-        Effect.orDie
-      )
-    return yield* f({
-      sessions: yield* Effect.provide(Session.Sessions, context),
-      events,
-      control: yield* Effect.provide(FakeRuntimeControl, context)
-    }).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
-  })
+const withSessions = withFakeSessions
 
 const restarts = (events: ReadonlyArray<EventEnvelope>) =>
   events.flatMap((e) => (e.type === "KernelRestarted" ? [e.data] : []))

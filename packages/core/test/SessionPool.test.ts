@@ -4,43 +4,15 @@
  * the service. The engine test of the same path is test/session-pool.e2e.test.ts.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Schedule, Scope, Stream } from "effect"
+import { Effect, Exit, Schedule } from "effect"
 import { Session } from "@hermes-sandbox/core"
 import type { SessionsOptions } from "@hermes-sandbox/core/Session"
-import { fakeCell, fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
-import { type EventEnvelope, Journal, MemoryJournal } from "@hermes-sandbox/events"
+import { fakeCell, fakeProgram } from "@hermes-sandbox/core/testing"
+import type { EventEnvelope } from "@hermes-sandbox/events"
+import { type FakeSessionsContext, withFakeSessions } from "./support/fakeSessions.js"
 
-/** One service over a fresh fake engine and journal; everything ends with the case. */
-const withSessions = <A, E>(
-  options: SessionsOptions,
-  f: (ctx: {
-    readonly sessions: Session.Sessions["Type"]
-    readonly events: (streamId: string) => Effect.Effect<Array<EventEnvelope>>
-    readonly control: FakeRuntimeControl["Type"]
-    readonly close: Effect.Effect<void>
-  }) => Effect.Effect<A, E>
-) =>
-  Effect.gen(function* () {
-    const scope = yield* Scope.make()
-    const base = Layer.merge(FakeRuntime.layer(), MemoryJournal.layer())
-    const context = yield* Layer.buildWithScope(
-      Layer.merge(Session.layer({ sweepOnStart: false, ...options }).pipe(Layer.provide(base)), base),
-      scope
-    )
-    const journal = yield* Effect.provide(Journal.Journal, context)
-    const events = (streamId: string) =>
-      journal.read({ streamId }).pipe(
-        Stream.runCollect,
-        Effect.map((c) => [...c]),
-        Effect.orDie
-      )
-    return yield* f({
-      sessions: yield* Effect.provide(Session.Sessions, context),
-      events,
-      control: yield* Effect.provide(FakeRuntimeControl, context),
-      close: Scope.close(scope, Exit.void)
-    }).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
-  })
+const withSessions = <A, E>(options: SessionsOptions, f: (ctx: FakeSessionsContext) => Effect.Effect<A, E>) =>
+  withFakeSessions(f, options)
 
 const readyAt = (sessions: Session.Sessions["Type"], n: number) =>
   sessions.poolReady.pipe(
