@@ -157,7 +157,7 @@ describe("MCP server: execute_code", () => {
     })
     expect(result.isError).toBe(true)
     expect(structured).toMatchObject({ status: "timeout", exit_code: 137 })
-    expect(structured?.output).toMatch(/^⏰ Timed out after 1 s/)
+    expect(structured?.output).toMatch(/^⏰ Timed out after 1 s: the sandbox was killed/)
     expect(await waitFor(async () => !(await containerExists(String(structured?.container_name))), 10_000)).toBe(true)
     await close()
   })
@@ -289,6 +289,11 @@ describe("MCP server: the session sandbox (terminal, read_file, write_file, rese
     expect(failed.structured).toMatchObject({ status: "error", exit_code: 4, stderr: "oops\n" })
     const timedOut = await call(client, "terminal", { command: "sleep 30", timeout_s: 1 })
     expect(timedOut.structured).toMatchObject({ status: "timeout" })
+    // Its words say what was killed: the command, not the session's sandbox.
+    expect(timedOut.structured?.output).toMatch(
+      /^⏰ Timed out after 1 s: the command was killed, not the session's sandbox/
+    )
+    expect(timedOut.structured?.output).not.toMatch(/the sandbox was killed/)
     // The session lives on after a timed-out command.
     expect((await call(client, "terminal", { command: "echo $ANSWER" })).structured?.stdout).toBe("42\n")
     await close()

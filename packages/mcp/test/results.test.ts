@@ -46,7 +46,7 @@ describe("runResult", () => {
     finishedAt: ""
   }
   const caps = { stdoutBytes: 50_000, stderrBytes: 10_000 }
-  const context = { timeoutS: 50, maxTimeoutS: 300 }
+  const context = { timeoutS: 50, maxTimeoutS: 300, killedOnTimeout: "sandbox" } as const
   it("an empty success says so: output is never empty", () => {
     expect(runResult(base, caps, context)).toMatchObject({
       status: "success",
@@ -62,6 +62,14 @@ describe("runResult", () => {
       stdout_bytes_captured: 100,
       stdout_bytes_omitted: 4900
     })
+  })
+  it("a timeout's words name what was killed: execute_code's sandbox, or only terminal's command", () => {
+    const timedOut = { ...base, exitCode: 137, timedOut: true }
+    expect(runResult(timedOut, caps, context).output).toMatch(/^⏰ Timed out after 50 s: the sandbox was killed/)
+    const command = runResult(timedOut, caps, { ...context, killedOnTimeout: "command" }).output
+    expect(command).toMatch(/^⏰ Timed out after 50 s: the command was killed, not the session's sandbox/)
+    expect(command).not.toMatch(/the sandbox was killed/)
+    expect(command).toMatch(/at most 300/)
   })
   it("status: timeout before oom before the exit code", () => {
     expect(runResult({ ...base, exitCode: 137, timedOut: true, oomKilled: true }, caps, context).status).toBe("timeout")

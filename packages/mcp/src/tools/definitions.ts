@@ -137,7 +137,7 @@ export const executeCode = define<S.ExecuteCodeArgs>({
       ...runResult(
         result,
         limits.resultCaps,
-        { timeoutS: timeoutMs / 1000, maxTimeoutS: limits.maxTimeoutS },
+        { timeoutS: timeoutMs / 1000, maxTimeoutS: limits.maxTimeoutS, killedOnTimeout: "sandbox" },
         collected?.notes
       ),
       // As the Hermes agent's execute_code result: 0 says the code called nothing (or every call was refused).
@@ -175,7 +175,8 @@ export const terminal = define<S.TerminalArgs>({
     const value = {
       ...runResult(result, session.owner.limits.resultCaps, {
         timeoutS: timeoutMs / 1000,
-        maxTimeoutS: session.owner.limits.maxTimeoutS
+        maxTimeoutS: session.owner.limits.maxTimeoutS,
+        killedOnTimeout: "command"
       }),
       session_id: result.sessionId
     }

@@ -50,6 +50,11 @@ export interface RunContext {
   readonly timeoutS: number
   /** Where the caller can raise it, for the timeout's words. */
   readonly maxTimeoutS: number
+  /**
+   * What a timeout killed: execute_code's whole single-use sandbox, or (terminal) only the command,
+   * while the session's sandbox, its files and working directory stay.
+   */
+  readonly killedOnTimeout: "sandbox" | "command"
 }
 
 /** What a run or a cell wrote to its two streams, as the sandbox captured it (the capture's own cap counted in the totals). */
@@ -107,7 +112,9 @@ export const runResult = (
   const notes: Array<string> = []
   if (status === "timeout") {
     notes.push(
-      `⏰ Timed out after ${context.timeoutS} s: the sandbox was killed and what it printed until then is above. Make the program faster or pass a larger timeout_s (at most ${context.maxTimeoutS}).`
+      context.killedOnTimeout === "sandbox"
+        ? `⏰ Timed out after ${context.timeoutS} s: the sandbox was killed and what it printed until then is above. Make the program faster or pass a larger timeout_s (at most ${context.maxTimeoutS}).`
+        : `⏰ Timed out after ${context.timeoutS} s: the command was killed, not the session's sandbox (its files and working directory stay); what it printed until then is above. Make the command faster or pass a larger timeout_s (at most ${context.maxTimeoutS}).`
     )
   }
   if (status === "oom") notes.push("The program ran out of memory and was killed (OOM).")

@@ -335,12 +335,41 @@ export const ResetSessionResult = Schema.Struct({
 })
 export type ResetSessionResult = typeof ResetSessionResult.Type
 
-/** A tool's advertised JSON Schema: an object schema, without the draft marker some clients choke on. */
+/** The keywords whose value is a map from names (of properties, of definitions) to schemas. */
+const SCHEMA_MAPS = new Set(["properties", "patternProperties", "$defs", "definitions"])
+/** The keywords whose value is data, not a schema: kept as they are. */
+const DATA = new Set(["const", "enum", "default", "examples"])
+
+/**
+ * `node` without any `title` keyword. JSONSchema.make writes each refinement's name as the
+ * schema's title (`"title": "positive"`, `"nonNegative"`, `"int"`), which a model reads as what the
+ * field is called; these schemas give no titles of their own. A property or definition NAMED
+ * `title` stays, and so does data (`const`, `enum`, `default`, `examples`): only the keyword goes.
+ */
+const withoutTitles = (node: unknown): unknown => {
+  if (Array.isArray(node)) return node.map(withoutTitles)
+  if (typeof node !== "object" || node === null) return node
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(node)) {
+    if (key === "title") continue
+    out[key] = DATA.has(key)
+      ? value
+      : SCHEMA_MAPS.has(key) && typeof value === "object" && value !== null && !Array.isArray(value)
+        ? Object.fromEntries(Object.entries(value).map(([name, schema]) => [name, withoutTitles(schema)]))
+        : withoutTitles(value)
+  }
+  return out
+}
+
+/**
+ * A tool's advertised JSON Schema: an object schema, without the draft marker some clients choke
+ * on, and without the titles Effect's refinements leave (see withoutTitles).
+ */
 export const jsonSchemaOf = (schema: Schema.Schema.Any): { type: "object"; [key: string]: unknown } => {
   // An empty Struct is "any object or array" to Effect; a tool without arguments takes an empty object.
   if (Schema.isSchema(schema) && "fields" in schema && Object.keys(schema.fields as object).length === 0) {
     return { type: "object", properties: {}, additionalProperties: false }
   }
-  const { $schema: _, ...rest } = JSONSchema.make(schema) as unknown as Record<string, unknown>
+  const { $schema: _, ...rest } = withoutTitles(JSONSchema.make(schema)) as Record<string, unknown>
   return { ...rest, type: "object" }
 }
