@@ -1868,12 +1868,19 @@ describe.skipIf(!canUnshare || (!hasIPython && process.env["CI"] !== "true"))("k
 
   it("a cell busy in C (sum over a huge range: no bytecode, so no signal handler runs) is killed after the grace: 'G' interrupt-timeout", async () => {
     const k = await open({ header: "grace 300\n" })
-    const id = k.send("print('in C', flush=True)\nsum(range(10 ** 13))\n")
-    await k.next("o")
-    k.write(`interrupt ${id}\n`)
-    const r = await k.result()
-    expect(r.status).toBe("none")
-    expect(r.gone).toMatch(/interrupt-timeout$/)
+    // The interrupt can land between the print and the call into C on a loaded host: the
+    // KeyboardInterrupt then ends that cell as an error (the kernel lives), and it is sent again.
+    for (let attempt = 1; ; attempt++) {
+      const id = k.send("print('in C', flush=True)\nsum(range(10 ** 13))\n")
+      await k.next("o")
+      await sleep(50)
+      k.write(`interrupt ${id}\n`)
+      const r = await k.result()
+      if (r.status === "error" && attempt < 5) continue
+      expect(r.status).toBe("none")
+      expect(r.gone).toMatch(/interrupt-timeout$/)
+      break
+    }
   }, 60_000)
 
   it("a cell that catches KeyboardInterrupt and says done but keeps the driver busy gets no pong: killed", async () => {
