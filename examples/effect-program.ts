@@ -16,7 +16,7 @@ const program = Effect.gen(function* () {
   // Typed errors: handle exactly what you expect.
   const missing = yield* executor
     .executeCode({ language: "python", code: "print(1)", image: "no/such-image:0" })
-    .pipe(Effect.catchTag("ImageNotFound", (e) => Effect.succeed(`ImageNotFound: build it with ${e.buildCommand}`)))
+    .pipe(Effect.catchTag("ImageNotFound", (e) => Effect.succeed(`ImageNotFound: get it with ${e.buildCommand}`)))
   yield* Effect.log(String(missing))
   return result.stdout
 })

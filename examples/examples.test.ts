@@ -34,7 +34,8 @@ describe("examples", () => {
 
   it("the Effect program runs and handles a typed error", async () => {
     const { stdout } = await run("effect-program.ts")
-    expect(stdout).toContain("ImageNotFound: build it with pnpm hermes-sandbox image build")
+    // Not one of the project's images: the hint is how to get that image, not the project's build.
+    expect(stdout).toContain("ImageNotFound: get it with docker pull no/such-image:0")
     expect(stdout.trim().endsWith("42")).toBe(true)
   })
 

@@ -98,7 +98,7 @@ const facts = (stdout: string) =>
   )
 
 describe("the data image's build command", () => {
-  it("a missing hermes-sandbox/python-data names 'image build --variant data', other images the default build", () => {
+  it("a missing hermes-sandbox/python-data names 'image build --variant data', the language images the default build", () => {
     expect(imageNotFound(DATA_IMAGE).buildCommand).toMatch(/hermes-sandbox image build --variant data$/)
     expect(imageNotFound(DATA_IMAGE).message).toContain("--variant data")
     expect(imageNotFound("hermes-sandbox/python:latest").buildCommand).toMatch(/hermes-sandbox image build$/)

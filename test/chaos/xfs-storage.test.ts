@@ -58,9 +58,12 @@ describe("diskSize on overlay2 on XFS without pquota (private dockerd)", () => {
     }
   })
 
-  it("doctor reports that quotas are not supported here, and why", async () => {
+  it("doctor reports that quotas are not supported here, and why; its fix names this engine's data root", async () => {
     const quota = (await doctorChecks(engine)).find((c) => c.name === "disk quota")
     expect(quota).toMatchObject({ ok: false, required: false })
+    const { DockerRootDir } = (await engine.client.info()) as { DockerRootDir: string }
+    expect(DockerRootDir).not.toBe("/var/lib/docker")
+    expect(quota?.fix).toContain(`data root (${DockerRootDir})`)
     expect(quota?.detail).toContain("overlay2 on xfs mounted without pquota")
     expect(quota?.detail).toContain("NOT supported")
     // Its probe (a create with a quota) left nothing either.

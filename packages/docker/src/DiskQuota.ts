@@ -33,6 +33,13 @@ export const XFS_WITHOUT_PQUOTA = "overlay2 on xfs mounted without pquota"
 export const isQuotaRefusal = (engineMessage: string): boolean =>
   /storage-opt is supported only for|storage opt(ion)?s? (is |are )?not supported/i.test(engineMessage)
 
+/**
+ * What makes quotas work on this engine, naming its data root as the engine reports it
+ * (`docker info`'s DockerRootDir; /var/lib/docker is only the default).
+ */
+export const quotaFix = (dataRoot: string | undefined): string =>
+  `put the engine's data root (${dataRoot === undefined || dataRoot === "" ? "DockerRootDir in 'docker info'" : dataRoot}) on XFS mounted with pquota, with the overlay2 storage driver`
+
 export const unsupportedMessage = (storage: string): string =>
   `a disk quota was asked for but the engine's storage (${storage}) cannot apply one; it needs overlay2 on XFS mounted with pquota`
 

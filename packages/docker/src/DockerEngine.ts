@@ -9,7 +9,7 @@ import { Context, Effect, Either, Layer } from "effect"
 import type Docker from "dockerode"
 import { DockerUnavailable, type InvalidRequest } from "@hermes-sandbox/core"
 import * as EngineEndpoint from "./EngineEndpoint.js"
-import { dockerCall } from "./internal/dockerCall.js"
+import { dockerCall, START_ENGINE_HINT } from "./internal/dockerCall.js"
 
 export interface DockerEngineOptions extends EngineEndpoint.EngineEndpointOptions {
   /** Deadline for each short engine call (create, start, inspect, remove...). Default 30 s. */
@@ -46,9 +46,8 @@ export const resolveEndpoint = (
   return { ...resolved.right, endpoint: resolved.right.description.endpoint }
 }
 
-export const startEngineHint =
-  "start a Docker engine: on Debian as root run 'bash scripts/ensure-engine.sh' from the hermes-sandbox repo (installs docker.io and starts dockerd), " +
-  "or 'sudo systemctl start docker'; set DOCKER_HOST if it listens elsewhere"
+/** How to get a local engine going: commands a user has, whether or not they have a checkout of the repository. */
+export const startEngineHint: string = START_ENGINE_HINT
 
 /** What to check when a remote engine does not answer, by how it is reached. */
 export const unreachableHint = (description: EngineEndpoint.EngineDescription): string => {

@@ -12,6 +12,7 @@ import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { ImageNotFound } from "@hermes-sandbox/core/Errors"
+import { defaultLanguageRuntimes } from "@hermes-sandbox/core/Language"
 import { forEachLine } from "./internal/lines.js"
 import { packageRoot } from "./internal/packageRoot.js"
 
@@ -69,13 +70,38 @@ export const buildScript = (): string | undefined => {
 export const imageBuildCommand = (variant: ImageVariant = "languages"): string =>
   `${imageSources() === IMAGE_SOURCES_URLS[0] ? "pnpm" : "npx"} hermes-sandbox image build${variant === "languages" ? "" : ` --variant ${variant}`}`
 
-/** `image` is not on the engine; the command named builds it (the data image is not in the default build). */
+/** The images `hermes-sandbox image build` makes: the three languages' and the data image. */
+export const OWN_IMAGES: ReadonlyArray<string> = [
+  ...Object.values(defaultLanguageRuntimes).map((r) => r.image),
+  DATA_IMAGE
+]
+
+/** One of {@link OWN_IMAGES}, named with its tag or without (the engine reads no tag as ":latest"). */
+export const isOwnImage = (image: string): boolean =>
+  OWN_IMAGES.includes(/:[^/]+$/.test(image) ? image : `${image}:latest`)
+
+/**
+ * `image` is not on the engine. One of ours: the command that builds it (the data image is not in
+ * the default build). Any other image (`python:3.12-slim`, an image of the user's own): the image
+ * build would not make it, so the words say how to get THAT image: pull it, or build it.
+ */
 export const imageNotFound = (image: string): ImageNotFound => {
-  const buildCommand = imageBuildCommand(image === DATA_IMAGE ? "data" : "languages")
+  if (isOwnImage(image)) {
+    const buildCommand = imageBuildCommand(image.startsWith(DATA_IMAGE.split(":")[0]!) ? "data" : "languages")
+    return new ImageNotFound({
+      image,
+      buildCommand,
+      message: `image ${image} is not on the engine; build it with: ${buildCommand}`
+    })
+  }
+  const buildCommand = `docker pull ${image}`
   return new ImageNotFound({
     image,
     buildCommand,
-    message: `image ${image} is not on the engine; build it with: ${buildCommand}`
+    message:
+      `image ${image} is not on the engine, and it is not one of hermes-sandbox's images (hermes-sandbox image build does not make it): ` +
+      `pull it (${buildCommand}) or, if it is your own, build it (docker build -t ${image} <its directory>); ` +
+      `an image runs as a sandbox only when it is built FROM a hermes-sandbox image (docs/custom-images.md)`
   })
 }
 

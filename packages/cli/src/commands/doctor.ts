@@ -34,7 +34,7 @@ const apiAtLeast = (v: string, min: string) => {
 /** overlay2 on XFS can cap the writable layer only when mounted with pquota, which only a create tells. */
 const diskQuotaCheck = async (docker: Docker, info: Record<string, unknown>): Promise<Check> => {
   const name = "disk quota"
-  const fix = "put /var/lib/docker on XFS mounted with pquota"
+  const fix = DiskQuota.quotaFix(typeof info.DockerRootDir === "string" ? info.DockerRootDir : undefined)
   const unsupported = (storage: string): Check => ({
     name,
     ok: false,
@@ -223,7 +223,8 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
     detail: remapped
       ? "on: uid 0-65535 in every sandbox map to an unprivileged range on the host"
       : 'off: uid 1001 in a sandbox is uid 1001 on the host (optional; recommended on shared hosts, SECURITY.md "User namespace remapping")',
-    fix: 'add "userns-remap": "default" to /etc/docker/daemon.json, restart dockerd, then rebuild the images (bash scripts/build-images.sh)'
+    // A remapped engine keeps its images apart (a data root of its own): they are built again.
+    fix: `add "userns-remap": "default" to /etc/docker/daemon.json, restart dockerd, then build the images again (${imageBuildCommand()})`
   })
   // The engine creates sandboxes even when it cannot apply their limits (see ResourceLimits);
   // the SDK refuses such sandboxes unless limitsUnsupported is "warn".

@@ -43,6 +43,14 @@ interface DockerodeError {
   readonly json?: { readonly message?: string } | null
 }
 
+/**
+ * How to get a local engine going (DockerEngine.startEngineHint): commands an installed user has,
+ * not the repository's scripts, which no package ships.
+ */
+export const START_ENGINE_HINT =
+  "start a Docker engine: 'sudo systemctl start docker' (or 'sudo dockerd &' where there is no systemd), " +
+  "or install one first (Debian/Ubuntu: 'sudo apt-get install docker.io'); set DOCKER_HOST if it listens elsewhere"
+
 export const engineMessage = (error: unknown): string => {
   const e = error as DockerodeError
   const fromJson = e?.json && typeof e.json === "object" ? e.json.message : undefined
@@ -56,7 +64,7 @@ export const mapDockerError = (ctx: CallContext, error: unknown): SandboxError =
     const hint =
       e?.code === "EACCES"
         ? "the current user may not use the Docker socket: run as root or add the user to the 'docker' group"
-        : "start a Docker engine (on Debian as root: 'bash scripts/ensure-engine.sh'), or set DOCKER_HOST"
+        : START_ENGINE_HINT
     if (e?.code === undefined || CONNECTION_CODES.has(e.code) || /socket hang up|aborted/i.test(message)) {
       return new DockerUnavailable({
         endpoint: ctx.endpoint,
