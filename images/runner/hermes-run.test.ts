@@ -1590,10 +1590,12 @@ class Kernel {
   /** Start `--kernel python` in the namespace with this header (between the key and `run`); wait for 'g' (or 'E'). */
   static async start(
     ns: PidNamespace,
-    opts: { header?: string; env?: Record<string, string>; args?: ReadonlyArray<string> } = {}
+    /** `wd`: the kernel's working directory (else nsenter's: the root, as entering a mount namespace sets it). */
+    opts: { header?: string; env?: Record<string, string>; args?: ReadonlyArray<string>; wd?: string } = {}
   ): Promise<Kernel> {
     const key = RunnerProtocol.makeRunKey()
-    const argv = [...ns.via, SUPERVISOR, ...(opts.args ?? ["--kernel", "python"])]
+    const via = opts.wd === undefined ? ns.via : [...ns.via.slice(0, -1), `--wd=${opts.wd}`, "--"]
+    const argv = [...via, SUPERVISOR, ...(opts.args ?? ["--kernel", "python"])]
     const child = spawn(argv[0]!, argv.slice(1), {
       env: { ...process.env, HERMES_WORKSPACE: workspace, HERMES_CODE_DIR: codeDir, ...opts.env },
       cwd: workspace,
@@ -1933,6 +1935,18 @@ describe.skipIf(!canUnshare || (!hasIPython && process.env["CI"] !== "true"))("k
     expect(await k.exited).toBe(126)
     expect(k.frames.map((f) => f.type)).toEqual(["E"])
     expect(k.frames[0]!.text).toMatch(/^the kernel cannot start: no IPython/)
+  }, 60_000)
+
+  it("files in the kernel's working directory named like modules the driver imports do not stop it; cells import from there", async () => {
+    const shadows = ["struct", "signal", "json", "tempfile", "traitlets"]
+    for (const name of shadows) fs.writeFileSync(path.join(workspace, `${name}.py`), "raise SystemExit('shadowed')\n")
+    fs.writeFileSync(path.join(workspace, "mine.py"), "VALUE = 7\n")
+    try {
+      const k = await open({ wd: workspace })
+      expect((await k.cell("import mine\nmine.VALUE")).records[0]!.json.data["text/plain"]).toBe("7")
+    } finally {
+      for (const name of [...shadows, "mine"]) fs.rmSync(path.join(workspace, `${name}.py`), { force: true })
+    }
   }, 60_000)
 
   it("one kernel per sandbox: a second --kernel supervisor fails 'E' kernel-held", async () => {

@@ -4,7 +4,14 @@
  */
 /* A session's kernel, the driver hermes-run --kernel python forks: images/runner/kernel.py. */
 static const char PYTHON_KERNEL[] =
-  "import os, sys, socket, signal, struct, json, base64\n"
+  "import sys\n"
+  "# The working directory is first on the path ('' for `python3 -c`): a file there named like a module\n"
+  "# the driver imports (json.py, signal.py, struct.py, ...) would run instead, and the kernel would not\n"
+  "# start. Off the path while the driver sets up; back (for the cells' own imports) before the preload.\n"
+  "cwd_on_path = sys.path[:1] == ['']\n"
+  "if cwd_on_path:\n"
+  "    del sys.path[0]\n"
+  "import os, socket, signal, struct, json, base64\n"
   "ctl = socket.socket(fileno=3)\n"
   "send = lambda text: ctl.send(text.encode('utf-8', 'replace'))\n"
   "idle_out, idle_err = os.dup(1), os.dup(2)\n"
@@ -115,6 +122,8 @@ static const char PYTHON_KERNEL[] =
   "\n"
   "\n"
   "signal.signal(signal.SIGINT, at_idle)\n"
+  "if cwd_on_path:\n"
+  "    sys.path.insert(0, '')\n"
   "failed = []\n"
   "for name in sys.argv[1:]:\n"
   "    try:\n"

@@ -10,7 +10,14 @@
 # pointed fd 1/2 back at its idle pipes and closed the cell's; "ping <n>" gets "pong <n>". Records:
 # <kind R|D|X><4-byte big-endian length><JSON>. None of this is trusted by the supervisor: a cell
 # can rewrite all of it (SECURITY.md, Kernels). argv[1:]: modules to import once the shell is up.
-import os, sys, socket, signal, struct, json, base64
+import sys
+# The working directory is first on the path ('' for `python3 -c`): a file there named like a module
+# the driver imports (json.py, signal.py, struct.py, ...) would run instead, and the kernel would not
+# start. Off the path while the driver sets up; back (for the cells' own imports) before the preload.
+cwd_on_path = sys.path[:1] == ['']
+if cwd_on_path:
+    del sys.path[0]
+import os, socket, signal, struct, json, base64
 ctl = socket.socket(fileno=3)
 send = lambda text: ctl.send(text.encode('utf-8', 'replace'))
 idle_out, idle_err = os.dup(1), os.dup(2)
@@ -121,6 +128,8 @@ def at_idle(signum, frame):
 
 
 signal.signal(signal.SIGINT, at_idle)
+if cwd_on_path:
+    sys.path.insert(0, '')
 failed = []
 for name in sys.argv[1:]:
     try:
