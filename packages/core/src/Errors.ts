@@ -141,8 +141,8 @@ export class SessionConfigMismatch extends Schema.TaggedError<SessionConfigMisma
   message: Schema.String
 }) {}
 
-/** Which of a session's file operations failed. */
-export const FileOperation = Schema.Literal("read", "write", "list", "remove")
+/** Which of a session's file operations failed (`search`: searchFiles' grep or find, session/edit.ts). */
+export const FileOperation = Schema.Literal("read", "write", "list", "remove", "search")
 export type FileOperation = typeof FileOperation.Type
 
 /** A session's file operation named a path that does not exist (the supervisor's ENOENT). */
@@ -167,6 +167,21 @@ export class SandboxFileError extends Schema.TaggedError<SandboxFileError>()("Sa
   operation: FileOperation,
   path: Schema.String,
   code: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * A patch (a session's `patchFile`, session/edit.ts) that could not be applied; the file is left as
+ * it was. `no-match`: the old text (or a diff hunk's lines) is not in the file; `ambiguous`: the old
+ * text occurs more than once and `replaceAll` was not asked; `too-large`: the file, or what the
+ * patch would make of it, is over the limit; `malformed-diff`: the diff is not a unified diff of
+ * one file. `matches` and `lines` (1-based, the first 20) say where the old text occurs.
+ */
+export class PatchFailed extends Schema.TaggedError<PatchFailed>()("PatchFailed", {
+  path: Schema.String,
+  reason: Schema.Literal("no-match", "ambiguous", "too-large", "malformed-diff"),
+  matches: Schema.Number,
+  lines: Schema.Array(Schema.Number),
   message: Schema.String
 }) {}
 

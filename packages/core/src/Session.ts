@@ -95,6 +95,22 @@ export type {
   WriteFileOptions,
   WriteFileResult
 } from "./session/files.js"
+export type {
+  PatchDiff,
+  PatchFileResult,
+  PatchReplace,
+  PatchSpec,
+  SearchFilesOptions,
+  SearchFilesResult,
+  SearchMatch
+} from "./session/edit.js"
+export {
+  DEFAULT_SEARCH_RESULTS,
+  MAX_MATCH_TEXT_BYTES,
+  MAX_PATCH_BYTES,
+  MAX_SEARCH_OUTPUT_BYTES,
+  MAX_SEARCH_RESULTS
+} from "./session/edit.js"
 export {
   DEFAULT_FILE_MODE,
   DEFAULT_READ_LIMIT_BYTES,

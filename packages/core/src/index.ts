@@ -47,6 +47,7 @@ export {
   ImageNotFound,
   InvalidRequest,
   KernelUnavailable,
+  PatchFailed,
   QueueFull,
   type SandboxError,
   SandboxFileError,

@@ -43,9 +43,13 @@ import {
   type CellRequest,
   type FileCallOptions,
   type ListFilesResult,
+  type PatchFileResult,
+  type PatchSpec,
   type ReadFileOptions,
   type ReadFileResult,
   type RunOptions,
+  type SearchFilesOptions,
+  type SearchFilesResult,
   type SessionCodeRequest,
   type SessionResult,
   Sessions,
@@ -118,6 +122,19 @@ export interface SandboxSession
   listFiles(dir?: string, options?: FileOperationOptions<FileCallOptions>): Promise<ListFilesResult>
   /** Remove a file, a symlink (itself, not its target) or an empty directory. */
   removeFile(path: string, options?: FileOperationOptions<FileCallOptions>): Promise<void>
+  /**
+   * Edit a text file in place: `{ oldString, newString, replaceAll? }` (exact text; it must occur
+   * once unless replaceAll) or `{ diff }` (a unified diff). Read, replaced and written back as one
+   * operation serialized with the calls, at most 8 MiB; rejects with PatchFailed (nothing written:
+   * `reason`, `matches`, `lines`), FileNotFound, SandboxFileError or InvalidRequest.
+   */
+  patchFile(path: string, patch: PatchSpec, options?: FileOperationOptions<FileCallOptions>): Promise<PatchFileResult>
+  /**
+   * Lines matching a regular expression (GNU grep -E; `target: "files"`: file names matching a glob,
+   * find -name) under `path` (default /workspace), without following symlinks; at most `maxResults`
+   * (default 100), `truncated` when more existed.
+   */
+  searchFiles(options: FileOperationOptions<SearchFilesOptions>): Promise<SearchFilesResult>
   /**
    * A cell of Python on the session's kernel (started by the first cell): imports, variables and
    * threads persist from cell to cell. Resolves with the cell's result whatever the cell did (an
@@ -292,6 +309,14 @@ const sessionFacade = async (
     removeFile: (path, o = {}) => {
       const { signal, ...rest } = o
       return call((s) => s.removeFile(path, rest), signal, {}, "file operation")
+    },
+    patchFile: (path, patch, o = {}) => {
+      const { signal, ...rest } = o
+      return call((s) => s.patchFile(path, patch, rest), signal, {}, "file operation")
+    },
+    searchFiles: (o) => {
+      const { signal, ...rest } = o
+      return call((s) => s.searchFiles(rest), signal, {}, "file operation")
     },
     // A cell's signal interrupts the cell (a result, `interrupted`), never the call: not the bridge's.
     runCell: (request, o = {}) => call((s) => cells.runCell(s, request, o), undefined, {}, "cell"),

@@ -139,12 +139,12 @@ export const resolveSandboxPath = (path: unknown): { readonly path: string } | {
   return { path: resolved }
 }
 
-const sandboxPath = (field: string, path: unknown): Effect.Effect<string, InvalidRequest> => {
+export const sandboxPath = (field: string, path: unknown): Effect.Effect<string, InvalidRequest> => {
   const r = resolveSandboxPath(path)
   return "path" in r ? Effect.succeed(r.path) : Effect.fail(invalidRequest(field, path, r.problem))
 }
 
-const integerIn = (
+export const integerIn = (
   field: string,
   value: unknown,
   min: number,
@@ -156,7 +156,7 @@ const integerIn = (
     : Effect.fail(invalidRequest(field, value, allowed))
 
 /** An operation validated: what the supervisor is asked, and its deadline. */
-interface Planned {
+export interface Planned {
   readonly op: FileOp
   readonly timeoutMs: number
 }
@@ -233,7 +233,13 @@ export const planRemove = (
     return { op: { op: "remove", path: resolved }, timeoutMs: yield* callTimeoutMs(o, defaultTimeoutMs) }
   })
 
-const VERB: Readonly<Record<FileOperation, string>> = { read: "read", write: "write", list: "list", remove: "remove" }
+const VERB: Readonly<Record<FileOperation, string>> = {
+  read: "read",
+  write: "write",
+  list: "list",
+  remove: "remove",
+  search: "search"
+}
 
 /** A range of mtimes a Date holds (±8.64e15 ms); a sandboxed program can set any. */
 const isoOf = (seconds: number) => new Date(Math.max(-8.64e15, Math.min(8.64e15, seconds * 1000))).toISOString()
@@ -298,6 +304,46 @@ const runOp = (deps: CallDeps, planned: Planned) =>
     return { reply, outcome }
   })
 
+/** A planned read, run under the session's lock the caller holds (readFile; patchFile, session/edit.ts). */
+export const readLocked = (deps: CallDeps, planned: Planned) =>
+  Effect.gen(function* () {
+    const { reply } = yield* runOp(deps, planned)
+    const file = reply.file!
+    const got = file.files[0]
+    const op = planned.op as Extract<FileOp, { op: "read" }>
+    if (got === undefined) {
+      // Fewer bytes than announced: the file shrank while it was read (a process in the sandbox).
+      return yield* new SandboxFileError({
+        operation: "read",
+        path: op.path,
+        code: "EIO",
+        message: `cannot read ${op.path}: it changed while it was read; read it again`
+      })
+    }
+    const size = file.announcedSize ?? got.size
+    const offset = Math.min(op.offset, size)
+    const result: ReadFileResult = {
+      path: op.path,
+      content: got.content,
+      size,
+      offset,
+      bytesRead: got.size,
+      truncated: offset + got.size < size,
+      mode: got.mode,
+      sha256: got.sha256
+    }
+    return result
+  })
+
+/** A planned write, run under the session's lock the caller holds (writeFile; patchFile, session/edit.ts). */
+export const writeLocked = (deps: CallDeps, planned: Planned) =>
+  Effect.gen(function* () {
+    yield* runOp(deps, planned)
+    const op = planned.op as Extract<FileOp, { op: "write" }>
+    const result: WriteFileResult = { path: op.path, bytesWritten: op.content.byteLength }
+    return result
+  })
+
 /** A session's file operations over a way to run one serialized with its calls (session/handle.ts). */
 export const makeFileOps = (
   defaultTimeoutMs: number,
@@ -306,43 +352,11 @@ export const makeFileOps = (
   const run = (planned: Planned) => serialized((deps) => runOp(deps, planned))
   return {
     readFile: (path: string, o?: ReadFileOptions) =>
-      Effect.gen(function* () {
-        const planned = yield* planRead(path, o, defaultTimeoutMs)
-        const { reply } = yield* run(planned)
-        const file = reply.file!
-        const got = file.files[0]
-        const op = planned.op as Extract<FileOp, { op: "read" }>
-        if (got === undefined) {
-          // Fewer bytes than announced: the file shrank while it was read (a process in the sandbox).
-          return yield* new SandboxFileError({
-            operation: "read",
-            path: op.path,
-            code: "EIO",
-            message: `cannot read ${op.path}: it changed while it was read; read it again`
-          })
-        }
-        const size = file.announcedSize ?? got.size
-        const offset = Math.min(op.offset, size)
-        const result: ReadFileResult = {
-          path: op.path,
-          content: got.content,
-          size,
-          offset,
-          bytesRead: got.size,
-          truncated: offset + got.size < size,
-          mode: got.mode,
-          sha256: got.sha256
-        }
-        return result
-      }),
+      Effect.flatMap(planRead(path, o, defaultTimeoutMs), (planned) => serialized((deps) => readLocked(deps, planned))),
     writeFile: (path: string, content: string | Uint8Array, o?: WriteFileOptions) =>
-      Effect.gen(function* () {
-        const planned = yield* planWrite(path, content, o, defaultTimeoutMs)
-        yield* run(planned)
-        const op = planned.op as Extract<FileOp, { op: "write" }>
-        const result: WriteFileResult = { path: op.path, bytesWritten: op.content.byteLength }
-        return result
-      }),
+      Effect.flatMap(planWrite(path, content, o, defaultTimeoutMs), (planned) =>
+        serialized((deps) => writeLocked(deps, planned))
+      ),
     listFiles: (dir?: string, o?: FileCallOptions) =>
       Effect.gen(function* () {
         const planned = yield* planList(dir, o, defaultTimeoutMs)

@@ -14,7 +14,13 @@ import { Clock, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Opti
 import { v7 as uuidv7 } from "uuid"
 import type { JournalError, JournalEvent, JournalService } from "@hermes-sandbox/events"
 import type { CellResult } from "../CellResult.js"
-import { type InvalidRequest, type KernelUnavailable, type SandboxError, SessionEnded } from "../Errors.js"
+import {
+  type InvalidRequest,
+  type KernelUnavailable,
+  type PatchFailed,
+  type SandboxError,
+  SessionEnded
+} from "../Errors.js"
 import type { ExecuteOptions } from "../Executor.js"
 import type { ExecutionResult } from "../ExecutionResult.js"
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
@@ -44,6 +50,13 @@ import {
   type WriteFileResult
 } from "./files.js"
 import { type CellOptions, type CellRequest, cellInput, runCell } from "./cell.js"
+import {
+  makeEditOps,
+  type PatchFileResult,
+  type PatchSpec,
+  type SearchFilesOptions,
+  type SearchFilesResult
+} from "./edit.js"
 import type { SessionPlan, SessionScope } from "./plan.js"
 import { makePythonKernel } from "./pythonKernel.js"
 
@@ -98,6 +111,18 @@ export interface Session {
   readonly listFiles: (dir?: string, options?: FileCallOptions) => Effect.Effect<ListFilesResult, SessionFileError>
   /** Remove a file, a symlink (itself) or an empty directory. */
   readonly removeFile: (path: string, options?: FileCallOptions) => Effect.Effect<void, SessionFileError>
+  /**
+   * Edit a text file in place (session/edit.ts): `{ oldString, newString, replaceAll? }` (exact; the
+   * old text must occur once unless replaceAll) or `{ diff }` (a unified diff). Read, replaced on the
+   * host and written back in ONE serialized operation; at most 8 MiB. PatchFailed says why not.
+   */
+  readonly patchFile: (
+    path: string,
+    patch: PatchSpec,
+    options?: FileCallOptions
+  ) => Effect.Effect<PatchFileResult, SessionFileError | PatchFailed>
+  /** Lines matching a regular expression (grep -E), or files whose name matches a glob (find); bounded. */
+  readonly searchFiles: (options: SearchFilesOptions) => Effect.Effect<SearchFilesResult, SessionFileError>
   /**
    * A cell of Python on the session's kernel (started by the first cell, or at open with
    * `kernel.eager`): imports, variables and threads persist from cell to cell. Serialized with the
@@ -374,6 +399,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
         return yield* inCallSet(locked).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
       })
     const fileOps = makeFileOps(plan.timeoutMs, serialized)
+    const editOps = makeEditOps(plan.timeoutMs, serialized)
 
     // The session's Python kernel: cells are serialized like calls (the same lock, FIFO).
     const pythonKernel = makePythonKernel({
@@ -517,6 +543,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       run,
       runCode,
       ...fileOps,
+      ...editOps,
       runCell: runCellOn,
       restartKernel,
       close: endAndWait(h.scope === "session" ? "closed" : "detached", h.scope === "session"),
