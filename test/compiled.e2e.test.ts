@@ -7,7 +7,7 @@
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { PROMISE_API_PROGRAM } from "./support/plainNodeProgram.js"
+import { PROMISE_API_PROGRAM, README_PLAIN_NODE_PROGRAM } from "./support/plainNodeProgram.js"
 
 const testDir = new URL(".", import.meta.url).pathname
 
@@ -52,5 +52,21 @@ describe("the compiled packages", () => {
       "ContainerExited",
       "ContainerDestroyed"
     ])
+  })
+
+  it("run the README's plain-JavaScript snippet as written (Node 20 has no `await using`)", async () => {
+    const r = await plainNode(README_PLAIN_NODE_PROGRAM)
+    expect(r.stderr).toBe("")
+    expect(r.code).toBe(0)
+    const lines = r.stdout.trim().split("\n")
+    expect(lines).toContain('result 0 "42\\n"')
+    for (const type of [
+      "ExecutionRequested",
+      "ContainerCreated",
+      "ContainerStarted",
+      "ContainerExited",
+      "ContainerDestroyed"
+    ])
+      expect(lines).toContain(type)
   })
 })

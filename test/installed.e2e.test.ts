@@ -31,7 +31,7 @@ import { tmpdir } from "node:os"
 import { delimiter, join, relative, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { PROMISE_API_PROGRAM } from "./support/plainNodeProgram.js"
+import { PROMISE_API_PROGRAM, README_PLAIN_NODE_PROGRAM } from "./support/plainNodeProgram.js"
 
 const repoRoot = realpathSync(fileURLToPath(new URL("..", import.meta.url)))
 const PACKAGES = ["events", "core", "docker", "mcp", "cli"] as const
@@ -227,6 +227,7 @@ const project = (manager: Manager): string => {
   writeFileSync(join(dir, "consumer.ts"), CONSUMER_TS)
   writeFileSync(join(dir, "tsconfig.json"), `${JSON.stringify(TSCONFIG, null, 2)}\n`)
   writeFileSync(join(dir, "main.mjs"), PROMISE_API_PROGRAM)
+  writeFileSync(join(dir, "readme.mjs"), README_PLAIN_NODE_PROGRAM)
   return dir
 }
 
@@ -401,6 +402,13 @@ console.log(JSON.stringify(out))`
       stdout: "42\n",
       types: ["ExecutionRequested", "ContainerCreated", "ContainerStarted", "ContainerExited", "ContainerDestroyed"]
     })
+  })
+
+  it("plain Node runs the README's plain-JavaScript snippet as written", async () => {
+    const r = ok(await run(process.execPath, ["readme.mjs"], { cwd: dir() }), "node readme.mjs")
+    const lines = r.stdout.trim().split("\n")
+    expect(lines).toContain('result 0 "42\\n"')
+    expect(lines).toContain("ContainerDestroyed")
   })
 
   it("the installed bin runs a program (hermes-sandbox run) and knows its version", async () => {
