@@ -18,9 +18,98 @@
 #   --rebuild        rebuild the offline bases even if they exist (and re-pull registry bases)
 #
 # Environment: HERMES_SUITE (default: VERSION_CODENAME of /etc/os-release),
-#              HERMES_DEBIAN_MIRROR (default: mmdebstrap's, deb.debian.org + updates + security).
+#              HERMES_DEBIAN_MIRROR (default: mmdebstrap's, deb.debian.org + updates + security),
+#              HERMES_IMAGES_HEARTBEAT_S (default 10: while a step is silent, say so this often).
 # Idempotent: with the images present it only re-runs `docker build`, which hits the cache.
+# Progress: every line starts with [images +<elapsed>]; a long step (mmdebstrap: minutes on a busy
+# host) shows its phases as they start and, while it is silent, a line every 10 s.
 set -euo pipefail
+
+now_ms() { if [ -n "${EPOCHREALTIME:-}" ]; then local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); else echo $(($(date +%s) * 1000)); fi; }
+T0=$(now_ms)
+elapsed() { local d=$(($(now_ms) - T0)); printf '%d.%ds' $((d / 1000)) $(((d % 1000) / 100)); }
+step() { printf '[images +%s] %s\n' "$(elapsed)" "$*"; }
+die() { printf '[images +%s] ERROR: %s\n' "$(elapsed)" "$*" >&2; exit 1; }
+
+HEARTBEAT_S="${HERMES_IMAGES_HEARTBEAT_S:-10}"
+case "$HEARTBEAT_S" in '' | *[!0-9]* | 0) echo "build-images: HERMES_IMAGES_HEARTBEAT_S must be a positive number of seconds (got '$HEARTBEAT_S')" >&2; exit 2 ;; esac
+
+# quietly LABEL LOG COMMAND...: run COMMAND (no stdin) with its output in LOG, and show that it is
+# alive: each phase line it logs (mmdebstrap's "I: downloading packages with apt...", "I: extracting
+# archives...", ...) as "LABEL: <phase>", and, while nothing new is said, every HEARTBEAT_S seconds
+# "LABEL: still <phase> (N s in it)". Returns COMMAND's exit status.
+quietly() {
+  local label=$1 log=$2 pid rc seen=0 n phase="" since said
+  shift 2
+  "$@" </dev/null >"$log" 2>&1 &
+  pid=$!
+  since=$(now_ms)
+  said=$since
+  relay() {
+    n=$(wc -l <"$log")
+    [ "$n" -gt "$seen" ] || return 0
+    local line
+    while IFS= read -r line; do
+      case "$line" in
+        I:\ *)
+          phase=${line#I: }
+          phase=${phase%...}
+          step "  $label: ${phase:0:110}"
+          since=$(now_ms)
+          said=$since
+          ;;
+      esac
+    done < <(sed -n "$((seen + 1)),${n}p" "$log")
+    seen=$n
+  }
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    relay
+    if [ $(($(now_ms) - said)) -ge $((HEARTBEAT_S * 1000)) ]; then
+      step "  $label: still ${phase:-running} ($((($(now_ms) - since) / 1000)) s in it)"
+      said=$(now_ms)
+    fi
+  done
+  rc=0
+  wait "$pid" || rc=$?
+  relay
+  return "$rc"
+}
+
+# build_progress IMAGE: `docker build`'s output (the classic builder's) on stdin, shown as each step
+# that does work (cached steps and bare ARG/FROM lines are skipped) and, while a step is silent, a
+# line every HEARTBEAT_S seconds naming it (a read that times out keeps what it read so far).
+build_progress() {
+  local img=$1 pending="" shown="" partial="" line since
+  since=$(now_ms)
+  on_line() {
+    case "$1" in
+      Step\ *)
+        case "$pending" in "" | *" : ARG "* | *" : FROM "*) ;; *) step "  ${pending:0:110}"; shown=$pending ;; esac
+        pending="$1"
+        since=$(now_ms)
+        ;;
+      *"---> Using cache"*) pending="" ;;
+      *) if [ -n "$pending" ]; then step "  ${pending:0:110}"; shown=$pending; pending=""; fi ;;
+    esac
+  }
+  while :; do
+    if IFS= read -r -t "$HEARTBEAT_S" line; then
+      on_line "$partial$line"
+      partial=""
+    elif [ $? -gt 128 ]; then
+      partial+=$line
+      line=${pending:-$shown}
+      step "  still building $img: ${line:0:80} ($((($(now_ms) - since) / 1000)) s in it)"
+    else
+      [ -z "$partial$line" ] || on_line "$partial$line"
+      break
+    fi
+  done
+}
+
+# Sourced (the tests of quietly and build_progress): the functions above only.
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then return 0; fi
 
 # images/ is ../images from here: at the repository root, and in an installed @hermes-sandbox/docker,
 # whose assets/ hold a copy of this script and of images/ in the same layout.
@@ -29,7 +118,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BASE_MODE=auto
 VARIANT=languages
 REBUILD=0
-usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --variant) VARIANT="${2:-}"; shift 2 || { usage >&2; exit 2; } ;;
@@ -62,15 +151,9 @@ DATA_PACKAGES="python3,python3-ipython,bash,coreutils,procps,util-linux,mount,ip
 DATA_STUB_CONTROL=images/python-data/no-pythran.control
 DATA_IMAGE=hermes-sandbox/python-data:latest
 
-now_ms() { if [ -n "${EPOCHREALTIME:-}" ]; then local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); else echo $(($(date +%s) * 1000)); fi; }
-T0=$(now_ms)
-elapsed() { local d=$(($(now_ms) - T0)); printf '%d.%ds' $((d / 1000)) $(((d % 1000) / 100)); }
-step() { printf '[images +%s] %s\n' "$(elapsed)" "$*"; }
-die() { printf '[images +%s] ERROR: %s\n' "$(elapsed)" "$*" >&2; exit 1; }
-
 export DOCKER_BUILDKIT=0 # the classic builder: works on every engine/client pairing and prints "Step n/m" lines
 if ! docker info >/dev/null 2>&1; then
-  die "the Docker engine does not answer; run 'bash scripts/ensure-engine.sh' first"
+  die "the Docker engine does not answer: start one ('sudo systemctl start docker'; in a checkout of the repository on Debian, as root: 'bash scripts/ensure-engine.sh')"
 fi
 
 # One build at a time on this host (CI and a developer, or two test workers).
@@ -93,7 +176,7 @@ base_current() {
   [ "$(docker image inspect --format '{{index .Config.Labels "org.hermes-sandbox.base-packages"}}' "$1" 2>/dev/null)" = "$2" ]
 }
 all_registry_bases_local() { local l; for l in "${LANGS[@]}"; do image_exists "${REGISTRY_BASE[$l]}" || return 1; done; }
-pull_quietly() { timeout "${2:-600}" docker pull -q "$1" >"$WORKDIR/pull.log" 2>&1; }
+pull_quietly() { quietly "docker pull $1" "$WORKDIR/pull.log" timeout "${2:-600}" docker pull -q "$1"; }
 
 # ensure_offline_base IMAGE PACKAGES KEY [mmdebstrap option...]: a Debian rootfs built with
 # mmdebstrap (an apt mirror, no registry) and `docker import`ed as IMAGE, unless it is current.
@@ -108,7 +191,7 @@ ensure_offline_base() {
   if [ "$REBUILD" = 0 ] && image_exists "$image"; then step "offline base $image predates the current package list; rebuilding it"; fi
   local old
   old=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
-  command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap is missing: 'apt-get install mmdebstrap' (scripts/ensure-engine.sh installs it on Debian)"
+  command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap is missing: 'apt-get install mmdebstrap' (Debian)"
   local mirrors=() hooks=()
   [ -n "${HERMES_DEBIAN_MIRROR:-}" ] && mirrors=("$HERMES_DEBIAN_MIRROR")
   # merged /usr the debootstrap way (installs usr-is-merged); otherwise apt satisfies
@@ -116,24 +199,25 @@ ensure_offline_base() {
   [ -d /usr/share/mmdebstrap/hooks/maybe-merged-usr ] && hooks=(--hook-dir=/usr/share/mmdebstrap/hooks/maybe-merged-usr)
   local log="$WORKDIR/mmdebstrap-${image//[\/:]/-}.log" rootfs="$WORKDIR/rootfs.tar"
   step "building offline base $image: mmdebstrap --variant=apt $SUITE (+ $packages); log: $log"
-  if ! mmdebstrap --variant=apt --include="$packages" "$@" ${hooks[@]+"${hooks[@]}"} \
+  step "  (minutes: about 1.5 on an idle host, 9 on a busy 2-core one; its phases and a line every ${HEARTBEAT_S} s follow)"
+  if ! quietly mmdebstrap "$log" mmdebstrap --variant=apt --include="$packages" "$@" ${hooks[@]+"${hooks[@]}"} \
       --dpkgopt='path-exclude=/usr/share/man/*' \
       --dpkgopt='path-exclude=/usr/share/info/*' \
       --dpkgopt='path-exclude=/usr/share/locale/*' \
       --dpkgopt='path-exclude=/usr/share/doc/*' \
       --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-      "$SUITE" "$rootfs" ${mirrors[@]+"${mirrors[@]}"} </dev/null >"$log" 2>&1; then
+      "$SUITE" "$rootfs" ${mirrors[@]+"${mirrors[@]}"}; then
     tail -30 "$log" >&2
     die "mmdebstrap failed (is a Debian apt mirror reachable? set HERMES_DEBIAN_MIRROR to use another one)"
   fi
   step "mmdebstrap done: rootfs $(du -h "$rootfs" | cut -f1); docker import"
-  docker import \
+  quietly "docker import" "$WORKDIR/import.log" docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["bash"]' \
     --change "LABEL org.hermes-sandbox.base-suite=$SUITE org.hermes-sandbox.base-packages=$key" \
     --message "hermes-sandbox offline base: mmdebstrap --variant=apt $SUITE" \
-    "$rootfs" "$image" >/dev/null
+    "$rootfs" "$image" || { tail -20 "$WORKDIR/import.log" >&2; die "docker import of $image failed"; }
   rm -f "$rootfs"
   step "imported $image"
   if [ -n "$old" ]; then OLD_IDS+=("$old"); fi
@@ -243,19 +327,7 @@ build_image() {
   local log="$WORKDIR/build-$dir.log" before after rc
   before=$(docker image inspect --format '{{.Id}}' "$img" 2>/dev/null || true)
   set +e
-  docker build --network none --build-arg "BASE=$base" --label "$FEATURES_LABEL" ${kernel_label[@]+"${kernel_label[@]}"} -t "$img" -f "$CONTEXT/$dir/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | {
-    # Show each step that does work (cached steps and bare ARG lines are skipped).
-    pending=""
-    while IFS= read -r line; do
-      case "$line" in
-        Step\ *)
-          case "$pending" in "" | *" : ARG "* | *" : FROM "*) ;; *) printf '[images +%s]   %s\n' "$(elapsed)" "${pending:0:110}" ;; esac
-          pending="$line" ;;
-        *"---> Using cache"*) pending="" ;;
-        *) if [ -n "$pending" ]; then printf '[images +%s]   %s\n' "$(elapsed)" "${pending:0:110}"; pending=""; fi ;;
-      esac
-    done
-  }
+  docker build --network none --build-arg "BASE=$base" --label "$FEATURES_LABEL" ${kernel_label[@]+"${kernel_label[@]}"} -t "$img" -f "$CONTEXT/$dir/Dockerfile" "$CONTEXT" 2>&1 | tee "$log" | build_progress "$img"
   rc=${PIPESTATUS[0]}
   set -e
   if [ "$rc" != 0 ]; then tail -40 "$log" >&2; die "docker build of $img failed (exit $rc)"; fi

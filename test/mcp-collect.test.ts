@@ -128,7 +128,16 @@ describe("execute_code collect: results and file resources (in-memory transport,
     const id = String(r.structured.execution_id)
     const uri = `sandbox://executions/${id}/files/chart.png`
     expect(r.structured.files).toEqual([
-      { path: "chart.png", size_bytes: png.length, sha256: sha256(png), mime_type: "image/png", uri, image: true }
+      {
+        path: "chart.png",
+        size_bytes: png.length,
+        sha256: sha256(png),
+        mime_type: "image/png",
+        uri,
+        image: true,
+        width: 32,
+        height: 32
+      }
     ])
     expect(r.structured).toMatchObject({
       skipped_files: [],
@@ -136,7 +145,7 @@ describe("execute_code collect: results and file resources (in-memory transport,
       collection: { status: "complete" }
     })
     expect(String(r.structured.output)).toMatch(
-      /^drawn\nCollected 1 file from \/workspace: "chart\.png" \(\d+ bytes, image\/png, shown as an image\)\. Read each with resources\/read/
+      /^drawn\nCollected 1 file from \/workspace: "chart\.png" \([\d.]+ KB, PNG 32×32; sent as image 1\)\. Read each with resources\/read/
     )
     const [link] = blocks(r.content, "resource_link")
     expect(link).toMatchObject({ uri, name: "chart.png", mimeType: "image/png", size: png.length })

@@ -7,6 +7,7 @@
  * read_file), on runc and on gVisor's runsc when the engine has it. The fake-kernel suite is
  * packages/mcp/test/run-python.test.ts.
  */
+import { createHash } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Effect } from "effect"
 import { Sessions } from "@hermes-sandbox/core/Session"
@@ -197,6 +198,34 @@ describe("run_python with the server's host tools", () => {
       await close()
     } finally {
       await withTools.close()
+    }
+  })
+})
+
+describe("run_python with images: link (runc)", () => {
+  it("a real PNG display is no image block and no base64: its resource (sandbox://cells/…) returns the bytes the cell made", async () => {
+    const linked = await McpSandbox.open({
+      journal: "memory",
+      runtime: "runc",
+      limits: { defaultTimeoutS: 30, images: "link" }
+    })
+    try {
+      const { client, close } = await connectInMemory(linked, { clientName: "run-python-images-test" })
+      const r = await call(client, "run_python", {
+        code: `${PNG_PROGRAM}\nimport hashlib\nfrom IPython.display import Image, display\ndisplay(Image(data=png))\nprint(hashlib.sha256(png).hexdigest())`
+      })
+      expect(r.structured.status, r.structured.output).toBe("ok")
+      expect(r.content.map((b) => b.type)).toEqual(["text"])
+      expect(JSON.stringify(r.result)).not.toMatch(/[A-Za-z0-9+/]{80,}/)
+      const display = r.structured.displays[0]
+      expect(display).toMatchObject({ image: false, width: 16, height: 16 })
+      expect(r.structured.output).toContain(`PNG 16×16; not sent as an image (images: link): resource ${display.uri}]`)
+      const { contents } = await client.readResource({ uri: display.uri })
+      const bytes = Buffer.from((contents[0] as { blob: string }).blob, "base64")
+      expect(createHash("sha256").update(bytes).digest("hex")).toBe(r.structured.stdout.trim())
+      await close()
+    } finally {
+      await linked.close()
     }
   })
 })

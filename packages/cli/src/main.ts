@@ -156,6 +156,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       "--session-pool <n>",
       "keep n session sandboxes ready, their Python kernels started, for new MCP sessions' first terminal, file or run_python call (default: none)"
     )
+    .option(
+      "--images <mode>",
+      "what execute_code's collected images and run_python's displays become: inline (image content blocks, default: for clients that render them), link (no image block; the text names each image's resource: for clients that turn tool results into text, such as the OpenAI Agents SDK and the Vercel AI SDK), none (only described); a call may choose with its images argument"
+    )
     .option("--max-concurrency <n>", "sandboxes running at once, over all clients (default: the executor's)")
     .option("--max-queue <n>", "executions waiting for a slot before execute_code is refused (default: the executor's)")
     .option(

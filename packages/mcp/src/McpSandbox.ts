@@ -20,6 +20,7 @@ import type { Journal } from "@hermes-sandbox/events"
 import { SessionLimitReached } from "./errors.js"
 import { FileStore } from "./fileStore.js"
 import { McpSession, type McpSessionContext } from "./McpSession.js"
+import { IMAGE_MODES, type ImageMode } from "./tools/images.js"
 import { DEFAULT_RESULT_CAPS, type ResultCaps } from "./tools/results.js"
 import { McpUpstreamFailed } from "./toolsFromMcp.js"
 import type { UpstreamServers } from "./upstreamConfig.js"
@@ -49,10 +50,21 @@ export interface McpToolLimits {
    * 32 MiB in all); maxTotalBytes is never more than fileStoreBytes (a call's files always fit the store).
    */
   readonly collectLimits?: Partial<Artifacts.CollectLimits>
-  /** A collected PNG/JPEG/GIF/WebP up to this size is also returned inline, as an image content block. Default 1 MiB. */
+  /**
+   * What a call does with the images it produced (execute_code's collected PNG/JPEG/GIF/WebP,
+   * run_python's displays), when the call does not say (its `images` argument): "inline" (default)
+   * sends each as an `image` content block, for clients that render them; "link" sends none and
+   * names each one's resource in the text, for clients that turn content blocks into text (the
+   * OpenAI Agents SDK, the Vercel AI SDK); "none" sends neither and only describes them. docs/mcp.md
+   * has a table of clients.
+   */
+  readonly images?: ImageMode
+  /** An image up to this size may be sent inline, as an image content block. Default 1 MiB. */
   readonly maxImageBytes?: number
-  /** Images returned inline per call at most (the others are links only). Default 4. */
+  /** Images sent inline per call at most (the others are named, with their resource). Default 4. */
   readonly maxImages?: number
+  /** Bytes of images sent inline per call in all (the base64 of a result is at most 4/3 of it). Default 2 MiB. */
+  readonly maxImageTotalBytes?: number
   /** Seconds the collected files stay readable as resources after their call. Default 900 (15 min). */
   readonly fileRetentionS?: number
   /** Bytes of collected files the server keeps in all, over every MCP session; the oldest calls' are evicted first. Default 64 MiB. */
@@ -66,6 +78,8 @@ export type ResolvedLimits = Required<Omit<McpToolLimits, "collectLimits">> & {
 const MiB = 1024 * 1024
 
 export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => {
+  if (l.images !== undefined && !IMAGE_MODES.includes(l.images))
+    throw new TypeError(`limits.images: one of ${IMAGE_MODES.join(", ")}, got ${JSON.stringify(l.images)}`)
   const fileStoreBytes = l.fileStoreBytes ?? 64 * MiB
   return {
     defaultTimeoutS: l.defaultTimeoutS ?? 50,
@@ -87,8 +101,10 @@ export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => {
         fileStoreBytes
       )
     },
+    images: l.images ?? "inline",
     maxImageBytes: l.maxImageBytes ?? MiB,
     maxImages: l.maxImages ?? 4,
+    maxImageTotalBytes: l.maxImageTotalBytes ?? 2 * MiB,
     fileRetentionS: l.fileRetentionS ?? 900,
     fileStoreBytes
   }

@@ -1,7 +1,9 @@
 /**
  * The files execute_code collected, kept after the result so that a client reads them as
  * resources (sandbox://executions/{id}/files/{path}): a result carries images inline only when
- * small, and some clients drop images, so every file is also a link to this.
+ * small, and some clients drop images, so every file is also a link to this. Also the images
+ * run_python's cells displayed (sandbox://cells/{id}/{name}), for results that name them instead
+ * of sending them (images: link).
  *
  * Bounded for the whole server, not per MCP session (a session could otherwise be opened per
  * call): each execution's files are kept `retentionMs`, and past `maxBytes` in all the oldest
@@ -15,8 +17,13 @@ export interface FileStoreLimits {
   readonly retentionMs: number
 }
 
+/** Whose files: an execute_code run's (collected) or a run_python cell's (its images). */
+export type StoredKind = "execution" | "cell"
+
 export interface StoredExecution {
+  /** The run's execution id, or the cell's id. */
   readonly executionId: string
+  readonly kind: StoredKind
   /** The MCP session that ran it. */
   readonly owner: string
   readonly storedAt: number
@@ -49,7 +56,12 @@ export class FileStore {
    * Keep one execution's files, evicting the oldest executions' until they fit. Files that
    * cannot fit even alone are not kept (false): the caller says so rather than link to nothing.
    */
-  put(executionId: string, owner: string, files: ReadonlyArray<CollectedFile>): boolean {
+  put(
+    executionId: string,
+    owner: string,
+    files: ReadonlyArray<CollectedFile>,
+    kind: StoredKind = "execution"
+  ): boolean {
     this.expire()
     const bytes = files.reduce((sum, f) => sum + f.content.byteLength, 0)
     if (files.length === 0 || bytes > this.limits.maxBytes) return false
@@ -60,6 +72,7 @@ export class FileStore {
     }
     this.executions.set(executionId, {
       executionId,
+      kind,
       owner,
       storedAt: this.now(),
       files: new Map(files.map((f) => [f.path, f])),

@@ -16,7 +16,7 @@
  * Modules are exported as namespaces (`Upstreams.connectUpstreams`, `Resources.fileUri`,
  * `ToolSchemas.ExecuteCodeResult`). Flat, and nowhere else on this entry: the error classes, the
  * entry points and their option and result types (McpSandbox, McpSession, serveStdio, serveHttp,
- * toolsFromMcp and its Effect face McpTools, loadUpstreamConfig), the result caps' type and VERSION.
+ * toolsFromMcp and its Effect face McpTools, loadUpstreamConfig), the result caps' and image mode's types and VERSION.
  * Those modules' other exports are entries of their own (`@hermes-sandbox/mcp/toolsFromMcp`'s
  * unwrapCallToolResult, `@hermes-sandbox/mcp/upstreamConfig`'s parseUpstreamConfig), as is every
  * top-level module; `tools/` is not exported.
@@ -48,5 +48,6 @@ export { serveStdio, type StdioOptions, type StdioServing } from "./stdio.js"
 export { type HttpOptions, type HttpServing, serveHttp } from "./http.js"
 export { McpTools, type McpUpstream, toolsFromMcp, type ToolsFromMcpOptions } from "./toolsFromMcp.js"
 export { loadUpstreamConfig, type UpstreamConfig, type UpstreamServer, type UpstreamServers } from "./upstreamConfig.js"
+export type { ImageMode } from "./tools/images.js"
 export type { ResultCaps } from "./tools/results.js"
 export { VERSION } from "./version.js"

@@ -1,13 +1,16 @@
 /**
  * The resources: an execution's lifecycle events, read from the journal (the same events
  * `hermes-sandbox events --execution ID` prints), and the files execute_code collected, from the
- * server's file store (fileStore.ts) while it keeps them. Over HTTP a session reads only what its
- * own calls made (their ExecutionRequested carries its `mcp.session` tag; the store keeps the
- * session with the files); over stdio the one local client may read any.
+ * server's file store (fileStore.ts) while it keeps them, and the images run_python's cells
+ * displayed, from the same store (kept when a result names them rather than sending them). Over
+ * HTTP a session reads only what its own calls made (their ExecutionRequested carries its
+ * `mcp.session` tag; the store keeps the session with the files); over stdio the one local client
+ * may read any.
  */
 import { Chunk, Effect, Stream } from "effect"
 import type { CollectedFile } from "@hermes-sandbox/core/Artifacts"
 import { Journal } from "@hermes-sandbox/events"
+import type { StoredExecution, StoredKind } from "./fileStore.js"
 import type { McpSession } from "./McpSession.js"
 
 export const EVENTS_TEMPLATE = {
@@ -48,9 +51,13 @@ export const FILES_TEMPLATE = {
 
 const FILE_URI = /^sandbox:\/\/executions\/([A-Za-z0-9-]{1,64})\/files\/([\s\S]+)$/
 
+/** A segment percent-encoded as RFC 3986 has it: `!'()*` too, so a URI written in words never holds a parenthesis or quote. */
+const encodeSegment = (segment: string) =>
+  encodeURIComponent(segment).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+
 /** The resource URI of a collected file: its path percent-encoded segment by segment (a name may hold any character but "/"). */
 export const fileUri = (executionId: string, path: string): string =>
-  `sandbox://executions/${executionId}/files/${path.split("/").map(encodeURIComponent).join("/")}`
+  `sandbox://executions/${executionId}/files/${path.split("/").map(encodeSegment).join("/")}`
 
 /** The execution and the path a file URI names, or undefined when it names none. */
 export const fileOfUri = (uri: string): { readonly executionId: string; readonly path: string } | undefined => {
@@ -63,10 +70,39 @@ export const fileOfUri = (uri: string): { readonly executionId: string; readonly
   }
 }
 
-/** A file this session may read, while the server keeps it. */
-export const fileResource = (session: McpSession, executionId: string, path: string): CollectedFile | undefined => {
+export const CELL_IMAGES_TEMPLATE = {
+  uriTemplate: "sandbox://cells/{id}/{name}",
+  name: "cell-image",
+  title: "An image a run_python cell displayed",
+  description:
+    "A PNG or JPEG a run_python cell displayed (name: display-N.png for its N-th display, out.png for its value's), kept by the server for a limited time, as a base64 blob.",
+  mimeType: "image/png"
+} as const
+
+const CELL_URI = /^sandbox:\/\/cells\/([A-Za-z0-9-]{1,64})\/((?:display-[1-9][0-9]{0,5}|out)\.(?:png|jpg))$/
+
+/** The resource URI of a cell's image (the host names it: `display-3.png`, `out.jpg`). */
+export const cellImageUri = (cellId: string, name: string): string => `sandbox://cells/${cellId}/${name}`
+
+/** The cell and the image name a cell image URI names, or undefined when it names none. */
+export const cellImageOfUri = (uri: string): { readonly cellId: string; readonly name: string } | undefined => {
+  const match = CELL_URI.exec(uri)
+  return match === null ? undefined : { cellId: match[1]!, name: match[2]! }
+}
+
+/** The URI of a file the store keeps (a run's collected file, a cell's image). */
+export const storedUri = (stored: StoredExecution, path: string): string =>
+  stored.kind === "cell" ? cellImageUri(stored.executionId, path) : fileUri(stored.executionId, path)
+
+/** A file this session may read, while the server keeps it (`kind`: a run's collected file, or a cell's image). */
+export const fileResource = (
+  session: McpSession,
+  executionId: string,
+  path: string,
+  kind: StoredKind = "execution"
+): CollectedFile | undefined => {
   const stored = session.owner.files.get(executionId)
-  if (stored === undefined) return undefined
+  if (stored === undefined || stored.kind !== kind) return undefined
   if (session.context.transport === "http" && stored.owner !== session.id) return undefined
   return stored.files.get(path)
 }

@@ -21,6 +21,8 @@ import { InvalidArguments } from "./errors.js"
 import type { McpSession } from "./McpSession.js"
 import { progressFor } from "./progress.js"
 import {
+  CELL_IMAGES_TEMPLATE,
+  cellImageOfUri,
   EVENTS_TEMPLATE,
   eventsResource,
   executionIdOfUri,
@@ -28,7 +30,7 @@ import {
   fileContents,
   fileOfUri,
   fileResource,
-  fileUri
+  storedUri
 } from "./resources.js"
 import { type ToolDefinition, tools } from "./tools/definitions.js"
 import { failure, stoppedResult, structured } from "./tools/results.js"
@@ -40,7 +42,8 @@ const INSTRUCTIONS =
   "terminal, run_python, read_file and write_file share one sandbox for this session (files, working directory and exported variables persist until reset_session, the session's end, or idle expiry); " +
   "run_python runs Python cells in a kernel there whose variables and imports persist from call to call. " +
   "No sandbox has network access. Each run's lifecycle events are the resource sandbox://executions/{execution_id}/events; " +
-  "the files execute_code collected (its collect argument) are sandbox://executions/{execution_id}/files/{path} for a while."
+  "the files execute_code collected (its collect argument) are sandbox://executions/{execution_id}/files/{path} for a while, " +
+  "and a run_python image the result names instead of sending it is sandbox://cells/{id}/{name}."
 
 const fieldOf = (path: ReadonlyArray<PropertyKey>) =>
   path.reduce<string>(
@@ -128,7 +131,7 @@ export const createServer = (session: McpSession): Server => {
   })
 
   server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({
-    resourceTemplates: [EVENTS_TEMPLATE, FILES_TEMPLATE]
+    resourceTemplates: [EVENTS_TEMPLATE, FILES_TEMPLATE, CELL_IMAGES_TEMPLATE]
   }))
 
   server.setRequestHandler(ListResourcesRequestSchema, () => ({
@@ -138,15 +141,15 @@ export const createServer = (session: McpSession): Server => {
         name: `execution ${id} events`,
         mimeType: EVENTS_TEMPLATE.mimeType
       })),
-      // This session's collected files the server still keeps, newest first.
+      // This session's collected files and cell images the server still keeps, newest first.
       ...[...session.owner.files.list()]
         .reverse()
         .filter((e) => e.owner === session.id)
         .flatMap((e) =>
           [...e.files.values()].map((f) => ({
-            uri: fileUri(e.executionId, f.path),
+            uri: storedUri(e, f.path),
             name: f.path,
-            title: `${f.path} (execution ${e.executionId})`,
+            title: `${f.path} (${e.kind} ${e.executionId})`,
             mimeType: f.mime,
             size: f.size
           }))
@@ -172,11 +175,20 @@ export const createServer = (session: McpSession): Server => {
         )
       return { contents: [fileContents(uri, found)] }
     }
+    const image = cellImageOfUri(uri)
+    if (image !== undefined) {
+      const found = fileResource(session, image.cellId, image.name, "cell")
+      if (found === undefined)
+        throw notFound(
+          `no image ${image.name} of cell ${image.cellId} (the server keeps them for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, with the collected files, the oldest evicted first)`
+        )
+      return { contents: [fileContents(uri, found)] }
+    }
     const id = executionIdOfUri(uri)
     if (id === undefined)
       throw new McpError(
         ErrorCode.InvalidParams,
-        `Unknown resource ${uri}: this server has ${EVENTS_TEMPLATE.uriTemplate} and ${FILES_TEMPLATE.uriTemplate}`
+        `Unknown resource ${uri}: this server has ${EVENTS_TEMPLATE.uriTemplate}, ${FILES_TEMPLATE.uriTemplate} and ${CELL_IMAGES_TEMPLATE.uriTemplate}`
       )
     const text = await eventsResource(session, id)
     if (text === undefined) throw notFound(`no execution ${id}`)

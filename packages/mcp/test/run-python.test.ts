@@ -79,7 +79,7 @@ describe("run_python on the fake kernel, through the SDK's client", () => {
     const { tools } = await client.listTools()
     const tool = tools.find((t) => t.name === "run_python")!
     expect(tool.inputSchema.required).toEqual(["code"])
-    expect(Object.keys(tool.inputSchema.properties ?? {}).sort()).toEqual(["code", "reset", "timeout_s"])
+    expect(Object.keys(tool.inputSchema.properties ?? {}).sort()).toEqual(["code", "images", "reset", "timeout_s"])
     expect(tool.outputSchema?.properties).toHaveProperty("state_lost")
     expect(tool.description).toMatch(/State persists between calls/)
     expect(tool.description).toMatch(/50000 bytes/)
@@ -130,7 +130,7 @@ describe("run_python on the fake kernel, through the SDK's client", () => {
     ])
     expect(r.structured.displays_omitted).toEqual({ count: 0, bytes: 0, reasons: { invalid: 1 } })
     expect(r.structured.output).toContain(
-      "[display 1: image/png, text/plain; image/png 70 B, shown as image 1]\n<Figure size 640x480 with 1 Axes>\n"
+      "[display 1: image/png, text/plain; 70 B, PNG 1×1; sent as image 1]\n<Figure size 640x480 with 1 Axes>\n"
     )
     expect(r.structured.output).toContain("Parts of outputs were dropped (invalid: 1).")
     const all = JSON.stringify(r.content)
@@ -338,8 +338,9 @@ describe("run_python's bounds (SECURITY.md, Kernels: the row MCP run_python)", (
     ])
     expect(r.content.filter((b) => b.type === "image")).toHaveLength(2)
     expect(r.structured.displays.map((d: Json) => d.image)).toEqual([false, true, true, false])
-    expect(r.structured.output).toContain("not shown: over 2 KB")
-    expect(r.structured.output).toContain("not shown: 2 images per call at most")
+    expect(r.structured.output).toContain("not sent: over 2 KB per image")
+    expect(r.structured.output).toContain("not sent: 2 images per call at most")
+    expect(r.structured.output).not.toMatch(/shown/)
     await close()
   })
 
@@ -375,8 +376,9 @@ describe("cellResult on its own: what the host let through is checked again", ()
   }
   const context: CellContext = {
     caps: { stdoutBytes: 50_000, stderrBytes: 10_000 },
-    maxImages: 4,
-    maxImageBytes: 1024 * 1024,
+    images: "inline",
+    imageLimits: { images: "inline", maxImages: 4, maxImageBytes: 1024 * 1024, maxImageTotalBytes: 2 * 1024 * 1024 },
+    keepImages: () => undefined,
     timeoutS: 50,
     maxTimeoutS: 300,
     reset: false,
@@ -403,7 +405,7 @@ describe("cellResult on its own: what the host let through is checked again", ()
       context
     )
     expect(r.content).toEqual([{ type: "image", data: PNG, mimeType: "image/png" }])
-    expect(r.value.output).toBe("Out[3]: <Image>\n[Out[3]: image/png 70 B, shown as image 1]")
+    expect(r.value.output).toBe("Out[3]: <Image>\n[Out[3]: 70 B, PNG 1×1; sent as image 1]")
   })
   it("a sandbox replaced under the cells (idle expiry) is state_lost, in words", () => {
     const r = cellResult({ ...base, stateLost: true }, { ...context, sandboxReplaced: true })

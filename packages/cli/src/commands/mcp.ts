@@ -8,6 +8,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
+import type { ImageMode } from "@hermes-sandbox/mcp"
 import { isLoopback } from "@hermes-sandbox/mcp/loopback"
 import { UsageError } from "../errors.js"
 import { ExitCode } from "../exitCodes.js"
@@ -42,6 +43,7 @@ export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOption
   readonly sessionPool?: string
   readonly maxConcurrency?: string
   readonly maxQueue?: string
+  readonly images?: string
 }
 
 /** The environment variable that may carry the HTTP bearer token. */
@@ -102,6 +104,16 @@ const tokenOf = (
   return { token: randomBytes(32).toString("base64url"), generated: true }
 }
 
+/** --images' values (every ImageMode, checked by the compiler), before the SDK loads. */
+const IMAGE_MODES: Record<ImageMode, true> = { inline: true, link: true, none: true }
+
+export const imageModeOf = (given: string | undefined): ImageMode | undefined => {
+  if (given === undefined) return undefined
+  if (!Object.hasOwn(IMAGE_MODES, given))
+    throw new UsageError(`--images: one of ${Object.keys(IMAGE_MODES).join(", ")}, got ${JSON.stringify(given)}`)
+  return given as ImageMode
+}
+
 const seconds = (flag: string, given: string | undefined): number | undefined => {
   const ms = durationOption(flag, given)
   if (ms !== undefined && ms < 1000) throw new UsageError(`${flag}: at least 1s, got ${JSON.stringify(given)}`)
@@ -133,6 +145,7 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const maxConcurrency = numberOption("--max-concurrency", options.maxConcurrency, true)
   const maxQueue = numberOption("--max-queue", options.maxQueue, true)
   const cpus = numberOption("--cpus", options.cpus)
+  const imageMode = imageModeOf(options.images)
   if (defaultTimeoutS !== undefined && maxTimeoutS !== undefined && defaultTimeoutS > maxTimeoutS)
     throw new UsageError("--timeout: larger than --max-timeout")
   const toolLimits = toolLimitsOf(options)
@@ -170,7 +183,8 @@ export const mcp = async (options: McpOptions): Promise<number> => {
       ...(defaultTimeoutS === undefined ? {} : { defaultTimeoutS }),
       ...(maxTimeoutS === undefined ? {} : { maxTimeoutS }),
       ...((sessionIdleS ?? hermesIdleS) === undefined ? {} : { sessionIdleS: sessionIdleS ?? hermesIdleS }),
-      ...(maxSessionSandboxes === undefined ? {} : { maxSessionSandboxes })
+      ...(maxSessionSandboxes === undefined ? {} : { maxSessionSandboxes }),
+      ...(imageMode === undefined ? {} : { images: imageMode })
     },
     ...(upstream === undefined ? {} : { upstream: upstream.servers }),
     ...(toolLimits === undefined ? {} : { toolLimits }),

@@ -8,14 +8,24 @@
  * - the `text/plain` of the last expression's value and of the displays: TEXT_BUDGET bytes in all,
  *   the value first (each piece head and tail), what does not fit left out and said so;
  * - the traceback: TRACEBACK_BYTES, head and tail; the exception's value VALUE_BYTES;
- * - PNG and JPEG displays as image content, within the server's maxImages × maxImageBytes, and only
- *   when the decoded bytes start with the type's signature (Artifacts.mimeOf); HTML, SVG, Markdown
- *   and JSON are never sent (they are named in `mime_types` only);
+ * - PNG and JPEG displays, only when the decoded bytes start with the type's signature
+ *   (Artifacts.mimeOf), as images.ts's policy says: image content within the call's budget
+ *   (inline), or named by their resource (link: kept by the server, `keepImages`), or described
+ *   only (none); HTML, SVG, Markdown and JSON are never sent (they are named in `mime_types` only);
  * - at most MAX_LISTED_OUTPUTS displays described, MAX_LISTED_TYPES MIME types each, names cut to
  *   MAX_TYPE_NAME characters;
  * - late output (printed between cells) within stderr's cap.
  */
 import { Artifacts, type CellOutput, type CellResult } from "@hermes-sandbox/core"
+import {
+  ImageBudget,
+  type ImageFacts,
+  imageFacts,
+  type ImageLimits,
+  type ImageMode,
+  type ImageOutcome,
+  outcomeWords
+} from "./images.js"
 import { boundStreams, type ExtraContent, headTail, outputOf, type ResultCaps, withNewline } from "./results.js"
 import type { CellOutputInfo, RunPythonResult } from "./schemas.js"
 
@@ -38,8 +48,14 @@ const IMAGE_TYPES = ["image/png", "image/jpeg"] as const
 
 export interface CellContext {
   readonly caps: ResultCaps
-  readonly maxImages: number
-  readonly maxImageBytes: number
+  /** This call's image mode (its argument, else the server's), and the server's image limits. */
+  readonly images: ImageMode
+  readonly imageLimits: ImageLimits
+  /**
+   * Keep the cell's images that were not sent inline, as resources: their URI by name, or
+   * undefined when the server could not keep them. Not called in mode none.
+   */
+  readonly keepImages: (cellId: string, images: ReadonlyArray<UnsentImage>) => ((name: string) => string) | undefined
   /** The deadline the cell had, and the largest one the caller may ask for, for the timeout's words. */
   readonly timeoutS: number
   readonly maxTimeoutS: number
@@ -73,7 +89,12 @@ const imageOf = (bundle: CellOutput["data"]): { readonly mime: string; readonly 
   return undefined
 }
 
-const kb = (n: number) => (n < 1024 ? `${n} B` : `${Math.round(n / 1024)} KB`)
+/** An image of the cell that was not sent inline, for the server to keep as a resource: `name` as cellImageUri takes it. */
+export interface UnsentImage {
+  readonly name: string
+  readonly mime: string
+  readonly bytes: Buffer
+}
 
 /** The run_python result of a cell, and its image content blocks. */
 export const cellResult = (
@@ -83,55 +104,69 @@ export const cellResult = (
   const streams = boundStreams(r, context.caps)
   const content: Array<ExtraContent> = []
   const notes: Array<string> = []
-  let budget = TEXT_BUDGET
+  const budget = new ImageBudget(context.images, context.imageLimits)
+  const unsent: Array<UnsentImage> = []
+  let textBudget = TEXT_BUDGET
   let textLeftOut = 0
 
-  /** The output's description, its text/plain within what is left of the budget, its image if one may be sent. */
-  const describe = (o: CellOutput): { info: CellOutputInfo; text: string | undefined; image: string | undefined } => {
+  /** The output's description, its text/plain within what is left of the budget, what became of its image. */
+  const describe = (o: CellOutput, name: string) => {
     const plain = Object.hasOwn(o.data, "text/plain") ? o.data["text/plain"] : undefined
     let text: string | undefined
     let cut = false
     if (plain !== undefined) {
-      if (budget >= MIN_PIECE || Buffer.byteLength(plain, "utf8") <= budget) {
-        const bounded = headTail(plain, budget)
+      if (textBudget >= MIN_PIECE || Buffer.byteLength(plain, "utf8") <= textBudget) {
+        const bounded = headTail(plain, textBudget)
         text = bounded.text
         cut = bounded.captured < Buffer.byteLength(plain, "utf8")
-        budget -= bounded.captured
+        textBudget -= bounded.captured
       } else {
         cut = true
         textLeftOut++
       }
     }
-    // What became of its image, in words for `output`.
-    let image: string | undefined
-    let shown = false
     const found = imageOf(o.data)
+    let image: { facts: ImageFacts; size: number; outcome: ImageOutcome; name: string } | undefined
     if (found !== undefined) {
-      const what = `${found.mime} ${kb(found.bytes.length)}`
-      if (found.bytes.length > context.maxImageBytes) image = `${what}, not shown: over ${kb(context.maxImageBytes)}`
-      else if (content.length >= context.maxImages)
-        image = `${what}, not shown: ${context.maxImages} images per call at most`
-      else {
-        content.push({ type: "image", data: found.bytes.toString("base64"), mimeType: found.mime })
-        shown = true
-        image = `${what}, shown as image ${content.length}`
-      }
+      const outcome = budget.admit(found.bytes.length)
+      const file = `${name}.${found.mime === "image/png" ? "png" : "jpg"}`
+      if (outcome.sent) content.push({ type: "image", data: found.bytes.toString("base64"), mimeType: found.mime })
+      else if (context.images !== "none") unsent.push({ name: file, mime: found.mime, bytes: found.bytes })
+      image = { facts: imageFacts(found.mime, found.bytes), size: found.bytes.length, outcome, name: file }
     }
-    const info: CellOutputInfo = {
-      mime_types: typeNames(o.data),
-      bytes: bytesOf(o.data),
-      ...(text === undefined ? {} : { text }),
-      ...(plain === undefined ? {} : { text_truncated: cut }),
-      image: shown
-    }
-    return { info, text, image }
+    return { data: o.data, plain, text, cut, image }
   }
 
   // The value first: of everything a cell returns, it is what was asked for.
-  const result = r.result === undefined ? undefined : describe(r.result)
+  const described = r.result === undefined ? undefined : describe(r.result, "out")
   const listed = r.displays.slice(0, MAX_LISTED_OUTPUTS)
-  const displays = listed.map(describe)
+  const describedDisplays = listed.map((d, i) => describe(d, `display-${i + 1}`))
   const unlisted = r.displays.slice(MAX_LISTED_OUTPUTS)
+  // The images not sent are kept for their resources (images: inline past the budget, or link).
+  const uriOf = unsent.length === 0 ? undefined : context.keepImages(r.cellId, unsent)
+
+  /** Its entry in the result, and the words of its image for `output`. */
+  const finish = (
+    d: ReturnType<typeof describe>
+  ): { info: CellOutputInfo; text: string | undefined; image: string | undefined } => {
+    const uri = d.image === undefined || d.image.outcome.sent ? undefined : uriOf?.(d.image.name)
+    const info: CellOutputInfo = {
+      mime_types: typeNames(d.data),
+      bytes: bytesOf(d.data),
+      ...(d.text === undefined ? {} : { text: d.text }),
+      ...(d.plain === undefined ? {} : { text_truncated: d.cut }),
+      image: d.image?.outcome.sent === true,
+      ...(d.image?.facts.width === undefined ? {} : { width: d.image.facts.width, height: d.image.facts.height }),
+      ...(uri === undefined ? {} : { uri })
+    }
+    const image =
+      d.image === undefined
+        ? undefined
+        : outcomeWords(d.image.size, d.image.facts, d.image.outcome, context.images, uri)
+    return { info, text: d.text, image }
+  }
+  const result = described === undefined ? undefined : finish(described)
+  const displays = describedDisplays.map(finish)
 
   let printed = streams.printed
   displays.forEach((d, i) => {

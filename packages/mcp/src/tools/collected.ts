@@ -2,12 +2,14 @@
  * What execute_code's `collect` brought back, as a model and its client receive it. Every file is
  * a `resource_link` to the server's copy (resources/read), listed in the result's JSON (path,
  * size, sha256, media type, uri) and named in `output` too, since some clients drop images and
- * links; small PNG/JPEG/GIF/WebP files are also `image` blocks, which most clients show and
- * multimodal models see. Skipped entries are listed with their reasons: nothing is dropped silently.
+ * links; PNG/JPEG/GIF/WebP files are also `image` blocks as images.ts's policy says (inline, within
+ * the call's budget), else named with their resource (link) or described only (none). Skipped
+ * entries are listed with their reasons: nothing is dropped silently.
  */
 import type { ExecutionResult } from "@hermes-sandbox/core"
 import { fileUri } from "../resources.js"
-import type { ExtraContent } from "./results.js"
+import { ImageBudget, imageFacts, type ImageLimits, type ImageMode, outcomeWords } from "./images.js"
+import { type ExtraContent, quotedName } from "./results.js"
 import type { ExecuteCodeResult } from "./schemas.js"
 
 /** The raster types MCP clients show; their mime comes from the content's signature, not the name. */
@@ -43,12 +45,12 @@ const bounded = <A>(
   return { listed: items.slice(0, n), omitted: items.length - n }
 }
 
-const shownName = (path: string) =>
-  JSON.stringify(path.length > NAME_IN_OUTPUT ? `${path.slice(0, NAME_IN_OUTPUT)}…` : path)
+const shownName = (path: string) => quotedName(path, NAME_IN_OUTPUT)
 
 export interface CollectedContext {
-  readonly maxImages: number
-  readonly maxImageBytes: number
+  /** This call's image mode (its argument, else the server's), and the server's image limits. */
+  readonly images: ImageMode
+  readonly imageLimits: ImageLimits
   /** The server keeps the files (as resources); false when it could not. */
   readonly kept: boolean
 }
@@ -78,11 +80,19 @@ export const collectedResult = (
   const skipped = skippedBound.listed
   const skippedTotal = skipped.length + skippedBound.omitted + (r.skippedFilesOmitted ?? 0)
   const filesBound = bounded(r.files, MAX_LISTED_FILES, (f) => f.path)
-  let images = 0
+  const budget = new ImageBudget(context.images, context.imageLimits)
   const files = filesBound.listed.map((f) => {
-    const image = INLINE_IMAGE.test(f.mime) && f.size <= context.maxImageBytes && images < context.maxImages
-    if (image) images++
-    return { file: f, image, uri: context.kept ? fileUri(r.executionId, f.path) : undefined }
+    const uri = context.kept ? fileUri(r.executionId, f.path) : undefined
+    if (!INLINE_IMAGE.test(f.mime)) return { file: f, image: false, uri, words: `${f.size} bytes, ${f.mime}` }
+    const facts = imageFacts(f.mime, f.content)
+    const outcome = budget.admit(f.size)
+    return {
+      file: f,
+      image: outcome.sent,
+      uri,
+      facts,
+      words: outcomeWords(f.size, facts, outcome, context.images, uri)
+    }
   })
   const content: Array<ExtraContent> = [
     ...files
@@ -114,7 +124,7 @@ export const collectedResult = (
   const notes: Array<string> = []
   if (r.files.length > 0) {
     notes.push(
-      `Collected ${r.files.length} ${r.files.length === 1 ? "file" : "files"} from /workspace: ${listed(files, r.files.length, ({ file, image }) => `${shownName(file.path)} (${file.size} bytes, ${file.mime}${image ? ", shown as an image" : ""})`)}.` +
+      `Collected ${r.files.length} ${r.files.length === 1 ? "file" : "files"} from /workspace: ${listed(files, r.files.length, ({ file, words }) => `${shownName(file.path)} (${words})`)}.` +
         (context.kept
           ? " Read each with resources/read at its files[].uri (sandbox://executions/{execution_id}/files/{path})."
           : " The server could not keep them (over its file store), so they cannot be read as resources.")
@@ -132,13 +142,14 @@ export const collectedResult = (
 
   return {
     fields: {
-      files: files.map(({ file, image, uri }) => ({
+      files: files.map(({ file, image, uri, facts }) => ({
         path: file.path,
         size_bytes: file.size,
         sha256: file.sha256,
         mime_type: file.mime,
         ...(uri === undefined ? {} : { uri }),
-        image
+        image,
+        ...(facts?.width === undefined ? {} : { width: facts.width, height: facts.height })
       })),
       skipped_files: skipped.map((s) => ({ path: s.path, size_bytes: s.size, reason: s.skipped })),
       ...(filesBound.omitted > 0 ? { files_omitted: filesBound.omitted } : {}),

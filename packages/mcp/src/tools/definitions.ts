@@ -4,14 +4,17 @@
  * terminal, run_python (its Python kernel), read_file, write_file and reset_session work on the
  * MCP session's sandbox.
  */
+import { createHash } from "node:crypto"
 import { Effect, type Schema } from "effect"
 import { Executor, type ExecuteRequest, type Session } from "@hermes-sandbox/core"
 import { FileOperationFailed, InvalidArguments } from "../errors.js"
 import type { McpSession } from "../McpSession.js"
 import type { Progress } from "../progress.js"
+import { cellImageUri } from "../resources.js"
 import { type CallableTools, describeCallable } from "./callable.js"
-import { cellResult, TEXT_BUDGET, TRACEBACK_BYTES } from "./cellResult.js"
+import { cellResult, TEXT_BUDGET, TRACEBACK_BYTES, type UnsentImage } from "./cellResult.js"
 import { collectedResult } from "./collected.js"
+import { describeImages, type ImageLimits, type ImageMode } from "./images.js"
 import { type ExtraContent, runResult } from "./results.js"
 import * as S from "./schemas.js"
 import { readWindow, writeWhole } from "./sessionFiles.js"
@@ -77,6 +80,15 @@ const bytesOf = (tool: string, field: string, content: string, encoding: "utf8" 
   return Buffer.from(compact, "base64")
 }
 
+/** The images of one call: its `images` argument, else the server's, within the server's limits (images.ts). */
+const imagesOf = (
+  given: ImageMode | undefined,
+  session: McpSession
+): { images: ImageMode; imageLimits: ImageLimits } => {
+  const l = session.owner.limits
+  return { images: given ?? l.images, imageLimits: l }
+}
+
 const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`
 
 export const executeCode = define<S.ExecuteCodeArgs>({
@@ -87,7 +99,7 @@ export const executeCode = define<S.ExecuteCodeArgs>({
     `Files can be written into /workspace (the working directory) first. Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}. ` +
     `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail. ` +
     `collect (globs relative to /workspace, e.g. ["*.png", "out/**"]) brings files back after the program ends: each as a resource_link (resources/read; kept ${Math.round(l.fileRetentionS / 60)} min) and listed in the result, ` +
-    `PNG/JPEG/GIF/WebP up to ${Math.round(l.maxImageBytes / 1024)} KiB also as image content (at most ${l.maxImages} per call); at most ${l.collectLimits.maxFiles} files, ${l.collectLimits.maxFileBytes} bytes each, ${l.collectLimits.maxTotalBytes} bytes in all.` +
+    `${describeImages(l, "PNG/JPEG/GIF/WebP images")}; images: inline|link|none per call; at most ${l.collectLimits.maxFiles} files, ${l.collectLimits.maxFileBytes} bytes each, ${l.collectLimits.maxTotalBytes} bytes in all.` +
     describeCallable(callable),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   args: S.ExecuteCodeArgs,
@@ -128,11 +140,7 @@ export const executeCode = define<S.ExecuteCodeArgs>({
     )
     // Kept before the result is returned, so a client may read them as soon as it has it.
     const kept = result.files !== undefined && session.owner.files.put(result.executionId, session.id, result.files)
-    const collected = collectedResult(result, {
-      maxImages: limits.maxImages,
-      maxImageBytes: limits.maxImageBytes,
-      kept
-    })
+    const collected = collectedResult(result, { ...imagesOf(args.images, session), kept })
     const value = {
       ...runResult(
         result,
@@ -193,7 +201,7 @@ export const runPython = define<S.RunPythonArgs>({
   description: (l, callable) =>
     `Run Python code as a cell of a persistent IPython kernel in this MCP session's sandbox (the one terminal, read_file and write_file use: files are shared, e.g. a chart saved with plt.savefig is readable with read_file). ` +
     `State persists between calls: variables, imports, loaded data, open files. The value of the last expression is returned (like Jupyter's Out[n]); display() outputs and matplotlib figures come back too, ` +
-    `PNG/JPEG images up to ${Math.round(l.maxImageBytes / 1024)} KiB as image content (at most ${l.maxImages} per call); HTML and SVG are not sent, only their text/plain. No network. ` +
+    `${describeImages(l, "PNG/JPEG images")} (images: inline|link|none per call); HTML and SVG are not sent, only their text/plain. No network. ` +
     `Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}; at the deadline the cell gets a KeyboardInterrupt and the kernel keeps its state if it stops; if it does not, the kernel is killed and state_lost: true says earlier variables are gone (also after a crash or out of memory). ` +
     `reset: true restarts the kernel first. The sandbox is removed by reset_session, the MCP session's end, or after ${l.sessionIdleS} s without a call. ` +
     `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail; the text/plain of the value and displays ${TEXT_BUDGET} bytes in all; a traceback ${TRACEBACK_BYTES} bytes (head and tail).` +
@@ -226,8 +234,8 @@ export const runPython = define<S.RunPythonArgs>({
     )
     const { value, content } = cellResult(result, {
       caps: limits.resultCaps,
-      maxImages: limits.maxImages,
-      maxImageBytes: limits.maxImageBytes,
+      ...imagesOf(args.images, session),
+      keepImages: (cellId, images) => keepCellImages(session, cellId, images),
       timeoutS: timeoutMs / 1000,
       maxTimeoutS: limits.maxTimeoutS,
       reset,
@@ -241,6 +249,23 @@ export const runPython = define<S.RunPythonArgs>({
     }
   }
 })
+
+/** A cell's images kept as resources (sandbox://cells/{id}/{name}), in the server's file store, bounded with the collected files. */
+const keepCellImages = (
+  session: McpSession,
+  cellId: string,
+  images: ReadonlyArray<UnsentImage>
+): ((name: string) => string) | undefined => {
+  const files = images.map((i) => ({
+    path: i.name,
+    size: i.bytes.length,
+    sha256: createHash("sha256").update(i.bytes).digest("hex"),
+    mime: i.mime,
+    mode: 0o644,
+    content: i.bytes
+  }))
+  return session.owner.files.put(cellId, session.id, files, "cell") ? (name) => cellImageUri(cellId, name) : undefined
+}
 
 /** One file operation of the session sandbox, abortable like a call (the client's cancel, the MCP session's end). */
 const fileCall = <A>(

@@ -157,6 +157,21 @@ export const stoppedResult = (
   container_name: containerName
 })
 
+/**
+ * A name the sandbox chose, as `output` shows it: a JSON string (newlines, quotes and control
+ * characters escaped), cut to `max` characters, with what could still mislead a reader escaped the
+ * JSON way too: "://" (a name cannot pass for a resource URI this server wrote: every
+ * "sandbox://" in `output` is one) and the characters that break or reorder lines (U+2028,
+ * U+2029, the bidirectional controls).
+ */
+export const quotedName = (name: string, max: number): string =>
+  JSON.stringify(name.length > max ? `${name.slice(0, max)}…` : name)
+    .replaceAll("://", "\\u003a//")
+    .replace(
+      /[\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+    )
+
 /** A content block after the text one: an image, a link to a resource. */
 export type ExtraContent =
   | { readonly type: "image"; readonly data: string; readonly mimeType: string }

@@ -7,6 +7,7 @@
  */
 import { JSONSchema, Schema } from "effect"
 import { Artifacts, Languages } from "@hermes-sandbox/core"
+import { IMAGE_MODES, IMAGES_ARGUMENT } from "./images.js"
 
 // Schema.Int carries an identifier, which JSONSchema.make turns into a $defs reference: some
 // clients do not follow references, so integers are declared inline.
@@ -28,6 +29,12 @@ const oneOf = <const L extends ReadonlyArray<string>>(...literals: L) =>
   })
 
 export const Encoding = oneOf("utf8", "base64")
+
+/** A call's `images` argument (images.ts). */
+const ImagesArgument = optional(oneOf(...IMAGE_MODES), IMAGES_ARGUMENT)
+
+/** An image's width and height, as its header claims them (shown only when plausible). */
+const Dimension = optional(Count, "Pixels, as the image's own header claims (absent when not readable).")
 
 // --- execute_code ------------------------------------------------------------------------------
 
@@ -58,8 +65,9 @@ export const ExecuteCodeArgs = Schema.Struct({
     'Files to bring back after the program ends: glob patterns relative to /workspace, e.g. ["*.png", "out/**", "report.csv"]. ' +
       "`*` and `?` match within a name, `**` any number of directories, a directory brings everything below it; names starting with a dot only match a pattern that does. " +
       "Each file comes back as a resource_link (read it with resources/read; kept for a limited time) and is listed in the result with its size, sha256 and media type; " +
-      "small PNG, JPEG, GIF and WebP images also as image content. Symbolic links, FIFOs and files past the limits are not sent but listed in skipped_files with the reason."
-  )
+      "small PNG, JPEG, GIF and WebP images also as image content (see images). Symbolic links, FIFOs and files past the limits are not sent but listed in skipped_files with the reason."
+  ),
+  images: ImagesArgument
 })
 export type ExecuteCodeArgs = typeof ExecuteCodeArgs.Type
 
@@ -127,7 +135,9 @@ export const CollectedFile = Schema.Struct({
     Schema.String,
     "The resource to read it from (resources/read): sandbox://executions/{execution_id}/files/{path}, each path segment percent-encoded. Absent when the server could not keep it."
   ),
-  image: describe(Schema.Boolean, "Also returned inline as an image content block.")
+  image: describe(Schema.Boolean, "Also returned inline as an image content block."),
+  width: Dimension,
+  height: Dimension
 })
 
 export const SkippedFile = Schema.Struct({
@@ -210,7 +220,8 @@ export const RunPythonArgs = Schema.Struct({
   reset: optional(
     Schema.Boolean,
     "Restart the Python kernel first: every variable and import of earlier cells is discarded (files stay)."
-  )
+  ),
+  images: ImagesArgument
 })
 export type RunPythonArgs = typeof RunPythonArgs.Type
 
@@ -225,7 +236,13 @@ export const CellOutputInfo = Schema.Struct({
   bytes: describe(Count, "Bytes of its data as the kernel sent it (images as base64)."),
   text: optional(Schema.String, "Its text/plain, within the result's budget for such text."),
   text_truncated: optional(Schema.Boolean, "Its text/plain is cut (head and tail kept) or left out by the budget."),
-  image: describe(Schema.Boolean, "Also sent as an image content block.")
+  image: describe(Schema.Boolean, "Also sent as an image content block."),
+  width: Dimension,
+  height: Dimension,
+  uri: optional(
+    Schema.String,
+    "Its image's resource (sandbox://cells/{id}/{name}, resources/read) when it was not sent inline and the server keeps it."
+  )
 })
 export type CellOutputInfo = typeof CellOutputInfo.Type
 
