@@ -164,4 +164,13 @@ echo maps-bytes $(cat /proc/$PPID/maps 2>/dev/null | wc -c)`)
     })
     await keeping.close()
   }, 60_000)
+
+  it("a program that stops its own supervisor (SIGSTOP, same uid) cannot wedge the session: the deadline's killer resumes it, the next call runs", async () => {
+    const s = track(await createSession())
+    // Stopped, the supervisor would hold the session lock for ever: every later call session-locked.
+    const r = await s.run("kill -STOP $PPID; echo stopped; sleep 60", { timeoutMs: 2_000 })
+    expect(r).toMatchObject({ timedOut: true })
+    expect((await s.run("echo next", { timeoutMs: 5_000 })).stdout).toBe("next\n")
+    await s.close()
+  }, 60_000)
 })
