@@ -454,9 +454,11 @@ console.log(JSON.stringify(out))`
     try {
       expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
         "execute_code",
+        "patch",
         "read_file",
         "reset_session",
         "run_python",
+        "search_files",
         "terminal",
         "write_file"
       ])

@@ -62,7 +62,7 @@ const arraysWithoutItems = (schema: unknown, at = "$"): Array<string> => {
 }
 
 describe("MCP server: tools/list", () => {
-  it("lists the six tools with object input schemas, output schemas, honest annotations; initialize names the server and its version", async () => {
+  it("lists the eight tools with object input schemas, output schemas, honest annotations; initialize names the server and its version", async () => {
     const { client, close } = await connect()
     expect(client.getServerVersion()).toMatchObject({ name: "hermes-sandbox", version: VERSION })
     expect(VERSION).toBe(
@@ -71,9 +71,11 @@ describe("MCP server: tools/list", () => {
     const { tools } = await client.listTools()
     expect(tools.map((t) => t.name).sort()).toEqual([
       "execute_code",
+      "patch",
       "read_file",
       "reset_session",
       "run_python",
+      "search_files",
       "terminal",
       "write_file"
     ])

@@ -1,12 +1,12 @@
 /**
  * The tools, each a name, its words for the model, honest annotations, its argument and result
  * schemas, and what it does. execute_code runs in a single-use sandbox per call (the executor);
- * terminal, run_python (its Python kernel), read_file, write_file and reset_session work on the
+ * terminal, run_python (its Python kernel), read_file, write_file, patch, search_files and reset_session work on the
  * MCP session's sandbox.
  */
 import { createHash } from "node:crypto"
 import { Effect, type Schema } from "effect"
-import { Executor, type ExecuteRequest, type Session } from "@hermes-sandbox/core"
+import { Executor, type ExecuteRequest, Session } from "@hermes-sandbox/core"
 import { FileOperationFailed, InvalidArguments } from "../errors.js"
 import type { McpSession } from "../McpSession.js"
 import type { Progress } from "../progress.js"
@@ -17,7 +17,7 @@ import { collectedResult } from "./collected.js"
 import { describeImages, type ImageLimits, type ImageMode } from "./images.js"
 import { type ExtraContent, runResult } from "./results.js"
 import * as S from "./schemas.js"
-import { readWindow, writeWhole } from "./sessionFiles.js"
+import { patchAt, readWindow, searchAt, writeWhole } from "./sessionFiles.js"
 
 export interface CallContext {
   readonly session: McpSession
@@ -274,12 +274,35 @@ const fileCall = <A>(
   op: (sandbox: Session.Session) => Effect.Effect<A, unknown>
 ): Promise<A> => session.run(tool, () => Effect.flatMap(session.useSandbox, op), signal)
 
+/**
+ * read_file's `line_numbers`: "LINE|CONTENT" lines, the number right-aligned in 6 columns (the Hermes
+ * agent's format), within `max` bytes in all (the prefixes count: a file of empty lines would
+ * otherwise grow eightfold); `cut` when lines were left out for it.
+ */
+export const withLineNumbers = (
+  text: string,
+  first: number,
+  max: number
+): { readonly text: string; readonly lines: number; readonly cut: boolean } => {
+  const lines = text.split("\n")
+  if (lines.at(-1) === "") lines.pop()
+  const out: Array<string> = []
+  let bytes = 0
+  for (const [i, line] of lines.entries()) {
+    const numbered = `${String(first + i).padStart(6)}|${line}`
+    bytes += Buffer.byteLength(numbered) + 1
+    if (bytes > max && out.length > 0) return { text: `${out.join("\n")}\n`, lines: out.length, cut: true }
+    out.push(numbered)
+  }
+  return { text: out.length === 0 ? "" : `${out.join("\n")}\n`, lines: out.length, cut: false }
+}
+
 export const readFile = define<S.ReadFileArgs>({
   name: "read_file",
   title: "Read a file from this session's sandbox",
   description: (l) =>
     `Read a file in this MCP session's sandbox (the one terminal uses), under /workspace or /tmp; a relative path is from the terminal's current directory. ` +
-    `Text: offset/limit are lines (1-based; default the first 2000 lines). A file with NUL bytes is binary: content is base64 and offset/limit are bytes. At most ${l.maxReadBytes} bytes per call (truncated: true says more follows).`,
+    `Text: offset/limit are lines (1-based; default the first 2000 lines); line_numbers: true prefixes each with its number and '|' ("     7|content", as the Hermes agent prints it; what patch needs is the text after the '|'). A file with NUL bytes is binary: content is base64 and offset/limit are bytes. At most ${l.maxReadBytes} bytes per call (truncated: true says more follows).`,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   args: S.ReadFileArgs,
   result: S.ReadFileResult,
@@ -309,9 +332,15 @@ export const readFile = define<S.ReadFileArgs>({
       window = bytes.subarray(0, lastNewline >= 0 ? lastNewline + 1 : max)
       cut = true
     }
-    const text = window.toString("utf8")
+    let text = window.toString("utf8")
     const utf8 = Buffer.from(text, "utf8").equals(window)
-    const returnedLines = text === "" ? 0 : text.split("\n").length - (text.endsWith("\n") ? 1 : 0)
+    let returnedLines = text === "" ? 0 : text.split("\n").length - (text.endsWith("\n") ? 1 : 0)
+    if (utf8 && args.line_numbers === true) {
+      const numbered = withLineNumbers(text, offset, max)
+      text = numbered.text
+      returnedLines = numbered.lines
+      cut ||= numbered.cut
+    }
     const value: S.ReadFileResult = {
       path,
       content: utf8 ? text : window.toString("base64"),
@@ -351,6 +380,83 @@ export const writeFile = define<S.WriteFileArgs>({
   }
 })
 
+const patchSpecOf = (args: S.PatchArgs): Session.PatchSpec => {
+  const bad = (field: string, message: string) =>
+    new InvalidArguments({ tool: "patch", issues: [{ field, message }], message: `${field}: ${message}` })
+  if (args.diff !== undefined) {
+    if (args.old_string !== undefined || args.new_string !== undefined || args.replace_all !== undefined)
+      throw bad("diff", "either diff, or old_string and new_string (with replace_all): not both")
+    return { diff: args.diff }
+  }
+  if (args.old_string === undefined) throw bad("old_string", "required (with new_string), unless diff is given")
+  if (args.new_string === undefined) throw bad("new_string", "required with old_string (an empty string deletes it)")
+  return {
+    oldString: args.old_string,
+    newString: args.new_string,
+    ...(args.replace_all === undefined ? {} : { replaceAll: args.replace_all })
+  }
+}
+
+export const patch = define<S.PatchArgs>({
+  name: "patch",
+  title: "Edit a file in this session's sandbox",
+  description: () =>
+    `Edit a text file in this MCP session's sandbox (the one terminal uses) in place, under /workspace or /tmp; a relative path is from the terminal's current directory. ` +
+    `Give old_string and new_string: old_string (exact: whitespace and indentation included) is replaced by new_string, and must occur exactly once unless replace_all is true; ` +
+    `otherwise nothing is changed and the error says how many times and on which lines it occurs, or where its first line is (read_file with line_numbers: true shows the lines). ` +
+    `Or give diff: a unified diff of this one file (@@ -l,n +l,n @@ hunks; ---/+++ headers optional), each hunk applied where its lines match; a hunk that matches nowhere changes nothing. ` +
+    `The file keeps its permission bits; files up to ${Session.MAX_PATCH_BYTES} bytes. Symbolic links are not followed.`,
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+  args: S.PatchArgs,
+  result: S.PatchResult,
+  call: async (args, context) => {
+    const spec = patchSpecOf(args)
+    const r = await fileCall("patch", context, (sandbox) => patchAt(sandbox, args.path, spec))
+    const value: S.PatchResult = {
+      path: r.path,
+      replacements: r.replacements,
+      lines: r.lines,
+      bytes_written: r.bytesWritten
+    }
+    return { value, isError: false }
+  }
+})
+
+export const searchFiles = define<S.SearchFilesArgs>({
+  name: "search_files",
+  title: "Search files in this session's sandbox",
+  description: () =>
+    `Search files in this MCP session's sandbox (the one terminal uses), under /workspace or /tmp. ` +
+    `target "content" (default): the lines matching pattern, a POSIX extended regular expression (GNU grep -E: | + ? {n,m} () [] ^ $ \\b \\w \\s; not \\d, lookarounds or lazy quantifiers), ` +
+    `in the files under path (a directory, searched recursively, or one file; default the terminal's current directory), only in files whose name matches glob if given ("*.py"); each with its path, line number and text (at most ${Session.MAX_MATCH_TEXT_BYTES} bytes of a line). ` +
+    `target "files": the files and directories whose name matches pattern as a glob ("*.py", "test_*"). ` +
+    `Symbolic links are not followed; binary files, FIFOs and devices are skipped. At most max_results results (default ${Session.DEFAULT_SEARCH_RESULTS}, at most ${Session.MAX_SEARCH_RESULTS}); truncated: true says more existed.`,
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  args: S.SearchFilesArgs,
+  result: S.SearchFilesResult,
+  call: async (args, context) => {
+    const r = await fileCall("search_files", context, (sandbox) =>
+      searchAt(sandbox, args.path, {
+        pattern: args.pattern,
+        ...(args.glob === undefined ? {} : { glob: args.glob }),
+        ...(args.max_results === undefined ? {} : { maxResults: args.max_results }),
+        ...(args.target === undefined ? {} : { target: args.target })
+      })
+    )
+    const value: S.SearchFilesResult = {
+      path: r.path,
+      target: r.target,
+      matches: r.matches.map((m) =>
+        r.target === "files" ? { path: m.path } : { path: m.path, line: m.line, text: m.text }
+      ),
+      count: r.matches.length,
+      truncated: r.truncated || r.omitted > 0,
+      incomplete: r.incomplete
+    }
+    return { value, isError: false }
+  }
+})
+
 export const resetSession = define<Record<string, never>>({
   name: "reset_session",
   title: "Destroy this session's sandbox",
@@ -374,5 +480,7 @@ export const tools: ReadonlyArray<ToolDefinition<unknown>> = [
   runPython,
   readFile,
   writeFile,
+  patch,
+  searchFiles,
   resetSession
 ]

@@ -311,7 +311,11 @@ export const ReadFileArgs = Schema.Struct({
     Integer.pipe(Schema.positive()),
     "Text: first line (1-based, default 1). Binary: first byte (1-based)."
   ),
-  limit: optional(Integer.pipe(Schema.positive()), "Text: lines (default 2000). Binary: bytes.")
+  limit: optional(Integer.pipe(Schema.positive()), "Text: lines (default 2000). Binary: bytes."),
+  line_numbers: optional(
+    Schema.Boolean,
+    "Text: each line prefixed with its number and '|' (`     7|content`, as the Hermes agent's read_file prints it). Default false."
+  )
 })
 export type ReadFileArgs = typeof ReadFileArgs.Type
 
@@ -341,6 +345,73 @@ export const WriteFileResult = Schema.Struct({
   bytes_written: Count
 })
 export type WriteFileResult = typeof WriteFileResult.Type
+
+// --- patch -----------------------------------------------------------------------------------------
+
+export const PatchArgs = Schema.Struct({
+  path: describe(
+    Schema.String,
+    "Absolute, or relative to the terminal's current directory; inside /workspace or /tmp. A text file."
+  ),
+  old_string: optional(
+    Schema.String,
+    "The exact text to replace, whitespace and indentation included; it must occur exactly once unless replace_all."
+  ),
+  new_string: optional(Schema.String, "What replaces old_string (may be empty, to delete it)."),
+  replace_all: optional(Schema.Boolean, "Replace every occurrence of old_string (default false)."),
+  diff: optional(
+    Schema.String,
+    "Instead of old_string/new_string: a unified diff of this one file (@@ -l,n +l,n @@ hunks; ---/+++ headers optional)."
+  )
+})
+export type PatchArgs = typeof PatchArgs.Type
+
+export const PatchResult = Schema.Struct({
+  path: describe(Schema.String, "The file's resolved absolute path."),
+  replacements: describe(Count, "Occurrences replaced, or hunks applied."),
+  lines: describe(
+    Schema.Array(Count),
+    "1-based lines (in the new file) where each replacement or hunk starts; the first 20."
+  ),
+  bytes_written: Count
+})
+export type PatchResult = typeof PatchResult.Type
+
+// --- search_files ----------------------------------------------------------------------------------
+
+export const SearchFilesArgs = Schema.Struct({
+  pattern: describe(
+    Schema.String,
+    'content: a POSIX extended regular expression (GNU grep -E). files: a glob of file names ("*.py").'
+  ),
+  path: optional(
+    Schema.String,
+    "A directory (searched recursively) or one file; absolute or relative to the terminal's current directory. Default: that directory (or /workspace)."
+  ),
+  glob: optional(Schema.String, 'content only: search only files whose name matches this glob ("*.ts").'),
+  max_results: optional(
+    Integer.pipe(Schema.between(1, 1000)),
+    "At most this many results (default 100, at most 1000)."
+  ),
+  target: optional(oneOf("content", "files"), '"content" (default): matching lines. "files": matching file names.')
+})
+export type SearchFilesArgs = typeof SearchFilesArgs.Type
+
+export const SearchFilesResult = Schema.Struct({
+  path: describe(Schema.String, "What was searched (absolute)."),
+  target: oneOf("content", "files"),
+  matches: Schema.Array(
+    Schema.Struct({
+      path: Schema.String,
+      line: optional(Count, "content: the line's number (1-based)."),
+      text: optional(Schema.String, "content: the line (at most 1000 bytes of it).")
+    })
+  ),
+  count: describe(Count, "Results returned."),
+  truncated: describe(Schema.Boolean, "More results existed: narrow path, pattern or glob, or raise max_results."),
+  incomplete: describe(Schema.Boolean, "Some files could not be read (permissions); the rest were searched.")
+})
+export type SearchFilesResult = typeof SearchFilesResult.Type
 
 // --- reset_session ---------------------------------------------------------------------------------
 

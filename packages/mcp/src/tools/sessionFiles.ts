@@ -12,6 +12,9 @@
  * - text is read by lines (offset/limit count lines, total_lines counts them all), binary (a NUL
  *   byte in the first 8 KiB) by bytes, as the Hermes agent's read_file does;
  * - write_file keeps an existing file's permission bits (a script stays executable);
+ * - patch and search_files are the session's patchFile and searchFiles (core's session/edit.ts) on
+ *   the path resolved as above; search_files without a path searches the terminal's directory
+ *   (/workspace when that is outside the roots);
  * - failures are FileOperationFailed with the reasons the tools always had.
  */
 import { posix } from "node:path"
@@ -182,4 +185,36 @@ export const writeWhole = (
       .writeFile(path, bytes, { timeoutMs: TIMEOUT_MS })
       .pipe(Effect.catchAll(asToolFailure(given)))
     return { path: written.path, bytesWritten: written.bytesWritten }
+  })
+
+/** patch: the session's patchFile on the tool's path. */
+export const patchAt = (
+  sandbox: Session.Session,
+  given: string,
+  patch: Session.PatchSpec
+): Effect.Effect<Session.PatchFileResult, unknown> =>
+  Effect.gen(function* () {
+    const path = yield* resolveToolPath(sandbox, given)
+    return yield* sandbox.patchFile(path, patch, { timeoutMs: TIMEOUT_MS }).pipe(Effect.catchAll(asToolFailure(given)))
+  })
+
+/** search_files: the session's searchFiles under the tool's path (default: the terminal's directory). */
+export const searchAt = (
+  sandbox: Session.Session,
+  given: string | undefined,
+  options: Omit<Session.SearchFilesOptions, "path" | "timeoutMs">
+): Effect.Effect<Session.SearchFilesResult, unknown> =>
+  Effect.gen(function* () {
+    const path =
+      given === undefined
+        ? yield* resolveToolPath(sandbox, ".").pipe(Effect.orElseSucceed(() => INITIAL_CWD))
+        : yield* resolveToolPath(sandbox, given)
+    return yield* sandbox.searchFiles({ ...options, path, timeoutMs: TIMEOUT_MS }).pipe(
+      Effect.catchAll((e: { _tag?: string; operation?: string; message?: string }) =>
+        // The search's own failure (a deadline, no grep in the image) says what to do; keep its words.
+        e._tag === "SandboxFileError" && e.operation === "search"
+          ? Effect.fail(failed(given ?? path, "failed", e.message ?? "the search failed"))
+          : asToolFailure(given ?? path)(e)
+      )
+    )
   })
