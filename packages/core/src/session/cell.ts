@@ -293,10 +293,12 @@ const decide = (
     const manager = deps.kernel
     const violation = (end: KernelEnd | undefined) => (end?._tag === "Violation" ? end.reason : undefined)
     /** The kernel is gone (or must go): journaled and torn down; a violation is an error, not a result. */
-    const loss = (status: CellStatus, reason: "timeout" | "interrupted" | "crashed") =>
+    const loss = (status: CellStatus, reason: "timeout" | "interrupted" | "crashed", silent = false) =>
       Effect.gen(function* () {
-        // After 'Z' none the supervisor's 'G' follows: wait for it, for its cause and OOM verdict.
-        yield* Effect.interruptible(Deferred.await(kernel.end)).pipe(Effect.timeout(KILL_GRACE), Effect.ignore)
+        // After 'Z' none the supervisor's 'G' follows: wait for it, for its cause and OOM verdict
+        // (not again when the supervisor already let the whole grace pass in silence: stopped or gone).
+        if (!silent)
+          yield* Effect.interruptible(Deferred.await(kernel.end)).pipe(Effect.timeout(KILL_GRACE), Effect.ignore)
         const bad = violation(yield* polled(kernel.end))
         const { oomKilled } = yield* manager.lost(kernel, bad === undefined ? reason : "crashed", cellId)
         if (bad !== undefined) return { _tag: "Violation" as const, reason: bad }
@@ -312,16 +314,19 @@ const decide = (
       return yield* loss("crashed", "crashed")
     }
     // The deadline, or the caller's abort: interrupt, then the supervisor's grace (and ours).
+    let silent = false
     if (end === undefined) {
       yield* kernel.proc.write(encodeInterruptCommand(cellId)).pipe(Effect.ignore)
-      yield* Effect.raceFirst(
-        Effect.asVoid(Deferred.await(sink.ended)),
-        Effect.asVoid(Deferred.await(kernel.end))
-      ).pipe(Effect.interruptible, Effect.timeout(deps.plan.kernel.interruptGraceMs + KILL_GRACE_MS), Effect.ignore)
+      silent = Option.isNone(
+        yield* Effect.raceFirst(
+          Effect.asVoid(Deferred.await(sink.ended)),
+          Effect.asVoid(Deferred.await(kernel.end))
+        ).pipe(Effect.interruptible, Effect.timeout(deps.plan.kernel.interruptGraceMs + KILL_GRACE_MS), Effect.option)
+      )
       end = yield* polled(sink.ended)
     }
     if (violation(yield* polled(kernel.end)) !== undefined) return yield* loss("crashed", "crashed")
     // Ended and answered within the grace: the state is kept; the status is the host's.
     if (end !== undefined && end.status !== "none") return { _tag: "Done", status: wake, lost: false, oomKilled: false }
-    return yield* loss(wake, wake)
+    return yield* loss(wake, wake, silent)
   })
