@@ -507,7 +507,8 @@ describe("MCP server: the journal behind it", () => {
     const { resourceTemplates } = await client.listResourceTemplates()
     expect(resourceTemplates.map((t) => t.uriTemplate)).toEqual([
       "sandbox://executions/{id}/events",
-      "sandbox://executions/{id}/files/{+path}"
+      "sandbox://executions/{id}/files/{+path}",
+      "sandbox://cells/{id}/{name}"
     ])
     const { resources } = await client.listResources()
     expect(resources.map((r) => r.uri)).toContain(`sandbox://executions/${id}/events`)
