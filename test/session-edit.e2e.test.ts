@@ -5,18 +5,50 @@
  * followed; a FIFO neither hangs a search nor is patched; binary files are skipped; a huge file is
  * refused by patch and its long line bounded in a search; names with newlines and colons come back
  * whole; a pattern that starts with '-' is a pattern; a catastrophic regular expression ends at the
- * call's deadline and the session lives on. One session for the file (runc: nothing here differs
- * under gVisor but the speed). The host side (the parse, the replacement, the diff): the unit tests
- * (packages/core/test/SessionEdit.test.ts).
+ * call's deadline and the session lives on. One session for the file on runc; the symlink case
+ * again on gVisor (runsc), whose O_NOFOLLOW once differed. The host side (the parse, the
+ * replacement, the diff): the unit tests (packages/core/test/SessionEdit.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createSession, type SandboxSession } from "@hermes-sandbox/docker"
+import { RUNTIMES } from "./hostile/support.js"
 import { sessionTracker } from "./support/sessions.js"
 
 const { track, removeTracked } = sessionTracker()
 afterAll(removeTracked)
 
 const paths = (r: { readonly matches: ReadonlyArray<{ readonly path: string }> }) => r.matches.map((m) => m.path)
+
+/** What a call planted is not followed: a search of a tree with symlinks, and the symlinks given as paths. */
+const symlinksNotFollowed = async (s: SandboxSession) => {
+  const setup = await s.run(
+    "mkdir -p /workspace/s /tmp/elsewhere && cd /workspace/s && echo 'root:x:0' > real.txt && echo 'root:inside' > /tmp/elsewhere/f && " +
+      "ln -s /etc/passwd pw && ln -s /etc etcdir && ln -s /tmp/elsewhere in && ln -s loop loop && ln -s . self"
+  )
+  expect(setup.exitCode).toBe(0)
+  const found = await s.searchFiles({ pattern: "^root:", path: "s" })
+  expect(found).toMatchObject({ path: "/workspace/s", target: "content", truncated: false, incomplete: false })
+  expect(found.matches).toEqual([{ path: "/workspace/s/real.txt", line: 1, text: "root:x:0", textTruncated: false }])
+  const names = await s.searchFiles({ pattern: "*", path: "s", target: "files" })
+  // The links are listed as themselves; nothing under them.
+  expect(paths(names).sort()).toEqual(
+    ["", "/etcdir", "/in", "/loop", "/pw", "/real.txt", "/self"].map((n) => `/workspace/s${n}`)
+  )
+  for (const path of ["s/etcdir", "s/in", "s/pw", "s/etcdir/passwd", "s/self/real.txt", "s/loop"]) {
+    await expect(s.searchFiles({ pattern: "root", path })).rejects.toMatchObject({
+      _tag: "SandboxFileError",
+      code: "ELOOP"
+    })
+  }
+  await expect(s.patchFile("s/pw", { oldString: "root", newString: "toor" })).rejects.toMatchObject({
+    _tag: "SandboxFileError",
+    code: "ELOOP"
+  })
+  await expect(s.patchFile("s/in/f", { oldString: "root", newString: "toor" })).rejects.toMatchObject({
+    code: "ELOOP"
+  })
+  expect((await s.run("cat /tmp/elsewhere/f; head -c 5 /etc/passwd")).stdout).toBe("root:inside\nroot:")
+}
 
 describe("patchFile and searchFiles against a hostile sandbox", () => {
   let s: SandboxSession
@@ -27,35 +59,11 @@ describe("patchFile and searchFiles against a hostile sandbox", () => {
     await s?.close()
   })
 
-  it("symlinks are not followed: to /etc/passwd, to /etc, inside the roots, loops; a symlinked path itself is refused", async () => {
-    const setup = await s.run(
-      "mkdir -p /workspace/s /tmp/elsewhere && cd /workspace/s && echo 'root:x:0' > real.txt && echo 'root:inside' > /tmp/elsewhere/f && " +
-        "ln -s /etc/passwd pw && ln -s /etc etcdir && ln -s /tmp/elsewhere in && ln -s loop loop && ln -s . self"
-    )
-    expect(setup.exitCode).toBe(0)
-    const found = await s.searchFiles({ pattern: "^root:", path: "s" })
-    expect(found).toMatchObject({ path: "/workspace/s", target: "content", truncated: false, incomplete: false })
-    expect(found.matches).toEqual([{ path: "/workspace/s/real.txt", line: 1, text: "root:x:0", textTruncated: false }])
-    const names = await s.searchFiles({ pattern: "*", path: "s", target: "files" })
-    // The links are listed as themselves; nothing under them.
-    expect(paths(names).sort()).toEqual(
-      ["", "/etcdir", "/in", "/loop", "/pw", "/real.txt", "/self"].map((n) => `/workspace/s${n}`)
-    )
-    for (const path of ["s/etcdir", "s/in", "s/pw", "s/etcdir/passwd", "s/self/real.txt", "s/loop"]) {
-      await expect(s.searchFiles({ pattern: "root", path })).rejects.toMatchObject({
-        _tag: "SandboxFileError",
-        code: "ELOOP"
-      })
-    }
-    await expect(s.patchFile("s/pw", { oldString: "root", newString: "toor" })).rejects.toMatchObject({
-      _tag: "SandboxFileError",
-      code: "ELOOP"
-    })
-    await expect(s.patchFile("s/in/f", { oldString: "root", newString: "toor" })).rejects.toMatchObject({
-      code: "ELOOP"
-    })
-    expect((await s.run("cat /tmp/elsewhere/f; head -c 5 /etc/passwd")).stdout).toBe("root:inside\nroot:")
-  }, 60_000)
+  it(
+    "symlinks are not followed: to /etc/passwd, to /etc, inside the roots, loops; a symlinked path itself is refused",
+    () => symlinksNotFollowed(s),
+    60_000
+  )
 
   it("a FIFO does not hang a search (skipped) and is not patched; binary files are skipped", async () => {
     await s.run(
@@ -103,6 +111,16 @@ describe("patchFile and searchFiles against a hostile sandbox", () => {
     })
   }, 60_000)
 
+  it("an unreadable directory (chmod 000): grep and find search the rest, and incomplete says so", async () => {
+    await s.run(
+      "mkdir -p /workspace/u/locked && echo hit > /workspace/u/open.txt && echo hit > /workspace/u/locked/f.txt && chmod 000 /workspace/u/locked"
+    )
+    const lines = await s.searchFiles({ pattern: "hit", path: "u" })
+    expect(lines).toMatchObject({ incomplete: true, matches: [{ path: "/workspace/u/open.txt", line: 1 }] })
+    const names = await s.searchFiles({ pattern: "*.txt", path: "u", target: "files" })
+    expect(names).toMatchObject({ incomplete: true, matches: [{ path: "/workspace/u/open.txt" }] })
+  }, 60_000)
+
   it("patch through the real supervisor: the mode kept, a diff applied; the session shell's state is not searched", async () => {
     await s.run(
       "mkdir -p /workspace/p && printf '#!/bin/sh\\necho one\\necho two\\n' > /workspace/p/run.sh && chmod 755 /workspace/p/run.sh"
@@ -129,4 +147,16 @@ describe("patchFile and searchFiles against a hostile sandbox", () => {
     )
     expect(left.stdout).toBe("0\n")
   }, 60_000)
+})
+
+// gVisor once followed a symlink despite O_NOFOLLOW with O_DIRECTORY (SECURITY.md): grep's and find's walk under runsc too.
+describe.skipIf(!RUNTIMES.includes("runsc"))("patchFile and searchFiles under gVisor (runsc)", () => {
+  it("symlinks are not followed (one session)", async () => {
+    const s = track(await createSession({ runtime: "runsc" }))
+    try {
+      await symlinksNotFollowed(s)
+    } finally {
+      await s.close()
+    }
+  }, 90_000)
 })

@@ -246,6 +246,12 @@ describe("patchFile and searchFiles on a session (fake runtime)", () => {
         )
         expect(bad).toMatchObject({ _tag: "InvalidRequest", field: "pattern" })
         expect(bad.message).toContain("Unmatched (")
+        // find's trouble (an unreadable directory) with nothing found is an incomplete result, not a bad pattern.
+        const unreadable = yield* s.searchFiles({
+          pattern: fakeProgram({ stderr: "find: '/workspace/x': Permission denied", exitCode: 1 }).trimEnd(),
+          target: "files"
+        })
+        expect(unreadable).toMatchObject({ matches: [], incomplete: true, truncated: false })
         // An image without the tool.
         const missing = yield* failure(s.searchFiles({ pattern: fakeProgram({ exitCode: 127 }).trimEnd() }))
         expect(missing).toMatchObject({ _tag: "SandboxFileError", operation: "search" })

@@ -645,9 +645,11 @@ export const makeEditOps = (
               `${tool} exited ${done.exitCode}${stderr === "" ? "" : `: ${stderr}`} (does the image have GNU ${tool}?)`
             )
           const parsed = parseSearchOutput(run.stdout.bytes, planned.target, planned.maxResults)
-          if (trouble && parsed.matches.length === 0 && stderr !== "")
+          // grep -s keeps quiet about unreadable files: what it still says with nothing found is about the
+          // pattern (or a grep that is not GNU's). find's trouble is an unreadable directory: incomplete.
+          if (planned.target === "content" && trouble && parsed.matches.length === 0 && stderr !== "")
             return yield* Effect.fail(
-              invalidRequest("pattern", o.pattern, `one ${tool} takes (${tool} said: ${stderr})`)
+              invalidRequest("pattern", o.pattern, `a pattern GNU grep -E takes (grep said: ${stderr})`)
             )
           const matches = parsed.matches.sort((a, b) =>
             a.path === b.path ? a.line - b.line : Buffer.compare(Buffer.from(a.path), Buffer.from(b.path))
