@@ -39,7 +39,7 @@ import { VERSION } from "./version.js"
 
 const INSTRUCTIONS =
   "Sandboxed code execution. execute_code runs one program in a fresh single-use sandbox (nothing carries over). " +
-  "terminal, run_python, read_file and write_file share one sandbox for this session (files, working directory and exported variables persist until reset_session, the session's end, or idle expiry); " +
+  "terminal, run_python, read_file, write_file, patch and search_files share one sandbox for this session (files, working directory and exported variables persist until reset_session, the session's end, or idle expiry); " +
   "run_python runs Python cells in a kernel there whose variables and imports persist from call to call. " +
   "No sandbox has network access. Each run's lifecycle events are the resource sandbox://executions/{execution_id}/events; " +
   "the files execute_code collected (its collect argument) are sandbox://executions/{execution_id}/files/{path} for a while, " +

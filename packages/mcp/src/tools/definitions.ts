@@ -461,7 +461,7 @@ export const resetSession = define<Record<string, never>>({
   name: "reset_session",
   title: "Destroy this session's sandbox",
   description: () =>
-    "Destroy this MCP session's sandbox (terminal, run_python, read_file, write_file): its files, working directory, variables and Python kernel are gone; the next call gets a fresh one.",
+    "Destroy this MCP session's sandbox (terminal, run_python and the file tools): its files, working directory, variables and Python kernel are gone; the next call gets a fresh one.",
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
   args: S.ResetSessionArgs as unknown as Schema.Schema<Record<string, never>, Record<string, never>>,
   result: S.ResetSessionResult,
