@@ -15,7 +15,7 @@ import { FakeRuntime, fakeProgram } from "@hermes-sandbox/core/testing"
 import { MemoryJournal } from "@hermes-sandbox/events"
 import { McpSandbox } from "../src/McpSandbox.js"
 import { createServer } from "../src/server.js"
-import { withLineNumbers } from "../src/tools/definitions.js"
+import { withLineNumbers } from "../src/tools/sessionFiles.js"
 
 const fakeLayer = () =>
   Layer.mergeAll(Executor.layer(), Session.layer({ sweepOnStart: false })).pipe(

@@ -17,7 +17,7 @@ import { collectedResult } from "./collected.js"
 import { describeImages, type ImageLimits, type ImageMode } from "./images.js"
 import { type ExtraContent, runResult } from "./results.js"
 import * as S from "./schemas.js"
-import { patchAt, readWindow, searchAt, writeWhole } from "./sessionFiles.js"
+import { patchAt, readWindow, searchAt, withLineNumbers, writeWhole } from "./sessionFiles.js"
 
 export interface CallContext {
   readonly session: McpSession
@@ -273,29 +273,6 @@ const fileCall = <A>(
   { session, signal }: CallContext,
   op: (sandbox: Session.Session) => Effect.Effect<A, unknown>
 ): Promise<A> => session.run(tool, () => Effect.flatMap(session.useSandbox, op), signal)
-
-/**
- * read_file's `line_numbers`: "LINE|CONTENT" lines, the number right-aligned in 6 columns (the Hermes
- * agent's format), within `max` bytes in all (the prefixes count: a file of empty lines would
- * otherwise grow eightfold); `cut` when lines were left out for it.
- */
-export const withLineNumbers = (
-  text: string,
-  first: number,
-  max: number
-): { readonly text: string; readonly lines: number; readonly cut: boolean } => {
-  const lines = text.split("\n")
-  if (lines.at(-1) === "") lines.pop()
-  const out: Array<string> = []
-  let bytes = 0
-  for (const [i, line] of lines.entries()) {
-    const numbered = `${String(first + i).padStart(6)}|${line}`
-    bytes += Buffer.byteLength(numbered) + 1
-    if (bytes > max && out.length > 0) return { text: `${out.join("\n")}\n`, lines: out.length, cut: true }
-    out.push(numbered)
-  }
-  return { text: out.length === 0 ? "" : `${out.join("\n")}\n`, lines: out.length, cut: false }
-}
 
 export const readFile = define<S.ReadFileArgs>({
   name: "read_file",

@@ -1,5 +1,5 @@
 /**
- * read_file and write_file on the MCP session's sandbox, through the session's file operations
+ * read_file, write_file, patch and search_files on the MCP session's sandbox, through the session's file operations
  * (Session.readFile / writeFile): the sandbox's supervisor does them itself, without a shell and
  * without following a symbolic link, and its reply cannot be forged from inside the sandbox.
  *
@@ -11,11 +11,13 @@
  * - the session's own state (/tmp/.hermes-session) is not a file the tools serve;
  * - text is read by lines (offset/limit count lines, total_lines counts them all), binary (a NUL
  *   byte in the first 8 KiB) by bytes, as the Hermes agent's read_file does;
+ * - read_file's line_numbers: Hermes' `LINE|CONTENT` lines (withLineNumbers), within the same byte cap;
  * - write_file keeps an existing file's permission bits (a script stays executable);
  * - patch and search_files are the session's patchFile and searchFiles (core's session/edit.ts) on
  *   the path resolved as above; search_files without a path searches the terminal's directory
  *   (/workspace when that is outside the roots);
- * - failures are FileOperationFailed with the reasons the tools always had.
+ * - failures are FileOperationFailed with the reasons the tools always had; patch's PatchFailed (how
+ *   many matches, which lines) and a pattern grep refuses (InvalidRequest) pass as core says them.
  */
 import { posix } from "node:path"
 import { Effect } from "effect"
@@ -171,6 +173,29 @@ export const readWindow = (
     const totalLines = newlines + (size > 0 && lastByte !== 0x0a && lastByte !== -1 ? 1 : 0)
     return { path, size, binary: false, bytes: Buffer.concat(window), totalLines }
   })
+
+/**
+ * read_file's `line_numbers`: "LINE|CONTENT" lines, the number right-aligned in 6 columns (the Hermes
+ * agent's format), within `max` bytes in all (the prefixes count: a file of empty lines would
+ * otherwise grow eightfold); `cut` when lines were left out for it.
+ */
+export const withLineNumbers = (
+  text: string,
+  first: number,
+  max: number
+): { readonly text: string; readonly lines: number; readonly cut: boolean } => {
+  const lines = text.split("\n")
+  if (lines.at(-1) === "") lines.pop()
+  const out: Array<string> = []
+  let bytes = 0
+  for (const [i, line] of lines.entries()) {
+    const numbered = `${String(first + i).padStart(6)}|${line}`
+    bytes += Buffer.byteLength(numbered) + 1
+    if (bytes > max && out.length > 0) return { text: `${out.join("\n")}\n`, lines: out.length, cut: true }
+    out.push(numbered)
+  }
+  return { text: out.length === 0 ? "" : `${out.join("\n")}\n`, lines: out.length, cut: false }
+}
 
 /** Write read_file's counterpart: create or replace, parents made, an existing file's permission bits kept. */
 export const writeWhole = (
