@@ -1,7 +1,8 @@
 /**
- * read_file, write_file, patch and search_files on the MCP session's sandbox, through the session's file operations
- * (Session.readFile / writeFile): the sandbox's supervisor does them itself, without a shell and
- * without following a symbolic link, and its reply cannot be forged from inside the sandbox.
+ * read_file, write_file, patch and search_files on the MCP session's sandbox, through the session's
+ * file operations (Session.readFile / writeFile / patchFile / searchFiles): the sandbox's supervisor
+ * does them itself (or runs grep and find as an argv), without a shell and without following a
+ * symbolic link, and its reply cannot be forged from inside the sandbox.
  *
  * What the tools add on top, so that they keep the contract they had:
  *
