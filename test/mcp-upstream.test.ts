@@ -129,9 +129,11 @@ describe("hermes-sandbox mcp --upstream-config: server-everything's tools in exe
     // The server's own tools are unchanged; the upstream's are not MCP tools of this server.
     expect(tools.map((t) => t.name).sort()).toEqual([
       "execute_code",
+      "patch",
       "read_file",
       "reset_session",
       "run_python",
+      "search_files",
       "terminal",
       "write_file"
     ])

@@ -401,12 +401,17 @@ export const runtimeContract = (
       )
     })
 
-    it.live("a missing image is ImageNotFound naming the image and the build command", () =>
+    // Which command depends on the image (the project's own: `image build`; any other: `docker
+    // pull` it, dd183ba): execute.e2e asserts both wordings on the engine.
+    it.live("a missing image is ImageNotFound naming the image and a command that gets it", () =>
       Effect.gen(function* () {
         const runtime = yield* SandboxRuntime
         const error = yield* Effect.flip(runtime.create({ ...spec(), image: "hermes-sandbox/does-not-exist:0" }))
         expect(error).toMatchObject({ _tag: "ImageNotFound", image: "hermes-sandbox/does-not-exist:0" })
-        if (error._tag === "ImageNotFound") expect(error.buildCommand).toContain("image build")
+        if (error._tag === "ImageNotFound") {
+          expect(error.buildCommand).toMatch(/image build|docker pull hermes-sandbox\/does-not-exist:0/)
+          expect(error.message).toContain(error.buildCommand)
+        }
       }).pipe(Effect.provide(layer))
     )
   })
