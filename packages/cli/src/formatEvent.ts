@@ -102,6 +102,16 @@ const details = (e: EventEnvelope): string => {
     }
     case "KernelRestarted":
       return `kernel ${short(String(d.kernelId))} #${d.generation} ended (${d.reason})${d.signal === undefined ? "" : `, signal ${d.signal}`}${d.oomKilled === true ? ", OOM killed" : ""}${d.cellId === undefined ? "" : ` under cell ${short(String(d.cellId))}`}`
+    case "ProcessStarted":
+      return `process ${short(String(d.processId))} pid ${d.pid}, command ${d.commandBytes} B sha256 ${String(d.commandSha256).slice(0, 12)}`
+    case "ProcessExited":
+      return (
+        `process ${short(String(d.processId))} ` +
+        (d.exitCode !== undefined ? `exit ${d.exitCode}` : "ended") +
+        (d.signal === undefined ? "" : ` (kill ${d.signal})`) +
+        (d.reason === undefined ? "" : ` (${d.reason})`) +
+        ` after ${Math.round(Number(d.durationMs))} ms, ${d.stdoutBytes} B out, ${d.stderrBytes} B err`
+      )
     case "ExecutorLease":
       return `${d.leaseMs} ms, host ${e.metadata.host} pid ${e.metadata.pid}`
     case "ExecutorClosed":

@@ -86,6 +86,16 @@ export type { RunOptions, SessionCodeRequest } from "./session/call.js"
 export type { Session, SessionCallError, SessionCellError, SessionResult, SessionStatus } from "./session/handle.js"
 export type { CellHooks, CellOptions, CellRequest } from "./session/cell.js"
 export type {
+  BackgroundProcess,
+  ProcessOutput,
+  ProcessSignal,
+  ProcessStatus,
+  SpawnOptions
+} from "./session/background.js"
+export { PROCESS_SIGNALS } from "./session/background.js"
+export type { BackgroundOptions, BackgroundSettings } from "./session/plan.js"
+export { DEFAULT_BACKGROUND } from "./session/plan.js"
+export type {
   FileCallOptions,
   FileEntry,
   ListFilesResult,

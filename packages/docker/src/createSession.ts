@@ -39,8 +39,13 @@ import {
   SessionEnded
 } from "@hermes-sandbox/core"
 import {
+  type BackgroundProcess,
   type CellOptions,
   type CellRequest,
+  type ProcessOutput,
+  type ProcessSignal,
+  type ProcessStatus,
+  type SpawnOptions,
   type FileCallOptions,
   type ListFilesResult,
   type PatchFileResult,
@@ -145,6 +150,16 @@ export interface SandboxSession
   runCell(request: CellRequest, options?: CellOptions): Promise<CellResult>
   /** End the kernel and its state; the next cell starts a new one. */
   restartKernel(): Promise<void>
+  /**
+   * Start a shell command in the background: a dev server, a watcher, a long job. It runs in the
+   * session's directory and variables, lives across calls until killed or until the session ends,
+   * and its output is kept as a head and a tail (`background` session options). While one runs,
+   * calls and the kernel share its trust domain, as with `keepBackgroundProcesses` (docs/sessions.md).
+   * Rejects with InvalidRequest (at most `background.maxProcesses` at once; not on a persistent sandbox).
+   */
+  spawn(command: string, options?: SpawnOptions): Promise<SandboxProcess>
+  /** The session's background processes: running ones, and the latest ended ones. */
+  processes(): Promise<ReadonlyArray<ProcessStatus>>
   /** Live session events (committed to the journal first); opened by `createSessions`, those of all its sessions. */
   readonly events$: Observable<EventEnvelope>
   /** Past events of this facade's journal (the in-memory one too), completing after the last stored one. */
@@ -153,6 +168,20 @@ export interface SandboxSession
   close(): Promise<void>
   /** Remove the sandbox (persistent too), then close. Idempotent. */
   destroy(): Promise<void>
+}
+
+/** A background process of a session (`SandboxSession.spawn`). */
+export interface SandboxProcess {
+  readonly id: string
+  /** Its pid inside the sandbox. */
+  readonly pid: number
+  status(): Promise<ProcessStatus>
+  /** Its output (stdout and stderr as they arrived) from byte `since` (default 0): head, omitted bytes, tail, next offset. */
+  output(options?: { readonly since?: number }): Promise<ProcessOutput>
+  /** Resolves when it ended, or after `timeoutMs` with `running` still true. */
+  wait(options?: { readonly timeoutMs?: number }): Promise<ProcessStatus>
+  /** Send the signal (default SIGKILL) to its whole process session; nothing once it ended. */
+  kill(signal?: ProcessSignal): Promise<void>
 }
 
 /** A file operation's options, and a signal that cancels it (it then rejects with ExecutionAborted). */
@@ -259,6 +288,17 @@ const sessionFacade = async (
    * the sandbox, and its kernel with it) says stateLost, in its result and its CellExecuted alike.
    */
   const cells = CellLineage.make()
+  // A background process's status and output stay readable after the session ended (host data).
+  const direct = <A, E>(effect: Effect.Effect<A, E>): Promise<A> =>
+    runtime.runPromise(Effect.either(effect)).then((e) => (e._tag === "Left" ? Promise.reject(e.left) : e.right))
+  const processOf = (p: BackgroundProcess): SandboxProcess => ({
+    id: p.id,
+    pid: p.pid,
+    status: () => runtime.runPromise(p.status),
+    output: (o) => direct(p.output(o)),
+    wait: (o) => direct(p.wait(o)),
+    kill: (signal) => direct(p.kill(signal))
+  })
   let endReason = "closed"
   const end = (how: "close" | "destroy"): Promise<void> => {
     if (closing === undefined) endReason = how === "destroy" ? "destroyed" : scope === "session" ? "closed" : "detached"
@@ -321,6 +361,8 @@ const sessionFacade = async (
     // A cell's signal interrupts the cell (a result, `interrupted`), never the call: not the bridge's.
     runCell: (request, o = {}) => call((s) => cells.runCell(s, request, o), undefined, {}, "cell"),
     restartKernel: () => call((s) => cells.restartKernel(s), undefined, {}, "kernel restart"),
+    spawn: (command, o) => call((s) => s.spawn(command, o), undefined, {}, "spawn").then(processOf),
+    processes: () => runtime.runPromise(session.processes),
     events$: new Observable<EventEnvelope>((subscriber) =>
       sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))
     ),

@@ -42,6 +42,7 @@ export {
   openHermesSandbox,
   openPersistent,
   type OpenPersistentOptions,
+  type SandboxProcess,
   type SandboxSession,
   type SandboxSessions,
   type SessionCallOptions,

@@ -453,6 +453,38 @@ export const KernelRestarted = event("KernelRestarted", {
   cellId: Schema.optional(Schema.String)
 })
 
+/**
+ * A background process started in a session (`session.spawn`): `processId` names it for the
+ * session's caller, `pid` is its pid inside the sandbox. Never the command's text: its size and
+ * sha256, as ExecutionRequested and CellExecuted keep for code.
+ *
+ * @category schemas
+ */
+export const ProcessStarted = event("ProcessStarted", {
+  processId: Schema.String,
+  pid: Count,
+  commandBytes: Count,
+  commandSha256: Schema.String
+})
+
+/**
+ * A session's background process ended: `exitCode` (128 + the signal's number when a signal
+ * ended it), `signal` when it was killed on request (`kill(signal)`), or `reason` when the
+ * host stopped following it (the session ended: the sandbox goes with it). Output in bytes as
+ * the supervisor counted it, kept or not.
+ *
+ * @category schemas
+ */
+export const ProcessExited = event("ProcessExited", {
+  processId: Schema.String,
+  exitCode: Schema.optional(Schema.Int),
+  signal: Schema.optional(Schema.String),
+  reason: Schema.optional(Schema.String),
+  durationMs: Millis,
+  stdoutBytes: Count,
+  stderrBytes: Count
+})
+
 // --- executor (stream id = executor id) ------------------------------------------------
 
 /**
@@ -517,6 +549,8 @@ export const members = [
   KernelStarted,
   CellExecuted,
   KernelRestarted,
+  ProcessStarted,
+  ProcessExited,
   ExecutorStats,
   ExecutorLease,
   ExecutorClosed
@@ -600,6 +634,8 @@ export const eventTypes = [
   "SessionIdleExpired",
   "SessionClosed",
   ...kernelEventTypes,
+  "ProcessStarted",
+  "ProcessExited",
   "ExecutorStats",
   "ExecutorLease",
   "ExecutorClosed"
@@ -747,6 +783,8 @@ export const EventEnvelope = Schema.Union(
   envelopeOf(KernelStarted),
   envelopeOf(CellExecuted),
   envelopeOf(KernelRestarted),
+  envelopeOf(ProcessStarted),
+  envelopeOf(ProcessExited),
   envelopeOf(ExecutorStats),
   envelopeOf(ExecutorLease),
   envelopeOf(ExecutorClosed)

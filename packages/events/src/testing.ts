@@ -310,6 +310,24 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
     },
     { requiredKeys: ["kernelId", "generation", "reason"] }
   ),
+  ProcessStarted: fc.record({
+    processId: fc.uuid(),
+    pid: fc.integer({ min: 1, max: 4_194_304 }),
+    commandBytes: arbCount,
+    commandSha256: arbSha256
+  }),
+  ProcessExited: fc.record(
+    {
+      processId: fc.uuid(),
+      exitCode: fc.integer({ min: 0, max: 255 }),
+      signal: fc.constantFrom("SIGTERM", "SIGKILL", "SIGINT"),
+      reason: fc.constantFrom("session ended"),
+      durationMs: fc.nat(),
+      stdoutBytes: arbCount,
+      stderrBytes: arbCount
+    },
+    { requiredKeys: ["processId", "durationMs", "stdoutBytes", "stderrBytes"] }
+  ),
   ExecutorStats: fc.record({ inFlight: arbCount, queued: arbCount }),
   ExecutorLease: fc.record({ leaseMs: fc.integer({ min: 1, max: 600_000 }) }),
   ExecutorClosed: fc.constant({})

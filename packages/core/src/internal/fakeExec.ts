@@ -9,7 +9,8 @@
  * call (framed argv mode) is emulated: its argv comes from the payload, its output goes out in
  * frames, its report last. The session shell (internal/sessionShell.ts) is emulated from that
  * argv: the saved cwd and exported variables per state dir, keep-names that win and are never
- * saved, and the "idle" probe. A session's file operations are answered from the sandbox's
+ * saved, the "idle" probe, and background processes (a 'p' frame, then the program until it ends
+ * or a "signal" exec names it). A session's file operations are answered from the sandbox's
  * in-memory filesystem (internal/fakeFiles.ts), where snippet files and programs' writes land too.
  * A call with tools starts once its header is whole, and its program's tool calls are relayed on
  * the exec's stdout and answered on its stdin, as for a one-shot run (fakeToolCalls).
@@ -72,6 +73,7 @@ interface ShellState {
 }
 
 const encoder = new TextEncoder()
+const SIGNAL_NUMBERS: Record<string, number> = { HUP: 1, INT: 2, QUIT: 3, KILL: 9, USR1: 10, USR2: 12, TERM: 15 }
 
 export const makeFakeExec = (deps: FakeExecDeps) => {
   const shells = new Map<string, ShellState>()
@@ -82,6 +84,9 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
     return fs
   }
   const inFlight = new Map<string, number>()
+  /** Background processes running, by `<sandbox id>:<pid>`: a "signal" exec ends one with 128 + the signal. */
+  const backgrounds = new Map<string, { readonly start: string; readonly signalled: Deferred.Deferred<number> }>()
+  let backgroundPids = 0
   let peak = 0
   let kernels = 0
 
@@ -234,8 +239,29 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           )
           return report(0)
         }
+        if (invocation.mode === "signal") {
+          // A background process's kill (session/background.ts): its leader by pid and start time.
+          const [sig = "", pid = "", start = ""] = invocation.args
+          const target = backgrounds.get(`${s.id}:${pid}`)
+          if (target === undefined || target.start !== start) return report(3)
+          yield* Deferred.succeed(target.signalled, 128 + (SIGNAL_NUMBERS[sig] ?? 15))
+          return report(0)
+        }
         const keep = new Set(invocation.keep)
         const view = { cwd: shell.cwd, env: { ...s.spec.env, ...shell.env, ...spec.env } }
+        if (invocation.mode === "background") {
+          // A background process: 'p' first (its pid), then it runs until it ends or is signalled;
+          // nothing is saved back.
+          const pid = 1000 + ++backgroundPids
+          const signalled = yield* Deferred.make<number>()
+          backgrounds.set(`${s.id}:${pid}`, { start: "77", signalled })
+          if (key !== undefined && !detached) output.stdout(encodeFrame(key, "p", `${pid} 77`))
+          const code = yield* Effect.raceFirst(
+            runProgram(lastProgramArg(invocation.args), { cwd: view.cwd, env: { ...view.env } }, callStdin),
+            Deferred.await(signalled)
+          ).pipe(Effect.ensuring(Effect.sync(() => backgrounds.delete(`${s.id}:${pid}`))))
+          return report(code)
+        }
         let program: FakeProgram
         let programStdin: Effect.Effect<Uint8Array> = callStdin
         if (invocation.mode === "runner") {

@@ -11,6 +11,11 @@
  *      "runner" : args = the supervisor's argv; it reads a plain RunnerProtocol payload from stdin
  *                 and execs the code with cwd = the session's cwd ($HERMES_WORKSPACE)
  *      "idle"   : print the seconds since the last call ended ("none" before the first)
+ *      "background" : args = [cwd or "", command string]: a background process (session/background.ts),
+ *                 run with `eval` in the session's directory and variables, saving nothing back;
+ *                 started under `setsid -w` (backgroundInvocation), so it leads its own session
+ *      "signal" : args = [signal, pid, start]: send the signal to every process in the session led by
+ *                 that background process (checked by its start time; exit 3 if it is gone)
  *
  * Carried between calls, in <stateDir> (tmpfs, mode 0700, owned by the sandbox user):
  *   cwd  the working directory (NUL-terminated: paths may contain newlines)
@@ -30,7 +35,7 @@ import { SESSION_SHELL } from "./session-shell.sh.generated.js"
 
 export const SESSION_STATE_DIR = "/tmp/.hermes-session"
 
-export type SessionShellMode = "eval" | "argv" | "runner" | "idle"
+export type SessionShellMode = "eval" | "argv" | "runner" | "idle" | "background" | "signal"
 
 /** The script, kept in internal/session-shell.sh (linted by shellcheck) and embedded by `pnpm codegen`. */
 export { SESSION_SHELL }
@@ -51,13 +56,21 @@ export const sessionInvocation = (i: SessionInvocation): ReadonlyArray<string> =
   return ["bash", "-c", SESSION_SHELL, "hermes-session", i.stateDir, i.keep.join(" "), i.mode, ...i.args]
 }
 
+/** A background process's argv: the session shell in "background" mode as the leader of its own session. */
+export const backgroundInvocation = (i: Omit<SessionInvocation, "mode">): ReadonlyArray<string> => [
+  "setsid",
+  "-w",
+  ...sessionInvocation({ ...i, mode: "background" })
+]
+
 /** The inverse of sessionInvocation (the fake runtime emulates the script from it); undefined for any other argv. */
 export const parseSessionInvocation = (command: ReadonlyArray<string>): SessionInvocation | undefined => {
+  if (command[0] === "setsid" && command[1] === "-w") command = command.slice(2)
   if (command.length < 7 || command[0] !== "bash" || command[1] !== "-c" || command[2] !== SESSION_SHELL)
     return undefined
   const [, , , , stateDir = "", keep = "", mode = "", ...args] = command
-  if (mode !== "eval" && mode !== "argv" && mode !== "runner" && mode !== "idle") return undefined
-  return { stateDir, keep: keep === "" ? [] : keep.split(" "), mode, args }
+  if (!["eval", "argv", "runner", "idle", "background", "signal"].includes(mode)) return undefined
+  return { stateDir, keep: keep === "" ? [] : keep.split(" "), mode: mode as SessionShellMode, args }
 }
 
 /** The session's lock file, held by each call's supervisor while the call runs. */

@@ -26,6 +26,8 @@ export type SupervisorReport =
 export interface SupervisedRunHooks {
   readonly onStdout?: ((chunk: Uint8Array) => void) | undefined
   readonly onStderr?: ((chunk: Uint8Array) => void) | undefined
+  /** The program started ('p'): its pid and start time (a session's background process waits for it). */
+  readonly onStarted?: ((started: { readonly pid: number; readonly start: string }) => void) | undefined
 }
 
 /** Files the run sends back ('f'/'c'/'F'/'s'/'S' frames): without it, any such frame is a violation. */
@@ -154,8 +156,10 @@ export const makeSupervisedRun = (
           ;(match[1] === "o" ? stdout : stderr).countAtLeast(Number(match[2]))
         } else if (type === FRAME.started) {
           const [pid, start] = payload.split(" ")
-          if (pid !== undefined && /^[1-9][0-9]*$/.test(pid) && start !== undefined && /^[0-9]+$/.test(start))
+          if (pid !== undefined && /^[1-9][0-9]*$/.test(pid) && start !== undefined && /^[0-9]+$/.test(start)) {
             started = { pid: Number(pid), start }
+            hooks.onStarted?.(started)
+          }
         } else if (type === FRAME.lockWait) {
           lockWait = payload
         } else if (type === FRAME.locked) {

@@ -77,7 +77,7 @@ const KILLER_ATTEMPTS = 3
 const encoder = new TextEncoder()
 
 /** The call's environment: the session's, its secrets, then the call's own (checked with what it is merged over). */
-const callEnv = (plan: SessionPlan, extra: Readonly<Record<string, string>> | undefined) =>
+export const callEnv = (plan: SessionPlan, extra: Readonly<Record<string, string>> | undefined) =>
   Effect.gen(function* () {
     const secrets = Object.fromEntries(Object.entries(plan.secretEnv).map(([k, v]) => [k, Redacted.value(v)]))
     // Checked with what it is merged over: the kernel's bound is on the call's whole environment.

@@ -16,6 +16,7 @@ import type { JournalError, JournalEvent, JournalService } from "@hermes-sandbox
 import type { CellResult } from "../CellResult.js"
 import {
   type InvalidRequest,
+  invalidRequest,
   type KernelUnavailable,
   type PatchFailed,
   type SandboxError,
@@ -59,6 +60,7 @@ import {
 } from "./edit.js"
 import type { SessionPlan, SessionScope } from "./plan.js"
 import { makePythonKernel } from "./pythonKernel.js"
+import { type BackgroundProcess, makeBackground, type ProcessStatus, type SpawnOptions } from "./background.js"
 
 export interface SessionResult extends ExecutionResult {
   readonly sessionId: string
@@ -132,6 +134,17 @@ export interface Session {
   readonly runCell: (request: CellRequest, options?: CellOptions) => Effect.Effect<CellResult, SessionCellError>
   /** End the kernel (its state with it); the next cell starts a new one, without `stateLost`. */
   readonly restartKernel: Effect.Effect<void, SessionCallError>
+  /**
+   * Start a shell command in the background (session/background.ts): it lives across calls until
+   * killed or the session ends; its output is kept as a head and a tail. While one runs, calls and
+   * the kernel share its trust domain (as with `keepBackgroundProcesses`; SECURITY.md). Not for
+   * persistent sandboxes.
+   */
+  readonly spawn: (command: string, options?: SpawnOptions) => Effect.Effect<BackgroundProcess, SessionCallError>
+  /** The background processes: running ones, and the latest ended ones. */
+  readonly processes: Effect.Effect<ReadonlyArray<ProcessStatus>>
+  /** A background process by its id, if still tracked. */
+  readonly process: (id: string) => Effect.Effect<Option.Option<BackgroundProcess>>
   /** Session: destroy the sandbox. Persistent: detach, leaving it for the next process. Idempotent. */
   readonly close: Effect.Effect<void>
   /** Destroy the sandbox (persistent too). Idempotent. */
@@ -257,10 +270,14 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       return reason === undefined ? Effect.void : Effect.fail(endedError(reason))
     })
 
+    // While a background process lives, calls keep leftovers: killing them would kill its processes.
+    let backgroundLive = () => 0
     const callDeps: CallDeps = {
       runtime: deps.runtime,
       container,
-      plan,
+      get plan() {
+        return backgroundLive() > 0 && !plan.keepBackgroundProcesses ? { ...plan, keepBackgroundProcesses: true } : plan
+      },
       supervisor: deps.supervisor,
       // The session ends now (no new call starts); its cleanup waits until this call returned.
       sandboxKilled: (reason: string) => Effect.asVoid(end(reason, true))
@@ -398,6 +415,26 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
         )
         return yield* inCallSet(locked).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
       })
+    const background = makeBackground({
+      call: callDeps,
+      config: deps.config,
+      settings: plan.background,
+      append: (event) => deps.append(sessionId, event),
+      appendQuietly: (event) => deps.appendQuietly(sessionId, event),
+      fibers: calls,
+      serialized
+    })
+    backgroundLive = background.live
+    const spawn = (command: string, o?: SpawnOptions) =>
+      h.scope === "persistent"
+        ? Effect.fail(
+            invalidRequest(
+              "spawn",
+              "a persistent sandbox",
+              "sessions only: a persistent sandbox outlives this handle, and its background processes would too"
+            )
+          )
+        : background.spawn(command, o)
     const fileOps = makeFileOps(plan.timeoutMs, serialized)
     const editOps = makeEditOps(plan.timeoutMs, serialized)
 
@@ -546,6 +583,9 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       ...editOps,
       runCell: runCellOn,
       restartKernel,
+      spawn,
+      processes: background.processes,
+      process: (id) => Effect.sync(() => Option.fromNullable(background.process(id))),
       close: endAndWait(h.scope === "session" ? "closed" : "detached", h.scope === "session"),
       destroy: endAndWait("destroyed", true),
       status: Effect.sync(() => ({ open: state._tag === "Open", endReason: endReason(), pending }))

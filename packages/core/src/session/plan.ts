@@ -18,6 +18,44 @@ import * as SessionReaper from "../SessionReaper.js"
 export type SessionScope = "session" | "persistent"
 
 /** A bind mount: read-only unless mode "rw". */
+/** `background` in the session's options. */
+export const BackgroundOptionsSchema = Schema.Struct({
+  /** Background processes running at once (default 16, at most 64); spawn beyond it is refused. */
+  maxProcesses: Schema.optional(Schemas.PositiveInt(64)),
+  /** Bytes of each process's output kept from its start (default 256 KiB, at most 16 MiB). */
+  headBytes: Schema.optional(Schemas.PositiveInt(16 * Schemas.MiB)),
+  /** Bytes of each process's output kept from its end (default 1 MiB, at most 16 MiB). */
+  tailBytes: Schema.optional(Schemas.PositiveInt(16 * Schemas.MiB))
+}).annotations({ identifier: "BackgroundOptions", message: () => "an object of background process options" })
+
+export interface BackgroundOptions extends Schemas.Input<typeof BackgroundOptionsSchema> {}
+
+export interface BackgroundSettings {
+  readonly maxProcesses: number
+  readonly headBytes: number
+  readonly tailBytes: number
+}
+
+export const DEFAULT_BACKGROUND: BackgroundSettings = {
+  maxProcesses: 16,
+  headBytes: 256 * Schemas.KiB,
+  tailBytes: Schemas.MiB
+}
+
+export const backgroundSettings = (
+  o:
+    | {
+        readonly maxProcesses?: number | undefined
+        readonly headBytes?: number | undefined
+        readonly tailBytes?: number | undefined
+      }
+    | undefined
+): BackgroundSettings => ({
+  maxProcesses: o?.maxProcesses ?? DEFAULT_BACKGROUND.maxProcesses,
+  headBytes: o?.headBytes ?? DEFAULT_BACKGROUND.headBytes,
+  tailBytes: o?.tailBytes ?? DEFAULT_BACKGROUND.tailBytes
+})
+
 export interface SessionMount extends Schemas.Input<typeof Schemas.Mount> {}
 
 /** A session's options as users write them: {@link SessionOptionsSchema}'s input side, and the secrets. */
@@ -44,6 +82,8 @@ export interface SessionPlan {
   readonly keepBackgroundProcesses: boolean
   readonly tags: Readonly<Record<string, string>> | undefined
   readonly kernel: KernelSettings
+  /** Background processes (session/background.ts): how many at once, how much output each keeps. */
+  readonly background: BackgroundSettings
 }
 
 /** A session's Python kernel (runCell), resolved: every field set. */
@@ -140,7 +180,9 @@ export const SessionOptionsSchema = Schema.Struct({
   /** The caller's labels, recorded in SessionOpened and in every call's ExecutionRequested. */
   tags: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
   /** The session's Python kernel (runCell): preload, eager start, interrupt grace, display bounds. */
-  kernel: Schema.optional(KernelOptionsSchema)
+  kernel: Schema.optional(KernelOptionsSchema),
+  /** Background processes (`spawn`): at most `maxProcesses` at once, `headBytes` + `tailBytes` of output kept each. */
+  background: Schema.optional(BackgroundOptionsSchema)
 }).annotations({ identifier: "SessionOptions", message: () => "an object of session options" })
 
 /** What a persistent sandbox takes beyond a session's options. */
@@ -254,7 +296,8 @@ export const resolvePlan = (
         (scope === "persistent" ? SessionReaper.DEFAULT_PERSISTENT_MAX_LIFETIME_MS : DEFAULT_MAX_LIFETIME_MS),
       keepBackgroundProcesses: o.keepBackgroundProcesses ?? false,
       tags: o.tags,
-      kernel: o.kernel ?? defaultKernel
+      kernel: o.kernel ?? defaultKernel,
+      background: backgroundSettings(o.background)
     }
   })
 
