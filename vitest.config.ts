@@ -59,8 +59,8 @@ const POOL_ENGINE = [
   "test/collect.e2e.test.ts",
   "test/tools.e2e.test.ts",
   "test/executor-contract.docker.test.ts",
-  // A session's kernel never takes a pooled sandbox: its hostile suite runs once, in `engine`.
-  "test/hostile/!(python-kernel).test.ts",
+  // Sessions and their kernels never take a pooled sandbox: their hostile suites run once, in `engine`.
+  "test/hostile/!(python-kernel|sessions).test.ts",
   "test/chaos/kill-owner.test.ts",
   "test/chaos/sweep.test.ts",
   "test/chaos/late-events.test.ts"
