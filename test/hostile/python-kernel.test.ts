@@ -184,9 +184,10 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
     expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", true])
   }, 120_000)
 
-  // Registered for runc only: under gVisor an OOM kills the whole sandbox, and today the host sees
-  // it only at the cell's deadline (status timeout, stateLost true; the next call fails
-  // ContainerFailed "not running"): SECURITY.md, Known limitations.
+  // Under runc the OOM killer takes the kernel (oom_score_adj 1000) and the session lives on. Under
+  // gVisor an OOM kills the whole sandbox: the session ends at once, saying so (its handle waits on
+  // the sandbox's exit), instead of the cell waiting out its 60 s deadline as 'timeout' and the next
+  // call failing "not running" (SECURITY.md, Kernels: the OOM row).
   if (runtime === "runc")
     it("an OOM kills the kernel, not the session: crashed, oomKilled, state lost; the session's calls go on", async () => {
       await using s = await open({ memory: "256m" })
@@ -196,6 +197,17 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
       expect((await s.run("echo still here")).stdout).toBe("still here\n")
       const next = await s.runCell({ code: "1 + 1" })
       expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", true])
+    }, 120_000)
+  else
+    it("an OOM kills the whole gVisor sandbox: the cell and the next call reject SessionEnded naming the OOM, not a timeout", async () => {
+      await using s = await open({ memory: "256m" })
+      await s.runCell({ code: "x = 41" })
+      const cell = s.runCell({ code: "b = []\nwhile True:\n    b.append(bytearray(16 << 20))\n", timeoutMs: 60_000 })
+      await expect(cell).rejects.toMatchObject({ _tag: "SessionEnded", reason: expect.stringMatching(/OOM killed/) })
+      await expect(s.run("echo still here")).rejects.toMatchObject({
+        _tag: "SessionEnded",
+        reason: expect.stringMatching(/^sandbox exited \(exit \d+, OOM killed\)$/)
+      })
     }, 120_000)
 
   it("done, then busy: a cell that says 'done' itself ends only itself; its later writes go nowhere, the next cell has its own deadline", async () => {
