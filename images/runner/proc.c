@@ -117,10 +117,9 @@ void thaw_frozen(void) {
   nfrozen = 0;
 }
 
-/* SIGCONT every process but PID 1, this one and parent-pid-0 ones: the kernel's supervisor before
-   each cell, in case a call's supervisor died with the domain frozen (it holds the lock then, so
-   no live call has anything frozen). */
-void thaw_all(void) {
+/* SIGCONT every stopped process but PID 1 and this one: of the domain (parent pid != 0), or the
+   supervisors entered from outside (parent pid 0). */
+static void resume_stopped(int supervisors) {
   pid_t self = getpid();
   DIR *d = opendir("/proc");
   if (d == NULL) return;
@@ -131,30 +130,21 @@ void thaw_all(void) {
     char state;
     unsigned long long start;
     if (pid <= 1 || pid == self || !proc_stat(pid, &ppid, &state, &start)) continue;
-    if (ppid != 0 && (state == 'T' || state == 't')) kill(pid, SIGCONT);
+    if ((ppid == 0) == supervisors && (state == 'T' || state == 't')) kill(pid, SIGCONT);
   }
   closedir(d);
 }
+
+/* SIGCONT every process but PID 1, this one and parent-pid-0 ones: the kernel's supervisor before
+   each cell, in case a call's supervisor died with the domain frozen (it holds the lock then, so
+   no live call has anything frozen). */
+void thaw_all(void) { resume_stopped(0); }
 
 /* SIGCONT every stopped process entered from outside (parent pid 0): a supervisor its own program
    or kernel stopped (SIGSTOP, same uid). Nothing stops a supervisor legitimately (freeze_others
    spares them), and a stopped one keeps its exec, and the session lock, forever: resumed after its
    program is killed, it finds its child gone, reports and ends. */
-void resume_supervisors(void) {
-  pid_t self = getpid();
-  DIR *d = opendir("/proc");
-  if (d == NULL) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (!isdigit((unsigned char)e->d_name[0])) continue;
-    pid_t pid = (pid_t)atoi(e->d_name), ppid;
-    char state;
-    unsigned long long start;
-    if (pid <= 1 || pid == self || !proc_stat(pid, &ppid, &state, &start)) continue;
-    if (ppid == 0 && (state == 'T' || state == 't')) kill(pid, SIGCONT);
-  }
-  closedir(d);
-}
+void resume_supervisors(void) { resume_stopped(1); }
 
 /*
  * SIGKILL every process but PID 1, this one, `spare` and processes entered from outside the
