@@ -455,6 +455,7 @@ console.log(JSON.stringify(out))`
       expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
         "execute_code",
         "patch",
+        "process",
         "read_file",
         "reset_session",
         "run_python",

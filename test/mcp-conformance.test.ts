@@ -54,7 +54,7 @@ const scenarios = [
   )
 ].map((m) => m[1]!)
 
-const TOOLS = "execute_code, terminal, run_python, read_file, write_file, patch, search_files, reset_session"
+const TOOLS = "execute_code, terminal, process, run_python, read_file, write_file, patch, search_files, reset_session"
 /** A scenario that calls a tool of the suite's reference server, which this one has not: "Unknown tool". */
 const fixtureTool = (tool: string): Expectation => ({
   verdict: "fails",

@@ -81,6 +81,7 @@ describe("docs/mcp.md's configuration snippets", () => {
         expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
           "execute_code",
           "patch",
+          "process",
           "read_file",
           "reset_session",
           "run_python",

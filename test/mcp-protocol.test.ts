@@ -72,6 +72,7 @@ describe("MCP server: tools/list", () => {
     expect(tools.map((t) => t.name).sort()).toEqual([
       "execute_code",
       "patch",
+      "process",
       "read_file",
       "reset_session",
       "run_python",

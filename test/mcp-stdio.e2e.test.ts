@@ -416,6 +416,7 @@ describe("a client this project did not write: the MCP Inspector's CLI", () => {
     expect(tools.map((t) => t.name).sort()).toEqual([
       "execute_code",
       "patch",
+      "process",
       "read_file",
       "reset_session",
       "run_python",

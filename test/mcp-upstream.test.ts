@@ -130,6 +130,7 @@ describe("hermes-sandbox mcp --upstream-config: server-everything's tools in exe
     expect(tools.map((t) => t.name).sort()).toEqual([
       "execute_code",
       "patch",
+      "process",
       "read_file",
       "reset_session",
       "run_python",

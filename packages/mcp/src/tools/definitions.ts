@@ -5,7 +5,7 @@
  * MCP session's sandbox.
  */
 import { createHash } from "node:crypto"
-import { Effect, type Schema } from "effect"
+import { Effect, type Either, Option, type Schema } from "effect"
 import { Executor, type ExecuteRequest, Session } from "@hermes-sandbox/core"
 import { FileOperationFailed, InvalidArguments } from "../errors.js"
 import type { McpSession } from "../McpSession.js"
@@ -165,12 +165,13 @@ export const terminal = define<S.TerminalArgs>({
   title: "Run a shell command in this session's sandbox",
   description: (l) =>
     `Run a bash command in a sandbox that belongs to this MCP session: created on the first call, it keeps the working directory, exported variables and files (/workspace, /tmp) between calls, ` +
-    `and is removed when the session ends, by reset_session, or after ${l.sessionIdleS} s without a call. No network. Foreground only: background processes end with the command. ` +
+    `and is removed when the session ends, by reset_session, or after ${l.sessionIdleS} s without a call. No network. Processes a command leaves behind end with it: to keep a server or watcher running, pass background: true (then manage it with the process tool). ` +
     `Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}.`,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   args: S.TerminalArgs,
   result: S.TerminalResult,
   call: async (args, { session, signal, progress }) => {
+    if (args.background === true) return startInBackground(args, session)
     const timeoutMs = timeoutMsOf("terminal", args.timeout_s, session)
     const command =
       args.workdir === undefined ? args.command : `cd -- ${shellQuote(args.workdir)} || exit 1\n${args.command}`
@@ -189,6 +190,164 @@ export const terminal = define<S.TerminalArgs>({
       session_id: result.sessionId
     }
     return { value, isError: value.status !== "success" }
+  }
+})
+
+/** terminal with background: spawn in the session's sandbox, return at once. */
+const startInBackground = async (args: S.TerminalArgs, session: McpSession) => {
+  const sandbox = await session.owner.runtime.runPromise(session.useSandbox)
+  const p = await runEither(
+    session,
+    sandbox.spawn(args.command, args.workdir === undefined ? {} : { cwd: args.workdir })
+  )
+  const value: S.TerminalResult = {
+    status: "success",
+    output: `Started in the background: process_id ${p.id}, pid ${p.pid}. Use the process tool (poll, log, wait, kill) with this id.`,
+    stdout: "",
+    stderr: "",
+    stdout_truncated: false,
+    stderr_truncated: false,
+    stdout_bytes_total: 0,
+    stdout_bytes_captured: 0,
+    stdout_bytes_omitted: 0,
+    stderr_bytes_total: 0,
+    stderr_bytes_captured: 0,
+    stderr_bytes_omitted: 0,
+    exit_code: null,
+    duration_seconds: 0,
+    execution_id: "",
+    container_name: sandbox.containerName,
+    session_id: sandbox.sessionId,
+    process_id: p.id,
+    pid: p.pid
+  }
+  return { value, isError: false }
+}
+
+/** An Effect run to a value, its typed failure thrown as itself (the server maps it to a tool error). */
+const runEither = async <A, E>(session: McpSession, effect: Effect.Effect<A, E>): Promise<A> => {
+  const e: Either.Either<A, E> = await session.owner.runtime.runPromise(Effect.either(effect))
+  if (e._tag === "Left") throw e.left
+  return e.right
+}
+
+/** poll's offsets: where each process's next poll starts, per MCP session. */
+const pollOffsets = new WeakMap<McpSession, Map<string, number>>()
+
+const processInfo = (p: Session.ProcessStatus) => ({
+  process_id: p.id,
+  pid: p.pid,
+  command: p.command.length > 200 ? `${p.command.slice(0, 200)}…` : p.command,
+  running: p.running,
+  exit_code: p.exitCode ?? null,
+  ...(p.signal === undefined ? {} : { signal: p.signal }),
+  ...(p.endReason === undefined ? {} : { end_reason: p.endReason }),
+  duration_seconds: p.durationMs / 1000,
+  output_bytes: p.outputBytes
+})
+
+/** A process's output as text within the result's cap: head, an omission line, tail (its last part when over the cap). */
+const outputText = (o: Session.ProcessOutput, capBytes: number): { text: string; omitted: number } => {
+  let omitted = o.omittedBytes
+  let tail = o.omittedBytes > 0 ? o.tail : ""
+  let head = o.omittedBytes > 0 ? o.head : o.head + o.tail
+  const size = (t: string) => Buffer.byteLength(t, "utf8")
+  const headCap = Math.floor(capBytes / 4)
+  if (o.omittedBytes > 0 && size(head) > headCap) {
+    const cut = Buffer.from(head, "utf8").subarray(0, headCap).toString("utf8")
+    omitted += size(head) - size(cut)
+    head = cut
+  }
+  const room = o.omittedBytes > 0 ? Math.max(0, capBytes - size(head)) : capBytes
+  const last = o.omittedBytes > 0 ? tail : head
+  if (size(last) > room) {
+    const bytes = Buffer.from(last, "utf8")
+    const cut = bytes.subarray(bytes.length - room).toString("utf8")
+    omitted += size(last) - size(cut)
+    if (o.omittedBytes > 0) tail = cut
+    else {
+      tail = cut
+      head = ""
+    }
+  }
+  const gap = omitted > 0 ? `${head === "" || head.endsWith("\n") ? "" : "\n"}[... ${omitted} bytes omitted ...]\n` : ""
+  return { text: `${head}${gap}${tail}`, omitted }
+}
+
+export const processTool = define<S.ProcessArgs>({
+  name: "process",
+  title: "Manage background processes in this session's sandbox",
+  description: () =>
+    "Manage the background processes terminal started with background: true (servers, watchers, long jobs) in this MCP session's sandbox. " +
+    "list: all of them; poll: status and new output since the last poll; log: the kept output (the first and the last part; the middle of a flood is counted, not kept); " +
+    "wait: until it ends (timeout_s, default 30); kill: SIGTERM, then SIGKILL after 5 s (or the given signal), to it and every process it started. " +
+    "They end with the sandbox (reset_session, the session's end, its idle expiry).",
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+  args: S.ProcessArgs,
+  result: S.ProcessResult,
+  call: async (args, { session }) => {
+    const sandbox = await session.owner.runtime.runPromise(session.useSandbox)
+    if (args.action === "list") {
+      const all = await session.owner.runtime.runPromise(sandbox.processes)
+      return { value: { action: "list", processes: all.map(processInfo) } satisfies S.ProcessResult, isError: false }
+    }
+    const found =
+      args.id === undefined
+        ? undefined
+        : Option.getOrUndefined(await session.owner.runtime.runPromise(sandbox.process(args.id)))
+    if (found === undefined) {
+      throw new InvalidArguments({
+        tool: "process",
+        issues: [
+          {
+            field: "id",
+            message:
+              args.id === undefined
+                ? "required for this action"
+                : "no such process in this session's sandbox (see action list)"
+          }
+        ],
+        message: args.id === undefined ? "id: required" : `id: no process ${args.id}`
+      })
+    }
+    const cap = session.owner.limits.resultCaps.stdoutBytes
+    const info = async () => processInfo(await session.owner.runtime.runPromise(found.status))
+    if (args.action === "poll" || args.action === "log") {
+      let offsets = pollOffsets.get(session)
+      if (offsets === undefined) pollOffsets.set(session, (offsets = new Map()))
+      const since = args.action === "poll" ? (offsets.get(found.id) ?? 0) : 0
+      const o = await runEither(session, found.output({ since }))
+      if (args.action === "poll") offsets.set(found.id, o.next)
+      const { text, omitted } = outputText(o, cap)
+      return {
+        value: {
+          action: args.action,
+          process: await info(),
+          output: text,
+          output_bytes_omitted: omitted
+        } satisfies S.ProcessResult,
+        isError: false
+      }
+    }
+    if (args.action === "wait") {
+      const timeoutMs = timeoutMsOf("process", args.timeout_s ?? 30, session)
+      const st = await runEither(session, found.wait({ timeoutMs }))
+      return {
+        value: { action: "wait", process: processInfo(st), timed_out: st.running } satisfies S.ProcessResult,
+        isError: false
+      }
+    }
+    // kill
+    await runEither(session, found.kill(args.signal ?? "SIGTERM"))
+    let st = await runEither(session, found.wait({ timeoutMs: 5000 }))
+    if (st.running && args.signal === undefined) {
+      await runEither(session, found.kill("SIGKILL"))
+      st = await runEither(session, found.wait({ timeoutMs: 5000 }))
+    }
+    return {
+      value: { action: "kill", process: processInfo(st), timed_out: st.running } satisfies S.ProcessResult,
+      isError: false
+    }
   }
 })
 
@@ -454,6 +613,7 @@ export const resetSession = define<Record<string, never>>({
 export const tools: ReadonlyArray<ToolDefinition<unknown>> = [
   executeCode,
   terminal,
+  processTool,
   runPython,
   readFile,
   writeFile,

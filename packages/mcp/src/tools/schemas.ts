@@ -193,6 +193,10 @@ export const TerminalArgs = Schema.Struct({
   workdir: optional(
     Schema.String,
     "Change to this directory first (like typing `cd DIR` before the command; later calls stay there)."
+  ),
+  background: optional(
+    Schema.Boolean,
+    "Start it in the background (a server, a watcher, a long job) and return at once with its process_id; manage it with the process tool. It lives until killed or the sandbox ends; its cd/export do not carry over."
   )
 })
 export type TerminalArgs = typeof TerminalArgs.Type
@@ -202,9 +206,58 @@ export const TerminalResult = Schema.Struct({
   session_id: describe(
     Schema.String,
     "The session sandbox's id (journal stream); it changes after reset_session or an idle expiry."
-  )
+  ),
+  process_id: optional(
+    Schema.String,
+    "With background: the process's id for the process tool (no execution then: execution_id is empty; its events are ProcessStarted/ProcessExited in the session's stream)."
+  ),
+  pid: optional(Count, "With background: its pid inside the sandbox.")
 })
 export type TerminalResult = typeof TerminalResult.Type
+
+// --- process -------------------------------------------------------------------------------------
+
+export const ProcessArgs = Schema.Struct({
+  action: describe(
+    oneOf("list", "poll", "log", "wait", "kill"),
+    "list: every background process; poll: its status and the output since the last poll; log: its whole kept output (head and tail); wait: until it ends or timeout_s; kill: end it (and every process it started in its process session)."
+  ),
+  id: optional(Schema.String, "The process_id terminal returned (every action but list)."),
+  timeout_s: optional(Schema.Number.pipe(Schema.positive()), "wait: seconds to wait at most (default 30)."),
+  signal: optional(
+    oneOf("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"),
+    "kill: the signal (default SIGTERM, then SIGKILL if it has not ended within 5 s)."
+  )
+})
+export type ProcessArgs = typeof ProcessArgs.Type
+
+export const ProcessInfo = Schema.Struct({
+  process_id: Schema.String,
+  pid: Count,
+  command: describe(Schema.String, "As given to terminal (at most 200 characters here)."),
+  running: Schema.Boolean,
+  exit_code: describe(
+    Schema.NullOr(Integer),
+    "Once ended: its exit code (128 + n after signal n); null while running or when unknown."
+  ),
+  signal: optional(Schema.String, "The signal kill sent."),
+  end_reason: optional(Schema.String, "Why it is no longer followed when there is no exit code."),
+  duration_seconds: Seconds,
+  output_bytes: describe(Count, "Bytes it wrote (stdout and stderr), kept or not.")
+})
+
+export const ProcessResult = Schema.Struct({
+  action: Schema.String,
+  processes: optional(Schema.Array(ProcessInfo), "list: every tracked process (running, and the latest ended ones)."),
+  process: optional(ProcessInfo, "The process the action was about."),
+  output: optional(
+    Schema.String,
+    "poll: its output since the last poll; log: its kept output. stdout and stderr as they arrived; a '[... N bytes omitted ...]' line where the middle was not kept."
+  ),
+  output_bytes_omitted: optional(Count, "Bytes of that output that are not in this result."),
+  timed_out: optional(Schema.Boolean, "wait: it was still running when timeout_s passed.")
+})
+export type ProcessResult = typeof ProcessResult.Type
 
 // --- run_python ----------------------------------------------------------------------------------
 
