@@ -5,16 +5,21 @@
  * the default SIGKILL); wait with a timeout; a background process cannot write into a later call's
  * result through the call's supervisor, nor forge its exit; a fork bomb from one stays within the
  * session's pids limit and close still removes everything; one that never exits does not hold up
- * close. One session for most of the file, on runc. The host side (the ring buffer, bounds, the
+ * close; the watchdog removes the sandbox of an owner that died with one running. One session for
+ * most of the file, on runc. The host side (the ring buffer, bounds, the
  * journal): packages/core/test/SessionBackground.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { spawn } from "node:child_process"
 import { createSession, type SandboxSession } from "@hermes-sandbox/docker"
 import { RUNTIMES } from "./hostile/support.js"
-import { containerExists, docker } from "./support/docker.js"
+import { containerExists, docker, waitFor } from "./support/docker.js"
+import { fixtureCommand } from "./support/nodeFixture.js"
 import { sessionTracker } from "./support/sessions.js"
 
-const { track, removeTracked } = sessionTracker()
+const { track, trackName, removeTracked } = sessionTracker()
+/** test/support/sessionChild.ts as a process of its own, on the packages' build. */
+const sessionChild = fixtureCommand(new URL("./support/sessionChild.ts", import.meta.url).pathname)
 afterAll(removeTracked)
 
 /** Host-side view of the processes in a container (docker top needs no pid inside it). */
@@ -151,4 +156,22 @@ describe("background processes and the session's end (runc)", () => {
     await s.close()
     expect(await containerExists(name)).toBe(false)
   }, 120_000)
+
+  it("a background process does not keep the sandbox alive after its owner died: the watchdog removes it", async () => {
+    const child = spawn(sessionChild[0]!, [...sessionChild.slice(1), "background"], {
+      stdio: ["ignore", "pipe", "inherit"]
+    })
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = ""
+      child.stdout!.on("data", (c: Buffer) => {
+        out += c.toString()
+        if (out.includes("\n")) resolve(out.split("\n")[0]!)
+      })
+      child.on("exit", () => reject(new Error(`child exited early: ${out}`)))
+    })
+    const { containerName } = JSON.parse(line) as { containerName: string }
+    trackName(containerName)
+    child.kill("SIGKILL")
+    expect(await waitFor(async () => !(await containerExists(containerName)), 15_000)).toBe(true)
+  }, 60_000)
 })

@@ -3,6 +3,7 @@
  *   (run by session.e2e in plain Node on the packages' build: test/support/nodeFixture.ts)
  *   sessionChild persistent <profile> <memory>   -> opens, prints JSON timings, detaches
  *   sessionChild session [journal.sqlite]       -> opens a session, prints its name, then waits to be killed
+ *   sessionChild background                     -> the same, with a background process that ignores SIGTERM
  */
 import { createSession, openPersistent } from "@hermes-sandbox/docker"
 
@@ -25,6 +26,11 @@ if (mode === "persistent") {
     }) + "\n"
   )
   process.exit(0)
+} else if (mode === "background") {
+  const s = await createSession()
+  await s.spawn("trap '' TERM HUP INT; while :; do sleep 1; done")
+  process.stdout.write(JSON.stringify({ containerName: s.containerName }) + "\n")
+  setInterval(() => {}, 1000)
 } else {
   const journalPath = process.argv[3]
   const s = await createSession(journalPath === undefined ? {} : { journal: { path: journalPath } })
