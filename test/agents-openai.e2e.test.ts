@@ -5,7 +5,9 @@
  * (OpenAIProvider, Chat Completions), against a scripted model: an OpenAI-compatible server on
  * 127.0.0.1 that answers each request with the next predetermined tool call, then a final message,
  * and records every request body. Nothing but the model is scripted: the framework's loop, its MCP
- * client, the server and the engine are real. The test checks what the framework passed to the
+ * client, the server and the engine are real. The run writes, patches and searches a file, charts
+ * with execute_code, runs a cell, and starts a server with terminal (background: true) that it
+ * polls, kills and reads the log of with process. The test checks what the framework passed to the
  * model (under `--images link` the chart reached it as a resource's name, with no base64) and that
  * nothing is left running once the agent's run and the server's close are over.
  */
@@ -35,16 +37,38 @@ const CHART = [
   'print("chart saved")'
 ].join("\n")
 
-/** The model's script: one tool call per turn, in order, then a final message. */
 const GREET = "def greet(name):\n    return 'Hello, ' + name\n"
-const SCRIPT: ReadonlyArray<{ readonly name: string; readonly args: Record<string, unknown> }> = [
+
+/** The model's script: one tool call per turn, in order, then a final message. A step's arguments may come from the results so far (a process id). */
+type Step = {
+  readonly name: string
+  readonly args: Record<string, unknown> | ((results: ReadonlyArray<Value>) => Record<string, unknown>)
+}
+/** Fetches the background server's page from inside the sandbox, trying until it listens (no network: loopback only). */
+const FETCH = [
+  "for i in $(seq 100); do",
+  "  python3 -c 'import urllib.request as u; print(u.urlopen(\"http://127.0.0.1:8000/app/greet.py\").read().decode())' 2>/dev/null && exit 0",
+  "  sleep 0.1",
+  "done",
+  "exit 1"
+].join("\n")
+const processIdOf = (results: ReadonlyArray<Value>) => ({ id: results[5]?.["process_id"] })
+const SCRIPT: ReadonlyArray<Step> = [
   { name: "write_file", args: { path: "/workspace/app/greet.py", content: GREET } },
   { name: "patch", args: { path: "/workspace/app/greet.py", old_string: "'Hello, '", new_string: "'Goodbye, '" } },
   { name: "search_files", args: { pattern: "Goodbye", path: "/workspace" } },
   { name: "execute_code", args: { language: "python", code: CHART, collect: ["chart.png"] } },
-  { name: "run_python", args: { code: "exec(open('/workspace/app/greet.py').read())\ngreet('world')" } }
+  { name: "run_python", args: { code: "exec(open('/workspace/app/greet.py').read())\ngreet('world')" } },
+  {
+    name: "terminal",
+    args: { command: "python3 -u -m http.server 8000 --bind 127.0.0.1 --directory /workspace", background: true }
+  },
+  { name: "terminal", args: { command: FETCH } },
+  { name: "process", args: (results) => ({ action: "poll", ...processIdOf(results) }) },
+  { name: "process", args: (results) => ({ action: "kill", ...processIdOf(results) }) },
+  { name: "process", args: (results) => ({ action: "log", ...processIdOf(results) }) }
 ]
-const FINAL = "All done: greet.py edited, found, and run; the chart is a resource."
+const FINAL = "All done: greet.py edited, found, run and served; the chart is a resource."
 
 interface ChatMessage {
   readonly role: string
@@ -56,6 +80,26 @@ interface ChatRequest {
   readonly model: string
   readonly messages: ReadonlyArray<ChatMessage>
   readonly tools?: ReadonlyArray<{ readonly function: { readonly name: string } }>
+}
+
+/** The text a tool message carries (a string, or text parts). */
+const textOfMessage = (m: ChatMessage): string =>
+  typeof m.content === "string"
+    ? m.content
+    : Array.isArray(m.content)
+      ? m.content.map((p: { text?: string }) => p.text ?? "").join("")
+      : ""
+
+/**
+ * The tool's result value (the JSON of the first text block) from what the framework put in the tool
+ * message: the MCP content array, one block, or the text itself, each as the SDK serializes it.
+ */
+type Value = Record<string, unknown>
+const resultValue = (text: string): Value => {
+  const parsed: unknown = JSON.parse(text)
+  const blocks = Array.isArray(parsed) ? parsed : [parsed]
+  const first = blocks.find((b): b is { type: "text"; text: string } => b?.type === "text")
+  return first === undefined ? (parsed as Value) : JSON.parse(first.text)
 }
 
 /**
@@ -72,7 +116,8 @@ const scriptedModel = async (): Promise<{ server: Server; baseURL: string; bodie
     }
     bodies.push(body)
     const request = JSON.parse(body) as ChatRequest
-    const step = request.messages.filter((m) => m.role === "tool").length
+    const tools = request.messages.filter((m) => m.role === "tool")
+    const step = tools.length
     const next = SCRIPT[step]
     const message =
       next === undefined
@@ -84,7 +129,14 @@ const scriptedModel = async (): Promise<{ server: Server; baseURL: string; bodie
               {
                 id: `call_${step + 1}`,
                 type: "function",
-                function: { name: next.name, arguments: JSON.stringify(next.args) }
+                function: {
+                  name: next.name,
+                  arguments: JSON.stringify(
+                    typeof next.args === "function"
+                      ? next.args(tools.map((m) => resultValue(textOfMessage(m))))
+                      : next.args
+                  )
+                }
               }
             ]
           }
@@ -132,26 +184,6 @@ const containersOwnedBy = async (pid: number): Promise<Array<{ name: string; exe
     executor: c.Labels[Label.executor] ?? ""
   }))
 
-/** The text a tool message carries (a string, or text parts). */
-const textOfMessage = (m: ChatMessage): string =>
-  typeof m.content === "string"
-    ? m.content
-    : Array.isArray(m.content)
-      ? m.content.map((p: { text?: string }) => p.text ?? "").join("")
-      : ""
-
-/**
- * The tool's result value (the JSON of the first text block) from what the framework put in the tool
- * message: the MCP content array, one block, or the text itself, each as the SDK serializes it.
- */
-type Value = Record<string, unknown>
-const resultValue = (text: string): Value => {
-  const parsed: unknown = JSON.parse(text)
-  const blocks = Array.isArray(parsed) ? parsed : [parsed]
-  const first = blocks.find((b): b is { type: "text"; text: string } => b?.type === "text")
-  return first === undefined ? (parsed as Value) : JSON.parse(first.text)
-}
-
 const [command, ...commandArgs] = cliCommand
 const serverArgs = [...commandArgs, "mcp", "--image", IMAGE, "--images", "link", "--no-journal"]
 const cleanups: Array<() => Promise<unknown>> = []
@@ -160,7 +192,7 @@ afterAll(async () => {
 })
 
 describe("the OpenAI Agents SDK (@openai/agents) driving hermes-sandbox mcp over stdio, with a scripted model", () => {
-  it("writes, patches, searches, charts under --images link and runs a cell; the model is handed no base64; nothing is left running", async () => {
+  it("writes, patches, searches, charts under --images link, runs a cell, serves in the background; the model is handed no base64; nothing is left running", async () => {
     const model = await scriptedModel()
     cleanups.push(() => new Promise((resolve) => model.server.close(resolve)))
 
@@ -191,7 +223,9 @@ describe("the OpenAI Agents SDK (@openai/agents) driving hermes-sandbox mcp over
       modelProvider: new OpenAIProvider({ apiKey: "not-a-key", baseURL: model.baseURL, useResponses: false }),
       tracingDisabled: true
     })
-    const result = await runner.run(agent, "Edit greet.py, find it, chart some squares, run it.", { maxTurns: 12 })
+    const result = await runner.run(agent, "Edit greet.py, find it, chart some squares, run it, serve it.", {
+      maxTurns: 16
+    })
     expect(result.finalOutput).toBe(FINAL)
 
     // The model was asked once per step and once more for the final message, offered every tool.
@@ -213,7 +247,13 @@ describe("the OpenAI Agents SDK (@openai/agents) driving hermes-sandbox mcp over
       expect(message, `the tool message of ${step.name}`).toBeDefined()
       return { name: step.name, text: textOfMessage(message!) }
     })
-    const [written, patched, searched, charted, cell] = results.map((r) => resultValue(r.text)) as [
+    const values = results.map((r) => resultValue(r.text))
+    const [written, patched, searched, charted, cell, started, fetched, polled, killed, logged] = values as [
+      Value,
+      Value,
+      Value,
+      Value,
+      Value,
       Value,
       Value,
       Value,
@@ -238,6 +278,21 @@ describe("the OpenAI Agents SDK (@openai/agents) driving hermes-sandbox mcp over
     expect(results[3]!.text).toMatch(/PNG 640×480/)
     expect(cell).toMatchObject({ status: "ok" })
     expect(cell["output"]).toContain("Goodbye, world")
+    // A server started in the background answers a later terminal call and is still running when polled;
+    // kill ends it, and its log then holds the request it served (its output reaches the host as it
+    // streams: only once it has ended is all of it there).
+    expect(started).toMatchObject({ status: "success", process_id: expect.any(String) })
+    const id = started["process_id"]
+    expect(fetched).toMatchObject({ status: "success" })
+    expect(fetched["output"]).toContain("return 'Goodbye, ' + name")
+    expect(polled).toMatchObject({
+      action: "poll",
+      process: { process_id: id, running: true },
+      output: expect.any(String)
+    })
+    expect(killed).toMatchObject({ action: "kill", process: { process_id: id, running: false } })
+    expect(logged).toMatchObject({ action: "log", process: { process_id: id, running: false } })
+    expect(logged["output"]).toContain('"GET /app/greet.py HTTP/1.1" 200')
 
     // The chart exists all the same: the resource the text names holds the PNG, for a client that reads it.
     const read = await mcp.readResource(uri!)
