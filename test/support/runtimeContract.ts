@@ -410,7 +410,7 @@ export const runtimeContract = (
         expect(error).toMatchObject({ _tag: "ImageNotFound", image: "hermes-sandbox/does-not-exist:0" })
         if (error._tag === "ImageNotFound") {
           expect(error.buildCommand).toMatch(/image build|docker pull hermes-sandbox\/does-not-exist:0/)
-          expect(error.message).toContain(error.buildCommand)
+          expect(error.message).toContain("hermes-sandbox/does-not-exist:0")
         }
       }).pipe(Effect.provide(layer))
     )
