@@ -138,6 +138,26 @@ describe("session.spawn (fake runtime)", () => {
     )
   )
 
+  it.live("it sees the session's exported variables and its own env; what it exports is not carried to calls", () =>
+    withFakeSessions(({ sessions }) =>
+      Effect.gen(function* () {
+        const s = yield* sessions.open()
+        yield* s.run(fakeProgram({ export: { SHARED: "from-call" } }))
+        const p = yield* s.spawn(fakeProgram({ printEnv: "SHARED", export: { LEAKED: "x" } }), { env: { OWN: "1" } })
+        yield* p.wait()
+        expect((yield* p.output()).head).toBe("from-call\n")
+        const own = yield* s.spawn(fakeProgram({ printEnv: "OWN" }), { env: { OWN: "1" } })
+        yield* own.wait()
+        expect((yield* own.output()).head).toBe("1\n")
+        const q = yield* s.spawn(fakeProgram({ printEnv: "OWN" }))
+        yield* q.wait()
+        expect((yield* q.output()).head).toBe("\n")
+        expect((yield* s.run(fakeProgram({ printEnv: "LEAKED" }))).stdout).toBe("\n")
+        yield* s.close
+      })
+    )
+  )
+
   it.live("refused: an empty command, NUL bytes, a persistent sandbox", () =>
     withFakeSessions(({ sessions }) =>
       Effect.gen(function* () {
