@@ -7,20 +7,11 @@
  * test/session-edit.e2e.test.ts.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
-import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Executor, Session } from "@hermes-sandbox/core"
-import { FakeRuntime, fakeProgram } from "@hermes-sandbox/core/testing"
-import { MemoryJournal } from "@hermes-sandbox/events"
+import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { McpSandbox } from "../src/McpSandbox.js"
-import { createServer } from "../src/server.js"
+import { connectInMemory, fakeServices } from "./support/fakeMcp.js"
 import { withLineNumbers } from "../src/tools/sessionFiles.js"
-
-const fakeLayer = () =>
-  Layer.mergeAll(Executor.layer(), Session.layer({ sweepOnStart: false })).pipe(
-    Layer.provideMerge(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()))
-  )
 
 type Json = Record<string, any>
 
@@ -29,14 +20,8 @@ describe("patch, search_files and read_file line_numbers (fake runtime, the SDK'
   let client: Client
   let close: () => Promise<void>
   beforeAll(async () => {
-    sandbox = await McpSandbox.open({ limits: { defaultTimeoutS: 30, maxReadBytes: 4096 } }, fakeLayer())
-    const session = sandbox.openSession({ id: crypto.randomUUID(), transport: "stdio" })
-    const server = createServer(session)
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-    await server.connect(serverSide)
-    client = new Client({ name: "edit-tools-test", version: "1" })
-    await client.connect(clientSide)
-    close = () => client.close().then(() => session.close("test done"))
+    sandbox = await McpSandbox.open({ limits: { defaultTimeoutS: 30, maxReadBytes: 4096 } }, fakeServices())
+    ;({ client, close } = await connectInMemory(sandbox, "edit-tools-test"))
   })
   afterAll(async () => {
     await close()

@@ -8,25 +8,18 @@
  * image was sent when none was. The engine's end to end of link mode is test/mcp-run-python.test.ts.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
-import { Layer } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { type ExecutionResult, Executor, Session } from "@hermes-sandbox/core"
-import { type FakeCellStep, fakeCell, fakeProgram, FakeRuntime } from "@hermes-sandbox/core/testing"
-import { MemoryJournal } from "@hermes-sandbox/events"
+import { type ExecutionResult } from "@hermes-sandbox/core"
+import { type FakeCellStep, fakeCell, fakeProgram } from "@hermes-sandbox/core/testing"
 import { McpSandbox, type McpToolLimits } from "../src/McpSandbox.js"
-import { createServer } from "../src/server.js"
+import { connectInMemory, fakeServices } from "./support/fakeMcp.js"
 import { collectedResult } from "../src/tools/collected.js"
 import { ImageBudget, imageFacts, MAX_IMAGE_SIDE, sizeWords } from "../src/tools/images.js"
 import { quotedName } from "../src/tools/results.js"
 
-const fakeLayer = () =>
-  Layer.mergeAll(Executor.layer(), Session.layer({ sweepOnStart: false })).pipe(
-    Layer.provideMerge(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()))
-  )
 const opened: Array<McpSandbox> = []
 const open = async (limits: McpToolLimits = {}) => {
-  const sandbox = await McpSandbox.open({ limits: { defaultTimeoutS: 30, ...limits } }, fakeLayer())
+  const sandbox = await McpSandbox.open({ limits: { defaultTimeoutS: 30, ...limits } }, fakeServices())
   opened.push(sandbox)
   return sandbox
 }
@@ -34,15 +27,7 @@ afterAll(async () => {
   await Promise.all(opened.map((s) => s.close()))
 })
 
-const connect = async (on: McpSandbox, transport: "stdio" | "http" = "stdio") => {
-  const session = on.openSession({ id: crypto.randomUUID(), transport })
-  const server = createServer(session)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const client = new Client({ name: "images-test", version: "1" })
-  await client.connect(clientSide)
-  return { client, close: () => client.close().then(() => session.close("test done")) }
-}
+const connect = (on: McpSandbox, transport: "stdio" | "http" = "stdio") => connectInMemory(on, "images-test", transport)
 
 type Block = { type: string; text?: string; data?: string; mimeType?: string; uri?: string }
 type Json = Record<string, any>
@@ -467,7 +452,7 @@ describe("run_python's displays in each mode, through the SDK's client", () => {
 
 describe("the server's option", () => {
   it("a mode that is not inline, link or none fails open, naming it", async () => {
-    await expect(McpSandbox.open({ limits: { images: "base64" as "inline" } }, fakeLayer())).rejects.toThrow(
+    await expect(McpSandbox.open({ limits: { images: "base64" as "inline" } }, fakeServices())).rejects.toThrow(
       /limits\.images: one of inline, link, none, got "base64"/
     )
   })

@@ -6,19 +6,10 @@
  * engine: test/session-background.e2e.test.ts (the SDK) and the MCP suites' tool lists.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
-import { Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Executor, Session } from "@hermes-sandbox/core"
-import { FakeRuntime, fakeProgram } from "@hermes-sandbox/core/testing"
-import { MemoryJournal } from "@hermes-sandbox/events"
+import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { McpSandbox } from "../src/McpSandbox.js"
-import { createServer } from "../src/server.js"
-
-const fakeLayer = () =>
-  Layer.mergeAll(Executor.layer(), Session.layer({ sweepOnStart: false })).pipe(
-    Layer.provideMerge(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()))
-  )
+import { connectInMemory, fakeServices } from "./support/fakeMcp.js"
 
 type Json = Record<string, any>
 
@@ -29,15 +20,9 @@ describe("terminal background and the process tool (fake runtime, the SDK's clie
   beforeAll(async () => {
     sandbox = await McpSandbox.open(
       { limits: { defaultTimeoutS: 30, resultCaps: { stdoutBytes: 2000, stderrBytes: 1000 } } },
-      fakeLayer()
+      fakeServices()
     )
-    const session = sandbox.openSession({ id: crypto.randomUUID(), transport: "stdio" })
-    const server = createServer(session)
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-    await server.connect(serverSide)
-    client = new Client({ name: "process-tool-test", version: "1" })
-    await client.connect(clientSide)
-    close = () => client.close().then(() => session.close("test done"))
+    ;({ client, close } = await connectInMemory(sandbox, "process-tool-test"))
   })
   afterAll(async () => {
     await close()

@@ -8,14 +8,13 @@
  * files: a cell reading what write_file wrote is test/mcp-run-python.test.ts, on the engine).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type CellResult, Executor, Session } from "@hermes-sandbox/core"
-import { type FakeCellStep, fakeCell, FakeRuntime } from "@hermes-sandbox/core/testing"
-import { Journal, MemoryJournal } from "@hermes-sandbox/events"
+import { type CellResult } from "@hermes-sandbox/core"
+import { type FakeCellStep, fakeCell } from "@hermes-sandbox/core/testing"
+import { Journal } from "@hermes-sandbox/events"
 import { McpSandbox, type McpToolLimits } from "../src/McpSandbox.js"
-import { createServer } from "../src/server.js"
+import { connectInMemory, fakeServices } from "./support/fakeMcp.js"
 import {
   type CellContext,
   cellResult,
@@ -29,16 +28,11 @@ const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwA
 /** A real (tiny) JPEG's first bytes: the signature is what is checked. */
 const JPEG = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01]).toString("base64")
 
-const fakeLayer = () =>
-  Layer.mergeAll(Executor.layer(), Session.layer({ sweepOnStart: false })).pipe(
-    Layer.provideMerge(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()))
-  )
-
 const opened: Array<McpSandbox> = []
 const open = async (limits: McpToolLimits = {}, kernel: Record<string, unknown> = {}) => {
   const sandbox = await McpSandbox.open(
     { limits: { defaultTimeoutS: 30, ...limits }, session: { kernel: { interruptGraceMs: 200, ...kernel } } },
-    fakeLayer()
+    fakeServices()
   )
   opened.push(sandbox)
   return sandbox
@@ -47,15 +41,7 @@ afterAll(async () => {
   await Promise.all(opened.map((s) => s.close()))
 })
 
-const connect = async (on: McpSandbox) => {
-  const session = on.openSession({ id: crypto.randomUUID(), transport: "stdio" })
-  const server = createServer(session)
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-  await server.connect(serverSide)
-  const client = new Client({ name: "run-python-test", version: "1" })
-  await client.connect(clientSide)
-  return { client, session, close: () => client.close().then(() => session.close("test done")) }
-}
+const connect = (on: McpSandbox) => connectInMemory(on, "run-python-test")
 
 type Block = { type: string; text?: string; data?: string; mimeType?: string }
 type Json = Record<string, any>

@@ -1,20 +1,7 @@
-/**
- * What a model reads about each tool's arguments and result: every tool that `tools/list` gives,
- * through the MCP SDK's own Client (over its in-memory transport, on the fake runtime), carries no
- * `title` keyword anywhere in its input or output schema. Effect's JSONSchema.make writes each
- * refinement's name there (`"title": "positive"` on timeout_s, `"nonNegative"`, `"int"`), which a
- * model takes for the field's title; the server gives no titles of its own, so any title is one of
- * those. A property NAMED `title` is a field, not a title, and stays.
- */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
-import { JSONSchema, Layer, Schema } from "effect"
+import { JSONSchema, Schema } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { Executor, Session } from "@hermes-sandbox/core"
-import { FakeRuntime } from "@hermes-sandbox/core/testing"
-import { MemoryJournal } from "@hermes-sandbox/events"
 import { McpSandbox } from "../src/McpSandbox.js"
-import { createServer } from "../src/server.js"
+import { connectInMemory, fakeServices } from "./support/fakeMcp.js"
 import { jsonSchemaOf } from "../src/tools/schemas.js"
 
 /** Where a JSON Schema has a `title` keyword, as `$.path = value` (property and definition NAMES are not keywords). */
@@ -39,19 +26,9 @@ afterAll(async () => {
 
 describe("the tools' JSON Schemas, as a client lists them", () => {
   it("no tool's input or output schema has a title: no refinement name reaches the model", async () => {
-    const sandbox = await McpSandbox.open(
-      {},
-      Layer.mergeAll(Executor.layer(), Session.layer({ sweepOnStart: false })).pipe(
-        Layer.provideMerge(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()))
-      )
-    )
+    const sandbox = await McpSandbox.open({}, fakeServices())
     opened.push(sandbox)
-    const session = sandbox.openSession({ id: crypto.randomUUID(), transport: "stdio" })
-    const server = createServer(session)
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
-    await server.connect(serverSide)
-    const client = new Client({ name: "tool-schemas-test", version: "1" })
-    await client.connect(clientSide)
+    const { client, session } = await connectInMemory(sandbox, "tool-schemas-test")
     try {
       const { tools } = await client.listTools()
       expect(tools.map((t) => t.name)).toContain("execute_code")

@@ -15,7 +15,7 @@ import { type CallableTools, describeCallable } from "./callable.js"
 import { cellResult, TEXT_BUDGET, TRACEBACK_BYTES, type UnsentImage } from "./cellResult.js"
 import { collectedResult } from "./collected.js"
 import { describeImages, type ImageLimits, type ImageMode } from "./images.js"
-import { type ExtraContent, runResult } from "./results.js"
+import { type ExtraContent, NO_OUTPUT, runResult } from "./results.js"
 import * as S from "./schemas.js"
 import { patchAt, readWindow, searchAt, withLineNumbers, writeWhole } from "./sessionFiles.js"
 
@@ -203,18 +203,7 @@ const startInBackground = async (args: S.TerminalArgs, session: McpSession) => {
   const value: S.TerminalResult = {
     status: "success",
     output: `Started in the background: process_id ${p.id}, pid ${p.pid}. Use the process tool (poll, log, wait, kill) with this id.`,
-    stdout: "",
-    stderr: "",
-    stdout_truncated: false,
-    stderr_truncated: false,
-    stdout_bytes_total: 0,
-    stdout_bytes_captured: 0,
-    stdout_bytes_omitted: 0,
-    stderr_bytes_total: 0,
-    stderr_bytes_captured: 0,
-    stderr_bytes_omitted: 0,
-    exit_code: null,
-    duration_seconds: 0,
+    ...NO_OUTPUT,
     execution_id: "",
     container_name: sandbox.containerName,
     session_id: sandbox.sessionId,

@@ -133,14 +133,8 @@ export const runResult = (
 }
 
 /** A run that was stopped before it ended (the client cancelled it, or the server is stopping): nothing of it is kept. */
-export const stoppedResult = (
-  status: "cancelled" | "interrupted",
-  executionId: string,
-  containerName: string,
-  reason: string
-): RunResult => ({
-  status,
-  output: `${status === "cancelled" ? "Cancelled" : "Interrupted"}: ${reason}. The sandbox was killed and removed; nothing of the run is kept.`,
+/** A result's output fields when nothing ran to give any (a cancelled run, a process started in the background). */
+export const NO_OUTPUT = {
   stdout: "",
   stderr: "",
   stdout_truncated: false,
@@ -152,7 +146,18 @@ export const stoppedResult = (
   stderr_bytes_captured: 0,
   stderr_bytes_omitted: 0,
   exit_code: null,
-  duration_seconds: 0,
+  duration_seconds: 0
+} as const
+
+export const stoppedResult = (
+  status: "cancelled" | "interrupted",
+  executionId: string,
+  containerName: string,
+  reason: string
+): RunResult => ({
+  status,
+  output: `${status === "cancelled" ? "Cancelled" : "Interrupted"}: ${reason}. The sandbox was killed and removed; nothing of the run is kept.`,
+  ...NO_OUTPUT,
   execution_id: executionId,
   container_name: containerName
 })
