@@ -15,7 +15,7 @@ import { createSession, type SandboxSession } from "@hermes-sandbox/docker"
 import { RUNTIMES } from "./hostile/support.js"
 import { containerExists, docker, waitFor } from "./support/docker.js"
 import { fixtureCommand } from "./support/nodeFixture.js"
-import { sessionTracker } from "./support/sessions.js"
+import { firstLine, sessionTracker } from "./support/sessions.js"
 
 const { track, trackName, removeTracked } = sessionTracker()
 /** test/support/sessionChild.ts as a process of its own, on the packages' build. */
@@ -161,14 +161,7 @@ describe("background processes and the session's end (runc)", () => {
     const child = spawn(sessionChild[0]!, [...sessionChild.slice(1), "background"], {
       stdio: ["ignore", "pipe", "inherit"]
     })
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = ""
-      child.stdout!.on("data", (c: Buffer) => {
-        out += c.toString()
-        if (out.includes("\n")) resolve(out.split("\n")[0]!)
-      })
-      child.on("exit", () => reject(new Error(`child exited early: ${out}`)))
-    })
+    const line = await firstLine(child)
     const { containerName } = JSON.parse(line) as { containerName: string }
     trackName(containerName)
     child.kill("SIGKILL")

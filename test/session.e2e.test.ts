@@ -24,7 +24,7 @@ import {
 } from "@hermes-sandbox/docker"
 import { containerExists, docker, waitFor } from "./support/docker.js"
 import { fixtureCommand } from "./support/nodeFixture.js"
-import { sessionTracker } from "./support/sessions.js"
+import { firstLine, sessionTracker } from "./support/sessions.js"
 
 /** test/support/sessionChild.ts as a process of its own, on the packages' build. */
 const sessionChild = fixtureCommand(new URL("./support/sessionChild.ts", import.meta.url).pathname)
@@ -189,14 +189,7 @@ describe("sessions on the real engine", () => {
     const child = spawn(sessionChild[0]!, [...sessionChild.slice(1), "session", journalPath], {
       stdio: ["ignore", "pipe", "inherit"]
     })
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = ""
-      child.stdout!.on("data", (c: Buffer) => {
-        out += c.toString()
-        if (out.includes("\n")) resolve(out.split("\n")[0]!)
-      })
-      child.on("exit", () => reject(new Error(`child exited early: ${out}`)))
-    })
+    const line = await firstLine(child)
     const { containerName } = JSON.parse(line) as { containerName: string }
     trackName(containerName)
     expect((await docker.getContainer(containerName).inspect()).State.Running).toBe(true)

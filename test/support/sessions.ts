@@ -1,4 +1,5 @@
 /** Sessions a test opened, removed after each test whatever happened to them. */
+import type { ChildProcess } from "node:child_process"
 import type { SandboxSession } from "@hermes-sandbox/docker"
 import { docker } from "./docker.js"
 
@@ -24,3 +25,14 @@ export const sessionTracker = () => {
     }
   }
 }
+
+/** The first line a child process prints on stdout (a fixture's report), or a rejection if it exits first. */
+export const firstLine = (child: ChildProcess): Promise<string> =>
+  new Promise<string>((resolve, reject) => {
+    let out = ""
+    child.stdout!.on("data", (c: Buffer) => {
+      out += c.toString()
+      if (out.includes("\n")) resolve(out.split("\n")[0]!)
+    })
+    child.on("exit", () => reject(new Error(`child exited early: ${out}`)))
+  })
