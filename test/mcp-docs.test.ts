@@ -3,7 +3,7 @@
  * mcp_servers entry, Claude Desktop's, Cursor's, VS Code's) is parsed from the page, its command
  * started with ONLY the environment the snippet gives (plus PATH, as the Hermes agent passes a
  * baseline and nothing else) — `hermes-sandbox` standing for the built bin — and driven by the
- * SDK's client: the eight tools are listed and execute_code runs.
+ * SDK's client: the nine tools are listed and execute_code runs.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"

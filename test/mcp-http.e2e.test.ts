@@ -505,7 +505,7 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
     await a.transport.terminateSession()
     expect(await waitFor(async () => serving.sessions() === 1, 5_000)).toBe(true)
     const c = await connect(serving.url)
-    expect((await c.client.listTools()).tools).toHaveLength(8)
+    expect((await c.client.listTools()).tools).toHaveLength(9)
     await Promise.all([a.client.close(), b.close(), c.close()])
     await serving.close()
     expect(serving.sessions()).toBe(0)
@@ -569,7 +569,7 @@ describe("MCP over HTTP, in-process (serveHttp): per-client session cap, idle ex
       body: toolsList
     })
     expect(late.status).toBe(404)
-    expect((await used.client.listTools()).tools).toHaveLength(8)
+    expect((await used.client.listTools()).tools).toHaveLength(9)
     await used.close()
     await serving.close()
   })

@@ -62,7 +62,7 @@ const arraysWithoutItems = (schema: unknown, at = "$"): Array<string> => {
 }
 
 describe("MCP server: tools/list", () => {
-  it("lists the eight tools with object input schemas, output schemas, honest annotations; initialize names the server and its version", async () => {
+  it("lists the nine tools with object input schemas, output schemas, honest annotations; initialize names the server and its version", async () => {
     const { client, close } = await connect()
     expect(client.getServerVersion()).toMatchObject({ name: "hermes-sandbox", version: VERSION })
     expect(VERSION).toBe(

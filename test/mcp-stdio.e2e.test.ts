@@ -385,7 +385,7 @@ describe("standard output carries the protocol alone", () => {
     )
     const resultOf = (id: number) => (byId.get(id)?.result ?? {}) as Structured
     expect(resultOf(1)).toMatchObject({ serverInfo: { name: "hermes-sandbox" } })
-    expect(resultOf(2).tools).toHaveLength(8)
+    expect(resultOf(2).tools).toHaveLength(9)
     expect(resultOf(3).structuredContent).toMatchObject({ status: "success", stdout: "hi\n", stderr: "err\n" })
     const run = String((resultOf(3).structuredContent as Structured).execution_id)
     expect(tagsOf((await lifecycleOf(journal, run)).events)).toMatchObject({
@@ -407,7 +407,7 @@ describe("a client this project did not write: the MCP Inspector's CLI", () => {
     return run
   }
 
-  it("tools/list: the eight tools; tools/call execute_code: success, stdout 42, journaled under the inspector's name, the container removed", async () => {
+  it("tools/list: the nine tools; tools/call execute_code: success, stdout 42, journaled under the inspector's name, the container removed", async () => {
     const journal = newJournal("inspector")
     const { command, args } = mcpServerCommand(["--journal", journal])
     const list = await inspect([command, ...args, "--method", "tools/list"])

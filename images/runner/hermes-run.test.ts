@@ -2165,7 +2165,9 @@ describe.skipIf(!canUnshare || (!hasIPython && process.env["CI"] !== "true"))("k
     const k = await open()
     const [pid, start] = k.ready!.text.split(" ")
     const supervisor = await parentIn(ns, Number(pid))
-    k.send("import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n")
+    // The cell stays busy after stopping its supervisor: a "done" it sent first would be read by
+    // the resumed supervisor, and the cell would end 'ok' (a race on a loaded host).
+    k.send("import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(1000)\n")
     expect(await stateWithin(ns, supervisor, (s) => s === "T"), "stopped by its kernel").toBe("T")
     // The host's kill of a kernel whose channel went silent: everything since the kernel started.
     expect((await ns.exec([SUPERVISOR, "--kill", pid!, start!, "since"])).code).toBe(0)
