@@ -9,14 +9,16 @@
  * by calls) are in images/runner/hermes-run.test.ts, *kernel mode*; these are the same attacks as
  * a caller of the SDK meets them, in a real sandbox.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { ToolContext } from "@hermes-sandbox/core"
 import { createSession, type SandboxSession } from "@hermes-sandbox/docker"
 import { sessionTracker } from "../support/sessions.js"
 import { MiB, RUNTIMES } from "./support.js"
 
+// The cases run concurrently (each has its own session, closed by `await using`; most of their time
+// is waiting on deadlines and sandboxes): what a case leaves after a failure is removed at the end,
+// not after each case, which would remove the sessions of the cases still running.
 const { track, removeTracked } = sessionTracker()
-afterEach(removeTracked)
 afterAll(removeTracked)
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -28,7 +30,7 @@ const RECORDS_FD =
 /** Python: the driver's own globals (those of the function it put on the shell), which a cell can rewrite. */
 const DRIVER_GLOBALS = "driver = get_ipython()._showtraceback.__globals__"
 
-describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (runtime) => {
+describe.concurrent.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (runtime) => {
   const open = async (options: Parameters<typeof createSession>[0] = {}) =>
     track(await createSession({ runtime, image: "hermes-sandbox/python:latest", ...options }))
 
@@ -519,14 +521,15 @@ describe.each(RUNTIMES)("python kernel: cells as one untrusted domain (%s)", (ru
     expect(seen.length).toBe(atEnd + served.length)
   }, 120_000)
 
-  describe("bounds (one session)", () => {
+  // One session, its cases one after another.
+  describe.sequential("bounds (one session)", () => {
     let shared: SandboxSession | undefined
     const session = () => {
       if (shared === undefined) throw new Error("the shared session is used before beforeAll made it")
       return shared
     }
     beforeAll(async () => {
-      // Not tracked: afterEach removes tracked sessions, and these tests keep this one.
+      // Not tracked: destroyed by this block's afterAll.
       shared = await createSession({ runtime, image: "hermes-sandbox/python:latest", outputLimitBytes: 64 * 1024 })
     }, 120_000)
     afterAll(async () => {
