@@ -219,15 +219,19 @@ describe.concurrent.each(RUNTIMES)("python kernel: cells as one untrusted domain
     const r = await s.runCell({
       code: [
         "import os, socket, time",
+        // Replaced whole (rename), never truncated then written: the kill may land between the two.
+        "def verdict(v):",
+        "    open('/tmp/verdict.new', 'w').write(v)",
+        "    os.replace('/tmp/verdict.new', '/tmp/verdict')",
         "print('before', flush=True)",
         "socket.socket(fileno=3).send(b'done ok')",
         "time.sleep(0.3)",
         "while True:",
         "    try:",
         "        os.write(1, b'after\\n')",
-        "        open('/tmp/verdict', 'w').write('wrote on')",
+        "        verdict('wrote on')",
         "    except BrokenPipeError:",
-        "        open('/tmp/verdict', 'w').write('EPIPE')",
+        "        verdict('EPIPE')",
         "    except KeyboardInterrupt:",
         "        pass",
         "    try:",

@@ -4,7 +4,10 @@ import Docker from "dockerode"
 export const docker = new Docker({ socketPath: "/var/run/docker.sock" })
 
 /** Names of hermes-sandbox-* containers that exist now, in any state (those of one executor when given). */
-export const sandboxContainers = async (of: { readonly executorId?: string } = {}): Promise<Array<string>> =>
+/** `exceptPooled`: leave out a warm pool's sandboxes (its refills run whenever they like, beside the test). */
+export const sandboxContainers = async (
+  of: { readonly executorId?: string; readonly exceptPooled?: boolean } = {}
+): Promise<Array<string>> =>
   (
     await docker.listContainers({
       all: true,
@@ -13,7 +16,9 @@ export const sandboxContainers = async (of: { readonly executorId?: string } = {
         ...(of.executorId === undefined ? {} : { label: [`org.hermes-sandbox.executor=${of.executorId}`] })
       }
     })
-  ).map((c) => (c.Names[0] ?? "").replace(/^\//, ""))
+  )
+    .filter((c) => of.exceptPooled !== true || c.Labels?.["org.hermes-sandbox.pool"] === undefined)
+    .map((c) => (c.Names[0] ?? "").replace(/^\//, ""))
 
 export const containerExists = async (name: string): Promise<boolean> => {
   try {
