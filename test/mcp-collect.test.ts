@@ -311,6 +311,38 @@ print(n)
   })
 })
 
+describe("full_output: a cut stream kept whole (issue 29, item 4), on the real engine", () => {
+  it("past the SDK's own 1 MiB cap the supervisor relays up to the kept bound: 3 MB whole with its last line; a 40 MiB flood keeps its first 10 MiB, the rest only counted; the store holds them within its bound", async () => {
+    const { client, close } = await connect()
+    try {
+      const whole = await call(client, {
+        language: "python",
+        code: 'import sys\nsys.stdout.write(("x" * 99 + "\\n") * 30000)\nprint("THE-END")'
+      })
+      expect(whole.structured).toMatchObject({ stdout_truncated: true, stdout_bytes_total: 3_000_008 })
+      const kept = (whole.structured.full_output as Record<string, Record<string, unknown>>).stdout!
+      expect(kept).toMatchObject({ bytes: 3_000_008, complete: true })
+      const last = await client.callTool({ name: "read_file", arguments: { path: kept.uri, offset: 30001 } })
+      expect(JSON.parse((last.content as Array<Block>)[0]!.text!)).toMatchObject({
+        content: "THE-END\n",
+        total_lines: 30001
+      })
+      const flood = await call(client, {
+        language: "python",
+        code: 'import sys\nfor _ in range(40):\n    sys.stdout.write(("y" * 1023 + "\\n") * 1024)\nprint("NEVER-KEPT")'
+      })
+      expect(flood.structured.stdout_bytes_total).toBe(40 * 1024 * 1024 + 11)
+      const floodKept = (flood.structured.full_output as Record<string, Record<string, unknown>>).stdout!
+      expect(floodKept).toMatchObject({ bytes: 10 * 1024 * 1024, complete: false })
+      const text = (await readBytes(client, String(floodKept.uri))).bytes
+      expect([text.length, text.includes("NEVER-KEPT")]).toEqual([10 * 1024 * 1024, false])
+      expect(sandbox.files.bytes).toBeLessThanOrEqual(sandbox.limits.fileStoreBytes)
+    } finally {
+      await close()
+    }
+  })
+})
+
 describe("execute_code collect over Streamable HTTP (serveHttp, the SDK's HTTP client)", () => {
   const token = "collect-token-0123456789abcdef"
   it("another MCP session cannot read the first one's file resource; the first can", async () => {

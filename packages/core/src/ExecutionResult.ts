@@ -32,6 +32,28 @@ export interface ExecutionResult {
   readonly collection?: CollectionStatus
   /** With `tools`: the calls the code made that a handler served (refusals do not count). */
   readonly toolCallsMade?: number
+  /**
+   * With `keepFullOutput`, when stdout or stderr was cut: each stream as kept whole (up to
+   * keepFullOutput's bytes; `…Truncated` when the program wrote even more).
+   */
+  readonly fullOutput?: FullOutput
+}
+
+/** Both streams as kept whole (ExecuteOptions.keepFullOutput). */
+export interface FullOutput {
+  readonly stdout: string
+  readonly stderr: string
+  readonly stdoutTruncated: boolean
+  readonly stderrTruncated: boolean
+}
+
+/** The whole streams, when they were kept and the result's own were cut. */
+const fullOutputOf = (stdout: OutputCapture, stderr: OutputCapture): FullOutput | undefined => {
+  if (!stdout.truncated && !stderr.truncated) return undefined
+  const out = stdout.full()
+  const err = stderr.full()
+  if (out === undefined || err === undefined) return undefined
+  return { stdout: out.text, stderr: err.text, stdoutTruncated: out.truncated, stderrTruncated: err.truncated }
 }
 
 /** The files part of a result (ExecutionResult's optional fields). */
@@ -56,21 +78,25 @@ export interface RunOutcome {
   readonly toolCallsMade?: number | undefined
 }
 
-export const toExecutionResult = (run: RunOutcome): ExecutionResult => ({
-  executionId: run.executionId,
-  containerName: run.containerName,
-  exitCode: run.exitCode,
-  stdout: run.stdout.text(),
-  stderr: run.stderr.text(),
-  timedOut: run.timedOut,
-  oomKilled: run.oomKilled,
-  stdoutTruncated: run.stdout.truncated,
-  stderrTruncated: run.stderr.truncated,
-  stdoutBytes: run.stdout.total,
-  stderrBytes: run.stderr.total,
-  durationMs: run.finishedAtMs - run.startedAtMs,
-  startedAt: new Date(run.startedAtMs).toISOString(),
-  finishedAt: new Date(run.finishedAtMs).toISOString(),
-  ...run.collected,
-  ...(run.toolCallsMade === undefined ? {} : { toolCallsMade: run.toolCallsMade })
-})
+export const toExecutionResult = (run: RunOutcome): ExecutionResult => {
+  const fullOutput = fullOutputOf(run.stdout, run.stderr)
+  return {
+    executionId: run.executionId,
+    containerName: run.containerName,
+    exitCode: run.exitCode,
+    stdout: run.stdout.text(),
+    stderr: run.stderr.text(),
+    timedOut: run.timedOut,
+    oomKilled: run.oomKilled,
+    stdoutTruncated: run.stdout.truncated,
+    stderrTruncated: run.stderr.truncated,
+    stdoutBytes: run.stdout.total,
+    stderrBytes: run.stderr.total,
+    durationMs: run.finishedAtMs - run.startedAtMs,
+    startedAt: new Date(run.startedAtMs).toISOString(),
+    finishedAt: new Date(run.finishedAtMs).toISOString(),
+    ...run.collected,
+    ...(run.toolCallsMade === undefined ? {} : { toolCallsMade: run.toolCallsMade }),
+    ...(fullOutput === undefined ? {} : { fullOutput })
+  }
+}

@@ -32,6 +32,7 @@ import {
 import { v7 as uuidv7 } from "uuid"
 import { type EventEnvelope, Journal, type JournalError, type JournalEvent } from "@hermes-sandbox/events"
 import { ExecutorClosed, type InvalidRequest, invalidRequest, QueueFull, type SandboxError } from "./Errors.js"
+import { checkKeepFullOutput } from "./OutputCapture.js"
 import { type ExecuteRequest, type ExecutionPlan, planExecution } from "./ExecutionRequest.js"
 import type { ExecutionResult } from "./ExecutionResult.js"
 import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfig } from "./ExecutorConfig.js"
@@ -76,6 +77,14 @@ export interface ExecuteOptions {
    * before anything is recorded or created. The CLI's daemon uses it to hand such a request back.
    */
   readonly warmPoolOnly?: boolean
+  /**
+   * Keep each stream's whole output, up to this many bytes (`true`: 10 MiB,
+   * DEFAULT_KEPT_OUTPUT_BYTES), besides the result's stdout and stderr, which stay within
+   * `outputLimitBytes`: a result whose stream was cut carries the kept text as `fullOutput`, so the
+   * end of a long output (where errors usually are) is not lost. Costs the host up to twice this
+   * in memory while the run lasts. Sessions' `run` and `runCode` take it too.
+   */
+  readonly keepFullOutput?: boolean | number
 }
 
 export type DestroyReason = "completed" | "timeout" | "interrupted" | "failed"
@@ -367,7 +376,7 @@ export const make = (options: ExecutorOptions = {}) =>
               run,
               payload: encodeRunnerPayload({
                 key: run.key,
-                capBytes: plan.outputLimitBytes,
+                capBytes: run.capBytes,
                 language: plan.language,
                 code: plan.code,
                 files: plan.files,
@@ -409,6 +418,7 @@ export const make = (options: ExecutorOptions = {}) =>
       Effect.gen(function* () {
         if (yield* Ref.get(closed)) return yield* new ExecutorClosed({ message: "the executor is closed" })
         const plan = yield* planExecution(request, config)
+        yield* checkKeepFullOutput(hooks.keepFullOutput)
         const eligible = poolEligible(plan, request)
         if (hooks.warmPoolOnly === true && !eligible)
           return yield* invalidRequest(

@@ -7,7 +7,10 @@
 import { Effect, Either, type Layer, ManagedRuntime } from "effect"
 import {
   Artifacts,
+  DEFAULT_KEPT_OUTPUT_BYTES,
   Executor,
+  keptOutputBytes,
+  MAX_KEPT_OUTPUT_BYTES,
   Session as SessionService,
   type ToolLimits,
   type Tools,
@@ -69,6 +72,13 @@ export interface McpToolLimits {
   readonly fileRetentionS?: number
   /** Bytes of collected files the server keeps in all, over every MCP session; the oldest calls' are evicted first. Default 64 MiB. */
   readonly fileStoreBytes?: number
+  /**
+   * When a result cuts a stream (resultCaps), the server keeps the stream whole up to this many
+   * bytes, in the same store as the collected files (fileStoreBytes, fileRetentionS), and names it
+   * in the result (full_output: read_file or resources/read). Default 10 MiB (at most half the
+   * store: both streams of a run fit it); 0 keeps none.
+   */
+  readonly fullOutputBytes?: number
 }
 
 export type ResolvedLimits = Required<Omit<McpToolLimits, "collectLimits">> & {
@@ -80,6 +90,13 @@ const MiB = 1024 * 1024
 export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => {
   if (l.images !== undefined && !IMAGE_MODES.includes(l.images))
     throw new TypeError(`limits.images: one of ${IMAGE_MODES.join(", ")}, got ${JSON.stringify(l.images)}`)
+  if (
+    l.fullOutputBytes !== undefined &&
+    !(l.fullOutputBytes === 0 || keptOutputBytes(l.fullOutputBytes) === l.fullOutputBytes)
+  )
+    throw new TypeError(
+      `limits.fullOutputBytes: 0 or a whole number of bytes up to ${MAX_KEPT_OUTPUT_BYTES}, got ${JSON.stringify(l.fullOutputBytes)}`
+    )
   const fileStoreBytes = l.fileStoreBytes ?? 64 * MiB
   return {
     defaultTimeoutS: l.defaultTimeoutS ?? 50,
@@ -106,7 +123,8 @@ export const resolveLimits = (l: McpToolLimits = {}): ResolvedLimits => {
     maxImages: l.maxImages ?? 4,
     maxImageTotalBytes: l.maxImageTotalBytes ?? 2 * MiB,
     fileRetentionS: l.fileRetentionS ?? 900,
-    fileStoreBytes
+    fileStoreBytes,
+    fullOutputBytes: Math.min(l.fullOutputBytes ?? DEFAULT_KEPT_OUTPUT_BYTES, Math.floor(fileStoreBytes / 2))
   }
 }
 

@@ -17,8 +17,11 @@ export interface FileStoreLimits {
   readonly retentionMs: number
 }
 
-/** Whose files: an execute_code run's (collected) or a run_python cell's (its images). */
-export type StoredKind = "execution" | "cell"
+/**
+ * Whose files: an execute_code run's (collected), a run_python cell's (its images), or a run's
+ * whole output when its result was cut (execute_code's or terminal's: `stdout`, `stderr`).
+ */
+export type StoredKind = "execution" | "cell" | "output"
 
 export interface StoredExecution {
   /** The run's execution id, or the cell's id. */
@@ -32,7 +35,7 @@ export interface StoredExecution {
 }
 
 export class FileStore {
-  /** Oldest first (a Map keeps insertion order). */
+  /** Oldest first (a Map keeps insertion order); by kind and id (a run's collected files and its output are kept apart). */
   private readonly executions = new Map<string, StoredExecution>()
   private held = 0
   private readonly sweep: ReturnType<typeof setInterval>
@@ -65,12 +68,12 @@ export class FileStore {
     this.expire()
     const bytes = files.reduce((sum, f) => sum + f.content.byteLength, 0)
     if (files.length === 0 || bytes > this.limits.maxBytes) return false
-    this.drop(executionId)
-    for (const oldest of this.executions.values()) {
+    this.drop(keyOf(kind, executionId))
+    for (const [key] of this.executions) {
       if (this.held + bytes <= this.limits.maxBytes) break
-      this.drop(oldest.executionId)
+      this.drop(key)
     }
-    this.executions.set(executionId, {
+    this.executions.set(keyOf(kind, executionId), {
       executionId,
       kind,
       owner,
@@ -82,10 +85,10 @@ export class FileStore {
     return true
   }
 
-  /** One execution's kept files, or undefined when none are (never kept, expired or evicted). */
-  get(executionId: string): StoredExecution | undefined {
+  /** One execution's kept files of a kind, or undefined when none are (never kept, expired or evicted). */
+  get(executionId: string, kind: StoredKind = "execution"): StoredExecution | undefined {
     this.expire()
-    return this.executions.get(executionId)
+    return this.executions.get(keyOf(kind, executionId))
   }
 
   /** The executions whose files are kept, oldest first. */
@@ -96,7 +99,7 @@ export class FileStore {
 
   /** Forget the files of one MCP session (it ended: over HTTP no one else may read them). */
   forget(owner: string): void {
-    for (const e of this.executions.values()) if (e.owner === owner) this.drop(e.executionId)
+    for (const [key, e] of this.executions) if (e.owner === owner) this.drop(key)
   }
 
   /** Forget everything (the server is closing). */
@@ -108,16 +111,18 @@ export class FileStore {
 
   private expire(): void {
     const oldestKept = this.now() - this.limits.retentionMs
-    for (const e of this.executions.values()) {
+    for (const [key, e] of this.executions) {
       if (e.storedAt > oldestKept) break
-      this.drop(e.executionId)
+      this.drop(key)
     }
   }
 
-  private drop(executionId: string): void {
-    const e = this.executions.get(executionId)
+  private drop(key: string): void {
+    const e = this.executions.get(key)
     if (e === undefined) return
-    this.executions.delete(executionId)
+    this.executions.delete(key)
     this.held -= e.bytes
   }
 }
+
+const keyOf = (kind: StoredKind, executionId: string) => `${kind} ${executionId}`

@@ -2,7 +2,8 @@
  * The resources: an execution's lifecycle events, read from the journal (the same events
  * `hermes-sandbox events --execution ID` prints), and the files execute_code collected, from the
  * server's file store (fileStore.ts) while it keeps them, and the images run_python's cells
- * displayed, from the same store (kept when a result names them rather than sending them). Over
+ * displayed, and the whole output of a run whose result was cut, from the same store (kept when a
+ * result names them rather than sending them). Over
  * HTTP a session reads only what its own calls made (their ExecutionRequested carries its
  * `mcp.session` tag; the store keeps the session with the files); over stdio the one local client
  * may read any.
@@ -90,9 +91,39 @@ export const cellImageOfUri = (uri: string): { readonly cellId: string; readonly
   return match === null ? undefined : { cellId: match[1]!, name: match[2]! }
 }
 
-/** The URI of a file the store keeps (a run's collected file, a cell's image). */
+export const OUTPUT_TEMPLATE = {
+  uriTemplate: "sandbox://executions/{id}/output/{stream}",
+  name: "execution-output",
+  title: "A run's whole output, when its result was cut",
+  description:
+    "stdout or stderr of an execute_code or terminal call whose result kept only the head and tail of it: the whole stream as the program wrote it (up to the server's bound per stream), kept by the server for a limited time, as text.",
+  mimeType: "text/plain"
+} as const
+
+/** The two streams a run's kept output has. */
+export type OutputStream = "stdout" | "stderr"
+
+const OUTPUT_URI = /^sandbox:\/\/executions\/([A-Za-z0-9-]{1,64})\/output\/(stdout|stderr)$/
+
+/** The resource URI of a run's kept stream. */
+export const outputUri = (executionId: string, stream: OutputStream): string =>
+  `sandbox://executions/${executionId}/output/${stream}`
+
+/** The run and the stream an output URI names, or undefined when it names none. */
+export const outputOfUri = (
+  uri: string
+): { readonly executionId: string; readonly stream: OutputStream } | undefined => {
+  const match = OUTPUT_URI.exec(uri)
+  return match === null ? undefined : { executionId: match[1]!, stream: match[2] as OutputStream }
+}
+
+/** The URI of a file the store keeps (a run's collected file, a cell's image, a run's kept stream). */
 export const storedUri = (stored: StoredExecution, path: string): string =>
-  stored.kind === "cell" ? cellImageUri(stored.executionId, path) : fileUri(stored.executionId, path)
+  stored.kind === "cell"
+    ? cellImageUri(stored.executionId, path)
+    : stored.kind === "output"
+      ? outputUri(stored.executionId, path as OutputStream)
+      : fileUri(stored.executionId, path)
 
 /** A file this session may read, while the server keeps it (`kind`: a run's collected file, or a cell's image). */
 export const fileResource = (
@@ -101,8 +132,8 @@ export const fileResource = (
   path: string,
   kind: StoredKind = "execution"
 ): CollectedFile | undefined => {
-  const stored = session.owner.files.get(executionId)
-  if (stored === undefined || stored.kind !== kind) return undefined
+  const stored = session.owner.files.get(executionId, kind)
+  if (stored === undefined) return undefined
   if (session.context.transport === "http" && stored.owner !== session.id) return undefined
   return stored.files.get(path)
 }

@@ -30,6 +30,8 @@ import {
   fileContents,
   fileOfUri,
   fileResource,
+  OUTPUT_TEMPLATE,
+  outputOfUri,
   storedUri
 } from "./resources.js"
 import { type ToolDefinition, tools } from "./tools/definitions.js"
@@ -131,7 +133,7 @@ export const createServer = (session: McpSession): Server => {
   })
 
   server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({
-    resourceTemplates: [EVENTS_TEMPLATE, FILES_TEMPLATE, CELL_IMAGES_TEMPLATE]
+    resourceTemplates: [EVENTS_TEMPLATE, FILES_TEMPLATE, CELL_IMAGES_TEMPLATE, OUTPUT_TEMPLATE]
   }))
 
   server.setRequestHandler(ListResourcesRequestSchema, () => ({
@@ -184,11 +186,20 @@ export const createServer = (session: McpSession): Server => {
         )
       return { contents: [fileContents(uri, found)] }
     }
+    const output = outputOfUri(uri)
+    if (output !== undefined) {
+      const found = fileResource(session, output.executionId, output.stream, "output")
+      if (found === undefined)
+        throw notFound(
+          `no kept ${output.stream} of execution ${output.executionId} (the server keeps a cut output for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, with the collected files, the oldest evicted first)`
+        )
+      return { contents: [fileContents(uri, found)] }
+    }
     const id = executionIdOfUri(uri)
     if (id === undefined)
       throw new McpError(
         ErrorCode.InvalidParams,
-        `Unknown resource ${uri}: this server has ${EVENTS_TEMPLATE.uriTemplate}, ${FILES_TEMPLATE.uriTemplate} and ${CELL_IMAGES_TEMPLATE.uriTemplate}`
+        `Unknown resource ${uri}: this server has ${EVENTS_TEMPLATE.uriTemplate}, ${FILES_TEMPLATE.uriTemplate}, ${CELL_IMAGES_TEMPLATE.uriTemplate} and ${OUTPUT_TEMPLATE.uriTemplate}`
       )
     const text = await eventsResource(session, id)
     if (text === undefined) throw notFound(`no execution ${id}`)

@@ -10,7 +10,7 @@
  * supervisor's own words from before it could frame (a bad header), kept (bounded) for diagnostics.
  */
 import { Deferred, Effect } from "effect"
-import { OutputCapture } from "../OutputCapture.js"
+import { keptOutputBytes, OutputCapture } from "../OutputCapture.js"
 import { type FileOp, FrameDecoder, makeRunKey, parseExitPayload, type ReportedExit } from "../RunnerProtocol.js"
 import type { OutputReceiver } from "../SandboxRuntime.js"
 import { type CollectLimits, FileReceiver } from "../Artifacts.js"
@@ -28,6 +28,8 @@ export interface SupervisedRunHooks {
   readonly onStderr?: ((chunk: Uint8Array) => void) | undefined
   /** The program started ('p'): its pid and start time (a session's background process waits for it). */
   readonly onStarted?: ((started: { readonly pid: number; readonly start: string }) => void) | undefined
+  /** Keep each stream whole up to this (ExecuteOptions.keepFullOutput, checked by the caller). */
+  readonly keepFullOutput?: boolean | number | undefined
 }
 
 /** Files the run sends back ('f'/'c'/'F'/'s'/'S' frames): without it, any such frame is a violation. */
@@ -44,6 +46,8 @@ export interface SupervisedRun {
   readonly receiver: OutputReceiver
   readonly stdout: OutputCapture
   readonly stderr: OutputCapture
+  /** What the supervisor relays of each stream (its header's cap): the larger of the result's cap and what is kept whole. */
+  readonly capBytes: number
   /** The supervisor's report: the program exited, setup failed, or the channel was tampered with. */
   readonly report: Deferred.Deferred<SupervisorReport>
   /** The program's pid and start time inside the sandbox ('p'), once started. */
@@ -72,8 +76,9 @@ export const makeSupervisedRun = (
 ): Effect.Effect<SupervisedRun> =>
   Effect.map(Deferred.make<SupervisorReport>(), (report) => {
     const key = makeRunKey()
-    const stdout = new OutputCapture(outputLimitBytes)
-    const stderr = new OutputCapture(outputLimitBytes)
+    const keepBytes = keptOutputBytes(hooks.keepFullOutput) ?? 0
+    const stdout = new OutputCapture(outputLimitBytes, keepBytes)
+    const stderr = new OutputCapture(outputLimitBytes, keepBytes)
     const diagnostics = new OutputCapture(DIAGNOSTICS_BYTES)
     let started: { pid: number; start: string } | undefined
     let lockWait: string | undefined
@@ -180,6 +185,7 @@ export const makeSupervisedRun = (
       receiver: { stdout: decoder.push, stderr: diagnostics.push, ...(requires.length === 0 ? {} : { requires }) },
       stdout,
       stderr,
+      capBytes: Math.max(outputLimitBytes, keepBytes),
       report,
       started: () => started,
       lockWait: () => lockWait,

@@ -213,7 +213,7 @@ export const runCall = (
         what: "command",
         payload: encodeRunnerPayload({
           key: run.key,
-          capBytes: input.outputLimitBytes,
+          capBytes: run.capBytes,
           lock: SESSION_LOCK,
           killLeftovers: !deps.plan.keepBackgroundProcesses,
           args: shell,

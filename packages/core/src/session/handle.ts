@@ -10,6 +10,7 @@
  * kill the whole sandbox ends the session from inside itself: its cleanup (which interrupts calls)
  * starts once that call returned (`afterCall`).
  */
+import { checkKeepFullOutput } from "../OutputCapture.js"
 import { Clock, Deferred, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Option, Scope } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import type { JournalError, JournalEvent, JournalService } from "@hermes-sandbox/events"
@@ -476,9 +477,15 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
     }
 
     const run = (command: string | ReadonlyArray<string>, o: RunOptions = {}) =>
-      Effect.flatMap(commandInput(plan, deps.config, command, o), (input) => call(input, o))
+      commandInput(plan, deps.config, command, o).pipe(
+        Effect.zipLeft(checkKeepFullOutput(o.keepFullOutput)),
+        Effect.flatMap((input) => call(input, o))
+      )
     const runCode = (request: SessionCodeRequest, hooks: ExecuteOptions = {}) =>
-      Effect.flatMap(codeInput(plan, deps.config, deps.runner, request), (input) => call(input, hooks))
+      codeInput(plan, deps.config, deps.runner, request).pipe(
+        Effect.zipLeft(checkKeepFullOutput(hooks.keepFullOutput)),
+        Effect.flatMap((input) => call(input, hooks))
+      )
 
     // Timers longer than ~24.8 days count as "never" in Effect's clock: sleep in steps of a day.
     const sleepChunked = (ms: number) => Effect.sleep(Math.min(ms, 86400_000))

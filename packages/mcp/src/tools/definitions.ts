@@ -10,14 +10,15 @@ import { Executor, type ExecuteRequest, Session } from "@hermes-sandbox/core"
 import { FileOperationFailed, InvalidArguments } from "../errors.js"
 import type { McpSession } from "../McpSession.js"
 import type { Progress } from "../progress.js"
-import { cellImageUri } from "../resources.js"
+import { cellImageUri, outputOfUri } from "../resources.js"
 import { type CallableTools, describeCallable } from "./callable.js"
 import { cellResult, TEXT_BUDGET, TRACEBACK_BYTES, type UnsentImage } from "./cellResult.js"
 import { collectedResult } from "./collected.js"
 import { describeImages, type ImageLimits, type ImageMode } from "./images.js"
+import { keepCutOutput, keepOption, keptOutput, keptWords } from "./fullOutput.js"
 import { type ExtraContent, NO_OUTPUT, runResult } from "./results.js"
 import * as S from "./schemas.js"
-import { patchAt, readWindow, searchAt, withLineNumbers, writeWhole } from "./sessionFiles.js"
+import { patchAt, readWindow, searchAt, windowOfBytes, withLineNumbers, writeWhole } from "./sessionFiles.js"
 
 export interface CallContext {
   readonly session: McpSession
@@ -97,7 +98,7 @@ export const executeCode = define<S.ExecuteCodeArgs>({
   description: (l, callable) =>
     `Run a python, javascript (node) or bash program in a fresh, single-use Docker sandbox (no network, read-only root, non-root user, memory/CPU/pid limits) that is removed afterwards; nothing carries over between calls (use terminal for that). ` +
     `Files can be written into /workspace (the working directory) first. Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}. ` +
-    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail. ` +
+    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail${keptWords(l)}. ` +
     `collect (globs relative to /workspace, e.g. ["*.png", "out/**"]) brings files back after the program ends: each as a resource_link (resources/read; kept ${Math.round(l.fileRetentionS / 60)} min) and listed in the result, ` +
     `${describeImages(l, "PNG/JPEG/GIF/WebP images")}; images: inline|link|none per call; at most ${l.collectLimits.maxFiles} files, ${l.collectLimits.maxFileBytes} bytes each, ${l.collectLimits.maxTotalBytes} bytes in all.` +
     describeCallable(callable),
@@ -132,7 +133,7 @@ export const executeCode = define<S.ExecuteCodeArgs>({
     }
     const result = await session.run(
       "execute_code",
-      (hooks) => Effect.flatMap(Executor.Executor, (e) => e.executeCode(request, hooks)),
+      (hooks) => Effect.flatMap(Executor.Executor, (e) => e.executeCode(request, { ...hooks, ...keepOption(session) })),
       signal,
       {
         onExecutionId: progress.follow
@@ -146,7 +147,8 @@ export const executeCode = define<S.ExecuteCodeArgs>({
         result,
         limits.resultCaps,
         { timeoutS: timeoutMs / 1000, maxTimeoutS: limits.maxTimeoutS, killedOnTimeout: "sandbox" },
-        collected?.notes
+        collected?.notes,
+        (streams) => keepCutOutput(session, result, streams)
       ),
       // As the Hermes agent's execute_code result: 0 says the code called nothing (or every call was refused).
       ...(withTools ? { tool_calls_made: result.toolCallsMade ?? 0 } : {}),
@@ -166,6 +168,7 @@ export const terminal = define<S.TerminalArgs>({
   description: (l) =>
     `Run a bash command in a sandbox that belongs to this MCP session: created on the first call, it keeps the working directory, exported variables and files (/workspace, /tmp) between calls, ` +
     `and is removed when the session ends, by reset_session, or after ${l.sessionIdleS} s without a call. No network. Processes a command leaves behind end with it: to keep a server or watcher running, pass background: true (then manage it with the process tool). ` +
+    `Output: stdout over ${l.resultCaps.stdoutBytes} bytes and stderr over ${l.resultCaps.stderrBytes} bytes keep their head and tail${keptWords(l)}. ` +
     `Timeout: ${l.defaultTimeoutS} s by default, timeout_s up to ${l.maxTimeoutS}.`,
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   args: S.TerminalArgs,
@@ -177,16 +180,21 @@ export const terminal = define<S.TerminalArgs>({
       args.workdir === undefined ? args.command : `cd -- ${shellQuote(args.workdir)} || exit 1\n${args.command}`
     const result = await session.run(
       "terminal",
-      (hooks) => Effect.flatMap(session.useSandbox, (sandbox) => sandbox.run(command, { ...hooks, timeoutMs })),
+      (hooks) =>
+        Effect.flatMap(session.useSandbox, (sandbox) =>
+          sandbox.run(command, { ...hooks, ...keepOption(session), timeoutMs })
+        ),
       signal,
       { onExecutionId: progress.follow }
     )
     const value = {
-      ...runResult(result, session.owner.limits.resultCaps, {
-        timeoutS: timeoutMs / 1000,
-        maxTimeoutS: session.owner.limits.maxTimeoutS,
-        killedOnTimeout: "command"
-      }),
+      ...runResult(
+        result,
+        session.owner.limits.resultCaps,
+        { timeoutS: timeoutMs / 1000, maxTimeoutS: session.owner.limits.maxTimeoutS, killedOnTimeout: "command" },
+        [],
+        (streams) => keepCutOutput(session, result, streams)
+      ),
       session_id: result.sessionId
     }
     return { value, isError: value.status !== "success" }
@@ -427,6 +435,7 @@ export const readFile = define<S.ReadFileArgs>({
   title: "Read a file from this session's sandbox",
   description: (l) =>
     `Read a file in this MCP session's sandbox (the one terminal uses), under /workspace or /tmp; a relative path is from the terminal's current directory. ` +
+    `Also reads a run's whole output that a result cut (its full_output: path sandbox://executions/ID/output/stdout or stderr). ` +
     `Text: offset/limit are lines (1-based; default the first 2000 lines); line_numbers: true prefixes each with its number and '|' ("     7|content", as the Hermes agent prints it; what patch needs is the text after the '|'). A file with NUL bytes is binary: content is base64 and offset/limit are bytes. At most ${l.maxReadBytes} bytes per call (truncated: true says more follows).`,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   args: S.ReadFileArgs,
@@ -435,9 +444,12 @@ export const readFile = define<S.ReadFileArgs>({
     const max = context.session.owner.limits.maxReadBytes
     const offset = args.offset ?? 1
     const limit = args.limit ?? 2000
-    const { path, size, binary, bytes, totalLines } = await fileCall("read_file", context, (sandbox) =>
-      readWindow(sandbox, args.path, offset, limit, max)
-    )
+    // A run's kept output (full_output), held by the server, not the sandbox.
+    const kept = outputOfUri(args.path)
+    const { path, size, binary, bytes, totalLines } =
+      kept === undefined
+        ? await fileCall("read_file", context, (sandbox) => readWindow(sandbox, args.path, offset, limit, max))
+        : await Effect.runPromise(windowOfBytes(args.path, keptOutput(context.session, kept), offset, limit, max))
     if (binary) {
       const value: S.ReadFileResult = {
         path,

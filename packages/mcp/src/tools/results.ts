@@ -6,7 +6,7 @@
  */
 import type { ExecutionResult } from "@hermes-sandbox/core"
 import { errorJson } from "@hermes-sandbox/core"
-import type { RunResult, Status, Streams } from "./schemas.js"
+import type { FullOutput, RunResult, Status, Streams } from "./schemas.js"
 
 /** Bytes of each stream a result carries: the Hermes agent's caps (50 KB stdout, 10 KB stderr). */
 export interface ResultCaps {
@@ -100,14 +100,25 @@ export const outputOf = (printed: string, notes: ReadonlyArray<string>): string 
   return output.endsWith("\n") ? output.slice(0, -1) : output
 }
 
-/** A completed run, as the execute_code (and terminal) result; `more` are notes after the run's own (what collect brought back). */
+/** What became of the streams a result cut (tools/fullOutput.ts): where they are kept, in fields and words. */
+export type KeepCut = (streams: Streams) => {
+  readonly fullOutput: FullOutput | undefined
+  readonly note: string | undefined
+}
+
+/**
+ * A completed run, as the execute_code (and terminal) result; `more` are notes after the run's own
+ * (what collect brought back); `keep` keeps what the result cut, and says where.
+ */
 export const runResult = (
   r: ExecutionResult,
   caps: ResultCaps,
   context: RunContext,
-  more: ReadonlyArray<string> = []
+  more: ReadonlyArray<string> = [],
+  keep?: KeepCut
 ): RunResult => {
   const streams = boundStreams(r, caps)
+  const kept = streams.note === undefined ? undefined : keep?.(streams.fields)
   const status = statusOf(r)
   const notes: Array<string> = []
   if (status === "timeout") {
@@ -120,6 +131,7 @@ export const runResult = (
   if (status === "oom") notes.push("The program ran out of memory and was killed (OOM).")
   if (status === "error") notes.push(`The program exited with code ${r.exitCode}.`)
   if (streams.note !== undefined) notes.push(streams.note)
+  if (kept?.note !== undefined) notes.push(kept.note)
   notes.push(...more)
   return {
     status,
@@ -128,7 +140,8 @@ export const runResult = (
     exit_code: r.exitCode,
     duration_seconds: r.durationMs / 1000,
     execution_id: r.executionId,
-    container_name: r.containerName
+    container_name: r.containerName,
+    ...(kept?.fullOutput === undefined ? {} : { full_output: kept.fullOutput })
   }
 }
 

@@ -101,6 +101,23 @@ const StreamFields = {
 export const Streams = Schema.Struct(StreamFields)
 export type Streams = typeof Streams.Type
 
+/** One stream kept whole by the server because the result cut it (tools/fullOutput.ts). */
+const KeptStream = Schema.Struct({
+  uri: describe(
+    Schema.String,
+    "Where the whole stream is: read it with read_file (path: this URI; offset and limit are lines) or as a resource (resources/read)."
+  ),
+  bytes: describe(Count, "Bytes kept."),
+  complete: describe(Schema.Boolean, "Every byte the program wrote is kept (false: the server's bound cut it too).")
+})
+
+/** The streams a cut result's run kept whole. */
+export const FullOutput = Schema.Struct({
+  stdout: optional(KeptStream, "stdout as the program wrote it, when this result cut it."),
+  stderr: optional(KeptStream, "stderr as the program wrote it, when this result cut it.")
+})
+export type FullOutput = typeof FullOutput.Type
+
 /** What execute_code and terminal report of a run. */
 export const RunResult = Schema.Struct({
   status: describe(
@@ -118,7 +135,11 @@ export const RunResult = Schema.Struct({
     Schema.String,
     "The run's id in the journal: its events are the resource sandbox://executions/{execution_id}/events."
   ),
-  container_name: Schema.String
+  container_name: Schema.String,
+  full_output: optional(
+    FullOutput,
+    "When output was cut (stdout_truncated or stderr_truncated): where the server keeps the whole of each cut stream, for a limited time."
+  )
 })
 export type RunResult = typeof RunResult.Type
 

@@ -113,6 +113,14 @@ export interface ReadWindow {
   readonly totalLines: number
 }
 
+/** A part of a file as read: `bytesRead` bytes from where it was asked, `truncated` when more follows. */
+export interface ReadChunk {
+  readonly content: Uint8Array
+  readonly size: number
+  readonly bytesRead: number
+  readonly truncated: boolean
+}
+
 /**
  * Read what read_file returns: the bytes from `offset` (1-based) for a binary file, at most
  * min(limit, max); for text, lines `offset`..`offset + limit - 1` (at most `max + 1` bytes, so
@@ -125,12 +133,52 @@ export const readWindow = (
   limit: number,
   max: number
 ): Effect.Effect<ReadWindow, unknown> =>
+  Effect.flatMap(resolveToolPath(sandbox, given), (path) =>
+    windowOf(
+      path,
+      (from, n) =>
+        sandbox
+          .readFile(path, { offset: from, limit: n, timeoutMs: TIMEOUT_MS })
+          .pipe(Effect.catchAll(asToolFailure(given))),
+      offset,
+      limit,
+      max
+    )
+  )
+
+/** The same window of bytes the host holds (a run's kept output, sandbox://…/output/…). */
+export const windowOfBytes = (
+  path: string,
+  content: Uint8Array,
+  offset: number,
+  limit: number,
+  max: number
+): Effect.Effect<ReadWindow> =>
+  windowOf(
+    path,
+    (from, n) => {
+      const part = content.subarray(Math.min(from, content.length), Math.min(from + n, content.length))
+      return Effect.succeed({
+        content: part,
+        size: content.length,
+        bytesRead: part.length,
+        truncated: from + part.length < content.length
+      })
+    },
+    offset,
+    limit,
+    max
+  )
+
+/** readWindow's reading, from whatever reads a file's parts (the sandbox's supervisor, or bytes held here). */
+const windowOf = <E>(
+  path: string,
+  read: (from: number, n: number) => Effect.Effect<ReadChunk, E>,
+  offset: number,
+  limit: number,
+  max: number
+): Effect.Effect<ReadWindow, E> =>
   Effect.gen(function* () {
-    const path = yield* resolveToolPath(sandbox, given)
-    const read = (from: number, n: number) =>
-      sandbox
-        .readFile(path, { offset: from, limit: n, timeoutMs: TIMEOUT_MS })
-        .pipe(Effect.catchAll(asToolFailure(given)))
     const first = yield* read(0, CHUNK)
     const size = first.size
     if (first.content.subarray(0, SNIFF).includes(0)) {
