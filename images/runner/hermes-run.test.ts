@@ -864,9 +864,12 @@ class PidNamespace {
         holder.kill("SIGKILL")
         throw new Error("the namespace's PID 1 did not start")
       }
+      // The supervisor itself, not unshare's child before its exec (whose argv has "--hold" too, and
+      // whose /proc is not mounted yet): argv[0] is the supervisor only after the exec.
       init = childrenOf(holder.pid!).find((pid) => {
         try {
-          return fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").includes("--hold")
+          const argv = fs.readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0")
+          return argv[0] === SUPERVISOR && argv.includes("--hold")
         } catch {
           return false
         }
