@@ -509,7 +509,8 @@ describe("MCP server: the journal behind it", () => {
     expect(resourceTemplates.map((t) => t.uriTemplate)).toEqual([
       "sandbox://executions/{id}/events",
       "sandbox://executions/{id}/files/{+path}",
-      "sandbox://cells/{id}/{name}"
+      "sandbox://cells/{id}/{name}",
+      "sandbox://executions/{id}/output/{stream}"
     ])
     const { resources } = await client.listResources()
     expect(resources.map((r) => r.uri)).toContain(`sandbox://executions/${id}/events`)
