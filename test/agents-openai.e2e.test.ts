@@ -11,15 +11,13 @@
  * model (under `--images link` the chart reached it as a resource's name, with no base64) and that
  * nothing is left running once the agent's run and the server's close are over.
  */
-import { readdirSync, readFileSync } from "node:fs"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Agent, MCPServerStdio, OpenAIProvider, Runner, setTracingDisabled } from "@openai/agents"
 import { afterAll, describe, expect, it } from "vitest"
-import { Label } from "@hermes-sandbox/core/Labels"
 import { cliCommand } from "./support/cli.js"
 import { docker, waitFor } from "./support/docker.js"
-import { containersOfExecutors, processGone, serverEnv } from "./support/mcpClient.js"
+import { childrenWith, containersOfExecutors, containersOwnedBy, processGone, serverEnv } from "./support/mcpClient.js"
 
 // The SDK's traces go to api.openai.com unless disabled: every endpoint of this test is on loopback.
 setTracingDisabled(true)
@@ -160,29 +158,6 @@ const scriptedModel = async (): Promise<{ server: Server; baseURL: string; bodie
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   return { server, baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, bodies }
 }
-
-/** Pids of this process's children whose command line has all of `parts` (the MCP server the SDK spawned). */
-const childrenWith = (parts: ReadonlyArray<string>): Array<number> =>
-  readdirSync("/proc")
-    .filter((d) => /^\d+$/.test(d))
-    .filter((d) => {
-      try {
-        const stat = readFileSync(`/proc/${d}/stat`, "utf8")
-        const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-        const cmdline = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0")
-        return ppid === process.pid && parts.every((p) => cmdline.includes(p))
-      } catch {
-        return false
-      }
-    })
-    .map(Number)
-
-/** The containers (any state) that process `pid` owns (the owner label every sandbox carries): name and executor id. */
-const containersOwnedBy = async (pid: number): Promise<Array<{ name: string; executor: string }>> =>
-  (await docker.listContainers({ all: true, filters: { label: [`${Label.ownerPid}=${pid}`] } })).map((c) => ({
-    name: (c.Names[0] ?? "").replace(/^\//, ""),
-    executor: c.Labels[Label.executor] ?? ""
-  }))
 
 const [command, ...commandArgs] = cliCommand
 const serverArgs = [...commandArgs, "mcp", "--image", IMAGE, "--images", "link", "--no-journal"]

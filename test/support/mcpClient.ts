@@ -5,7 +5,7 @@
  * containers its executor left, whether a process is gone.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { lastValueFrom, toArray } from "rxjs"
@@ -159,3 +159,26 @@ export const processGone = (pid: number): boolean => {
     return true
   }
 }
+
+/** Pids of this process's children whose command line has all of `parts` (the MCP server the SDK spawned). */
+export const childrenWith = (parts: ReadonlyArray<string>): Array<number> =>
+  readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        const stat = readFileSync(`/proc/${d}/stat`, "utf8")
+        const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+        const cmdline = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0")
+        return ppid === process.pid && parts.every((p) => cmdline.includes(p))
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
+
+/** The containers (any state) that process `pid` owns (the owner label every sandbox carries): name and executor id. */
+export const containersOwnedBy = async (pid: number): Promise<Array<{ name: string; executor: string }>> =>
+  (await docker.listContainers({ all: true, filters: { label: [`${Label.ownerPid}=${pid}`] } })).map((c) => ({
+    name: (c.Names[0] ?? "").replace(/^\//, ""),
+    executor: c.Labels[Label.executor] ?? ""
+  }))
