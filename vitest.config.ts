@@ -104,6 +104,7 @@ const builtPackages = (test: NonNullable<TestProjectInlineConfiguration["test"]>
   ...BUILT_PACKAGES,
   test: {
     ...test,
+    env: { ...test.env, HERMES_SANDBOX_TEST_PROJECT: String(test.name ?? "") },
     globalSetup: [BUILT, ...(test.globalSetup === undefined ? [] : [test.globalSetup].flat())],
     server: { deps: { external: [/\/packages\/[^/]+\/dist\//] } }
   }
@@ -119,7 +120,8 @@ const POSTGRES = "test/postgres-global-setup.ts"
 
 const project = (test: NonNullable<TestProjectInlineConfiguration["test"]>): TestProjectInlineConfiguration => ({
   extends: true,
-  test
+  // The project's name for test/support/fileCpu.ts.
+  test: { ...test, env: { ...test.env, HERMES_SANDBOX_TEST_PROJECT: String(test.name ?? "") } }
 })
 
 export default defineConfig({
@@ -139,7 +141,7 @@ export default defineConfig({
         execArgv: ["--conditions=hermes-sandbox-dist"]
       }
     },
-    setupFiles: process.env["PIDMAP"] ? ["./test/support/pidmap.ts"] : [],
+    setupFiles: ["./test/support/fileCpu.ts"],
     reporters: ["default", "./test/support/slowestFiles.ts"],
     sequence: { sequencer: longFirst(LONG_RUNNING) },
     projects: [

@@ -70,7 +70,7 @@ report() {
   [ -f "$logs/jobs.tsv" ] && while IFS=$'\t' read -r name code secs; do
     printf '  %-8s %5d s  %s\n' "$name" "$secs" "$([ "$code" = 0 ] && echo passed || echo "FAILED (exit $code)")"
   done <"$logs/jobs.tsv"
-  if [ -s "$logs/times.tsv" ]; then echo; tsx test/support/slowestFiles.ts "$logs/times.tsv"; fi
+  if [ -s "$logs/times.tsv" ]; then echo; tsx test/support/slowestFiles.ts "$logs/times.tsv" "$logs/cpu.tsv"; fi
   # vitest marks a failed file or test with FAIL / × (and its message with →), then prints the error,
   # the failing line (❯ file:line) and, for a property, fast-check's seed and counterexample; tsc
   # prints "error TS". CI shows only the end of the output: these are what it needs.
@@ -88,7 +88,7 @@ case "$mode" in
     exit $?
     ;;
   all)
-    export HERMES_SANDBOX_TEST_TIMES="$logs/times.tsv"
+    export HERMES_SANDBOX_TEST_TIMES="$logs/times.tsv" HERMES_SANDBOX_TEST_CPU="$logs/cpu.tsv"
     rc=0
     # Phase 1: nothing here needs the engine; the build is what the real-engine tiers need first.
     # The checks yield the CPU (nice 10; they have no deadline) to the build and then to the tests.

@@ -5,7 +5,7 @@
  * running several vitest invocations (scripts/test-tiers.sh) ranks them all at its end with
  * `tsx test/support/slowestFiles.ts FILE`.
  */
-import { appendFileSync, readFileSync } from "node:fs"
+import { appendFileSync, existsSync, readFileSync } from "node:fs"
 import { relative } from "node:path"
 import { pathToFileURL } from "node:url"
 import type { Reporter, TestModule } from "vitest/node"
@@ -72,11 +72,30 @@ export const readTimes = (file: string): Array<FileTime> =>
       }
     })
 
+/** The files that cost the most CPU (test/support/fileCpu.ts's lines: `seconds<TAB>project<TAB>file`), with their sum. */
+export const heaviestTable = (lines: string, shown = SHOWN): string => {
+  const rows = lines
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => {
+      const [s, project, file] = l.split("\t")
+      return { seconds: Number(s), project: project!, file: file! }
+    })
+  const total = rows.reduce((sum, r) => sum + r.seconds, 0)
+  const top = rows.sort((a, b) => b.seconds - a.seconds).slice(0, shown)
+  const width = Math.max(0, ...top.map((t) => t.project.length))
+  return [
+    `${top.length} test files that cost the most CPU (their workers and the processes they waited for; ${Math.round(total)} CPU-s over ${rows.length} files):`,
+    ...top.map((t) => `  ${t.seconds.toFixed(1).padStart(7)}  ${t.project.padEnd(width)}  ${t.file}`)
+  ].join("\n")
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const file = process.argv[2]
+  const [file, cpu] = process.argv.slice(2)
   if (file === undefined) {
-    process.stderr.write("usage: tsx test/support/slowestFiles.ts TIMES-FILE\n")
+    process.stderr.write("usage: tsx test/support/slowestFiles.ts TIMES-FILE [CPU-FILE]\n")
     process.exit(2)
   }
   process.stdout.write(`${slowestTable(readTimes(file))}\n`)
+  if (cpu !== undefined && existsSync(cpu)) process.stdout.write(`\n${heaviestTable(readFileSync(cpu, "utf8"))}\n`)
 }
