@@ -16,7 +16,7 @@ import type { AddressInfo } from "node:net"
 import { Agent, MCPServerStdio, OpenAIProvider, Runner, setTracingDisabled } from "@openai/agents"
 import { afterAll, describe, expect, it } from "vitest"
 import { cliCommand } from "./support/cli.js"
-import { docker, waitFor } from "./support/docker.js"
+import { waitFor } from "./support/docker.js"
 import { childrenWith, containersOfExecutors, containersOwnedBy, processGone, serverEnv } from "./support/mcpClient.js"
 
 // The SDK's traces go to api.openai.com unless disabled: every endpoint of this test is on loopback.
