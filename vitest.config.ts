@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config"
 import type { TestProjectInlineConfiguration } from "vitest/config"
-import { longFirst } from "./test/support/longFirst.js"
+import { LongFirst } from "./test/support/longFirst.js"
 
 /**
  * The suite in tiers, one vitest project each, named by what it needs (README, "Development"):
@@ -73,21 +73,6 @@ const POOL_HEAVY = ["test/chaos/engine-restart.test.ts"]
  * and the MCP suites need the build anyway): a start through tsx costs ten times its CPU.
  */
 const BUILT_CLI = { HERMES_SANDBOX_TEST_CLI_BIN: "packages/cli/bundle/hermes-sandbox.cjs" }
-/** Files that take a minute or more (the slowest-files table at the end of a run): started first. */
-const LONG_RUNNING = [
-  "test/chaos/thousand.test.ts",
-  "test/installed.e2e.test.ts",
-  "test/chaos/kill-owner.test.ts",
-  "test/fleet/hosts.test.ts",
-  "test/remote/faults.remote.test.ts",
-  "test/chaos/engine-restart.test.ts",
-  "test/tools.e2e.test.ts",
-  "test/mcp-stdio.e2e.test.ts",
-  "test/mcp-upstream.test.ts",
-  "test/session.e2e.test.ts",
-  "images/runner/hermes-run.test.ts"
-]
-
 /**
  * The real-engine tiers import the packages as built (dist/, what an installed package runs): the
  * "hermes-sandbox-dist" condition picks dist/ in vite's resolution and in Node's own (the forks'
@@ -143,7 +128,7 @@ export default defineConfig({
     },
     setupFiles: ["./test/support/fileCpu.ts"],
     reporters: ["default", "./test/support/slowestFiles.ts"],
-    sequence: { sequencer: longFirst(LONG_RUNNING) },
+    sequence: { sequencer: LongFirst },
     projects: [
       // Unit files share their workers (no fresh process per file): the unit runs pass --isolate=false
       // (package.json, scripts/test-tiers.sh). A project's own `isolate` is not applied by vitest 3.2
