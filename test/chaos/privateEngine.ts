@@ -3,6 +3,7 @@
  * containerd it manages) with its own data root, exec root, socket and pidfile, no bridge and
  * no iptables, so it touches neither the shared engine nor host networking.
  */
+import { copyImages } from "../support/docker.js"
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
 import {
   chmodSync,
@@ -163,10 +164,7 @@ export class PrivateEngine {
 
   /** Copy an image from the shared engine. */
   loadImage(image: string): void {
-    execFileSync("sh", ["-c", `docker save ${image} | docker -H unix://${this.socketPath} load`], {
-      stdio: "pipe",
-      timeout: 120_000
-    })
+    copyImages([image], this.socketPath)
   }
 
   /** Signal dockerd and wait until it has exited (SIGTERM: it stops its containers first). */

@@ -5,6 +5,7 @@
  * and with no bridge; sandboxes have no network anyway. Everything it starts is killed and its
  * directory removed by destroy().
  */
+import { copyImages } from "../support/docker.js"
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
 import { chmodSync, chownSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
@@ -179,10 +180,7 @@ export class RootlessEngine {
 
   /** Copy an image from the shared engine. */
   loadImage(image: string): void {
-    execFileSync("sh", ["-c", `docker save ${image} | docker -H unix://${this.socketPath} load`], {
-      stdio: "pipe",
-      timeout: 120_000
-    })
+    copyImages([image], this.socketPath)
   }
 
   /** Stop rootlesskit (and the dockerd inside), then anything left that names this directory. */

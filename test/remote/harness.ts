@@ -11,6 +11,7 @@
  *
  * Missing tools fail with the Debian package to install: openssl, openssh-server.
  */
+import { copyImages } from "../support/docker.js"
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, Socket } from "node:net"
@@ -126,14 +127,12 @@ export const makeCertificates = (dir: string): Certificates => {
   }
 }
 
-/** Copy the language images (one `docker save` of all three: they share their layers) from the shared engine. */
-const copyImages = (socketPath: string): void => {
-  const images = Languages.map((l) => defaultLanguageRuntimes[l].image).join(" ")
-  execFileSync("sh", ["-c", `docker save ${images} | docker -H unix://${socketPath} load`], {
-    stdio: "pipe",
-    timeout: 300_000
-  })
-}
+/** The language images (one saved set: they share their layers), copied from the shared engine. */
+const copyLanguageImages = (socketPath: string): void =>
+  copyImages(
+    Languages.map((l) => defaultLanguageRuntimes[l].image),
+    socketPath
+  )
 
 /** A private dockerd serving TLS (client certificates required) on 127.0.0.1. */
 export class TlsEngine {
@@ -210,7 +209,7 @@ export class TlsEngine {
   }
 
   loadImages(): void {
-    copyImages(this.engine.socketPath)
+    copyLanguageImages(this.engine.socketPath)
   }
 
   async destroy(): Promise<void> {
