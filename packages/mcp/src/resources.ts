@@ -117,6 +117,39 @@ export const outputOfUri = (
   return match === null ? undefined : { executionId: match[1]!, stream: match[2] as OutputStream }
 }
 
+/** What a URI of the file store names: whose (kind and id), which file, and the words for it. */
+export interface StoredRef {
+  readonly kind: StoredKind
+  readonly id: string
+  readonly path: string
+  /** For "not found": `file "a.csv" of execution ID`, `image out.png of cell ID`, `kept stdout of execution ID`. */
+  readonly what: string
+}
+
+/** The stored file a URI names (a collected file, a cell's image, a run's kept stream), or undefined when it names none. */
+export const storedOfUri = (uri: string): StoredRef | undefined => {
+  const file = fileOfUri(uri)
+  if (file !== undefined)
+    return {
+      kind: "execution",
+      id: file.executionId,
+      path: file.path,
+      what: `file ${JSON.stringify(file.path)} of execution ${file.executionId}`
+    }
+  const image = cellImageOfUri(uri)
+  if (image !== undefined)
+    return { kind: "cell", id: image.cellId, path: image.name, what: `image ${image.name} of cell ${image.cellId}` }
+  const output = outputOfUri(uri)
+  if (output !== undefined)
+    return {
+      kind: "output",
+      id: output.executionId,
+      path: output.stream,
+      what: `kept ${output.stream} of execution ${output.executionId}`
+    }
+  return undefined
+}
+
 /** The URI of a file the store keeps (a run's collected file, a cell's image, a run's kept stream). */
 export const storedUri = (stored: StoredExecution, path: string): string =>
   stored.kind === "cell"

@@ -22,16 +22,14 @@ import type { McpSession } from "./McpSession.js"
 import { progressFor } from "./progress.js"
 import {
   CELL_IMAGES_TEMPLATE,
-  cellImageOfUri,
   EVENTS_TEMPLATE,
   eventsResource,
   executionIdOfUri,
   FILES_TEMPLATE,
   fileContents,
-  fileOfUri,
   fileResource,
   OUTPUT_TEMPLATE,
-  outputOfUri,
+  storedOfUri,
   storedUri
 } from "./resources.js"
 import { type ToolDefinition, tools } from "./tools/definitions.js"
@@ -168,30 +166,12 @@ export const createServer = (session: McpSession): Server => {
 
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     const uri = request.params.uri
-    const file = fileOfUri(uri)
-    if (file !== undefined) {
-      const found = fileResource(session, file.executionId, file.path)
+    const stored = storedOfUri(uri)
+    if (stored !== undefined) {
+      const found = fileResource(session, stored.id, stored.path, stored.kind)
       if (found === undefined)
         throw notFound(
-          `no file ${JSON.stringify(file.path)} of execution ${file.executionId} (the server keeps collected files for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, the oldest evicted first)`
-        )
-      return { contents: [fileContents(uri, found)] }
-    }
-    const image = cellImageOfUri(uri)
-    if (image !== undefined) {
-      const found = fileResource(session, image.cellId, image.name, "cell")
-      if (found === undefined)
-        throw notFound(
-          `no image ${image.name} of cell ${image.cellId} (the server keeps them for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, with the collected files, the oldest evicted first)`
-        )
-      return { contents: [fileContents(uri, found)] }
-    }
-    const output = outputOfUri(uri)
-    if (output !== undefined) {
-      const found = fileResource(session, output.executionId, output.stream, "output")
-      if (found === undefined)
-        throw notFound(
-          `no kept ${output.stream} of execution ${output.executionId} (the server keeps a cut output for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, with the collected files, the oldest evicted first)`
+          `no ${stored.what} (the server keeps collected files, cell images and cut outputs for ${limits.fileRetentionS} s and ${limits.fileStoreBytes} bytes in all, the oldest evicted first)`
         )
       return { contents: [fileContents(uri, found)] }
     }
