@@ -57,26 +57,23 @@ export const keepCutOutput = (
   const cut = (["stdout", "stderr"] as const).filter((s) => streams[`${s}_bytes_omitted`] > 0)
   if (cut.length === 0) return { fullOutput: undefined, note: undefined }
   const limits = session.owner.limits
+  if (limits.fullOutputBytes === 0)
+    return { fullOutput: undefined, note: "The whole output is not kept: this server keeps none (fullOutputBytes 0)." }
   const files = cut.map((s) => {
     // The SDK's own result holds the stream whole when it was within outputLimitBytes (which may
     // be more than this server keeps: cut to fullOutputBytes, as the SDK would have).
-    const { content, cut } = boundedUtf8(r.fullOutput?.[s] ?? r[s], Math.max(1, limits.fullOutputBytes))
+    const { content, cut } = boundedUtf8(r.fullOutput?.[s] ?? r[s], limits.fullOutputBytes)
     const truncated = r.fullOutput === undefined ? r[`${s}Truncated`] : r.fullOutput[`${s}Truncated`]
     return { stream: s, file: keptFile(s, content), complete: !cut && !truncated }
   })
-  const kept =
-    limits.fullOutputBytes > 0 &&
-    session.owner.files.put(
-      r.executionId,
-      session.id,
-      files.map((f) => f.file),
-      "output"
-    )
+  const kept = session.owner.files.put(
+    r.executionId,
+    session.id,
+    files.map((f) => f.file),
+    "output"
+  )
   if (!kept)
-    return {
-      fullOutput: undefined,
-      note: `The whole output is not kept: ${limits.fullOutputBytes > 0 ? "it is larger than this server's store" : "this server keeps none (fullOutputBytes 0)"}.`
-    }
+    return { fullOutput: undefined, note: "The whole output is not kept: it is larger than this server's store." }
   const fullOutput: FullOutput = Object.fromEntries(
     files.map((f) => [f.stream, { uri: outputUri(r.executionId, f.stream), bytes: f.file.size, complete: f.complete }])
   )
