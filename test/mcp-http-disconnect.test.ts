@@ -70,7 +70,9 @@ describe("MCP over HTTP: a client that disconnects mid-call", () => {
     const sessionId = String(init.headers["mcp-session-id"])
     await init.text
     await (await post({ jsonrpc: "2.0", method: "notifications/initialized" }, sessionId)).text
-    const before = new Set(await sandboxContainers())
+    // This server's containers only: other files' sandboxes come and go beside this one.
+    const ours = () => sandboxContainers({ executorId: sandbox.executorId })
+    const before = new Set(await ours())
     const call = await post(
       {
         jsonrpc: "2.0",
@@ -86,7 +88,7 @@ describe("MCP over HTTP: a client that disconnects mid-call", () => {
     let name: string | undefined
     expect(
       await waitFor(async () => {
-        name = (await sandboxContainers()).find((n) => !before.has(n))
+        name = (await ours()).find((n) => !before.has(n))
         return name !== undefined
       }, 20_000)
     ).toBe(true)
