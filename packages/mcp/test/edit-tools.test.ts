@@ -10,10 +10,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { McpSandbox } from "../src/McpSandbox.js"
-import { connectInMemory, fakeServices } from "./support/fakeMcp.js"
+import { callJson, connectInMemory, fakeServices } from "./support/fakeMcp.js"
 import { withLineNumbers } from "../src/tools/sessionFiles.js"
-
-type Json = Record<string, any>
 
 describe("patch, search_files and read_file line_numbers (fake runtime, the SDK's client)", () => {
   let sandbox: McpSandbox
@@ -28,11 +26,7 @@ describe("patch, search_files and read_file line_numbers (fake runtime, the SDK'
     await sandbox.close()
   })
 
-  const call = async (name: string, args: Record<string, unknown>) => {
-    const result = await client.callTool({ name, arguments: args })
-    const text = (result.content as Array<{ text?: string }>)[0]?.text ?? ""
-    return { isError: result.isError === true, json: JSON.parse(text) as Json }
-  }
+  const call = (name: string, args: Record<string, unknown>) => callJson(client, name, args)
 
   it("both are listed with honest annotations and inline schemas", async () => {
     const { tools } = await client.listTools()

@@ -6,13 +6,10 @@
  * cannot read it. The real engine (the supervisor relaying up to the kept bound, a flood):
  * test/mcp-collect.test.ts.
  */
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { McpSandbox, type McpToolLimits } from "../src/McpSandbox.js"
-import { connectInMemory, fakeServices } from "./support/fakeMcp.js"
-
-type Json = Record<string, any>
+import { callJson, connectInMemory, fakeServices } from "./support/fakeMcp.js"
 
 /** A resource's text (the server serves a kept output as text). */
 const textOf = (r: { contents: ReadonlyArray<Record<string, unknown>> }) => r.contents[0]?.["text"]
@@ -26,12 +23,7 @@ const open = async (limits: McpToolLimits, transport: "stdio" | "http" = "stdio"
     fakeServices()
   )
   const first = await connectInMemory(sandbox, "full-output-test", transport)
-  const call = async (client: Client, name: string, args: Record<string, unknown>) => {
-    const result = await client.callTool({ name, arguments: args })
-    const text = (result.content as Array<{ text?: string }>)[0]?.text ?? ""
-    return { isError: result.isError === true, json: JSON.parse(text) as Json }
-  }
-  return { sandbox, client: first.client, call, close: () => first.close().then(() => sandbox.close()) }
+  return { sandbox, client: first.client, call: callJson, close: () => first.close().then(() => sandbox.close()) }
 }
 
 describe("full_output: a cut stream kept whole (fake runtime, the SDK's client)", () => {

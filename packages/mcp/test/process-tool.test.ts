@@ -9,9 +9,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { McpSandbox } from "../src/McpSandbox.js"
-import { connectInMemory, fakeServices } from "./support/fakeMcp.js"
-
-type Json = Record<string, any>
+import { callJson, connectInMemory, fakeServices } from "./support/fakeMcp.js"
 
 describe("terminal background and the process tool (fake runtime, the SDK's client)", () => {
   let sandbox: McpSandbox
@@ -29,11 +27,7 @@ describe("terminal background and the process tool (fake runtime, the SDK's clie
     await sandbox.close()
   })
 
-  const call = async (name: string, args: Record<string, unknown>) => {
-    const result = await client.callTool({ name, arguments: args })
-    const text = (result.content as Array<{ text?: string }>)[0]?.text ?? ""
-    return { isError: result.isError === true, json: JSON.parse(text) as Json, text }
-  }
+  const call = (name: string, args: Record<string, unknown>) => callJson(client, name, args)
 
   it("a hanging server starts at once, is listed, polled, waited for with a timeout and killed with SIGTERM", async () => {
     const started = await call("terminal", {
@@ -46,7 +40,7 @@ describe("terminal background and the process tool (fake runtime, the SDK's clie
     expect(typeof id).toBe("string")
     expect(started.json.pid).toBeGreaterThan(0)
     const list = await call("process", { action: "list" })
-    expect(list.json.processes.map((p: Json) => p.process_id)).toContain(id)
+    expect(list.json.processes.map((p: { process_id: string }) => p.process_id)).toContain(id)
     expect((await call("process", { action: "poll", id })).json).toMatchObject({
       output: "listening\n",
       process: { running: true }

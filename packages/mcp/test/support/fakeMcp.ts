@@ -26,3 +26,10 @@ export const connectInMemory = async (on: McpSandbox, clientName: string, transp
   await client.connect(clientSide)
   return { client, session, close: () => client.close().then(() => session.close("test done")) }
 }
+
+/** A tool call through the client: whether it is an error, and the JSON its first text block holds (every tool's result). */
+export const callJson = async (client: Client, name: string, args: Record<string, unknown>) => {
+  const result = await client.callTool({ name, arguments: args })
+  const text = (result.content as Array<{ text?: string }>)[0]?.text ?? ""
+  return { isError: result.isError === true, json: JSON.parse(text) as Record<string, any> }
+}
