@@ -74,11 +74,11 @@ const POOL_HEAVY = ["test/chaos/engine-restart.test.ts"]
  */
 const BUILT_CLI = { HERMES_SANDBOX_TEST_CLI_BIN: "packages/cli/bundle/hermes-sandbox.cjs" }
 /**
- * The real-engine tiers import the packages as built (dist/, what an installed package runs): the
- * "hermes-sandbox-dist" condition picks dist/ in vite's resolution and in Node's own (the forks'
- * --conditions flag), and dist/ is loaded by Node itself, not transformed and run by vite. Loading the sources through vite cost each file
- * ~1.7 s of a core (BENCHMARKS.md, "The test suite's own time"). test/global-setup.ts refuses a
- * dist/ older than its sources; the unit and journal tiers test the sources.
+ * The real-engine tiers import the packages as built (each library's bundle/, what an installed
+ * package runs): the "hermes-sandbox-dist" condition picks it in vite's resolution and in Node's own
+ * (the forks' --conditions flag), and it is loaded by Node itself, not transformed and run by vite. Loading the sources through vite cost each file
+ * ~1.7 s of a core (BENCHMARKS.md, "The test suite's own time"). test/built-global-setup.ts refuses
+ * a dist/ or bundle/ older than what it is made from; the unit and journal tiers test the sources.
  */
 const BUILT_PACKAGES: Pick<TestProjectInlineConfiguration, "resolve" | "ssr"> = {
   resolve: { conditions: ["hermes-sandbox-dist", "import", "module", "node", "default"] },
@@ -91,7 +91,7 @@ const builtPackages = (test: NonNullable<TestProjectInlineConfiguration["test"]>
     ...test,
     env: { ...test.env, HERMES_SANDBOX_TEST_PROJECT: String(test.name ?? "") },
     globalSetup: [BUILT, ...(test.globalSetup === undefined ? [] : [test.globalSetup].flat())],
-    server: { deps: { external: [/\/packages\/[^/]+\/dist\//] } }
+    server: { deps: { external: [/\/packages\/[^/]+\/(dist|bundle)\//] } }
   }
 })
 

@@ -27,8 +27,9 @@ const entries = (name) => {
   const manifest = JSON.parse(readFileSync(join(root, "packages", name, "package.json"), "utf8"))
   const out = []
   for (const [subpath, target] of Object.entries(manifest.exports)) {
-    if (target === null) continue
-    const dist = target["hermes-sandbox-dist"]
+    // Closed paths, and @hermes-sandbox/events/vendor (effect as the bundles share it: no declarations).
+    if (target === null || typeof target === "string") continue
+    const dist = target["hermes-sandbox-modules"] ?? target["hermes-sandbox-dist"]
     if (subpath === "./*") {
       const src = join(root, "packages", name, "src")
       const taken = new Set(out.map(([, file]) => file))

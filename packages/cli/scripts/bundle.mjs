@@ -243,7 +243,7 @@ const bundle = (entry, outfile) =>
     target: "node20",
     // The sibling packages' built dist/, as a plain-Node run in the workspace loads them (an
     // installed package's manifest points there anyway).
-    conditions: ["hermes-sandbox-dist"],
+    conditions: ["hermes-sandbox-modules"],
     // main.ts and the docker package's packageRoot.ts resolve from their module's URL: the bundle's.
     define: { "import.meta.url": "__hermesImportMetaUrl" },
     banner: { js: `var __hermesImportMetaUrl = require("node:url").pathToFileURL(__filename).href;` },

@@ -1,12 +1,14 @@
-import Database from "better-sqlite3"
+import type Database from "better-sqlite3"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import * as path from "node:path"
 import type { EventType } from "../Event.js"
 import { SCHEMA_VERSION } from "../Event.js"
 import type { JournalError, VersionConflict } from "../JournalError.js"
+import { onFirstUse } from "../OnFirstUse.js"
 import * as core from "./core.js"
 import * as stored from "./storedRows.js"
 import { toJournalError } from "./storedRows.js"
@@ -82,12 +84,19 @@ export const addonFailure = (cause: unknown): "not-built" | "incompatible" | und
   return undefined
 }
 
+/** The driver, loaded when the first SQLite journal opens (the in-memory and PostgreSQL journals never need it). */
+const loadDriver = onFirstUse<typeof Database>(
+  () => require("better-sqlite3"),
+  () => createRequire(import.meta.url)("better-sqlite3")
+)
+
 const open = (options: SqliteJournalOptions): Database.Database => {
   if (options.path !== ":memory:" && options.path !== "") {
     fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true })
   }
   const busyTimeoutMs = options.busyTimeoutMs ?? 60_000
-  const db = new Database(options.path, { timeout: busyTimeoutMs })
+  const Driver = loadDriver()
+  const db = new Driver(options.path, { timeout: busyTimeoutMs })
   try {
     // Several processes append to the same file: WAL lets readers run during a write, and
     // the busy timeout makes writers queue instead of failing with SQLITE_BUSY.
