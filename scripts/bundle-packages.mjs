@@ -102,7 +102,7 @@ const vendorSource = `export { ${[...vendored].sort().join(", ")} } from "effect
 /**
  * The other packages' imports of effect, served by the vendor module; what is not vendored (fast-check's
  * modules) from the installed effect; the other @hermes-sandbox packages and every other dependency
- * stay imports (installed beside the package; several load on first use, see events/OnFirstUse.ts).
+ * stay imports (installed beside the package; several load on first use, see core/OnFirstUse.ts).
  */
 const externals = (pkg) => ({
   name: "hermes-externals",
@@ -188,7 +188,7 @@ for (const pkg of PACKAGES) {
     platform: "node",
     target: "node20",
     plugins: [externals(pkg)],
-    // The package's own `require`, for the dependencies that load on first use (events/OnFirstUse.ts
+    // The package's own `require`, for the dependencies that load on first use (core/OnFirstUse.ts
     // calls `require` where there is one; esbuild's stand-in for it would only throw).
     banner: {
       js: `import { createRequire as __hermesCreateRequire } from "node:module"\nconst require = __hermesCreateRequire(import.meta.url)`

@@ -3,12 +3,10 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import type { EventType } from "../Event.js"
 import { SCHEMA_VERSION } from "../Event.js"
 import type { JournalError, VersionConflict } from "../JournalError.js"
-import { onFirstUse } from "../OnFirstUse.js"
 import * as core from "./core.js"
 import * as stored from "./storedRows.js"
 import { toJournalError } from "./storedRows.js"
@@ -84,18 +82,25 @@ export const addonFailure = (cause: unknown): "not-built" | "incompatible" | und
   return undefined
 }
 
-/** The driver, loaded when the first SQLite journal opens (the in-memory and PostgreSQL journals never need it). */
-const loadDriver = onFirstUse<typeof Database>(
-  () => require("better-sqlite3"),
-  () => createRequire(import.meta.url)("better-sqlite3")
-)
+/**
+ * The driver, imported when the first SQLite journal opens: the in-memory and PostgreSQL journals
+ * never need it, and importing the package need not load it (BENCHMARKS.md, "The client's own cost").
+ */
+let driver: Promise<typeof Database> | undefined
+const loadDriver = (): Promise<typeof Database> =>
+  (driver ??= import("better-sqlite3").then(
+    (m) => m.default,
+    (error: unknown) => {
+      driver = undefined
+      throw error
+    }
+  ))
 
-const open = (options: SqliteJournalOptions): Database.Database => {
+const open = (Driver: typeof Database, options: SqliteJournalOptions): Database.Database => {
   if (options.path !== ":memory:" && options.path !== "") {
     fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true })
   }
   const busyTimeoutMs = options.busyTimeoutMs ?? 60_000
-  const Driver = loadDriver()
   const db = new Driver(options.path, { timeout: busyTimeoutMs })
   try {
     // Several processes append to the same file: WAL lets readers run during a write, and
@@ -123,8 +128,12 @@ const open = (options: SqliteJournalOptions): Database.Database => {
 
 export const make = (options: SqliteJournalOptions) =>
   Effect.gen(function* () {
+    const Driver = yield* Effect.tryPromise({
+      try: loadDriver,
+      catch: toJournalError(`cannot open journal ${options.path}`)
+    })
     const db = yield* Effect.try({
-      try: () => open(options),
+      try: () => open(Driver, options),
       catch: toJournalError(`cannot open journal ${options.path}`)
     })
 
