@@ -1,8 +1,9 @@
 /**
  * `pnpm bench:client`: the client's own cost (issue 27), side by side in one run, as whole processes.
  *
- * 1. Import: `node` importing each package's built entry (dist/, `--conditions=hermes-sandbox-dist`)
- *    against `require("dockerode")` and an empty `node -e 0`.
+ * 1. Import: `node` importing each package's built entry (`--conditions=hermes-sandbox-dist`: its
+ *    bundle/, what an installed package runs; a baseline before the bundles: its dist/) against
+ *    `require("dockerode")` and an empty `node -e 0`.
  * 2. CLI: the installed CLI (packages/cli/bundle/hermes-sandbox.cjs, the package's bin, code cache
  *    warmed first) running `run -e 'print(1)'` and `--version`, against `docker run --rm` of the same
  *    hardened `python3 -c 'print(1)'` container (the flags bench/run.ts derives from the SDK's options);
