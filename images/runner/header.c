@@ -175,7 +175,9 @@ static void header_write(struct request *r, char *line, char *rest) { file_opera
 static void header_list(struct request *r, char *line, char *rest) { file_operation(r, line, rest); }
 static void header_remove(struct request *r, char *line, char *rest) { file_operation(r, line, rest); }
 
-/* Tool calls: the program's stdin comes in the header ("stdin"), the rest of ours is replies. */
+/* Tool calls: the program's stdin comes in the header ("stdin"), the rest of ours is replies. Without
+   tools, "stdin" (feature `stdin`) serves a runtime whose stdin cannot end (Kubernetes' attach has
+   no half-close): the program's stdin is fed from memory and ends, and ours is never read again. */
 static void header_tools(struct request *r, char *line, char *rest) {
   (void)r, (void)line;
   if (!framed) fail(PROTOCOL_ERROR, "tool calls need framed mode");
@@ -191,6 +193,7 @@ static void header_tools(struct request *r, char *line, char *rest) {
 
 static void header_stdin(struct request *r, char *line, char *rest) {
   (void)line;
+  r->has_stdin = 1;
   r->stdin_len = parse_size(rest, "stdin");
   r->stdin_data = read_blob(r->stdin_len, "the program's stdin");
 }

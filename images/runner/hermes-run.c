@@ -174,8 +174,9 @@ int main(int argc, char **argv) {
 
   struct started run;
   /* pumping: the program's stdin is what follows `run` on ours, relayed into its pipe (a preloaded
-     interpreter without tools); with tools it is the header's `stdin`, fed from memory. */
+     interpreter without tools); with tools or a header `stdin` it is that, fed from memory. */
   int pumping = 0;
+  const int from_header = tools_on || req.has_stdin;
   if (preloaded.pid > 0 && preload_lang != NULL && req.interpreter != NULL && strcmp(req.interpreter, preload_interpreter) == 0 && req.has_code) {
     /* The interpreter started before the request arrived (warm pool): tell it where to go, and
        with tools the channel's environment (it was forked before the channel existed). */
@@ -190,7 +191,7 @@ int main(int argc, char **argv) {
     if (n < 0 || (size_t)n >= sizeof go || write_all(run.go, go, (size_t)n) < 0) fail(PROTOCOL_ERROR, "cannot hand the program to the interpreter");
     close(run.go);
     feed[1] = preloaded_feed;
-    pumping = !tools_on;
+    pumping = !from_header;
   } else {
     if (preloaded.pid > 0) {
       /* Preloaded for another language: not this run's. */
@@ -201,7 +202,7 @@ int main(int argc, char **argv) {
       close(preloaded.go);
       close(preloaded_feed);
     }
-    if (tools_on && pipe2(feed, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
+    if (from_header && pipe2(feed, O_CLOEXEC) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
     run = start_child(req.args, 0, feed[0], -1);
     if (feed[0] >= 0) close(feed[0]);
   }
@@ -210,12 +211,12 @@ int main(int argc, char **argv) {
   static unsigned char pump_buf[CHUNK];
   if (feed[1] >= 0) {
     fcntl(feed[1], F_SETFL, O_NONBLOCK);
-    if (tools_on && req.stdin_len == 0) {
+    if (from_header && req.stdin_len == 0) {
       close(feed[1]);
       feed[1] = -1;
     }
   }
-  if (!tools_on && !pumping) {
+  if (!tools_on && !pumping) { /* (a header `stdin` is fed through the pipe; ours is not read again) */
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) dup2(devnull, 0); /* the program's stdin is the program's alone now */
   }
@@ -257,7 +258,6 @@ int main(int argc, char **argv) {
     if (tools_on) {
       if (host_in_open) fds[host_at = nfds++] = (struct pollfd){.fd = 0, .events = POLLIN};
       if (tools_busy < (int)tool_max_in_flight) fds[listen_at = nfds++] = (struct pollfd){.fd = tools_listen, .events = POLLIN};
-      if (feed[1] >= 0) fds[feed_at = nfds++] = (struct pollfd){.fd = feed[1], .events = POLLOUT};
       for (int i = 0; i < TOOL_CALLS_MAX; i++) {
         call_at[i] = -1;
         if (calls[i].state == 0 || calls[i].fd < 0) continue;
@@ -266,6 +266,7 @@ int main(int argc, char **argv) {
         fds[call_at[i] = nfds++] = (struct pollfd){.fd = calls[i].fd, .events = ev};
       }
     }
+    if (from_header && feed[1] >= 0) fds[feed_at = nfds++] = (struct pollfd){.fd = feed[1], .events = POLLOUT};
     if (poll(fds, (nfds_t)nfds, -1) < 0) {
       if (errno == EINTR) continue;
       fail(PROTOCOL_ERROR, "poll: %s", strerror(errno));
@@ -299,15 +300,15 @@ int main(int argc, char **argv) {
         if (devnull >= 0) dup2(devnull, 0);
       }
     }
-    if (tools_on) {
-      if (feed_at >= 0 && fds[feed_at].revents) {
-        ssize_t w = write(feed[1], req.stdin_data + fed, req.stdin_len - fed);
-        if (w > 0) fed += (size_t)w;
-        if ((w < 0 && errno != EAGAIN && errno != EINTR) || fed == req.stdin_len) {
-          close(feed[1]); /* all of it given, or the program closed its stdin */
-          feed[1] = -1;
-        }
+    if (from_header && feed_at >= 0 && fds[feed_at].revents) {
+      ssize_t w = write(feed[1], req.stdin_data + fed, req.stdin_len - fed);
+      if (w > 0) fed += (size_t)w;
+      if ((w < 0 && errno != EAGAIN && errno != EINTR) || fed == req.stdin_len) {
+        close(feed[1]); /* all of it given, or the program closed its stdin */
+        feed[1] = -1;
       }
+    }
+    if (tools_on) {
       for (int i = 0; i < TOOL_CALLS_MAX; i++) {
         if (call_at[i] < 0 || fds[call_at[i]].revents == 0) continue;
         struct call *c = &calls[i];

@@ -94,7 +94,7 @@ struct request {
   size_t code_len, cap, stdin_len;
   /* Opened once the first file (workspace) or module (code directory) arrives. */
   int code_fd, workspace_fd;
-  int has_code, kill_leftovers, nargs, nfiles, op_done, locked;
+  int has_code, has_stdin, kill_leftovers, nargs, nfiles, op_done, locked;
   char **args;
   /* Kernel mode (kernel.c): the words only it takes (display, grace, preload), and its cells'. */
   int kernel;

@@ -46,6 +46,8 @@ interface Request {
   readonly capBytes?: number
   readonly lock?: string
   readonly killLeftovers?: boolean
+  /** The program's stdin in the header (feature `stdin`: a runtime whose stdin cannot end). */
+  readonly stdinInHeader?: boolean
 }
 
 /** What the SDK writes (RunnerProtocol.encodeRunnerPayload), with the key only in framed mode. */
@@ -60,7 +62,8 @@ const encode = (mode: Mode, key: string, r: Request): Buffer =>
       args: r.args,
       lock: r.lock,
       killLeftovers: r.killLeftovers,
-      stdin: bytes(r.stdin ?? "")
+      stdin: bytes(r.stdin ?? ""),
+      stdinInHeader: r.stdinInHeader
     })
   )
 
@@ -1143,6 +1146,69 @@ const stateWithin = async (ns: PidNamespace, pid: number, test: (state: string |
   }
   return state
 }
+
+/**
+ * Feature `stdin`: Kubernetes' attach cannot end the supervisor's stdin, so the program's stdin comes
+ * in the header and the supervisor ends it; what the host's stdin carries after `run` (it stays open
+ * for ever there) never reaches the program.
+ */
+describe("`stdin` in the header without tools (a runtime whose stdin never ends)", () => {
+  const big = Buffer.alloc(1024 * 1024)
+  for (let i = 0; i < big.length; i++) big[i] = (i * 7919) & 0xff
+  const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex")
+
+  for (const language of ["python", "javascript", "bash"] as const) {
+    it(`${language}: the program reads 1 MiB to its end and the run ends while the host's stdin stays open`, async () => {
+      const r = start("framed", { language, code: CAT[language], stdin: big, stdinInHeader: true }, { keepOpen: true })
+      r.child.stdin!.write("bytes after run, never the program's") // stays open: no end() until the run is over
+      const done = await r.done
+      expectRan(done)
+      expect(sha(done.stdout)).toBe(sha(big))
+    })
+  }
+
+  it("empty: the program sees an immediate end of file", async () => {
+    const r = start(
+      "framed",
+      { language: "python", code: "import sys\nprint(repr(sys.stdin.read()))\n", stdinInHeader: true },
+      { keepOpen: true }
+    )
+    const done = await r.done
+    expectRan(done)
+    expect(done.stdout.toString()).toBe("''\n")
+  })
+
+  it("a preloaded interpreter gets it the same way", async () => {
+    const r = start(
+      "framed",
+      { language: "python", code: CAT.python, stdin: "in the header", stdinInHeader: true },
+      { keepOpen: true, args: ["--preload", "python"] }
+    )
+    r.child.stdin!.write("after run")
+    const done = await r.done
+    expectRan(done)
+    expect(done.stdout.toString()).toBe("in the header")
+  })
+
+  it("a header cut short is never run: the supervisor waits for the rest (the deadline ends it)", async () => {
+    const payload = RunnerProtocol.encodeRunnerPayload({
+      key: "0".repeat(32),
+      language: "python",
+      code: bytes("print(1)"),
+      stdin: big,
+      stdinInHeader: true
+    })
+    const r = start("framed", () => Buffer.from(payload).subarray(0, payload.length - 100), {
+      keepOpen: true,
+      key: "0".repeat(32)
+    })
+    await sleep(500)
+    expect(r.types()).toEqual([])
+    r.end()
+    const done = await r.done
+    expectRefused(done, 126, /stdin ended after/)
+  })
+})
 
 describe("--hold outside PID 1", () => {
   it("exits 0 on SIGTERM and on SIGINT, not on other signals", async () => {

@@ -24,7 +24,7 @@
  *   list <path length> + path                          a session's file operation: list a directory [fileops]
  *   remove <path length> + path                        a session's file operation: remove a file or an empty directory [fileops]
  *   tools <calls at once> <request bytes> <reply bytes> tool calls: the program's stdin comes in the header, the rest of stdin is the host's replies [tools]
- *   stdin <n> + n bytes                                with tools: the program's stdin [tools]
+ *   stdin <n> + n bytes                                the program's stdin, fed from memory and then ended (with tools always; without, feature `stdin`: the rest of stdin is not read) [tools]
  *   module <path length> <n> + path + n bytes          with tools: a generated module under the code directory [tools]
  *   display <bundle bytes> <count> <total bytes>       kernel: the bounds of a cell's records (one record's bytes, records per cell, record bytes per cell) [kernel]
  *   grace <ms>                                         kernel: after an interrupt's SIGINT, how long the kernel has to end the cell and answer a ping before the domain is killed [kernel]
@@ -72,6 +72,7 @@
  *   fileops    a session's file operations (readFile, writeFile, listFiles, removeFile) (since 7091581)
  *   kernel     a session's Python kernel (runCell; --kernel python, the kernel commands, a live kernel frozen by calls) (since e984261)
  *   preload    a warm pool's preloaded interpreter (--preload python) (since 3580adb)
+ *   stdin      the program's stdin in the header without tools (a runtime whose stdin cannot end: Kubernetes' attach) (since kubernetes)
  *   tools      tool calls from the sandboxed code (tools) (since f40d6c0)
  */
 #ifndef HERMES_PROTOCOL_H
@@ -81,7 +82,7 @@
 #define PROTOCOL_VERSION_TEXT "2"
 #define PROTOCOL_MAGIC "HERMES/2"
 /* What an image built with this supervisor can do (its label org.hermes-sandbox.runner-features). */
-#define HERMES_RUNNER_FEATURES "collect,fileops,kernel,preload,tools"
+#define HERMES_RUNNER_FEATURES "collect,fileops,kernel,preload,stdin,tools"
 
 /* Header words. */
 #define WORD_KEY "key"

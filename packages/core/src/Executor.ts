@@ -382,7 +382,8 @@ export const make = (options: ExecutorOptions = {}) =>
                 files: plan.files,
                 collect: plan.collect,
                 tools: tools?.header,
-                stdin: plan.stdin
+                stdin: plan.stdin,
+                stdinInHeader: runtime.stdinEnds === false
               }),
               timeoutMs: plan.timeoutMs,
               record,

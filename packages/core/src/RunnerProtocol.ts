@@ -136,6 +136,12 @@ export interface RunnerPayload {
   /** Tool calls: the channel's bounds and the generated modules (paths under the code directory). */
   readonly tools?: ToolChannelHeader | undefined
   readonly stdin: Uint8Array
+  /**
+   * Send `stdin` in the header (word `stdin`, feature `stdin`), so the program's stdin ends without
+   * the supervisor's ending: for a runtime whose stdin cannot be closed (SandboxRuntime.stdinEnds
+   * false). With tools it is always there.
+   */
+  readonly stdinInHeader?: boolean | undefined
 }
 
 export interface ToolChannelHeader {
@@ -250,9 +256,11 @@ export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
     if (op.op === "write") w.raw(op.content)
   }
   const tools = payload.tools
-  if (tools !== undefined) w.tools(tools).blob("stdin", payload.stdin)
+  if (tools !== undefined) w.tools(tools)
+  const inHeader = tools !== undefined || payload.stdinInHeader === true
+  if (inHeader) w.blob("stdin", payload.stdin)
   head("run")
-  if (tools === undefined) w.raw(payload.stdin)
+  if (!inHeader) w.raw(payload.stdin)
   return w.bytes()
 }
 

@@ -31,6 +31,10 @@ export const RUNNER_FEATURE_TABLE = {
     what: "a session's Python kernel (runCell; --kernel python, the kernel commands, a live kernel frozen by calls)"
   },
   preload: { since: "3580adb", what: "a warm pool's preloaded interpreter (--preload python)" },
+  stdin: {
+    since: "kubernetes",
+    what: "the program's stdin in the header without tools (a runtime whose stdin cannot end: Kubernetes' attach)"
+  },
   tools: { since: "f40d6c0", what: "tool calls from the sandboxed code (tools)" }
 } as const satisfies Record<string, { readonly since: string; readonly what: string }>
 
@@ -97,7 +101,11 @@ export const HEADER_WORDS = {
     what: "tool calls: the program's stdin comes in the header, the rest of stdin is the host's replies",
     feature: "tools"
   },
-  stdin: { args: "<n> + n bytes", what: "with tools: the program's stdin", feature: "tools" },
+  stdin: {
+    args: "<n> + n bytes",
+    what: "the program's stdin, fed from memory and then ended (with tools always; without, feature `stdin`: the rest of stdin is not read)",
+    feature: "tools"
+  },
   module: {
     args: "<path length> <n> + path + n bytes",
     what: "with tools: a generated module under the code directory",

@@ -171,6 +171,13 @@ export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRun
   {
     /** A short name for messages and events ("docker", "fake"). */
     readonly name: string
+    /**
+     * Whether `AttachedIO.end` and `ExecProcess.end` give the process an end of file (default
+     * true). Kubernetes' attach and exec (stream protocol v4) cannot close stdin alone: there the
+     * kernel sends the program's stdin in the supervisor's header (runner feature `stdin`), and the
+     * supervisor needs no end of its own stdin.
+     */
+    readonly stdinEnds?: boolean | undefined
     /** The engine's machine and socket: what a bind mount must not hand over (see EngineHost). */
     readonly engine: EngineHost
     /** Image id for an image reference; fails with ImageNotFound when absent. */
