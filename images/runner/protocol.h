@@ -72,7 +72,7 @@
  *   fileops    a session's file operations (readFile, writeFile, listFiles, removeFile) (since 7091581)
  *   kernel     a session's Python kernel (runCell; --kernel python, the kernel commands, a live kernel frozen by calls) (since e984261)
  *   preload    a warm pool's preloaded interpreter (--preload python) (since 3580adb)
- *   stdin      the program's stdin in the header without tools (a runtime whose stdin cannot end: Kubernetes' attach) (since kubernetes)
+ *   stdin      the program's stdin in the header without tools (a runtime whose stdin cannot end: Kubernetes' attach) (since 6cc04f2)
  *   tools      tool calls from the sandboxed code (tools) (since f40d6c0)
  */
 #ifndef HERMES_PROTOCOL_H

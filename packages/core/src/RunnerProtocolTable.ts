@@ -32,7 +32,7 @@ export const RUNNER_FEATURE_TABLE = {
   },
   preload: { since: "3580adb", what: "a warm pool's preloaded interpreter (--preload python)" },
   stdin: {
-    since: "kubernetes",
+    since: "6cc04f2",
     what: "the program's stdin in the header without tools (a runtime whose stdin cannot end: Kubernetes' attach)"
   },
   tools: { since: "f40d6c0", what: "tool calls from the sandboxed code (tools)" }
