@@ -28,7 +28,7 @@
 # of them did not exist before, and `down` removes exactly those. After `down` no process, mount,
 # netns, cgroup or directory of this cluster is left. Packages that are missing are installed with
 # apt-get and left installed (containerd, runc, containernetworking-plugins, openssl, curl,
-# iproute2); etcd-server's .deb is only downloaded to apt's cache and unpacked into the state dir.
+# iproute2, bsdiff); etcd-server's .deb is only downloaded to apt's cache and unpacked into the state dir.
 #
 # Environment (all optional):
 #   HERMES_K8S_STATE       state dir (default /tmp/hermes-k8s): certs, etcd data, logs, pids, roots
@@ -178,6 +178,7 @@ ensure_packages() {
   command -v curl >/dev/null 2>&1 || missing="$missing curl"
   command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
   command -v nsenter >/dev/null 2>&1 || missing="$missing util-linux"
+  command -v bspatch >/dev/null 2>&1 || missing="$missing bsdiff"
   # etcd-server is only downloaded (to apt's own cache), never installed: installing it would
   # enable a system etcd service on port 2379. Its binary is unpacked into the state dir.
   local need_etcd=""
@@ -228,16 +229,29 @@ ensure_tarball() {
   got="$(sha256sum "$TARBALL" | awk '{ print $1 }')"
   [ "$want" = "$got" ] || die "sha256 mismatch for $TARBALL: $got, expected $want (from $TARBALL.sha256)"
   # The first shared build vendored reflect2 1.0.1, which corrupts memory when built with Go >= 1.18:
-  # its kube-apiserver dies ("fatal error: fault ... aeshashbody") within seconds of serving JSON.
+  # its kube-apiserver dies ("fatal error: fault ... aeshashbody") within seconds of serving JSON
+  # (modern-go/reflect2#26). The fixed build (build-node.sh with scripts/kubernetes/build-node-reflect2.patch:
+  # reflect2 1.0.2 from bookworm, ~17 min cold) is byte-for-byte reproducible, so instead of rebuilding,
+  # `up` turns this tarball's four Go binaries into the fixed ones with bsdiff deltas (2.9 MB, in
+  # scripts/kubernetes/reflect2-fix/), checked against the fixed build's sha256 sums.
+  FIX_REFLECT2=""
   if [ "$got" = b1bb41f79035e6b9387dd6afa13d33e61c48bf1ef79f7787d7921066d0c8fca9 ]; then
-    log "this tarball's binaries vendor reflect2 1.0.1, built with Go 1.19: kube-apiserver crashes on its"
-    log "first JSON answers (modern-go/reflect2#26). Build fixed ones (reflect2 1.0.2 from bookworm) and use them:"
-    log "  cp $(dirname "$TARBALL")/build-node.sh /tmp/build-node.sh"
-    log "  patch /tmp/build-node.sh < $REPO/scripts/kubernetes/build-node-reflect2.patch"
-    log "  bash /tmp/build-node.sh --out DIR --jobs 2     # ~17 min cold on 2 cores"
-    log "  HERMES_K8S_TARBALL=DIR/kubernetes-node-v1.20.2-linux-amd64.tar.gz bash $0 up"
-    die "the node binaries in $TARBALL are the broken first build"
+    log "this tarball's Go binaries vendor reflect2 1.0.1 (kube-apiserver crashes on JSON): patching them to"
+    log "the reflect2 1.0.2 build with scripts/kubernetes/reflect2-fix/ (sha256-checked)"
+    FIX_REFLECT2=1
   fi
+}
+
+# The four Go binaries of the broken first build, made into the fixed build's (see ensure_tarball).
+fix_reflect2() {
+  local fix="$REPO/scripts/kubernetes/reflect2-fix" b
+  (cd "$BIN" && sha256sum --quiet -c "$fix/FROM.SHA256SUMS") >&2 || die "the unpacked binaries are not the ones the deltas start from"
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+    bspatch "$BIN/$b" "$BIN/$b.fixed" "$fix/$b.bsdiff" || die "bspatch $b failed"
+    mv "$BIN/$b.fixed" "$BIN/$b"
+    chmod 755 "$BIN/$b"
+  done
+  (cd "$BIN" && sha256sum --quiet -c "$fix/SHA256SUMS") >&2 || die "the patched binaries are not the fixed build's (sha256)"
 }
 
 check_ports() {
@@ -521,6 +535,7 @@ do_up() {
 
   log "unpacking the node binaries and etcd"
   tar xzf "$TARBALL" -C "$STATE" bin/kube-apiserver bin/kube-controller-manager bin/kube-scheduler bin/kubelet bin/pause
+  [ -z "$FIX_REFLECT2" ] || fix_reflect2
   if command -v etcd >/dev/null 2>&1; then
     ln -s "$(command -v etcd)" "$BIN/etcd"
   else
