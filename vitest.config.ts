@@ -14,6 +14,10 @@ import { LongFirst } from "./test/support/longFirst.js"
  * - heavy    suites that bring up infrastructure of their own: private engines (chaos), TLS and ssh
  *            engines (remote), the fleet (three hosts on one PostgreSQL), the 1,000-execution soak;
  *            and `heavy-pool`, the pool variants of those.
+ * - cluster  the Kubernetes runtime on a live one-node cluster (test/kubernetes/): its global setup
+ *            starts it (scripts/kubernetes-local.sh) and runs the files as a ServiceAccount bound to
+ *            the runtime's Role (one project, so one cluster and one namespace; the executor
+ *            contract's file runs it with and without a warm pool itself).
  *
  * `pnpm test` runs every project; `pnpm test:<tier>` one tier (its pool variant included).
  * Real-engine tiers talk to the engine `.ci/run` (or scripts/ensure-engine.sh) started.
@@ -32,6 +36,9 @@ const UNIT = [
   "examples/testing/evaluate.test.ts",
   "examples/testing/scripting.test.ts"
 ]
+
+/** The Kubernetes runtime's suites, on the cluster the cluster tier's global setup starts. */
+const CLUSTER = ["test/kubernetes/**/*.test.ts"]
 
 /** Suites on the PostgreSQL journal; the CLI's reader of it needs the engine as well. */
 const JOURNAL = ["packages/*/test/**/*.pg.test.ts", "test/cli-events-postgres.e2e.test.ts"]
@@ -100,6 +107,8 @@ const POOL_ENV = { ...BUILT_CLI, HERMES_SANDBOX_TEST_WARM_POOL: "1" }
 const BUILT = "test/built-global-setup.ts"
 /** Fails the run if a hermes-sandbox-* container is left on the engine. */
 const LEAK_CHECK = "test/global-setup.ts"
+/** Starts the one-node Kubernetes cluster (unless it is up) and this run's namespace and ServiceAccount. */
+const KUBERNETES = "test/kubernetes-global-setup.ts"
 /** Starts the throwaway PostgreSQL cluster (unless HERMES_SANDBOX_TEST_PG_URL names one). */
 const POSTGRES = "test/postgres-global-setup.ts"
 
@@ -138,13 +147,14 @@ export default defineConfig({
       builtPackages({
         name: "engine",
         include: ["test/**/*.test.ts", "examples/examples.test.ts", "examples/testing/evaluate.engine.test.ts"],
-        exclude: [...UNIT, ...JOURNAL, ...HEAVY, "**/node_modules/**"],
+        exclude: [...UNIT, ...JOURNAL, ...HEAVY, ...CLUSTER, "**/node_modules/**"],
         env: BUILT_CLI,
         globalSetup: [LEAK_CHECK]
       }),
       builtPackages({ name: "engine-pool", include: POOL_ENGINE, env: POOL_ENV, globalSetup: [LEAK_CHECK] }),
       builtPackages({ name: "heavy", include: HEAVY, env: BUILT_CLI, globalSetup: [POSTGRES, LEAK_CHECK] }),
-      builtPackages({ name: "heavy-pool", include: POOL_HEAVY, env: POOL_ENV, globalSetup: [LEAK_CHECK] })
+      builtPackages({ name: "heavy-pool", include: POOL_HEAVY, env: POOL_ENV, globalSetup: [LEAK_CHECK] }),
+      builtPackages({ name: "cluster", include: CLUSTER, env: BUILT_CLI, globalSetup: [KUBERNETES] })
     ]
   }
 })

@@ -56,6 +56,9 @@ export class ImageNotFound extends Schema.TaggedError<ImageNotFound>()("ImageNot
  *   (memory, swap, pids, CPU); the program was not run
  * - "quota-unsupported": a disk quota was asked for and the engine's storage cannot apply it
  * - "uids-exhausted": sandboxUid "per-sandbox" and every uid of the range is held by a live sandbox
+ * - "guarantee-unavailable": the runtime cannot give one of a sandbox's guarantees (Kubernetes: a pids
+ *   limit, ulimits, …, each named in the message) and the executor was not told to run without it
+ *   (allowDegraded); nothing was created
  * - "tool-calls": the code made more refused tool calls than a run may (a flood): the run was ended
  * - "journal-budget": the run's tool calls would have written more to the journal than a run may
  *   (ToolLimits.maxJournalEvents / maxJournalBytes): the run was ended
@@ -73,6 +76,7 @@ export const ContainerFailureReason = Schema.Literal(
   "limits-unsupported",
   "quota-unsupported",
   "uids-exhausted",
+  "guarantee-unavailable",
   "tool-calls",
   "journal-budget",
   "engine"

@@ -163,8 +163,38 @@ export type EngineHost =
   | { readonly kind: "local"; readonly socketPath?: string | undefined }
   | { readonly kind: "remote"; readonly endpoint: string }
 
+/**
+ * The environment every sandbox starts with, under the spec's own `env` (which wins), whatever the
+ * runtime: home in the workspace, UTF-8, and Python unbuffered without bytecode files.
+ */
+export const SANDBOX_BASE_ENV: Readonly<Record<string, string>> = {
+  HOME: "/workspace",
+  LANG: "C.UTF-8",
+  PYTHONDONTWRITEBYTECODE: "1",
+  PYTHONUNBUFFERED: "1"
+}
+
 /** The variable `exec` sets on every process it starts; `kill` finds the process tree by it. */
 export const ExecMarkerVariable = "HERMES_EXEC_ID"
+
+/**
+ * Kills the process tree of one exec from inside (`sh -c ExecKillScript hermes-kill HERMES_EXEC_ID=<marker>`,
+ * every runtime's ExecProcess.kill): $1 = the marker assignment to look for.
+ * POSIX sh, coreutils tr/sed and grep (every Debian-based image has them). No `--` after
+ * `kill`: dash's builtin takes it for a pid and gives up.
+ */
+export const ExecKillScript = String.raw`m=$1
+for d in /proc/[0-9]*; do
+  p=${"${"}d#/proc/}
+  [ "$p" = "$$" ] && continue
+  if tr '\0' '\n' 2>/dev/null < "$d/environ" | grep -qxF -- "$m"; then
+    g=$(sed -n 's/.*) [A-Za-z] [0-9-]* \([0-9-]*\) .*/\1/p' "$d/stat" 2>/dev/null)
+    if [ -n "$g" ] && [ "$g" -gt 1 ] && [ "$g" != "$$" ]; then kill -9 "-$g" 2>/dev/null; fi
+    kill -9 "$p" 2>/dev/null
+  fi
+done
+exit 0
+`
 
 export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRuntime")<
   SandboxRuntime,

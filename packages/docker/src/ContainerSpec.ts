@@ -7,6 +7,7 @@
  */
 import type Docker from "dockerode"
 import type { SandboxSpec } from "@hermes-sandbox/core"
+import { SANDBOX_BASE_ENV } from "@hermes-sandbox/core/SandboxRuntime"
 
 export interface HardeningOptions {
   /** Seccomp profile JSON text, "engine-default" (Docker's own) or "unconfined" (never by default). */
@@ -153,13 +154,7 @@ export const toCreateOptions = (spec: SandboxSpec, hardening: HardeningOptions):
     name: spec.name,
     Image: spec.image,
     Cmd: [...spec.command],
-    Env: [
-      "HOME=/workspace",
-      "LANG=C.UTF-8",
-      "PYTHONDONTWRITEBYTECODE=1",
-      "PYTHONUNBUFFERED=1",
-      ...Object.entries(spec.env).map(([k, v]) => `${k}=${v}`)
-    ],
+    Env: [...Object.entries(SANDBOX_BASE_ENV), ...Object.entries(spec.env)].map(([k, v]) => `${k}=${v}`),
     WorkingDir: spec.workingDir,
     // Never root: uid/gid 1001 from the seeds (OWASP #2), or with sandboxUid "per-sandbox" a uid of its own (SandboxUid.ts).
     User: spec.user,

@@ -19,6 +19,7 @@ import { Writable, type Duplex } from "node:stream"
 import type Docker from "dockerode"
 import {
   ContainerFailed,
+  ExecKillScript,
   ExecMarkerVariable,
   type ExecProcess,
   type ExecSpec,
@@ -28,24 +29,6 @@ import {
   type SandboxRef
 } from "@hermes-sandbox/core"
 import { type CallContext, dockerCall, isNotRunning } from "./dockerCall.js"
-
-/**
- * Kills the process tree of one exec from inside: $1 = the marker assignment to look for.
- * POSIX sh, coreutils tr/sed and grep (every Debian-based image has them). No `--` after
- * `kill`: dash's builtin takes it for a pid and gives up.
- */
-export const KILL_SCRIPT = String.raw`m=$1
-for d in /proc/[0-9]*; do
-  p=${"${"}d#/proc/}
-  [ "$p" = "$$" ] && continue
-  if tr '\0' '\n' 2>/dev/null < "$d/environ" | grep -qxF -- "$m"; then
-    g=$(sed -n 's/.*) [A-Za-z] [0-9-]* \([0-9-]*\) .*/\1/p' "$d/stat" 2>/dev/null)
-    if [ -n "$g" ] && [ "$g" -gt 1 ] && [ "$g" != "$$" ]; then kill -9 "-$g" 2>/dev/null; fi
-    kill -9 "$p" 2>/dev/null
-  fi
-done
-exit 0
-`
 
 /** After the stream ended, how long `exec inspect` may keep saying "running". */
 const SETTLE_POLLS = 50
@@ -171,7 +154,7 @@ export const makeDockerExec = (docker: Docker, context: (operation: string, cont
           const killer = yield* startExec(
             ref,
             {
-              command: ["sh", "-c", KILL_SCRIPT, "hermes-kill", `${ExecMarkerVariable}=${marker}`],
+              command: ["sh", "-c", ExecKillScript, "hermes-kill", `${ExecMarkerVariable}=${marker}`],
               env: {},
               user: spec.user,
               stdin: false
