@@ -140,7 +140,21 @@ int main(int argc, char **argv) {
   req.args[req.nargs] = NULL;
 
   if (!framed) {
-    /* Plain mode: become the program. */
+    /* Plain mode: become the program. A header `stdin` becomes its stdin through a pipe that a
+       child of ours fills and closes (we are about to be the program; nobody else would feed it). */
+    if (req.has_stdin) {
+      int p[2];
+      if (pipe(p) < 0) fail(PROTOCOL_ERROR, "pipe: %s", strerror(errno));
+      pid_t feeder = fork();
+      if (feeder < 0) fail(PROTOCOL_ERROR, "fork: %s", strerror(errno));
+      if (feeder == 0) {
+        close(p[0]);
+        _exit(write_all(p[1], req.stdin_data, req.stdin_len) < 0 ? 1 : 0);
+      }
+      close(p[1]);
+      if (dup2(p[0], 0) < 0) fail(PROTOCOL_ERROR, "dup2: %s", strerror(errno));
+      close(p[0]);
+    }
     signal(SIGPIPE, SIG_DFL);
     execvp(req.args[0], req.args);
     fail(errno == ENOENT ? INTERPRETER_MISSING : PROTOCOL_ERROR, "cannot run %s: %s", req.args[0], strerror(errno));

@@ -1167,6 +1167,14 @@ describe("`stdin` in the header without tools (a runtime whose stdin never ends)
     })
   }
 
+  it("plain mode (no key): the program still reads it to its end", async () => {
+    const r = start("plain", { language: "python", code: CAT.python, stdin: big, stdinInHeader: true }, { keepOpen: true })
+    r.child.stdin!.write("after run")
+    const done = await r.done
+    expect(done.status).toBe(0)
+    expect(sha(done.stdout)).toBe(sha(big))
+  })
+
   it("empty: the program sees an immediate end of file", async () => {
     const r = start(
       "framed",

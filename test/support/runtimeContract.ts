@@ -34,6 +34,8 @@ export interface ContractPrograms {
     readonly printEnv: (name: string) => ReadonlyArray<string>
     /** Prints the working directory and a newline. */
     readonly printCwd: ReadonlyArray<string>
+    /** Copies exactly n bytes of stdin to stdout, needing no end of stdin (a runtime whose stdin never ends). */
+    readonly echoBytes?: (n: number) => ReadonlyArray<string>
   }
 }
 
@@ -42,8 +44,15 @@ const decoder = new TextDecoder()
 export const runtimeContract = (
   name: string,
   layer: Layer.Layer<SandboxRuntime, unknown>,
-  programs: ContractPrograms
+  programs: ContractPrograms,
+  world: {
+    /** Kubernetes: a sandbox runs as soon as it is created (`start` is a no-op), so none is ever only "created". */
+    readonly startsOnCreate?: boolean
+    /** The sandboxes' CPU (default a whole one; a pod's is reserved on its node). */
+    readonly nanoCpus?: number
+  } = {}
 ) => {
+  const startsOnCreate = world.startsOnCreate === true
   const contractLabel = `${Label.project}.contract-run`
   const runId = uuidv7()
   const spec = (labels: Record<string, string> = {}): SandboxSpec => ({
@@ -56,7 +65,7 @@ export const runtimeContract = (
     labels: { [contractLabel]: runId, ...labels },
     limits: {
       memoryBytes: 256 * 1024 * 1024,
-      nanoCpus: 1e9,
+      nanoCpus: world.nanoCpus ?? 1e9,
       pidsLimit: 64,
       tmpBytes: 16 * 1024 * 1024,
       workspaceBytes: 16 * 1024 * 1024
@@ -91,7 +100,9 @@ export const runtimeContract = (
           language: programs.language,
           code: enc.encode(code),
           files: [],
-          stdin: enc.encode(stdin)
+          stdin: enc.encode(stdin),
+          // (Kubernetes: the stream cannot end stdin, so the program's stdin travels in the header.)
+          stdinInHeader: runtime.stdinEnds === false
         })
       )
       yield* io.end
@@ -227,7 +238,8 @@ export const runtimeContract = (
           yield* created(spec())
           const found = yield* runtime.list({ [`${Label.project}.contract-marker`]: marker })
           expect(found.map((f) => f.name).sort()).toHaveLength(2)
-          expect(found.find((f) => f.id === a.id)?.status).toBe("created")
+          // A pod starts by itself (its create waits for that; its supervisor then waits for the header).
+          expect(found.find((f) => f.id === a.id)?.status).toBe(startsOnCreate ? "running" : "created")
           yield* runProgram(a, programs.exitWith(0, "", ""))
           const again = yield* runtime.list({ [`${Label.project}.contract-marker`]: marker })
           expect(again.find((f) => f.id === a.id)?.status).toBe("exited")
@@ -295,16 +307,18 @@ export const runtimeContract = (
       )
 
       it.scopedLive(
-        "passes stdin through, and closing it is EOF",
+        "passes stdin through, and closing it is EOF (a runtime whose stdin never ends: the bytes arrive whole)",
         () =>
           Effect.gen(function* () {
+            const runtime = yield* SandboxRuntime
             const c = yield* running()
-            const r = yield* execRun(
-              c,
-              { command: programs.exec.echoStdin, env: {}, stdin: true },
-              "line one\nline\u0000two"
-            )
-            expect(r).toMatchObject({ exitCode: 0, stdout: "line one\nline\u0000two" })
+            const input = "line one\nline\u0000two"
+            const command =
+              runtime.stdinEnds === false && programs.exec.echoBytes !== undefined
+                ? programs.exec.echoBytes(new TextEncoder().encode(input).byteLength)
+                : programs.exec.echoStdin
+            const r = yield* execRun(c, { command, env: {}, stdin: true }, input)
+            expect(r).toMatchObject({ exitCode: 0, stdout: input })
           }).pipe(Effect.provide(layer)),
         30_000
       )
@@ -360,14 +374,17 @@ export const runtimeContract = (
           Effect.gen(function* () {
             const runtime = yield* SandboxRuntime
             const c = yield* created({ ...spec(), command: programs.idleCommand, openStdin: false })
-            const notStarted = yield* Effect.flip(
-              runtime.exec(
-                c,
-                { command: programs.exec.printCwd, env: {}, stdin: false },
-                { stdout: () => {}, stderr: () => {} }
+            // (A pod runs once created: there is no sandbox that exists and is not running to refuse.)
+            if (!startsOnCreate) {
+              const notStarted = yield* Effect.flip(
+                runtime.exec(
+                  c,
+                  { command: programs.exec.printCwd, env: {}, stdin: false },
+                  { stdout: () => {}, stderr: () => {} }
+                )
               )
-            )
-            expect(notStarted).toMatchObject({ _tag: "ContainerFailed", statusCode: 409, reason: "conflict" })
+              expect(notStarted).toMatchObject({ _tag: "ContainerFailed", statusCode: 409, reason: "conflict" })
+            }
             yield* runtime.remove(c)
             const gone = yield* Effect.flip(
               runtime.exec(

@@ -94,6 +94,10 @@ const messageOf = (error: unknown): string => {
   return error instanceof Error ? error.message : String(error)
 }
 
+/** How a missing image gets onto the nodes (there is no `docker build` on a node). */
+const getImageCommand = (image: string): string =>
+  `${image.startsWith("hermes-sandbox/") ? "hermes-sandbox image build" : `docker pull ${image}`}, then import it into every node's image store (docker save ${image} | ctr -n k8s.io images import -; scripts/kubernetes-local.sh does this for the local cluster) or push it to a registry the nodes pull from`
+
 const containerOf = (pod: k8s.V1Pod | undefined) =>
   pod?.status?.containerStatuses?.find((c) => c.name === PodSpec.CONTAINER)
 
@@ -200,6 +204,21 @@ export const make = (options: KubernetesRuntimeOptions) =>
           )
       }
       open()
+      // A watch of a pod that is already gone says nothing: one read tells.
+      core.readNamespacedPod({ name, namespace }).then(
+        (pod) => {
+          if (t.pod === undefined && !t.gone) {
+            t.pod = pod
+            notify()
+          }
+        },
+        (error) => {
+          if (statusCode(error) === 404) {
+            t.gone = true
+            notify()
+          }
+        }
+      )
       t.stop = () => {
         stopped = true
         controller?.abort()
@@ -228,6 +247,11 @@ export const make = (options: KubernetesRuntimeOptions) =>
         return Effect.sync(() => t.listeners.delete(check))
       })
 
+    /**
+     * Sandboxes killed and not yet removed. A kill is a delete here (no API signals a container), so
+     * the pod may be gone; to the port it is an exited sandbox until `remove`.
+     */
+    const killed = new Set<string>()
     const deletePod = (ref: SandboxRef) =>
       Effect.suspend(() => {
         const t = tracks.get(ref.name)
@@ -272,8 +296,7 @@ export const make = (options: KubernetesRuntimeOptions) =>
           return Effect.fail(
             new ImageNotFound({
               image: image ?? "",
-              buildCommand:
-                "load the image on the cluster's nodes (scripts/kubernetes-local.sh imports the project's images), or set imagePullPolicy",
+              buildCommand: getImageCommand(image ?? ""),
               message: `the pod ${ref.name} cannot get its image ${image ?? ""}: ${reason}: ${state?.waiting?.message ?? ""}`
             })
           )
@@ -347,8 +370,15 @@ export const make = (options: KubernetesRuntimeOptions) =>
           const pod = yield* call("create", spec.name, () =>
             core.createNamespacedPod({ namespace, body: PodSpec.toPod(spec, podOptions) })
           )
-          track(spec.name)
-          return { id: pod.metadata?.uid ?? spec.name, name: spec.name, imageId: spec.image }
+          const ref = { id: pod.metadata?.uid ?? spec.name, name: spec.name }
+          // A pod starts by itself: wait until it runs (the supervisor then waits for its header), so a
+          // missing image or an unschedulable pod fails here, as a create, and leaves no pod behind.
+          yield* awaitStarted(ref, spec.image).pipe(
+            Effect.onError(() =>
+              deletePod(ref).pipe(Effect.zipRight(Effect.sync(() => untrack(ref.name))), Effect.ignore)
+            )
+          )
+          return { ...ref, imageId: spec.image }
         }),
       attach: (ref, output) =>
         Effect.gen(function* () {
@@ -427,7 +457,11 @@ export const make = (options: KubernetesRuntimeOptions) =>
           return t.pod?.status?.reason === "DeadlineExceeded" ? Option.some("SIGKILL") : Option.none()
         }),
       start: () => Effect.void,
-      kill: (ref) => deletePod(ref),
+      kill: (ref) =>
+        Effect.suspend(() => {
+          killed.add(ref.name)
+          return deletePod(ref)
+        }),
       inspect: (ref) =>
         Effect.gen(function* () {
           // After the stream ended the kubelet reports the end at its next status sync (up to ~1 s
@@ -437,8 +471,19 @@ export const make = (options: KubernetesRuntimeOptions) =>
             yield* until(t, (t) =>
               t.gone || containerOf(t.pod)?.state?.terminated !== undefined ? true : undefined
             ).pipe(Effect.timeoutTo({ duration: STATUS_AFTER_END_MS, onSuccess: () => true, onTimeout: () => false }))
-          const pod = yield* call("inspect", ref.name, () => core.readNamespacedPod({ name: ref.name, namespace }))
-          return stateOf(pod)
+          const pod = yield* call("inspect", ref.name, () =>
+            core.readNamespacedPod({ name: ref.name, namespace })
+          ).pipe(
+            Effect.catchIf(
+              (e) => killed.has(ref.name) && e._tag === "ContainerFailed" && e.reason === "not-found",
+              () => Effect.succeed(undefined)
+            )
+          )
+          if (pod === undefined) return { status: "exited", exitCode: 137, oomKilled: false } satisfies SandboxState
+          const state = stateOf(pod)
+          return killed.has(ref.name) && state.status === "removing"
+            ? { ...state, status: "exited" as const, exitCode: 137 }
+            : state
         }),
       remove: (ref) =>
         Effect.gen(function* () {
@@ -465,7 +510,14 @@ export const make = (options: KubernetesRuntimeOptions) =>
                 })
               )
           }
-        }).pipe(Effect.ensuring(Effect.sync(() => untrack(ref.name)))),
+        }).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              killed.delete(ref.name)
+              untrack(ref.name)
+            })
+          )
+        ),
       list: (labels) =>
         Effect.gen(function* () {
           const selectable = PodSpec.podLabels(labels).labels
