@@ -4,8 +4,10 @@
  * what a test does as someone else (deleting a pod "from outside", counting what is left).
  */
 import * as k8s from "@kubernetes/client-node"
+import { type CreateExecutorOptions, createExecutor } from "@hermes-sandbox/docker"
 import type { KubernetesRuntime } from "@hermes-sandbox/kubernetes"
 import { Guarantees } from "@hermes-sandbox/kubernetes"
+import type { HostileExecutor } from "../hostile/support.js"
 
 const env = (name: string): string => {
   const value = process.env[name]
@@ -38,3 +40,47 @@ export const adminCore = (): k8s.CoreV1Api => {
 /** The sandbox pods in this run's namespace right now. */
 export const podsLeft = async (): Promise<Array<string>> =>
   (await adminCore().listNamespacedPod({ namespace: namespace() })).items.map((p) => p.metadata?.name ?? "")
+
+/**
+ * A HostileExecutor (test/hostile/support.ts) over the cluster through the public Promise API,
+ * createExecutor({ runtime: { kubernetes } }), so the hostile core cases run here unchanged. Its
+ * `finish` checks that every pod it created is gone.
+ */
+export const kubernetesHostileExecutor = async (
+  options: Omit<CreateExecutorOptions, "runtime"> = {},
+  kubernetes: Partial<KubernetesRuntime.KubernetesRuntimeOptions> = {}
+): Promise<HostileExecutor> => {
+  const executor = await createExecutor({
+    timeoutMs: 30_000,
+    maxConcurrency: 4,
+    awaitRemoval: true,
+    cpus: 0.25,
+    ...options,
+    runtime: { kubernetes: runtimeOptions(kubernetes) }
+  })
+  const created: Array<{ name: string; id: string }> = []
+  const subscription = executor.events$.subscribe((e) => {
+    if (e.type === "ContainerCreated") created.push({ name: e.data.containerName, id: e.data.containerId })
+  })
+  return {
+    runtime: "runc",
+    executor,
+    created,
+    run: (request) => executor.executeCode(request),
+    finish: async ({ healthCheck = true } = {}) => {
+      try {
+        if (healthCheck) {
+          const health = await executor.executeCode({ language: "python", code: "print(1)" })
+          if (health.stdout !== "1\n" || health.exitCode !== 0)
+            throw new Error(`health check: ${JSON.stringify(health)}`)
+        }
+      } finally {
+        await executor.close()
+        subscription.unsubscribe()
+      }
+      const left = await podsLeft()
+      const mine = created.map((c) => c.name).filter((name) => left.includes(name))
+      if (mine.length > 0) throw new Error(`pods left behind: ${mine.join(", ")}`)
+    }
+  }
+}

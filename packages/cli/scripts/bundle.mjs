@@ -249,6 +249,9 @@ const bundle = (entry, outfile) =>
     banner: { js: `var __hermesImportMetaUrl = require("node:url").pathToFileURL(__filename).href;` },
     minify: true,
     plugins: [placesPlugin],
+    // The Kubernetes runtime (and its 1.5 MiB client) stays out: docker's createExecutor import()s it
+    // only for runtime.kubernetes, and Node resolves it from here (the CLI depends on it).
+    external: ["@hermes-sandbox/kubernetes"],
     legalComments: "linked",
     metafile: true,
     write: false,

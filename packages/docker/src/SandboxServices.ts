@@ -6,10 +6,10 @@
  * Promise, so an AbortSignal interrupts a call the same way everywhere.
  */
 import { Layer } from "effect"
-import type { Executor, InvalidRequest, SandboxError, SandboxRuntime } from "@hermes-sandbox/core"
+import { type Executor, InvalidRequest, type SandboxError, type SandboxRuntime } from "@hermes-sandbox/core"
 import type { Sessions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
-import { type CreateExecutorOptions, withHermesDefaults } from "./createExecutor.js"
+import { type CreateExecutorOptions, splitRuntime, withHermesDefaults } from "./createExecutor.js"
 import type * as DockerEngine from "./DockerEngine.js"
 import * as DockerExecutor from "./DockerExecutor.js"
 import { facadeJournalLayer } from "./internal/facadeJournal.js"
@@ -33,7 +33,17 @@ export type SandboxServices =
 export const layer = (
   explicit: SandboxServicesOptions = {}
 ): Layer.Layer<SandboxServices, InvalidRequest | SandboxError | unknown> => {
-  const options = withHermesDefaults(explicit)
+  const { docker: options, kubernetes } = splitRuntime(withHermesDefaults(explicit))
+  if (kubernetes !== undefined)
+    return Layer.fail(
+      new InvalidRequest({
+        field: "runtime.kubernetes",
+        value: "kubernetes",
+        allowed: "Docker (no runtime.kubernetes): sessions and the MCP server do not run on Kubernetes yet",
+        message:
+          "invalid runtime.kubernetes: sessions and the MCP server do not run on Kubernetes yet (one-shot executions do: createExecutor)"
+      })
+    )
   return withFacadeLogger(
     DockerExecutor.layerWithSessions(options).pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
   )

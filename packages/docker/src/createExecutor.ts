@@ -9,7 +9,8 @@
  */
 import { Layer } from "effect"
 import type { Observable } from "rxjs"
-import type { ExecuteOptions, ExecuteRequest, ExecutionResult } from "@hermes-sandbox/core"
+import { type ExecuteOptions, type ExecuteRequest, type ExecutionResult, InvalidRequest } from "@hermes-sandbox/core"
+import type { KubernetesRuntimeOptions } from "@hermes-sandbox/kubernetes/KubernetesRuntime"
 import type { ExecutorStats } from "@hermes-sandbox/core/Executor"
 import type { EventEnvelope } from "@hermes-sandbox/events"
 import type { ReplayOptions } from "@hermes-sandbox/events/Journal"
@@ -18,7 +19,7 @@ import { executorOptionsFromHermes, type HermesConfigSource } from "./HermesOpti
 import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal.js"
 import { openExecutorFacade } from "./internal/executorFacade.js"
 
-export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOptions {
+export interface CreateExecutorOptions extends Omit<DockerExecutor.DockerExecutorOptions, "runtime"> {
   /**
    * Where lifecycle events are recorded: "memory" (default for the library: the last 10,000
    * events), { maxEvents } (in memory, that many), "default" (the journal at the default
@@ -32,6 +33,33 @@ export interface CreateExecutorOptions extends DockerExecutor.DockerExecutorOpti
    * with docker_volumes is refused here (one-shot executions take no mounts): use createSession.
    */
   readonly hermesConfig?: HermesConfigSource
+  /**
+   * Where sandboxes run. On Docker (the default; the engine options above): the OCI runtime's name,
+   * e.g. "runsc" for gVisor (default: the engine's, runc). Or a Kubernetes cluster:
+   * `{ kubernetes: { namespace, kubeconfig?, context?, runtimeClassName?, allowDegraded?, … } }`,
+   * one bare Pod per sandbox (docs/kubernetes.md; gVisor there is `runtimeClassName`). That needs
+   * `@hermes-sandbox/kubernetes` installed.
+   */
+  readonly runtime?: DockerExecutor.DockerExecutorOptions["runtime"] | KubernetesChoice
+}
+
+/** `runtime: { kubernetes: … }`: sandboxes as Pods on a cluster. */
+export interface KubernetesChoice {
+  readonly kubernetes: KubernetesRuntimeOptions
+}
+
+/** The options without a Kubernetes choice (they are Docker's then), and the choice if made. */
+export const splitRuntime = <O extends CreateExecutorOptions>(
+  options: O
+): {
+  readonly docker: Omit<O, "runtime"> & DockerExecutor.DockerExecutorOptions
+  readonly kubernetes?: KubernetesRuntimeOptions
+} => {
+  const { runtime, ...rest } = options
+  // (Omit over a generic loses the optional properties' exactness; the object is the same but `runtime`.)
+  type Docker = Omit<O, "runtime"> & DockerExecutor.DockerExecutorOptions
+  if (typeof runtime === "object" && runtime !== null) return { docker: rest as Docker, kubernetes: runtime.kubernetes }
+  return { docker: { ...rest, ...(runtime === undefined ? {} : { runtime }) } as Docker }
 }
 
 export interface ExecuteCallOptions extends ExecuteOptions {
@@ -62,7 +90,21 @@ export const withHermesDefaults = <O extends CreateExecutorOptions>(explicit: O)
   explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
 
 export const createExecutor = async (explicit: CreateExecutorOptions = {}): Promise<SandboxExecutor> => {
-  const options = withHermesDefaults(explicit)
-  const layer = DockerExecutor.layer(options).pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
-  return (await openExecutorFacade(layer)).executor
+  const { docker: options, kubernetes } = splitRuntime(withHermesDefaults(explicit))
+  const journal = facadeJournalLayer(options.journal)
+  if (kubernetes !== undefined) {
+    // Loaded only when asked: the Kubernetes client is large, and optional.
+    const { KubernetesExecutor } = await import("@hermes-sandbox/kubernetes").catch((error: unknown) => {
+      throw new InvalidRequest({
+        field: "runtime.kubernetes",
+        value: "kubernetes",
+        allowed: "a runtime whose package is installed (npm install @hermes-sandbox/kubernetes)",
+        message: `runtime.kubernetes needs @hermes-sandbox/kubernetes, which cannot be loaded: ${String(error)}`
+      })
+    })
+    return (
+      await openExecutorFacade(KubernetesExecutor.layer({ ...options, kubernetes }).pipe(Layer.provideMerge(journal)))
+    ).executor
+  }
+  return (await openExecutorFacade(DockerExecutor.layer(options).pipe(Layer.provideMerge(journal)))).executor
 }

@@ -38,6 +38,22 @@ export const podLabels = (labels: Readonly<Record<string, string>>) => ({
   labels: Object.fromEntries(Object.entries(labels).filter(([k, v]) => isLabelKey(k) && isLabelValue(v)))
 })
 
+/**
+ * The kubelet gives every container the API server's address (KUBERNETES_SERVICE_HOST and the
+ * Docker-link style KUBERNETES_PORT_*), whatever enableServiceLinks says. A sandbox has no business
+ * with it (and no network to reach it): each is set empty, which the container's own env wins over.
+ */
+const API_SERVER_VARIABLES = [
+  "KUBERNETES_SERVICE_HOST",
+  "KUBERNETES_SERVICE_PORT",
+  "KUBERNETES_SERVICE_PORT_HTTPS",
+  "KUBERNETES_PORT",
+  "KUBERNETES_PORT_443_TCP",
+  "KUBERNETES_PORT_443_TCP_PROTO",
+  "KUBERNETES_PORT_443_TCP_PORT",
+  "KUBERNETES_PORT_443_TCP_ADDR"
+]
+
 /** Whole millicores, rounded up: a quota of at least what was asked. */
 const millicores = (nanoCpus: number) => `${Math.max(1, Math.ceil(nanoCpus / 1e6))}m`
 
@@ -80,7 +96,11 @@ export const toPod = (spec: SandboxSpec, options: PodOptions, nowMs: number = Da
           image: spec.image,
           imagePullPolicy: options.imagePullPolicy,
           command: [...spec.command],
-          env: Object.entries({ ...SANDBOX_BASE_ENV, ...spec.env }).map(([name, value]) => ({ name, value })),
+          env: Object.entries({
+            ...Object.fromEntries(API_SERVER_VARIABLES.map((name) => [name, ""])),
+            ...SANDBOX_BASE_ENV,
+            ...spec.env
+          }).map(([name, value]) => ({ name, value })),
           workingDir: spec.workingDir,
           // The supervisor reads its header from stdin; no TTY, so stdout and stderr stay apart.
           stdin: spec.openStdin,

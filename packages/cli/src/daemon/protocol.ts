@@ -138,7 +138,8 @@ const fitEnv = (env: NodeJS.ProcessEnv): Record<string, string> =>
 export const fitKey = (
   options: {
     readonly network?: boolean | undefined
-    readonly runtime?: string | undefined
+    /** The OCI runtime's name, or a Kubernetes choice (its options as JSON make the key). */
+    readonly runtime?: string | { readonly kubernetes: unknown } | undefined
     readonly limitsUnsupported?: "fail" | "warn" | undefined
     readonly journal: string
   },
@@ -146,7 +147,10 @@ export const fitKey = (
 ): FitKey => ({
   version: PROTOCOL_VERSION,
   network: options.network === true,
-  runtime: options.runtime ?? null,
+  runtime:
+    typeof options.runtime === "object"
+      ? `kubernetes ${JSON.stringify(options.runtime.kubernetes)}`
+      : (options.runtime ?? null),
   limitsUnsupported: options.limitsUnsupported ?? "fail",
   journal: options.journal,
   env: fitEnv(env)
