@@ -3,8 +3,8 @@
 #
 #   scripts/test-tiers.sh check  type-check, API reports, import cycles, lint, formatting, the seccomp profile's derivation
 #   scripts/test-tiers.sh all    every test: first the checks, the supervisor's fuzzers, the build
-#                                (which is the type-check) and the unit tier side by side; then the journal, engine and heavy
-#                                tiers (and their warm-pool variants) in one vitest run,
+#                                (which is the type-check), the unit tier and the cluster's start side by side; then the
+#                                journal, engine, heavy and cluster tiers (and their warm-pool variants) in one vitest run,
 #                                HERMES_SANDBOX_TEST_FORKS files at once
 #
 # Every test runs; nothing is retried. At the end: each phase's time, the 15 slowest test files of
@@ -98,14 +98,24 @@ case "$mode" in
     (renice -n 10 -p "$BASHPID" >/dev/null; job -q fuzz env HERMES_FUZZ_SECONDS="${HERMES_FUZZ_SECONDS:-10}" bash scripts/fuzz-supervisor.sh) & fuzz_pid=$!
     # The unit tier with the supervisor built with ASan and UBSan (its host-side suite is in this tier).
     job -q unit env HERMES_SANDBOX_TEST_FORKS=2 bash scripts/sanitize-supervisor.sh run --project unit --isolate=false & unit_pid=$!
+    # The cluster tier's one-node Kubernetes comes up meanwhile (~25 s, mostly waiting); its global
+    # setup finds it up and uses it, and it is stopped at the end (the trap below).
+    cluster_pid=""
+    if ! bash scripts/kubernetes-local.sh status >/dev/null 2>&1; then
+      job -q cluster env HERMES_K8S_IMAGES="hermes-sandbox/python hermes-sandbox/bash" bash scripts/kubernetes-local.sh up & cluster_pid=$!
+      trap 'bash scripts/kubernetes-local.sh down >/dev/null 2>&1; rm -rf "$logs"' EXIT
+    fi
     job -q build bash -c "$(node -p 'require("./package.json").scripts.build')" || rc=1
     # The API reports (packages/*/api.md) against the declarations just built.
     # (It fails the run but does not hold back the tiers: they need only the build.)
     if [ "$rc" = 0 ]; then job -q api node scripts/api-report.mjs --check || api_rc=1; fi
-    # Phase 2: every tier that needs the engine or PostgreSQL, together, as soon as the build is there.
+    # Phase 2: every tier that needs the engine, PostgreSQL or the cluster, together, as soon as the
+    # build (and the cluster) is there.
+    if [ -n "$cluster_pid" ]; then wait "$cluster_pid" || rc=1; fi
     if [ "$rc" = 0 ]; then
       job engine env HERMES_SANDBOX_TEST_FORKS="${HERMES_SANDBOX_TEST_FORKS:-4}" vitest run \
-        --project journal --project engine --project engine-pool --project heavy --project heavy-pool || rc=1
+        --project journal --project engine --project engine-pool --project heavy --project heavy-pool \
+        --project cluster || rc=1
     fi
     wait "$check_pid" || rc=1
     wait "$fuzz_pid" || rc=1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite on a fresh machine: set up, run every test of every tier (unit, journal, engine,
-# heavy, and the warm-pool variants: scripts/test-tiers.sh), then check that no hermes-sandbox-*
-# container, private engine, database or sshd was left behind.
+# heavy, cluster, and the warm-pool variants: scripts/test-tiers.sh), then check that no
+# hermes-sandbox-* container, private engine, database, sshd or cluster was left behind.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # An engine this script starts is stopped when it ends (HERMES_KEEP_ENGINE=1 keeps it for reruns);
@@ -36,6 +36,12 @@ command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 command -v pyflakes3 >/dev/null 2>&1 || missing="$missing pyflakes3"
 command -v shellcheck >/dev/null 2>&1 || missing="$missing shellcheck"
 command -v clang-14 >/dev/null 2>&1 || missing="$missing clang-14"
+# The cluster tier's one-node Kubernetes (scripts/kubernetes-local.sh, which also downloads etcd-server's
+# .deb without installing it): containerd, runc and the CNI plugins, and bspatch for its binaries.
+command -v containerd >/dev/null 2>&1 || missing="$missing containerd"
+command -v runc >/dev/null 2>&1 || missing="$missing runc"
+[ -x /usr/lib/cni/loopback ] || missing="$missing containernetworking-plugins"
+command -v bspatch >/dev/null 2>&1 || missing="$missing bsdiff"
 ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-14-dev"
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -70,10 +76,14 @@ if [ -n "$left" ]; then
 fi
 echo "no hermes-sandbox-* container left behind" >&2
 # Nor a process a test started: a private engine (/tmp/hsd-*), a PostgreSQL cluster or an sshd.
-strays="$(pgrep -af 'dockerd.*/tmp/hsd-|postgres.*/tmp/|sshd.*/tmp/' | grep -v pgrep || true)"
+strays="$(pgrep -af 'dockerd.*/tmp/hsd-|postgres.*/tmp/|sshd.*/tmp/|/tmp/hermes-k8s' | grep -v pgrep || true)"
 if [ -n "$strays" ]; then
   printf 'processes left behind by the tests:\n%s\n' "$strays" >&2
   exit 1
 fi
-echo "no private engine, database or sshd left behind" >&2
+if bash scripts/kubernetes-local.sh status >/dev/null 2>&1 || [ -e /tmp/hermes-k8s ]; then
+  echo "the cluster tier's Kubernetes (/tmp/hermes-k8s) was left behind" >&2
+  exit 1
+fi
+echo "no private engine, database, sshd or cluster left behind" >&2
 exit "$rc"
