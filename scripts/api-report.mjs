@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url"
 import ts from "typescript"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
-export const PACKAGES = ["events", "core", "docker", "mcp", "cli"]
+export const PACKAGES = ["events", "core", "docker", "kubernetes", "mcp", "cli"]
 
 const printer = ts.createPrinter({ removeComments: true, newLine: ts.NewLineKind.LineFeed })
 const strip = (name, text) => printer.printFile(ts.createSourceFile(name, text, ts.ScriptTarget.Latest, false))
