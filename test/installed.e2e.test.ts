@@ -34,7 +34,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PROMISE_API_PROGRAM, README_PLAIN_NODE_PROGRAM } from "./support/plainNodeProgram.js"
 
 const repoRoot = realpathSync(fileURLToPath(new URL("..", import.meta.url)))
-const PACKAGES = ["events", "core", "docker", "mcp", "cli"] as const
+const PACKAGES = ["events", "core", "docker", "kubernetes", "mcp", "cli"] as const
 const PNPM_VERSION = "10.34.0"
 /**
  * pnpm as `npx -y pnpm@<version>` runs it, without npx's own start (~1 s of CPU each): the pnpm

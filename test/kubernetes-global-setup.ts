@@ -38,7 +38,8 @@ export default async function setup() {
       // The images the tier runs; the others would only cost import time.
       env: {
         ...process.env,
-        HERMES_K8S_IMAGES: process.env["HERMES_K8S_IMAGES"] ?? "hermes-sandbox/python hermes-sandbox/bash"
+        HERMES_K8S_IMAGES:
+          process.env["HERMES_K8S_IMAGES"] ?? "hermes-sandbox/python hermes-sandbox/bash hermes-sandbox/node"
       }
     })
     if (up.status !== 0) throw new Error(`scripts/kubernetes-local.sh up failed (exit ${up.status})`)

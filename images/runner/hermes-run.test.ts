@@ -1168,7 +1168,11 @@ describe("`stdin` in the header without tools (a runtime whose stdin never ends)
   }
 
   it("plain mode (no key): the program still reads it to its end", async () => {
-    const r = start("plain", { language: "python", code: CAT.python, stdin: big, stdinInHeader: true }, { keepOpen: true })
+    const r = start(
+      "plain",
+      { language: "python", code: CAT.python, stdin: big, stdinInHeader: true },
+      { keepOpen: true }
+    )
     r.child.stdin!.write("after run")
     const done = await r.done
     expect(done.status).toBe(0)

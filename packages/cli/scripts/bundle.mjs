@@ -250,7 +250,7 @@ const bundle = (entry, outfile) =>
     minify: true,
     plugins: [placesPlugin],
     // The Kubernetes runtime (and its 1.5 MiB client) stays out: docker's createExecutor import()s it
-    // only for runtime.kubernetes, and Node resolves it from here (the CLI depends on it).
+    // only for runtime.kubernetes, which the CLI does not offer yet (docs/kubernetes.md).
     external: ["@hermes-sandbox/kubernetes"],
     legalComments: "linked",
     metafile: true,

@@ -58,6 +58,9 @@ export interface KubernetesRuntimeOptions {
 const IMAGE_REASONS = new Set(["ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"])
 const STUCK_REASONS = new Set(["CreateContainerConfigError", "CreateContainerError", "RunContainerError"])
 
+/** While something waits on a pod, it is also read this often (the watch's safety net). */
+const POLL_MS = 1_000
+
 /** A watch that ended (the server closes them now and then) is opened again after this pause. */
 const REWATCH_MS = 200
 
@@ -134,7 +137,8 @@ export const make = (options: KubernetesRuntimeOptions) =>
 
     /** One API call, bounded; an unreachable API server is DockerUnavailable, anything else ContainerFailed. */
     const call = <A>(operation: string, containerName: string, f: () => Promise<A>) =>
-      Effect.tryPromise({ try: f, catch: (error) => error }).pipe(
+      // (Interruptible inside a caller's uninterruptible region too, so the timeout always cuts it.)
+      Effect.interruptible(Effect.tryPromise({ try: f, catch: (error) => error })).pipe(
         Effect.timeoutFail({
           duration: timeoutMs,
           onTimeout: () => new Error(`no answer from the API server within ${timeoutMs} ms`)
@@ -204,23 +208,33 @@ export const make = (options: KubernetesRuntimeOptions) =>
           )
       }
       open()
-      // A watch of a pod that is already gone says nothing: one read tells.
-      core.readNamespacedPod({ name, namespace }).then(
-        (pod) => {
-          if (t.pod === undefined && !t.gone) {
-            t.pod = pod
-            notify()
+      // A read now (a watch of a pod already gone says nothing), and every second while someone
+      // waits: a watch that stalls (a loaded API server, a reconnect) never leaves a wait to its timeout.
+      const read = () =>
+        core.readNamespacedPod({ name, namespace }).then(
+          (pod) => {
+            if (stopped || t.gone) return
+            const seen = t.pod?.metadata?.resourceVersion
+            if (seen === undefined || Number(pod.metadata?.resourceVersion) > Number(seen)) {
+              t.pod = pod
+              notify()
+            }
+          },
+          (error) => {
+            if (!stopped && statusCode(error) === 404) {
+              t.gone = true
+              notify()
+            }
           }
-        },
-        (error) => {
-          if (statusCode(error) === 404) {
-            t.gone = true
-            notify()
-          }
-        }
-      )
+        )
+      void read()
+      const poll = setInterval(() => {
+        if (t.listeners.size > 0) void read()
+      }, POLL_MS)
+      poll.unref()
       t.stop = () => {
         stopped = true
+        clearInterval(poll)
         controller?.abort()
       }
       return t
@@ -234,18 +248,22 @@ export const make = (options: KubernetesRuntimeOptions) =>
       for (const listener of [...t.listeners]) listener()
     }
     /** Completes with `decide`'s first defined answer, asked at once and after each change of the pod. */
+    // Interruptible even inside an uninterruptible region (a caller's acquireRelease), so the
+    // timeouts around it always cut it.
     const until = <A>(t: Track, decide: (t: Track) => A | undefined): Effect.Effect<A> =>
-      Effect.async<A>((resume) => {
-        const check = () => {
-          const answer = decide(t)
-          if (answer === undefined) return
-          t.listeners.delete(check)
-          resume(Effect.succeed(answer))
-        }
-        t.listeners.add(check)
-        check()
-        return Effect.sync(() => t.listeners.delete(check))
-      })
+      Effect.interruptible(
+        Effect.async<A>((resume) => {
+          const check = () => {
+            const answer = decide(t)
+            if (answer === undefined) return
+            t.listeners.delete(check)
+            resume(Effect.succeed(answer))
+          }
+          t.listeners.add(check)
+          check()
+          return Effect.sync(() => t.listeners.delete(check))
+        })
+      )
 
     /**
      * Sandboxes killed and not yet removed. A kill is a delete here (no API signals a container), so
