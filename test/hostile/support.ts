@@ -101,9 +101,33 @@ export interface HostileExecutor {
 export const hostileExecutor = async (
   runtime: RuntimeName,
   options: CreateExecutorOptions = {}
-): Promise<HostileExecutor> => {
+): Promise<HostileExecutor> =>
   // testExecutor: with HERMES_SANDBOX_TEST_WARM_POOL set, the same programs meet warm sandboxes.
-  const executor = await testExecutor({ timeoutMs: 30_000, maxConcurrency: 4, awaitRemoval: true, ...options, runtime })
+  hostileOver(
+    await testExecutor({ timeoutMs: 30_000, maxConcurrency: 4, awaitRemoval: true, ...options, runtime }),
+    runtime,
+    async (created) => {
+      for (const { name, id } of created) {
+        expect(await containerExists(name), `${name} is still on the engine`).toBe(false)
+        // Nothing of the sandbox survives on the host: no runc shim, no gVisor sandbox process.
+        expect(
+          await waitFor(async () => hostProcessesMatching(id).length === 0, 10_000),
+          hostProcessesMatching(id).join("\n")
+        ).toBe(true)
+      }
+    }
+  )
+
+/**
+ * A HostileExecutor over any executor (the engine's, or a cluster's: test/support/kubernetes.ts):
+ * it records the sandboxes created, and `finish` runs the health check, closes the executor and
+ * hands what was created to `checkGone`.
+ */
+export const hostileOver = (
+  executor: SandboxExecutor,
+  runtime: RuntimeName,
+  checkGone: (created: ReadonlyArray<{ name: string; id: string }>) => Promise<void>
+): HostileExecutor => {
   const created: Array<{ name: string; id: string }> = []
   const subscription = executor.events$.subscribe((e) => {
     if (e.type === "ContainerCreated") created.push({ name: e.data.containerName, id: e.data.containerId })
@@ -124,14 +148,7 @@ export const hostileExecutor = async (
         await executor.close()
         subscription.unsubscribe()
       }
-      for (const { name, id } of created) {
-        expect(await containerExists(name), `${name} is still on the engine`).toBe(false)
-        // Nothing of the sandbox survives on the host: no runc shim, no gVisor sandbox process.
-        expect(
-          await waitFor(async () => hostProcessesMatching(id).length === 0, 10_000),
-          hostProcessesMatching(id).join("\n")
-        ).toBe(true)
-      }
+      await checkGone(created)
     }
   }
 }

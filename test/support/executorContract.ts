@@ -903,3 +903,27 @@ export const executorContract = (name: string, world: ExecutorWorld) => {
     )
   })
 }
+
+/** The program in Python, its steps in the order of `Program` (the real engine's and the cluster's). */
+export const pythonProgram = (p: Program): string => {
+  const s = JSON.stringify
+  const lines = ["import sys, time"]
+  if (p.stdout) lines.push(`sys.stdout.write(${s(p.stdout)})`)
+  if (p.echoStdin) lines.push("sys.stdout.flush()", "sys.stdout.buffer.write(sys.stdin.buffer.read())")
+  if (p.printFile) lines.push(`sys.stdout.write(open(${s(p.printFile)}).read())`)
+  if (p.stdoutBytes) {
+    lines.push(
+      `for _ in range(${Math.floor(p.stdoutBytes / 65536)}): sys.stdout.write('x' * 65536)`,
+      `sys.stdout.write('x' * ${p.stdoutBytes % 65536})`
+    )
+  }
+  lines.push(...pythonToolCalls(p))
+  if (p.stderr) lines.push(`sys.stderr.write(${s(p.stderr)})`)
+  lines.push("sys.stdout.flush()", "sys.stderr.flush()")
+  if (p.oom) lines.push("a = []", "while True:", "    a.append(bytearray(10**7))")
+  if (p.hang) lines.push("while True:", "    time.sleep(1)")
+  if (p.spin) lines.push("while True:", "    pass")
+  if (p.sleepMs) lines.push(`time.sleep(${p.sleepMs / 1000})`)
+  lines.push(`sys.exit(${p.exitCode ?? 0})`)
+  return lines.join("\n") + "\n"
+}

@@ -7,7 +7,8 @@ import * as k8s from "@kubernetes/client-node"
 import { type CreateExecutorOptions, createExecutor } from "@hermes-sandbox/docker"
 import type { KubernetesRuntime } from "@hermes-sandbox/kubernetes"
 import { Guarantees } from "@hermes-sandbox/kubernetes"
-import type { HostileExecutor } from "../hostile/support.js"
+import { expect } from "vitest"
+import { type HostileExecutor, hostileOver } from "../hostile/support.js"
 
 const env = (name: string): string => {
   const value = process.env[name]
@@ -49,38 +50,22 @@ export const podsLeft = async (): Promise<Array<string>> =>
 export const kubernetesHostileExecutor = async (
   options: Omit<CreateExecutorOptions, "runtime"> = {},
   kubernetes: Partial<KubernetesRuntime.KubernetesRuntimeOptions> = {}
-): Promise<HostileExecutor> => {
-  const executor = await createExecutor({
-    timeoutMs: 30_000,
-    maxConcurrency: 4,
-    awaitRemoval: true,
-    cpus: 0.25,
-    ...options,
-    runtime: { kubernetes: runtimeOptions(kubernetes) }
-  })
-  const created: Array<{ name: string; id: string }> = []
-  const subscription = executor.events$.subscribe((e) => {
-    if (e.type === "ContainerCreated") created.push({ name: e.data.containerName, id: e.data.containerId })
-  })
-  return {
-    runtime: "runc",
-    executor,
-    created,
-    run: (request) => executor.executeCode(request),
-    finish: async ({ healthCheck = true } = {}) => {
-      try {
-        if (healthCheck) {
-          const health = await executor.executeCode({ language: "python", code: "print(1)" })
-          if (health.stdout !== "1\n" || health.exitCode !== 0)
-            throw new Error(`health check: ${JSON.stringify(health)}`)
-        }
-      } finally {
-        await executor.close()
-        subscription.unsubscribe()
-      }
+): Promise<HostileExecutor> =>
+  hostileOver(
+    await createExecutor({
+      timeoutMs: 30_000,
+      maxConcurrency: 4,
+      awaitRemoval: true,
+      cpus: 0.25,
+      ...options,
+      runtime: { kubernetes: runtimeOptions(kubernetes) }
+    }),
+    "runc",
+    async (created) => {
       const left = await podsLeft()
-      const mine = created.map((c) => c.name).filter((name) => left.includes(name))
-      if (mine.length > 0) throw new Error(`pods left behind: ${mine.join(", ")}`)
+      expect(
+        created.map((c) => c.name).filter((name) => left.includes(name)),
+        "pods left behind"
+      ).toEqual([])
     }
-  }
-}
+  )

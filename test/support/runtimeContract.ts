@@ -41,6 +41,33 @@ export interface ContractPrograms {
 
 const decoder = new TextDecoder()
 
+/** The project's Python image, its supervisor, and coreutils for the execs: what Docker and Kubernetes run. */
+export const PYTHON_PROGRAMS: ContractPrograms = {
+  language: "python",
+  image: "hermes-sandbox/python:latest",
+  command: ["/opt/hermes/hermes-run"],
+  exitWith: (code, stdout, stderr) =>
+    `import sys\nsys.stdout.write(${JSON.stringify(stdout)})\nsys.stderr.write(${JSON.stringify(stderr)})\nsys.exit(${code})\n`,
+  hang: "import time\nwhile True: time.sleep(1)\n",
+  echoStdin: "import sys\nsys.stdout.buffer.write(sys.stdin.buffer.read())\n",
+  idleCommand: ["sleep", "infinity"],
+  exec: {
+    exitWith: (code, stdout, stderr) => [
+      "sh",
+      "-c",
+      'printf %s "$1"; printf %s "$2" >&2; exit "$3"',
+      "sh",
+      stdout,
+      stderr,
+      String(code)
+    ],
+    echoStdin: ["cat"],
+    hang: ["sleep", "1000"],
+    printEnv: (name) => ["sh", "-c", 'printf "%s\\n" "$(printenv "$1")"', "sh", name],
+    printCwd: ["pwd"]
+  }
+}
+
 export const runtimeContract = (
   name: string,
   layer: Layer.Layer<SandboxRuntime, unknown>,

@@ -285,6 +285,14 @@ export const make = (options: KubernetesRuntimeOptions) =>
         )
       })
 
+    /** Stdin of a stream (attach or exec): bytes written, or a ContainerFailed. */
+    const writeTo = (channel: Channel, containerName: string) => (data: Uint8Array) =>
+      Effect.tryPromise({
+        try: () => channel.write(data),
+        catch: (error) =>
+          new ContainerFailed({ operation: "write stdin", containerName, reason: "engine", message: messageOf(error) })
+      })
+
     const notRunning = (name: string, operation: string, message: string) =>
       new ContainerFailed({ operation, containerName: name, statusCode: 409, reason: "conflict", message })
 
@@ -429,17 +437,7 @@ export const make = (options: KubernetesRuntimeOptions) =>
             t.streamEnded = true
           })
           return {
-            write: (data) =>
-              Effect.tryPromise({
-                try: () => channel.write(data),
-                catch: (error) =>
-                  new ContainerFailed({
-                    operation: "write stdin",
-                    containerName: ref.name,
-                    reason: "engine",
-                    message: messageOf(error)
-                  })
-              }),
+            write: writeTo(channel, ref.name),
             // Stream protocol v4 cannot end stdin alone (stdinEnds: false): the supervisor needs no end.
             end: Effect.void,
             closed: Effect.promise(() => channel.closed).pipe(Effect.asVoid)
@@ -608,17 +606,7 @@ export const make = (options: KubernetesRuntimeOptions) =>
           const channel = yield* open(argv, spec.stdin, output)
           let killed = false
           return {
-            write: (data) =>
-              Effect.tryPromise({
-                try: () => channel.write(data),
-                catch: (error) =>
-                  new ContainerFailed({
-                    operation: "write stdin",
-                    containerName: ref.name,
-                    reason: "engine",
-                    message: messageOf(error)
-                  })
-              }),
+            write: writeTo(channel, ref.name),
             end: Effect.void,
             exit: Effect.promise(() => channel.closed).pipe(
               Effect.map((end) => ({ exitCode: exitCodeOf(end) ?? (killed ? 137 : 1) }))
