@@ -136,9 +136,18 @@ export const make = (options: KubernetesRuntimeOptions) =>
     }
 
     /** One API call, bounded; an unreachable API server is DockerUnavailable, anything else ContainerFailed. */
-    const call = <A>(operation: string, containerName: string, f: () => Promise<A>) =>
-      // (Interruptible inside a caller's uninterruptible region too, so the timeout always cuts it.)
-      Effect.interruptible(Effect.tryPromise({ try: f, catch: (error) => error })).pipe(
+    const call = <A>(
+      operation: string,
+      containerName: string,
+      f: () => Promise<A>,
+      cut: "interruptible" | "atomic" = "interruptible"
+    ) =>
+      // Interruptible inside a caller's uninterruptible region too, so the timeout always cuts it;
+      // except an "atomic" call (create), whose effect on the cluster must be known once it was sent.
+      (cut === "atomic"
+        ? Effect.tryPromise({ try: f, catch: (error) => error })
+        : Effect.interruptible(Effect.tryPromise({ try: f, catch: (error) => error }))
+      ).pipe(
         Effect.timeoutFail({
           duration: timeoutMs,
           onTimeout: () => new Error(`no answer from the API server within ${timeoutMs} ms`)
@@ -393,15 +402,26 @@ export const make = (options: KubernetesRuntimeOptions) =>
                   "bind mounts are not available on Kubernetes (a hostPath volume would hand a node's directory to the sandbox)"
               })
             )
-          const pod = yield* call("create", spec.name, () =>
-            core.createNamespacedPod({ namespace, body: PodSpec.toPod(spec, podOptions) })
-          )
-          const ref = { id: pod.metadata?.uid ?? spec.name, name: spec.name }
-          // A pod starts by itself: wait until it runs (the supervisor then waits for its header), so a
-          // missing image or an unschedulable pod fails here, as a create, and leaves no pod behind.
-          yield* awaitStarted(ref, spec.image).pipe(
-            Effect.onError(() =>
-              deletePod(ref).pipe(Effect.zipRight(Effect.sync(() => untrack(ref.name))), Effect.ignore)
+          // The create is not cut once sent: an interruption (an executor closing, a pool's refill
+          // ended) waits for the API server's answer, so a pod it made is known. Then a pod starts by
+          // itself: wait until it runs (its supervisor then waits for the header), so a missing image
+          // or an unschedulable pod fails here, as a create; on any failure or interruption of that
+          // wait the pod is deleted, and none is left behind.
+          const ref = yield* Effect.uninterruptibleMask((restore) =>
+            call(
+              "create",
+              spec.name,
+              () => core.createNamespacedPod({ namespace, body: PodSpec.toPod(spec, podOptions) }),
+              "atomic"
+            ).pipe(
+              Effect.map((pod) => ({ id: pod.metadata?.uid ?? spec.name, name: spec.name })),
+              Effect.tap((ref) =>
+                restore(awaitStarted(ref, spec.image)).pipe(
+                  Effect.onError(() =>
+                    deletePod(ref).pipe(Effect.zipRight(Effect.sync(() => untrack(ref.name))), Effect.ignore)
+                  )
+                )
+              )
             )
           )
           return { ...ref, imageId: spec.image }
