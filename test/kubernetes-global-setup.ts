@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { readFileSync, writeFileSync } from "node:fs"
+import { readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
 import { pathToFileURL } from "node:url"
@@ -103,6 +103,7 @@ export default async function setup() {
           }
           await sleep(100)
         }
+        rmSync(runnerPath, { force: true })
         if (left.length > 0)
           throw new Error(`pods left behind in ${namespace} after the cluster tier:\n${left.join("\n")}`)
       } finally {

@@ -62,6 +62,7 @@ export const PYTHON_PROGRAMS: ContractPrograms = {
       String(code)
     ],
     echoStdin: ["cat"],
+    echoBytes: (n) => ["head", "-c", String(n)],
     hang: ["sleep", "1000"],
     printEnv: (name) => ["sh", "-c", 'printf "%s\\n" "$(printenv "$1")"', "sh", name],
     printCwd: ["pwd"]
