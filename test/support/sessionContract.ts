@@ -94,9 +94,75 @@ export interface SessionWorld {
   /** A cell's code (runCell). */
   readonly cell: (...steps: ReadonlyArray<CellStep>) => string
   readonly time: ContractTime
+  /**
+   * Whether the runtime binds host directories (default true). Kubernetes does not: a hostPath
+   * volume would hand a node's directory over, so a session with mounts is refused there.
+   */
+  readonly bindMounts?: boolean
   /** Which cases: all (default), or only the cells' (a second OCI runtime runs those again). */
   readonly parts?: "all" | "cells"
 }
+
+const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`
+
+/** The command in bash, its steps in the order of `ShellProgram` (the project's images). */
+export const bashCommand = (p: ShellProgram): string =>
+  [
+    p.stdout === undefined ? undefined : `printf %s ${quote(p.stdout)}`,
+    p.stderr === undefined ? undefined : `printf %s ${quote(p.stderr)} >&2`,
+    p.cd === undefined ? undefined : `mkdir -p ${quote(p.cd)} && cd ${quote(p.cd)}`,
+    ...Object.entries(p.export ?? {}).map(([k, v]) => `export ${k}=${quote(v)}`),
+    p.printCwd ? "pwd" : undefined,
+    p.printEnv === undefined ? undefined : `printf '%s\\n' "\${${p.printEnv}-}"`,
+    p.hang ? "sleep 3600" : undefined,
+    p.sleepMs === undefined ? undefined : `sleep ${p.sleepMs / 1000}`,
+    p.writeFile === undefined
+      ? undefined
+      : `mkdir -p "$(dirname ${quote(p.writeFile.path)})" && printf %s ${quote(p.writeFile.content)} > ${quote(p.writeFile.path)}`,
+    p.cat === undefined ? undefined : `cat ${quote(p.cat)}`,
+    `exit ${p.exitCode ?? 0}`
+  ]
+    .filter((line) => line !== undefined)
+    .join("\n")
+
+const py = (s: string) => JSON.stringify(s)
+
+/** A contract cell in Python (IPython: a string as the last line is the result). */
+export const pythonCell = (...steps: ReadonlyArray<CellStep>): string =>
+  steps
+    .map((step) => {
+      if ("print" in step) return `print(${py(step.print)}, end="", flush=True)`
+      if ("set" in step) return `${step.set.name} = ${py(step.set.value)}`
+      if ("get" in step) return `print(${step.get})`
+      if ("html" in step) return `from IPython.display import display, HTML\ndisplay(HTML(${py(step.html)}))`
+      if ("png" in step)
+        return `import base64\nfrom IPython.display import display, Image\ndisplay(Image(data=base64.b64decode(${py(CONTRACT_PNG)})))`
+      if ("result" in step) return py(step.result)
+      if ("raise" in step) return `raise ValueError(${py(step.raise)})`
+      if ("sleepMs" in step) return `import time\ntime.sleep(${step.sleepMs / 1000})`
+      if ("ignoreSigint" in step) return "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)"
+      if ("flood" in step) return `import sys\nsys.stdout.write("x" * ${step.flood})\nsys.stdout.flush()`
+      if ("tool" in step)
+        return `import hermes_tools, json\nprint(json.dumps(getattr(hermes_tools, ${py(step.tool.name)})(**json.loads(${py(JSON.stringify(step.tool.args))}))))`
+      return [
+        "import threading, time as _t",
+        "def _late():",
+        `    _t.sleep(${step.late.afterMs / 1000})`,
+        `    print(${py(step.late.text)}, end="", flush=True)`,
+        "threading.Thread(target=_late, daemon=True).start()"
+      ].join("\n")
+    })
+    .join("\n")
+
+/** A snippet in Python printing what is asked. */
+export const pythonSnippet = ({ printCwd, printEnv }: SnippetProgram) => ({
+  language: "python",
+  code: [
+    "import os",
+    ...(printCwd ? ["print(os.getcwd())"] : []),
+    ...(printEnv === undefined ? [] : [`print(os.environ.get(${JSON.stringify(printEnv)}, ""))`])
+  ].join("\n")
+})
 
 const runId = `${process.pid}-${Date.now().toString(36)}`
 
@@ -369,7 +435,9 @@ export const sessionContract = (name: string, world: SessionWorld) => {
     )
 
     callTest(
-      "mounts are read-only unless rw; the Docker socket and / are refused unless forced",
+      world.bindMounts === false
+        ? "mounts: the Docker socket and / are refused unless forced; a runtime without bind mounts refuses every one"
+        : "mounts are read-only unless rw; the Docker socket and / are refused unless forced",
       () =>
         withBase(({ journal, open, runtime }) =>
           Effect.gen(function* () {
@@ -388,6 +456,16 @@ export const sessionContract = (name: string, world: SessionWorld) => {
             expect(rootRw).toMatchObject({ _tag: "InvalidRequest", field: "mounts[0].hostPath" })
             // Refused before any sandbox exists.
             expect((yield* eventsOf(journal)).map((e) => e.type)).not.toContain("SessionOpened")
+            if (world.bindMounts === false) {
+              const refused = yield* Effect.flip(
+                sessions.open({ mounts: [{ hostPath: "/", containerPath: "/host" }], allowDangerousMounts: true })
+              )
+              expect(refused).toMatchObject({ _tag: "ContainerFailed" })
+              expect(refused.message).toContain("bind mounts are not available")
+              // Refused at the create, before any pod: the session's lifecycle closed with it.
+              expect((yield* eventsOf(journal)).map((e) => e.type)).toEqual(["SessionOpened", "SessionClosed"])
+              return
+            }
             const forced = yield* sessions.open({
               mounts: [{ hostPath: "/", containerPath: "/host" }],
               allowDangerousMounts: true

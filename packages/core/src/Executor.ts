@@ -39,7 +39,7 @@ import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfi
 import { ContainerNamePrefix, DEADLINE_MARGIN_S, deadlineLabel, Label, ownerLabels, ProjectName } from "./Labels.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
-import { encodeRunnerPayload, preloadedCommand } from "./RunnerProtocol.js"
+import { encodeRunnerPayloadFor, preloadedCommand } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./kernel/SupervisedRun.js"
 import { boundedWait, resultOf, runToCompletion, withTerminalEvent } from "./kernel/Run.js"
 import * as Sandbox from "./kernel/Sandbox.js"
@@ -374,7 +374,7 @@ export const make = (options: ExecutorOptions = {}) =>
                     : Effect.map(runtime.inspect(container), (s) => s.oomKilled)
               },
               run,
-              payload: encodeRunnerPayload({
+              payload: encodeRunnerPayloadFor(runtime, {
                 key: run.key,
                 capBytes: run.capBytes,
                 language: plan.language,
@@ -382,8 +382,7 @@ export const make = (options: ExecutorOptions = {}) =>
                 files: plan.files,
                 collect: plan.collect,
                 tools: tools?.header,
-                stdin: plan.stdin,
-                stdinInHeader: runtime.stdinEnds === false
+                stdin: plan.stdin
               }),
               timeoutMs: plan.timeoutMs,
               record,

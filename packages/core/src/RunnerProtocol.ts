@@ -264,6 +264,16 @@ export const encodeRunnerPayload = (payload: RunnerPayload): Uint8Array => {
   return w.bytes()
 }
 
+/**
+ * The payload as `runtime` takes it: the program's stdin in the header where the runtime cannot end
+ * the supervisor's stdin (SandboxRuntime.stdinEnds false: Kubernetes' stream protocol v4).
+ */
+export const encodeRunnerPayloadFor = (
+  runtime: { readonly stdinEnds?: boolean | undefined },
+  payload: RunnerPayload
+): Uint8Array =>
+  encodeRunnerPayload({ ...payload, stdinInHeader: payload.stdinInHeader === true || runtime.stdinEnds === false })
+
 /** What the supervisor reported when the program's process exited. */
 export interface ReportedExit {
   readonly exitCode: number

@@ -13,14 +13,19 @@ import {
   type ExecutorOptions,
   type InvalidRequest,
   type SandboxError,
-  type SandboxRuntime
+  type SandboxRuntime,
+  Session
 } from "@hermes-sandbox/core"
+import type { Sessions, SessionsOptions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
 import * as KubernetesRuntime from "./KubernetesRuntime.js"
 
 export interface KubernetesExecutorOptions extends ExecutorOptions {
   readonly kubernetes: KubernetesRuntime.KubernetesRuntimeOptions
 }
+
+/** The session service's own options (the sandbox defaults are the executor's), as on Docker. */
+export type SessionServiceOptions = Pick<SessionsOptions, "sessionImage" | "runner" | "reapOnStart" | "pool">
 
 /** An Executor over Kubernetes. Needs a Journal (MemoryJournal.layer() or a SQLite / PostgreSQL one). */
 export const layer = (
@@ -30,4 +35,29 @@ export const layer = (
   return Executor.layer({ ...options, executorId }).pipe(
     Layer.provideMerge(KubernetesRuntime.layer(options.kubernetes))
   )
+}
+
+/**
+ * An Executor and Sessions over ONE runtime (one API connection) and identity, as
+ * DockerExecutor.layerWithSessions (the MCP server): one-shot runs and session sandboxes in one
+ * journal and one startup sweep, the executor's.
+ */
+export const layerWithSessions = (
+  options: KubernetesExecutorOptions & { readonly sessions?: SessionServiceOptions | undefined }
+): Layer.Layer<Executor.Executor | Sessions | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
+  const executorId = options.executorId ?? uuidv7()
+  const {
+    sessions,
+    kubernetes,
+    maxConcurrency: _c,
+    maxQueue: _q,
+    whenQueueFull: _w,
+    warmPool: _p,
+    awaitRemoval: _r,
+    ...defaults
+  } = options
+  return Layer.merge(
+    Executor.layer({ ...options, executorId }),
+    Session.layer({ ...defaults, ...sessions, executorId, sweepOnStart: false })
+  ).pipe(Layer.provideMerge(KubernetesRuntime.layer(kubernetes)))
 }

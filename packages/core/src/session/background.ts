@@ -31,7 +31,7 @@ import {
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import { backgroundInvocation, SESSION_STATE_DIR, sessionInvocation } from "../internal/sessionShell.js"
 import { makeSupervisedRun, type SupervisorReport } from "../kernel/SupervisedRun.js"
-import { encodeRunnerPayload } from "../RunnerProtocol.js"
+import { encodeRunnerPayloadFor } from "../RunnerProtocol.js"
 import { type CallDeps, callEnv } from "./call.js"
 import type { BackgroundSettings } from "./plan.js"
 
@@ -266,7 +266,7 @@ export const makeBackground = (deps: BackgroundDeps) => {
       })
       const argv = backgroundInvocation({ stateDir: SESSION_STATE_DIR, keep: Object.keys(env), args: [cwd, command] })
       // No lock (calls go on), no leftovers kill, no cap (the ring bounds what is kept).
-      const payload = encodeRunnerPayload({ key: run.key, args: argv, stdin: new Uint8Array(0) })
+      const payload = encodeRunnerPayloadFor(runtime, { key: run.key, args: argv, stdin: new Uint8Array(0) })
       const proc = yield* runtime.exec(container, { command: [supervisor], env, stdin: true }, run.receiver)
       const over = Effect.raceFirst(
         Effect.map(Deferred.await(run.report), (r) => exitOf(r)),

@@ -24,7 +24,7 @@ import type { ExecuteOptions } from "../Executor.js"
 import { SESSION_LOCK, SESSION_STATE_DIR, sessionInvocation } from "../internal/sessionShell.js"
 import { type Completion, runToCompletion } from "../kernel/Run.js"
 import { makeSupervisedRun, type SupervisedRun } from "../kernel/SupervisedRun.js"
-import { encodeRunnerPayload } from "../RunnerProtocol.js"
+import { encodeRunnerPayload, encodeRunnerPayloadFor, type RunnerPayload } from "../RunnerProtocol.js"
 import type { ToolChannel } from "../kernel/ToolChannel.js"
 import type { ToolLimits, ToolPlan, Tools } from "../Tools.js"
 import type { ExecProcess, SandboxRef, SandboxRuntime } from "../SandboxRuntime.js"
@@ -211,7 +211,7 @@ export const runCall = (
         env: input.env,
         timeoutMs: input.timeoutMs,
         what: "command",
-        payload: encodeRunnerPayload({
+        payload: {
           key: run.key,
           capBytes: run.capBytes,
           lock: SESSION_LOCK,
@@ -219,7 +219,7 @@ export const runCall = (
           args: shell,
           tools: tools?.header,
           stdin: input.stdin
-        }),
+        },
         tools
       },
       record
@@ -298,7 +298,8 @@ export const superviseExec = (
     readonly timeoutMs: number
     /** What never ran when the lock stayed held, in the error: "command", "file operation". */
     readonly what: string
-    readonly payload: Uint8Array
+    /** Encoded for the runtime here (its stdin in the header where the runtime's stdin cannot end). */
+    readonly payload: RunnerPayload
     readonly tools?: ToolChannel | undefined
   },
   record: (event: JournalEvent) => Effect.Effect<void, JournalError>
@@ -392,7 +393,7 @@ export const superviseExec = (
           )
       },
       run,
-      payload: input.payload,
+      payload: encodeRunnerPayloadFor(runtime, input.payload),
       timeoutMs: input.timeoutMs,
       record,
       tools: input.tools

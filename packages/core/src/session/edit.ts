@@ -28,7 +28,6 @@ import { Effect, type Scope } from "effect"
 import { invalidRequest, type InvalidRequest, PatchFailed, SandboxFileError, type SessionEnded } from "../Errors.js"
 import { SESSION_LOCK, SESSION_STATE_DIR } from "../internal/sessionShell.js"
 import { makeSupervisedRun } from "../kernel/SupervisedRun.js"
-import { encodeRunnerPayload } from "../RunnerProtocol.js"
 import * as Schemas from "../Schemas.js"
 import { type CallDeps, superviseExec } from "./call.js"
 import {
@@ -614,13 +613,13 @@ export const makeEditOps = (
               env: { LC_ALL: "C.UTF-8" },
               timeoutMs: planned.timeoutMs,
               what: "search",
-              payload: encodeRunnerPayload({
+              payload: {
                 key: run.key,
                 capBytes: MAX_SEARCH_OUTPUT_BYTES,
                 lock: SESSION_LOCK,
                 args: planned.argv,
                 stdin: new Uint8Array(0)
-              })
+              }
             },
             () => Effect.void
           ).pipe(Effect.catchTag("JournalError", (e) => Effect.die(e)))

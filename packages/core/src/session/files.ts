@@ -26,7 +26,7 @@ import {
 } from "../Errors.js"
 import { SESSION_LOCK } from "../internal/sessionShell.js"
 import { makeSupervisedRun } from "../kernel/SupervisedRun.js"
-import { encodeRunnerPayload, type FileOp, KEEP_EXISTING_MODE } from "../RunnerProtocol.js"
+import { type FileOp, KEEP_EXISTING_MODE } from "../RunnerProtocol.js"
 import * as Schemas from "../Schemas.js"
 import { type CallDeps, superviseExec } from "./call.js"
 import { callTimeoutMs } from "./plan.js"
@@ -262,7 +262,7 @@ const runOp = (deps: CallDeps, planned: Planned) =>
         env: { HERMES_WORKSPACE: WORKSPACE },
         timeoutMs,
         what: "file operation",
-        payload: encodeRunnerPayload({ key: run.key, lock: SESSION_LOCK, fileOp: op, stdin: new Uint8Array(0) })
+        payload: { key: run.key, lock: SESSION_LOCK, fileOp: op, stdin: new Uint8Array(0) }
         // Not journaled: a file operation is not an execution (no ExecutionRequested, nothing to record).
       },
       () => Effect.void

@@ -448,7 +448,7 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       background: calls,
       atIdle: (effect) => lock.withPermits(1)(effect)
     })
-    // The session's end closes the kernel's stdin: its supervisor kills the domain.
+    // The session's end asks the kernel to end: its supervisor kills the domain.
     yield* Scope.addFinalizer(callScope, pythonKernel.shutdown)
     const cellDeps = {
       sessionId,

@@ -118,7 +118,7 @@ export interface PythonKernel {
   readonly pendingLoss: () => boolean
   /** A result said the pending loss (a cell that did not lose the kernel itself returned). */
   readonly lossReturned: () => void
-  /** The session ends: the kernel's stdin is closed (its supervisor kills the domain). */
+  /** The session ends: the kernel is asked to end (its supervisor kills the domain). */
   readonly shutdown: Effect.Effect<void>
 }
 
@@ -134,10 +134,17 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
   const late = new LateOutput()
   let lateSkipped: Array<{ bytes: number }> = []
 
-  /** The exec ends: stdin closed, KILL_GRACE for it; else killed from inside, then the engine, then the sandbox. */
+  /**
+   * Asks a kernel's supervisor to end: the end of its stdin or, where the runtime cannot end an
+   * exec's stdin (Kubernetes), the restart command, on which it kills the domain and exits too.
+   */
+  const askToEnd = (proc: ExecProcess) =>
+    (runtime.stdinEnds === false ? proc.write(encodeRestartCommand()) : proc.end).pipe(Effect.ignore)
+
+  /** The exec ends: asked to, KILL_GRACE for it; else killed from inside, then the engine, then the sandbox. */
   const teardown = (kernel: LiveKernel) =>
     Effect.gen(function* () {
-      yield* kernel.proc.end.pipe(Effect.ignore)
+      yield* askToEnd(kernel.proc)
       // Interruptible waits: `lost` runs uninterruptibly, and a timeout cannot cut an uninterruptible wait.
       const exited = (exec: ExecProcess) =>
         Effect.interruptible(exec.exit).pipe(
@@ -341,7 +348,7 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
       Effect.catchAll(() => Effect.succeed({ _tag: "Ended" as const, e: { _tag: "ChannelEnded" } as KernelEnd }))
     )
     if (outcome._tag !== "Ready") {
-      yield* proc.end.pipe(Effect.ignore)
+      yield* askToEnd(proc)
       yield* proc.kill.pipe(Effect.ignore)
       yield* proc.detach
       const base = { operation: "kernel start", containerName: container.name }
@@ -440,7 +447,7 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
     live = undefined
     if (kernel === undefined || kernel.endHandled) return Effect.void
     kernel.endHandled = true
-    return kernel.proc.end.pipe(Effect.ignore, Effect.zipRight(kernel.proc.detach))
+    return askToEnd(kernel.proc).pipe(Effect.zipRight(kernel.proc.detach))
   })
 
   return {
