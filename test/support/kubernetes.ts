@@ -6,6 +6,7 @@
 import * as k8s from "@kubernetes/client-node"
 import { type CreateExecutorOptions, createExecutor } from "@hermes-sandbox/docker"
 import type { KubernetesRuntime } from "@hermes-sandbox/kubernetes"
+import { Label } from "@hermes-sandbox/core/Labels"
 import { Guarantees } from "@hermes-sandbox/kubernetes"
 import { expect } from "vitest"
 import { type HostileExecutor, hostileOver } from "../hostile/support.js"
@@ -37,6 +38,12 @@ export const adminCore = (): k8s.CoreV1Api => {
   kc.loadFromFile(env("HERMES_SANDBOX_TEST_K8S_ADMIN"))
   return kc.makeApiClient(k8s.CoreV1Api)
 }
+
+/** The pods of one executor (its label) in this run's namespace right now. */
+export const podsOfExecutor = async (executorId: string): Promise<Array<string>> =>
+  (
+    await adminCore().listNamespacedPod({ namespace: namespace(), labelSelector: `${Label.executor}=${executorId}` })
+  ).items.map((p) => p.metadata?.name ?? "")
 
 /** The sandbox pods in this run's namespace right now. */
 export const podsLeft = async (): Promise<Array<string>> =>

@@ -249,8 +249,8 @@ const bundle = (entry, outfile) =>
     banner: { js: `var __hermesImportMetaUrl = require("node:url").pathToFileURL(__filename).href;` },
     minify: true,
     plugins: [placesPlugin],
-    // The Kubernetes runtime (and its 1.5 MiB client) stays out: docker's createExecutor import()s it
-    // only for runtime.kubernetes, which the CLI does not offer yet (docs/kubernetes.md).
+    // The Kubernetes runtime (and its 1.5 MiB client) stays out, an optional package: docker's
+    // importKubernetes loads it only for --kubernetes, through the launcher's import().
     external: ["@hermes-sandbox/kubernetes"],
     legalComments: "linked",
     metafile: true,

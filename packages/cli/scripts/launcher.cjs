@@ -61,9 +61,7 @@ const load = (name, cacheName) => {
 
   const script = new vm.Script(Module.wrap(source), {
     filename: file,
-    ...(cachedData === undefined ? {} : { cachedData }),
-    // import() inside the bundle as in a module Node loaded (Node >= 20.12; the bundle has none today).
-    ...(vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER === undefined ? {} : { importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER })
+    ...(cachedData === undefined ? {} : { cachedData })
   })
 
   if (cache !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
@@ -99,6 +97,12 @@ const load = (name, cacheName) => {
   script.runInThisContext()(loaded.exports, Module.createRequire(file), loaded, file, __dirname)
   return loaded.exports
 }
+
+// A script compiled by vm.Script cannot import() on Node 20 once it comes from a code cache
+// (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING; importModuleDynamically is lost with the cache, and is
+// experimental): this file, which Node loaded itself, lends its import() to the bundle's one
+// optional package (@hermes-sandbox/kubernetes, resolved from here as from the bundle).
+globalThis[Symbol.for("hermes-sandbox.import")] = (specifier) => import(specifier)
 
 const cli = () => load("cli.cjs", COMMANDS.includes(process.argv[2]) ? process.argv[2] : "main")
 

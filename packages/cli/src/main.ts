@@ -68,9 +68,24 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   program
     .command("doctor")
     .description(
-      "check the engine, API version, images, runtimes and hardening support; print what is missing and how to fix it"
+      "check the engine, API version, images, runtimes and hardening support; print what is missing and how to fix it (with --kubernetes: the cluster's)"
     )
     .option("--json", "machine-readable report")
+    .option(
+      "--kubernetes",
+      "check a Kubernetes cluster instead (KUBECONFIG and its current context, as kubectl reads them)"
+    )
+    .option(
+      "--namespace <namespace>",
+      "with --kubernetes: the sandboxes' namespace (default: the context's, else default)"
+    )
+    .option("--kube-context <name>", "with --kubernetes: a context of the kubeconfig other than its current one")
+    .option(
+      "--allow-degraded <guarantees>",
+      "with --kubernetes: the guarantees a pod cannot give to run without, comma-separated"
+    )
+    .option("--image-pull-policy <policy>", "with --kubernetes: Never, IfNotPresent (default) or Always")
+    .option("--runtime <name>", "with --kubernetes: the pods' RuntimeClass")
     .action(async (options) => {
       json = options.json === true
       exitCode = await (await commands.doctor()).doctor(options)

@@ -15,7 +15,21 @@ export const withSandboxOptions = (command: Command): Command =>
   command
     .option("--network", "give the sandboxes network access (default: none)")
     .option("--no-network", "no network access, even if the Hermes configuration enables it")
-    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor")
+    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor (with --kubernetes: the pods' RuntimeClass)")
+    .option(
+      "--kubernetes",
+      "run the sandboxes as Pods on a Kubernetes cluster: KUBECONFIG and its current context, as kubectl reads them (needs @hermes-sandbox/kubernetes installed; docs/kubernetes.md)"
+    )
+    .option(
+      "--namespace <namespace>",
+      "with --kubernetes: the sandboxes' namespace (default: the context's, else default)"
+    )
+    .option("--kube-context <name>", "with --kubernetes: a context of the kubeconfig other than its current one")
+    .option(
+      "--allow-degraded <guarantees>",
+      "with --kubernetes: the guarantees a pod cannot give to run without, comma-separated (pids-limit,ulimits,tmpfs-options,masked-paths,network-none,logging-off); a run needing one not named fails, naming it"
+    )
+    .option("--image-pull-policy <policy>", "with --kubernetes: Never, IfNotPresent (default) or Always")
     .addOption(
       new Option(
         "--limits-unsupported <policy>",

@@ -3,7 +3,7 @@
  * agent's configuration, network, runtime, the limits policy. What the command line can get
  * wrong is a UsageError, found before the SDK loads.
  */
-import type { CreateExecutorOptions, HermesConfigSource } from "@hermes-sandbox/docker"
+import type { CreateExecutorOptions, HermesConfigSource, KubernetesChoice } from "@hermes-sandbox/docker"
 import { parseDuration } from "./duration.js"
 import { UsageError } from "./errors.js"
 
@@ -11,6 +11,11 @@ export interface SandboxCommandOptions {
   readonly journal?: string | boolean
   readonly network?: boolean
   readonly runtime?: string
+  readonly kubernetes?: boolean
+  readonly namespace?: string
+  readonly kubeContext?: string
+  readonly allowDegraded?: string
+  readonly imagePullPolicy?: string
   readonly limitsUnsupported?: "fail" | "warn"
   readonly config?: string
   readonly envFile?: string
@@ -34,9 +39,47 @@ export const executorOptionsOf = (
     options.journal === false ? "memory" : typeof options.journal === "string" ? { path: options.journal } : "default",
   ...(hermes === undefined ? {} : { hermesConfig: hermes }),
   ...(options.network === undefined ? {} : { network: options.network }),
-  ...(options.runtime === undefined ? {} : { runtime: options.runtime }),
+  ...runtimeOf(options),
   ...(options.limitsUnsupported === undefined ? {} : { limitsUnsupported: options.limitsUnsupported })
 })
+
+type Kubernetes = KubernetesChoice["kubernetes"]
+const PULL_POLICIES = ["Never", "IfNotPresent", "Always"] as const
+
+/** --runtime, or with --kubernetes the cluster's options (the runtime then names a RuntimeClass). */
+const runtimeOf = (options: SandboxCommandOptions): Pick<CreateExecutorOptions, "runtime"> => {
+  if (options.kubernetes !== true) {
+    for (const [flag, given] of [
+      ["--namespace", options.namespace],
+      ["--kube-context", options.kubeContext],
+      ["--allow-degraded", options.allowDegraded],
+      ["--image-pull-policy", options.imagePullPolicy]
+    ] as const)
+      if (given !== undefined) throw new UsageError(`${flag}: only with --kubernetes`)
+    return options.runtime === undefined ? {} : { runtime: options.runtime }
+  }
+  const policy = options.imagePullPolicy
+  if (policy !== undefined && !(PULL_POLICIES as ReadonlyArray<string>).includes(policy))
+    throw new UsageError(
+      `--image-pull-policy: expected one of ${PULL_POLICIES.join(", ")}, got ${JSON.stringify(policy)}`
+    )
+  const allowDegraded = options.allowDegraded
+    ?.split(",")
+    .map((g) => g.trim())
+    .filter((g) => g !== "")
+  return {
+    runtime: {
+      kubernetes: {
+        ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
+        ...(options.kubeContext === undefined ? {} : { context: options.kubeContext }),
+        ...(options.runtime === undefined ? {} : { runtimeClassName: options.runtime }),
+        // The runtime checks the names (an unknown one is an InvalidRequest naming the known ones).
+        ...(allowDegraded === undefined ? {} : { allowDegraded: allowDegraded as Kubernetes["allowDegraded"] }),
+        ...(policy === undefined ? {} : { imagePullPolicy: policy as Kubernetes["imagePullPolicy"] })
+      }
+    }
+  }
+}
 
 /** A --flag's duration (5s, 500ms, 2m) in ms, or a UsageError naming the flag. */
 export const durationOption = (flag: string, given: string | undefined): number | undefined => {

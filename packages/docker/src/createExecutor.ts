@@ -85,6 +85,31 @@ export interface SandboxExecutor extends AsyncDisposable {
 
 export { abortReason, squashCause } from "./internal/facadeCall.js"
 
+type KubernetesPackage = typeof import("@hermes-sandbox/kubernetes")
+
+/**
+ * import() of the package, or the one a host program lends (Symbol.for("hermes-sandbox.import")):
+ * the CLI's launcher runs its bundle through vm.Script with V8's code cache, where Node 20 has no
+ * import() (packages/cli/scripts/launcher.cjs).
+ */
+const importPackage = (): Promise<KubernetesPackage> => {
+  const lent = (globalThis as Record<symbol, unknown>)[Symbol.for("hermes-sandbox.import")]
+  return typeof lent === "function"
+    ? (lent as (specifier: string) => Promise<KubernetesPackage>)("@hermes-sandbox/kubernetes")
+    : import("@hermes-sandbox/kubernetes")
+}
+
+/** `@hermes-sandbox/kubernetes`, loaded only when asked: the Kubernetes client is large, and optional. */
+export const importKubernetes = (): Promise<KubernetesPackage> =>
+  importPackage().catch((error: unknown) => {
+    throw new InvalidRequest({
+      field: "runtime.kubernetes",
+      value: "kubernetes",
+      allowed: "a runtime whose package is installed (npm install @hermes-sandbox/kubernetes)",
+      message: `runtime.kubernetes needs @hermes-sandbox/kubernetes, which cannot be loaded: ${String(error)}`
+    })
+  })
+
 /** The options as given over the Hermes configuration's, when one is named (options given win). */
 export const withHermesDefaults = <O extends CreateExecutorOptions>(explicit: O): O =>
   explicit.hermesConfig === undefined ? explicit : { ...executorOptionsFromHermes(explicit.hermesConfig), ...explicit }
@@ -93,15 +118,7 @@ export const createExecutor = async (explicit: CreateExecutorOptions = {}): Prom
   const { docker: options, kubernetes } = splitRuntime(withHermesDefaults(explicit))
   const journal = facadeJournalLayer(options.journal)
   if (kubernetes !== undefined) {
-    // Loaded only when asked: the Kubernetes client is large, and optional.
-    const { KubernetesExecutor } = await import("@hermes-sandbox/kubernetes").catch((error: unknown) => {
-      throw new InvalidRequest({
-        field: "runtime.kubernetes",
-        value: "kubernetes",
-        allowed: "a runtime whose package is installed (npm install @hermes-sandbox/kubernetes)",
-        message: `runtime.kubernetes needs @hermes-sandbox/kubernetes, which cannot be loaded: ${String(error)}`
-      })
-    })
+    const { KubernetesExecutor } = await importKubernetes()
     return (
       await openExecutorFacade(KubernetesExecutor.layer({ ...options, kubernetes }).pipe(Layer.provideMerge(journal)))
     ).executor

@@ -30,6 +30,8 @@ export {
   createExecutor,
   type CreateExecutorOptions,
   type ExecuteCallOptions,
+  importKubernetes,
+  type KubernetesChoice,
   type SandboxExecutor
 } from "./createExecutor.js"
 export {

@@ -25,12 +25,14 @@ import {
   type ExecProcess,
   type ExitStatus,
   ImageNotFound,
+  type InvalidRequest,
   type SandboxError,
   SandboxRuntime,
   type SandboxInfo,
   type SandboxRef,
   type SandboxState
 } from "@hermes-sandbox/core"
+import { invalidRequest } from "@hermes-sandbox/core/Errors"
 import * as Guarantees from "./Guarantees.js"
 import { type Channel, exitCodeOf, openChannel } from "./internal/channel.js"
 import * as PodSpec from "./PodSpec.js"
@@ -40,8 +42,8 @@ export interface KubernetesRuntimeOptions {
   readonly kubeconfig?: string | undefined
   /** A context of that kubeconfig; default: its current context. */
   readonly context?: string | undefined
-  /** Where the sandbox pods live. */
-  readonly namespace: string
+  /** Where the sandbox pods live; default: the context's namespace, else "default" (as kubectl). */
+  readonly namespace?: string | undefined
   /** A RuntimeClass for every pod (gVisor: one whose handler is runsc). */
   readonly runtimeClassName?: string | undefined
   /** The guarantees a pod cannot give that the executor may run without (Guarantees.ts); none by default. */
@@ -106,6 +108,13 @@ const containerOf = (pod: k8s.V1Pod | undefined) =>
 
 export const make = (options: KubernetesRuntimeOptions) =>
   Effect.gen(function* () {
+    const unknownGuarantees = (options.allowDegraded ?? []).filter((g) => !Guarantees.isDegradedGuarantee(g))
+    if (unknownGuarantees.length > 0)
+      return yield* invalidRequest(
+        "runtime.kubernetes.allowDegraded",
+        unknownGuarantees,
+        `the guarantees a pod cannot give: ${Object.keys(Guarantees.DEGRADED_GUARANTEES).join(", ")}`
+      )
     const kc = new k8s.KubeConfig()
     yield* Effect.try({
       try: () => {
@@ -123,7 +132,7 @@ export const make = (options: KubernetesRuntimeOptions) =>
     })
     const cluster = kc.getCurrentCluster()
     const endpoint = cluster?.server ?? "no cluster"
-    const namespace = options.namespace
+    const namespace = options.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? "default"
     const core = kc.makeApiClient(k8s.CoreV1Api)
     const watcher = new k8s.Watch(kc)
     const timeoutMs = options.callTimeoutMs ?? 60_000
@@ -646,5 +655,5 @@ export const make = (options: KubernetesRuntimeOptions) =>
     })
   })
 
-export const layer = (options: KubernetesRuntimeOptions): Layer.Layer<SandboxRuntime, SandboxError> =>
+export const layer = (options: KubernetesRuntimeOptions): Layer.Layer<SandboxRuntime, SandboxError | InvalidRequest> =>
   Layer.scoped(SandboxRuntime, make(options))

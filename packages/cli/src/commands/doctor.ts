@@ -6,13 +6,14 @@ import Docker from "dockerode"
 import { randomUUID } from "node:crypto"
 import { ContainerNamePrefix } from "@hermes-sandbox/core/Labels"
 import { defaultLanguageRuntimes, Languages } from "@hermes-sandbox/core"
-import { createExecutor } from "@hermes-sandbox/docker"
+import { createExecutor, importKubernetes, type KubernetesChoice } from "@hermes-sandbox/docker"
 import * as DiskQuota from "@hermes-sandbox/docker/DiskQuota"
 import { type DockerEngineOptions, unreachableHint } from "@hermes-sandbox/docker/DockerEngine"
 import * as EngineEndpoint from "@hermes-sandbox/docker/EngineEndpoint"
 import { DATA_IMAGE, imageBuildCommand } from "@hermes-sandbox/docker/ImageBuild"
 import * as ResourceLimits from "@hermes-sandbox/docker/ResourceLimits"
 import { loadSeccompProfile } from "@hermes-sandbox/docker/Seccomp"
+import { executorOptionsOf, type SandboxCommandOptions } from "../sandboxOptions.js"
 
 export interface Check {
   readonly name: string
@@ -275,8 +276,60 @@ export const runChecks = async (options: DockerEngineOptions = {}): Promise<Read
   return checks
 }
 
-export const doctor = async (options: { json?: boolean }): Promise<number> => {
-  const checks = await runChecks()
+/** Where a smoke run's failure says the seccomp profile is missing on the node. */
+const SECCOMP_MISSING = /seccomp/i
+
+/**
+ * A cluster's checks (@hermes-sandbox/kubernetes's Doctor) and a smoke run there. The smoke run
+ * accepts every guarantee a pod cannot give: it checks the cluster's path (images and the seccomp
+ * profile on the nodes, attach), not the policy, which the guarantees' checks report.
+ */
+const runKubernetesChecks = async (options: SandboxCommandOptions): Promise<Array<Check>> => {
+  const { Doctor, Guarantees } = await importKubernetes()
+  const choice = executorOptionsOf({ ...options, journal: false }, undefined)
+  const kubernetes = (choice.runtime as KubernetesChoice).kubernetes
+  const checks: Array<Check> = await Doctor.checks(kubernetes)
+  if (checks.every((c) => c.ok || !c.required)) {
+    try {
+      const allowDegraded = Object.keys(Guarantees.DEGRADED_GUARANTEES).filter(Guarantees.isDegradedGuarantee)
+      const executor = await createExecutor({
+        ...choice,
+        runtime: { kubernetes: { ...kubernetes, allowDegraded } },
+        timeoutMs: 60_000,
+        cpus: 0.25
+      })
+      const t0 = Date.now()
+      try {
+        const r = await executor.executeCode({ language: "python", code: "print('ok')" })
+        checks.push({
+          name: "smoke run",
+          ok: r.stdout === "ok\n",
+          required: true,
+          detail: `python print in a hardened pod: ${Date.now() - t0} ms${r.stdout === "ok\n" ? "" : ` (got ${JSON.stringify(r.stdout.slice(0, 200))}, exit ${r.exitCode})`}`
+        })
+      } finally {
+        await executor.close()
+      }
+    } catch (error) {
+      const message = (error as Error).message
+      checks.push({
+        name: "smoke run",
+        ok: false,
+        required: true,
+        detail: message,
+        ...(SECCOMP_MISSING.test(message)
+          ? {
+              fix: 'put the seccomp profile on every node: the DaemonSet in docs/kubernetes.md ("The seccomp profile on the nodes")'
+            }
+          : {})
+      })
+    }
+  }
+  return checks
+}
+
+export const doctor = async (options: { json?: boolean } & SandboxCommandOptions): Promise<number> => {
+  const checks = options.kubernetes === true ? await runKubernetesChecks(options) : await runChecks()
   if (options.json) process.stdout.write(`${JSON.stringify(checks)}\n`)
   else {
     for (const c of checks) {
