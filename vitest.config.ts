@@ -16,8 +16,9 @@ import { LongFirst } from "./test/support/longFirst.js"
  *            and `heavy-pool`, the pool variants of those.
  * - cluster  the Kubernetes runtime on a live one-node cluster (test/kubernetes/): its global setup
  *            starts it (scripts/kubernetes-local.sh) and runs the files as a ServiceAccount bound to
- *            the runtime's Role (one project, so one cluster and one namespace; the executor
- *            contract's file runs it with and without a warm pool itself).
+ *            the runtime's Role (one cluster and one namespace; the executor contract's file runs
+ *            it with and without a warm pool itself), and `cluster-chaos`: a node component killed
+ *            mid-run, in the run's first group, alone on the cluster.
  *
  * `pnpm test` runs every project; `pnpm test:<tier>` one tier (its pool variant included).
  * Real-engine tiers talk to the engine `.ci/run` (or scripts/ensure-engine.sh) started.
@@ -39,6 +40,15 @@ const UNIT = [
 
 /** The Kubernetes runtime's suites, on the cluster the cluster tier's global setup starts. */
 const CLUSTER = ["test/kubernetes/**/*.test.ts"]
+/**
+ * The cluster's chaos (a node component killed mid-run): a project of its own in the run's first
+ * group, so no other file uses the cluster meanwhile. It mostly waits, beside the unit tier and
+ * the fuzzers that run outside vitest then (scripts/test-tiers.sh).
+ */
+const CLUSTER_CHAOS = ["test/kubernetes/chaos.test.ts"]
+/** The project groups (vitest's sequence.groupOrder): a group starts when the one before ended. */
+const FIRST = { groupOrder: 0 }
+const AFTER_CHAOS = { groupOrder: 1 }
 
 /** Suites on the PostgreSQL journal; the CLI's reader of it needs the engine as well. */
 const JOURNAL = ["packages/*/test/**/*.pg.test.ts", "test/cli-events-postgres.e2e.test.ts"]
@@ -95,6 +105,7 @@ const builtPackages = (test: NonNullable<TestProjectInlineConfiguration["test"]>
   extends: true,
   ...BUILT_PACKAGES,
   test: {
+    sequence: { sequencer: LongFirst, ...AFTER_CHAOS },
     ...test,
     env: { ...test.env, HERMES_SANDBOX_TEST_PROJECT: String(test.name ?? "") },
     globalSetup: [BUILT, ...(test.globalSetup === undefined ? [] : [test.globalSetup].flat())],
@@ -115,7 +126,11 @@ const POSTGRES = "test/postgres-global-setup.ts"
 const project = (test: NonNullable<TestProjectInlineConfiguration["test"]>): TestProjectInlineConfiguration => ({
   extends: true,
   // The project's name for test/support/fileCpu.ts.
-  test: { ...test, env: { ...test.env, HERMES_SANDBOX_TEST_PROJECT: String(test.name ?? "") } }
+  test: {
+    sequence: { sequencer: LongFirst, ...AFTER_CHAOS },
+    ...test,
+    env: { ...test.env, HERMES_SANDBOX_TEST_PROJECT: String(test.name ?? "") }
+  }
 })
 
 export default defineConfig({
@@ -154,7 +169,20 @@ export default defineConfig({
       builtPackages({ name: "engine-pool", include: POOL_ENGINE, env: POOL_ENV, globalSetup: [LEAK_CHECK] }),
       builtPackages({ name: "heavy", include: HEAVY, env: BUILT_CLI, globalSetup: [POSTGRES, LEAK_CHECK] }),
       builtPackages({ name: "heavy-pool", include: POOL_HEAVY, env: POOL_ENV, globalSetup: [LEAK_CHECK] }),
-      builtPackages({ name: "cluster", include: CLUSTER, env: BUILT_CLI, globalSetup: [KUBERNETES] })
+      builtPackages({
+        name: "cluster",
+        include: CLUSTER,
+        exclude: [...CLUSTER_CHAOS, "**/node_modules/**"],
+        env: BUILT_CLI,
+        globalSetup: [KUBERNETES]
+      }),
+      builtPackages({
+        name: "cluster-chaos",
+        include: CLUSTER_CHAOS,
+        env: BUILT_CLI,
+        globalSetup: [KUBERNETES],
+        sequence: { sequencer: LongFirst, ...FIRST }
+      })
     ]
   }
 })

@@ -4,6 +4,8 @@
 #   bash scripts/kubernetes-local.sh up      start it; the LAST line of stdout is the admin kubeconfig's path
 #   bash scripts/kubernetes-local.sh down    stop it and remove every trace (a no-op, exit 0, when it is not up)
 #   bash scripts/kubernetes-local.sh status  exit 0 and print the kubeconfig's path if it is up, exit 1 otherwise
+#   bash scripts/kubernetes-local.sh kill kubelet|containerd    SIGKILL one node component (chaos tests)
+#   bash scripts/kubernetes-local.sh start kubelet|containerd   start it again as `up` did, wait until it serves
 #
 # What runs (all as root, all bound to 127.0.0.1, everything private under $HERMES_K8S_STATE):
 #   etcd (Debian's etcd-server, unpacked from its .deb so its system service is never installed),
@@ -507,6 +509,29 @@ on_up_exit() {
   exit "$rc"
 }
 
+# The node's two components, as `up` starts them and as `start` starts one again after a fault.
+start_containerd() {
+  start_proc containerd containerd --config "$STATE/containerd/config.toml"
+  wait_for containerd "containerd answers on $CTRD_SOCK" ctr -a "$CTRD_SOCK" version
+}
+
+start_kubelet() {
+  start_proc kubelet "$BIN/kubelet" \
+    --kubeconfig="$STATE/kubelet.kubeconfig" --hostname-override="$NODE_NAME" \
+    --container-runtime=remote --container-runtime-endpoint="unix://$CTRD_SOCK" --containerd="$CTRD_SOCK" \
+    --runtime-request-timeout=2m \
+    --root-dir="$STATE/kubelet" --cert-dir="$PKI/kubelet-generated" \
+    --seccomp-profile-root="$STATE/seccomp" --volume-plugin-dir="$STATE/kubelet-volume-plugins" \
+    --address=127.0.0.1 --port="$KUBELET_PORT" --read-only-port=0 --healthz-port=0 \
+    --tls-cert-file="$PKI/kubelet-serving.crt" --tls-private-key-file="$PKI/kubelet-serving.key" \
+    --client-ca-file="$PKI/ca.crt" --anonymous-auth=false --authorization-mode=Webhook \
+    --cgroups-per-qos=false --enforce-node-allocatable= --make-iptables-util-chains=false \
+    --fail-swap-on=false --eviction-hard= --oom-score-adj=0 \
+    --image-gc-high-threshold=100 --image-gc-low-threshold=99 \
+    --cluster-domain=cluster.local --pod-infra-container-image="$PAUSE_IMAGE" \
+    --feature-gates=SizeMemoryBackedVolumes=true
+}
+
 do_up() {
   if is_up; then
     log "already up (state: $STATE)"
@@ -583,8 +608,7 @@ do_up() {
     --cert-dir="$PKI/scheduler-generated" --profiling=false
 
   write_containerd_config
-  start_proc containerd containerd --config "$STATE/containerd/config.toml"
-  wait_for containerd "containerd answers on $CTRD_SOCK" ctr -a "$CTRD_SOCK" version
+  start_containerd
 
   # Record which of those host paths are ours to remove at `down`: for each, the topmost missing
   # ancestor (e.g. /var/lib/kubelet when it did not exist).
@@ -601,20 +625,7 @@ do_up() {
     [ -e "$p/k8s.io" ] || echo "$p/k8s.io" >>"$CGROUPS_FILE"
   done
 
-  start_proc kubelet "$BIN/kubelet" \
-    --kubeconfig="$STATE/kubelet.kubeconfig" --hostname-override="$NODE_NAME" \
-    --container-runtime=remote --container-runtime-endpoint="unix://$CTRD_SOCK" --containerd="$CTRD_SOCK" \
-    --runtime-request-timeout=2m \
-    --root-dir="$STATE/kubelet" --cert-dir="$PKI/kubelet-generated" \
-    --seccomp-profile-root="$STATE/seccomp" --volume-plugin-dir="$STATE/kubelet-volume-plugins" \
-    --address=127.0.0.1 --port="$KUBELET_PORT" --read-only-port=0 --healthz-port=0 \
-    --tls-cert-file="$PKI/kubelet-serving.crt" --tls-private-key-file="$PKI/kubelet-serving.key" \
-    --client-ca-file="$PKI/ca.crt" --anonymous-auth=false --authorization-mode=Webhook \
-    --cgroups-per-qos=false --enforce-node-allocatable= --make-iptables-util-chains=false \
-    --fail-swap-on=false --eviction-hard= --oom-score-adj=0 \
-    --image-gc-high-threshold=100 --image-gc-low-threshold=99 \
-    --cluster-domain=cluster.local --pod-infra-container-image="$PAUSE_IMAGE" \
-    --feature-gates=SizeMemoryBackedVolumes=true
+  start_kubelet
 
   import_images
 
@@ -731,12 +742,36 @@ do_down() {
   log "down in $(since "$t0") s"
 }
 
+# A fault for the chaos tests: SIGKILL one node component (its pods' containers live on in their
+# shims), then start it again with the flags `up` gave it.
+do_fault() { # kill|start COMPONENT
+  local what="$1" name="${2:-}"
+  case "$name" in kubelet | containerd) ;; *) die "$what: a component is kubelet or containerd, not '$name'" ;; esac
+  [ -f "$UP_MARKER" ] || die "the cluster is not up"
+  case "$what" in
+    kill)
+      local pid
+      pid="$(cat "$PIDS/$name.pid" 2>/dev/null)" || die "$name has no pid file"
+      ours "$pid" || die "$name (pid $pid) is not running"
+      kill -KILL "$pid"
+      while ours "$pid"; do sleep 0.05; done
+      log "$name (pid $pid) killed" ;;
+    start)
+      alive "$name" && die "$name is running"
+      local t0; t0="$(now)"
+      "start_$name"
+      [ "$name" = kubelet ] && wait_for kubelet "node $NODE_NAME Ready and untainted" node_ready
+      log "$name started again in $(since "$t0") s" ;;
+  esac
+}
+
 case "${1:-}" in
   up) do_up ;;
   down) do_down ;;
+  kill | start) do_fault "$1" "${2:-}" ;;
   status)
     if is_up; then echo "$KUBECONFIG_ADMIN"; else log "not up"; exit 1; fi ;;
   *)
-    echo "usage: bash $0 up|down|status   (see the header of this script for the environment)" >&2
+    echo "usage: bash $0 up|down|status|kill COMPONENT|start COMPONENT   (see the header of this script)" >&2
     exit 2 ;;
 esac

@@ -115,7 +115,7 @@ case "$mode" in
     if [ "$rc" = 0 ]; then
       job engine env HERMES_SANDBOX_TEST_FORKS="${HERMES_SANDBOX_TEST_FORKS:-4}" vitest run \
         --project journal --project engine --project engine-pool --project heavy --project heavy-pool \
-        --project cluster || rc=1
+        --project cluster --project cluster-chaos || rc=1
     fi
     wait "$check_pid" || rc=1
     wait "$fuzz_pid" || rc=1

@@ -27,6 +27,9 @@ const script = join(root, "scripts/kubernetes-local.sh")
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 export default async function setup() {
+  // Both cluster projects (cluster, cluster-chaos) name this file: one cluster and one namespace
+  // for the run, set up by the first, whose teardown is the run's.
+  if (process.env[NAMESPACE_ENV] !== undefined) return () => {}
   const status = spawnSync("bash", [script, "status"], { encoding: "utf8" })
   const startedHere = status.status !== 0
   let adminPath = status.stdout.trim().split("\n").pop() ?? ""

@@ -94,7 +94,7 @@ describe("the tiers (vitest.config.ts)", () => {
         "test files no tier runs"
       ).toEqual([])
       const unit = byProject.get("unit") ?? new Set()
-      for (const other of ["journal", "engine", "engine-pool", "heavy", "heavy-pool", "cluster"]) {
+      for (const other of ["journal", "engine", "engine-pool", "heavy", "heavy-pool", "cluster", "cluster-chaos"]) {
         expect(
           [...(byProject.get(other) ?? [])].filter((f) => unit.has(f)),
           `files in both unit and ${other}`
