@@ -60,8 +60,13 @@ export interface KubernetesRuntimeOptions {
 const IMAGE_REASONS = new Set(["ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"])
 const STUCK_REASONS = new Set(["CreateContainerConfigError", "CreateContainerError", "RunContainerError"])
 
-/** While something waits on a pod, it is also read this often (the watch's safety net). */
-const POLL_MS = 1_000
+/**
+ * While something waits on a pod, it is also read (the watch's safety net): a second after the
+ * last change, then each time twice as late, up to 8 s. A long wait (a run's exit) costs the API
+ * server a read per 8 s, not per second.
+ */
+const POLL_FIRST_MS = 1_000
+const POLL_MAX_MS = 8_000
 
 /** A watch that ended (the server closes them now and then) is opened again after this pause. */
 const REWATCH_MS = 200
@@ -197,7 +202,9 @@ export const make = (options: KubernetesRuntimeOptions) =>
       tracks.set(name, t)
       let stopped = false
       let controller: AbortController | undefined
+      let pollDelay = POLL_FIRST_MS
       const notify = () => {
+        pollDelay = POLL_FIRST_MS
         for (const listener of [...t.listeners]) listener()
       }
       const open = () => {
@@ -226,8 +233,9 @@ export const make = (options: KubernetesRuntimeOptions) =>
           )
       }
       open()
-      // A read now (a watch of a pod already gone says nothing), and every second while someone
-      // waits: a watch that stalls (a loaded API server, a reconnect) never leaves a wait to its timeout.
+      // A read now (a watch of a pod already gone says nothing), and again while someone waits
+      // (POLL_FIRST_MS, backing off): a watch that stalls (a loaded API server, a reconnect) never
+      // leaves a wait to its timeout.
       const read = () =>
         core.readNamespacedPod({ name, namespace }).then(
           (pod) => {
@@ -246,13 +254,21 @@ export const make = (options: KubernetesRuntimeOptions) =>
           }
         )
       void read()
-      const poll = setInterval(() => {
-        if (t.listeners.size > 0) void read()
-      }, POLL_MS)
+      let poll: ReturnType<typeof setTimeout> | undefined
+      const tick = () => {
+        if (stopped) return
+        if (t.listeners.size > 0) {
+          void read()
+          pollDelay = Math.min(pollDelay * 2, POLL_MAX_MS)
+        } else pollDelay = POLL_FIRST_MS
+        poll = setTimeout(tick, pollDelay)
+        poll.unref()
+      }
+      poll = setTimeout(tick, pollDelay)
       poll.unref()
       t.stop = () => {
         stopped = true
-        clearInterval(poll)
+        clearTimeout(poll)
         controller?.abort()
       }
       return t
