@@ -515,6 +515,10 @@ start_containerd() {
   wait_for containerd "containerd answers on $CTRD_SOCK" ctr -a "$CTRD_SOCK" version
 }
 
+# Idle, the node cost 11 % of a core, half of it the kubelet's container stats (cAdvisor's
+# housekeeping, every 10 s by default) and node status (every 10 s) and the API server taking them:
+# neither is used here (no eviction, no metrics; the node lease, renewed every 10 s, is its
+# heartbeat), so once a minute. Measured idle afterwards: 5.7 %.
 start_kubelet() {
   start_proc kubelet "$BIN/kubelet" \
     --kubeconfig="$STATE/kubelet.kubeconfig" --hostname-override="$NODE_NAME" \
@@ -529,7 +533,8 @@ start_kubelet() {
     --fail-swap-on=false --eviction-hard= --oom-score-adj=0 \
     --image-gc-high-threshold=100 --image-gc-low-threshold=99 \
     --cluster-domain=cluster.local --pod-infra-container-image="$PAUSE_IMAGE" \
-    --feature-gates=SizeMemoryBackedVolumes=true
+    --feature-gates=SizeMemoryBackedVolumes=true \
+    --housekeeping-interval=60s --node-status-update-frequency=60s
 }
 
 do_up() {
