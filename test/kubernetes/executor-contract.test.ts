@@ -14,7 +14,10 @@ for (const warmPool of [false, true]) {
     executor: (options) =>
       KubernetesExecutor.layer({
         cpus: 0.25,
-        ...(warmPool && options.warmPool === undefined ? { ...options, warmPool: { size: 1 } } : options),
+        // The pool of the contract's language: the others' pods would only be made and deleted again.
+        ...(warmPool && options.warmPool === undefined
+          ? { ...options, warmPool: { size: 1, languages: ["python"] } }
+          : options),
         kubernetes: runtimeOptions()
       }),
     language: "python",
