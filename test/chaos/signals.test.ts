@@ -1,8 +1,9 @@
 /**
  * SIGINT / SIGTERM to `hermes-sandbox run` while the program runs: exit 130 / 143, the
  * container removed, the journal's lifecycle closed (ExecutionInterrupted, ContainerDestroyed).
- * Once signalling the CLI's node process alone, once signalling the whole process group of
- * `npx tsx …` (what a terminal's Ctrl-C does: npx, tsx and node all get it).
+ * Once signalling the CLI's node process alone (the bin the CLI suites run: support/cli.ts), once
+ * signalling the whole process group of `npx tsx …` (what a terminal's Ctrl-C does: npx, tsx and
+ * node all get it).
  *
  * Known issue, outside this suite's files: through wrappers the CLI can receive the signal
  * twice (npm forwards it; tsx relays it unless the child reports it within 30 ms), and
@@ -17,16 +18,22 @@ import { describe, expect, it } from "vitest"
 import { Sweep } from "@hermes-sandbox/core"
 import { DockerExecutor } from "@hermes-sandbox/docker"
 import { SqliteJournal } from "@hermes-sandbox/events"
+import { cliCommand } from "../support/cli.js"
 import { containerExists, journalProblems, readJournal, root, tempDir, typesOf, waitFor } from "./support.js"
 
 const PROGRAM = "import time\nprint('up', flush=True)\ntime.sleep(120)\n"
 
+/**
+ * "node": the CLI's own node process, as the CLI suites start it (support/cli.ts: the installed bin
+ * in plain Node in the real-engine tiers, tsx on the sources otherwise). "npx": `npx tsx` on the
+ * sources, the wrappers a terminal's signal reaches as well.
+ */
 const runCli = (via: "node" | "npx", journal: string) => {
-  const args = ["packages/cli/src/bin.ts", "run", "--timeout", "60s", "--journal", journal, "-"]
+  const args = ["run", "--timeout", "60s", "--journal", journal, "-"]
   const child =
     via === "node"
-      ? spawn(process.execPath, ["--import", "tsx", ...args], { cwd: root, detached: true })
-      : spawn("npx", ["tsx", ...args], { cwd: root, detached: true })
+      ? spawn(cliCommand[0]!, [...cliCommand.slice(1), ...args], { cwd: root, detached: true })
+      : spawn("npx", ["tsx", "packages/cli/src/bin.ts", ...args], { cwd: root, detached: true })
   let stdout = ""
   let stderr = ""
   child.stdout.on("data", (d) => (stdout += d))
