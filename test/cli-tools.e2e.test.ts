@@ -16,7 +16,7 @@ import { pathToFileURL } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { cli } from "./support/cli.js"
 import { containerExists, waitFor } from "./support/docker.js"
-import { builtBin, mcpServerCommand } from "./support/mcp.js"
+import { builtBin, builtCliCommand } from "./support/mcp.js"
 import { goneWithin, pidsWith, processMarker } from "./support/processes.js"
 
 const testDir = new URL(".", import.meta.url).pathname
@@ -25,10 +25,10 @@ const dir = mkdtempSync(join(tmpdir(), "cli-tools-"))
 let files = 0
 const newFile = (name: string) => join(dir, `${++files}-${name}`)
 
-// The built CLI in plain Node, the sibling packages' dist/ by the workspace's export condition
-// (mcpServerCommand says to run `pnpm build` when it is missing).
-mcpServerCommand()
-const command = [process.execPath, "--conditions=hermes-sandbox-dist", builtBin]
+// The built CLI in plain Node: the installed bin in the real-engine tiers, else dist/bin.js with the
+// sibling packages' dist/ by the workspace's export condition (support/mcp.ts; it says to run
+// `pnpm build` when that is missing).
+const command = builtCliCommand()
 const run = (args: Array<string>, env: Record<string, string> = {}) =>
   cli(["run", "--no-journal", ...args], { command, env })
 
@@ -260,7 +260,14 @@ export async function resolve(specifier, context, next) {
       const log = newFile("resolved.txt")
       writeFileSync(log, "")
       const r = await cli(["run", "--no-journal", ...args], {
-        command: [process.execPath, "--import", pathToFileURL(register).href, ...command.slice(1)],
+        // dist/bin.js, whose modules Node's loader resolves one by one (the bin's bundle is one file).
+        command: [
+          process.execPath,
+          "--import",
+          pathToFileURL(register).href,
+          "--conditions=hermes-sandbox-dist",
+          builtBin
+        ],
         env: { HERMES_TEST_RESOLVED: log }
       })
       expect(r.code, r.stderr).toBe(0)

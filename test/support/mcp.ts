@@ -1,20 +1,32 @@
 /**
- * The built `hermes-sandbox mcp` as MCP clients start it: plain Node on packages/cli/dist/bin.js
- * (built by `pnpm build`, which `pnpm test` runs first; the sibling packages' dist/ through the
- * workspace's export condition), no TypeScript loader.
+ * The built `hermes-sandbox mcp` as MCP clients start it, in plain Node, no TypeScript loader: the
+ * installed bin (packages/cli/bundle/hermes-sandbox.cjs, the package's `bin`) where the tier names
+ * it (HERMES_SANDBOX_TEST_CLI_BIN, as for the CLI suites: support/cli.ts), else
+ * packages/cli/dist/bin.js (the sibling packages' dist/ through the workspace's export condition).
+ * Both are built by `pnpm build`, which `pnpm test` runs first. A server's start through the bin
+ * costs ~0.4 CPU-s, through dist/bin.js (~300 modules) ~0.9.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync } from "node:fs"
+import { cliCommand } from "./cli.js"
 
 const root = new URL("../..", import.meta.url).pathname
 export const builtBin = `${root}packages/cli/dist/bin.js`
+const installedBin = (process.env["HERMES_SANDBOX_TEST_CLI_BIN"] ?? "") !== ""
+
+/** The built CLI in plain Node (command and its leading arguments): the installed bin, else dist/bin.js. */
+export const builtCliCommand = (): ReadonlyArray<string> => {
+  if (installedBin) return cliCommand
+  if (!existsSync(builtBin)) throw new Error(`${builtBin} is missing: run \`pnpm build\` first`)
+  return [process.execPath, "--conditions=hermes-sandbox-dist", builtBin]
+}
 
 /** command + args that start the built MCP server with `args` after `mcp`. */
 export const mcpServerCommand = (
   args: ReadonlyArray<string> = []
 ): { readonly command: string; readonly args: Array<string> } => {
-  if (!existsSync(builtBin)) throw new Error(`${builtBin} is missing: run \`pnpm build\` first`)
-  return { command: process.execPath, args: ["--conditions=hermes-sandbox-dist", builtBin, "mcp", ...args] }
+  const [command, ...leading] = builtCliCommand()
+  return { command: command!, args: [...leading, "mcp", ...args] }
 }
 
 export interface HttpServerProcess {
