@@ -151,7 +151,7 @@ export default defineConfig({
       }
     },
     setupFiles: ["./test/support/fileCpu.ts"],
-    reporters: ["default", "./test/support/slowestFiles.ts"],
+    reporters: ["default", "./test/support/slowestFiles.ts", "./test/support/clusterTierDone.ts"],
     sequence: { sequencer: LongFirst },
     projects: [
       // Unit files share their workers (no fresh process per file): the unit runs pass --isolate=false

@@ -113,7 +113,8 @@ case "$mode" in
     # build (and the cluster) is there.
     if [ -n "$cluster_pid" ]; then wait "$cluster_pid" || rc=1; fi
     if [ "$rc" = 0 ]; then
-      job engine env HERMES_SANDBOX_TEST_FORKS="${HERMES_SANDBOX_TEST_FORKS:-4}" vitest run \
+      # The cluster is this run's: its tier's setup stops it once the tier's files are done.
+      job engine env HERMES_SANDBOX_TEST_FORKS="${HERMES_SANDBOX_TEST_FORKS:-4}" HERMES_SANDBOX_TEST_K8S_STOP="${cluster_pid:+1}" vitest run \
         --project journal --project engine --project engine-pool --project heavy --project heavy-pool \
         --project cluster --project cluster-chaos || rc=1
     fi

@@ -4,6 +4,7 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
 import { pathToFileURL } from "node:url"
+import { onClusterTierDone } from "./support/clusterTierDone.js"
 
 // Loaded by Node, not by vite: vitest's loader of global setup files does not resolve this package
 // (test files do). Its `main` is an ES module.
@@ -21,6 +22,8 @@ const k8s: typeof import("@kubernetes/client-node") = await import(
 export const KUBECONFIG_ENV = "HERMES_SANDBOX_TEST_KUBECONFIG"
 export const NAMESPACE_ENV = "HERMES_SANDBOX_TEST_K8S_NAMESPACE"
 export const ADMIN_KUBECONFIG_ENV = "HERMES_SANDBOX_TEST_K8S_ADMIN"
+/** "1": the cluster is this run's to stop once the tier is done, though it was up before. */
+export const STOP_ENV = "HERMES_SANDBOX_TEST_K8S_STOP"
 
 const root = new URL("..", import.meta.url).pathname
 const script = join(root, "scripts/kubernetes-local.sh")
@@ -49,8 +52,11 @@ export default async function setup() {
     adminPath = up.stdout.trim().split("\n").pop() ?? ""
     process.stderr.write(`[cluster tier] cluster up in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`)
   }
+  // The cluster is stopped at the end if this started it, or if the run says it is the run's
+  // (scripts/test-tiers.sh starts it beside the build).
   const stopCluster = () => {
-    if (startedHere) execFileSync("bash", [script, "down"], { stdio: ["ignore", "ignore", "inherit"] })
+    if (startedHere || process.env[STOP_ENV] === "1")
+      execFileSync("bash", [script, "down"], { stdio: ["ignore", "ignore", "inherit"] })
   }
   process.once("exit", stopCluster)
   try {
@@ -93,26 +99,33 @@ export default async function setup() {
     process.env[KUBECONFIG_ENV] = runnerPath
     process.env[NAMESPACE_ENV] = namespace
     process.env[ADMIN_KUBECONFIG_ENV] = adminPath
-    return async () => {
-      process.off("exit", stopCluster)
-      try {
-        const left = (await core.listNamespacedPod({ namespace })).items.map((p) => p.metadata?.name)
-        await core.deleteNamespace({ name: namespace, gracePeriodSeconds: 0 })
-        for (let i = 0; i < 300; i++) {
-          try {
-            await core.readNamespace({ name: namespace })
-          } catch {
-            break
+    let finished: Promise<void> | undefined
+    const finish = () =>
+      (finished ??= (async () => {
+        process.off("exit", stopCluster)
+        try {
+          const left = (await core.listNamespacedPod({ namespace })).items.map((p) => p.metadata?.name)
+          await core.deleteNamespace({ name: namespace, gracePeriodSeconds: 0 })
+          for (let i = 0; i < 300; i++) {
+            try {
+              await core.readNamespace({ name: namespace })
+            } catch {
+              break
+            }
+            await sleep(100)
           }
-          await sleep(100)
+          rmSync(runnerPath, { force: true })
+          if (left.length > 0)
+            throw new Error(`pods left behind in ${namespace} after the cluster tier:\n${left.join("\n")}`)
+        } finally {
+          stopCluster()
         }
-        rmSync(runnerPath, { force: true })
-        if (left.length > 0)
-          throw new Error(`pods left behind in ${namespace} after the cluster tier:\n${left.join("\n")}`)
-      } finally {
-        stopCluster()
-      }
-    }
+      })())
+    // Once the tier's last file ended (test/support/clusterTierDone.ts), not at the end of the whole
+    // run: the idle cluster costs ~6 % of a core while the other tiers go on. A failure found here
+    // fails the run at its end, in the teardown.
+    onClusterTierDone(() => void finish().catch(() => {}))
+    return finish
   } catch (error) {
     process.off("exit", stopCluster)
     stopCluster()
