@@ -72,15 +72,17 @@ import subprocess, time
 ${READ}
 subprocess.Popen(["bash", "-c", ":(){ :|:& };:"], stderr=subprocess.DEVNULL)
 # The bomb reaches the limit within seconds on a quiet host, later on a loaded one: look until it
-# has (its processes come and go, so one sample may catch it just below), for up to 20 s. (gVisor
-# shows no pids files: the bomb aborts the Sentry meanwhile.)
-def full():
-    current, limit = rd("/sys/fs/cgroup/pids/pids.current"), rd("/sys/fs/cgroup/pids/pids.max")
-    return current != "n/a" and current == limit
+# has (its processes come and go, so one sample may catch it just below), for up to 20 s, and print
+# the sample that did (a second read may catch it below again). (gVisor shows no pids files: the
+# bomb aborts the Sentry meanwhile.)
+def sample():
+    return rd("/sys/fs/cgroup/pids/pids.current"), rd("/sys/fs/cgroup/pids/pids.max")
 until = time.monotonic() + 20
-while time.monotonic() < until and not full():
+current, limit = sample()
+while time.monotonic() < until and not (current != "n/a" and current == limit):
     time.sleep(0.05)
-print("pids", rd("/sys/fs/cgroup/pids/pids.current"), rd("/sys/fs/cgroup/pids/pids.max"))
+    current, limit = sample()
+print("pids", current, limit)
 print("work", sum(i * i for i in range(10**6)))
 `
       })
