@@ -18,9 +18,9 @@
  * its TypeScript sources, which plain Node does not load).
  */
 import { createHash } from "node:crypto"
-import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
 import { basename, join } from "node:path"
-import { buildSync } from "esbuild"
+import { type BuildOptions, buildSync, version } from "esbuild"
 
 const root = new URL("../..", import.meta.url).pathname
 const outDir = join(root, "test/.built")
@@ -42,33 +42,94 @@ const REQUIRE = [
   `const __dirname = __fixtureDirname(__filename);`
 ].join(" ")
 
-/** The bundled fixture's path (built once per process, named by its content). */
+const OPTIONS = {
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  external: EXTERNAL,
+  banner: { js: REQUIRE },
+  // Input paths in the metafile (and the bundle's comments) relative to the repository, whichever
+  // directory the test runs from.
+  absWorkingDir: root,
+  logLevel: "error"
+} as const satisfies BuildOptions
+
+/**
+ * What decides a bundle besides its entry: esbuild's version and options, the workspace's manifests
+ * (export maps, dependencies) and the lockfile (which version of each dependency is installed).
+ */
+const setting = (): string => {
+  const hash = createHash("sha256").update(`${version}\n${JSON.stringify(OPTIONS)}\n`)
+  const manifests = ["package.json", "pnpm-lock.yaml", "test/package.json"]
+  for (const pkg of readdirSync(join(root, "packages"))) manifests.push(`packages/${pkg}/package.json`)
+  for (const file of manifests)
+    if (existsSync(join(root, file))) hash.update(`${file}\n`).update(readFileSync(join(root, file)))
+  return hash.digest("hex")
+}
+
+/** The digest of every file a bundle was made of (the metafile's inputs), by path and content. */
+const digestOf = (inputs: ReadonlyArray<string>): string => {
+  const hash = createHash("sha256").update(setting())
+  for (const input of inputs) {
+    const file = join(root, input)
+    hash.update(`\n${input}\n`)
+    // Not a file (esbuild's "(disabled):..." stand-ins): its name is what there is.
+    if (existsSync(file)) hash.update(readFileSync(file))
+  }
+  return hash.digest("hex")
+}
+
+/** Written next to a bundle: the files it was made of, and their digest then. */
+interface Made {
+  readonly out: string
+  readonly inputs: ReadonlyArray<string>
+  readonly digest: string
+}
+
+/** Writes `text` to `file` as one step (test files build the same fixture side by side). */
+const writeAtomically = (file: string, text: string | Uint8Array) => {
+  const tmp = `${file}.${process.pid}.tmp`
+  writeFileSync(tmp, text)
+  renameSync(tmp, file)
+}
+
+/**
+ * The bundled fixture's path (named by its content). Built once per process, and reused across
+ * processes (the test files, the tiers) while every file it was made of is as it was: the record
+ * test/.built/<fixture>-<entry's hash>.json lists them, and a bundle whose inputs' digest differs
+ * is built again. Each build costs esbuild ~1–1.5 CPU-s; the check reads the ~700 inputs (~40 ms).
+ */
 export const bundleFixture = (source: string): string => {
   const known = built.get(source)
   if (known !== undefined) return known
-  const result = buildSync({
-    entryPoints: [source],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    external: EXTERNAL,
-    banner: { js: REQUIRE },
-    write: false,
-    logLevel: "error"
-  })
+  const record = join(
+    outDir,
+    `${basename(source, ".ts")}-${createHash("sha256").update(source).digest("hex").slice(0, 12)}.json`
+  )
+  try {
+    const made = JSON.parse(readFileSync(record, "utf8")) as Made
+    if (existsSync(made.out) && digestOf(made.inputs) === made.digest) {
+      built.set(source, made.out)
+      return made.out
+    }
+  } catch {
+    // No record yet, or one being replaced: build.
+  }
+  const started = Date.now()
+  const result = buildSync({ ...OPTIONS, entryPoints: [source], write: false, metafile: true })
   const text = result.outputFiles[0]!.contents
   const out = join(
     outDir,
     `${basename(source, ".ts")}-${createHash("sha256").update(text).digest("hex").slice(0, 12)}.mjs`
   )
-  if (!existsSync(out)) {
-    // Test files build the same fixture side by side: each writes its own file, then renames it.
-    mkdirSync(outDir, { recursive: true })
-    const tmp = `${out}.${process.pid}.tmp`
-    writeFileSync(tmp, text)
-    renameSync(tmp, out)
-  }
+  mkdirSync(outDir, { recursive: true })
+  if (!existsSync(out)) writeAtomically(out, text)
+  const inputs = Object.keys(result.metafile.inputs).sort()
+  const digest = digestOf(inputs)
+  // A file changed while esbuild read it: the digest may not be the bundle's; no record (built again next time).
+  const changed = inputs.some((i) => existsSync(join(root, i)) && statSync(join(root, i)).mtimeMs >= started)
+  if (!changed) writeAtomically(record, JSON.stringify({ out, inputs, digest } satisfies Made))
   built.set(source, out)
   return out
 }
