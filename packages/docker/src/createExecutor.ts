@@ -85,7 +85,15 @@ export interface SandboxExecutor extends AsyncDisposable {
 
 export { abortReason, squashCause } from "./internal/facadeCall.js"
 
-type KubernetesPackage = typeof import("@hermes-sandbox/kubernetes")
+/**
+ * What this package uses of `@hermes-sandbox/kubernetes`, by module: its index's declarations reach
+ * the Kubernetes client's, whose types need `ws`'s, which a Docker-only user does not have.
+ */
+export interface KubernetesPackage {
+  readonly KubernetesExecutor: typeof import("@hermes-sandbox/kubernetes/KubernetesExecutor")
+  readonly Doctor: typeof import("@hermes-sandbox/kubernetes/Doctor")
+  readonly Guarantees: typeof import("@hermes-sandbox/kubernetes/Guarantees")
+}
 
 /**
  * import() of the package, or the one a host program lends (Symbol.for("hermes-sandbox.import")):
