@@ -487,14 +487,17 @@ is_up() {
   [ "$(api /readyz 2>/dev/null)" = ok ]
 }
 
-node_ready() { # Ready=True and no not-ready/unreachable taint left (the controller-manager clears it)
+node_ready() { # [SINCE epoch s] Ready=True (reported since SINCE) and no not-ready/unreachable taint left (the controller-manager clears it)
   api "/api/v1/nodes/$NODE_NAME" | node -e '
+    const since = Number(process.argv[1] || 0) * 1000;
     let s = ""; process.stdin.on("data", (c) => (s += c)).on("end", () => {
       const n = JSON.parse(s);
-      const ready = (n.status.conditions || []).some((c) => c.type === "Ready" && c.status === "True");
+      const ready = (n.status.conditions || []).some(
+        (c) => c.type === "Ready" && c.status === "True" && Date.parse(c.lastHeartbeatTime) >= since
+      );
       const tainted = (n.spec.taints || []).some((t) => /not-ready|unreachable/.test(t.key));
       process.exit(ready && !tainted ? 0 : 1);
-    });'
+    });' "${1:-0}"
 }
 
 on_up_exit() {
@@ -515,10 +518,10 @@ start_containerd() {
   wait_for containerd "containerd answers on $CTRD_SOCK" ctr -a "$CTRD_SOCK" version
 }
 
-# Idle, the node cost 11 % of a core, half of it the kubelet's container stats (cAdvisor's
-# housekeeping, every 10 s by default) and node status (every 10 s) and the API server taking them:
-# neither is used here (no eviction, no metrics; the node lease, renewed every 10 s, is its
-# heartbeat), so once a minute. Measured idle afterwards: 5.7 %.
+# Idle, the node cost 11 % of a core, much of it the kubelet's container stats (cAdvisor's
+# housekeeping, every 10 s by default), which nothing here uses (no eviction, no metrics): once a
+# minute (bench/kubernetes-idle.sh, BENCHMARKS.md). Not the node status' frequency: a kubelet
+# that starts reports NotReady first, and its next report, Ready, comes that much later.
 start_kubelet() {
   start_proc kubelet "$BIN/kubelet" \
     --kubeconfig="$STATE/kubelet.kubeconfig" --hostname-override="$NODE_NAME" \
@@ -533,8 +536,7 @@ start_kubelet() {
     --fail-swap-on=false --eviction-hard= --oom-score-adj=0 \
     --image-gc-high-threshold=100 --image-gc-low-threshold=99 \
     --cluster-domain=cluster.local --pod-infra-container-image="$PAUSE_IMAGE" \
-    --feature-gates=SizeMemoryBackedVolumes=true \
-    --housekeeping-interval=60s --node-status-update-frequency=60s
+    --feature-gates=SizeMemoryBackedVolumes=true --housekeeping-interval=60s
 }
 
 do_up() {
@@ -765,7 +767,8 @@ do_fault() { # kill|start COMPONENT
       alive "$name" && die "$name is running"
       local t0; t0="$(now)"
       "start_$name"
-      [ "$name" = kubelet ] && wait_for kubelet "node $NODE_NAME Ready and untainted" node_ready
+      # Ready as the restarted kubelet reports it, not as the node object still said before.
+      [ "$name" = kubelet ] && wait_for kubelet "node $NODE_NAME Ready (reported again) and untainted" node_ready "${t0%.*}"
       log "$name started again in $(since "$t0") s" ;;
   esac
 }

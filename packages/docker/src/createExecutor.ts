@@ -91,6 +91,7 @@ export { abortReason, squashCause } from "./internal/facadeCall.js"
  */
 export interface KubernetesPackage {
   readonly KubernetesExecutor: typeof import("@hermes-sandbox/kubernetes/KubernetesExecutor")
+  readonly KubernetesRuntime: typeof import("@hermes-sandbox/kubernetes/KubernetesRuntime")
   readonly Doctor: typeof import("@hermes-sandbox/kubernetes/Doctor")
   readonly Guarantees: typeof import("@hermes-sandbox/kubernetes/Guarantees")
 }

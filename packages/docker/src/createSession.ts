@@ -35,6 +35,7 @@ import {
   type ExecutionResult,
   InvalidRequest,
   type PersistentOptions,
+  Session as SessionService,
   type SessionOptions,
   SessionEnded
 } from "@hermes-sandbox/core"
@@ -65,7 +66,13 @@ import {
 import type { Session, SessionPoolOptions } from "@hermes-sandbox/core/Session"
 import type { EventEnvelope, Journal } from "@hermes-sandbox/events"
 import type { ReplayOptions } from "@hermes-sandbox/events/Journal"
-import { type CreateExecutorOptions, createExecutor, type SandboxExecutor } from "./createExecutor.js"
+import {
+  type CreateExecutorOptions,
+  createExecutor,
+  importKubernetes,
+  type KubernetesChoice,
+  type SandboxExecutor
+} from "./createExecutor.js"
 import { runAbortable, squashCause } from "./internal/facadeCall.js"
 import * as DockerSessions from "./DockerSessions.js"
 import { fromHermesConfig, type HermesConfigSource } from "./HermesOptions.js"
@@ -73,7 +80,13 @@ import { type FacadeJournal, facadeJournalLayer } from "./internal/facadeJournal
 import { withFacadeLogger } from "./internal/facadeLogger.js"
 import { facadeReplay } from "./internal/facadeReplay.js"
 
-interface FacadeOptions extends Omit<DockerSessions.DockerSessionsOptions, keyof SessionOptions | "pool"> {
+interface FacadeOptions extends Omit<DockerSessions.DockerSessionsOptions, keyof SessionOptions | "pool" | "runtime"> {
+  /**
+   * Where the session sandboxes run: on Docker (the default), the OCI runtime's name (e.g. "runsc");
+   * or `{ kubernetes: { namespace, … } }`, as for createExecutor (docs/kubernetes.md; bind mounts
+   * are refused there).
+   */
+  readonly runtime?: DockerSessions.DockerSessionsOptions["runtime"] | KubernetesChoice
   /** Where lifecycle events are recorded: as for createExecutor (default: the last 10,000 events in memory). */
   readonly journal?: FacadeJournal
   /** Apply the Hermes agent's `terminal:` configuration under these options (see HermesOptions). */
@@ -205,9 +218,20 @@ const startSessions = async (
   options: FacadeOptions & Pick<DockerSessions.DockerSessionsOptions, "pool">,
   watchdog: boolean
 ): Promise<SessionsRuntime> => {
-  const layer = DockerSessions.layer({ ...options, watchdog: options.watchdog ?? watchdog }).pipe(
-    Layer.provideMerge(facadeJournalLayer(options.journal))
-  )
+  const { runtime: choice, ...rest } = options
+  const services: Layer.Layer<Sessions, unknown, Journal.Journal> =
+    typeof choice === "object" && choice !== null
+      ? Layer.unwrapEffect(
+          Effect.map(Effect.tryPromise({ try: importKubernetes, catch: (error) => error }), ({ KubernetesRuntime }) =>
+            SessionService.layer(rest).pipe(Layer.provideMerge(KubernetesRuntime.layer(choice.kubernetes)))
+          )
+        )
+      : DockerSessions.layer({
+          ...rest,
+          ...(choice === undefined ? {} : { runtime: choice }),
+          watchdog: options.watchdog ?? watchdog
+        })
+  const layer = services.pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
   const runtime = ManagedRuntime.make(withFacadeLogger(layer))
   const built = await runtime.runPromiseExit(Sessions)
   if (Exit.isFailure(built)) {
