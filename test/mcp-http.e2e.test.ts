@@ -14,7 +14,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { lastValueFrom, toArray } from "rxjs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { openJournal } from "@hermes-sandbox/events"
+import { openJournal, Projection } from "@hermes-sandbox/events"
+import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import { type HttpServing, McpSandbox, serveHttp } from "@hermes-sandbox/mcp"
 import { containerExists, docker, waitFor } from "./support/docker.js"
 import { type HttpServerProcess, mcpServerCommand, startHttpServer } from "./support/mcp.js"
@@ -429,6 +430,95 @@ describe("MCP over HTTP: abuse", () => {
     const env = await runCli(["--http", "--no-journal"], { HERMES_SANDBOX_MCP_TOKEN: "short" })
     expect(env.code).toBe(2)
     expect(env.stderr).toMatch(/HERMES_SANDBOX_MCP_TOKEN: the token must be at least 16 characters/)
+  })
+})
+
+describe("MCP over HTTP: Prometheus metrics (GET /metrics)", () => {
+  interface Family {
+    readonly name: string
+    readonly type: string
+    readonly metrics: ReadonlyArray<{ labels?: Record<string, string>; value?: string; count?: string }>
+  }
+  const familiesOf = (text: string) =>
+    new Map((parsePrometheusTextFormat(text) as ReadonlyArray<Family>).map((f) => [f.name, f] as const))
+
+  it("behind the token (401 without, 403 for a foreign Host); its counters and phase counts are the journal's", async () => {
+    const metricsUrl = s1.url.replace(/\/mcp$/, "/metrics")
+    const c = await connect(s1.url, "metrics-e2e")
+    await call(c.client, "execute_code", { language: "python", code: "print(1)" })
+    await call(c.client, "execute_code", { language: "bash", code: "exit 3" })
+    await call(c.client, "execute_code", { language: "bash", code: "sleep 30", timeout_s: 1 })
+    await c.close()
+
+    expect((await raw(metricsUrl, { method: "GET" })).status).toBe(401)
+    expect(
+      (await raw(metricsUrl, { method: "GET", headers: { authorization: `Bearer ${token}`, host: "evil.example" } }))
+        .status
+    ).toBe(403)
+    const read = () => raw(metricsUrl, { method: "GET", headers: { authorization: `Bearer ${token}` } })
+    const first = await read()
+    expect(first.status).toBe(200)
+    expect(first.headers["content-type"]).toBe("text/plain; version=0.0.4; charset=utf-8")
+
+    // The journal as another process reads it, folded by its own projection.
+    const client = await openJournal({ path: journal })
+    const events = await lastValueFrom(client.replay().pipe(toArray())).finally(() => client.close())
+    const states = [...Projection.project(events).values()].filter((s) => s.kind === "execution")
+    // Every call returned: each execution's terminal event is in the journal and was counted.
+    expect(Projection.summarize(states).byOutcome.open).toBe(0)
+    const text = (await read()).text
+    const families = familiesOf(text)
+    const expected: Record<string, number> = {}
+    for (const s of states) {
+      const outcome =
+        s.outcome === "exited"
+          ? s.oomKilled === true
+            ? "oom"
+            : s.exitCode === 0
+              ? "ok"
+              : "error"
+          : s.outcome === "timedOut"
+            ? "timeout"
+            : String(s.outcome)
+      expected[`${s.language}/${outcome}`] = (expected[`${s.language}/${outcome}`] ?? 0) + 1
+    }
+    const got = Object.fromEntries(
+      (families.get("hermes_sandbox_executions_total")?.metrics ?? [])
+        .filter((m) => Number(m.value) > 0)
+        .map((m) => [`${m.labels?.["language"]}/${m.labels?.["outcome"]}`, Number(m.value)])
+    )
+    expect(got).toEqual(expected)
+    expect(got["bash/timeout"]).toBeGreaterThanOrEqual(1)
+    expect(got["bash/error"]).toBeGreaterThanOrEqual(1)
+    // The parser keeps a labelled histogram's buckets of one label set only (no `_count`): one phase's lines alone.
+    const runLines = text
+      .split("\n")
+      .filter(
+        (l) =>
+          l.startsWith("# TYPE hermes_sandbox_execution_phase_seconds") ||
+          /^hermes_sandbox_execution_phase_seconds_bucket\{.*phase="run"/.test(l)
+      )
+    const run = familiesOf(`${runLines.join("\n")}\n`).get("hermes_sandbox_execution_phase_seconds")?.metrics[0] as
+      | { buckets?: Record<string, string> }
+      | undefined
+    expect(Number(run?.buckets?.["+Inf"])).toBe(
+      states.filter((s) => s.sessionId === undefined && s.startedAt !== undefined && s.finishedAt !== undefined).length
+    )
+  })
+
+  it("--metrics-port: on 127.0.0.1 without a token, and no longer on the main port", async () => {
+    const s = await start(["--port", "0", "--token-file", tokenFile, "--no-journal", "--metrics-port", "0"])
+    expect(
+      await waitFor(async () => /Prometheus metrics at http:\/\/127\.0\.0\.1:[0-9]+\/metrics/.test(s.stderr()), 5_000)
+    ).toBe(true)
+    const metricsUrl = /Prometheus metrics at (\S+)/.exec(s.stderr())![1]!
+    const open = await raw(metricsUrl, { method: "GET" })
+    expect(open.status).toBe(200)
+    expect(familiesOf(open.text).get("hermes_sandbox_in_flight")?.type).toBe("GAUGE")
+    expect(
+      (await raw(s.url.replace(/\/mcp$/, "/metrics"), { method: "GET", headers: { authorization: `Bearer ${token}` } }))
+        .status
+    ).toBe(404)
   })
 })
 

@@ -146,6 +146,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       collect
     )
     .option("--allowed-origin <origin>", "with --http: another browser Origin to accept (repeatable)", collect)
+    .option(
+      "--metrics-port <port>",
+      "with --http: serve GET /metrics (Prometheus) on 127.0.0.1 at this port without a token, instead of on --port behind the token (0: a free one, printed on standard error)"
+    )
     .option("--client-sessions <n>", "with --http: MCP sessions open at once per credential (token; default 8)")
     .option(
       "--http-session-idle <duration>",

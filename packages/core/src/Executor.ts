@@ -39,6 +39,7 @@ import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfi
 import { ContainerNamePrefix, DEADLINE_MARGIN_S, deadlineLabel, Label, ownerLabels, ProjectName } from "./Labels.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
+import { Metrics, makeMetrics } from "./Metrics.js"
 import { encodeRunnerPayloadFor, preloadedCommand } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./kernel/SupervisedRun.js"
 import { boundedWait, resultOf, runToCompletion, withTerminalEvent } from "./kernel/Run.js"
@@ -108,6 +109,11 @@ export class Executor extends Context.Tag("@hermes-sandbox/core/Executor")<
     readonly stats: Effect.Effect<ExecutorStats>
     /** Completes when no execution is running and no removal is pending. */
     readonly idle: Effect.Effect<void>
+    /**
+     * The Prometheus metrics of this executor (and of the sessions service sharing its `Metrics`),
+     * in the text exposition format (`Metrics.CONTENT_TYPE`): a registry of its own (Metrics.ts).
+     */
+    readonly metrics: Effect.Effect<string>
   }
 >() {}
 
@@ -117,8 +123,9 @@ const EXIT_BEFORE_REMOVAL_TIMEOUT_MS = 2_000
 const KILL_EXIT_TIMEOUT = "15 seconds"
 const KILL_EXIT_TIMEOUT_MS = 15_000
 
-const inFlightGauge = Metric.gauge("hermes_sandbox_executions_in_flight")
-const queuedGauge = Metric.gauge("hermes_sandbox_executions_queued")
+// The same names as the Prometheus registry's gauges (Metrics.ts), which read the same counters.
+const inFlightGauge = Metric.gauge("hermes_sandbox_in_flight")
+const queuedGauge = Metric.gauge("hermes_sandbox_queued")
 
 export const make = (options: ExecutorOptions = {}) =>
   Effect.gen(function* () {
@@ -126,11 +133,13 @@ export const make = (options: ExecutorOptions = {}) =>
     const runtime = yield* SandboxRuntime
     const journal = yield* Journal.Journal
     const executorId = options.executorId ?? uuidv7()
+    // The registry the layer shares with its sessions service, else one of this executor's own.
+    const metrics = Option.getOrElse(yield* Effect.serviceOption(Metrics), makeMetrics)
     // The ownership lease first (released last, once every container is gone), then the startup sweep.
-    yield* Ownership.start(executorId, options, "")
+    yield* Ownership.start(executorId, options, "", (report) => metrics.leakedRemoved(report.removed.length))
 
     // Append, then publish only what was committed (internal/publisher.ts).
-    const { append, events, unsafeSubscribe } = makePublisher(journal, executorId)
+    const { append, events, unsafeSubscribe } = makePublisher(journal, executorId, metrics)
     // Finalizers run in reverse order: first refuse new work, then interrupt
     // running executions (their scopes remove containers inline), then wait for
     // background removals (uninterruptible, so "interrupting" them awaits them),
@@ -309,6 +318,7 @@ export const make = (options: ExecutorOptions = {}) =>
         const body = (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) =>
           Effect.gen(function* () {
             yield* takeSlot(scope)
+            metrics.slotTaken(executionId, yield* Clock.currentTimeMillis)
             const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks, plan.collect, undefined, tools)
             // What the removal waits for first (see `reported` below). Interruptible and bounded by the
             // deadline: the removal runs in a finalizer, where nothing else could cut it short.
@@ -386,7 +396,12 @@ export const make = (options: ExecutorOptions = {}) =>
               }),
               timeoutMs: plan.timeoutMs,
               record,
-              append: (event) => append(executionId, event).pipe(Effect.asVoid),
+              append: (event) =>
+                Effect.suspend(() => {
+                  // ArtifactsCollected: the run's collect phase began with the files' first frame.
+                  if (event.type === "ArtifactsCollected") metrics.collectBegan(executionId, run.collectBeganAt())
+                  return append(executionId, event).pipe(Effect.asVoid)
+                }),
               tools
             }).pipe(Scope.extend(scope))
             if (!done.timedOut) destroyReason = "completed"
@@ -479,6 +494,16 @@ export const make = (options: ExecutorOptions = {}) =>
         return yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
       })
 
+    // Read at each scrape, never kept up on the hot path.
+    const unregister = metrics.addLiveState(
+      Effect.map(pool === undefined ? Effect.succeed({}) : pool.ready, (poolReady) => ({
+        inFlight: counters.inFlight,
+        queued: counters.queued,
+        poolReady
+      }))
+    )
+    yield* Effect.addFinalizer(() => Effect.sync(unregister))
+
     // An execution's removal is handed to `removals` before its fiber leaves `executions`.
     const idle = FiberMap.awaitEmpty(executions).pipe(Effect.ignore, Effect.zipRight(FiberSet.awaitEmpty(removals)))
 
@@ -494,7 +519,8 @@ export const make = (options: ExecutorOptions = {}) =>
         queued: counters.queued,
         warm
       })),
-      idle
+      idle,
+      metrics: metrics.text
     })
   })
 

@@ -59,6 +59,7 @@ import {
 import * as Fingerprint from "./Fingerprint.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
+import { Metrics } from "./Metrics.js"
 import * as Removals from "./kernel/Removals.js"
 import * as Sandbox from "./kernel/Sandbox.js"
 import { ContainerNamePrefix } from "./Labels.js"
@@ -228,11 +229,13 @@ export const make = (options: SessionsOptions = {}) =>
     const runner = own.runner ?? DEFAULT_RUNNER.map((a) => (a === SUPERVISOR ? supervisor : a))
     const serviceScope = yield* Effect.scope
     const closed = yield* Ref.make(false)
+    // The registry shared with the executor of the same layer (DockerExecutor.layerWithSessions), if any.
+    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
     // The ownership lease first (released last, once every session sandbox is gone), then the startup sweep.
-    yield* Ownership.start(executorId, options, "session ")
+    yield* Ownership.start(executorId, options, "session ", (report) => metrics?.leakedRemoved(report.removed.length))
 
     // Append, then publish only what was committed (internal/publisher.ts).
-    const { append: publish, events, unsafeSubscribe } = makePublisher(journal, executorId)
+    const { append: publish, events, unsafeSubscribe } = makePublisher(journal, executorId, metrics)
     const append = (streamId: string, event: JournalEvent) => Effect.asVoid(publish(streamId, event))
     const appendQuietly = (streamId: string, ...evs: ReadonlyArray<JournalEvent>) =>
       publish(streamId, ...evs).pipe(
@@ -442,6 +445,10 @@ export const make = (options: SessionsOptions = {}) =>
       }).pipe(Effect.uninterruptible)
 
     const poolReady = pool?.ready ?? Effect.succeed(0)
+    if (metrics !== undefined) {
+      const unregister = metrics.addLiveState(Effect.sync(() => ({ sessionsOpen: registry.size })))
+      yield* Effect.addFinalizer(() => Effect.sync(unregister))
+    }
     return Sessions.of({ executorId, config, open, openPersistent, poolReady, events, unsafeSubscribe, reap })
   })
 

@@ -33,6 +33,8 @@ export interface SweepOptions {
   readonly leases?: OwnerLease.LeaseBook
   /** Names the sweep in its log line. Default "startup sweep". */
   readonly name?: string
+  /** Told each sweep's report (the metrics' count of leaked containers removed). */
+  readonly onReport?: (report: SweepReport) => void
 }
 
 export interface SweepReport {
@@ -328,6 +330,7 @@ export const sweep = (options: SweepOptions) =>
       failed,
       durationMs: (yield* Clock.currentTimeMillis) - startedAt
     }
+    options.onReport?.(report)
     if (report.removed.length > 0 || report.closed.length > 0 || report.failed.length > 0) {
       yield* Effect.logInfo(
         `${options.name ?? "startup sweep"}: removed ${report.removed.length} orphaned container(s), closed ${report.closed.length} lifecycle(s)` +

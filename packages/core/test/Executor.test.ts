@@ -120,8 +120,8 @@ describe("Executor (fake runtime)", () => {
         const tag = `gauges-${Math.random().toString(36).slice(2)}`
         const gauge = (name: string) =>
           Metric.value(Metric.gauge(name).pipe(Metric.tagged("test", tag))).pipe(Effect.map((s) => s.value))
-        const inFlight = gauge("hermes_sandbox_executions_in_flight")
-        const queued = gauge("hermes_sandbox_executions_queued")
+        const inFlight = gauge("hermes_sandbox_in_flight")
+        const queued = gauge("hermes_sandbox_queued")
         yield* withExecutor({ maxConcurrency: 1 }, ({ control, executor }) =>
           Effect.gen(function* () {
             const first = yield* Effect.fork(

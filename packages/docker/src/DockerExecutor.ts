@@ -11,6 +11,7 @@ import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import {
   Executor,
+  Metrics,
   type ExecutorOptions,
   type InvalidRequest,
   type SandboxError,
@@ -81,5 +82,9 @@ export const layerWithSessions = (
   return Layer.merge(
     Executor.layer({ ...options, executorId }),
     Session.layer({ ...defaults, ...sessions, executorId, sweepOnStart: false })
-  ).pipe(Layer.provideMerge(infraLayer(options, executorId)))
+  ).pipe(
+    // One Prometheus registry for both (Metrics.ts): executor.metrics covers the sessions too.
+    Layer.provide(Metrics.layer()),
+    Layer.provideMerge(infraLayer(options, executorId))
+  )
 }

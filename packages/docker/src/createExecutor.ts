@@ -79,6 +79,12 @@ export interface SandboxExecutor extends AsyncDisposable {
    */
   replay(options?: ReplayOptions): Observable<EventEnvelope>
   stats(): Promise<ExecutorStats>
+  /**
+   * This executor's Prometheus metrics in the text exposition format, for a `/metrics` of your own
+   * (content type `Metrics.CONTENT_TYPE` of `@hermes-sandbox/core`; docs/observability.md): a
+   * registry of its own, never prom-client's global one.
+   */
+  metrics(): Promise<string>
   /** Interrupts running executions and resolves once every container is removed. Idempotent. */
   close(): Promise<void>
 }

@@ -10,6 +10,7 @@ import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import {
   Executor,
+  Metrics,
   type ExecutorOptions,
   type InvalidRequest,
   type SandboxError,
@@ -59,5 +60,9 @@ export const layerWithSessions = (
   return Layer.merge(
     Executor.layer({ ...options, executorId }),
     Session.layer({ ...defaults, ...sessions, executorId, sweepOnStart: false })
-  ).pipe(Layer.provideMerge(KubernetesRuntime.layer(kubernetes)))
+  ).pipe(
+    // One Prometheus registry for both (Metrics.ts): executor.metrics covers the sessions too.
+    Layer.provide(Metrics.layer()),
+    Layer.provideMerge(KubernetesRuntime.layer(kubernetes))
+  )
 }

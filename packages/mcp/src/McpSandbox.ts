@@ -195,6 +195,8 @@ export class McpSandbox {
   private constructor(
     readonly runtime: ManagedRuntime.ManagedRuntime<Services, unknown>,
     readonly executorId: string,
+    /** The executor's Prometheus metrics (its sessions service's included: one registry). */
+    private readonly metricsText: Effect.Effect<string>,
     /** Live events of the executor and of the sessions service (each delivered after it committed). */
     readonly subscribe: Sessions["Type"]["unsafeSubscribe"],
     readonly sessionOptions: McpSandboxOptions["session"],
@@ -245,7 +247,7 @@ export class McpSandbox {
       const toolLimits = resolveToolLimits(services.toolLimits)
       const specs = specsOf(tools, toolLimits, sources)
       runtime = ManagedRuntime.make(layer ?? SandboxServices.layer(services))
-      const { executorId, subscribe } = await runtime.runPromise(
+      const { executorId, subscribe, metrics } = await runtime.runPromise(
         Effect.gen(function* () {
           const executor = yield* Executor.Executor
           const sessions = yield* SessionService.Sessions
@@ -257,12 +259,13 @@ export class McpSandbox {
               fromSessions()
             }
           }
-          return { executorId: executor.executorId, subscribe }
+          return { executorId: executor.executorId, subscribe, metrics: executor.metrics }
         })
       )
       return new McpSandbox(
         runtime,
         executorId,
+        metrics,
         subscribe,
         options.session,
         options.limits,
@@ -275,6 +278,14 @@ export class McpSandbox {
       await connections?.close()
       throw error
     }
+  }
+
+  /**
+   * The server's Prometheus metrics in the text exposition format (Metrics.CONTENT_TYPE): the
+   * executor's and the session sandboxes' (docs/observability.md). serveHttp serves it at /metrics.
+   */
+  metrics(): Promise<string> {
+    return this.runtime.runPromise(this.metricsText)
   }
 
   /** A new MCP session (one per stdio connection, one per HTTP session). */

@@ -10,6 +10,10 @@
  *   session that never made a call expires after a minute;
  * - one MCP server instance per MCP session (the SDK requires it); a session that ends — DELETE,
  *   idle expiry, the server's shutdown — closes its calls and removes its session sandbox.
+ *
+ * GET /metrics is the server's Prometheus metrics (McpSandbox.metrics), behind the same checks and
+ * token as /mcp; or, with `metricsPort`, only on a listener of its own on 127.0.0.1 without a token
+ * (its Host header still a loopback name), for a local Prometheus or agent that holds no token.
  */
 import { randomUUID, timingSafeEqual } from "node:crypto"
 import {
@@ -21,6 +25,7 @@ import {
 import type { AddressInfo } from "node:net"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
+import { Metrics } from "@hermes-sandbox/core"
 import type { McpSandbox } from "./McpSandbox.js"
 import type { McpSession } from "./McpSession.js"
 import { isLoopback } from "./loopback.js"
@@ -56,6 +61,11 @@ export interface HttpOptions {
   readonly unusedSessionIdleS?: number
   /** MCP sessions open at once. Default 64. */
   readonly maxSessions?: number
+  /**
+   * Serve GET /metrics (Prometheus) on 127.0.0.1 at this port (0: a free one), without a token,
+   * instead of on the main port behind the token. Default: on the main port, behind the token.
+   */
+  readonly metricsPort?: number
 }
 
 export interface HttpServing {
@@ -64,6 +74,8 @@ export interface HttpServing {
   readonly port: number
   /** MCP sessions open now. */
   readonly sessions: () => number
+  /** Where GET /metrics is served: http://host:port/metrics (with `metricsPort`, the loopback listener's). */
+  readonly metricsUrl: string
   /** Stop listening, close every MCP session (their sandboxes removed). Idempotent. */
   close(): Promise<void>
 }
@@ -80,6 +92,15 @@ interface Entry {
   lastSeen: number
   /** POSTs being answered now (a call running): the session is not idle while one runs. */
   running: number
+}
+
+/** GET (or HEAD) /metrics: the sandbox's metrics in Prometheus' text format. */
+const serveMetrics = async (sandbox: McpSandbox, req: IncomingMessage, res: ServerResponse) => {
+  if (req.method !== "GET" && req.method !== "HEAD")
+    return reply(res, 405, "method not allowed: GET /metrics", { allow: "GET, HEAD" })
+  const text = await sandbox.metrics()
+  res.writeHead(200, { "content-type": Metrics.CONTENT_TYPE, "cache-control": "no-store" })
+  res.end(req.method === "HEAD" ? undefined : text)
 }
 
 /** localhost, 127.0.0.1 or [::1], with or without a port. */
@@ -194,9 +215,11 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
     await entry.transport.close().catch(() => {})
   }
 
+  const metricsHere = options.metricsPort === undefined
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? "/").split("?")[0]
-    if (path !== "/mcp") return reply(res, 404, "not found: the MCP endpoint is /mcp")
+    if (path !== "/mcp" && !(metricsHere && path === "/metrics"))
+      return reply(res, 404, "not found: the MCP endpoint is /mcp")
     if (!hostAllowed(req))
       return reply(res, 403, `forbidden: Host ${JSON.stringify(req.headers.host ?? "")} is not this server's`)
     if (!originAllowed(req))
@@ -207,6 +230,7 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
         "www-authenticate": `Bearer realm="hermes-sandbox"`
       })
     if (closing !== undefined) return reply(res, 503, "the server is stopping")
+    if (path === "/metrics") return serveMetrics(sandbox, req, res)
 
     let body: unknown
     if (req.method === "POST") {
@@ -320,13 +344,54 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   })
   port = (http.address() as AddressInfo).port
   const shown = host.includes(":") ? `[${host}]` : host
+
+  // /metrics alone, without a token, on loopback: the Host header must still be a loopback name
+  // (a page's own name never passes), and nothing else is served there.
+  let metricsServer: HttpServer | undefined
+  let metricsUrl = `http://${shown}:${port}/metrics`
+  if (options.metricsPort !== undefined) {
+    const server = createHttpServer((req, res) => {
+      const path = (req.url ?? "/").split("?")[0]
+      if (path !== "/metrics") return reply(res, 404, "not found: this port serves /metrics only")
+      if (!LOOPBACK_HOST.test((req.headers.host ?? "").toLowerCase()))
+        return reply(res, 403, `forbidden: Host ${JSON.stringify(req.headers.host ?? "")} is not a loopback name`)
+      if (!originAllowed(req))
+        return reply(res, 403, `forbidden: Origin ${JSON.stringify(req.headers.origin)} is not allowed`)
+      serveMetrics(sandbox, req, res).catch((error: unknown) =>
+        reply(res, 500, `internal error: ${(error as Error).message}`)
+      )
+    })
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject)
+        server.listen(options.metricsPort, "127.0.0.1", () => {
+          server.off("error", reject)
+          resolve()
+        })
+      })
+    } catch (error) {
+      await new Promise<void>((resolve) => http.close(() => resolve()))
+      clearInterval(sweep)
+      throw error
+    }
+    metricsServer = server
+    metricsUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/metrics`
+  }
   return {
     url: `http://${shown}:${port}/mcp`,
     port,
+    metricsUrl,
     sessions: () => entries.size,
     close: () =>
       (closing ??= (async () => {
         clearInterval(sweep)
+        if (metricsServer !== undefined) {
+          const m = metricsServer
+          await new Promise<void>((resolve) => {
+            m.close(() => resolve())
+            m.closeAllConnections()
+          })
+        }
         const stopped = new Promise<void>((resolve) => http.close(() => resolve()))
         await Promise.allSettled([...entries.keys()].map((id) => closeEntry(id, "the server is stopping")))
         http.closeAllConnections()

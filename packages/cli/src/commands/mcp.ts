@@ -28,6 +28,7 @@ export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOption
   readonly host?: string
   readonly port?: string
   readonly tokenFile?: string
+  readonly metricsPort?: string
   readonly allowRemote?: boolean
   readonly allowedHost?: ReadonlyArray<string>
   readonly allowedOrigin?: ReadonlyArray<string>
@@ -126,8 +127,13 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const port = options.port === undefined ? undefined : Number(options.port)
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535))
     throw new UsageError(`--port: expected 0 (a free port) to 65535, got ${JSON.stringify(options.port)}`)
-  if (options.http !== true && (options.host ?? options.port ?? options.tokenFile) !== undefined)
-    throw new UsageError("--host, --port and --token-file: only with --http")
+  if (options.http !== true && (options.host ?? options.port ?? options.tokenFile ?? options.metricsPort) !== undefined)
+    throw new UsageError("--host, --port, --token-file and --metrics-port: only with --http")
+  const metricsPort = options.metricsPort === undefined ? undefined : Number(options.metricsPort)
+  if (metricsPort !== undefined && (!/^[0-9]+$/.test(options.metricsPort!) || metricsPort > 65535))
+    throw new UsageError(
+      `--metrics-port: expected 0 (a free port) to 65535, got ${JSON.stringify(options.metricsPort)}`
+    )
   if (options.host !== undefined && !isLoopback(options.host) && options.allowRemote !== true) {
     throw new UsageError(
       `--host ${options.host}: not a loopback address, and this endpoint runs code; pass --allow-remote to listen on it anyway (behind TLS)`
@@ -211,6 +217,7 @@ export const mcp = async (options: McpOptions): Promise<number> => {
           : { clients: token!.clients }),
         ...(options.host === undefined ? {} : { host: options.host }),
         ...(port === undefined ? {} : { port }),
+        ...(metricsPort === undefined ? {} : { metricsPort }),
         ...(options.allowRemote === true ? { allowRemote: true } : {}),
         ...(options.allowedHost === undefined ? {} : { allowedHosts: options.allowedHost }),
         ...(options.allowedOrigin === undefined ? {} : { allowedOrigins: options.allowedOrigin }),
@@ -218,6 +225,9 @@ export const mcp = async (options: McpOptions): Promise<number> => {
         ...(httpSessionIdleS === undefined ? {} : { sessionIdleS: httpSessionIdleS })
       })
       say(`serving MCP over Streamable HTTP at ${serving.url} (executor ${sandbox.executorId})`)
+      say(
+        `Prometheus metrics at ${serving.metricsUrl}${metricsPort === undefined ? " (behind the bearer token)" : " (loopback, no token)"}`
+      )
       if (token!.generated)
         say(`bearer token (generated; pass --token-file or ${TOKEN_VARIABLE} to choose one): ${token!.token}`)
       await stopped

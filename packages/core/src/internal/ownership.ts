@@ -11,13 +11,15 @@ import { Journal } from "@hermes-sandbox/events"
 import type { SandboxDefaults } from "../ExecutorConfig.js"
 import * as OwnerLease from "../OwnerLease.js"
 import type { SandboxRuntime } from "../SandboxRuntime.js"
-import { periodically, sweep } from "../Sweep.js"
+import { periodically, sweep, type SweepReport } from "../Sweep.js"
 
 export const start = (
   executorId: string,
   options: Pick<SandboxDefaults, "ownerLease" | "sweepOnStart" | "sweepIntervalMs">,
   /** How the owner is named in its log lines ("", "session "). */
-  who: string
+  who: string,
+  /** Told each sweep's report. */
+  onReport?: (report: SweepReport) => void
 ): Effect.Effect<void, never, SandboxRuntime | Journal.Journal | Scope.Scope> =>
   Effect.gen(function* () {
     const journal = yield* Journal.Journal
@@ -32,8 +34,15 @@ export const start = (
         : (options.sweepIntervalMs ?? (journal.sharedAcrossHosts === true ? leaseMs : undefined))
     const leases = OwnerLease.makeBook(journal)
     // Orphans of gone owners are removed and their lifecycles closed before we add our own.
-    yield* sweep({ executorId, clockSkewMs, leases }).pipe(
+    yield* sweep({ executorId, clockSkewMs, leases, ...(onReport === undefined ? {} : { onReport }) }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning(`${who}startup sweep failed; continuing`, cause))
     )
-    if (intervalMs !== undefined) yield* periodically({ executorId, clockSkewMs, leases, intervalMs })
+    if (intervalMs !== undefined)
+      yield* periodically({
+        executorId,
+        clockSkewMs,
+        leases,
+        intervalMs,
+        ...(onReport === undefined ? {} : { onReport })
+      })
   })

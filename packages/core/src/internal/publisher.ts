@@ -6,6 +6,7 @@
  */
 import { Effect, Stream } from "effect"
 import type { EventEnvelope, Journal, JournalEvent } from "@hermes-sandbox/events"
+import type { SandboxMetrics } from "../Metrics.js"
 
 export interface Publisher {
   /** Append to one stream and publish what was committed. */
@@ -17,11 +18,17 @@ export interface Publisher {
   readonly events: Stream.Stream<EventEnvelope>
 }
 
-export const makePublisher = (journal: Journal.Journal["Type"], executorId: string): Publisher => {
+/** With `metrics`, each append is timed and each committed event observed (Metrics.ts), before the listeners. */
+export const makePublisher = (
+  journal: Journal.Journal["Type"],
+  executorId: string,
+  metrics?: SandboxMetrics
+): Publisher => {
   const listeners = new Set<(event: EventEnvelope) => void>()
   const publish = (committed: ReadonlyArray<EventEnvelope>) =>
     Effect.sync(() => {
       for (const event of committed) {
+        metrics?.observe(event)
         for (const listener of listeners) {
           try {
             listener(event)
@@ -39,10 +46,20 @@ export const makePublisher = (journal: Journal.Journal["Type"], executorId: stri
   }
   return {
     // No expected version is given, so a VersionConflict cannot happen: it would be a defect.
-    append: (streamId, ...events) =>
-      journal
-        .append({ streamId, events, executorId })
-        .pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish)),
+    append: (streamId, ...events) => {
+      const appended = journal.append({ streamId, events, executorId })
+      return (
+        metrics === undefined
+          ? appended
+          : Effect.suspend(() => {
+              const started = performance.now()
+              return Effect.ensuring(
+                appended,
+                Effect.sync(() => metrics.appended((performance.now() - started) / 1000))
+              )
+            })
+      ).pipe(Effect.catchTag("VersionConflict", Effect.die), Effect.tap(publish))
+    },
     unsafeSubscribe,
     events: Stream.asyncPush<EventEnvelope>((emit) =>
       Effect.acquireRelease(

@@ -58,6 +58,8 @@ export interface SupervisedRun {
   readonly diagnostics: () => string
   /** With `files`: what arrived of them so far. */
   readonly files: FileReceiver | undefined
+  /** With `files`: when their first frame arrived (the clock's ms: the supervisor's walk began), if one did. */
+  readonly collectBeganAt: () => number | undefined
   /** With `fileOp`: the supervisor's reply to it so far. */
   readonly reply: FileOpReply | undefined
 }
@@ -74,8 +76,9 @@ export const makeSupervisedRun = (
   fileOp?: FileOp,
   tools?: ToolFrames
 ): Effect.Effect<SupervisedRun> =>
-  Effect.map(Deferred.make<SupervisorReport>(), (report) => {
+  Effect.map(Effect.zip(Deferred.make<SupervisorReport>(), Effect.clock), ([report, clock]) => {
     const key = makeRunKey()
+    let collectBeganAt: number | undefined
     const keepBytes = keptOutputBytes(hooks.keepFullOutput) ?? 0
     const stdout = new OutputCapture(outputLimitBytes, keepBytes)
     const stderr = new OutputCapture(outputLimitBytes, keepBytes)
@@ -119,6 +122,7 @@ export const makeSupervisedRun = (
           type === FRAME.skipped ||
           type === FRAME.skippedCount
         ) {
+          if (reply === undefined && collectBeganAt === undefined) collectBeganAt = clock.unsafeCurrentTimeMillis()
           refused(
             reply?.fileFrame(type) ??
               (receiver === undefined
@@ -193,6 +197,7 @@ export const makeSupervisedRun = (
       // the engine's verdict decides then, and the partial frame is dropped.
       diagnostics: () => diagnostics.text().trim(),
       files: files === undefined ? undefined : receiver,
+      collectBeganAt: () => collectBeganAt,
       reply
     }
   })

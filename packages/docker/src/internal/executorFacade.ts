@@ -81,6 +81,7 @@ export const openExecutorFacade = async <R>(
           })
       ),
       stats: () => runtime.runPromise(executor.stats),
+      metrics: () => runtime.runPromise(executor.metrics),
       close,
       [Symbol.asyncDispose]: close
     }

@@ -6,14 +6,16 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js"
 import { Layer } from "effect"
-import { Executor, Session } from "@hermes-sandbox/core"
+import { Executor, Metrics, Session } from "@hermes-sandbox/core"
 import { FakeRuntime } from "@hermes-sandbox/core/testing"
 import { MemoryJournal } from "@hermes-sandbox/events"
 import type { McpSandbox } from "../../src/McpSandbox.js"
 import { createServer } from "../../src/server.js"
 
+/** As DockerExecutor.layerWithSessions composes them: one Prometheus registry for both services. */
 export const fakeServices = () =>
   Layer.mergeAll(Executor.layer(), Session.layer({ sweepOnStart: false })).pipe(
+    Layer.provide(Metrics.layer()),
     Layer.provideMerge(Layer.merge(FakeRuntime.layer(), MemoryJournal.layer()))
   )
 

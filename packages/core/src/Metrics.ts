@@ -1,0 +1,363 @@
+/**
+ * Prometheus metrics of an executor and its sessions service: one registry per `Metrics` instance
+ * (prom-client's `Registry`, never its process-wide default one), so two executors in one process
+ * never share or collide.
+ *
+ * What they count is a projection of what the services journal: the counters and histograms are
+ * fed the events each service publishes after their append committed (internal/publisher.ts), so
+ * they agree with `hermes-sandbox events` and `Projection.summarize` by construction, on every
+ * journal alike; the gauges are read from the services' live state when the registry is scraped,
+ * never kept up on the hot path.
+ *
+ * - `hermes_sandbox_executions_total{language,outcome}`: terminal events. `outcome`: ok (exit 0),
+ *   error (another exit code), oom (killed by the OOM killer), timeout (ExecutionTimedOut),
+ *   interrupted (ExecutionInterrupted: aborted, the executor closed), failed (ExecutionFailed).
+ *   `language` is one of python, javascript, bash (else "other").
+ * - `hermes_sandbox_execution_phase_seconds{phase}`: a one-shot execution's phases, from its
+ *   stream's timestamps (and the moment it got its slot): queue (requested → slot), create (slot →
+ *   ContainerCreated) or claim (slot → ContainerClaimed, a warm sandbox), start (created →
+ *   ContainerStarted), run (started or claimed → the terminal event, or → the files' first frame
+ *   with `collect`), collect (the files' first frame, else ArtifactsCollected → the terminal
+ *   event), removal (the terminal event → ContainerDestroyed). Session calls run in a long-lived sandbox and have no phases here.
+ * - `hermes_sandbox_tool_calls_total{tool,outcome}`: ToolCallCompleted | Failed | Refused
+ *   (outcome completed, failed, refused). `tool` is a tool's name only once the host has shown it
+ *   is one of its tools (a call of it was served, failed, or refused for its arguments or the
+ *   budget: checks made after the name was found among the run's tools), and at most
+ *   MAX_TOOL_LABELS names; every other name the sandboxed code sends is "other".
+ * - `hermes_sandbox_journal_append_seconds`: each append of the services' events, as long as it took.
+ * - `hermes_sandbox_leaked_containers_removed_total`: orphaned containers the sweeps removed.
+ * - gauges: `hermes_sandbox_in_flight` (concurrency slots held: running, and results returned whose
+ *   sandbox is still being removed), `hermes_sandbox_queued`, `hermes_sandbox_pool_ready{language}`
+ *   (warm sandboxes ready), `hermes_sandbox_sessions_open` (session sandboxes the sessions service
+ *   holds, its pool's included).
+ *
+ * Nothing here grows with what the sandbox does: label values come from fixed sets (or the capped
+ * set of the host's tool names), and what is kept per execution is dropped at its end and bounded
+ * (MAX_TRACKED) besides.
+ */
+import { createRequire } from "node:module"
+import { Context, Effect, Layer } from "effect"
+import type * as PromClient from "prom-client"
+import type { EventEnvelope } from "@hermes-sandbox/events"
+import { Languages } from "./Language.js"
+import { onFirstUse } from "./OnFirstUse.js"
+
+/** The content type of the text exposition (Prometheus text format 0.0.4), for an HTTP response. */
+export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+/** The outcomes of `hermes_sandbox_executions_total`. */
+export const EXECUTION_OUTCOMES = ["ok", "error", "oom", "timeout", "interrupted", "failed"] as const
+export type ExecutionOutcome = (typeof EXECUTION_OUTCOMES)[number]
+/** The phases of `hermes_sandbox_execution_phase_seconds`. */
+export const PHASES = ["queue", "create", "claim", "start", "run", "collect", "removal"] as const
+export type ExecutionPhase = (typeof PHASES)[number]
+/** The outcomes of `hermes_sandbox_tool_calls_total`. */
+export const TOOL_CALL_OUTCOMES = ["completed", "failed", "refused"] as const
+/** Distinct tool names used as labels at most; past them, "other". */
+export const MAX_TOOL_LABELS = 100
+/** Executions whose phases are being followed at most (the oldest is dropped past it). */
+export const MAX_TRACKED = 10_000
+
+/** What a service reports of its live state when the registry is scraped (summed over the services). */
+export interface LiveState {
+  readonly inFlight?: number
+  readonly queued?: number
+  readonly poolReady?: Readonly<Record<string, number>>
+  readonly sessionsOpen?: number
+}
+
+export interface SandboxMetrics {
+  /** The registry in Prometheus' text format (the live gauges read first). */
+  readonly text: Effect.Effect<string>
+  /** The exposition's content type, for the HTTP response. */
+  readonly contentType: string
+  /**
+   * The prom-client registry itself, e.g. to merge with one's own
+   * (`Registry.merge([mine, metrics.registry])`). Its gauges are read by `text` only.
+   */
+  readonly registry: PromClient.Registry
+  /** @internal A committed event of the services (the publisher calls it). */
+  readonly observe: (event: EventEnvelope) => void
+  /** @internal One append took this long. */
+  readonly appended: (seconds: number) => void
+  /** @internal The execution got its concurrency slot at this time (the journal's clock). */
+  readonly slotTaken: (executionId: string, atMs: number) => void
+  /** @internal The execution's collected files began to arrive at this time (undefined: none came). */
+  readonly collectBegan: (executionId: string, atMs: number | undefined) => void
+  /** @internal A sweep removed this many orphaned containers. */
+  readonly leakedRemoved: (count: number) => void
+  /** @internal Read `live` at each scrape; returns the unregistration. */
+  readonly addLiveState: (live: Effect.Effect<LiveState>) => () => void
+}
+
+/** The registry an executor and a sessions service share (DockerExecutor.layerWithSessions provides one). */
+export class Metrics extends Context.Tag("@hermes-sandbox/core/Metrics")<Metrics, SandboxMetrics>() {}
+
+/** What is used of prom-client: its registry and three metric types. */
+interface PromClientUsed {
+  readonly Registry: typeof PromClient.Registry
+  readonly Counter: typeof PromClient.Counter
+  readonly Gauge: typeof PromClient.Gauge
+  readonly Histogram: typeof PromClient.Histogram
+}
+
+// prom-client loads with the first registry made (an executor's start), not with the package; and
+// only the four modules used, not its index (default process metrics, push gateway, cluster
+// aggregation, OpenTelemetry's API): 9 modules and ~10 ms of CPU instead of 184 and ~70 ms.
+const promClient = onFirstUse<PromClientUsed>(
+  () => ({
+    Registry: require("prom-client/lib/registry"),
+    Counter: require("prom-client/lib/counter"),
+    Gauge: require("prom-client/lib/gauge"),
+    Histogram: require("prom-client/lib/histogram")
+  }),
+  () =>
+    ((r) => ({
+      Registry: r("prom-client/lib/registry"),
+      Counter: r("prom-client/lib/counter"),
+      Gauge: r("prom-client/lib/gauge"),
+      Histogram: r("prom-client/lib/histogram")
+    }))(createRequire(import.meta.url))
+)
+
+const PHASE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
+const APPEND_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+
+const languages: ReadonlySet<string> = new Set(Languages)
+
+interface Tracked {
+  readonly language: string
+  /** A one-shot execution (a session's call runs in a long-lived sandbox: counted, not phased). */
+  readonly phased: boolean
+  readonly requestedAt: number
+  slotAt?: number
+  acquiredAt?: number
+  startedAt?: number
+  /** With `collect`: when the files began to come (else when ArtifactsCollected was recorded). */
+  collectAt?: number
+  collected?: boolean
+  endedAt?: number
+}
+
+/** A fresh registry with every metric of the contract, its counters at zero. */
+export const makeMetrics = (): SandboxMetrics => {
+  const prom = promClient()
+  const registry = new prom.Registry()
+  const registers = [registry]
+  const executions = new prom.Counter({
+    name: "hermes_sandbox_executions_total",
+    help: "Executions ended, by language and outcome (their terminal journal event).",
+    labelNames: ["language", "outcome"] as const,
+    registers
+  })
+  const phases = new prom.Histogram({
+    name: "hermes_sandbox_execution_phase_seconds",
+    help: "How long each phase of a one-shot execution took (queue, create, claim, start, run, removal).",
+    labelNames: ["phase"] as const,
+    buckets: PHASE_BUCKETS,
+    registers
+  })
+  const toolCalls = new prom.Counter({
+    name: "hermes_sandbox_tool_calls_total",
+    help: 'Tool calls of sandboxed code, by tool ("other" for a name that is not a host tool) and outcome.',
+    labelNames: ["tool", "outcome"] as const,
+    registers
+  })
+  const appends = new prom.Histogram({
+    name: "hermes_sandbox_journal_append_seconds",
+    help: "How long each journal append of the services' events took.",
+    buckets: APPEND_BUCKETS,
+    registers
+  })
+  const leaked = new prom.Counter({
+    name: "hermes_sandbox_leaked_containers_removed_total",
+    help: "Orphaned containers (their owner gone) the sweeps removed.",
+    registers
+  })
+  const inFlight = new prom.Gauge({
+    name: "hermes_sandbox_in_flight",
+    help: "Concurrency slots held: executions running, and results returned whose sandbox is being removed.",
+    registers
+  })
+  const queued = new prom.Gauge({
+    name: "hermes_sandbox_queued",
+    help: "Executions waiting for a concurrency slot.",
+    registers
+  })
+  const poolReady = new prom.Gauge({
+    name: "hermes_sandbox_pool_ready",
+    help: "Warm-pool sandboxes ready to be claimed, by language.",
+    labelNames: ["language"] as const,
+    registers
+  })
+  const sessionsOpen = new prom.Gauge({
+    name: "hermes_sandbox_sessions_open",
+    help: "Session sandboxes the sessions service holds open (its pool's included).",
+    registers
+  })
+  // Known series at zero from the start (a rate over a series that appears late misses its first step).
+  for (const language of Languages)
+    for (const outcome of EXECUTION_OUTCOMES) executions.labels({ language, outcome }).inc(0)
+  for (const phase of PHASES) phases.zero({ phase })
+  leaked.inc(0)
+
+  const tracked = new Map<string, Tracked>()
+  const toolNames = new Set<string>()
+  const toolLabel = (tool: string, known: boolean): string => {
+    if (toolNames.has(tool)) return tool
+    if (!known || toolNames.size >= MAX_TOOL_LABELS) return "other"
+    toolNames.add(tool)
+    return tool
+  }
+  const phase = (name: ExecutionPhase, fromMs: number, toMs: number) =>
+    phases.observe({ phase: name }, Math.max(0, toMs - fromMs) / 1000)
+  const live = new Set<Effect.Effect<LiveState>>()
+
+  const observe = (event: EventEnvelope): void => {
+    const at = event.timestamp
+    switch (event.type) {
+      case "ExecutionRequested": {
+        if (tracked.size >= MAX_TRACKED) {
+          const oldest = tracked.keys().next()
+          if (oldest.done !== true) tracked.delete(oldest.value)
+        }
+        tracked.set(event.streamId, {
+          language: languages.has(event.data.language) ? event.data.language : "other",
+          // A session's call has no slot, container or start of its own.
+          phased: event.data.sessionId === undefined,
+          requestedAt: at
+        })
+        return
+      }
+      case "ContainerCreated":
+      case "ContainerClaimed": {
+        const t = tracked.get(event.streamId)
+        if (t === undefined || !t.phased || t.acquiredAt !== undefined) return
+        const slotAt = t.slotAt ?? t.requestedAt
+        phase("queue", t.requestedAt, slotAt)
+        phase(event.type === "ContainerCreated" ? "create" : "claim", slotAt, at)
+        t.acquiredAt = at
+        // A warm sandbox was started ahead: the run counts from the claim.
+        if (event.type === "ContainerClaimed") t.startedAt = at
+        return
+      }
+      case "ContainerStarted": {
+        const t = tracked.get(event.streamId)
+        if (t === undefined || t.acquiredAt === undefined || t.startedAt !== undefined) return
+        phase("start", t.acquiredAt, at)
+        t.startedAt = at
+        return
+      }
+      case "ArtifactsCollected": {
+        const t = tracked.get(event.streamId)
+        if (t === undefined || t.startedAt === undefined || t.endedAt !== undefined) return
+        t.collected = true
+        t.collectAt ??= at
+        return
+      }
+      case "ContainerExited":
+      case "ExecutionTimedOut":
+      case "ExecutionInterrupted":
+      case "ExecutionFailed": {
+        const t = tracked.get(event.streamId)
+        const outcome: ExecutionOutcome =
+          event.type === "ContainerExited"
+            ? event.data.oomKilled
+              ? "oom"
+              : event.data.exitCode === 0
+                ? "ok"
+                : "error"
+            : event.type === "ExecutionTimedOut"
+              ? "timeout"
+              : event.type === "ExecutionInterrupted"
+                ? "interrupted"
+                : "failed"
+        // (Untracked: its request came before this registry, or was dropped past MAX_TRACKED.)
+        if (t === undefined || t.endedAt === undefined) executions.inc({ language: t?.language ?? "other", outcome })
+        if (t === undefined || t.endedAt !== undefined) return
+        if (t.startedAt !== undefined) {
+          if (t.collected === true && t.collectAt !== undefined) {
+            // The program ended, then the supervisor walked /workspace and sent the files back.
+            const from = Math.min(Math.max(t.collectAt, t.startedAt), at)
+            phase("run", t.startedAt, from)
+            phase("collect", from, at)
+          } else phase("run", t.startedAt, at)
+        }
+        t.endedAt = at
+        // Nothing to remove: the execution ends here.
+        if (t.acquiredAt === undefined) tracked.delete(event.streamId)
+        return
+      }
+      case "ContainerDestroyed": {
+        const t = tracked.get(event.streamId)
+        if (t === undefined) return
+        if (t.endedAt !== undefined) phase("removal", t.endedAt, at)
+        tracked.delete(event.streamId)
+        return
+      }
+      case "ToolCallCompleted":
+        toolCalls.inc({ tool: toolLabel(event.data.tool, true), outcome: "completed" })
+        return
+      case "ToolCallFailed":
+        toolCalls.inc({ tool: toolLabel(event.data.tool, true), outcome: "failed" })
+        return
+      case "ToolCallRefused": {
+        // Only these refusals come after the name was found among the run's tools.
+        const known = event.data.reason === "invalid-arguments" || event.data.reason === "budget-exhausted"
+        toolCalls.inc({ tool: toolLabel(event.data.tool, known), outcome: "refused" })
+        return
+      }
+      default:
+        return
+    }
+  }
+
+  const text = Effect.gen(function* () {
+    const states = yield* Effect.forEach([...live], (l) => l, { concurrency: "unbounded" })
+    let inFlightNow = 0
+    let queuedNow = 0
+    let sessionsNow = 0
+    const ready: Record<string, number> = Object.fromEntries(Languages.map((l) => [l, 0]))
+    for (const s of states) {
+      inFlightNow += s.inFlight ?? 0
+      queuedNow += s.queued ?? 0
+      sessionsNow += s.sessionsOpen ?? 0
+      for (const [language, n] of Object.entries(s.poolReady ?? {}))
+        if (languages.has(language)) ready[language] = (ready[language] ?? 0) + n
+    }
+    inFlight.set(inFlightNow)
+    queued.set(queuedNow)
+    sessionsOpen.set(sessionsNow)
+    for (const [language, n] of Object.entries(ready)) poolReady.set({ language }, n)
+    return yield* Effect.promise(() => registry.metrics())
+  })
+
+  return {
+    text,
+    contentType: registry.contentType,
+    registry,
+    observe,
+    appended: (seconds) => appends.observe(seconds),
+    collectBegan: (executionId, atMs) => {
+      const t = tracked.get(executionId)
+      if (t !== undefined && atMs !== undefined && t.collectAt === undefined) t.collectAt = atMs
+    },
+    slotTaken: (executionId, atMs) => {
+      const t = tracked.get(executionId)
+      if (t !== undefined && t.slotAt === undefined) t.slotAt = atMs
+    },
+    leakedRemoved: (count) => {
+      if (count > 0) leaked.inc(count)
+    },
+    addLiveState: (state) => {
+      live.add(state)
+      return () => void live.delete(state)
+    }
+  }
+}
+
+/**
+ * A registry for the services this layer is provided to (an executor and its sessions service:
+ * their gauges are summed). Each call is a new registry: the layer is memoized by reference.
+ */
+export const layer = (): Layer.Layer<Metrics> => Layer.sync(Metrics, makeMetrics)
