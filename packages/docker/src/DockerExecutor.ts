@@ -11,14 +11,13 @@ import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import {
   Executor,
-  Metrics,
   type ExecutorOptions,
+  ExecutorWithSessions,
   type InvalidRequest,
   type SandboxError,
-  type SandboxRuntime,
-  Session
+  type SandboxRuntime
 } from "@hermes-sandbox/core"
-import { type Sessions, type SessionsOptions } from "@hermes-sandbox/core/Session"
+import type { Sessions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
 import * as DockerEngine from "./DockerEngine.js"
 import * as DockerRuntime from "./DockerRuntime.js"
@@ -57,10 +56,9 @@ export const layer = (
 /**
  * An Executor and Sessions over ONE engine connection, runtime, watchdog and identity (the MCP
  * server: one-shot runs and session sandboxes in one journal, both covered by one watchdog and
- * one startup sweep, the executor's). `sessions` are the session service's own options (its
- * image, runner); the sandbox defaults (limits, network, runtime, env) are the executor's.
+ * one startup sweep, the executor's): ExecutorWithSessions over Docker.
  */
-export type SessionServiceOptions = Pick<SessionsOptions, "sessionImage" | "runner" | "reapOnStart" | "pool">
+export type SessionServiceOptions = ExecutorWithSessions.SessionServiceOptions
 
 export const layerWithSessions = (
   options: DockerExecutorOptions & { readonly sessions?: SessionServiceOptions } = {}
@@ -70,21 +68,7 @@ export const layerWithSessions = (
   Journal.Journal
 > => {
   const executorId = options.executorId ?? uuidv7()
-  const {
-    sessions,
-    maxConcurrency: _c,
-    maxQueue: _q,
-    whenQueueFull: _w,
-    warmPool: _p,
-    awaitRemoval: _r,
-    ...defaults
-  } = options
-  return Layer.merge(
-    Executor.layer({ ...options, executorId }),
-    Session.layer({ ...defaults, ...sessions, executorId, sweepOnStart: false })
-  ).pipe(
-    // One Prometheus registry for both (Metrics.ts): executor.metrics covers the sessions too.
-    Layer.provide(Metrics.layer()),
+  return ExecutorWithSessions.layer({ ...options, executorId }).pipe(
     Layer.provideMerge(infraLayer(options, executorId))
   )
 }

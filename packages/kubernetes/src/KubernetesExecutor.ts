@@ -10,14 +10,13 @@ import { Layer } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import {
   Executor,
-  Metrics,
   type ExecutorOptions,
+  ExecutorWithSessions,
   type InvalidRequest,
   type SandboxError,
-  type SandboxRuntime,
-  Session
+  type SandboxRuntime
 } from "@hermes-sandbox/core"
-import type { Sessions, SessionsOptions } from "@hermes-sandbox/core/Session"
+import type { Sessions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
 import * as KubernetesRuntime from "./KubernetesRuntime.js"
 
@@ -26,7 +25,7 @@ export interface KubernetesExecutorOptions extends ExecutorOptions {
 }
 
 /** The session service's own options (the sandbox defaults are the executor's), as on Docker. */
-export type SessionServiceOptions = Pick<SessionsOptions, "sessionImage" | "runner" | "reapOnStart" | "pool">
+export type SessionServiceOptions = ExecutorWithSessions.SessionServiceOptions
 
 /** An Executor over Kubernetes. Needs a Journal (MemoryJournal.layer() or a SQLite / PostgreSQL one). */
 export const layer = (
@@ -40,29 +39,13 @@ export const layer = (
 
 /**
  * An Executor and Sessions over ONE runtime (one API connection) and identity, as
- * DockerExecutor.layerWithSessions (the MCP server): one-shot runs and session sandboxes in one
- * journal and one startup sweep, the executor's.
+ * DockerExecutor.layerWithSessions (the MCP server): ExecutorWithSessions over Kubernetes.
  */
 export const layerWithSessions = (
   options: KubernetesExecutorOptions & { readonly sessions?: SessionServiceOptions | undefined }
 ): Layer.Layer<Executor.Executor | Sessions | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
-  const executorId = options.executorId ?? uuidv7()
-  const {
-    sessions,
-    kubernetes,
-    maxConcurrency: _c,
-    maxQueue: _q,
-    whenQueueFull: _w,
-    warmPool: _p,
-    awaitRemoval: _r,
-    ...defaults
-  } = options
-  return Layer.merge(
-    Executor.layer({ ...options, executorId }),
-    Session.layer({ ...defaults, ...sessions, executorId, sweepOnStart: false })
-  ).pipe(
-    // One Prometheus registry for both (Metrics.ts): executor.metrics covers the sessions too.
-    Layer.provide(Metrics.layer()),
+  const { kubernetes, ...rest } = options
+  return ExecutorWithSessions.layer({ ...rest, executorId: options.executorId ?? uuidv7() }).pipe(
     Layer.provideMerge(KubernetesRuntime.layer(kubernetes))
   )
 }
