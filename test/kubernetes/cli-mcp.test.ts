@@ -76,6 +76,9 @@ describe("the CLI on the cluster", () => {
     const stray = await cli(["run", "--namespace", "x", "--no-journal", "-e", "print(1)"], { env })
     expect(stray.code).toBe(2)
     expect(stray.stderr).toContain("--namespace: only with --kubernetes")
+    const strayDoctor = await cli(["doctor", "--allow-degraded", "ulimits"], { env })
+    expect(strayDoctor.code).toBe(2)
+    expect(strayDoctor.stderr).toContain("--allow-degraded: only with --kubernetes")
   }, 60_000)
 
   it("doctor --kubernetes: the API server, every permission of the Role, the guarantees, a smoke run", async () => {

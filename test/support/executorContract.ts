@@ -313,7 +313,10 @@ export const executorContract = (name: string, world: ExecutorWorld) => {
             )
             const r = yield* joinPassing(time, fiber)
             expect(r.timedOut).toBe(true)
-            expect((yield* Clock.currentTimeMillis) - t0).toBeLessThan(1_000 + 5_000)
+            // Its 1 s ended the run (timed from the sandbox's start: a cold create on a loaded
+            // cluster alone took 5 s in ci47), and the whole call was nowhere near the executor's 60 s.
+            expect(r.durationMs).toBeLessThan(1_000 + 5_000)
+            expect((yield* Clock.currentTimeMillis) - t0).toBeLessThan(30_000)
           })
         ),
       60_000

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs"
 import { Command, CommanderError, Option } from "commander"
 import { ExitCode } from "./exitCodes.js"
-import { collect, defineRunCommand, withSandboxOptions } from "./runCommand.js"
+import { collect, defineRunCommand, withKubernetesOptions, withSandboxOptions } from "./runCommand.js"
 import { reportFailure } from "./reportError.js"
 
 // Each command's module is imported when the command runs: the SDK (Effect, dockerode, the SQLite
@@ -65,31 +65,19 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       exitCode = await (await commands.image()).imageBuild(options)
     })
 
-  program
-    .command("doctor")
-    .description(
-      "check the engine, API version, images, runtimes and hardening support; print what is missing and how to fix it (with --kubernetes: the cluster's)"
-    )
-    .option("--json", "machine-readable report")
-    .option(
-      "--kubernetes",
-      "check a Kubernetes cluster instead (KUBECONFIG and its current context, as kubectl reads them)"
-    )
-    .option(
-      "--namespace <namespace>",
-      "with --kubernetes: the sandboxes' namespace (default: the context's, else default)"
-    )
-    .option("--kube-context <name>", "with --kubernetes: a context of the kubeconfig other than its current one")
-    .option(
-      "--allow-degraded <guarantees>",
-      "with --kubernetes: the guarantees a pod cannot give to run without, comma-separated"
-    )
-    .option("--image-pull-policy <policy>", "with --kubernetes: Never, IfNotPresent (default) or Always")
-    .option("--runtime <name>", "with --kubernetes: the pods' RuntimeClass")
-    .action(async (options) => {
-      json = options.json === true
-      exitCode = await (await commands.doctor()).doctor(options)
-    })
+  withKubernetesOptions(
+    program
+      .command("doctor")
+      .description(
+        "check the engine, API version, images, runtimes and hardening support; print what is missing and how to fix it (with --kubernetes: the cluster's)"
+      )
+      .option("--json", "machine-readable report")
+      .option("--runtime <name>", "with --kubernetes: the pods' RuntimeClass"),
+    "check a Kubernetes cluster instead (KUBECONFIG and its current context, as kubectl reads them)"
+  ).action(async (options) => {
+    json = options.json === true
+    exitCode = await (await commands.doctor()).doctor(options)
+  })
 
   const eventsCommand = program
     .command("events")

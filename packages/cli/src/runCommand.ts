@@ -11,15 +11,10 @@ export const collect = (value: string, previous: ReadonlyArray<string> = []): Re
 ]
 
 /** The executor options `run` and `mcp` share (sandboxOptions.ts reads them). */
-export const withSandboxOptions = (command: Command): Command =>
+/** --kubernetes (described by `what`) and the cluster's flags that go with it (sandboxOptions.ts reads them). */
+export const withKubernetesOptions = (command: Command, what: string): Command =>
   command
-    .option("--network", "give the sandboxes network access (default: none)")
-    .option("--no-network", "no network access, even if the Hermes configuration enables it")
-    .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor (with --kubernetes: the pods' RuntimeClass)")
-    .option(
-      "--kubernetes",
-      "run the sandboxes as Pods on a Kubernetes cluster: KUBECONFIG and its current context, as kubectl reads them (needs @hermes-sandbox/kubernetes installed; docs/kubernetes.md)"
-    )
+    .option("--kubernetes", what)
     .option(
       "--namespace <namespace>",
       "with --kubernetes: the sandboxes' namespace (default: the context's, else default)"
@@ -30,6 +25,15 @@ export const withSandboxOptions = (command: Command): Command =>
       "with --kubernetes: the guarantees a pod cannot give to run without, comma-separated (pids-limit,ulimits,tmpfs-options,masked-paths,network-none,logging-off); a run needing one not named fails, naming it"
     )
     .option("--image-pull-policy <policy>", "with --kubernetes: Never, IfNotPresent (default) or Always")
+
+export const withSandboxOptions = (command: Command): Command =>
+  withKubernetesOptions(
+    command
+      .option("--network", "give the sandboxes network access (default: none)")
+      .option("--no-network", "no network access, even if the Hermes configuration enables it")
+      .option("--runtime <name>", "OCI runtime, e.g. runsc for gVisor (with --kubernetes: the pods' RuntimeClass)"),
+    "run the sandboxes as Pods on a Kubernetes cluster: KUBECONFIG and its current context, as kubectl reads them (needs @hermes-sandbox/kubernetes installed; docs/kubernetes.md)"
+  )
     .addOption(
       new Option(
         "--limits-unsupported <policy>",

@@ -329,6 +329,8 @@ const runKubernetesChecks = async (options: SandboxCommandOptions): Promise<Arra
 }
 
 export const doctor = async (options: { json?: boolean } & SandboxCommandOptions): Promise<number> => {
+  // Cluster flags without --kubernetes are usage errors, as for run and mcp (checked before anything runs).
+  executorOptionsOf({ ...options, journal: false }, undefined)
   const checks = options.kubernetes === true ? await runKubernetesChecks(options) : await runChecks()
   if (options.json) process.stdout.write(`${JSON.stringify(checks)}\n`)
   else {
