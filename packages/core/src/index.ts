@@ -33,6 +33,7 @@ export * as WarmPool from "./WarmPool.js"
 
 // Modules named after their main export.
 export * from "./CellResult.js"
+export type { DoctorCheck } from "./DoctorCheck.js"
 export * from "./ExecutionResult.js"
 export * from "./Language.js"
 export * from "./OutputCapture.js"

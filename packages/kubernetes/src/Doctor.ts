@@ -8,16 +8,11 @@
  */
 import * as k8s from "@kubernetes/client-node"
 import { readFileSync } from "node:fs"
+import type { DoctorCheck } from "@hermes-sandbox/core"
 import * as Guarantees from "./Guarantees.js"
 import type { KubernetesRuntimeOptions } from "./KubernetesRuntime.js"
 
-export interface Check {
-  readonly name: string
-  readonly ok: boolean
-  readonly required: boolean
-  readonly detail: string
-  readonly fix?: string
-}
+export type Check = DoctorCheck
 
 /** The Role a Kubernetes executor needs, as shipped (manifests/rbac.yaml). */
 export const RBAC_MANIFEST = new URL("../manifests/rbac.yaml", import.meta.url)

@@ -5,7 +5,7 @@
 import Docker from "dockerode"
 import { randomUUID } from "node:crypto"
 import { ContainerNamePrefix } from "@hermes-sandbox/core/Labels"
-import { defaultLanguageRuntimes, Languages } from "@hermes-sandbox/core"
+import { defaultLanguageRuntimes, type DoctorCheck, Languages } from "@hermes-sandbox/core"
 import { createExecutor, importKubernetes, type KubernetesChoice } from "@hermes-sandbox/docker"
 import * as DiskQuota from "@hermes-sandbox/docker/DiskQuota"
 import { type DockerEngineOptions, unreachableHint } from "@hermes-sandbox/docker/DockerEngine"
@@ -15,12 +15,7 @@ import * as ResourceLimits from "@hermes-sandbox/docker/ResourceLimits"
 import { loadSeccompProfile } from "@hermes-sandbox/docker/Seccomp"
 import { executorOptionsOf, type SandboxCommandOptions } from "../sandboxOptions.js"
 
-export interface Check {
-  readonly name: string
-  readonly ok: boolean
-  readonly required: boolean
-  readonly detail: string
-  readonly fix?: string
+export interface Check extends DoctorCheck {
   /** The "engine" check: how the engine was reached (kind, endpoint, source, whether TLS is verified). */
   readonly engine?: EngineEndpoint.EngineDescription
 }
