@@ -25,7 +25,8 @@ HERMES_IMAGE_VARIANT=all bash scripts/setup.sh
 # for the Postgres journal's throwaway cluster (test/postgres-global-setup.ts); sshd and openssl
 # for the engine reached over ssh and TLS on loopback (test/remote); pyflakes and shellcheck for the
 # lint of the programs that run inside sandboxes (scripts/test-tiers.sh, check); clang and libFuzzer's
-# runtime for the supervisor's fuzzers (scripts/fuzz-supervisor.sh).
+# runtime for the supervisor's fuzzers (scripts/fuzz-supervisor.sh); chromium for the dashboard's
+# browser test (test/dashboard.e2e.test.ts, driven by playwright-core: it never downloads a browser).
 missing=""
 command -v mkfs.xfs >/dev/null 2>&1 || missing="$missing xfsprogs"
 command -v rootlesskit >/dev/null 2>&1 || missing="$missing rootlesskit"
@@ -36,6 +37,7 @@ command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 command -v pyflakes3 >/dev/null 2>&1 || missing="$missing pyflakes3"
 command -v shellcheck >/dev/null 2>&1 || missing="$missing shellcheck"
 command -v clang-14 >/dev/null 2>&1 || missing="$missing clang-14"
+[ -x /usr/bin/chromium ] || missing="$missing chromium"
 # The cluster tier's one-node Kubernetes (scripts/kubernetes-local.sh, which also downloads etcd-server's
 # .deb without installing it): containerd, runc and the CNI plugins, and bspatch for its binaries.
 command -v containerd >/dev/null 2>&1 || missing="$missing containerd"
