@@ -19,6 +19,7 @@ const commands = {
   session: () => import("./commands/session.js"),
   repl: () => import("./commands/repl.js"),
   mcp: () => import("./commands/mcp.js"),
+  dashboard: () => import("./commands/dashboard.js"),
   daemon: () => import("./commands/daemon.js")
 }
 
@@ -100,6 +101,29 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       const given = { ...command.parent?.opts(), ...options }
       json = given.json === true
       exitCode = await (await commands.events()).eventsSummary(given)
+    })
+
+  program
+    .command("dashboard")
+    .description(
+      "serve a web page that follows the journal live: what runs now (executions, sessions, warm pool), recent executions with their phases and whole history, charts; loopback and a bearer token by default. Runs until a signal"
+    )
+    .option("--journal <path>", "the journal: a SQLite file or a postgres:// URL (default: the user's state directory)")
+    .option("--host <host>", "address to listen on (default 127.0.0.1; a non-loopback one needs --allow-remote)")
+    .option("--port <port>", "port (default: a free one, printed on standard error)")
+    .option(
+      "--token-file <path>",
+      "file holding the bearer token, or one credential per line as NAME TOKEN (else one is generated and printed once, in the page's address: http://HOST:PORT/#token=TOKEN)"
+    )
+    .option("--allow-remote", "allow a non-loopback --host (put TLS in front of it)")
+    .option(
+      "--allowed-host <host:port>",
+      "another Host header value to accept, e.g. a reverse proxy's (repeatable)",
+      collect
+    )
+    .option("--allowed-origin <origin>", "another browser Origin to accept (repeatable)", collect)
+    .action(async (options) => {
+      exitCode = await (await commands.dashboard()).dashboard(options)
     })
 
   const configCommand = program.command("config").description("Hermes agent configuration (the terminal: section)")

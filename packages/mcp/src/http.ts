@@ -15,7 +15,7 @@
  * token as /mcp; or, with `metricsPort`, only on a listener of its own on 127.0.0.1 without a token
  * (its Host header still a loopback name), for a local Prometheus or agent that holds no token.
  */
-import { randomUUID, timingSafeEqual } from "node:crypto"
+import { randomUUID } from "node:crypto"
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -28,6 +28,7 @@ import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
 import { Metrics } from "@hermes-sandbox/core"
 import type { McpSandbox } from "./McpSandbox.js"
 import type { McpSession } from "./McpSession.js"
+import { LOOPBACK_HOST, makeHttpGuard } from "./httpGuard.js"
 import { isLoopback } from "./loopback.js"
 import { createServer } from "./server.js"
 
@@ -103,10 +104,6 @@ const serveMetrics = async (sandbox: McpSandbox, req: IncomingMessage, res: Serv
   res.end(req.method === "HEAD" ? undefined : text)
 }
 
-/** localhost, 127.0.0.1 or [::1], with or without a port. */
-const LOOPBACK_HOST = /^(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?$/
-const LOOPBACK_ORIGIN = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?$/
-
 const reply = (res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}) => {
   if (res.headersSent) return res.end()
   res.writeHead(status, { "content-type": "application/json", ...headers })
@@ -165,14 +162,13 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
       `refusing to listen on ${host}: not a loopback address, and this endpoint runs code; pass allowRemote (--allow-remote) to do it anyway, behind TLS`
     )
   }
-  const given = { ...options.clients, ...(options.token === undefined ? {} : { default: options.token }) }
-  if (Object.keys(given).length === 0) throw new Error("a bearer token is required (token, or clients)")
-  const credentials = Object.entries(given).map(([name, t]) => {
-    if (t.length < 16)
-      throw new Error(
-        `the bearer token${name === "default" ? "" : ` of ${JSON.stringify(name)}`} must be at least 16 characters`
-      )
-    return { name, token: Buffer.from(t, "utf8") }
+  // Host/Origin and the token: the checks the CLI's dashboard makes too (httpGuard.ts).
+  const guard = makeHttpGuard({
+    host,
+    port: () => port,
+    credentials: { ...options.clients, ...(options.token === undefined ? {} : { default: options.token }) },
+    allowedHosts: options.allowedHosts,
+    allowedOrigins: options.allowedOrigins
   })
   const maxBody = options.maxBodyBytes ?? 16 * 1024 * 1024
   const idleMs = (options.sessionIdleS ?? 1800) * 1000
@@ -183,29 +179,6 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   const entries = new Map<string, Entry>()
   let port = 0
   let closing: Promise<void> | undefined
-
-  /** The credential the request's bearer token is, if any (every token compared, in constant time). */
-  const credentialOf = (req: IncomingMessage): string | undefined => {
-    const header = req.headers.authorization ?? ""
-    const given = Buffer.from(header.startsWith("Bearer ") ? header.slice(7).trim() : "", "utf8")
-    let found: string | undefined
-    for (const c of credentials) if (given.length === c.token.length && timingSafeEqual(given, c.token)) found = c.name
-    return found
-  }
-  // DNS rebinding: a page's own name never passes, only loopback names (on any port: a local web
-  // client such as an inspector UI runs on its own), this server's address, and the ones allowed.
-  const hostAllowed = (req: IncomingMessage) => {
-    const value = (req.headers.host ?? "").toLowerCase()
-    return LOOPBACK_HOST.test(value) || value === `${host}:${port}` || (options.allowedHosts ?? []).includes(value)
-  }
-  const originAllowed = (req: IncomingMessage) => {
-    const origin = req.headers.origin
-    if (origin === undefined) return true
-    return (
-      LOOPBACK_ORIGIN.test(origin.toLowerCase()) ||
-      (options.allowedOrigins ?? []).map((o) => o.toLowerCase()).includes(origin.toLowerCase())
-    )
-  }
 
   const closeEntry = async (id: string, reason: string) => {
     const entry = entries.get(id)
@@ -220,15 +193,10 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
     const path = (req.url ?? "/").split("?")[0]
     if (path !== "/mcp" && !(metricsHere && path === "/metrics"))
       return reply(res, 404, "not found: the MCP endpoint is /mcp")
-    if (!hostAllowed(req))
-      return reply(res, 403, `forbidden: Host ${JSON.stringify(req.headers.host ?? "")} is not this server's`)
-    if (!originAllowed(req))
-      return reply(res, 403, `forbidden: Origin ${JSON.stringify(req.headers.origin)} is not allowed`)
-    const credential = credentialOf(req)
-    if (credential === undefined)
-      return reply(res, 401, "unauthorized: send Authorization: Bearer <token>", {
-        "www-authenticate": `Bearer realm="hermes-sandbox"`
-      })
+    const checked = guard.check(req)
+    if ("refused" in checked)
+      return reply(res, checked.refused.status, checked.refused.message, checked.refused.headers)
+    const { credential } = checked
     if (closing !== undefined) return reply(res, 503, "the server is stopping")
     if (path === "/metrics") return serveMetrics(sandbox, req, res)
 
@@ -355,7 +323,7 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
       if (path !== "/metrics") return reply(res, 404, "not found: this port serves /metrics only")
       if (!LOOPBACK_HOST.test((req.headers.host ?? "").toLowerCase()))
         return reply(res, 403, `forbidden: Host ${JSON.stringify(req.headers.host ?? "")} is not a loopback name`)
-      if (!originAllowed(req))
+      if (!guard.originAllowed(req))
         return reply(res, 403, `forbidden: Origin ${JSON.stringify(req.headers.origin)} is not allowed`)
       serveMetrics(sandbox, req, res).catch((error: unknown) =>
         reply(res, 500, `internal error: ${(error as Error).message}`)

@@ -29,7 +29,7 @@ export interface EventsOptions {
  * PostgreSQL URL (--journal or HERMES_SANDBOX_JOURNAL) opens the database's journal (an
  * unreachable server or a refused login is a JournalError naming the server, never the password).
  */
-const openExisting = async (path: string | undefined): Promise<JournalClient> => {
+export const openExisting = async (path: string | undefined): Promise<JournalClient> => {
   const at = JournalLocation.resolve(path)
   if (PostgresJournal.isPostgresUrl(at)) return openJournal({ url: at })
   if (!existsSync(at))

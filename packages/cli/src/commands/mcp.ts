@@ -7,7 +7,6 @@
  * start, naming it) whose tools execute_code's code may call; they are closed at shutdown.
  */
 import { randomBytes } from "node:crypto"
-import { readFileSync } from "node:fs"
 import type { ImageMode } from "@hermes-sandbox/mcp"
 import { isLoopback } from "@hermes-sandbox/mcp/loopback"
 import { UsageError } from "../errors.js"
@@ -20,8 +19,11 @@ import {
   type SandboxCommandOptions
 } from "../sandboxOptions.js"
 import { trapSignals } from "../signals.js"
+import { readTokenFile } from "../tokenFile.js"
 import { toolLimitsOf, type UpstreamCommandOptions } from "../toolLimitOptions.js"
 import { offeredLines, readUpstreamConfig, upstreamStartError } from "../upstreamOptions.js"
+
+export { tokensOf } from "../tokenFile.js"
 
 export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOptions {
   readonly http?: boolean
@@ -52,51 +54,10 @@ export const TOKEN_VARIABLE = "HERMES_SANDBOX_MCP_TOKEN"
 
 const say = (line: string) => process.stderr.write(`hermes-sandbox mcp: ${line}\n`)
 
-/**
- * --token-file holds one token, or one credential per line, "NAME TOKEN" (a bare token is the
- * credential "default"): each credential has its own share of the sessions (--client-sessions).
- */
-export const tokensOf = (
-  text: string,
-  source: string
-): { readonly token?: string; readonly clients: Record<string, string> } => {
-  const lines = text
-    .split("\n")
-    .map((l) => l.trim())
-    .filter((l) => l !== "" && !l.startsWith("#"))
-  if (lines.length === 0) throw new UsageError(`${source}: no token in it`)
-  let token: string | undefined
-  const clients: Record<string, string> = {}
-  for (const line of lines) {
-    const words = line.split(/\s+/)
-    if (words.length > 2) throw new UsageError(`${source}: a line is a token, or "NAME TOKEN"`)
-    const [name, value] = words.length === 2 ? [words[0]!, words[1]!] : ["default", words[0]!]
-    if (value.length < 16)
-      throw new UsageError(
-        `${source}: the token${name === "default" ? "" : ` of ${name}`} must be at least 16 characters`
-      )
-    if (name === "default" ? token !== undefined : name in clients)
-      throw new UsageError(`${source}: ${name === "default" ? "more than one bare token" : `${name} named twice`}`)
-    if (name === "default") token = value
-    else clients[name] = value
-  }
-  return { ...(token === undefined ? {} : { token }), clients }
-}
-
 const tokenOf = (
   options: McpOptions
 ): { readonly token?: string; readonly clients?: Record<string, string>; readonly generated: boolean } => {
-  if (options.tokenFile !== undefined) {
-    let text: string
-    try {
-      text = readFileSync(options.tokenFile, "utf8")
-    } catch (error) {
-      throw new UsageError(
-        `--token-file ${options.tokenFile}: ${(error as { code?: string }).code === "ENOENT" ? "no such file" : (error as Error).message}`
-      )
-    }
-    return { ...tokensOf(text, `--token-file ${options.tokenFile}`), generated: false }
-  }
+  if (options.tokenFile !== undefined) return { ...readTokenFile(options.tokenFile), generated: false }
   const fromEnv = process.env[TOKEN_VARIABLE]
   if (fromEnv !== undefined && fromEnv !== "") {
     if (fromEnv.length < 16) throw new UsageError(`${TOKEN_VARIABLE}: the token must be at least 16 characters`)

@@ -1,0 +1,346 @@
+/**
+ * The dashboard (`hermes-sandbox dashboard`) over a SQLite journal written by real executor runs on
+ * the fake runtime: its projection agrees with the journal's own (`Projection.summarize`), its lists
+ * and histories are paged, what it keeps is bounded, and its HTTP API refuses what the MCP HTTP
+ * server refuses (no token, a wrong one, a foreign Origin, a Host that is not its own).
+ */
+import * as fs from "node:fs"
+import { request } from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Effect, Exit, Fiber, Layer, Ref, Scope, TestClock, TestContext } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Executor, type ExecutorOptions } from "@hermes-sandbox/core"
+import { FakeRuntime, FakeRuntimeControl, fakeProgram } from "@hermes-sandbox/core/testing"
+import { type EventEnvelope, type JournalClient, openJournal, Projection, SqliteJournal } from "@hermes-sandbox/events"
+import { makeDashboardProjection, OUTCOMES } from "../src/dashboard/projection.js"
+import { type DashboardServing, serveDashboard } from "../src/dashboard/server.js"
+
+const TOKEN = "a-dashboard-token-of-32-characters"
+const HOSTILE_TOOL = `<img src=x onerror="window.pwned=1">`
+const HOSTILE_PATH = `<svg onload="window.pwned=2">.csv`
+
+/** Run to its end, the TestClock moved along (the fake's sleeps and the deadline). */
+const settle = <A, E>(run: Effect.Effect<A, E>) =>
+  Effect.gen(function* () {
+    const fiber = yield* Effect.fork(Effect.either(run))
+    while (fiber.unsafePoll() === null) yield* TestClock.adjust("100 millis")
+    return yield* Fiber.join(fiber)
+  })
+
+/** A known mix of runs into the SQLite journal at `file`: every outcome, tool calls, files, pool claims. */
+const populate = (file: string, options: ExecutorOptions) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.make()
+    const context = yield* Layer.buildWithScope(
+      Executor.layer({ awaitRemoval: true, ...options }).pipe(
+        Layer.provideMerge(FakeRuntime.layer()),
+        Layer.provideMerge(SqliteJournal.layer({ path: file, synchronous: "normal" }))
+      ),
+      scope
+    )
+    const executor = yield* Effect.provide(Executor.Executor, context)
+    const control = yield* Effect.provide(FakeRuntimeControl, context)
+    while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("1 millis")
+    const tools = { add: { handler: ({ a, b }: { a: number; b: number }) => a + b } }
+    const runs = [
+      { language: "python", code: fakeProgram({ stdout: "ok\n" }) },
+      { language: "javascript", code: fakeProgram({ exitCode: 3 }) },
+      { language: "bash", code: fakeProgram({ oom: true }) },
+      { language: "bash", code: fakeProgram({ hang: true }), timeoutMs: 1_000 },
+      {
+        language: "javascript",
+        code: fakeProgram({ toolCalls: [{ tool: "add", args: { a: 1, b: 2 } }, { tool: HOSTILE_TOOL }] }),
+        tools
+      },
+      {
+        language: "python",
+        code: "#!fake {}\n",
+        files: { [HOSTILE_PATH]: "a,b\n" },
+        collect: ["*.csv"],
+        env: { X: "1" }
+      },
+      { language: "python", code: fakeProgram({ exitCode: 0 }) }
+    ] as const
+    for (const run of runs) yield* settle(executor.executeCode(run))
+    yield* Ref.set(control.faults, { createFails: true })
+    yield* settle(executor.executeCode({ language: "javascript", code: fakeProgram({}) }))
+    yield* Ref.set(control.faults, {})
+    const before = (yield* control.alive).length
+    const hanging = yield* Effect.fork(
+      executor.executeCode({ language: "bash", code: fakeProgram({ hang: true }), env: { X: "1" } })
+    )
+    while ((yield* control.alive).length <= before) yield* TestClock.adjust("1 millis")
+    yield* Fiber.interrupt(hanging)
+    yield* executor.idle
+    while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("1 millis")
+    // The executor stays open: its warm sandbox is alive in the journal, as a running one is.
+    return () => Scope.close(scope, Exit.void)
+  })
+
+interface Reply {
+  readonly status: number
+  readonly headers: Record<string, string | Array<string> | undefined>
+  readonly body: string
+}
+
+/** A GET with exactly these headers (node's http: Host and Origin as given). */
+const get = (port: number, target: string, headers: Record<string, string> = {}): Promise<Reply> =>
+  new Promise((resolve, reject) => {
+    const req = request(
+      { host: "127.0.0.1", port, path: target, method: "GET", headers: { host: `127.0.0.1:${port}`, ...headers } },
+      (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (c: Buffer) => chunks.push(c))
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") })
+        )
+      }
+    )
+    req.on("error", reject)
+    req.end()
+  })
+const auth = { authorization: `Bearer ${TOKEN}` }
+const api = async <A>(port: number, target: string): Promise<A> => {
+  const reply = await get(port, target, auth)
+  expect(reply.status, reply.body).toBe(200)
+  return JSON.parse(reply.body) as A
+}
+
+describe("the dashboard over a journal of real runs (fake runtime)", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hermes-dashboard-"))
+  const file = path.join(dir, "journal.sqlite")
+  let closeExecutor: Effect.Effect<void> = Effect.void
+  let journal: JournalClient
+  let serving: DashboardServing
+  let events: Array<EventEnvelope>
+
+  beforeAll(async () => {
+    const close = await Effect.runPromise(
+      populate(file, { warmPool: { size: 1, languages: ["python"] }, timeoutMs: 5_000 }).pipe(
+        Effect.provide(TestContext.TestContext)
+      )
+    )
+    closeExecutor = close()
+    journal = await openJournal({ path: file })
+    events = []
+    await new Promise<void>((resolve, reject) =>
+      journal.replay().subscribe({ next: (e) => void events.push(e), error: reject, complete: resolve })
+    )
+    serving = await serveDashboard({
+      journal,
+      journalName: file,
+      credentials: { default: TOKEN },
+      maxWaiters: 2,
+      waitMs: 60_000
+    })
+    await serving.caughtUp
+  })
+  afterAll(async () => {
+    await serving?.close()
+    await journal?.close()
+    await Effect.runPromise(closeExecutor)
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("its summary is the journal's own projection's, and the charts count every ended execution", async () => {
+    const summary = Projection.summarize(Projection.project(events))
+    const o = await api<{
+      position: number
+      summary: { total: number; byOutcome: Record<string, number>; toolCalls: number; poolReady: number }
+      running: { pool: number; executions: number }
+      charts: { outcomes: Record<string, Array<number>>; pool: { claims: Array<number>; creates: Array<number> } }
+    }>(serving.port, "/api/overview")
+    expect(o.position).toBe(events.at(-1)!.sequence)
+    expect(o.summary.total).toBe(summary.total)
+    expect(o.summary.total).toBe(9)
+    // Projection's outcomes split as the metrics split them.
+    const exited = o.summary.byOutcome["ok"]! + o.summary.byOutcome["error"]! + o.summary.byOutcome["oom"]!
+    expect(exited).toBe(summary.byOutcome.exited)
+    expect(o.summary.byOutcome["timeout"]).toBe(summary.byOutcome.timedOut)
+    expect(o.summary.byOutcome["interrupted"]).toBe(summary.byOutcome.interrupted)
+    expect(o.summary.byOutcome["failed"]).toBe(summary.byOutcome.failed)
+    expect(o.summary.byOutcome["open"]).toBe(summary.byOutcome.open)
+    expect({
+      ok: o.summary.byOutcome["ok"],
+      error: o.summary.byOutcome["error"],
+      oom: o.summary.byOutcome["oom"]
+    }).toEqual({
+      ok: 4,
+      error: 1,
+      oom: 1
+    })
+    const toolCalls = Object.values(summary.toolCalls).reduce((n, c) => n + c.requested, 0)
+    expect(o.summary.toolCalls).toBe(toolCalls)
+    expect(toolCalls).toBe(2)
+    // The executor is still open: its refilled warm sandbox is running now.
+    expect(o.running.pool).toBe(1)
+    expect(o.running.executions).toBe(0)
+    const charted = OUTCOMES.reduce((n, k) => n + o.charts.outcomes[k]!.reduce((a, b) => a + b, 0), 0)
+    expect(charted).toBe(summary.total)
+    // The first python run claimed the warm sandbox; the others were made cold.
+    expect(o.charts.pool.claims.reduce((a, b) => a + b, 0)).toBe(
+      [...Projection.project(events).values()].filter((s) => s.poolStreamId !== undefined).length
+    )
+    expect(o.charts.pool.claims.reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
+  })
+
+  it("pages the recent executions, the newest first, each once", async () => {
+    const seen: Array<string> = []
+    let before: number | null = null
+    let pages = 0
+    do {
+      const page: { rows: Array<{ id: string; closedSequence: number }>; before: number | null } = await api(
+        serving.port,
+        `/api/executions?limit=2${before === null ? "" : `&before=${before}`}`
+      )
+      expect(page.rows.length).toBeLessThanOrEqual(2)
+      const sequences = page.rows.map((r) => r.closedSequence)
+      expect(sequences).toEqual([...sequences].sort((a, b) => b - a))
+      seen.push(...page.rows.map((r) => r.id))
+      before = page.before
+      pages++
+    } while (before !== null && pages < 20)
+    const executions = [...Projection.project(events).values()].filter((s) => s.kind === "execution")
+    expect(new Set(seen).size).toBe(seen.length)
+    expect([...seen].sort()).toEqual(executions.map((s) => s.streamId).sort())
+    expect(pages).toBe(5)
+    expect((await get(serving.port, "/api/executions?limit=0", auth)).status).toBe(400)
+    expect((await get(serving.port, "/api/executions?before=x", auth)).status).toBe(400)
+  })
+
+  it("an execution's detail lists its tool calls and files as recorded, its history paged", async () => {
+    const withTools = events.find((e) => e.type === "ToolCallRequested" && e.data.tool === HOSTILE_TOOL)!.streamId
+    const d = await api<{ toolCalls: Array<{ tool: string; outcome: string }>; row: { outcome: string } }>(
+      serving.port,
+      `/api/executions/${encodeURIComponent(withTools)}`
+    )
+    expect(d.toolCalls.map((c) => [c.tool, c.outcome])).toEqual([
+      ["add", "completed"],
+      [HOSTILE_TOOL, "refused"]
+    ])
+    const withFiles = events.find((e) => e.type === "ArtifactsCollected")!.streamId
+    const f = await api<{ files: Array<{ path: string; size: number }> }>(
+      serving.port,
+      `/api/executions/${encodeURIComponent(withFiles)}`
+    )
+    expect(f.files).toEqual([{ path: HOSTILE_PATH, size: 4, mime: expect.any(String) }])
+
+    // The whole stream, three events a page.
+    const stream = events.filter((e) => e.streamId === withTools)
+    const got: Array<EventEnvelope> = []
+    let after: number | null = 0
+    while (after !== null) {
+      const page: { events: Array<EventEnvelope>; after: number | null } = await api(
+        serving.port,
+        `/api/executions/${encodeURIComponent(withTools)}/events?limit=3&after=${after}`
+      )
+      expect(page.events.length).toBeLessThanOrEqual(3)
+      got.push(...page.events)
+      after = page.after
+    }
+    expect(got).toEqual(stream)
+    expect((await get(serving.port, "/api/executions/no-such-stream", auth)).status).toBe(404)
+    expect((await get(serving.port, "/api/executions/x/events?limit=201", auth)).status).toBe(400)
+  })
+
+  it("refuses a request without the token, with a wrong one, from a foreign Origin or Host", async () => {
+    const port = serving.port
+    const none = await get(port, "/api/overview")
+    expect(none.status).toBe(401)
+    expect(none.headers["www-authenticate"]).toContain("Bearer")
+    expect((await get(port, "/api/overview", { authorization: `Bearer ${TOKEN.replace("a", "b")}` })).status).toBe(401)
+    expect((await get(port, "/api/overview", { ...auth, origin: "http://evil.example" })).status).toBe(403)
+    expect((await get(port, "/api/overview", { ...auth, host: `evil.example:${port}` })).status).toBe(403)
+    // The page needs no token (it holds no data) but the same Host and Origin.
+    expect((await get(port, "/", { host: `evil.example:${port}` })).status).toBe(403)
+    const page = await get(port, "/")
+    expect(page.status).toBe(200)
+    expect(page.headers["content-security-policy"]).toContain("script-src 'self'")
+    expect(page.body).not.toContain(TOKEN)
+    expect((await get(port, "/api/overview", { ...auth, origin: `http://localhost:${port}` })).status).toBe(200)
+  })
+
+  it("a long poll answers when the journal moves on; at most maxWaiters wait at once", async () => {
+    const position = serving.projection.position()
+    const first = api<{ position: number }>(serving.port, `/api/wait?after=${position}`)
+    const second = api<{ position: number }>(serving.port, `/api/wait?after=${position}`)
+    // Both are waiting (the server counts them before a third comes).
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    const third = await get(serving.port, `/api/wait?after=${position}`, auth)
+    expect(third.status).toBe(429)
+    // Another process's append (the dashboard follows the file).
+    const writer = await openJournal({ path: file })
+    try {
+      await writer.append({
+        streamId: "late-executor",
+        executorId: "late-executor",
+        events: [{ type: "ExecutorLease", data: { leaseMs: 30_000 } }]
+      })
+    } finally {
+      await writer.close()
+    }
+    expect((await first).position).toBe(position + 1)
+    expect((await second).position).toBe(position + 1)
+    // Already past: answered at once.
+    expect((await api<{ position: number }>(serving.port, `/api/wait?after=${position}`)).position).toBe(position + 1)
+  })
+})
+
+describe("the dashboard's projection is bounded", () => {
+  const envelope = (sequence: number, streamId: string, type: string, data: object, timestamp = sequence * 1000) =>
+    ({
+      id: `e${sequence}`,
+      sequence,
+      streamId,
+      version: 1,
+      timestamp,
+      type,
+      data,
+      schemaVersion: 1,
+      metadata: { executorId: "x", host: "h", pid: 1 }
+    }) as unknown as EventEnvelope
+
+  it("keeps the most recent executions, the open streams up to its bound, and 60 minutes of charts", () => {
+    const p = makeDashboardProjection({ maxRecent: 3, maxActive: 2, minutes: 2 })
+    let seq = 0
+    const run = (id: string, at: number) => {
+      p.apply(envelope(++seq, id, "ExecutionRequested", { language: "python", timeoutMs: 1000 }, at))
+      p.apply(envelope(++seq, id, "ContainerCreated", { containerName: id, containerId: id, imageId: "i" }, at + 10))
+      p.apply(envelope(++seq, id, "ContainerStarted", { containerId: id }, at + 20))
+      p.apply(envelope(++seq, id, "ContainerExited", { exitCode: 0, oomKilled: false, durationMs: 5 }, at + 30))
+      p.apply(
+        envelope(++seq, id, "ContainerDestroyed", { containerName: id, containerId: id, reason: "completed" }, at + 40)
+      )
+    }
+    for (let i = 0; i < 2000; i++) run(`run-${i}`, i * 60_000)
+    const page = p.executions({ limit: 10 })
+    expect(page.kept).toBe(3)
+    expect(page.rows.map((r) => r.id)).toEqual(["run-1999", "run-1998", "run-1997"])
+    expect(page.before).toBeNull()
+    const o = p.overview(Date.now())
+    expect(o.summary.total).toBe(2000)
+    expect(o.summary.byOutcome["ok"]).toBe(2000)
+    expect(o.charts.minutes).toHaveLength(2)
+    expect(o.charts.outcomes.ok).toEqual([1, 1])
+    expect(o.charts.latency.start.p50).toEqual([10, 10].map((v) => expect.closeTo(v, -1)))
+    // Open streams past the bound: the oldest is dropped and counted; a late event of it changes nothing.
+    p.apply(envelope(++seq, "s1", "SessionOpened", { sessionId: "s1", scope: "session", containerName: "c1" }))
+    p.apply(
+      envelope(++seq, "pool-1", "ContainerCreated", {
+        containerName: "p",
+        containerId: "p",
+        imageId: "i",
+        pooled: true
+      })
+    )
+    p.apply(envelope(++seq, "hang", "ExecutionRequested", { language: "bash", timeoutMs: 5000 }, 7_000))
+    const after = p.overview(10_000)
+    expect(after.summary.untracked).toBe(1)
+    expect(after.running.sessions + after.running.pool + after.running.executions).toBe(2)
+    const hang = after.running.items.find((i) => i.id === "hang")!
+    expect(hang).toMatchObject({ kind: "execution", ageMs: 3_000, deadline: 12_000 })
+    p.apply(envelope(++seq, "s1", "SessionClosed", { sessionId: "s1", reason: "closed" }))
+    expect(p.overview(10_000).summary.untracked).toBe(1)
+  })
+})
