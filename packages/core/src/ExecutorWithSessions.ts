@@ -13,6 +13,7 @@ import type { ExecutorOptions } from "./ExecutorConfig.js"
 import * as Metrics from "./Metrics.js"
 import type { SandboxRuntime } from "./SandboxRuntime.js"
 import * as Session from "./Session.js"
+import * as Tracing from "./Tracing.js"
 
 /** The session service's own options (the sandbox defaults are the executor's). */
 export type SessionServiceOptions = Pick<Session.SessionsOptions, "sessionImage" | "runner" | "reapOnStart" | "pool">
@@ -32,6 +33,8 @@ export const layer = (
   } = options
   return Layer.merge(Executor.layer(options), Session.layer({ ...defaults, ...sessions, sweepOnStart: false })).pipe(
     // One Prometheus registry for both (Metrics.ts): executor.metrics covers the sessions too.
-    Layer.provide(Metrics.layer())
+    Layer.provide(Metrics.layer()),
+    // Built first, ended last: the spans of the last removals are exported before it shuts down.
+    Layer.provideMerge(Tracing.layer())
   )
 }

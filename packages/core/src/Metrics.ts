@@ -38,7 +38,7 @@
 import { createRequire } from "node:module"
 import { Context, Effect, Layer } from "effect"
 import type * as PromClient from "prom-client"
-import type { EventEnvelope } from "@hermes-sandbox/events"
+import type { EventEnvelope, JournalEvent } from "@hermes-sandbox/events"
 import { Languages } from "./Language.js"
 import { onFirstUse } from "./OnFirstUse.js"
 
@@ -88,6 +88,18 @@ export interface SandboxMetrics {
   readonly leakedRemoved: (count: number) => void
   /** @internal Read `live` at each scrape; returns the unregistration. */
   readonly addLiveState: (live: Effect.Effect<LiveState>) => () => void
+  /** @internal Follow each execution's phases and outcome as they are measured (the traces: Tracing.ts); returns the unregistration. */
+  readonly addPhaseObserver: (observer: PhaseObserver) => () => void
+}
+
+/**
+ * What the traces take from the one projection of an execution's phases (this module's): each phase
+ * as it is measured (from its start to its end, the journal's clock, ms), and the outcome of its
+ * terminal event (session calls included, which have no phases).
+ */
+export interface PhaseObserver {
+  readonly phase: (executionId: string, phase: ExecutionPhase, fromMs: number, toMs: number) => void
+  readonly ended: (executionId: string, outcome: ExecutionOutcome) => void
 }
 
 /** The registry an executor and a sessions service share (DockerExecutor.layerWithSessions provides one). */
@@ -137,6 +149,22 @@ interface Tracked {
   collectAt?: number
   collected?: boolean
   endedAt?: number
+}
+
+/** The outcome a terminal event records (undefined for any other event): the metrics' and the traces'. */
+export const outcomeOf = (event: JournalEvent): ExecutionOutcome | undefined => {
+  switch (event.type) {
+    case "ContainerExited":
+      return event.data.oomKilled ? "oom" : event.data.exitCode === 0 ? "ok" : "error"
+    case "ExecutionTimedOut":
+      return "timeout"
+    case "ExecutionInterrupted":
+      return "interrupted"
+    case "ExecutionFailed":
+      return "failed"
+    default:
+      return undefined
+  }
 }
 
 /** A fresh registry with every metric of the contract, its counters at zero. */
@@ -209,8 +237,11 @@ export const makeMetrics = (): SandboxMetrics => {
     toolNames.add(tool)
     return tool
   }
-  const phase = (name: ExecutionPhase, fromMs: number, toMs: number) =>
+  const observers = new Set<PhaseObserver>()
+  const phase = (executionId: string, name: ExecutionPhase, fromMs: number, toMs: number) => {
     phases.observe({ phase: name }, Math.max(0, toMs - fromMs) / 1000)
+    for (const o of observers) o.phase(executionId, name, fromMs, toMs)
+  }
   const live = new Set<Effect.Effect<LiveState>>()
 
   const observe = (event: EventEnvelope): void => {
@@ -234,8 +265,8 @@ export const makeMetrics = (): SandboxMetrics => {
         const t = tracked.get(event.streamId)
         if (t === undefined || !t.phased || t.acquiredAt !== undefined) return
         const slotAt = t.slotAt ?? t.requestedAt
-        phase("queue", t.requestedAt, slotAt)
-        phase(event.type === "ContainerCreated" ? "create" : "claim", slotAt, at)
+        phase(event.streamId, "queue", t.requestedAt, slotAt)
+        phase(event.streamId, event.type === "ContainerCreated" ? "create" : "claim", slotAt, at)
         t.acquiredAt = at
         // A warm sandbox was started ahead: the run counts from the claim.
         if (event.type === "ContainerClaimed") t.startedAt = at
@@ -244,7 +275,7 @@ export const makeMetrics = (): SandboxMetrics => {
       case "ContainerStarted": {
         const t = tracked.get(event.streamId)
         if (t === undefined || t.acquiredAt === undefined || t.startedAt !== undefined) return
-        phase("start", t.acquiredAt, at)
+        phase(event.streamId, "start", t.acquiredAt, at)
         t.startedAt = at
         return
       }
@@ -260,28 +291,20 @@ export const makeMetrics = (): SandboxMetrics => {
       case "ExecutionInterrupted":
       case "ExecutionFailed": {
         const t = tracked.get(event.streamId)
-        const outcome: ExecutionOutcome =
-          event.type === "ContainerExited"
-            ? event.data.oomKilled
-              ? "oom"
-              : event.data.exitCode === 0
-                ? "ok"
-                : "error"
-            : event.type === "ExecutionTimedOut"
-              ? "timeout"
-              : event.type === "ExecutionInterrupted"
-                ? "interrupted"
-                : "failed"
+        const outcome = outcomeOf(event) ?? "failed"
         // (Untracked: its request came before this registry, or was dropped past MAX_TRACKED.)
-        if (t === undefined || t.endedAt === undefined) executions.inc({ language: t?.language ?? "other", outcome })
+        if (t === undefined || t.endedAt === undefined) {
+          executions.inc({ language: t?.language ?? "other", outcome })
+          for (const o of observers) o.ended(event.streamId, outcome)
+        }
         if (t === undefined || t.endedAt !== undefined) return
         if (t.startedAt !== undefined) {
           if (t.collected === true && t.collectAt !== undefined) {
             // The program ended, then the supervisor walked /workspace and sent the files back.
             const from = Math.min(Math.max(t.collectAt, t.startedAt), at)
-            phase("run", t.startedAt, from)
-            phase("collect", from, at)
-          } else phase("run", t.startedAt, at)
+            phase(event.streamId, "run", t.startedAt, from)
+            phase(event.streamId, "collect", from, at)
+          } else phase(event.streamId, "run", t.startedAt, at)
         }
         t.endedAt = at
         // Nothing to remove: the execution ends here.
@@ -291,7 +314,7 @@ export const makeMetrics = (): SandboxMetrics => {
       case "ContainerDestroyed": {
         const t = tracked.get(event.streamId)
         if (t === undefined) return
-        if (t.endedAt !== undefined) phase("removal", t.endedAt, at)
+        if (t.endedAt !== undefined) phase(event.streamId, "removal", t.endedAt, at)
         tracked.delete(event.streamId)
         return
       }
@@ -352,6 +375,10 @@ export const makeMetrics = (): SandboxMetrics => {
     addLiveState: (state) => {
       live.add(state)
       return () => void live.delete(state)
+    },
+    addPhaseObserver: (observer) => {
+      observers.add(observer)
+      return () => void observers.delete(observer)
     }
   }
 }

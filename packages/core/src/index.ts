@@ -29,6 +29,7 @@ export * as Schemas from "./Schemas.js"
 export * as Session from "./Session.js"
 export * as SessionReaper from "./SessionReaper.js"
 export * as Sweep from "./Sweep.js"
+export * as Tracing from "./Tracing.js"
 export * as WarmPool from "./WarmPool.js"
 
 // Modules named after their main export.

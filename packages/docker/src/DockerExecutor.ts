@@ -15,7 +15,8 @@ import {
   ExecutorWithSessions,
   type InvalidRequest,
   type SandboxError,
-  type SandboxRuntime
+  type SandboxRuntime,
+  Tracing
 } from "@hermes-sandbox/core"
 import type { Sessions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
@@ -50,7 +51,11 @@ export const layer = (
   Journal.Journal
 > => {
   const executorId = options.executorId ?? uuidv7()
-  return Executor.layer({ ...options, executorId }).pipe(Layer.provideMerge(infraLayer(options, executorId)))
+  return Executor.layer({ ...options, executorId }).pipe(
+    Layer.provideMerge(infraLayer(options, executorId)),
+    // OTLP traces when OTEL_EXPORTER_OTLP_ENDPOINT is set; ended last, after the executor's removals.
+    Layer.provideMerge(Tracing.layer())
+  )
 }
 
 /**

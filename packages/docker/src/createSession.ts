@@ -64,6 +64,7 @@ import {
   type WriteFileResult
 } from "@hermes-sandbox/core/Session"
 import type { Session, SessionPoolOptions } from "@hermes-sandbox/core/Session"
+import * as Tracing from "@hermes-sandbox/core/Tracing"
 import type { EventEnvelope, Journal } from "@hermes-sandbox/events"
 import type { ReplayOptions } from "@hermes-sandbox/events/Journal"
 import {
@@ -231,7 +232,11 @@ const startSessions = async (
           ...(choice === undefined ? {} : { runtime: choice }),
           watchdog: options.watchdog ?? watchdog
         })
-  const layer = services.pipe(Layer.provideMerge(facadeJournalLayer(options.journal)))
+  const layer = services.pipe(
+    Layer.provideMerge(facadeJournalLayer(options.journal)),
+    // OTLP traces when OTEL_EXPORTER_OTLP_ENDPOINT is set (core's Tracing.ts); ended last.
+    Layer.provideMerge(Tracing.layer())
+  )
   const runtime = ManagedRuntime.make(withFacadeLogger(layer))
   const built = await runtime.runPromiseExit(Sessions)
   if (Exit.isFailure(built)) {

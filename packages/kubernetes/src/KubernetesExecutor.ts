@@ -14,7 +14,8 @@ import {
   ExecutorWithSessions,
   type InvalidRequest,
   type SandboxError,
-  type SandboxRuntime
+  type SandboxRuntime,
+  Tracing
 } from "@hermes-sandbox/core"
 import type { Sessions } from "@hermes-sandbox/core/Session"
 import type { Journal } from "@hermes-sandbox/events"
@@ -33,7 +34,9 @@ export const layer = (
 ): Layer.Layer<Executor.Executor | SandboxRuntime, InvalidRequest | SandboxError, Journal.Journal> => {
   const executorId = options.executorId ?? uuidv7()
   return Executor.layer({ ...options, executorId }).pipe(
-    Layer.provideMerge(KubernetesRuntime.layer(options.kubernetes))
+    Layer.provideMerge(KubernetesRuntime.layer(options.kubernetes)),
+    // OTLP traces when OTEL_EXPORTER_OTLP_ENDPOINT is set; ended last, after the executor's removals.
+    Layer.provideMerge(Tracing.layer())
   )
 }
 

@@ -23,6 +23,8 @@ import { toolModules } from "../tools/stubs.js"
 import { type ArgumentsInFlight, hostArgumentsInFlight } from "./ArgumentsInFlight.js"
 import { decodeArguments } from "../tools/toolArguments.js"
 import { FRAME } from "../RunnerProtocolTable.js"
+import { annotate, spanned, type Traced } from "../internal/spans.js"
+import { ATTRIBUTE, SpanName } from "../Tracing.js"
 
 /** What SupervisedRun hands over from the frames; a string back is a protocol violation. */
 export interface ToolFrames {
@@ -68,6 +70,13 @@ const MAX_MESSAGE_CHARS = 8192
  * so a call the journal took always gets its outcome.
  */
 const OUTCOME_RESERVE_BYTES = 3 * MAX_MESSAGE_CHARS + 1024
+
+/** A tool call span's outcome, by its journal event (the metrics' tool call outcomes). */
+const TOOL_CALL_OUTCOME: Partial<Record<JournalEvent["type"], string>> = {
+  ToolCallCompleted: "completed",
+  ToolCallFailed: "failed",
+  ToolCallRefused: "refused"
+}
 const CALL_HEAD = /^([1-9][0-9]{0,9}) (0|[1-9][0-9]{0,10}) /
 /** What a request holds besides its arguments: a tool name of at most 64 bytes and a newline. */
 const REQUEST_SLACK = 65
@@ -175,9 +184,13 @@ export const make = (input: {
         Effect.ignore,
         Effect.catchAllDefect(() => Effect.void)
       )
+    // Each call's span while it is served (only with a tracer: internal/spans.ts).
+    const traces = new Map<number, Traced>()
     /** A call's outcome: within what its request reserved; the budget then counts what it took. */
     const appendOutcome = (event: JournalEvent) =>
       Effect.suspend(() => {
+        if (traces.size > 0 && "callId" in event.data && typeof event.data.callId === "number")
+          annotate(traces.get(event.data.callId), ATTRIBUTE.outcome, TOOL_CALL_OUTCOME[event.type] ?? "failed")
         journalBytes += Math.min(dataBytes(event), OUTCOME_RESERVE_BYTES) - OUTCOME_RESERVE_BYTES
         return append(event)
       })
@@ -380,7 +393,17 @@ export const make = (input: {
       busy = false
     ) => {
       if (settled) return inFlight.release(held)
-      const fiber = Runtime.runFork(runtime)(serve(id, tool, args, argumentBytes, busy))
+      const traced = spanned(
+        SpanName.toolCall,
+        // A name the code chose is an attribute only when it is one of the run's tools (Tracing.ts).
+        { [ATTRIBUTE.executionId]: executionId, [ATTRIBUTE.tool]: plan.tools.has(tool) ? tool : "other" },
+        (t) => {
+          if (t !== undefined) traces.set(id, t)
+          return serve(id, tool, args, argumentBytes, busy).pipe(Effect.ensuring(Effect.sync(() => traces.delete(id))))
+        },
+        (span) => span.attributes.get(ATTRIBUTE.outcome) as string | undefined
+      )
+      const fiber = Runtime.runFork(runtime)(traced)
       serving.set(id, fiber)
       fiber.addObserver(() => {
         serving.delete(id)

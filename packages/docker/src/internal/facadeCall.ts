@@ -4,8 +4,9 @@
  * rejects with ExecutionAborted naming its execution (its journal stream), whose
  * ExecutionInterrupted event keeps the abort's reason.
  */
-import { Cause, type Effect, Exit, type ManagedRuntime, Option } from "effect"
+import { Cause, Effect, Exit, type ManagedRuntime, Option } from "effect"
 import { ExecutionAborted, type ExecuteOptions } from "@hermes-sandbox/core"
+import { activeParentSpan } from "@hermes-sandbox/core/Tracing"
 
 /** Turn an Effect failure into the typed error itself (not a FiberFailure wrapper). */
 export const squashCause = (cause: Cause.Cause<unknown>): unknown => {
@@ -56,7 +57,13 @@ export const runAbortable = async <A, R>(
     },
     interruptReason: () => (signal?.aborted ? abortReason(signal) : undefined)
   }
-  const exit = await runtime.runPromiseExit(make(hooks), signal ? { signal } : undefined)
+  // The caller's active OpenTelemetry span, read now (before anything awaits), parents the call's spans.
+  const parent = activeParentSpan()
+  const call = make(hooks)
+  const exit = await runtime.runPromiseExit(
+    parent === undefined ? call : Effect.withParentSpan(call, parent),
+    signal ? { signal } : undefined
+  )
   if (Exit.isSuccess(exit)) return exit.value
   if (Cause.isInterruptedOnly(exit.cause)) {
     const reason = signal?.aborted ? abortReason(signal) : wording.closedReason
