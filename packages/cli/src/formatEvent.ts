@@ -43,6 +43,15 @@ const oneLine = (message: unknown): string =>
 const argumentsShown = 120
 const clip = (text: string): string => (text.length <= argumentsShown ? text : `${text.slice(0, argumentsShown)}…`)
 
+/** Recorded code and output (recordCode) are shown up to this many characters, as a JSON string (one line); `--json` has all that was recorded. */
+const recordedShown = 200
+const recorded = (text: unknown): string => {
+  const quoted = JSON.stringify(String(text))
+  return quoted.length <= recordedShown ? quoted : `${quoted.slice(0, recordedShown)}…`
+}
+const cellOf = (d: Record<string, unknown>): string =>
+  d.cellId === undefined ? "" : `cell ${short(String(d.cellId))}, `
+
 /** The call a ToolCall* event is about: its number and tool. */
 const toolCall = (d: Record<string, unknown>): string => `call ${d.callId} ${d.tool}`
 
@@ -67,6 +76,13 @@ const details = (e: EventEnvelope): string => {
       return `${toolCall(d)} ${d.reason} after ${d.durationMs} ms: ${oneLine(d.message)}`
     case "ToolCallRefused":
       return `${toolCall(d)} refused (${d.reason}): ${oneLine(d.message)}`
+    case "CodeRecorded":
+      return `${cellOf(d)}${d.codeBytes} B code${d.truncated === true ? " (head recorded)" : ""}: ${recorded(d.code)}`
+    case "OutputRecorded":
+      return (
+        `${cellOf(d)}stdout ${d.stdoutBytes} B ${recorded(d.stdout)}, stderr ${d.stderrBytes} B ${recorded(d.stderr)}` +
+        (d.truncated === true ? " (heads recorded)" : "")
+      )
     case "ContainerExited":
       return `exit ${d.exitCode}${d.oomKilled ? " (OOM killed)" : ""} after ${d.durationMs} ms`
     case "ExecutionTimedOut":

@@ -54,6 +54,10 @@ export const withSandboxOptions = (command: Command): Command =>
       "the journal to record into: a SQLite file or a postgres:// URL (default: the user's state directory)"
     )
     .option("--no-journal", "do not persist the lifecycle events")
+    .option(
+      "--record-code",
+      "an audit trail: record each program's code (its first 64 KiB) and the head of its output (16 KiB of each stream) in the journal; they may hold secrets (docs/observability.md)"
+    )
 
 /** `program run ...`, its options; the action is the caller's. */
 export const defineRunCommand = (program: Command): Command => {

@@ -20,6 +20,7 @@ export interface SandboxCommandOptions {
   readonly config?: string
   readonly envFile?: string
   readonly hermes?: boolean
+  readonly recordCode?: boolean
 }
 
 /** --config PATH / --hermes: the Hermes agent's `terminal:` configuration, as `config show` reads it. */
@@ -40,7 +41,8 @@ export const executorOptionsOf = (
   ...(hermes === undefined ? {} : { hermesConfig: hermes }),
   ...(options.network === undefined ? {} : { network: options.network }),
   ...runtimeOf(options),
-  ...(options.limitsUnsupported === undefined ? {} : { limitsUnsupported: options.limitsUnsupported })
+  ...(options.limitsUnsupported === undefined ? {} : { limitsUnsupported: options.limitsUnsupported }),
+  ...(options.recordCode === true ? { recordCode: true } : {})
 })
 
 type Kubernetes = KubernetesChoice["kubernetes"]

@@ -94,6 +94,8 @@ describe("what a daemon serves", () => {
       { network: true },
       { runtime: "runsc" },
       { limitsUnsupported: "warn" as const },
+      // The daemon records no code: a run with --record-code runs directly.
+      { recordCode: true },
       { journal: "memory" }
     ])
       expect(sameFit(fitKey({ ...options, ...other }, env), daemon), JSON.stringify(other)).toBe(false)

@@ -57,6 +57,35 @@ describe("formatEvent", () => {
       formatEvent(collected({ files: [], skipped: [], truncated: true, status: "none", reason: "timed-out" }))
     ).toMatch(/ArtifactsCollected {4}0 files, 0 B, truncated, none \(timed-out\)$/)
   })
+  it("the audit trail (recordCode): code and output heads as one JSON-quoted line, at most 200 characters, escapes neutralized", () => {
+    const of = (type: string, data: Record<string, unknown>) =>
+      ({ ...requested({}), type, data }) as unknown as EventEnvelope
+    expect(formatEvent(of("CodeRecorded", { code: 'print("hi")\nx = 1', codeBytes: 17, truncated: false }))).toBe(
+      '2026-12-01T00:00:00.000Z  #     7  a93c6a6de2d8  CodeRecorded          17 B code: "print(\\"hi\\")\\nx = 1"'
+    )
+    const long = formatEvent(
+      of("CodeRecorded", {
+        cellId: "0000-1111-aaaabbbbcccc",
+        code: "y".repeat(65536),
+        codeBytes: 10 << 20,
+        truncated: true
+      })
+    )
+    expect(long).toContain(`cell aaaabbbbcccc, ${10 << 20} B code (head recorded): "${"y".repeat(199)}…`)
+    expect(long.length).toBeLessThan(400)
+    const output = formatEvent(
+      of("OutputRecorded", {
+        stdout: "\u001b[31mred\n",
+        stderr: "x".repeat(16384),
+        stdoutBytes: 9,
+        stderrBytes: 1 << 30,
+        truncated: true
+      })
+    )
+    // No raw escape reaches the terminal, and the flood prints as 200 characters.
+    expect(output).not.toContain("\u001b")
+    expect(output).toMatch(/OutputRecorded {8}stdout 9 B ".*red\\n", stderr 1073741824 B "x{199}… \(heads recorded\)$/)
+  })
   it("tool calls: one line each with the call, its tool, the sizes, the duration and why it failed or was refused", () => {
     const call = (type: string, data: Record<string, unknown>) =>
       ({ ...requested({}), type, data }) as unknown as EventEnvelope

@@ -39,6 +39,7 @@ import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfi
 import { ContainerNamePrefix, DEADLINE_MARGIN_S, deadlineLabel, Label, ownerLabels, ProjectName } from "./Labels.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
+import { type AuditRecorder, auditRecorder, beforeTerminal } from "./internal/auditTrail.js"
 import { Metrics, makeMetrics } from "./Metrics.js"
 import { encodeRunnerPayloadFor, preloadedCommand } from "./RunnerProtocol.js"
 import { makeSupervisedRun } from "./kernel/SupervisedRun.js"
@@ -293,7 +294,8 @@ export const make = (options: ExecutorOptions = {}) =>
       containerName: string,
       scope: Scope.Scope,
       hooks: ExecuteOptions,
-      eligible: boolean
+      eligible: boolean,
+      recorder: AuditRecorder | undefined
     ) =>
       Effect.gen(function* () {
         let destroyReason: DestroyReason = "failed"
@@ -313,13 +315,15 @@ export const make = (options: ExecutorOptions = {}) =>
                 plan: plan.tools,
                 language: plan.language,
                 executionId,
-                append: (event) => append(executionId, event)
+                append: (event) => append(executionId, event),
+                reserve: recorder?.reserve
               }).pipe(Scope.extend(scope))
         const body = (record: (event: JournalEvent) => Effect.Effect<void, JournalError>) =>
           Effect.gen(function* () {
             yield* takeSlot(scope)
             metrics.slotTaken(executionId, yield* Clock.currentTimeMillis)
             const run = yield* makeSupervisedRun(plan.outputLimitBytes, hooks, plan.collect, undefined, tools)
+            recorder?.captures(run.stdout, run.stderr)
             // What the removal waits for first (see `reported` below). Interruptible and bounded by the
             // deadline: the removal runs in a finalizer, where nothing else could cut it short.
             let beforeRemoval: Effect.Effect<void> = Effect.void
@@ -419,7 +423,7 @@ export const make = (options: ExecutorOptions = {}) =>
           (event) => append(executionId, event),
           interruptReason,
           body,
-          tools?.settle
+          beforeTerminal(tools, recorder)
         ).pipe(
           Effect.onInterrupt(() => Effect.sync(() => void (destroyReason = "interrupted"))),
           Effect.tapError(() => Effect.sync(() => void (destroyReason = "failed")))
@@ -444,31 +448,37 @@ export const make = (options: ExecutorOptions = {}) =>
         const executionId = uuidv7()
         const containerName = `${ContainerNamePrefix}${executionId}`
         hooks.onExecutionId?.(executionId)
+        // recordCode: the code with the request (one append), the output's head before the terminal event.
+        const recorder = auditRecorder(config.recordCode, plan.code, (event) => append(executionId, event))
         const supervised = Effect.gen(function* () {
-          yield* append(executionId, {
-            type: "ExecutionRequested",
-            data: {
-              language: plan.language,
-              image: plan.image,
-              codeBytes: plan.code.byteLength,
-              codeSha256: plan.codeSha256,
-              stdinBytes: plan.stdin.byteLength,
-              fileCount: plan.files.length,
-              timeoutMs: plan.timeoutMs,
-              limits: {
-                memoryBytes: plan.memoryBytes,
-                nanoCpus: plan.nanoCpus,
-                pidsLimit: plan.pidsLimit,
-                outputLimitBytes: plan.outputLimitBytes
-              },
-              network: config.network,
-              runtime: config.runtime ?? "runc",
-              scope: "oneShot",
-              ...(hooks.tags === undefined ? {} : { tags: hooks.tags })
-            }
-          })
+          yield* append(
+            executionId,
+            {
+              type: "ExecutionRequested",
+              data: {
+                language: plan.language,
+                image: plan.image,
+                codeBytes: plan.code.byteLength,
+                codeSha256: plan.codeSha256,
+                stdinBytes: plan.stdin.byteLength,
+                fileCount: plan.files.length,
+                timeoutMs: plan.timeoutMs,
+                limits: {
+                  memoryBytes: plan.memoryBytes,
+                  nanoCpus: plan.nanoCpus,
+                  pidsLimit: plan.pidsLimit,
+                  outputLimitBytes: plan.outputLimitBytes
+                },
+                network: config.network,
+                runtime: config.runtime ?? "runc",
+                scope: "oneShot",
+                ...(hooks.tags === undefined ? {} : { tags: hooks.tags })
+              }
+            },
+            ...(recorder === undefined ? [] : [recorder.code])
+          )
           const scope = yield* Scope.make()
-          return yield* runExecution(plan, executionId, containerName, scope, hooks, eligible).pipe(
+          return yield* runExecution(plan, executionId, containerName, scope, hooks, eligible, recorder).pipe(
             Effect.onExit((exit) =>
               Exit.isSuccess(exit) && !config.awaitRemoval
                 ? // Removal off the caller's critical path, still tracked: close() waits for it.

@@ -119,7 +119,14 @@ export const SandboxDefaultsSchema = Schema.Struct({
     })
   ),
   /** Bounds on each run's tool calls. Defaults: 50 calls, 8 at once, 60 s each, 1 MiB of arguments and of result. */
-  toolLimits: Schema.optional(ToolLimitsSchema)
+  toolLimits: Schema.optional(ToolLimitsSchema),
+  /**
+   * An audit trail: record each program's code (its first 64 KiB) and the head of its output (16 KiB
+   * of each stream) in the journal (CodeRecorded, OutputRecorded), one-shot runs, session calls and
+   * cells alike. Default false: the journal keeps the code's size and sha256 only. What is recorded
+   * may hold secrets; anyone who can read the journal reads it (SECURITY.md, docs/observability.md).
+   */
+  recordCode: Schema.optionalWith(Schemas.Flag, { default: () => false })
 }).annotations({ identifier: "SandboxDefaults", message: () => "an object of options" })
 
 /** What every sandbox gets: limits, images, environment, network. Sessions take these too. */
@@ -174,6 +181,8 @@ export interface ResolvedSandboxDefaults {
   readonly user: string
   readonly tools: Tools | undefined
   readonly toolLimits: ToolLimits
+  /** Record each program's code and the head of its output (CodeRecorded, OutputRecorded). */
+  readonly recordCode: boolean
 }
 
 export interface ResolvedExecutorConfig extends ResolvedSandboxDefaults {
@@ -215,7 +224,8 @@ const resolved = (o: typeof SandboxDefaultsSchema.Type, tools: Tools | undefined
     user: defaults.user,
     // Checked per request (planTools, cached per tool): a request's own tools replace them.
     tools,
-    toolLimits: resolveToolLimits(o.toolLimits, DEFAULT_TOOL_LIMITS)
+    toolLimits: resolveToolLimits(o.toolLimits, DEFAULT_TOOL_LIMITS),
+    recordCode: o.recordCode
   }
 }
 

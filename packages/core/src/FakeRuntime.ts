@@ -233,6 +233,7 @@ export const make = (initialFaults: FakeFaults = {}, options: FakeRuntimeOptions
           `${program.stderr ?? ""}${missing ? `${program.printFile}: No such file or directory\n` : ""}`
         )
         if (program.stdout) print(encoder.encode(program.stdout))
+        if (program.stdoutBase64) print(Buffer.from(program.stdoutBase64, "base64"))
         if (program.echoStdin) print(stdin)
         if (file !== undefined) print(file)
         if (program.toolCalls !== undefined && program.toolCalls.length > 0) {

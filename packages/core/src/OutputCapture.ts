@@ -102,6 +102,11 @@ export class OutputCapture {
     return decode(this.buffer.subarray(0, Math.min(this.kept, this.limitBytes)))
   }
 
+  /** The stream's first bytes as kept, at most `maxBytes` (a view: copy it to keep it). */
+  head(maxBytes: number): Uint8Array {
+    return this.buffer.subarray(0, Math.min(this.kept, maxBytes))
+  }
+
   /** The stream as kept whole, when the caller asked to keep it (keepBytes > 0). */
   full(): FullStream | undefined {
     if (this.keepBytes === 0) return undefined

@@ -236,7 +236,7 @@ export const make = (options: SessionsOptions = {}) =>
 
     // Append, then publish only what was committed (internal/publisher.ts).
     const { append: publish, events, unsafeSubscribe } = makePublisher(journal, executorId, metrics)
-    const append = (streamId: string, event: JournalEvent) => Effect.asVoid(publish(streamId, event))
+    const append = (streamId: string, ...evs: ReadonlyArray<JournalEvent>) => Effect.asVoid(publish(streamId, ...evs))
     const appendQuietly = (streamId: string, ...evs: ReadonlyArray<JournalEvent>) =>
       publish(streamId, ...evs).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning(`session journal append failed (${streamId})`, cause)),

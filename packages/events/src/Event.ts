@@ -68,8 +68,9 @@ const event = <const Type extends string, Fields extends Schema.Struct.Fields>(t
 // --- execution lifecycle --------------------------------------------------------------
 
 /**
- * The request as the executor accepted it. Sizes and a digest only: the code and stdin are
- * never journaled (they may contain secrets, and they would bloat the journal).
+ * The request as the executor accepted it. Sizes and a digest only: the code and stdin are not
+ * journaled here (they may contain secrets, and they would bloat the journal); with `recordCode:
+ * true` a bounded head of the code follows in CodeRecorded.
  *
  * @category schemas
  */
@@ -296,6 +297,44 @@ export const ExecutionCompleted = event("ExecutionCompleted", {
   stdoutTruncated: Schema.Boolean,
   stderrTruncated: Schema.Boolean,
   durationMs: Millis
+})
+
+// --- the audit trail (opt-in: `recordCode`) ----------------------------------------------
+
+/**
+ * The program's code, recorded because the caller asked for an audit trail (`recordCode: true`):
+ * appended right after the request (ExecutionRequested of a run or a session call; for a session's
+ * kernel cell, in the session's stream with its `cellId`, before its CellExecuted). `code` is its
+ * head: at most 64 KiB of UTF-8, cut at a character boundary (`truncated` then); `codeBytes` is the
+ * whole code's size. It may hold secrets: whoever can read the journal can read it.
+ *
+ * @category schemas
+ */
+export const CodeRecorded = event("CodeRecorded", {
+  /** A session's kernel cell (in the session's stream): which cell. */
+  cellId: Schema.optional(Schema.String),
+  code: Schema.String,
+  codeBytes: Count,
+  truncated: Schema.Boolean
+})
+
+/**
+ * The head of the program's output, recorded with `recordCode: true`, before the terminal event
+ * (a cell's: before its CellExecuted). Each stream at most 16 KiB of UTF-8 (the program's bytes
+ * decoded leniently: invalid UTF-8 as U+FFFD, NUL as U+FFFD too), cut at a character boundary;
+ * `stdoutBytes`/`stderrBytes` count what the program wrote in all; `truncated`: either stream is
+ * more than its head.
+ *
+ * @category schemas
+ */
+export const OutputRecorded = event("OutputRecorded", {
+  /** A session's kernel cell (in the session's stream): which cell. */
+  cellId: Schema.optional(Schema.String),
+  stdout: Schema.String,
+  stderr: Schema.String,
+  stdoutBytes: Count,
+  stderrBytes: Count,
+  truncated: Schema.Boolean
 })
 
 // --- sessions (stream id = session id) --------------------------------------------------
@@ -540,6 +579,8 @@ export const members = [
   ExecutionFailed,
   ContainerDestroyed,
   ExecutionCompleted,
+  CodeRecorded,
+  OutputRecorded,
   SessionOpened,
   SessionClaimed,
   SessionReconnected,
@@ -621,12 +662,21 @@ export const kernelEventTypes = [
 ] as const satisfies ReadonlyArray<EventType>
 
 /**
+ * The audit trail's events (`recordCode: true`): a run's code and the head of its output, in its
+ * stream (a cell's in the session's, with its `cellId`). Not lifecycle events.
+ *
+ * @category constants
+ */
+export const auditEventTypes = ["CodeRecorded", "OutputRecorded"] as const satisfies ReadonlyArray<EventType>
+
+/**
  * All event types, in declaration order.
  *
  * @category constants
  */
 export const eventTypes = [
   ...lifecycleEventTypes,
+  ...auditEventTypes,
   "SessionOpened",
   "SessionClaimed",
   "SessionReconnected",
@@ -774,6 +824,8 @@ export const EventEnvelope = Schema.Union(
   envelopeOf(ExecutionFailed),
   envelopeOf(ContainerDestroyed),
   envelopeOf(ExecutionCompleted),
+  envelopeOf(CodeRecorded),
+  envelopeOf(OutputRecorded),
   envelopeOf(SessionOpened),
   envelopeOf(SessionClaimed),
   envelopeOf(SessionReconnected),

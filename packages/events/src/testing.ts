@@ -234,6 +234,21 @@ const dataArbitraries: { readonly [T in EventType]: fc.Arbitrary<EventData<T>> }
   ToolCallRefused: fc
     .tuple(arbCallId, arbToolName, arbToolRefusal)
     .map(([callId, tool, refusal]) => ({ callId, tool, ...refusal })),
+  CodeRecorded: fc.record(
+    { cellId: fc.uuid(), code: arbText, codeBytes: arbBytes, truncated: fc.boolean() },
+    { requiredKeys: ["code", "codeBytes", "truncated"] }
+  ),
+  OutputRecorded: fc.record(
+    {
+      cellId: fc.uuid(),
+      stdout: arbText,
+      stderr: arbText,
+      stdoutBytes: arbBytes,
+      stderrBytes: arbBytes,
+      truncated: fc.boolean()
+    },
+    { requiredKeys: ["stdout", "stderr", "stdoutBytes", "stderrBytes", "truncated"] }
+  ),
   ContainerExited: fc.record({ exitCode: arbExitCode, oomKilled: fc.boolean(), durationMs: arbMillis }),
   ExecutionTimedOut: fc.record({ timeoutMs: arbMillis, durationMs: arbMillis }),
   ExecutionInterrupted: fc.record({ reason: arbText }),

@@ -46,7 +46,7 @@ describe("Event", () => {
 
   it("eventTypes lists every member exactly once", () => {
     expect(new Set(Event.eventTypes).size).toBe(Event.members.length)
-    expect(Event.eventTypes).toHaveLength(29)
+    expect(Event.eventTypes).toHaveLength(31)
   })
 
   describe("a session's kernel events (issue 28)", () => {

@@ -82,6 +82,7 @@ export const daemonServe = async (options: DaemonOptions): Promise<number> => {
       network: executorOptions.network,
       runtime: executorOptions.runtime,
       limitsUnsupported: executorOptions.limitsUnsupported,
+      recordCode: executorOptions.recordCode,
       journal: journalKey(options.journal)
     }),
     pool,

@@ -99,6 +99,7 @@ export const runThroughDaemon = async (
         network: executorOptions.network,
         runtime: executorOptions.runtime,
         limitsUnsupported: executorOptions.limitsUnsupported,
+        recordCode: executorOptions.recordCode,
         journal: journalKey(options.journal)
       }),
       request: wire

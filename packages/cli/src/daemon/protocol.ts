@@ -106,6 +106,8 @@ export interface FitKey {
   readonly network: boolean
   readonly runtime: string | null
   readonly limitsUnsupported: "fail" | "warn"
+  /** The audit trail (--record-code): a daemon records no code, so such a run is run directly. */
+  readonly recordCode: boolean
   /** "memory", "default", or the journal's absolute path or URL. */
   readonly journal: string
   /** The variables that choose the engine, its credentials, the default journal and the host's id, as the process sees them. */
@@ -141,6 +143,7 @@ export const fitKey = (
     /** The OCI runtime's name, or a Kubernetes choice (its options as JSON make the key). */
     readonly runtime?: string | { readonly kubernetes: unknown } | undefined
     readonly limitsUnsupported?: "fail" | "warn" | undefined
+    readonly recordCode?: boolean | undefined
     readonly journal: string
   },
   env: NodeJS.ProcessEnv = process.env
@@ -152,6 +155,7 @@ export const fitKey = (
       ? `kubernetes ${JSON.stringify(options.runtime.kubernetes)}`
       : (options.runtime ?? null),
   limitsUnsupported: options.limitsUnsupported ?? "fail",
+  recordCode: options.recordCode === true,
   journal: options.journal,
   env: fitEnv(env)
 })
@@ -171,6 +175,7 @@ export const sameFit = (a: FitKey, b: FitKey): boolean =>
   a.network === b.network &&
   a.runtime === b.runtime &&
   a.limitsUnsupported === b.limitsUnsupported &&
+  a.recordCode === b.recordCode &&
   a.journal === b.journal &&
   typeof a.env === "object" &&
   typeof b.env === "object" &&

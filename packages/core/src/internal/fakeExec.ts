@@ -140,6 +140,7 @@ export const makeFakeExec = (deps: FakeExecDeps) => {
           yield* count(true)
           const fs = filesOf(s.id)
           if (program.stdout) out(encoder.encode(program.stdout))
+          if (program.stdoutBase64) out(Buffer.from(program.stdoutBase64, "base64"))
           if (program.echoStdin) out(yield* programStdin)
           if (program.toolCalls !== undefined && program.toolCalls.length > 0) {
             yield* fakeToolCalls(program.toolCalls, program.toolCallsConcurrently === true, toolChannel, out)

@@ -19,6 +19,8 @@ import { LIMIT } from "../RunnerProtocolTable.js"
 
 export interface FakeProgram {
   readonly stdout?: string
+  /** Bytes for stdout after `stdout`, as base64 (any bytes: invalid UTF-8, NUL, binary). */
+  readonly stdoutBase64?: string
   readonly stderr?: string
   readonly exitCode?: number
   readonly sleepMs?: number

@@ -139,6 +139,8 @@ export const make = (input: {
   readonly append: (event: JournalEvent) => Effect.Effect<unknown, JournalError>
   /** The bound on arguments held across runs (default: the process's, ArgumentsInFlight.ts). */
   readonly inFlight?: ArgumentsInFlight
+  /** What the run's audit trail takes of its journal budget first (recordCode: internal/auditTrail.ts). */
+  readonly reserve?: { readonly events: number; readonly bytes: number } | undefined
 }): Effect.Effect<ToolChannel, never, Scope.Scope> =>
   Effect.gen(function* () {
     const { plan, executionId } = input
@@ -153,9 +155,10 @@ export const make = (input: {
     let settled = false
     const flooded = yield* Deferred.make<Flooded>()
     const endRun = (why: Flooded) => Deferred.succeed(flooded, why)
-    // The run's journal budget: what its calls have written (an outcome's reserve counted at the request).
-    let journalEvents = 0
-    let journalBytes = 0
+    // The run's journal budget: what its calls have written (an outcome's reserve counted at the
+    // request), after the audit trail's share.
+    let journalEvents = input.reserve?.events ?? 0
+    let journalBytes = input.reserve?.bytes ?? 0
     const dataBytes = (event: JournalEvent): number => {
       try {
         return Buffer.byteLength(JSON.stringify(event.data) ?? "", "utf8")

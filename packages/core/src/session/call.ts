@@ -26,6 +26,7 @@ import { type Completion, runToCompletion } from "../kernel/Run.js"
 import { makeSupervisedRun, type SupervisedRun } from "../kernel/SupervisedRun.js"
 import { encodeRunnerPayload, encodeRunnerPayloadFor, type RunnerPayload } from "../RunnerProtocol.js"
 import type { ToolChannel } from "../kernel/ToolChannel.js"
+import type { AuditRecorder } from "../internal/auditTrail.js"
 import type { ToolLimits, ToolPlan, Tools } from "../Tools.js"
 import type { ExecProcess, SandboxRef, SandboxRuntime } from "../SandboxRuntime.js"
 import * as Schemas from "../Schemas.js"
@@ -58,6 +59,8 @@ export interface CallInput {
   readonly mode: "eval" | "argv" | "runner"
   readonly args: ReadonlyArray<string>
   readonly stdin: Uint8Array
+  /** The command (its text, or its argv as JSON) or the snippet: what recordCode records. */
+  readonly code: Uint8Array
   readonly codeBytes: number
   readonly codeSha256: string
   readonly fileCount: number
@@ -115,6 +118,7 @@ export const commandInput = (
       mode: argv === undefined ? "eval" : "argv",
       args: argv === undefined ? [command as string] : argv,
       stdin: o.stdin === undefined ? new Uint8Array(0) : encoder.encode(o.stdin),
+      code: bytes,
       codeBytes: bytes.byteLength,
       codeSha256: createHash("sha256").update(bytes).digest("hex"),
       fileCount: 0,
@@ -164,6 +168,7 @@ export const codeInput = (
       mode: "runner",
       args: runner,
       stdin: encodeRunnerPayload({ language: p.language, code: p.code, files: p.files, stdin: p.stdin }),
+      code: p.code,
       codeBytes: p.code.byteLength,
       codeSha256: p.codeSha256,
       fileCount: p.files.length,
@@ -190,7 +195,8 @@ export const runCall = (
   input: CallInput,
   hooks: ExecuteOptions,
   record: (event: JournalEvent) => Effect.Effect<void, JournalError>,
-  tools?: ToolChannel
+  tools?: ToolChannel,
+  recorder?: AuditRecorder
 ): Effect.Effect<
   { readonly done: Completion; readonly run: SupervisedRun },
   ContainerFailed | SandboxError | JournalError,
@@ -198,6 +204,7 @@ export const runCall = (
 > =>
   Effect.gen(function* () {
     const run = yield* makeSupervisedRun(input.outputLimitBytes, hooks, undefined, undefined, tools)
+    recorder?.captures(run.stdout, run.stderr)
     const shell = sessionInvocation({
       stateDir: SESSION_STATE_DIR,
       keep: Object.keys(input.env),

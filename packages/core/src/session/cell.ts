@@ -21,6 +21,7 @@ import type { CellResult, CellStatus } from "../CellResult.js"
 import { ContainerFailed, type InvalidRequest, invalidRequest } from "../Errors.js"
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import * as ToolChannel from "../kernel/ToolChannel.js"
+import { auditRecorder, beforeTerminal } from "../internal/auditTrail.js"
 import { type CellEnded, encodeCellCommand, encodeInterruptCommand } from "../RunnerProtocol.js"
 import { planTools, resolveToolLimits, type ToolLimits, type ToolPlan, type Tools } from "../Tools.js"
 import { KILL_GRACE } from "./call.js"
@@ -73,6 +74,8 @@ export interface CellInput {
   readonly codeSha256: string
   readonly timeoutMs: number
   readonly tools: ToolPlan | undefined
+  /** Record the cell's code and the head of its output (the service's recordCode). */
+  readonly recordCode: boolean
 }
 
 const encoder = new TextEncoder()
@@ -98,7 +101,13 @@ export const cellInput = (
       resolveToolLimits(request.toolLimits, config.toolLimits),
       request.recordToolArguments ?? false
     )
-    return { code, codeSha256: sha256(code), timeoutMs: yield* callTimeoutMs(request, plan.timeoutMs), tools }
+    return {
+      code,
+      codeSha256: sha256(code),
+      timeoutMs: yield* callTimeoutMs(request, plan.timeoutMs),
+      tools,
+      recordCode: config.recordCode
+    }
   })
 
 export interface CellDeps {
@@ -152,6 +161,12 @@ export const runCell = (
       maxDisplays: plan.kernel.maxDisplays,
       maxDisplayBytes: plan.kernel.maxDisplayBytes
     })
+    // recordCode: the cell's code now, the head of its output before its CellExecuted (with its id).
+    const recorder = auditRecorder(input.recordCode, input.code, deps.append, cellId)
+    if (recorder !== undefined) {
+      yield* deps.append(recorder.code)
+      recorder.captures(capture.stdout, capture.stderr)
+    }
     // The cell's tool calls: one channel per cell (its budget, its journal budget), journaled in
     // the session's stream with the cell's id, settled before its CellExecuted.
     const tools =
@@ -169,7 +184,8 @@ export const runCell = (
                   event.type === "ToolCallRefused"
                   ? ({ ...event, data: { ...event.data, cellId } } as JournalEvent)
                   : event
-              )
+              ),
+            reserve: recorder?.reserve
           })
     if (tools !== undefined) yield* tools.start(kernel.proc.write)
     const sink: CellSink = {
@@ -209,7 +225,7 @@ export const runCell = (
       Effect.ensuring(Effect.sync(() => void (kernel.current = undefined)))
     )
     // Calls still running are cancelled and journaled (ToolCallFailed cancelled) before the cell's end.
-    if (tools !== undefined) yield* tools.settle
+    yield* beforeTerminal(tools, recorder)
     if (outcome._tag === "Violation") return yield* Effect.fail(protocolError(deps, outcome.reason))
     // A flood of tool calls ended the cell (interrupted, its state kept if the kernel stopped): the
     // cell fails as a run does, ContainerFailed tool-calls | journal-budget; a lost kernel is journaled.

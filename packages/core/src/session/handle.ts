@@ -28,6 +28,7 @@ import type { ExecutionResult } from "../ExecutionResult.js"
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
 import type { Removals } from "../kernel/Removals.js"
 import { resultOf, withTerminalEvent } from "../kernel/Run.js"
+import { type AuditRecorder, auditRecorder, beforeTerminal } from "../internal/auditTrail.js"
 import * as ToolChannel from "../kernel/ToolChannel.js"
 import type { Language } from "../Language.js"
 import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
@@ -169,7 +170,7 @@ export interface HandleDeps {
   /** Cleanups and watchers run here; the service's close waits for them. */
   readonly background: FiberSet.FiberSet<unknown, unknown>
   readonly removals: Removals
-  readonly append: (streamId: string, event: JournalEvent) => Effect.Effect<void, JournalError>
+  readonly append: (streamId: string, ...events: ReadonlyArray<JournalEvent>) => Effect.Effect<void, JournalError>
   /** For bookkeeping on paths that must not fail (cleanup): a journal failure is logged. */
   readonly appendQuietly: (streamId: string, ...events: ReadonlyArray<JournalEvent>) => Effect.Effect<void>
   /** The handle is gone (its cleanup ran). */
@@ -289,12 +290,13 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       executionId: string,
       hooks: ExecuteOptions,
       record: (event: JournalEvent) => Effect.Effect<void, JournalError>,
-      tools: ToolChannel.ToolChannel | undefined
+      tools: ToolChannel.ToolChannel | undefined,
+      recorder: AuditRecorder | undefined
     ) =>
       Effect.gen(function* () {
         yield* refuseWhenEnded
         lastActivityMs = yield* Clock.currentTimeMillis
-        const { done, run } = yield* runCall(callDeps, input, hooks, record, tools)
+        const { done, run } = yield* runCall(callDeps, input, hooks, record, tools, recorder)
         lastActivityMs = yield* Clock.currentTimeMillis
         const result: SessionResult = { ...resultOf(executionId, container.name, done, run), sessionId }
         return result
@@ -311,29 +313,35 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       Effect.gen(function* () {
         const executionId = uuidv7()
         hooks.onExecutionId?.(executionId)
-        yield* deps.append(executionId, {
-          type: "ExecutionRequested",
-          data: {
-            language: input.language,
-            image: plan.image,
-            codeBytes: input.codeBytes,
-            codeSha256: input.codeSha256,
-            stdinBytes: input.stdin.byteLength,
-            fileCount: input.fileCount,
-            timeoutMs: input.timeoutMs,
-            limits: {
-              memoryBytes: plan.limits.memoryBytes,
-              nanoCpus: plan.limits.nanoCpus,
-              pidsLimit: plan.limits.pidsLimit,
-              outputLimitBytes: input.outputLimitBytes
-            },
-            network: plan.network,
-            runtime: deps.config.runtime ?? "runc",
-            scope: h.scope,
-            sessionId,
-            ...(tags === undefined && hooks.tags === undefined ? {} : { tags: { ...tags, ...hooks.tags } })
-          }
-        })
+        // recordCode: the call's code with its request (one append), its output's head before its end.
+        const recorder = auditRecorder(deps.config.recordCode, input.code, (event) => deps.append(executionId, event))
+        yield* deps.append(
+          executionId,
+          {
+            type: "ExecutionRequested",
+            data: {
+              language: input.language,
+              image: plan.image,
+              codeBytes: input.codeBytes,
+              codeSha256: input.codeSha256,
+              stdinBytes: input.stdin.byteLength,
+              fileCount: input.fileCount,
+              timeoutMs: input.timeoutMs,
+              limits: {
+                memoryBytes: plan.limits.memoryBytes,
+                nanoCpus: plan.limits.nanoCpus,
+                pidsLimit: plan.limits.pidsLimit,
+                outputLimitBytes: input.outputLimitBytes
+              },
+              network: plan.network,
+              runtime: deps.config.runtime ?? "runc",
+              scope: h.scope,
+              sessionId,
+              ...(tags === undefined && hooks.tags === undefined ? {} : { tags: { ...tags, ...hooks.tags } })
+            }
+          },
+          ...(recorder === undefined ? [] : [recorder.code])
+        )
         const interruptReason = Effect.sync(() => {
           const asked = hooks.interruptReason?.()
           return asked === undefined
@@ -351,13 +359,14 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
                       plan: input.tools,
                       language: input.language as Language,
                       executionId,
-                      append: (event) => deps.append(executionId, event)
+                      append: (event) => deps.append(executionId, event),
+                      reserve: recorder?.reserve
                     })
               return yield* withTerminalEvent(
                 (event) => deps.append(executionId, event),
                 interruptReason,
-                (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record, tools)),
-                tools?.settle
+                (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record, tools, recorder)),
+                beforeTerminal(tools, recorder)
               )
             })
           )
