@@ -24,12 +24,12 @@ export const PAGE_HTML = `<!doctype html>
 <a class="skip" href="#recent">Skip to recent executions</a>
 <header>
   <h1>hermes-sandbox dashboard</h1>
-  <p id="status" role="status" aria-live="polite">Loading…</p>
+  <p id="status" role="status" aria-live="polite">Loading&hellip;</p>
 </header>
 <main>
   <section id="token-form" hidden aria-labelledby="token-h">
     <h2 id="token-h">Token</h2>
-    <p>Open this page with <code>#token=…</code> after its address, or paste the dashboard's bearer token.</p>
+    <p>Open this page with <code>#token=&hellip;</code> after its address, or paste the dashboard's bearer token.</p>
     <form id="token-entry"><label for="token-input">Bearer token</label>
       <input id="token-input" type="password" autocomplete="off" required>
       <button type="submit">Use this token</button></form>
@@ -498,6 +498,6 @@ export const PAGE_SCRIPT = String.raw`"use strict";
   }
 
   readToken();
-  if (token) start(); else askToken("No token: open the address the dashboard printed (with #token=…), or paste the token.");
+  if (token) start(); else askToken("No token: open the address the dashboard printed (with #token=...), or paste the token.");
 })();
 `
