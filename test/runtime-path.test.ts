@@ -81,7 +81,14 @@ const LAZY = [
   "yaml",
   "pg",
   "@effect/sql-pg",
-  "better-sqlite3"
+  "better-sqlite3",
+  // OpenTelemetry: imported only when an OTLP endpoint is set (core's Tracing.ts).
+  "@effect/opentelemetry",
+  "@opentelemetry/api",
+  "@opentelemetry/sdk-trace-base",
+  "@opentelemetry/sdk-trace",
+  "@opentelemetry/exporter-trace-otlp-http",
+  "@opentelemetry/resources"
 ]
 
 const ENTRIES = ["@hermes-sandbox/events", "@hermes-sandbox/core", "@hermes-sandbox/docker", "@hermes-sandbox/mcp"]

@@ -39,6 +39,7 @@ import { type ExecutorOptions, resolveExecutorConfig, type ResolvedExecutorConfi
 import { ContainerNamePrefix, DEADLINE_MARGIN_S, deadlineLabel, Label, ownerLabels, ProjectName } from "./Labels.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
+import { annotate, makeExecutionSpans, spanned, type Traced } from "./internal/spans.js"
 import { type AuditRecorder, auditRecorder, beforeTerminal } from "./internal/auditTrail.js"
 import { Metrics, makeMetrics } from "./Metrics.js"
 import { encodeRunnerPayloadFor, preloadedCommand } from "./RunnerProtocol.js"
@@ -49,6 +50,7 @@ import { type SandboxCreated, SandboxRuntime, type SandboxSpec } from "./Sandbox
 import * as Removals from "./kernel/Removals.js"
 import * as ToolChannel from "./kernel/ToolChannel.js"
 import * as WarmPool from "./WarmPool.js"
+import { ATTRIBUTE, SpanName } from "./Tracing.js"
 import { type Language, Languages } from "./Language.js"
 
 export type ExecuteError = InvalidRequest | SandboxError | QueueFull | ExecutorClosed | JournalError
@@ -141,6 +143,8 @@ export const make = (options: ExecutorOptions = {}) =>
 
     // Append, then publish only what was committed (internal/publisher.ts).
     const { append, events, unsafeSubscribe } = makePublisher(journal, executorId, metrics)
+    // Each execution's span follows its phases from the same projection as the metrics (Tracing.ts).
+    const spans = yield* makeExecutionSpans(metrics)
     // Finalizers run in reverse order: first refuse new work, then interrupt
     // running executions (their scopes remove containers inline), then wait for
     // background removals (uninterruptible, so "interrupting" them awaits them),
@@ -434,9 +438,22 @@ export const make = (options: ExecutorOptions = {}) =>
       request: ExecuteRequest,
       hooks: ExecuteOptions = {}
     ): Effect.Effect<ExecutionResult, ExecuteError> =>
+      spanned(
+        SpanName.execute,
+        { [ATTRIBUTE.executorId]: executorId },
+        (traced) => executeTraced(request, hooks, traced),
+        spans.outcome
+      )
+
+    const executeTraced = (
+      request: ExecuteRequest,
+      hooks: ExecuteOptions,
+      traced: Traced | undefined
+    ): Effect.Effect<ExecutionResult, ExecuteError> =>
       Effect.gen(function* () {
         if (yield* Ref.get(closed)) return yield* new ExecutorClosed({ message: "the executor is closed" })
         const plan = yield* planExecution(request, config)
+        annotate(traced, ATTRIBUTE.language, plan.language)
         yield* checkKeepFullOutput(hooks.keepFullOutput)
         const eligible = poolEligible(plan, request)
         if (hooks.warmPoolOnly === true && !eligible)
@@ -448,6 +465,12 @@ export const make = (options: ExecutorOptions = {}) =>
         const executionId = uuidv7()
         const containerName = `${ContainerNamePrefix}${executionId}`
         hooks.onExecutionId?.(executionId)
+        if (traced !== undefined) {
+          annotate(traced, ATTRIBUTE.executionId, executionId)
+          // A warm sandbox has its own name: the result's, below.
+          if (!eligible) annotate(traced, ATTRIBUTE.containerName, containerName)
+          spans.track(executionId, traced)
+        }
         // recordCode: the code with the request (one append), the output's head before the terminal event.
         const recorder = auditRecorder(config.recordCode, plan.code, (event) => append(executionId, event))
         const supervised = Effect.gen(function* () {
@@ -501,7 +524,9 @@ export const make = (options: ExecutorOptions = {}) =>
         })
         const fiber = yield* FiberMap.run(executions, executionId, supervised)
         // Interrupting the caller interrupts the execution and waits until its container is gone.
-        return yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+        const result = yield* Fiber.join(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+        annotate(traced, ATTRIBUTE.containerName, result.containerName)
+        return result
       })
 
     // Read at each scrape, never kept up on the hot path.

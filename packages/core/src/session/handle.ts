@@ -33,6 +33,9 @@ import * as ToolChannel from "../kernel/ToolChannel.js"
 import type { Language } from "../Language.js"
 import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
+import { annotate, spanned, type Traced } from "../internal/spans.js"
+import { outcomeOf } from "../Metrics.js"
+import { ATTRIBUTE, SpanName } from "../Tracing.js"
 import {
   type CallDeps,
   type CallInput,
@@ -303,16 +306,31 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       }).pipe(Effect.scoped)
 
     const call = (input: CallInput, hooks: ExecuteOptions): Effect.Effect<SessionResult, SessionCallError> =>
-      Effect.gen(function* () {
-        yield* refuseWhenEnded
-        pending++
-        return yield* callAccepted(input, hooks).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
-      })
+      spanned(
+        SpanName.sessionCall,
+        {
+          [ATTRIBUTE.sessionId]: sessionId,
+          [ATTRIBUTE.containerName]: container.name,
+          [ATTRIBUTE.language]: input.language
+        },
+        (traced) =>
+          Effect.gen(function* () {
+            yield* refuseWhenEnded
+            pending++
+            return yield* callAccepted(input, hooks, traced).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
+          }),
+        (span) => span.attributes.get(ATTRIBUTE.outcome) as string | undefined
+      )
 
-    const callAccepted = (input: CallInput, hooks: ExecuteOptions): Effect.Effect<SessionResult, SessionCallError> =>
+    const callAccepted = (
+      input: CallInput,
+      hooks: ExecuteOptions,
+      traced: Traced | undefined
+    ): Effect.Effect<SessionResult, SessionCallError> =>
       Effect.gen(function* () {
         const executionId = uuidv7()
         hooks.onExecutionId?.(executionId)
+        annotate(traced, ATTRIBUTE.executionId, executionId)
         // recordCode: the call's code with its request (one append), its output's head before its end.
         const recorder = auditRecorder(deps.config.recordCode, input.code, (event) => deps.append(executionId, event))
         yield* deps.append(
@@ -363,7 +381,13 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
                       reserve: recorder?.reserve
                     })
               return yield* withTerminalEvent(
-                (event) => deps.append(executionId, event),
+                (event) =>
+                  deps.append(executionId, event).pipe(
+                    Effect.tap(() => {
+                      const outcome = outcomeOf(event)
+                      if (outcome !== undefined) annotate(traced, ATTRIBUTE.outcome, outcome)
+                    })
+                  ),
                 interruptReason,
                 (record) => lock.withPermits(1)(runLocked(input, executionId, hooks, record, tools, recorder)),
                 beforeTerminal(tools, recorder)

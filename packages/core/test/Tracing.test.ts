@@ -1,0 +1,178 @@
+/**
+ * The executor's OpenTelemetry spans (Tracing.ts) on the fake runtime, through @effect/opentelemetry's
+ * tracer over an in-memory exporter: names, nesting under the caller's Effect span, the phase spans
+ * (from the metrics' projection), attributes, tool call spans, outcomes and statuses, and the bounds
+ * on what the sandbox controls.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Resource from "@effect/opentelemetry/Resource"
+import * as EffectOtel from "@effect/opentelemetry/Tracer"
+import { SpanStatusCode } from "@opentelemetry/api"
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor
+} from "@opentelemetry/sdk-trace-base"
+import { Effect, Exit, Fiber, Layer, Scope, TestClock } from "effect"
+import { Executor, type ExecutorOptions, Tracing } from "@hermes-sandbox/core"
+import { fakeProgram, FakeRuntime } from "@hermes-sandbox/core/testing"
+import { MemoryJournal } from "@hermes-sandbox/events"
+import { spanned } from "../src/internal/spans.js"
+
+const exporter = new InMemorySpanExporter()
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
+const TracerLive = EffectOtel.layer.pipe(
+  Layer.provide(Layer.succeed(EffectOtel.OtelTracerProvider, provider)),
+  Layer.provide(Resource.layer({ serviceName: "tracing-test" }))
+)
+
+const withExecutor = <A, E>(
+  options: ExecutorOptions,
+  f: (executor: Executor.Executor["Type"]) => Effect.Effect<A, E>
+) =>
+  Effect.gen(function* () {
+    exporter.reset()
+    const scope = yield* Scope.make()
+    const context = yield* Layer.buildWithScope(
+      Executor.layer({ awaitRemoval: true, ...options }).pipe(
+        Layer.provideMerge(FakeRuntime.layer()),
+        Layer.provideMerge(MemoryJournal.layer())
+      ),
+      scope
+    )
+    const executor = yield* Effect.provide(Executor.Executor, context)
+    return yield* f(executor).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
+  }).pipe(Effect.provide(TracerLive))
+
+/** Run to its end, the TestClock moved along (the fake's sleeps and the deadline). */
+const settle = <A, E>(run: Effect.Effect<A, E>) =>
+  Effect.gen(function* () {
+    const fiber = yield* Effect.fork(Effect.either(run))
+    while (fiber.unsafePoll() === null) yield* TestClock.adjust("100 millis")
+    return yield* Fiber.join(fiber)
+  })
+
+const spans = (): ReadonlyArray<ReadableSpan> => exporter.getFinishedSpans()
+const named = (name: string) => spans().filter((s) => s.name === name)
+const parentOf = (s: ReadableSpan) => s.parentSpanContext?.spanId
+const only = <T>(xs: ReadonlyArray<T>): T => {
+  expect(xs.length).toBe(1)
+  return xs[0] as T
+}
+
+describe("OpenTelemetry traces (fake runtime)", () => {
+  it.effect("one execute span under the caller's span, its phases as children, with the execution's attributes", () =>
+    withExecutor({}, (executor) =>
+      Effect.gen(function* () {
+        const result = yield* settle(
+          Effect.withSpan(executor.executeCode({ language: "python", code: fakeProgram({ stdout: "hi\n" }) }), "caller")
+        )
+        const r = result._tag === "Right" ? result.right : expect.unreachable(String(result.left))
+        const caller = only(named("caller"))
+        const execute = only(named(Tracing.SpanName.execute))
+        expect(parentOf(execute)).toBe(caller.spanContext().spanId)
+        expect(execute.spanContext().traceId).toBe(caller.spanContext().traceId)
+        expect(execute.attributes).toMatchObject({
+          [Tracing.ATTRIBUTE.executionId]: r.executionId,
+          [Tracing.ATTRIBUTE.containerName]: r.containerName,
+          [Tracing.ATTRIBUTE.language]: "python",
+          [Tracing.ATTRIBUTE.outcome]: "ok",
+          [Tracing.ATTRIBUTE.executorId]: executor.executorId
+        })
+        expect(execute.status.code).toBe(SpanStatusCode.OK)
+        const phases = spans().filter((s) => s.name.startsWith(Tracing.SpanName.phasePrefix))
+        expect(phases.map((s) => s.name).sort()).toEqual(
+          ["queue", "create", "start", "run", "removal"].map((p) => `${Tracing.SpanName.phasePrefix}${p}`).sort()
+        )
+        for (const p of phases) {
+          expect(parentOf(p)).toBe(execute.spanContext().spanId)
+          expect(p.attributes[Tracing.ATTRIBUTE.phase]).toBe(p.name.slice(Tracing.SpanName.phasePrefix.length))
+          expect(p.attributes[Tracing.ATTRIBUTE.executionId]).toBe(r.executionId)
+        }
+      })
+    )
+  )
+
+  it.effect("a timeout, an error exit and a refused request end with an error status and their outcome", () =>
+    withExecutor({}, (executor) =>
+      Effect.gen(function* () {
+        yield* settle(executor.executeCode({ language: "bash", code: fakeProgram({ hang: true }), timeoutMs: 1_000 }))
+        yield* settle(executor.executeCode({ language: "javascript", code: fakeProgram({ exitCode: 3 }) }))
+        // A request the caller got wrong, its error's text long: the status carries it, bounded.
+        yield* settle(executor.executeCode({ language: "z".repeat(5_000) as "bash", code: "x" }))
+        const [timedOut, failed, refused] = named(Tracing.SpanName.execute)
+        expect(timedOut?.attributes[Tracing.ATTRIBUTE.outcome]).toBe("timeout")
+        expect(timedOut?.status.code).toBe(SpanStatusCode.ERROR)
+        expect(failed?.attributes[Tracing.ATTRIBUTE.outcome]).toBe("error")
+        expect(failed?.status.code).toBe(SpanStatusCode.ERROR)
+        // Refused before anything was recorded: no outcome, the error in the status.
+        expect(refused?.attributes[Tracing.ATTRIBUTE.outcome]).toBeUndefined()
+        expect(refused?.status.code).toBe(SpanStatusCode.ERROR)
+        expect(refused?.status.message).toMatch(/language/)
+        expect(refused?.status.message?.length).toBeLessThanOrEqual(Tracing.MAX_ATTRIBUTE_CHARS)
+      })
+    )
+  )
+
+  it.effect(
+    "a span per tool call under the execution; a name the sandbox chose is 'other'; every string attribute is bounded",
+    () =>
+      withExecutor({}, (executor) =>
+        Effect.gen(function* () {
+          const longName = `t${"x".repeat(63)}` // the longest name a tool may have
+          const chosen = `sandbox_${"y".repeat(10_000)}`
+          yield* settle(
+            executor.executeCode({
+              language: "python",
+              code: fakeProgram({
+                toolCalls: [
+                  { tool: "add", args: { a: 1, b: 2 } },
+                  { tool: longName, args: {} },
+                  { tool: chosen, args: {} }
+                ]
+              }),
+              tools: {
+                add: { handler: ({ a, b }: { a: number; b: number }) => a + b },
+                [longName]: { handler: () => "ok" }
+              }
+            })
+          )
+          const execute = only(named(Tracing.SpanName.execute))
+          const calls = named(Tracing.SpanName.toolCall)
+          expect(calls.length).toBe(3)
+          for (const c of calls) expect(parentOf(c)).toBe(execute.spanContext().spanId)
+          const byTool = Object.fromEntries(
+            calls.map((c) => [c.attributes[Tracing.ATTRIBUTE.tool], c.attributes[Tracing.ATTRIBUTE.outcome]])
+          )
+          expect(byTool).toEqual({
+            add: "completed",
+            [longName]: "completed",
+            other: "refused"
+          })
+          expect(calls.find((c) => c.attributes[Tracing.ATTRIBUTE.tool] === "other")?.status.code).toBe(
+            SpanStatusCode.ERROR
+          )
+          // Nothing of the sandbox's 10,000-character name, and no string attribute past the bound.
+          for (const s of spans()) {
+            for (const v of Object.values(s.attributes)) {
+              if (typeof v === "string") {
+                expect(v.length).toBeLessThanOrEqual(Tracing.MAX_ATTRIBUTE_CHARS)
+                expect(v).not.toContain("yyyyyyyy")
+              }
+            }
+            expect((s.status.message ?? "").length).toBeLessThanOrEqual(Tracing.MAX_ATTRIBUTE_CHARS)
+          }
+        })
+      )
+  )
+
+  it.effect("with Effect's built-in tracer (no tracer provided) no span is made; with one, it is", () =>
+    Effect.gen(function* () {
+      const probe = spanned("probe", {}, (traced) => Effect.succeed(traced !== undefined))
+      expect(yield* Tracing.isBuiltinTracer).toBe(true)
+      expect(yield* probe).toBe(false)
+      expect(yield* probe.pipe(Effect.provide(TracerLive))).toBe(true)
+    })
+  )
+})
