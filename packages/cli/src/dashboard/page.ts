@@ -96,7 +96,7 @@ tr:focus, button:focus, input:focus, section:focus { outline: 3px solid #000; ou
 tr[aria-selected="true"] { background: #dde; font-weight: 600; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 1rem; }
 figure { margin: 0; } figcaption { font-weight: 600; margin-bottom: .3rem; }
-.small-multiples { display: grid; grid-template-columns: repeat(auto-fill, minmax(220px, 1fr)); gap: .5rem; }
+.small-multiples { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: .5rem; }
 .legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .8rem; font-size: .85rem; }
 .legend svg, .swatch { vertical-align: middle; margin-right: .25rem; }
 .note { font-size: .85rem; color: #333; }
@@ -112,7 +112,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
 (function () {
   var SVG = "http://www.w3.org/2000/svg";
   var OUTCOMES = ["ok", "error", "oom", "timeout", "interrupted", "failed"];
-  var MARKS = { ok: "\u2713", error: "\u2717", oom: "\u25B2", timeout: "\u29D6", interrupted: "\u25A0", failed: "!" };
+  var MARKS = { ok: "\u2713", error: "\u2717", oom: "\u25B2", timeout: "\u25D4", interrupted: "\u25A0", failed: "!" };
   var PHASES = ["create", "claim", "start", "run", "removal"];
   // Patterns, not colours alone: every outcome and phase has its own fill (and its name as text).
   var FILLS = {
@@ -307,8 +307,12 @@ export const PAGE_SCRIPT = String.raw`"use strict";
       function pts(values) {
         return values.map(function (v, i) { return v == null ? null : [PAD_L + 2 + (i + 0.5) * ((W - PAD_L - 8) / Math.max(1, n)), H - PAD_B - (v / max) * (H - PAD_B - 8)]; });
       }
-      g.appendChild(line(pts(series.p50), false));
-      g.appendChild(line(pts(series.p95), true));
+      var p50 = pts(series.p50), p95 = pts(series.p95);
+      g.appendChild(line(p50, false));
+      g.appendChild(line(p95, true));
+      // Points too (a minute alone draws no line): p50 filled, p95 hollow.
+      p50.forEach(function (p) { if (p) g.appendChild(svg("circle", { cx: p[0], cy: p[1], r: 2.5, fill: "#000", class: "point" })); });
+      p95.forEach(function (p) { if (p) g.appendChild(svg("circle", { cx: p[0], cy: p[1], r: 3.5, fill: "none", stroke: "#000", class: "point" })); });
       box.appendChild(el("figure", { class: "phase" }, [el("figcaption", {}, [label]), s]));
     });
   }

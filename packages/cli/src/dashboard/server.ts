@@ -282,6 +282,7 @@ export const serveDashboard = async (options: DashboardServerOptions): Promise<D
     if (path === "/") return send(res, 200, "text/html; charset=utf-8", PAGE_HTML)
     if (path === "/dashboard.js") return send(res, 200, "text/javascript; charset=utf-8", PAGE_SCRIPT)
     if (path === "/dashboard.css") return send(res, 200, "text/css; charset=utf-8", PAGE_CSS)
+    if (path === "/favicon.ico") return send(res, 204, "image/x-icon", "")
     if (!path.startsWith("/api/")) return refuse(res, 404, "not found")
     const checked = guard.check(req)
     if ("refused" in checked)
