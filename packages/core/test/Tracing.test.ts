@@ -14,11 +14,11 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor
 } from "@opentelemetry/sdk-trace-base"
-import { Effect, Exit, Fiber, Layer, Scope, TestClock } from "effect"
+import { Effect, Layer } from "effect"
 import { Executor, type ExecutorOptions, Tracing } from "@hermes-sandbox/core"
-import { fakeProgram, FakeRuntime } from "@hermes-sandbox/core/testing"
-import { MemoryJournal } from "@hermes-sandbox/events"
+import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { spanned } from "../src/internal/spans.js"
+import { settle, withFakeExecutor } from "./support/fakeExecutor.js"
 
 const exporter = new InMemorySpanExporter()
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
@@ -31,27 +31,10 @@ const withExecutor = <A, E>(
   options: ExecutorOptions,
   f: (executor: Executor.Executor["Type"]) => Effect.Effect<A, E>
 ) =>
-  Effect.gen(function* () {
-    exporter.reset()
-    const scope = yield* Scope.make()
-    const context = yield* Layer.buildWithScope(
-      Executor.layer({ awaitRemoval: true, ...options }).pipe(
-        Layer.provideMerge(FakeRuntime.layer()),
-        Layer.provideMerge(MemoryJournal.layer())
-      ),
-      scope
-    )
-    const executor = yield* Effect.provide(Executor.Executor, context)
-    return yield* f(executor).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
-  }).pipe(Effect.provide(TracerLive))
-
-/** Run to its end, the TestClock moved along (the fake's sleeps and the deadline). */
-const settle = <A, E>(run: Effect.Effect<A, E>) =>
-  Effect.gen(function* () {
-    const fiber = yield* Effect.fork(Effect.either(run))
-    while (fiber.unsafePoll() === null) yield* TestClock.adjust("100 millis")
-    return yield* Fiber.join(fiber)
-  })
+  Effect.sync(() => exporter.reset()).pipe(
+    Effect.zipRight(withFakeExecutor(options, ({ executor }) => f(executor))),
+    Effect.provide(TracerLive)
+  )
 
 const spans = (): ReadonlyArray<ReadableSpan> => exporter.getFinishedSpans()
 const named = (name: string) => spans().filter((s) => s.name === name)
