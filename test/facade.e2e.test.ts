@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { lastValueFrom, toArray } from "rxjs"
 import { afterAll, afterEach, describe, expect, it } from "vitest"
 import { createExecutor, createSession, openHermesSandbox } from "@hermes-sandbox/docker"
+import { byLabels, parseFamilies, sampleValue } from "./support/prometheus.js"
 import { containerExists } from "./support/docker.js"
 import { sessionTracker } from "./support/sessions.js"
 
@@ -54,6 +55,10 @@ describe("Promise facades", () => {
     expect(stream.map((e) => e.type)).toEqual(["ExecutionRequested", "ContainerExited"])
     const session = await lastValueFrom(s.replay({ streamId: s.sessionId }).pipe(toArray()))
     expect(session.map((e) => e.type)).toEqual(["SessionOpened", "ContainerCreated", "ContainerStarted"])
+    // Its own Prometheus registry (no executor here): its call, its open sandbox.
+    const families = parseFamilies(await s.metrics())
+    expect(byLabels(families.get("hermes_sandbox_executions_total"), ["language", "outcome"])).toEqual({ "bash/ok": 1 })
+    expect(sampleValue(families, "hermes_sandbox_sessions_open")).toBe(1)
     await s.close()
   })
 

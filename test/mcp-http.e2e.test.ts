@@ -15,10 +15,10 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { lastValueFrom, toArray } from "rxjs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { openJournal, Projection } from "@hermes-sandbox/events"
-import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import { type HttpServing, McpSandbox, serveHttp } from "@hermes-sandbox/mcp"
 import { containerExists, docker, waitFor } from "./support/docker.js"
 import { type HttpServerProcess, mcpServerCommand, startHttpServer } from "./support/mcp.js"
+import { byLabels, expectedExecutions, histogramCounts, parseFamilies } from "./support/prometheus.js"
 
 const root = new URL("..", import.meta.url).pathname
 const dir = mkdtempSync(join(tmpdir(), "mcp-http-e2e-"))
@@ -434,13 +434,7 @@ describe("MCP over HTTP: abuse", () => {
 })
 
 describe("MCP over HTTP: Prometheus metrics (GET /metrics)", () => {
-  interface Family {
-    readonly name: string
-    readonly type: string
-    readonly metrics: ReadonlyArray<{ labels?: Record<string, string>; value?: string; count?: string }>
-  }
-  const familiesOf = (text: string) =>
-    new Map((parsePrometheusTextFormat(text) as ReadonlyArray<Family>).map((f) => [f.name, f] as const))
+  const familiesOf = parseFamilies
 
   it("behind the token (401 without, 403 for a foreign Host); its counters and phase counts are the journal's", async () => {
     const metricsUrl = s1.url.replace(/\/mcp$/, "/metrics")
@@ -468,40 +462,12 @@ describe("MCP over HTTP: Prometheus metrics (GET /metrics)", () => {
     expect(Projection.summarize(states).byOutcome.open).toBe(0)
     const text = (await read()).text
     const families = familiesOf(text)
-    const expected: Record<string, number> = {}
-    for (const s of states) {
-      const outcome =
-        s.outcome === "exited"
-          ? s.oomKilled === true
-            ? "oom"
-            : s.exitCode === 0
-              ? "ok"
-              : "error"
-          : s.outcome === "timedOut"
-            ? "timeout"
-            : String(s.outcome)
-      expected[`${s.language}/${outcome}`] = (expected[`${s.language}/${outcome}`] ?? 0) + 1
-    }
-    const got = Object.fromEntries(
-      (families.get("hermes_sandbox_executions_total")?.metrics ?? [])
-        .filter((m) => Number(m.value) > 0)
-        .map((m) => [`${m.labels?.["language"]}/${m.labels?.["outcome"]}`, Number(m.value)])
-    )
+    const expected = expectedExecutions(states)
+    const got = byLabels(families.get("hermes_sandbox_executions_total"), ["language", "outcome"])
     expect(got).toEqual(expected)
     expect(got["bash/timeout"]).toBeGreaterThanOrEqual(1)
     expect(got["bash/error"]).toBeGreaterThanOrEqual(1)
-    // The parser keeps a labelled histogram's buckets of one label set only (no `_count`): one phase's lines alone.
-    const runLines = text
-      .split("\n")
-      .filter(
-        (l) =>
-          l.startsWith("# TYPE hermes_sandbox_execution_phase_seconds") ||
-          /^hermes_sandbox_execution_phase_seconds_bucket\{.*phase="run"/.test(l)
-      )
-    const run = familiesOf(`${runLines.join("\n")}\n`).get("hermes_sandbox_execution_phase_seconds")?.metrics[0] as
-      | { buckets?: Record<string, string> }
-      | undefined
-    expect(Number(run?.buckets?.["+Inf"])).toBe(
+    expect(histogramCounts(text, "hermes_sandbox_execution_phase_seconds", "phase", ["run"])["run"]).toBe(
       states.filter((s) => s.sessionId === undefined && s.startedAt !== undefined && s.finishedAt !== undefined).length
     )
   })

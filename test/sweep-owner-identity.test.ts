@@ -8,13 +8,15 @@ import Database from "better-sqlite3"
 import { mkdtempSync, rmSync } from "node:fs"
 import { hostname, tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Stream } from "effect"
 import fc from "fast-check"
 import { afterAll, describe, expect, it } from "vitest"
-import { ProcessIdentity, type SandboxRuntime, Sweep } from "@hermes-sandbox/core"
+import { Executor, ProcessIdentity, SandboxRuntime, Sweep } from "@hermes-sandbox/core"
+import { Label, ProjectName } from "@hermes-sandbox/core/Labels"
 import { FakeRuntime } from "@hermes-sandbox/core/testing"
 import { Journal, type JournalEvent, SqliteJournal } from "@hermes-sandbox/events"
 import { arbEventOf } from "@hermes-sandbox/events/testing"
+import { byLabels, parseFamilies } from "./support/prometheus.js"
 
 const dir = mkdtempSync(join(tmpdir(), "hermes-owner-identity-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -264,5 +266,70 @@ describe("the sweep's mark: a durable journal's replay does not grow with its le
     )
     await sweep(path)
     expect(await markOf(path)).toBe((await lastOf(path)) + 1)
+  })
+})
+
+describe("what the sweeps tell the metrics (hermes_sandbox_leaked_containers_removed_total{by})", () => {
+  it("the orphans an executor's startup sweep removes (by sweep) and a dead owner's containers it finds removed when it closes their lifecycles (by watchdog), each once", async () => {
+    const path = join(dir, "leaked.sqlite")
+    // A container lifecycle whose writer is dead (its pid now this process's) and whose container is
+    // gone: its watchdog removed it and could not say so in the journal.
+    await run(
+      path,
+      Effect.flatMap(Journal.Journal, (j) =>
+        j.append({
+          streamId: "hermes-sandbox-gone",
+          executorId: "writer-dead",
+          events: [
+            {
+              type: "ContainerCreated",
+              data: { containerName: "hermes-sandbox-gone", containerId: "c-gone", imageId: "i" }
+            },
+            { type: "ContainerStarted", data: { containerId: "c-gone" } }
+          ]
+        })
+      )
+    )
+    rewriteStarted(path, "hermes-sandbox-gone", String(Number(ProcessIdentity.self.started) - 1))
+    const leaked = (text: string) =>
+      byLabels(parseFamilies(text).get("hermes_sandbox_leaked_containers_removed_total"), ["by"])
+    const executorMetrics = Effect.scoped(
+      Effect.gen(function* () {
+        const base = yield* Layer.build(Layer.merge(FakeRuntime.layer(), SqliteJournal.layer({ path })))
+        // On the engine, an orphan past its deadline label (another host's, no lease): the sweep's to remove.
+        yield* Effect.flatMap(SandboxRuntime, (r) =>
+          r.create({
+            name: "hermes-sandbox-late",
+            image: "fake",
+            command: ["sleep"],
+            env: {},
+            workingDir: "/workspace",
+            user: "1001:1001",
+            labels: {
+              [Label.project]: ProjectName,
+              [Label.executor]: "exec-elsewhere",
+              [Label.ownerHost]: "host-elsewhere",
+              [Label.ownerPid]: "4242",
+              [Label.deadline]: String(Math.floor(Date.now() / 1000) - 60)
+            },
+            limits: { memoryBytes: 1, nanoCpus: 1, pidsLimit: 1, tmpBytes: 1, workspaceBytes: 1 },
+            network: false,
+            openStdin: false,
+            capAdd: [],
+            mounts: []
+          })
+        ).pipe(Effect.provide(base))
+        const context = yield* Layer.build(Executor.layer({}).pipe(Layer.provide(Layer.succeedContext(base))))
+        return yield* Context.get(context, Executor.Executor).metrics
+      })
+    )
+    expect(leaked(await Effect.runPromise(executorMetrics))).toEqual({ sweep: 1, watchdog: 1 })
+    expect((await eventsOf(path, "hermes-sandbox-gone")).at(-1)).toMatchObject({
+      type: "ContainerDestroyed",
+      data: { reason: "orphan-reaped" }
+    })
+    // Another executor sweeping the same journal (on an engine with such an orphan again): the
+    // lifecycle is closed already, so only its own removal counts.
+    expect(leaked(await Effect.runPromise(executorMetrics))).toEqual({ sweep: 1 })
   })
 })

@@ -1,13 +1,13 @@
 // parse-prometheus-text-format ships no declarations: the shape the metrics tests read.
 declare module "parse-prometheus-text-format" {
-  interface PrometheusSample {
+  export interface PrometheusSample {
     readonly labels?: Readonly<Record<string, string>>
     readonly value?: string
     readonly count?: string
     readonly sum?: string
     readonly buckets?: Readonly<Record<string, string>>
   }
-  interface PrometheusFamily {
+  export interface PrometheusFamily {
     readonly name: string
     readonly help: string
     readonly type: string

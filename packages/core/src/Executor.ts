@@ -139,7 +139,7 @@ export const make = (options: ExecutorOptions = {}) =>
     // The registry the layer shares with its sessions service, else one of this executor's own.
     const metrics = Option.getOrElse(yield* Effect.serviceOption(Metrics), makeMetrics)
     // The ownership lease first (released last, once every container is gone), then the startup sweep.
-    yield* Ownership.start(executorId, options, "", (report) => metrics.leakedRemoved(report.removed.length))
+    yield* Ownership.start(executorId, options, "", metrics.leakedRemoved)
 
     // Append, then publish only what was committed (internal/publisher.ts).
     const { append, events, unsafeSubscribe } = makePublisher(journal, executorId, metrics)

@@ -25,7 +25,14 @@
  *   budget: checks made after the name was found among the run's tools), and at most
  *   MAX_TOOL_LABELS names; every other name the sandboxed code sends is "other".
  * - `hermes_sandbox_journal_append_seconds`: each append of the services' events, as long as it took.
- * - `hermes_sandbox_leaked_containers_removed_total`: orphaned containers the sweeps removed.
+ * - `hermes_sandbox_leaked_containers_removed_total{by}`: containers whose owner is gone, removed by
+ *   the sweeps of these services (by "sweep": startup and periodic; deadline label passed, owner's
+ *   pid gone, lease expired or closed), or found removed already when such a sweep closed their
+ *   lifecycle in the journal (by "watchdog": their owner's watchdog, or whoever removed them without
+ *   recording it; reported by one sweep only). Not counted: removals of the services' own containers
+ *   (a create without an answer, a retried removal), the SessionReaper's and openPersistent's
+ *   removals of persistent sandboxes (idle or past their lifetime: a policy, not a leak), and what a
+ *   watchdog removes of containers no lifecycle in the journal's sweep window names.
  * - gauges: `hermes_sandbox_in_flight` (concurrency slots held: running, and results returned whose
  *   sandbox is still being removed), `hermes_sandbox_queued`, `hermes_sandbox_pool_ready{language}`
  *   (warm sandboxes ready), `hermes_sandbox_sessions_open` (session sandboxes the sessions service
@@ -41,6 +48,7 @@ import type * as PromClient from "prom-client"
 import type { EventEnvelope, JournalEvent } from "@hermes-sandbox/events"
 import { Languages } from "./Language.js"
 import { onFirstUse } from "./OnFirstUse.js"
+import type { SweepReport } from "./Sweep.js"
 
 /** The content type of the text exposition (Prometheus text format 0.0.4), for an HTTP response. */
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -53,6 +61,8 @@ export const PHASES = ["queue", "create", "claim", "start", "run", "collect", "r
 export type ExecutionPhase = (typeof PHASES)[number]
 /** The outcomes of `hermes_sandbox_tool_calls_total`. */
 export const TOOL_CALL_OUTCOMES = ["completed", "failed", "refused"] as const
+/** Who removed the containers of `hermes_sandbox_leaked_containers_removed_total`. */
+export const LEAKED_REMOVED_BY = ["sweep", "watchdog"] as const
 /** Distinct tool names used as labels at most; past them, "other". */
 export const MAX_TOOL_LABELS = 100
 /** Executions whose phases are being followed at most (the oldest is dropped past it). */
@@ -84,8 +94,8 @@ export interface SandboxMetrics {
   readonly slotTaken: (executionId: string, atMs: number) => void
   /** @internal The execution's collected files began to arrive at this time (undefined: none came). */
   readonly collectBegan: (executionId: string, atMs: number | undefined) => void
-  /** @internal A sweep removed this many orphaned containers. */
-  readonly leakedRemoved: (count: number) => void
+  /** @internal What a sweep of these services reported: the orphaned containers it removed, and those it found removed. */
+  readonly leakedRemoved: (report: Pick<SweepReport, "removed" | "alreadyRemoved">) => void
   /** @internal Read `live` at each scrape; returns the unregistration. */
   readonly addLiveState: (live: Effect.Effect<LiveState>) => () => void
   /** @internal Follow each execution's phases and outcome as they are measured (the traces: Tracing.ts); returns the unregistration. */
@@ -180,7 +190,7 @@ export const makeMetrics = (): SandboxMetrics => {
   })
   const phases = new prom.Histogram({
     name: "hermes_sandbox_execution_phase_seconds",
-    help: "How long each phase of a one-shot execution took (queue, create, claim, start, run, removal).",
+    help: `How long each phase of a one-shot execution took (${PHASES.join(", ")}; create or claim: a new sandbox or a warm one).`,
     labelNames: ["phase"] as const,
     buckets: PHASE_BUCKETS,
     registers
@@ -199,7 +209,8 @@ export const makeMetrics = (): SandboxMetrics => {
   })
   const leaked = new prom.Counter({
     name: "hermes_sandbox_leaked_containers_removed_total",
-    help: "Orphaned containers (their owner gone) the sweeps removed.",
+    help: 'Containers their owner left behind, removed: by this executor\'s sweeps ("sweep"), or found removed by their owner\'s watchdog when a sweep closed their lifecycle ("watchdog").',
+    labelNames: ["by"] as const,
     registers
   })
   const inFlight = new prom.Gauge({
@@ -227,7 +238,7 @@ export const makeMetrics = (): SandboxMetrics => {
   for (const language of Languages)
     for (const outcome of EXECUTION_OUTCOMES) executions.labels({ language, outcome }).inc(0)
   for (const phase of PHASES) phases.zero({ phase })
-  leaked.inc(0)
+  for (const by of LEAKED_REMOVED_BY) leaked.inc({ by }, 0)
 
   const tracked = new Map<string, Tracked>()
   const toolNames = new Set<string>()
@@ -369,8 +380,9 @@ export const makeMetrics = (): SandboxMetrics => {
       const t = tracked.get(executionId)
       if (t !== undefined && t.slotAt === undefined) t.slotAt = atMs
     },
-    leakedRemoved: (count) => {
-      if (count > 0) leaked.inc(count)
+    leakedRemoved: (report) => {
+      if (report.removed.length > 0) leaked.inc({ by: "sweep" }, report.removed.length)
+      if (report.alreadyRemoved.length > 0) leaked.inc({ by: "watchdog" }, report.alreadyRemoved.length)
     },
     addLiveState: (state) => {
       live.add(state)

@@ -59,7 +59,7 @@ import {
 import * as Fingerprint from "./Fingerprint.js"
 import * as Ownership from "./internal/ownership.js"
 import { makePublisher } from "./internal/publisher.js"
-import { Metrics } from "./Metrics.js"
+import { Metrics, makeMetrics } from "./Metrics.js"
 import * as Removals from "./kernel/Removals.js"
 import * as Sandbox from "./kernel/Sandbox.js"
 import { ContainerNamePrefix } from "./Labels.js"
@@ -180,6 +180,12 @@ export class Sessions extends Context.Tag("@hermes-sandbox/core/Sessions")<
      * lifetime (SessionReaper). One the journal has no record of counts as idle since its creation.
      */
     readonly reap: Effect.Effect<SessionReaper.ReapReport, SandboxError>
+    /**
+     * The Prometheus metrics of this service in the text exposition format (`Metrics.CONTENT_TYPE`):
+     * the registry it shares with the executor of the same layer (ExecutorWithSessions: the
+     * executor's `metrics` say the same), else one of its own (docs/observability.md).
+     */
+    readonly metrics: Effect.Effect<string>
   }
 >() {}
 
@@ -229,10 +235,10 @@ export const make = (options: SessionsOptions = {}) =>
     const runner = own.runner ?? DEFAULT_RUNNER.map((a) => (a === SUPERVISOR ? supervisor : a))
     const serviceScope = yield* Effect.scope
     const closed = yield* Ref.make(false)
-    // The registry shared with the executor of the same layer (DockerExecutor.layerWithSessions), if any.
-    const metrics = Option.getOrUndefined(yield* Effect.serviceOption(Metrics))
+    // The registry shared with the executor of the same layer (ExecutorWithSessions), else one of its own.
+    const metrics = Option.getOrElse(yield* Effect.serviceOption(Metrics), makeMetrics)
     // The ownership lease first (released last, once every session sandbox is gone), then the startup sweep.
-    yield* Ownership.start(executorId, options, "session ", (report) => metrics?.leakedRemoved(report.removed.length))
+    yield* Ownership.start(executorId, options, "session ", metrics.leakedRemoved)
 
     // Append, then publish only what was committed (internal/publisher.ts).
     const { append: publish, events, unsafeSubscribe } = makePublisher(journal, executorId, metrics)
@@ -445,11 +451,19 @@ export const make = (options: SessionsOptions = {}) =>
       }).pipe(Effect.uninterruptible)
 
     const poolReady = pool?.ready ?? Effect.succeed(0)
-    if (metrics !== undefined) {
-      const unregister = metrics.addLiveState(Effect.sync(() => ({ sessionsOpen: registry.size })))
-      yield* Effect.addFinalizer(() => Effect.sync(unregister))
-    }
-    return Sessions.of({ executorId, config, open, openPersistent, poolReady, events, unsafeSubscribe, reap })
+    const unregister = metrics.addLiveState(Effect.sync(() => ({ sessionsOpen: registry.size })))
+    yield* Effect.addFinalizer(() => Effect.sync(unregister))
+    return Sessions.of({
+      executorId,
+      config,
+      open,
+      openPersistent,
+      poolReady,
+      events,
+      unsafeSubscribe,
+      reap,
+      metrics: metrics.text
+    })
   })
 
 /** The sessions service as a layer; its scope is the service's lifetime (open sessions end with it). */

@@ -44,6 +44,13 @@ export interface SweepReport {
   readonly live: number
   /** Lifecycles closed in the journal. */
   readonly closed: ReadonlyArray<string>
+  /**
+   * Containers of gone owners that the journal still held as alive and that were gone already when
+   * this sweep closed their lifecycle (ContainerDestroyed, orphan-reaped): their owner's watchdog, or
+   * whoever removed them without recording it, did. Each is reported by one sweep only (the close's
+   * expected version), however many sweep the journal.
+   */
+  readonly alreadyRemoved: ReadonlyArray<string>
   /** Orphans that could not be removed this time (left for the next sweep or the watchdog). */
   readonly failed: ReadonlyArray<string>
   readonly durationMs: number
@@ -245,6 +252,7 @@ export const sweep = (options: SweepOptions) =>
           : undefined
         : leaseVerdict(streamLeases.get(owner.executorId), leaseNowMs, clockSkewMs)
     const closed: Array<string> = []
+    const alreadyRemoved: Array<string> = []
     // The earliest lifecycle this sweep leaves open (its owner alive, its container still there,
     // or closed by someone else meanwhile): the next mark. Past the replay when none is.
     let nextMark = last + 1
@@ -291,8 +299,11 @@ export const sweep = (options: SweepOptions) =>
           Effect.as(true),
           Effect.catchTag("VersionConflict", () => Effect.succeed(false))
         )
-      if (appended) closed.push(streamId)
-      else leftOpen(streamId)
+      if (appended) {
+        closed.push(streamId)
+        if (!containerRemovedNow && events.some((e) => e.type === "ContainerDestroyed"))
+          alreadyRemoved.push(state.containerName ?? "")
+      } else leftOpen(streamId)
     }
     // Open sessions without a container lifecycle in the replay (SessionOpened, its container not
     // recorded yet): held while the owner lives; closed when it is gone and its container is not
@@ -327,6 +338,7 @@ export const sweep = (options: SweepOptions) =>
       removed: removed.map((c) => c.name),
       live,
       closed,
+      alreadyRemoved,
       failed,
       durationMs: (yield* Clock.currentTimeMillis) - startedAt
     }

@@ -5,93 +5,20 @@
  * its counters and histogram counts equal what the journal's own projection and summary count.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Ref, Scope, Stream, TestClock } from "effect"
-import parsePrometheusTextFormat from "parse-prometheus-text-format"
-import { Executor, type ExecutorOptions, Metrics } from "@hermes-sandbox/core"
-import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
-import { type EventEnvelope, Journal, MemoryJournal, Projection } from "@hermes-sandbox/events"
-
-const withExecutor = <A, E>(
-  options: ExecutorOptions,
-  f: (ctx: {
-    executor: Executor.Executor["Type"]
-    control: FakeRuntimeControl["Type"]
-    journal: Journal.Journal["Type"]
-  }) => Effect.Effect<A, E>
-) =>
-  Effect.gen(function* () {
-    const scope = yield* Scope.make()
-    const context = yield* Layer.buildWithScope(
-      Executor.layer({ awaitRemoval: true, ...options }).pipe(
-        Layer.provideMerge(FakeRuntime.layer()),
-        Layer.provideMerge(MemoryJournal.layer())
-      ),
-      scope
-    )
-    const executor = yield* Effect.provide(Executor.Executor, context)
-    const control = yield* Effect.provide(FakeRuntimeControl, context)
-    const journal = yield* Effect.provide(Journal.Journal, context)
-    return yield* f({ executor, control, journal }).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
-  })
-
-/** Run to its end, the TestClock moved along (the fake's sleeps and the deadline). */
-const settle = <A, E>(run: Effect.Effect<A, E>) =>
-  Effect.gen(function* () {
-    const fiber = yield* Effect.fork(Effect.either(run))
-    while (fiber.unsafePoll() === null) yield* TestClock.adjust("100 millis")
-    return yield* Fiber.join(fiber)
-  })
-
-interface Sample {
-  readonly labels?: Readonly<Record<string, string>>
-  readonly value?: string
-  readonly count?: string
-  readonly sum?: string
-  readonly buckets?: Readonly<Record<string, string>>
-}
-interface Family {
-  readonly name: string
-  readonly type: string
-  readonly metrics: ReadonlyArray<Sample>
-}
-
-const parse = (text: string): ReadonlyMap<string, Family> =>
-  new Map((parsePrometheusTextFormat(text) as ReadonlyArray<Family>).map((f) => [f.name, f]))
-
-/** The samples of a family, by their labels' values joined with "/" (in `keys` order). */
-const byLabels = (family: Family | undefined, keys: ReadonlyArray<string>, field: "value" | "count") =>
-  Object.fromEntries(
-    (family?.metrics ?? [])
-      .map((m) => [keys.map((k) => m.labels?.[k] ?? "").join("/"), Number(m[field])] as const)
-      .filter(([, n]) => n > 0)
-  )
-
-/**
- * A labelled histogram's count per label value, read with the same parser. parse-prometheus-text-format
- * 1.1.1 folds a histogram's samples into one, keeping only the buckets of the last label set (their
- * other labels, `_count` and `_sum` dropped), so each label value's lines are parsed alone and its
- * count is its `+Inf` bucket.
- */
-const histogramCounts = (text: string, name: string, label: string, values: ReadonlyArray<string>) =>
-  Object.fromEntries(
-    values
-      .map((v) => {
-        const lines = text
-          .split("\n")
-          .filter(
-            (l) =>
-              l === `# TYPE ${name} histogram` || (l.startsWith(`${name}_bucket{`) && l.includes(`${label}="${v}"`))
-          )
-        const family = parse(`${lines.join("\n")}\n`).get(name)
-        expect(family?.metrics.length).toBe(1)
-        return [v, Number(family?.metrics[0]?.buckets?.["+Inf"])] as const
-      })
-      .filter(([, n]) => n > 0)
-  )
-
-const add = (counts: Record<string, number>, key: string, n = 1) => {
-  counts[key] = (counts[key] ?? 0) + n
-}
+import { Effect, Fiber, Layer, Ref, Stream, TestClock } from "effect"
+import { readFileSync } from "node:fs"
+import { Executor, ExecutorWithSessions, Metrics, Session } from "@hermes-sandbox/core"
+import { fakeProgram, FakeRuntime } from "@hermes-sandbox/core/testing"
+import { type EventEnvelope, MemoryJournal } from "@hermes-sandbox/events"
+import {
+  byLabels,
+  histogramCounts,
+  journalExpectations,
+  parseFamilies as parse,
+  sampleValue
+} from "../../../test/support/prometheus.js"
+import { settle, withFakeExecutor as withExecutor } from "./support/fakeExecutor.js"
+import { withFakeSessions } from "./support/fakeSessions.js"
 
 describe("Prometheus metrics (fake runtime)", () => {
   it.effect(
@@ -160,23 +87,7 @@ describe("Prometheus metrics (fake runtime)", () => {
 
             // What the journal says, folded by its own projection.
             const events: Array<EventEnvelope> = [...(yield* journal.read().pipe(Stream.runCollect))]
-            const states = Projection.project(events)
-            const summary = Projection.summarize(states)
-            const executions = [...states.values()].filter((s) => s.kind === "execution")
-            const expected: Record<string, number> = {}
-            for (const s of executions) {
-              const outcome =
-                s.outcome === "exited"
-                  ? s.oomKilled === true
-                    ? "oom"
-                    : s.exitCode === 0
-                      ? "ok"
-                      : "error"
-                  : s.outcome === "timedOut"
-                    ? "timeout"
-                    : (s.outcome ?? "open")
-              add(expected, `${s.language}/${outcome}`)
-            }
+            const { summary, executions: expected, phases, toolCalls } = journalExpectations(events, Object.keys(tools))
             const got = byLabels(families.get("hermes_sandbox_executions_total"), ["language", "outcome"], "value")
             expect(got).toEqual(expected)
             // The mix is what it was meant to be (so the comparison above compared something).
@@ -194,23 +105,8 @@ describe("Prometheus metrics (fake runtime)", () => {
             expect(summary.total).toBe(runs.length + 2)
             expect(Object.values(got).reduce((a, b) => a + b, 0)).toBe(summary.total)
 
-            // Phases: counted from the execution streams' events.
-            const execution = new Set(executions.map((s) => s.streamId))
-            const phases: Record<string, number> = {}
-            for (const e of events) {
-              if (!execution.has(e.streamId)) continue
-              if (e.type === "ContainerCreated") add(phases, "create"), add(phases, "queue")
-              if (e.type === "ContainerClaimed") add(phases, "claim"), add(phases, "queue")
-              if (e.type === "ContainerStarted") add(phases, "start")
-              if (e.type === "ArtifactsCollected") add(phases, "collect")
-            }
-            // run: what the summary's durations count (start or claim to the terminal event).
-            add(phases, "run", summary.durationMs.count)
-            add(
-              phases,
-              "removal",
-              executions.filter((s) => s.finishedAt !== undefined && s.destroyedAt !== undefined).length
-            )
+            // Phases: counted from the execution streams' events (run: the summary's durations).
+            expect(phases["run"]).toBe(summary.durationMs.count)
             const phaseCounts = histogramCounts(text, "hermes_sandbox_execution_phase_seconds", "phase", Metrics.PHASES)
             expect(phaseCounts).toEqual(phases)
             expect(phases["claim"]).toBeGreaterThanOrEqual(1)
@@ -218,13 +114,7 @@ describe("Prometheus metrics (fake runtime)", () => {
             expect(families.get("hermes_sandbox_execution_phase_seconds")?.type).toBe("HISTOGRAM")
 
             // Tool calls: the summary's, a name the host does not serve counted as "other".
-            const toolsExpected: Record<string, number> = {}
-            for (const [tool, c] of Object.entries(summary.toolCalls)) {
-              const label = tool in tools ? tool : "other"
-              if (c.completed > 0) add(toolsExpected, `${label}/completed`, c.completed)
-              if (c.failed > 0) add(toolsExpected, `${label}/failed`, c.failed)
-              if (c.refused > 0) add(toolsExpected, `${label}/refused`, c.refused)
-            }
+            const toolsExpected = toolCalls
             expect(byLabels(families.get("hermes_sandbox_tool_calls_total"), ["tool", "outcome"], "value")).toEqual(
               toolsExpected
             )
@@ -243,14 +133,16 @@ describe("Prometheus metrics (fake runtime)", () => {
 
             // Gauges: the live state now.
             const stats = yield* executor.stats
-            const gauge = (name: string) => Number(families.get(name)?.metrics[0]?.value)
+            const gauge = (name: string) => sampleValue(families, name)
             expect(gauge("hermes_sandbox_in_flight")).toBe(stats.inFlight + stats.removing)
             expect(gauge("hermes_sandbox_queued")).toBe(stats.queued)
             expect(byLabels(families.get("hermes_sandbox_pool_ready"), ["language"], "value")).toEqual(
               Object.fromEntries(Object.entries(stats.warm).filter(([, n]) => n > 0))
             )
             expect(gauge("hermes_sandbox_sessions_open")).toBe(0)
-            expect(gauge("hermes_sandbox_leaked_containers_removed_total")).toBe(0)
+            expect(byLabels(families.get("hermes_sandbox_leaked_containers_removed_total"), ["by"], "value")).toEqual(
+              {}
+            )
           })
       )
   )
@@ -289,6 +181,96 @@ describe("Prometheus metrics (fake runtime)", () => {
       expect(counted(shared)).toBe(1)
       expect(shared).toContain(`hermes_sandbox_executions_total{language="bash",outcome="error"} 1`)
     })
+  )
+
+  it.effect(
+    "phases: a new sandbox's is `create`, a warm one's `claim` (never both); the label values are Metrics.PHASES, as docs/observability.md lists them",
+    () =>
+      withExecutor({ warmPool: { size: 1, languages: ["python"] } }, ({ executor }) =>
+        Effect.gen(function* () {
+          while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("1 millis")
+          // Eligible: claims the warm sandbox. With its own env: a new sandbox, created and started.
+          yield* settle(executor.executeCode({ language: "python", code: fakeProgram({}) }))
+          yield* settle(executor.executeCode({ language: "python", code: fakeProgram({}), env: { A: "1" } }))
+          const text = yield* executor.metrics
+          const name = "hermes_sandbox_execution_phase_seconds"
+          expect(histogramCounts(text, name, "phase", Metrics.PHASES)).toEqual({
+            queue: 2,
+            claim: 1,
+            create: 1,
+            start: 1,
+            run: 2,
+            removal: 2
+          })
+          // Every phase's series is there from the start (at zero), and no other.
+          const exposed = new Set(
+            [...text.matchAll(new RegExp(`^${name}_count\\{phase="([^"]+)"\\}`, "gm"))].map((m) => m[1])
+          )
+          expect([...exposed].sort()).toEqual([...Metrics.PHASES].sort())
+          // The docs' table names exactly these values for the phase label.
+          const docs = readFileSync(new URL("../../../docs/observability.md", import.meta.url), "utf8")
+          const row = docs.split("\n").find((l) => l.startsWith(`| \`${name}\``))
+          const documented = new Set([...(row ?? "").matchAll(/`([a-z]+)` \(/g)].map((m) => m[1]))
+          expect([...documented].sort()).toEqual([...Metrics.PHASES].sort())
+        })
+      )
+  )
+
+  it.effect(
+    "a sessions service alone has a registry of its own; composed with an executor, one registry for both",
+    () =>
+      Effect.gen(function* () {
+        const callOn = (sessions: Session.Sessions["Type"]) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const s = yield* Effect.acquireRelease(sessions.open(), (s) => s.close)
+              yield* s.run(fakeProgram({ exitCode: 2 }))
+              return yield* sessions.metrics
+            })
+          )
+        // Alone (createSession's case): its calls and its open sessions in its own registry.
+        const alone = yield* withFakeSessions(({ sessions }) =>
+          Effect.gen(function* () {
+            const s = yield* sessions.open()
+            yield* s.run(fakeProgram({}))
+            const open = parse(yield* sessions.metrics)
+            yield* s.close
+            return { open, after: yield* callOn(sessions) }
+          })
+        )
+        expect(sampleValue(alone.open, "hermes_sandbox_sessions_open")).toBe(1)
+        expect(byLabels(alone.open.get("hermes_sandbox_executions_total"), ["language", "outcome"])).toEqual({
+          "bash/ok": 1
+        })
+        expect(byLabels(parse(alone.after).get("hermes_sandbox_executions_total"), ["language", "outcome"])).toEqual({
+          "bash/ok": 1,
+          "bash/error": 1
+        })
+        // Another service alone: nothing of the first.
+        const other = yield* withFakeSessions(({ sessions }) => sessions.metrics)
+        expect(byLabels(parse(other).get("hermes_sandbox_executions_total"), ["language", "outcome"])).toEqual({})
+
+        // Composed: the executor's metrics count the sessions' calls, and say what the sessions' say.
+        const composed = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const context = yield* Layer.build(
+              ExecutorWithSessions.layer({ executorId: "composed", awaitRemoval: true }).pipe(
+                Layer.provideMerge(FakeRuntime.layer()),
+                Layer.provideMerge(MemoryJournal.layer())
+              )
+            )
+            const executor = yield* Effect.provide(Executor.Executor, context)
+            const sessions = yield* Effect.provide(Session.Sessions, context)
+            yield* settle(executor.executeCode({ language: "python", code: fakeProgram({}) }))
+            const fromSessions = yield* callOn(sessions)
+            return { fromSessions, fromExecutor: yield* executor.metrics }
+          })
+        )
+        const counted = (text: string) =>
+          byLabels(parse(text).get("hermes_sandbox_executions_total"), ["language", "outcome"])
+        expect(counted(composed.fromExecutor)).toEqual({ "python/ok": 1, "bash/error": 1 })
+        expect(counted(composed.fromSessions)).toEqual(counted(composed.fromExecutor))
+      })
   )
 
   it("tool names as labels are bounded, and only names the host served", () => {

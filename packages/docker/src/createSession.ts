@@ -178,6 +178,13 @@ export interface SandboxSession
   readonly events$: Observable<EventEnvelope>
   /** Past events of this facade's journal (the in-memory one too), completing after the last stored one. */
   replay(options?: ReplayOptions): Observable<EventEnvelope>
+  /**
+   * The Prometheus metrics of the sessions service this session runs on, in the text exposition
+   * format (content type `Metrics.CONTENT_TYPE` of `@hermes-sandbox/core`; docs/observability.md):
+   * its own registry for `createSession`/`openPersistent`, the shared one of `createSessions`.
+   * Never prom-client's global registry.
+   */
+  metrics(): Promise<string>
   /** Session: remove the sandbox. Persistent: detach (it stays for the next process). Idempotent. */
   close(): Promise<void>
   /** Remove the sandbox (persistent too), then close. Idempotent. */
@@ -405,6 +412,7 @@ const sessionFacade = async (
           message: `session ${session.sessionId} has ended (${endReason}): replay while it is open (its journal closed with it)`
         })
     ),
+    metrics: () => runtime.runPromise(sessions.metrics),
     close: () => end("close"),
     destroy: async () => {
       if (closing !== undefined && scope === "persistent") {
@@ -462,6 +470,8 @@ export interface SandboxSessions extends AsyncDisposable {
   poolReady(): Promise<number>
   /** Live events of every session opened here and of the pool's. */
   readonly events$: Observable<EventEnvelope>
+  /** The Prometheus metrics of these sessions (one registry for all of them and the pool), in the text exposition format. */
+  metrics(): Promise<string>
   /** End every session still open (their sandboxes removed; persistent ones detached) and the pool. */
   close(): Promise<void>
 }
@@ -484,6 +494,7 @@ export const createSessions = async (options: CreateSessionsOptions = {}): Promi
       refuseClosed() ??
       sessionFacade({ ...o, ...given }, "persistent", (sessions) => sessions.openPersistent(given), shared),
     poolReady: () => shared.runtime.runPromise(shared.sessions.poolReady),
+    metrics: () => shared.runtime.runPromise(shared.sessions.metrics),
     events$: new Observable<EventEnvelope>((subscriber) =>
       shared.sessions.unsafeSubscribe((event: EventEnvelope) => subscriber.next(event))
     ),

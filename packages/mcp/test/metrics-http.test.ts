@@ -7,13 +7,13 @@
  */
 import { request } from "node:http"
 import { Chunk, Effect, Stream } from "effect"
-import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Metrics } from "@hermes-sandbox/core"
 import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { Journal, Projection } from "@hermes-sandbox/events"
 import { type HttpServing, serveHttp } from "../src/http.js"
 import { McpSandbox } from "../src/McpSandbox.js"
+import { byLabels, expectedExecutions, parseFamilies, sampleValue } from "../../../test/support/prometheus.js"
 import { callJson, connectInMemory, fakeServices } from "./support/fakeMcp.js"
 
 const token = "metrics-test-token-0123456789abcdef"
@@ -39,11 +39,6 @@ const get = (url: string, headers: Record<string, string> = {}, method = "GET") 
     req.on("error", reject)
     req.end()
   })
-
-interface Family {
-  readonly name: string
-  readonly metrics: ReadonlyArray<{ readonly labels?: Record<string, string>; readonly value?: string }>
-}
 
 describe("GET /metrics (serveHttp, fake runtime)", () => {
   it("behind the token and the Host check on the main port; counts are the journal's", async () => {
@@ -71,29 +66,17 @@ describe("GET /metrics (serveHttp, fake runtime)", () => {
       const ok = await get(url, { authorization: `Bearer ${token}` })
       expect(ok.status).toBe(200)
       expect(ok.headers["content-type"]).toBe(Metrics.CONTENT_TYPE)
-      const families = new Map(
-        (parsePrometheusTextFormat(ok.body) as ReadonlyArray<Family>).map((f) => [f.name, f] as const)
-      )
+      const families = parseFamilies(ok.body)
 
       const events = await sandbox.runtime.runPromise(
         Effect.flatMap(Journal.Journal, (j) => Stream.runCollect(j.read())).pipe(Effect.map(Chunk.toReadonlyArray))
       )
-      const expected: Record<string, number> = {}
-      for (const s of Projection.project(events).values()) {
-        if (s.kind !== "execution" || s.outcome === undefined) continue
-        const outcome = s.outcome === "exited" ? (s.exitCode === 0 ? "ok" : "error") : s.outcome
-        const key = `${s.language}/${outcome}`
-        expected[key] = (expected[key] ?? 0) + 1
-      }
-      const got = Object.fromEntries(
-        (families.get("hermes_sandbox_executions_total")?.metrics ?? [])
-          .filter((m) => Number(m.value) > 0)
-          .map((m) => [`${m.labels?.["language"]}/${m.labels?.["outcome"]}`, Number(m.value)])
-      )
+      const expected = expectedExecutions(Projection.project(events).values())
+      const got = byLabels(families.get("hermes_sandbox_executions_total"), ["language", "outcome"])
       expect(got).toEqual(expected)
       // Two execute_code runs and the terminal's call (a session's call, in bash).
       expect(expected).toEqual({ "python/ok": 1, "python/error": 1, "bash/ok": 1 })
-      expect(Number(families.get("hermes_sandbox_sessions_open")?.metrics[0]?.value)).toBe(sandbox.liveSessionSandboxes)
+      expect(sampleValue(families, "hermes_sandbox_sessions_open")).toBe(sandbox.liveSessionSandboxes)
       expect(sandbox.liveSessionSandboxes).toBe(1)
     } finally {
       await close()
