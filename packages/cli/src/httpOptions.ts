@@ -1,6 +1,16 @@
-/** --token-file of the CLI's HTTP servers (`mcp --http`, `dashboard`): what it holds and how it is read. */
+/** The options the CLI's HTTP servers share (`mcp --http`, `dashboard`), and --token-file: what it holds and how it is read. */
 import { readFileSync } from "node:fs"
 import { UsageError } from "./errors.js"
+
+/** --host, --port, --token-file, --allow-remote, --allowed-host and --allowed-origin, as commander gives them. */
+export interface HttpCommandOptions {
+  readonly host?: string
+  readonly port?: string
+  readonly tokenFile?: string
+  readonly allowRemote?: boolean
+  readonly allowedHost?: ReadonlyArray<string>
+  readonly allowedOrigin?: ReadonlyArray<string>
+}
 
 /**
  * --token-file holds one token, or one credential per line, "NAME TOKEN" (a bare token is the

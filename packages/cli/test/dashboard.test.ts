@@ -8,75 +8,62 @@ import * as fs from "node:fs"
 import { request } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Exit, Fiber, Layer, Ref, Scope, TestClock, TestContext } from "effect"
+import { Effect, Ref, TestClock, TestContext } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Executor, type ExecutorOptions } from "@hermes-sandbox/core"
-import { FakeRuntime, FakeRuntimeControl, fakeProgram } from "@hermes-sandbox/core/testing"
+import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { type EventEnvelope, type JournalClient, openJournal, Projection, SqliteJournal } from "@hermes-sandbox/events"
 import { makeDashboardProjection, OUTCOMES } from "../src/dashboard/projection.js"
 import { type DashboardServing, serveDashboard } from "../src/dashboard/server.js"
+import { settle, withFakeExecutor } from "../../core/test/support/fakeExecutor.js"
 
 const TOKEN = "a-dashboard-token-of-32-characters"
 const HOSTILE_TOOL = `<img src=x onerror="window.pwned=1">`
 const HOSTILE_PATH = `<svg onload="window.pwned=2">.csv`
 
-/** Run to its end, the TestClock moved along (the fake's sleeps and the deadline). */
-const settle = <A, E>(run: Effect.Effect<A, E>) =>
-  Effect.gen(function* () {
-    const fiber = yield* Effect.fork(Effect.either(run))
-    while (fiber.unsafePoll() === null) yield* TestClock.adjust("100 millis")
-    return yield* Fiber.join(fiber)
-  })
-
-/** A known mix of runs into the SQLite journal at `file`: every outcome, tool calls, files, pool claims. */
-const populate = (file: string, options: ExecutorOptions) =>
-  Effect.gen(function* () {
-    const scope = yield* Scope.make()
-    const context = yield* Layer.buildWithScope(
-      Executor.layer({ awaitRemoval: true, ...options }).pipe(
-        Layer.provideMerge(FakeRuntime.layer()),
-        Layer.provideMerge(SqliteJournal.layer({ path: file, synchronous: "normal" }))
-      ),
-      scope
-    )
-    const executor = yield* Effect.provide(Executor.Executor, context)
-    const control = yield* Effect.provide(FakeRuntimeControl, context)
-    while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("1 millis")
-    const tools = { add: { handler: ({ a, b }: { a: number; b: number }) => a + b } }
-    const runs = [
-      { language: "python", code: fakeProgram({ stdout: "ok\n" }) },
-      { language: "javascript", code: fakeProgram({ exitCode: 3 }) },
-      { language: "bash", code: fakeProgram({ oom: true }) },
-      { language: "bash", code: fakeProgram({ hang: true }), timeoutMs: 1_000 },
-      {
-        language: "javascript",
-        code: fakeProgram({ toolCalls: [{ tool: "add", args: { a: 1, b: 2 } }, { tool: HOSTILE_TOOL }] }),
-        tools
-      },
-      {
-        language: "python",
-        code: "#!fake {}\n",
-        files: { [HOSTILE_PATH]: "a,b\n" },
-        collect: ["*.csv"],
-        env: { X: "1" }
-      },
-      { language: "python", code: fakeProgram({ exitCode: 0 }) }
-    ] as const
-    for (const run of runs) yield* settle(executor.executeCode(run))
-    yield* Ref.set(control.faults, { createFails: true })
-    yield* settle(executor.executeCode({ language: "javascript", code: fakeProgram({}) }))
-    yield* Ref.set(control.faults, {})
-    const before = (yield* control.alive).length
-    const hanging = yield* Effect.fork(
-      executor.executeCode({ language: "bash", code: fakeProgram({ hang: true }), env: { X: "1" } })
-    )
-    while ((yield* control.alive).length <= before) yield* TestClock.adjust("1 millis")
-    yield* Fiber.interrupt(hanging)
-    yield* executor.idle
-    while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("1 millis")
-    // The executor stays open: its warm sandbox is alive in the journal, as a running one is.
-    return () => Scope.close(scope, Exit.void)
-  })
+/**
+ * A known mix of runs into the SQLite journal at `file` (every outcome, tool calls with a hostile
+ * name, a collected file with a hostile path, a warm-pool claim), then `whileOpen` while the
+ * executor still holds its refilled warm sandbox.
+ */
+const populate = <A>(file: string, whileOpen: () => Promise<A>) =>
+  withFakeExecutor(
+    { warmPool: { size: 1, languages: ["python"] }, timeoutMs: 5_000 },
+    ({ executor, control }) =>
+      Effect.gen(function* () {
+        const poolReady = Effect.gen(function* () {
+          while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("1 millis")
+        })
+        yield* poolReady
+        const tools = { add: { handler: ({ a, b }: { a: number; b: number }) => a + b } }
+        const toolCalls = [{ tool: "add", args: { a: 1, b: 2 } }, { tool: HOSTILE_TOOL }]
+        const runs = [
+          { language: "python", code: fakeProgram({ stdout: "ok\n" }) },
+          { language: "javascript", code: fakeProgram({ exitCode: 3 }) },
+          { language: "bash", code: fakeProgram({ oom: true }) },
+          { language: "bash", code: fakeProgram({ hang: true }), timeoutMs: 1_000 },
+          { language: "javascript", code: fakeProgram({ toolCalls }), tools },
+          {
+            language: "python",
+            code: "#!fake {}\n",
+            files: { [HOSTILE_PATH]: "a,b\n" },
+            collect: ["*.csv"],
+            env: { X: "1" }
+          },
+          { language: "python", code: fakeProgram({ exitCode: 0 }) }
+        ] as const
+        for (const run of runs) yield* settle(executor.executeCode(run))
+        // ExecutionFailed (a create the engine refuses), then ExecutionInterrupted (its caller gave up).
+        yield* Ref.set(control.faults, { createFails: true })
+        yield* settle(executor.executeCode({ language: "javascript", code: fakeProgram({}) }))
+        yield* Ref.set(control.faults, {})
+        const gaveUp = executor.executeCode({ language: "bash", code: fakeProgram({ hang: true }), env: { X: "1" } })
+        yield* settle(Effect.timeout(gaveUp, "300 millis"))
+        yield* executor.idle
+        yield* poolReady
+        return yield* Effect.promise(whileOpen)
+      }),
+    SqliteJournal.layer({ path: file, synchronous: "normal" })
+  )
 
 interface Reply {
   readonly status: number
@@ -110,18 +97,26 @@ const api = async <A>(port: number, target: string): Promise<A> => {
 describe("the dashboard over a journal of real runs (fake runtime)", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hermes-dashboard-"))
   const file = path.join(dir, "journal.sqlite")
-  let closeExecutor: Effect.Effect<void> = Effect.void
   let journal: JournalClient
   let serving: DashboardServing
   let events: Array<EventEnvelope>
 
+  /** While the executor was open: what runs now (its refilled warm sandbox). */
+  let runningWhileOpen: { pool: number; executions: number; items: Array<{ kind: string; ageMs: number }> }
+
   beforeAll(async () => {
-    const close = await Effect.runPromise(
-      populate(file, { warmPool: { size: 1, languages: ["python"] }, timeoutMs: 5_000 }).pipe(
-        Effect.provide(TestContext.TestContext)
-      )
-    )
-    closeExecutor = close()
+    const overviewOf = async () => {
+      const reading = await openJournal({ path: file })
+      const open = await serveDashboard({ journal: reading, journalName: file, credentials: { default: TOKEN } })
+      try {
+        await open.caughtUp
+        return (await api<{ running: typeof runningWhileOpen }>(open.port, "/api/overview")).running
+      } finally {
+        await open.close()
+        await reading.close()
+      }
+    }
+    runningWhileOpen = await Effect.runPromise(populate(file, overviewOf).pipe(Effect.provide(TestContext.TestContext)))
     journal = await openJournal({ path: file })
     events = []
     await new Promise<void>((resolve, reject) =>
@@ -139,7 +134,6 @@ describe("the dashboard over a journal of real runs (fake runtime)", () => {
   afterAll(async () => {
     await serving?.close()
     await journal?.close()
-    await Effect.runPromise(closeExecutor)
     fs.rmSync(dir, { recursive: true, force: true })
   })
 
@@ -148,7 +142,7 @@ describe("the dashboard over a journal of real runs (fake runtime)", () => {
     const o = await api<{
       position: number
       summary: { total: number; byOutcome: Record<string, number>; toolCalls: number; poolReady: number }
-      running: { pool: number; executions: number }
+      running: { pool: number }
       charts: { outcomes: Record<string, Array<number>>; pool: { claims: Array<number>; creates: Array<number> } }
     }>(serving.port, "/api/overview")
     expect(o.position).toBe(events.at(-1)!.sequence)
@@ -170,12 +164,17 @@ describe("the dashboard over a journal of real runs (fake runtime)", () => {
       error: 1,
       oom: 1
     })
+    expect([o.summary.byOutcome["timeout"], o.summary.byOutcome["interrupted"], o.summary.byOutcome["failed"]]).toEqual(
+      [1, 1, 1]
+    )
     const toolCalls = Object.values(summary.toolCalls).reduce((n, c) => n + c.requested, 0)
     expect(o.summary.toolCalls).toBe(toolCalls)
     expect(toolCalls).toBe(2)
-    // The executor is still open: its refilled warm sandbox is running now.
-    expect(o.running.pool).toBe(1)
-    expect(o.running.executions).toBe(0)
+    // While the executor was open, its refilled warm sandbox was running; closed, it drained it.
+    expect(runningWhileOpen.pool).toBe(1)
+    expect(runningWhileOpen.items).toEqual([expect.objectContaining({ kind: "pool" })])
+    expect(runningWhileOpen.executions).toBe(0)
+    expect(o.running.pool).toBe(0)
     const charted = OUTCOMES.reduce((n, k) => n + o.charts.outcomes[k]!.reduce((a, b) => a + b, 0), 0)
     expect(charted).toBe(summary.total)
     // The first python run claimed the warm sandbox; the others were made cold.

@@ -9,17 +9,11 @@ import { isLoopback } from "@hermes-sandbox/mcp/loopback"
 import { UsageError } from "../errors.js"
 import { ExitCode } from "../exitCodes.js"
 import { trapSignals } from "../signals.js"
-import { readTokenFile } from "../tokenFile.js"
+import { type HttpCommandOptions, readTokenFile } from "../httpOptions.js"
 import { openExisting } from "./events.js"
 
-export interface DashboardOptions {
+export interface DashboardOptions extends HttpCommandOptions {
   readonly journal?: string
-  readonly host?: string
-  readonly port?: string
-  readonly tokenFile?: string
-  readonly allowRemote?: boolean
-  readonly allowedHost?: ReadonlyArray<string>
-  readonly allowedOrigin?: ReadonlyArray<string>
 }
 
 const say = (line: string) => process.stderr.write(`hermes-sandbox dashboard: ${line}\n`)

@@ -19,21 +19,15 @@ import {
   type SandboxCommandOptions
 } from "../sandboxOptions.js"
 import { trapSignals } from "../signals.js"
-import { readTokenFile } from "../tokenFile.js"
+import { type HttpCommandOptions, readTokenFile } from "../httpOptions.js"
 import { toolLimitsOf, type UpstreamCommandOptions } from "../toolLimitOptions.js"
 import { offeredLines, readUpstreamConfig, upstreamStartError } from "../upstreamOptions.js"
 
-export { tokensOf } from "../tokenFile.js"
+export { tokensOf } from "../httpOptions.js"
 
-export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOptions {
+export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOptions, HttpCommandOptions {
   readonly http?: boolean
-  readonly host?: string
-  readonly port?: string
-  readonly tokenFile?: string
   readonly metricsPort?: string
-  readonly allowRemote?: boolean
-  readonly allowedHost?: ReadonlyArray<string>
-  readonly allowedOrigin?: ReadonlyArray<string>
   readonly clientSessions?: string
   readonly httpSessionIdle?: string
   readonly image?: string
