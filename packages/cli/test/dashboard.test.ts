@@ -12,6 +12,7 @@ import { Effect, Ref, TestClock, TestContext } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { type EventEnvelope, type JournalClient, openJournal, Projection, SqliteJournal } from "@hermes-sandbox/events"
+import { dashboard } from "../src/commands/dashboard.js"
 import { makeDashboardProjection, OUTCOMES } from "../src/dashboard/projection.js"
 import { type DashboardServing, serveDashboard } from "../src/dashboard/server.js"
 import { settle, withFakeExecutor } from "../../core/test/support/fakeExecutor.js"
@@ -341,5 +342,17 @@ describe("the dashboard's projection is bounded", () => {
     expect(hang).toMatchObject({ kind: "execution", ageMs: 3_000, deadline: 12_000 })
     p.apply(envelope(++seq, "s1", "SessionClosed", { sessionId: "s1", reason: "closed" }))
     expect(p.overview(10_000).summary.untracked).toBe(1)
+  })
+})
+
+describe("hermes-sandbox dashboard's options", () => {
+  it("refuses a non-loopback --host without --allow-remote, a bad --port, a journal that is not there", async () => {
+    await expect(dashboard({ host: "0.0.0.0" })).rejects.toThrow(/not a loopback address; pass --allow-remote/)
+    await expect(dashboard({ port: "70000" })).rejects.toThrow(/--port: expected 0/)
+    await expect(dashboard({ port: "-1" })).rejects.toThrow(/--port: expected 0/)
+    await expect(dashboard({ tokenFile: "/nonexistent/token" })).rejects.toThrow(
+      /--token-file \/nonexistent\/token: no such file/
+    )
+    await expect(dashboard({ journal: "/nonexistent/journal.sqlite" })).rejects.toThrow(/no journal at \/nonexistent/)
   })
 })
