@@ -26,6 +26,13 @@ const requested = fc.sample(arbEventOf("ExecutionRequested"), { numRuns: 1, seed
 const run = <A, E>(path: string, program: Effect.Effect<A, E, Journal.Journal | SandboxRuntime>) =>
   Effect.runPromise(program.pipe(Effect.provide(Layer.merge(FakeRuntime.layer(), SqliteJournal.layer({ path })))))
 
+/** Append events to one stream as executor `executorId` in this process. */
+const appendTo = (path: string, streamId: string, executorId: string, events: ReadonlyArray<JournalEvent>) =>
+  run(
+    path,
+    Effect.flatMap(Journal.Journal, (j) => j.append({ streamId, executorId, events }))
+  )
+
 /** Open a lifecycle (a request, nothing after it) as if executor `executorId` in this process wrote it. */
 const openLifecycle = (path: string, executionId: string, executorId: string) =>
   run(
@@ -194,76 +201,42 @@ describe("the sweep's mark: a durable journal's replay does not grow with its le
       "SessionClosed"
     ])
     // A session whose owner died before its container was recorded ends with SessionClosed alone.
-    await run(
-      path,
-      Effect.flatMap(Journal.Journal, (j) =>
-        j.append({
-          streamId: "sess-orphan",
-          executorId: "writer-session",
-          events: [
-            {
-              type: "SessionOpened",
-              data: { sessionId: "sess-orphan", scope: "session", containerName: "hermes-sandbox-sess-orphan" }
-            }
-          ]
-        })
-      )
-    )
+    await appendTo(path, "sess-orphan", "writer-session", [
+      {
+        type: "SessionOpened",
+        data: { sessionId: "sess-orphan", scope: "session", containerName: "hermes-sandbox-sess-orphan" }
+      }
+    ])
     expect((await sweep(path)).closed).toEqual([])
     rewriteStarted(path, "sess-orphan", String(Number(ProcessIdentity.self.started) - 1))
     expect((await sweep(path)).closed).toEqual(["sess-orphan"])
     expect((await eventsOf(path, "sess-orphan")).map((e) => e.type)).toEqual(["SessionOpened", "SessionClosed"])
     // A persistent session outlives its owner by design: held (it holds the mark), never closed by the sweep.
-    await run(
-      path,
-      Effect.flatMap(Journal.Journal, (j) =>
-        j.append({
-          streamId: "sess-persistent",
-          executorId: "writer-session",
-          events: [
-            {
-              type: "SessionOpened",
-              data: {
-                sessionId: "sess-persistent",
-                scope: "persistent",
-                containerName: "hermes-sandbox-sess-persistent"
-              }
-            }
-          ]
-        })
-      )
-    )
+    await appendTo(path, "sess-persistent", "writer-session", [
+      {
+        type: "SessionOpened",
+        data: {
+          sessionId: "sess-persistent",
+          scope: "persistent",
+          containerName: "hermes-sandbox-sess-persistent"
+        }
+      }
+    ])
     rewriteStarted(path, "sess-persistent", String(Number(ProcessIdentity.self.started) - 1))
     expect((await sweep(path)).closed).toEqual([])
     const [persistentOpened] = await eventsOf(path, "sess-persistent")
     expect(await markOf(path)).toBe(persistentOpened!.sequence)
-    await run(
-      path,
-      Effect.flatMap(Journal.Journal, (j) =>
-        j.append({
-          streamId: "sess-persistent",
-          executorId: "writer-session",
-          events: [{ type: "SessionClosed", data: { sessionId: "sess-persistent", reason: "closed" } }]
-        })
-      )
-    )
+    await appendTo(path, "sess-persistent", "writer-session", [
+      { type: "SessionClosed", data: { sessionId: "sess-persistent", reason: "closed" } }
+    ])
     // A session closed before its container was made (failed to start) holds nothing.
-    await run(
-      path,
-      Effect.flatMap(Journal.Journal, (j) =>
-        j.append({
-          streamId: "sess-failed",
-          executorId: "writer-session",
-          events: [
-            {
-              type: "SessionOpened",
-              data: { sessionId: "sess-failed", scope: "session", containerName: "hermes-sandbox-sess-failed" }
-            },
-            { type: "SessionClosed", data: { sessionId: "sess-failed", reason: "failed to start: ImageNotFound" } }
-          ]
-        })
-      )
-    )
+    await appendTo(path, "sess-failed", "writer-session", [
+      {
+        type: "SessionOpened",
+        data: { sessionId: "sess-failed", scope: "session", containerName: "hermes-sandbox-sess-failed" }
+      },
+      { type: "SessionClosed", data: { sessionId: "sess-failed", reason: "failed to start: ImageNotFound" } }
+    ])
     await sweep(path)
     expect(await markOf(path)).toBe((await lastOf(path)) + 1)
   })
@@ -274,22 +247,13 @@ describe("what the sweeps tell the metrics (hermes_sandbox_leaked_containers_rem
     const path = join(dir, "leaked.sqlite")
     // A container lifecycle whose writer is dead (its pid now this process's) and whose container is
     // gone: its watchdog removed it and could not say so in the journal.
-    await run(
-      path,
-      Effect.flatMap(Journal.Journal, (j) =>
-        j.append({
-          streamId: "hermes-sandbox-gone",
-          executorId: "writer-dead",
-          events: [
-            {
-              type: "ContainerCreated",
-              data: { containerName: "hermes-sandbox-gone", containerId: "c-gone", imageId: "i" }
-            },
-            { type: "ContainerStarted", data: { containerId: "c-gone" } }
-          ]
-        })
-      )
-    )
+    await appendTo(path, "hermes-sandbox-gone", "writer-dead", [
+      {
+        type: "ContainerCreated",
+        data: { containerName: "hermes-sandbox-gone", containerId: "c-gone", imageId: "i" }
+      },
+      { type: "ContainerStarted", data: { containerId: "c-gone" } }
+    ])
     rewriteStarted(path, "hermes-sandbox-gone", String(Number(ProcessIdentity.self.started) - 1))
     const leaked = (text: string) =>
       byLabels(parseFamilies(text).get("hermes_sandbox_leaked_containers_removed_total"), ["by"])

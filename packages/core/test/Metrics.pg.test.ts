@@ -11,7 +11,7 @@ import { PostgresJournal } from "@hermes-sandbox/events"
 import { createDatabase } from "../../../test/support/postgres.js"
 import { byLabels, histogramCounts, journalExpectations, parseFamilies } from "../../../test/support/prometheus.js"
 import { Metrics } from "@hermes-sandbox/core"
-import { withFakeExecutor } from "./support/fakeExecutor.js"
+import { addAndBoom, withFakeExecutor } from "./support/fakeExecutor.js"
 
 describe("Prometheus metrics on a PostgreSQL journal", () => {
   it.live("after a known mix of runs, the counters and phase counts are the journal's", () =>
@@ -20,14 +20,7 @@ describe("Prometheus metrics on a PostgreSQL journal", () => {
       ({ executor, journal }) =>
         Effect.gen(function* () {
           while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* Effect.sleep("10 millis")
-          const tools = {
-            add: { handler: ({ a, b }: { a: number; b: number }) => a + b },
-            boom: {
-              handler: () => {
-                throw new Error("boom")
-              }
-            }
-          }
+          const tools = addAndBoom
           const runs = [
             { language: "python", code: fakeProgram({ stdout: "claimed\n" }) },
             { language: "javascript", code: fakeProgram({ exitCode: 3 }) },

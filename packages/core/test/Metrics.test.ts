@@ -17,7 +17,7 @@ import {
   parseFamilies as parse,
   sampleValue
 } from "../../../test/support/prometheus.js"
-import { settle, withFakeExecutor as withExecutor } from "./support/fakeExecutor.js"
+import { addAndBoom, settle, withFakeExecutor as withExecutor } from "./support/fakeExecutor.js"
 import { withFakeSessions } from "./support/fakeSessions.js"
 
 describe("Prometheus metrics (fake runtime)", () => {
@@ -29,14 +29,7 @@ describe("Prometheus metrics (fake runtime)", () => {
         ({ control, executor, journal }) =>
           Effect.gen(function* () {
             while (((yield* executor.stats).warm["python"] ?? 0) < 1) yield* TestClock.adjust("1 millis")
-            const tools = {
-              add: { handler: ({ a, b }: { a: number; b: number }) => a + b },
-              boom: {
-                handler: () => {
-                  throw new Error("boom")
-                }
-              }
-            }
+            const tools = addAndBoom
             const runs = [
               // python, eligible for the pool: claims the warm sandbox
               { language: "python", code: fakeProgram({ stdout: "ok\n" }) },

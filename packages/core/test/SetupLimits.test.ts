@@ -7,12 +7,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Exit, Layer, Redacted, Scope } from "effect"
-import { Executor, Schemas, Session } from "@hermes-sandbox/core"
+import { type Executor, type ExecutorOptions, Schemas, Session } from "@hermes-sandbox/core"
 import { MAX_ENV_STRING_BYTES, MAX_ENV_TOTAL_BYTES } from "@hermes-sandbox/core/Schemas"
 import { planExecution, validateWorkspacePath } from "@hermes-sandbox/core/ExecutionRequest"
 import { resolveExecutorConfig } from "@hermes-sandbox/core/ExecutorConfig"
-import { fakeProgram, FakeRuntime, FakeRuntimeControl } from "@hermes-sandbox/core/testing"
+import { fakeProgram, FakeRuntime } from "@hermes-sandbox/core/testing"
 import { MemoryJournal } from "@hermes-sandbox/events"
+import { withFakeExecutor } from "./support/fakeExecutor.js"
 
 const KiB = 1024
 const MiB = 1024 * KiB
@@ -264,22 +265,9 @@ describe("environments the kernel takes", () => {
 
 describe("refused before any sandbox exists (fake runtime)", () => {
   const withExecutor = <A, E>(
-    options: Parameters<typeof Executor.layer>[0],
+    options: ExecutorOptions,
     f: (executor: Executor.Executor["Type"], createdCount: Effect.Effect<number>) => Effect.Effect<A, E>
-  ) =>
-    Effect.gen(function* () {
-      const scope = yield* Scope.make()
-      const context = yield* Layer.buildWithScope(
-        Executor.layer({ awaitRemoval: true, ...options }).pipe(
-          Layer.provideMerge(FakeRuntime.layer()),
-          Layer.provideMerge(MemoryJournal.layer())
-        ),
-        scope
-      )
-      const executor = yield* Effect.provide(Executor.Executor, context)
-      const control = yield* Effect.provide(FakeRuntimeControl, context)
-      return yield* f(executor, control.createdCount).pipe(Effect.ensuring(Scope.close(scope, Exit.void)))
-    })
+  ) => withFakeExecutor(options, ({ executor, control }) => f(executor, control.createdCount))
 
   it.effect("the executor creates nothing for any of the cases", () =>
     withExecutor({ workspaceSize: "1m", tmpSize: "1m", maxCodeBytes: 4 * MiB }, (executor, createdCount) =>

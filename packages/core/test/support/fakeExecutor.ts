@@ -38,3 +38,13 @@ export const settle = <A, E>(run: Effect.Effect<A, E>) =>
     while (fiber.unsafePoll() === null) yield* TestClock.adjust("100 millis")
     return yield* Fiber.join(fiber)
   })
+
+/** Host tools for a mix of tool calls: `add` answers, `boom` fails. */
+export const addAndBoom = {
+  add: { handler: ({ a, b }: { a: number; b: number }) => a + b },
+  boom: {
+    handler: () => {
+      throw new Error("boom")
+    }
+  }
+}
