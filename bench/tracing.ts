@@ -50,7 +50,7 @@ const child = async (variant: Variant, n: number): Promise<number> => {
   const runtime = ManagedRuntime.make(
     variant === "baseline"
       ? executor.pipe(Layer.provide(noMetrics))
-      : executor.pipe(Layer.provideMerge(Tracing.layer({ serviceName: "bench" })))
+      : executor.pipe(Layer.provideMerge(Tracing.layer()))
   )
   const ex = await runtime.runPromise(Executor.Executor)
   const once = async () => {
@@ -75,7 +75,12 @@ const runChild = (variant: Variant, n: number, endpoint: string) =>
     const env = { ...process.env }
     delete env.OTEL_EXPORTER_OTLP_ENDPOINT
     delete env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-    if (variant === "traced") env.OTEL_EXPORTER_OTLP_ENDPOINT = endpoint
+    if (variant === "traced") {
+      env.OTEL_EXPORTER_OTLP_ENDPOINT = endpoint
+      env.OTEL_SERVICE_NAME = "bench"
+      // JSON bodies: the receiver counts the spans by their "spanId" keys.
+      env.OTEL_EXPORTER_OTLP_PROTOCOL = "http/json"
+    }
     const p = spawn(
       process.execPath,
       [...process.execArgv, fileURLToPath(import.meta.url), "--child", variant, String(n)],

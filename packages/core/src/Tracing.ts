@@ -9,10 +9,13 @@
  *   run, collect, removal: the phases of `hermes_sandbox_execution_phase_seconds`, from the same
  *   projection, Metrics.ts, with the journal's timestamps; removal usually ends after the result was
  *   returned), and `hermes_sandbox.tool_call` per tool call of the sandboxed code.
- * - `hermes_sandbox.session_call`: one per session call (run, runCode, a cell), with its tool calls.
+ * - `hermes_sandbox.session_call`: one per session operation, `hermes_sandbox.operation` naming it
+ *   (run, run_code, cell, read_file, write_file, list_files, remove_file, patch_file, search_files,
+ *   restart_kernel, spawn), with its tool calls (a call's, a cell's) as children. Its outcome: a
+ *   call's terminal event's, a cell's status (ok, error, timeout, interrupted, crashed), else ok.
  * - Attributes (all prefixed `hermes_sandbox.`, ATTRIBUTE): execution_id, executor_id, session_id,
  *   container_name, language, outcome (the metrics' outcomes: ok, error, oom, timeout, interrupted,
- *   failed; a tool call's: completed, failed, refused), phase, tool. A span whose outcome is not ok
+ *   failed; a tool call's: completed, failed, refused), phase, tool, operation, cell_id. A span whose outcome is not ok
  *   ends with an error status; a request refused before it was recorded (invalid, queue full, the
  *   executor closed) has no outcome and an error status carrying its error.
  *
@@ -20,14 +23,19 @@
  * when it is one of the run's configured tools ("other" otherwise); every string attribute, the
  * status message and the error's text are cut at MAX_ATTRIBUTE_CHARS.
  *
- * Export: `layer()` installs an OTLP/HTTP (JSON) exporter when `OTEL_EXPORTER_OTLP_ENDPOINT` or
- * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not `true`), unless a
- * tracer other than Effect's built-in one is already in effect (yours wins). Otherwise it is empty,
- * loads nothing, and no span is made at all: with Effect's built-in tracer (which exports nowhere)
- * the executor skips its spans. The OpenTelemetry packages are loaded with a dynamic import() only
- * when the endpoint is set. The layer's end flushes what is pending and shuts the exporter down.
- * The executor layers (DockerExecutor, KubernetesExecutor, ExecutorWithSessions), the Promise
- * facades and the CLI's `run` and `mcp` install it.
+ * Export: `layer()` installs an OTLP/HTTP exporter when `OTEL_EXPORTER_OTLP_ENDPOINT` or
+ * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not `true`, and
+ * `OTEL_TRACES_EXPORTER`, if set, names otlp), unless a tracer other than Effect's built-in one is
+ * already in effect (yours wins). Its encoding is `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`'s:
+ * `http/protobuf` (the default, as the specification's) or `http/json`; another (`grpc`) turns
+ * traces off with a warning. The resource is @opentelemetry/resources' env detection
+ * (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) over service.name "hermes-sandbox". Otherwise
+ * it is empty, loads nothing, and no span is made at all: with Effect's built-in tracer (which
+ * exports nowhere) the executor skips its spans. The OpenTelemetry packages are loaded with a
+ * dynamic import() only when traces are on. One tracer provider and exporter per process, shared
+ * by every layer built (counted): each layer's end flushes what is pending, the last one's shuts
+ * the exporter down. The executor layers (DockerExecutor, KubernetesExecutor,
+ * ExecutorWithSessions), the Promise facades and the CLI's `run` and `mcp` install it.
  *
  * Parenting: the caller's span is the parent, in Effect (the parent span in the caller's context)
  * and through the Promise facades (the active `@opentelemetry/api` span at the call:
@@ -55,6 +63,10 @@ export const ATTRIBUTE = {
   containerName: "hermes_sandbox.container_name",
   language: "hermes_sandbox.language",
   outcome: "hermes_sandbox.outcome",
+  /** A session_call's operation: run, run_code, cell, read_file, write_file, list_files, remove_file, patch_file, search_files, restart_kernel, spawn. */
+  operation: "hermes_sandbox.operation",
+  /** A cell's id (its CellExecuted's). */
+  cellId: "hermes_sandbox.cell_id",
   phase: "hermes_sandbox.phase",
   tool: "hermes_sandbox.tool"
 } as const
@@ -66,16 +78,45 @@ export const MAX_ATTRIBUTE_CHARS = 256
 export const boundAttribute = (s: string): string =>
   s.length <= MAX_ATTRIBUTE_CHARS ? s : `${s.slice(0, MAX_ATTRIBUTE_CHARS - 1)}…`
 
-const set = (v: string | undefined): boolean => v !== undefined && v.trim() !== ""
+const set = (v: string | undefined): v is string => v !== undefined && v.trim() !== ""
 
-/** Whether the environment asks for traces: an OTLP endpoint is set and the SDK is not disabled. */
-export const endpointConfigured = (env: NodeJS.ProcessEnv = process.env): boolean =>
-  env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== "true" &&
-  (set(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) || set(env.OTEL_EXPORTER_OTLP_ENDPOINT))
+/** The OTLP/HTTP encodings this package exports with (`OTEL_EXPORTER_OTLP_PROTOCOL`). */
+export type ExportProtocol = "http/protobuf" | "http/json"
 
-export interface TracingOptions {
-  /** The resource's `service.name` (default: `OTEL_SERVICE_NAME`, else "hermes-sandbox"). */
-  readonly serviceName?: string
+/**
+ * The protocol the environment asks for: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else
+ * `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf` (the specification's default for OTLP/HTTP).
+ * Anything else (`grpc`, a typo) is unsupported: Left, with what was asked.
+ */
+export const exportProtocol = (
+  env: NodeJS.ProcessEnv = process.env
+): { readonly _tag: "Right"; readonly right: ExportProtocol } | { readonly _tag: "Left"; readonly left: string } => {
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+  const asked = (set(traces) ? traces : set(env.OTEL_EXPORTER_OTLP_PROTOCOL) ? env.OTEL_EXPORTER_OTLP_PROTOCOL : "")
+    .trim()
+    .toLowerCase()
+  if (asked === "" || asked === "http/protobuf") return { _tag: "Right", right: "http/protobuf" }
+  if (asked === "http/json") return { _tag: "Right", right: "http/json" }
+  return { _tag: "Left", left: asked }
+}
+
+/**
+ * Whether the environment asks for traces: an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_ENDPOINT`
+ * or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_SDK_DISABLED` is not `true`, and
+ * `OTEL_TRACES_EXPORTER`, when set, names `otlp` (`none` turns traces off).
+ */
+export const endpointConfigured = (env: NodeJS.ProcessEnv = process.env): boolean => {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return false
+  const exporters = env.OTEL_TRACES_EXPORTER
+  if (
+    set(exporters) &&
+    !exporters
+      .split(",")
+      .map((e) => e.trim().toLowerCase())
+      .includes("otlp")
+  )
+    return false
+  return set(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) || set(env.OTEL_EXPORTER_OTLP_ENDPOINT)
 }
 
 type Otlp = typeof import("./internal/otlp.js")
@@ -91,16 +132,25 @@ const importOtlp = (): Promise<Otlp> =>
 
 /**
  * The OTLP/HTTP exporter as a tracer, when `endpointConfigured()`; else (or when a tracer other
- * than Effect's built-in one is already in effect) nothing. Built per call: one exporter per layer
- * built, flushed and shut down when its scope closes.
+ * than Effect's built-in one is already in effect, or the protocol asked for is not one of
+ * ExportProtocol's: a warning then) nothing. Every layer built in a process shares one tracer
+ * provider and exporter (counted): each layer's end flushes what is pending, the last one's shuts
+ * the exporter down.
  */
-export const layer = (options: TracingOptions = {}): Layer.Layer<never> =>
+export const layer = (): Layer.Layer<never> =>
   endpointConfigured()
     ? Layer.unwrapScoped(
         Effect.gen(function* () {
           if (!(yield* isBuiltinTracer)) return Layer.empty
+          const protocol = exportProtocol()
+          if (protocol._tag === "Left") {
+            yield* Effect.logWarning(
+              `OpenTelemetry traces are off: OTEL_EXPORTER_OTLP_PROTOCOL "${boundAttribute(protocol.left)}" is not supported (http/protobuf or http/json)`
+            )
+            return Layer.empty
+          }
           const otlp = yield* Effect.promise(importOtlp)
-          return otlp.layer(options)
+          return otlp.layer(protocol.right)
         })
       )
     : Layer.empty

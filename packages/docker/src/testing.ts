@@ -17,7 +17,7 @@
  */
 import { Context, Effect, Layer, Ref } from "effect"
 import * as fc from "effect/FastCheck"
-import { type ExecuteRequest, Executor, type ExecutorOptions } from "@hermes-sandbox/core"
+import { type ExecuteRequest, Executor, type ExecutorOptions, Tracing } from "@hermes-sandbox/core"
 import {
   type FakeFaults,
   type FakeProgram,
@@ -112,7 +112,9 @@ export const createFakeExecutor = async (options: CreateFakeExecutorOptions = {}
   const { program, faults, journal, ...executorOptions } = options
   const base = Executor.layer(executorOptions).pipe(
     Layer.provideMerge(FakeRuntime.layer(faults)),
-    Layer.provideMerge(facadeJournalLayer(journal))
+    Layer.provideMerge(facadeJournalLayer(journal)),
+    // OTLP traces when OTEL_EXPORTER_OTLP_ENDPOINT is set, as createExecutor's (core's Tracing.ts).
+    Layer.provideMerge(Tracing.layer())
   )
   const layer =
     program === undefined
