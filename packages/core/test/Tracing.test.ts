@@ -2,7 +2,8 @@
  * The executor's OpenTelemetry spans (Tracing.ts) on the fake runtime, through @effect/opentelemetry's
  * tracer over an in-memory exporter: names, nesting under the caller's Effect span, the phase spans
  * (from the metrics' projection), attributes, tool call spans, outcomes and statuses, and the bounds
- * on what the sandbox controls.
+ * on what the sandbox controls; a session's operations (calls, cells, file operations), each one
+ * `hermes_sandbox.session_call` naming its operation.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Resource from "@effect/opentelemetry/Resource"
@@ -16,9 +17,10 @@ import {
 } from "@opentelemetry/sdk-trace-base"
 import { Effect, Layer } from "effect"
 import { Executor, type ExecutorOptions, Tracing } from "@hermes-sandbox/core"
-import { fakeProgram } from "@hermes-sandbox/core/testing"
+import { fakeCell, fakeProgram } from "@hermes-sandbox/core/testing"
 import { spanned } from "../src/internal/spans.js"
 import { settle, withFakeExecutor } from "./support/fakeExecutor.js"
+import { withFakeSessions } from "./support/fakeSessions.js"
 
 const exporter = new InMemorySpanExporter()
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] })
@@ -147,6 +149,97 @@ describe("OpenTelemetry traces (fake runtime)", () => {
             expect((s.status.message ?? "").length).toBeLessThanOrEqual(Tracing.MAX_ATTRIBUTE_CHARS)
           }
         })
+      )
+  )
+
+  it.effect(
+    "a session's calls, cells and file operations: one session_call span each under the caller's, naming its operation, with its outcome",
+    () =>
+      Effect.sync(() => exporter.reset()).pipe(
+        Effect.zipRight(
+          withFakeSessions(({ sessions }) =>
+            Effect.gen(function* () {
+              const s = yield* sessions.open()
+              const work = Effect.gen(function* () {
+                const run = yield* s.run(fakeProgram({ stdout: "hi\n" }))
+                const code = yield* s.runCode({ language: "python", code: fakeProgram({ exitCode: 2 }) })
+                const cell = yield* s.runCell({
+                  code: fakeCell({ toolCall: { tool: "add", args: { a: 1, b: 2 } } }, { print: "done" }),
+                  tools: { add: { handler: ({ a, b }: { a: number; b: number }) => a + b } }
+                })
+                const raised = yield* s.runCell({ code: fakeCell({ raise: { name: "ValueError", value: "no" } }) })
+                yield* s.writeFile("a.txt", "one\n")
+                yield* s.patchFile("a.txt", { oldString: "one", newString: "two" })
+                yield* s.readFile("a.txt")
+                yield* s.listFiles()
+                yield* s.removeFile("a.txt")
+                const missing = yield* Effect.flip(s.readFile("a.txt"))
+                return { run, code, cell, raised, missing }
+              })
+              const r = yield* Effect.withSpan(work, "caller")
+              const caller = only(named("caller"))
+              const calls = named(Tracing.SpanName.sessionCall)
+              const ops = calls.map((c) => c.attributes[Tracing.ATTRIBUTE.operation])
+              expect(ops).toEqual([
+                "run",
+                "run_code",
+                "cell",
+                "cell",
+                "write_file",
+                "patch_file",
+                "read_file",
+                "list_files",
+                "remove_file",
+                "read_file"
+              ])
+              for (const c of calls) {
+                expect(parentOf(c)).toBe(caller.spanContext().spanId)
+                expect(c.attributes[Tracing.ATTRIBUTE.sessionId]).toBe(s.sessionId)
+                expect(c.attributes[Tracing.ATTRIBUTE.containerName]).toBe(s.containerName)
+              }
+              const [run, code, cell, raised] = calls as [ReadableSpan, ReadableSpan, ReadableSpan, ReadableSpan]
+              const files = calls.slice(4)
+              expect(run.attributes).toMatchObject({
+                [Tracing.ATTRIBUTE.executionId]: r.run.executionId,
+                [Tracing.ATTRIBUTE.language]: "bash",
+                [Tracing.ATTRIBUTE.outcome]: "ok"
+              })
+              expect(run.status.code).toBe(SpanStatusCode.OK)
+              expect(code.attributes).toMatchObject({
+                [Tracing.ATTRIBUTE.executionId]: r.code.executionId,
+                [Tracing.ATTRIBUTE.language]: "python",
+                [Tracing.ATTRIBUTE.outcome]: "error"
+              })
+              expect(code.status.code).toBe(SpanStatusCode.ERROR)
+              // A cell: its id and status; its tool call a child of it.
+              expect(r.cell.status).toBe("ok")
+              expect(cell.attributes).toMatchObject({
+                [Tracing.ATTRIBUTE.cellId]: r.cell.cellId,
+                [Tracing.ATTRIBUTE.language]: "python",
+                [Tracing.ATTRIBUTE.outcome]: "ok"
+              })
+              const toolCall = only(named(Tracing.SpanName.toolCall))
+              expect(parentOf(toolCall)).toBe(cell.spanContext().spanId)
+              expect(toolCall.attributes[Tracing.ATTRIBUTE.tool]).toBe("add")
+              expect(r.raised.status).toBe("error")
+              expect(raised.attributes[Tracing.ATTRIBUTE.outcome]).toBe("error")
+              expect(raised.status.code).toBe(SpanStatusCode.ERROR)
+              // File operations: ok, and a failure as its tag with no outcome.
+              const last = files.pop() as ReadableSpan
+              for (const f of files) {
+                expect(f.attributes[Tracing.ATTRIBUTE.outcome]).toBe("ok")
+                expect(f.status.code).toBe(SpanStatusCode.OK)
+              }
+              expect(r.missing._tag).toBe("FileNotFound")
+              expect(last.attributes[Tracing.ATTRIBUTE.outcome]).toBeUndefined()
+              expect(last.status.code).toBe(SpanStatusCode.ERROR)
+              expect(last.events.find((e) => e.name === "exception")?.attributes?.["exception.type"]).toBe(
+                "FileNotFound"
+              )
+            })
+          )
+        ),
+        Effect.provide(TracerLive)
       )
   )
 

@@ -159,3 +159,38 @@ export const makeExecutionSpans = (metrics: SandboxMetrics): Effect.Effect<Execu
       outcome: (span) => outcomes.get(span)
     }
   })
+
+/** The session operations a `hermes_sandbox.session_call` span names (its `hermes_sandbox.operation`). */
+export type SessionOperation =
+  | "run"
+  | "run_code"
+  | "cell"
+  | "read_file"
+  | "write_file"
+  | "list_files"
+  | "remove_file"
+  | "patch_file"
+  | "search_files"
+  | "restart_kernel"
+  | "spawn"
+
+/**
+ * The one way a session's operations are traced (session/handle.ts): `hermes_sandbox.session_call`
+ * naming the operation, with the session's id and container; its outcome is what the operation
+ * annotated (a call's terminal event, a cell's status), else `ok` once it succeeded; a failure ends
+ * it with an error status (its tag and bounded message).
+ */
+export const sessionSpans =
+  (sessionId: string, containerName: string) =>
+  <A, E>(operation: SessionOperation, body: (traced: Traced | undefined) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    spanned(
+      SpanName.sessionCall,
+      { [ATTRIBUTE.sessionId]: sessionId, [ATTRIBUTE.containerName]: containerName, [ATTRIBUTE.operation]: operation },
+      (traced) =>
+        traced === undefined
+          ? body(undefined)
+          : Effect.tap(body(traced), () => {
+              if (!traced.span.attributes.has(ATTRIBUTE.outcome)) annotate(traced, ATTRIBUTE.outcome, "ok")
+            }),
+      (span) => span.attributes.get(ATTRIBUTE.outcome) as string | undefined
+    )

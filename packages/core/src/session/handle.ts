@@ -33,9 +33,9 @@ import * as ToolChannel from "../kernel/ToolChannel.js"
 import type { Language } from "../Language.js"
 import type { SandboxCreated, SandboxRuntime } from "../SandboxRuntime.js"
 import * as SessionReaper from "../SessionReaper.js"
-import { annotate, spanned, type Traced } from "../internal/spans.js"
+import { annotate, type SessionOperation, sessionSpans, type Traced } from "../internal/spans.js"
 import { outcomeOf } from "../Metrics.js"
-import { ATTRIBUTE, SpanName } from "../Tracing.js"
+import { ATTRIBUTE } from "../Tracing.js"
 import {
   type CallDeps,
   type CallInput,
@@ -305,22 +305,27 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
         return result
       }).pipe(Effect.scoped)
 
-    const call = (input: CallInput, hooks: ExecuteOptions): Effect.Effect<SessionResult, SessionCallError> =>
-      spanned(
-        SpanName.sessionCall,
-        {
-          [ATTRIBUTE.sessionId]: sessionId,
-          [ATTRIBUTE.containerName]: container.name,
-          [ATTRIBUTE.language]: input.language
-        },
-        (traced) =>
-          Effect.gen(function* () {
-            yield* refuseWhenEnded
-            pending++
-            return yield* callAccepted(input, hooks, traced).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
-          }),
-        (span) => span.attributes.get(ATTRIBUTE.outcome) as string | undefined
-      )
+    // Every operation of the session is a span (internal/spans.ts: one helper for all of them).
+    const sessionSpan = sessionSpans(sessionId, container.name)
+    const traced =
+      <Args extends ReadonlyArray<unknown>, A, E>(
+        operation: SessionOperation,
+        f: (...args: Args) => Effect.Effect<A, E>
+      ) =>
+      (...args: Args): Effect.Effect<A, E> =>
+        sessionSpan(operation, () => f(...args))
+
+    const call = (
+      input: CallInput,
+      hooks: ExecuteOptions,
+      traced: Traced | undefined
+    ): Effect.Effect<SessionResult, SessionCallError> =>
+      Effect.gen(function* () {
+        annotate(traced, ATTRIBUTE.language, input.language)
+        yield* refuseWhenEnded
+        pending++
+        return yield* callAccepted(input, hooks, traced).pipe(Effect.ensuring(Effect.sync(() => void pending--)))
+      })
 
     const callAccepted = (
       input: CallInput,
@@ -491,8 +496,18 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       append: (event: JournalEvent) => deps.append(sessionId, event)
     }
     const runCellOn = (request: CellRequest, o: CellOptions = {}) =>
-      Effect.flatMap(cellInput(plan, deps.config, request), (input) => serialized(() => runCell(cellDeps, input, o)))
-    const restartKernel = serialized(() => pythonKernel.restart)
+      sessionSpan("cell", (traced) => {
+        annotate(traced, ATTRIBUTE.language, "python")
+        return Effect.flatMap(cellInput(plan, deps.config, request), (input) =>
+          serialized(() => runCell(cellDeps, input, o))
+        ).pipe(
+          Effect.tap((result) => {
+            annotate(traced, ATTRIBUTE.cellId, result.cellId)
+            annotate(traced, ATTRIBUTE.outcome, result.status)
+          })
+        )
+      })
+    const restartKernel = sessionSpan("restart_kernel", () => serialized(() => pythonKernel.restart))
     let kernelSettled: Effect.Effect<void> = Effect.void
     if (plan.kernel.eager) {
       // Started now, under the lock: the first cell waits for it. A failure is the first cell's to
@@ -510,14 +525,18 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
     }
 
     const run = (command: string | ReadonlyArray<string>, o: RunOptions = {}) =>
-      commandInput(plan, deps.config, command, o).pipe(
-        Effect.zipLeft(checkKeepFullOutput(o.keepFullOutput)),
-        Effect.flatMap((input) => call(input, o))
+      sessionSpan("run", (traced) =>
+        commandInput(plan, deps.config, command, o).pipe(
+          Effect.zipLeft(checkKeepFullOutput(o.keepFullOutput)),
+          Effect.flatMap((input) => call(input, o, traced))
+        )
       )
     const runCode = (request: SessionCodeRequest, hooks: ExecuteOptions = {}) =>
-      codeInput(plan, deps.config, deps.runner, request).pipe(
-        Effect.zipLeft(checkKeepFullOutput(hooks.keepFullOutput)),
-        Effect.flatMap((input) => call(input, hooks))
+      sessionSpan("run_code", (traced) =>
+        codeInput(plan, deps.config, deps.runner, request).pipe(
+          Effect.zipLeft(checkKeepFullOutput(hooks.keepFullOutput)),
+          Effect.flatMap((input) => call(input, hooks, traced))
+        )
       )
 
     // Timers longer than ~24.8 days count as "never" in Effect's clock: sleep in steps of a day.
@@ -619,11 +638,15 @@ export const makeHandle = (deps: HandleDeps, h: HandleInput): Effect.Effect<Made
       replaced: h.replaced,
       run,
       runCode,
-      ...fileOps,
-      ...editOps,
+      readFile: traced("read_file", fileOps.readFile),
+      writeFile: traced("write_file", fileOps.writeFile),
+      listFiles: traced("list_files", fileOps.listFiles),
+      removeFile: traced("remove_file", fileOps.removeFile),
+      patchFile: traced("patch_file", editOps.patchFile),
+      searchFiles: traced("search_files", editOps.searchFiles),
       runCell: runCellOn,
       restartKernel,
-      spawn,
+      spawn: traced("spawn", spawn),
       processes: background.processes,
       process: (id) => Effect.sync(() => Option.fromNullable(background.process(id))),
       close: endAndWait(h.scope === "session" ? "closed" : "detached", h.scope === "session"),
