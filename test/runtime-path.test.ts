@@ -88,7 +88,12 @@ const LAZY = [
   "@opentelemetry/sdk-trace-base",
   "@opentelemetry/sdk-trace",
   "@opentelemetry/exporter-trace-otlp-http",
-  "@opentelemetry/resources"
+  "@opentelemetry/exporter-trace-otlp-proto",
+  "@opentelemetry/otlp-exporter-base",
+  "@opentelemetry/otlp-transformer",
+  "@opentelemetry/core",
+  "@opentelemetry/resources",
+  "@opentelemetry/semantic-conventions"
 ]
 
 const ENTRIES = ["@hermes-sandbox/events", "@hermes-sandbox/core", "@hermes-sandbox/docker", "@hermes-sandbox/mcp"]
