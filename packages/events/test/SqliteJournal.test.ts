@@ -47,6 +47,33 @@ describe("SqliteJournal", () => {
     })
   })
 
+  it.live(
+    "a journal it creates is its owner's alone (0600, its -wal and -shm too; new directories 0700); an existing file keeps its mode",
+    () =>
+      Effect.gen(function* () {
+        const dir = path.join(path.dirname(tempJournalPath()), `private-${Math.random().toString(36).slice(2)}`)
+        const file = path.join(dir, "j.sqlite")
+        const umask = process.umask(0o022)
+        try {
+          const created = yield* open({ path: file })
+          yield* created.journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
+          const mode = (p: string) => fs.statSync(p).mode & 0o777
+          expect(mode(dir)).toBe(0o700)
+          expect([mode(file), mode(`${file}-wal`), mode(`${file}-shm`)]).toEqual([0o600, 0o600, 0o600])
+          yield* created.close
+          const shared = path.join(dir, "shared.sqlite")
+          fs.writeFileSync(shared, "")
+          fs.chmodSync(shared, 0o640)
+          const reopened = yield* open({ path: shared })
+          yield* reopened.journal.append({ streamId: "a", executorId: "x", events: [stats(1)] })
+          yield* reopened.close
+          expect(mode(shared)).toBe(0o640)
+        } finally {
+          process.umask(umask)
+        }
+      })
+  )
+
   it.live("creates missing directories, uses WAL, persists across reopen", () =>
     Effect.gen(function* () {
       const file = path.join(path.dirname(tempJournalPath()), "nested", "deeper", "j.sqlite")

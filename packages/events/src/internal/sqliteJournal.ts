@@ -98,7 +98,16 @@ const loadDriver = (): Promise<typeof Database> =>
 
 const open = (Driver: typeof Database, options: SqliteJournalOptions): Database.Database => {
   if (options.path !== ":memory:" && options.path !== "") {
-    fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true })
+    // The journal may hold what programs ran and printed (recordCode), tool arguments
+    // (recordToolArguments) and tags: a journal this creates is its owner's alone, whatever the
+    // umask (directories it creates 0700, the file 0600; SQLite gives its -wal and -shm files the
+    // database's mode). An existing file keeps the mode its owner gave it.
+    fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true, mode: 0o700 })
+    try {
+      fs.closeSync(fs.openSync(options.path, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, 0o600))
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+    }
   }
   const busyTimeoutMs = options.busyTimeoutMs ?? 60_000
   const db = new Driver(options.path, { timeout: busyTimeoutMs })
