@@ -13,9 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { type EventEnvelope, type JournalClient, openJournal, Projection, SqliteJournal } from "@hermes-sandbox/events"
 import { dashboard } from "../src/commands/dashboard.js"
-import { makeDashboardProjection, OUTCOMES } from "../src/dashboard/projection.js"
+import { COMMAND_CHARS, MAX_PROCESSES, makeDashboardProjection, OUTCOMES } from "../src/dashboard/projection.js"
 import { type DashboardServing, serveDashboard } from "../src/dashboard/server.js"
 import { settle, withFakeExecutor } from "../../core/test/support/fakeExecutor.js"
+import { withFakeSessions } from "../../core/test/support/fakeSessions.js"
 
 const TOKEN = "a-dashboard-token-of-32-characters"
 const HOSTILE_TOOL = `<img src=x onerror="window.pwned=1">`
@@ -103,7 +104,11 @@ describe("the dashboard over a journal of real runs (fake runtime)", () => {
   let events: Array<EventEnvelope>
 
   /** While the executor was open: what runs now (its refilled warm sandbox). */
-  let runningWhileOpen: { pool: number; executions: number; items: Array<{ kind: string; ageMs: number }> }
+  let runningWhileOpen: {
+    pool: number
+    executions: number
+    items: Array<{ kind: string; ageMs: number; since: number; deadline?: number }>
+  }
 
   beforeAll(async () => {
     const overviewOf = async () => {
@@ -173,7 +178,10 @@ describe("the dashboard over a journal of real runs (fake runtime)", () => {
     expect(toolCalls).toBe(2)
     // While the executor was open, its refilled warm sandbox was running; closed, it drained it.
     expect(runningWhileOpen.pool).toBe(1)
-    expect(runningWhileOpen.items).toEqual([expect.objectContaining({ kind: "pool" })])
+    expect(runningWhileOpen.items).toEqual([expect.objectContaining({ kind: "pool", deadlineKind: "recycle" })])
+    // Its deadline as ContainerCreated recorded it: made (test clock) plus the pool's default idle TTL, 5 min.
+    const pooled = runningWhileOpen.items[0]!
+    expect(pooled.deadline! - pooled.since).toBe(300_000)
     expect(runningWhileOpen.executions).toBe(0)
     expect(o.running.pool).toBe(0)
     const charted = OUTCOMES.reduce((n, k) => n + o.charts.outcomes[k]!.reduce((a, b) => a + b, 0), 0)
@@ -284,6 +292,123 @@ describe("the dashboard over a journal of real runs (fake runtime)", () => {
     expect((await second).position).toBe(position + 1)
     // Already past: answered at once.
     expect((await api<{ position: number }>(serving.port, `/api/wait?after=${position}`)).position).toBe(position + 1)
+  })
+})
+
+describe("running now: background processes, and the deadlines of sessions and warm sandboxes", () => {
+  const HOSTILE_COMMAND = `<script>window.pwned=3</script> ${"x".repeat(400)}`
+
+  it("a session's processes (command as recorded, cut), its deadline and idle limit; gone when they end", () =>
+    Effect.runPromise(
+      withFakeSessions(
+        ({ sessions, events }) =>
+          Effect.gen(function* () {
+            const s = yield* sessions.open({ lifetimeSeconds: 600 })
+            const command = `${fakeProgram({ hang: true })}# ${HOSTILE_COMMAND}`
+            const p = yield* s.spawn(command)
+            const q = yield* s.spawn(fakeProgram({ hang: true }))
+            const running = async (now: number) => {
+              const projection = makeDashboardProjection()
+              for (const e of await Effect.runPromise(events(s.sessionId))) projection.apply(e)
+              return projection.overview(now).running
+            }
+            const stream = yield* events(s.sessionId)
+            const opened = stream.find((e) => e.type === "SessionOpened")!
+            const started = stream.find((e) => e.type === "ProcessStarted" && e.data.processId === p.id)!
+            // Recorded: the maximum lifetime's end (24 h by default) and the idle limit.
+            // (its deadline read from the clock just before its append).
+            expect(opened.data).toMatchObject({ idleMs: 600_000 })
+            const deadline = (opened.data as { deadline: number }).deadline
+            expect(deadline - opened.timestamp).toBeGreaterThan(86_400_000 - 1_000)
+            expect(deadline - opened.timestamp).toBeLessThanOrEqual(86_400_000)
+            expect(started.data).toMatchObject({ command, commandTruncated: false })
+            const now = started.timestamp + 5_000
+            const r = yield* Effect.promise(() => running(now))
+            expect(r.sessions).toBe(1)
+            expect(r.processes).toBe(2)
+            const session = r.items.find((i) => i.kind === "session")!
+            const last = stream.at(-1)!.timestamp
+            // Idle for 600 s after its last event comes before its maximum lifetime.
+            expect(session).toMatchObject({
+              id: s.sessionId,
+              idleMs: 600_000,
+              deadline: last + 600_000,
+              deadlineKind: "idle"
+            })
+            const proc = r.items.find((i) => i.kind === "process" && i.id === p.id)!
+            expect(proc).toMatchObject({
+              sessionId: s.sessionId,
+              pid: p.pid,
+              ageMs: 5_000,
+              deadline,
+              deadlineKind: "max-lifetime",
+              commandBytes: new TextEncoder().encode(command).byteLength,
+              commandCut: true
+            })
+            // Bounded: its first COMMAND_CHARS characters, as given (the page writes it as text).
+            expect(proc.command).toBe(command.slice(0, COMMAND_CHARS))
+            yield* p.kill()
+            yield* p.wait()
+            const afterKill = yield* Effect.promise(() => running(now))
+            expect(afterKill.items.filter((i) => i.kind === "process").map((i) => i.id)).toEqual([q.id])
+            yield* s.close
+            const afterClose = yield* Effect.promise(() => running(now))
+            expect([afterClose.sessions, afterClose.processes, afterClose.items]).toEqual([0, 0, []])
+          }),
+        { recordCode: true }
+      )
+    ))
+
+  it("without recordCode a process's command is not shown; an old journal's session has no deadline", () => {
+    const p = makeDashboardProjection()
+    const at = (sequence: number, type: string, data: object) =>
+      ({
+        id: `e${sequence}`,
+        sequence,
+        streamId: "s1",
+        version: sequence,
+        timestamp: sequence * 1000,
+        type,
+        data,
+        schemaVersion: 1,
+        metadata: { executorId: "x", host: "h", pid: 1 }
+      }) as unknown as EventEnvelope
+    p.apply(at(1, "SessionOpened", { sessionId: "s1", scope: "session", containerName: "c1" }))
+    p.apply(at(2, "ProcessStarted", { processId: "p1", pid: 7, commandBytes: 12, commandSha256: "00" }))
+    const r = p.overview(10_000).running
+    expect(r.items.find((i) => i.kind === "session")).not.toHaveProperty("deadline")
+    const proc = r.items.find((i) => i.kind === "process")!
+    expect(proc).toMatchObject({ id: "p1", pid: 7, commandBytes: 12, sessionId: "s1" })
+    expect(proc).not.toHaveProperty("command")
+    expect(proc).not.toHaveProperty("deadline")
+  })
+
+  it("tracks at most MAX_PROCESSES processes, counting the others", () => {
+    const p = makeDashboardProjection()
+    let sequence = 0
+    const apply = (type: string, data: object) =>
+      p.apply({
+        id: `e${++sequence}`,
+        sequence,
+        streamId: "s1",
+        version: sequence,
+        timestamp: sequence,
+        type,
+        data,
+        schemaVersion: 1,
+        metadata: { executorId: "x", host: "h", pid: 1 }
+      } as unknown as EventEnvelope)
+    apply("SessionOpened", { sessionId: "s1", scope: "session", containerName: "c1" })
+    for (let i = 0; i < MAX_PROCESSES + 5; i++)
+      apply("ProcessStarted", { processId: `p${i}`, pid: i, commandBytes: 1, commandSha256: "00", command: "x" })
+    const o = p.overview(sequence)
+    expect([o.running.processes, o.summary.processesUntracked]).toEqual([MAX_PROCESSES, 5])
+    // What the page gets: the oldest 50.
+    expect(o.running.items.filter((i) => i.kind === "process")).toHaveLength(50)
+    // One ends: another may be tracked.
+    apply("ProcessExited", { processId: "p0", exitCode: 0, durationMs: 1, stdoutBytes: 0, stderrBytes: 0 })
+    apply("ProcessStarted", { processId: "late", pid: 1, commandBytes: 1, commandSha256: "00" })
+    expect(p.overview(sequence).running.processes).toBe(MAX_PROCESSES)
   })
 })
 

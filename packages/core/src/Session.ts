@@ -349,7 +349,10 @@ export const make = (options: SessionsOptions = {}) =>
             sessionId,
             scope: "session",
             containerName: name,
-            ...(plan.tags === undefined ? {} : { tags: plan.tags })
+            ...(plan.tags === undefined ? {} : { tags: plan.tags }),
+            // Its hard cap (handle.ts counts it from a moment later: this is at most it), its idle limit.
+            deadline: (yield* Clock.currentTimeMillis) + plan.maxLifetimeMs,
+            ...(plan.lifetimeMs === undefined ? {} : { idleMs: plan.lifetimeMs })
           }
         })
         const container = yield* createStarted(
@@ -429,6 +432,7 @@ export const make = (options: SessionsOptions = {}) =>
               fingerprint: fp,
               imageId,
               tags: plan.tags,
+              idleMs: plan.lifetimeMs,
               create: createStarted(sessionId, plan, `${ContainerNamePrefix}${sessionId}`, labels),
               newDeadlineMs: SessionReaper.deadlineOf(labels, 0),
               handle: (container, reconnected, replaced, deadlineMs) =>

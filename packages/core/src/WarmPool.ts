@@ -117,6 +117,8 @@ export const make = (deps: WarmPoolDeps): Effect.Effect<WarmPool, never, Sandbox
             spec: deps.specFor(language, poolStreamId, containerName),
             own,
             pooled: true,
+            // Recycled once it waited idleTtl unclaimed (counted from its readiness: at the earliest then).
+            deadline: (yield* Clock.currentTimeMillis) + idleTtl,
             // No answer (the engine died or froze) does not mean no container: it may exist, or land later.
             unanswered: (name) => FiberSet.run(background, removals.removeUnanswered(name)).pipe(Effect.asVoid)
           })

@@ -157,6 +157,9 @@ describe("SessionReaper (fake runtime)", () => {
         Effect.gen(function* () {
           const first = yield* open()
           const p = yield* first.sessions.openPersistent({ profile: "liar", lifetimeSeconds: 100 })
+          expect(
+            (yield* journal.read({ streamId: p.sessionId }).pipe(Stream.runCollect)).pipe((c) => [...c])[0]?.data
+          ).toMatchObject({ idleMs: 100_000, deadline: 7 * 86_400_000 })
           yield* p.run(fakeProgram({ stdout: "x" }))
           yield* first.close
           lie.on = true // from now on the sandbox answers every probe with "idle for 0 s"
@@ -187,6 +190,12 @@ describe("SessionReaper (fake runtime)", () => {
           const [info] = yield* runtime.list({ [Label.session]: p.sessionId })
           expect(info?.labels[Label.deadline]).toBe("60")
           expect(info?.labels[Label.idleSeconds]).toBeUndefined()
+          // The journal says it too (the dashboard's deadline): SessionOpened's, in ms; no idle limit.
+          const opened = (yield* journal.read({ streamId: p.sessionId }).pipe(Stream.runCollect))
+            .pipe((c) => [...c])
+            .find((e) => e.type === "SessionOpened")
+          expect(opened?.data).toMatchObject({ deadline: 60_000 })
+          expect(opened?.data).not.toHaveProperty("idleMs")
           yield* TestClock.adjust("58 seconds")
           yield* p.run(fakeProgram({ stdout: "busy" }))
           yield* first.close

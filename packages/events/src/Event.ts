@@ -97,7 +97,12 @@ export const ContainerCreated = event("ContainerCreated", {
   containerName: Schema.String,
   containerId: Schema.String,
   imageId: Schema.String,
-  pooled: Schema.optional(Schema.Boolean)
+  pooled: Schema.optional(Schema.Boolean),
+  /**
+   * A warm-pool sandbox's: when it is recycled if no execution claimed it by then (its creation
+   * plus the pool's `idleTtlMs`), in ms since the epoch (since 0.3.0; absent in older journals).
+   */
+  deadline: Schema.optional(Millis)
 })
 
 /**
@@ -346,7 +351,14 @@ export const SessionOpened = event("SessionOpened", {
   sessionId: Schema.String,
   scope: SessionScope,
   containerName: Schema.String,
-  tags: Schema.optional(Tags)
+  tags: Schema.optional(Tags),
+  /**
+   * When its maximum lifetime ends (`maxLifetimeMs`; a persistent sandbox's `deadline` label), in
+   * ms since the epoch: it is removed then, whatever it does (since 0.3.0; absent in older journals).
+   */
+  deadline: Schema.optional(Millis),
+  /** Its idle limit (`lifetimeSeconds`), in ms: it is removed once no call ran for so long (since 0.3.0). */
+  idleMs: Schema.optional(Millis)
 })
 
 /**
@@ -368,7 +380,11 @@ export const SessionClaimed = event("SessionClaimed", {
  */
 export const SessionReconnected = event("SessionReconnected", {
   sessionId: Schema.String,
-  containerName: Schema.String
+  containerName: Schema.String,
+  /** As SessionOpened's: the sandbox's `deadline` label, in ms since the epoch (since 0.3.0). */
+  deadline: Schema.optional(Millis),
+  /** As SessionOpened's (since 0.3.0). */
+  idleMs: Schema.optional(Millis)
 })
 
 /**
@@ -494,8 +510,8 @@ export const KernelRestarted = event("KernelRestarted", {
 
 /**
  * A background process started in a session (`session.spawn`): `processId` names it for the
- * session's caller, `pid` is its pid inside the sandbox. Never the command's text: its size and
- * sha256, as ExecutionRequested and CellExecuted keep for code.
+ * session's caller, `pid` is its pid inside the sandbox. The command's size and sha256, as
+ * ExecutionRequested and CellExecuted keep for code; its text only with `recordCode`.
  *
  * @category schemas
  */
@@ -503,7 +519,13 @@ export const ProcessStarted = event("ProcessStarted", {
   processId: Schema.String,
   pid: Count,
   commandBytes: Count,
-  commandSha256: Schema.String
+  commandSha256: Schema.String,
+  /**
+   * With `recordCode` only: the command's first 64 KiB of UTF-8 (as CodeRecorded's code), and
+   * whether it was cut (since 0.3.0).
+   */
+  command: Schema.optional(Schema.String),
+  commandTruncated: Schema.optional(Schema.Boolean)
 })
 
 /**

@@ -42,7 +42,7 @@ export const PAGE_HTML = `<!doctype html>
     <h2 id="running-h">Running now</h2>
     <p id="running-counts"></p>
     <table id="running">
-      <thead><tr><th scope="col">Kind</th><th scope="col">Id</th><th scope="col">Language</th><th scope="col">Phase</th><th scope="col">Age</th><th scope="col">Deadline</th></tr></thead>
+      <thead><tr><th scope="col">Kind</th><th scope="col">Id</th><th scope="col">Language</th><th scope="col">Phase</th><th scope="col">Age</th><th scope="col">Deadline</th><th scope="col">Details</th></tr></thead>
       <tbody></tbody>
     </table>
   </section>
@@ -216,17 +216,30 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     ];
     OUTCOMES.forEach(function (k) { items.push([MARKS[k] + " " + k, num(s.byOutcome[k])]); });
     items.push(["Duration p50 / p95", ms(s.durationMs.p50) + " / " + ms(s.durationMs.p95)]);
-    items.push(["Containers alive", num(s.containersAlive)], ["Sessions open", num(s.sessionsOpen)], ["Warm pool ready", num(s.poolReady)], ["Tool calls", num(s.toolCalls)]);
+    items.push(["Containers alive", num(s.containersAlive)], ["Sessions open", num(s.sessionsOpen)], ["Warm pool ready", num(s.poolReady)], ["Background processes", num(s.processesRunning)], ["Tool calls", num(s.toolCalls)]);
     if (s.untracked > 0) items.push(["Open streams not tracked", num(s.untracked)]);
+    if (s.processesUntracked > 0) items.push(["Background processes not tracked", num(s.processesUntracked)]);
     items.forEach(function (it) { list.appendChild(el("div", {}, [el("dt", {}, [it[0]]), el("dd", {}, [it[1]])])); });
+  }
+  var DEADLINE_KINDS = { timeout: "its timeout", "max-lifetime": "maximum lifetime", idle: "idle limit", recycle: "recycled unclaimed" };
+  // What else a running item has: a process's session and command (text, as recorded), a session's idle limit.
+  function details(it) {
+    if (it.kind === "process") {
+      var parts = ["session ", el("span", { title: it.sessionId }, [short(it.sessionId)]), "; "];
+      if (it.command != null) parts.push("command ", el("code", { class: "command" }, [it.command + (it.commandCut ? "\u2026" : "")]), " (" + num(it.commandBytes) + " bytes)");
+      else parts.push("command not recorded (" + num(it.commandBytes) + " bytes; recordCode was off)");
+      return parts;
+    }
+    if (it.kind === "session") return [it.idleMs != null ? "idle limit " + ms(it.idleMs) : "no idle limit recorded"];
+    return [it.containerName ? short(it.containerName) : ""];
   }
   function renderRunning(o) {
     var r = o.running, body = clear($("running").tBodies[0]);
-    text($("running-counts"), num(r.executions) + " executions, " + num(r.sessions) + " sessions, " + num(r.pool) + " warm-pool sandboxes");
-    if (r.items.length === 0) body.appendChild(el("tr", {}, [el("td", { colspan: 6 }, ["Nothing is running."])]));
+    text($("running-counts"), num(r.executions) + " executions, " + num(r.sessions) + " sessions, " + num(r.processes) + " background processes, " + num(r.pool) + " warm-pool sandboxes");
+    if (r.items.length === 0) body.appendChild(el("tr", {}, [el("td", { colspan: 7 }, ["Nothing is running."])]));
     r.items.forEach(function (it) {
-      var deadline = it.deadline == null ? "none recorded" : time(it.deadline) + " (" + (it.deadline >= o.now ? "in " + ms(it.deadline - o.now) : ms(o.now - it.deadline) + " ago") + ")";
-      var row = el("tr", {}, [el("td", {}, [it.kind]), el("td", { title: it.id }, [short(it.id)]), el("td", {}, [it.language || "\u2014"]), el("td", {}, [it.phase]), el("td", {}, [ms(it.ageMs)]), el("td", {}, [deadline])]);
+      var deadline = it.deadline == null ? "none recorded" : time(it.deadline) + " (" + (it.deadline >= o.now ? "in " + ms(it.deadline - o.now) : ms(o.now - it.deadline) + " ago") + (it.deadlineKind ? ", " + DEADLINE_KINDS[it.deadlineKind] : "") + ")";
+      var row = el("tr", { "data-kind": it.kind }, [el("td", {}, [it.kind === "process" ? "background process" : it.kind]), el("td", { title: it.id }, [short(it.id)]), el("td", {}, [it.language || "\u2014"]), el("td", {}, [it.phase + (it.pid != null ? " (pid " + it.pid + ")" : "")]), el("td", {}, [ms(it.ageMs)]), el("td", { class: "deadline" }, [deadline]), el("td", { class: "details" }, details(it))]);
       if (it.kind === "execution") makeSelectable(row, it.id);
       body.appendChild(row);
     });

@@ -49,15 +49,48 @@ export interface ExecutionRow {
 }
 
 export interface RunningItem {
-  readonly kind: "execution" | "session" | "pool"
+  readonly kind: "execution" | "session" | "pool" | "process"
   readonly id: string
   readonly language?: string
   readonly phase: string
   readonly since: number
   readonly ageMs: number
-  /** Executions: their start (or request) plus their timeout. Absent when the journal has none. */
+  /**
+   * Executions: their start (or request) plus their timeout. Sessions: the earlier of their maximum
+   * lifetime's end and their last activity plus their idle limit. Warm-pool sandboxes: when they are
+   * recycled unclaimed. Background processes: their session's. Absent when the journal has none
+   * (events recorded before these fields were).
+   */
   readonly deadline?: number
+  /** What the deadline is: "timeout", "max-lifetime", "idle" (a session's idle limit), "recycle" (a warm sandbox's). */
+  readonly deadlineKind?: "timeout" | "max-lifetime" | "idle" | "recycle"
   readonly containerName?: string
+  /** A session's idle limit, in ms. */
+  readonly idleMs?: number
+  /** A background process's session. */
+  readonly sessionId?: string
+  /** A background process's pid in its sandbox. */
+  readonly pid?: number
+  /** A background process's command as recorded (recordCode), its first COMMAND_CHARS characters. */
+  readonly command?: string
+  /** The command was longer than what `command` holds (or was cut when recorded). */
+  readonly commandCut?: boolean
+  /** The command's size in bytes (always recorded). */
+  readonly commandBytes?: number
+}
+
+/** A background process's command is kept (and sent) at most this many characters. */
+export const COMMAND_CHARS = 200
+/** Background processes tracked at most, over every session (past it they are counted, not shown). */
+export const MAX_PROCESSES = 10_000
+
+interface Process {
+  readonly processId: string
+  readonly pid: number
+  readonly startedAt: number
+  readonly commandBytes: number
+  readonly command?: string
+  readonly commandCut: boolean
 }
 
 interface Tracked {
@@ -65,6 +98,13 @@ interface Tracked {
   timeoutMs?: number
   files: number
   sessionOpenedAt?: number
+  /** A session's maximum lifetime's end, a warm sandbox's recycling (SessionOpened, ContainerCreated). */
+  deadline?: number
+  /** A session's idle limit and its last activity (an event of it or of one of its calls). */
+  idleMs?: number
+  lastActivityAt?: number
+  /** A session's background processes still running, by id. */
+  processes?: Map<string, Process>
 }
 
 interface Bucket {
@@ -192,15 +232,19 @@ export interface Overview {
     readonly containersAlive: number
     readonly sessionsOpen: number
     readonly poolReady: number
+    readonly processesRunning: number
     readonly toolCalls: number
     /** Open streams dropped past the bound (their later events not shown). */
     readonly untracked: number
+    /** Background processes not tracked past MAX_PROCESSES. */
+    readonly processesUntracked: number
     readonly recentKept: number
   }
   readonly running: {
     readonly executions: number
     readonly sessions: number
     readonly pool: number
+    readonly processes: number
     /** The oldest first, at most `limit` of each kind. */
     readonly items: ReadonlyArray<RunningItem>
   }
@@ -253,6 +297,8 @@ export const makeDashboardProjection = (limits: DashboardLimits = {}): Dashboard
   let closedToolCalls = 0
   let position = 0
   let untracked = 0
+  let processesTracked = 0
+  let processesUntracked = 0
 
   const bucketAt = (ts: number): Bucket | undefined => {
     const minute = Math.floor(ts / 60_000) * 60_000
@@ -304,6 +350,13 @@ export const makeDashboardProjection = (limits: DashboardLimits = {}): Dashboard
     }
   }
 
+  const forget = (streamId: string) => {
+    const gone = active.get(streamId)
+    if (gone === undefined) return
+    processesTracked -= gone.processes?.size ?? 0
+    active.delete(streamId)
+  }
+
   const apply = (envelope: EventEnvelope) => {
     if (envelope.sequence <= position) return
     position = envelope.sequence
@@ -313,11 +366,11 @@ export const makeDashboardProjection = (limits: DashboardLimits = {}): Dashboard
       tracked = { state: Projection.initial(envelope.streamId), files: 0 }
       active.set(envelope.streamId, tracked)
       if (active.size > maxActive) {
-        const oldest = active.keys().next().value as string
-        active.delete(oldest)
+        forget(active.keys().next().value as string)
         untracked++
       }
     }
+    tracked.lastActivityAt = envelope.timestamp
     switch (envelope.type) {
       case "ExecutionRequested":
         tracked.timeoutMs = envelope.data.timeoutMs
@@ -325,42 +378,103 @@ export const makeDashboardProjection = (limits: DashboardLimits = {}): Dashboard
       case "ArtifactsCollected":
         tracked.files = envelope.data.files.length
         break
+      case "ContainerCreated":
+        if (envelope.data.deadline !== undefined) tracked.deadline = envelope.data.deadline
+        break
       case "SessionOpened":
       case "SessionReconnected":
         tracked.sessionOpenedAt ??= envelope.timestamp
+        if (envelope.data.deadline !== undefined) tracked.deadline = envelope.data.deadline
+        if (envelope.data.idleMs !== undefined) tracked.idleMs = envelope.data.idleMs
         break
       case "SessionClaimed":
         tracked.sessionOpenedAt ??= envelope.timestamp
         break
+      case "ProcessStarted": {
+        if (processesTracked >= MAX_PROCESSES) {
+          processesUntracked++
+          break
+        }
+        const { command } = envelope.data
+        tracked.processes ??= new Map()
+        if (!tracked.processes.has(envelope.data.processId)) processesTracked++
+        tracked.processes.set(envelope.data.processId, {
+          processId: envelope.data.processId,
+          pid: envelope.data.pid,
+          startedAt: envelope.timestamp,
+          commandBytes: envelope.data.commandBytes,
+          ...(command === undefined ? {} : { command: command.slice(0, COMMAND_CHARS) }),
+          commandCut:
+            command !== undefined && (command.length > COMMAND_CHARS || envelope.data.commandTruncated === true)
+        })
+        break
+      }
+      case "ProcessExited":
+        if (tracked.processes?.delete(envelope.data.processId) === true) processesTracked--
+        break
       case "SessionClosed":
-        active.delete(envelope.streamId)
+        forget(envelope.streamId)
         return
     }
     tracked.state = Projection.evolve(tracked.state, envelope)
     if (envelope.type === "ContainerClaimed") {
       // The warm sandbox is the execution's now: its pool stream is done.
-      active.delete(envelope.data.poolStreamId)
+      forget(envelope.data.poolStreamId)
     }
     const { state } = tracked
+    // A session's call is its activity (its idle limit counts from the last one).
+    if (state.sessionId !== undefined && state.sessionId !== state.streamId) {
+      const session = active.get(state.sessionId)
+      if (session !== undefined) session.lastActivityAt = envelope.timestamp
+    }
     if (tracked.sessionOpenedAt === undefined && state.lastSequence > 0 && Projection.isClosed(state))
       close(tracked, envelope.sequence)
+  }
+
+  /** A session's deadline: the earlier of its maximum lifetime's end and its idle expiry (when recorded). */
+  const sessionDeadline = (t: Tracked): Pick<RunningItem, "deadline" | "deadlineKind"> => {
+    const idle = t.idleMs === undefined ? undefined : (t.lastActivityAt ?? t.sessionOpenedAt ?? 0) + t.idleMs
+    if (idle !== undefined && (t.deadline === undefined || idle < t.deadline))
+      return { deadline: idle, deadlineKind: "idle" }
+    return t.deadline === undefined ? {} : { deadline: t.deadline, deadlineKind: "max-lifetime" }
   }
 
   const runningItems = (nowMs: number) => {
     const executions: Array<RunningItem> = []
     const sessions: Array<RunningItem> = []
     const pool: Array<RunningItem> = []
-    for (const { state, timeoutMs, sessionOpenedAt } of active.values()) {
+    const processes: Array<RunningItem> = []
+    for (const tracked of active.values()) {
+      const { state, timeoutMs, sessionOpenedAt } = tracked
       const container = state.containerName === undefined ? {} : { containerName: state.containerName }
       if (sessionOpenedAt !== undefined) {
+        const deadline = sessionDeadline(tracked)
         sessions.push({
           kind: "session",
           id: state.streamId,
           phase: "open",
           since: sessionOpenedAt,
           ageMs: nowMs - sessionOpenedAt,
+          ...deadline,
+          ...(tracked.idleMs === undefined ? {} : { idleMs: tracked.idleMs }),
           ...container
         })
+        // Its background processes end with it at the latest: its maximum lifetime is theirs.
+        for (const p of tracked.processes?.values() ?? []) {
+          processes.push({
+            kind: "process",
+            id: p.processId,
+            sessionId: state.streamId,
+            phase: "running",
+            since: p.startedAt,
+            ageMs: nowMs - p.startedAt,
+            ...(tracked.deadline === undefined ? {} : { deadline: tracked.deadline, deadlineKind: "max-lifetime" }),
+            pid: p.pid,
+            commandBytes: p.commandBytes,
+            ...(p.command === undefined ? {} : { command: p.command, commandCut: p.commandCut }),
+            ...container
+          })
+        }
       } else if (state.kind === "execution") {
         const since = state.requestedAt ?? state.createdAt ?? nowMs
         const from = state.startedAt ?? state.requestedAt
@@ -371,19 +485,29 @@ export const makeDashboardProjection = (limits: DashboardLimits = {}): Dashboard
           phase: state.phase,
           since,
           ageMs: nowMs - since,
-          ...(timeoutMs === undefined || from === undefined ? {} : { deadline: from + timeoutMs }),
+          ...(timeoutMs === undefined || from === undefined
+            ? {}
+            : { deadline: from + timeoutMs, deadlineKind: "timeout" as const }),
           ...container
         })
       } else if (state.pooled === true && Projection.isContainerAlive(state)) {
         const since = state.createdAt ?? nowMs
-        pool.push({ kind: "pool", id: state.streamId, phase: state.phase, since, ageMs: nowMs - since, ...container })
+        pool.push({
+          kind: "pool",
+          id: state.streamId,
+          phase: state.phase,
+          since,
+          ageMs: nowMs - since,
+          ...(tracked.deadline === undefined ? {} : { deadline: tracked.deadline, deadlineKind: "recycle" as const }),
+          ...container
+        })
       }
     }
-    return { executions, sessions, pool }
+    return { executions, sessions, pool, processes }
   }
 
   const overview = (nowMs: number, limit = 50): Overview => {
-    const { executions, sessions, pool } = runningItems(nowMs)
+    const { executions, sessions, pool, processes } = runningItems(nowMs)
     const oldestFirst = (items: Array<RunningItem>) => items.sort((a, b) => a.since - b.since).slice(0, limit)
     const byOutcome: Record<OutcomeLabel | "open", number> = { ...closedByOutcome, open: 0 }
     let openToolCalls = 0
@@ -421,15 +545,18 @@ export const makeDashboardProjection = (limits: DashboardLimits = {}): Dashboard
         containersAlive,
         sessionsOpen: sessions.length,
         poolReady: pool.length,
+        processesRunning: processes.length,
         toolCalls: closedToolCalls + openToolCalls,
         untracked,
+        processesUntracked,
         recentKept: Math.min(recent.length, maxRecent)
       },
       running: {
         executions: executions.length,
         sessions: sessions.length,
         pool: pool.length,
-        items: [...oldestFirst(executions), ...oldestFirst(sessions), ...oldestFirst(pool)]
+        processes: processes.length,
+        items: [...oldestFirst(executions), ...oldestFirst(sessions), ...oldestFirst(processes), ...oldestFirst(pool)]
       },
       charts: {
         minutes: buckets.size === 0 ? [] : window,

@@ -56,6 +56,8 @@ export interface CreateInput {
   readonly own: (container: SandboxCreated) => Effect.Effect<void>
   /** Made ahead of demand by the warm pool (recorded as such). */
   readonly pooled?: boolean
+  /** A warm-pool sandbox's: when it is recycled unless claimed (ms since the epoch), for ContainerCreated. */
+  readonly deadline?: number
   /** What the run the sandbox is made for needs of its supervisor (added to SandboxSpec.requires). */
   readonly requires?: ReadonlyArray<RunnerFeature> | undefined
   /**
@@ -92,7 +94,8 @@ export const create = (
           containerName: c.name,
           containerId: c.id,
           imageId: c.imageId,
-          ...(input.pooled === true ? { pooled: true } : {})
+          ...(input.pooled === true ? { pooled: true } : {}),
+          ...(input.deadline === undefined ? {} : { deadline: input.deadline })
         }
       })
     ),

@@ -29,6 +29,7 @@ import {
   type SessionEnded
 } from "../Errors.js"
 import type { ResolvedSandboxDefaults } from "../ExecutorConfig.js"
+import { headText, RECORDED_CODE_BYTES } from "../internal/auditTrail.js"
 import { backgroundInvocation, SESSION_STATE_DIR, sessionInvocation } from "../internal/sessionShell.js"
 import { makeSupervisedRun, type SupervisorReport } from "../kernel/SupervisedRun.js"
 import { encodeRunnerPayloadFor } from "../RunnerProtocol.js"
@@ -197,6 +198,13 @@ export interface BackgroundDeps {
 
 const decoder = () => new TextDecoder("utf-8", { fatal: false })
 
+/** recordCode: the command's head in ProcessStarted, bounded as CodeRecorded's code (internal/auditTrail.ts). */
+const recordedCommand = (enabled: boolean, command: Uint8Array) => {
+  if (!enabled) return {}
+  const head = headText(command, RECORDED_CODE_BYTES)
+  return { command: head.text, commandTruncated: head.cut }
+}
+
 export const makeBackground = (deps: BackgroundDeps) => {
   const tracked = new Map<string, Tracked>()
   let starting = 0
@@ -328,7 +336,8 @@ export const makeBackground = (deps: BackgroundDeps) => {
           processId: id,
           pid: s.pid,
           commandBytes: commandBytes.byteLength,
-          commandSha256: createHash("sha256").update(commandBytes).digest("hex")
+          commandSha256: createHash("sha256").update(commandBytes).digest("hex"),
+          ...recordedCommand(deps.config.recordCode, commandBytes)
         }
       })
       // Followed until it ends; the session's end interrupts this (and removes the sandbox).

@@ -30,6 +30,8 @@ export interface FindInput<S> {
   readonly imageId: string
   /** The caller's labels, for SessionOpened. */
   readonly tags: Readonly<Record<string, string>> | undefined
+  /** Its idle limit (the plan's lifetimeMs), for SessionOpened and SessionReconnected. */
+  readonly idleMs: number | undefined
   /** Create, start and record a new one (kernel/Sandbox.ts). */
   readonly create: Effect.Effect<SandboxCreated, SandboxError | JournalError>
   /** Its labels' deadline (ms), for the new one. */
@@ -42,6 +44,12 @@ export interface FindInput<S> {
     deadlineMs: number | undefined
   ) => Effect.Effect<S>
 }
+
+/** SessionOpened's and SessionReconnected's deadline and idle limit, those known. */
+const deadlineFields = (deadline: number | undefined, idleMs: number | undefined) => ({
+  ...(deadline === undefined ? {} : { deadline }),
+  ...(idleMs === undefined ? {} : { idleMs })
+})
 
 /** Under the caller's persistent lock: the profile's sandbox, reconnected, replaced or made. */
 export const findOrCreate = <S>(
@@ -106,15 +114,12 @@ export const findOrCreate = <S>(
         } else if (c.status !== "running") {
           return Option.none()
         }
-        yield* deps.append(sessionId, { type: "SessionReconnected", data: { sessionId, containerName: c.name } })
-        return Option.some(
-          yield* input.handle(
-            { id: c.id, name: c.name, imageId },
-            true,
-            replaced,
-            SessionReaper.deadlineOf(c.labels, c.createdAt)
-          )
-        )
+        const deadlineMs = SessionReaper.deadlineOf(c.labels, c.createdAt)
+        yield* deps.append(sessionId, {
+          type: "SessionReconnected",
+          data: { sessionId, containerName: c.name, ...deadlineFields(deadlineMs, input.idleMs) }
+        })
+        return Option.some(yield* input.handle({ id: c.id, name: c.name, imageId }, true, replaced, deadlineMs))
       })
     const match = found.find((c) => c.labels[Label.fingerprint] === fingerprint)
     if (match !== undefined) {
@@ -141,7 +146,8 @@ export const findOrCreate = <S>(
         sessionId,
         scope: "persistent",
         containerName: `${ContainerNamePrefix}${sessionId}`,
-        ...(input.tags === undefined ? {} : { tags: input.tags })
+        ...(input.tags === undefined ? {} : { tags: input.tags }),
+        ...deadlineFields(input.newDeadlineMs, input.idleMs)
       }
     })
     const created = yield* input.create.pipe(Effect.either)
