@@ -5,7 +5,7 @@
  * `hermes-sandbox dashboard` (the built bin) serves it and Debian's chromium (playwright-core) loads
  * the page with the token until the summary and the first page of recent executions are rendered.
  *
- *   pnpm build && npx tsx bench/dashboard.ts [--events 1000000] [--small 1000] [--loads 5]
+ *   pnpm build && pnpm bench:dashboard -- [--events 1000000] [--small 1000] [--loads 5]
  *
  * Reported per journal: the time from the dashboard's start until it has folded every event
  * (`position` = the last sequence), its RSS then, the page's load to first render (median of
@@ -21,7 +21,11 @@ import { openJournal } from "../packages/events/src/Rx.js"
 import { launchChromium, startDashboard } from "../test/support/dashboard.js"
 import { median } from "./stats.js"
 
+// \`pnpm bench:dashboard -- --events N\`: pnpm passes the "--" on.
+const argv = process.argv.slice(2)
+if (argv[0] === "--") argv.shift()
 const { values } = parseArgs({
+  args: argv,
   options: {
     events: { type: "string", default: "1000000" },
     small: { type: "string", default: "1000" },
