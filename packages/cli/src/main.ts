@@ -162,6 +162,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       "--metrics-port <port>",
       "with --http: serve GET /metrics (Prometheus) on 127.0.0.1 at this port without a token, instead of on --port behind the token (0: a free one, printed on standard error)"
     )
+    .option(
+      "--dashboard",
+      "with --http: also serve the dashboard (as hermes-sandbox dashboard's, of this server's journal) at /dashboard/ on the same port, behind the same token; there an execution's collected images show while the server still holds them"
+    )
     .option("--client-sessions <n>", "with --http: MCP sessions open at once per credential (token; default 8)")
     .option(
       "--http-session-idle <duration>",

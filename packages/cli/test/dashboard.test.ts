@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { type EventEnvelope, type JournalClient, openJournal, Projection, SqliteJournal } from "@hermes-sandbox/events"
 import { dashboard } from "../src/commands/dashboard.js"
+import { mcp } from "../src/commands/mcp.js"
 import { COMMAND_CHARS, MAX_PROCESSES, makeDashboardProjection, OUTCOMES } from "../src/dashboard/projection.js"
 import { type DashboardServing, serveDashboard } from "../src/dashboard/server.js"
 import { settle, withFakeExecutor } from "../../core/test/support/fakeExecutor.js"
@@ -228,11 +229,22 @@ describe("the dashboard over a journal of real runs (fake runtime)", () => {
       [HOSTILE_TOOL, "refused"]
     ])
     const withFiles = events.find((e) => e.type === "ArtifactsCollected")!.streamId
-    const f = await api<{ files: Array<{ path: string; size: number }> }>(
+    const f = await api<{ store: string; files: Array<{ path: string; size: number }> }>(
       serving.port,
       `/api/executions/${encodeURIComponent(withFiles)}`
     )
-    expect(f.files).toEqual([{ path: HOSTILE_PATH, size: 4, mime: expect.any(String) }])
+    expect(f.files).toEqual([{ path: HOSTILE_PATH, size: 4, mime: expect.any(String), held: false, image: false }])
+    // The standalone dashboard holds no artifact store: the page says the images are not held here.
+    expect(f).toMatchObject({ store: "elsewhere" })
+    const notHere = await get(
+      serving.port,
+      `/api/executions/${encodeURIComponent(withFiles)}/files/${encodeURIComponent(HOSTILE_PATH)}`,
+      auth
+    )
+    expect([notHere.status, JSON.parse(notHere.body).error]).toEqual([
+      404,
+      expect.stringContaining("not held by this process")
+    ])
 
     // The whole stream, three events a page.
     const stream = events.filter((e) => e.streamId === withTools)
@@ -471,7 +483,7 @@ describe("the dashboard's projection is bounded", () => {
 })
 
 describe("hermes-sandbox dashboard's options", () => {
-  it("refuses a non-loopback --host without --allow-remote, a bad --port, a journal that is not there", async () => {
+  it("refuses a non-loopback --host without --allow-remote, a bad --port, a journal that is not there; mcp --dashboard without --http", async () => {
     await expect(dashboard({ host: "0.0.0.0" })).rejects.toThrow(/not a loopback address; pass --allow-remote/)
     await expect(dashboard({ port: "70000" })).rejects.toThrow(/--port: expected 0/)
     await expect(dashboard({ port: "-1" })).rejects.toThrow(/--port: expected 0/)
@@ -479,5 +491,7 @@ describe("hermes-sandbox dashboard's options", () => {
       /--token-file \/nonexistent\/token: no such file/
     )
     await expect(dashboard({ journal: "/nonexistent/journal.sqlite" })).rejects.toThrow(/no journal at \/nonexistent/)
+    // Mounted on the MCP server: only over HTTP.
+    await expect(mcp({ dashboard: true })).rejects.toThrow(/--dashboard: only with --http/)
   })
 })

@@ -4,7 +4,7 @@
  * limits, and the count of live session sandboxes against the server's cap. Each MCP session
  * (McpSession.ts) is opened from here and closed with it at the latest.
  */
-import { Effect, Either, type Layer, ManagedRuntime } from "effect"
+import { Effect, Either, type Layer, ManagedRuntime, Stream } from "effect"
 import {
   Artifacts,
   DEFAULT_KEPT_OUTPUT_BYTES,
@@ -19,7 +19,7 @@ import {
 import { planTools, resolveToolLimits } from "@hermes-sandbox/core/Tools"
 import { type Sessions } from "@hermes-sandbox/core/Session"
 import { SandboxServices } from "@hermes-sandbox/docker"
-import type { Journal } from "@hermes-sandbox/events"
+import { Journal, type JournalClient, toObservable } from "@hermes-sandbox/events"
 import { SessionLimitReached } from "./errors.js"
 import { FileStore } from "./fileStore.js"
 import { McpSession, type McpSessionContext } from "./McpSession.js"
@@ -286,6 +286,17 @@ export class McpSandbox {
    */
   metrics(): Promise<string> {
     return this.runtime.runPromise(this.metricsText)
+  }
+
+  /**
+   * The server's own journal, read as a JournalClient reads one (what the CLI's dashboard follows
+   * when mounted on this server: `mcp --http --dashboard`). Its Observables end when the sandbox closes.
+   */
+  readonly journal: Pick<JournalClient, "lastSequence" | "follow" | "replay"> = {
+    lastSequence: () => this.runtime.runPromise(Effect.flatMap(Journal.Journal, (j) => j.lastSequence)),
+    follow: (options) =>
+      toObservable(Stream.unwrap(Effect.map(Journal.Journal, (j) => j.follow(options))), this.runtime),
+    replay: (options) => toObservable(Stream.unwrap(Effect.map(Journal.Journal, (j) => j.read(options))), this.runtime)
   }
 
   /** A new MCP session (one per stdio connection, one per HTTP session). */

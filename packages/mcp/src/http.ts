@@ -11,6 +11,9 @@
  * - one MCP server instance per MCP session (the SDK requires it); a session that ends — DELETE,
  *   idle expiry, the server's shutdown — closes its calls and removes its session sandbox.
  *
+ * A `mount` (the CLI's dashboard) is served under its own path behind the same Host/Origin checks
+ * and tokens.
+ *
  * GET /metrics is the server's Prometheus metrics (McpSandbox.metrics), behind the same checks and
  * token as /mcp; or, with `metricsPort`, only on a listener of its own on 127.0.0.1 without a token
  * (its Host header still a loopback name), for a local Prometheus or agent that holds no token.
@@ -28,7 +31,7 @@ import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
 import { Metrics } from "@hermes-sandbox/core"
 import type { McpSandbox } from "./McpSandbox.js"
 import type { McpSession } from "./McpSession.js"
-import { LOOPBACK_HOST, makeHttpGuard } from "./httpGuard.js"
+import { type HttpGuard, LOOPBACK_HOST, makeHttpGuard } from "./httpGuard.js"
 import { isLoopback } from "./loopback.js"
 import { createServer } from "./server.js"
 
@@ -67,6 +70,30 @@ export interface HttpOptions {
    * instead of on the main port behind the token. Default: on the main port, behind the token.
    */
   readonly metricsPort?: number
+  /**
+   * More to serve on this server, under a path of its own (the CLI's `mcp --http --dashboard`
+   * mounts the dashboard at /dashboard): behind the same Host and Origin checks, its token checked
+   * by the mount with the same guard. Closed before the server.
+   */
+  readonly mount?: HttpMount
+}
+
+/** A handler served under a path of the MCP HTTP server (HttpOptions.mount). */
+export interface HttpMount {
+  /** Its root, e.g. "/dashboard": that path and every one under it. */
+  readonly path: string
+  /** A request under `path`, once its Host and Origin passed (never while the server stops). */
+  readonly handle: (req: IncomingMessage, res: ServerResponse, context: HttpMountContext) => Promise<void>
+  readonly close?: () => Promise<void>
+}
+
+export interface HttpMountContext {
+  /** The request's path below the mount's ("" for the mount's path itself, else "/..."), without the query. */
+  readonly path: string
+  /** The server's checks: `guard.check(req)` for the token (and the credential it is). */
+  readonly guard: HttpGuard
+  /** The credential whose client opened this MCP session, while it is open. */
+  readonly sessionClient: (mcpSessionId: string) => string | undefined
 }
 
 export interface HttpServing {
@@ -189,8 +216,20 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
   }
 
   const metricsHere = options.metricsPort === undefined
+  const mount = options.mount
+  const mountContext = (path: string): HttpMountContext => ({
+    path,
+    guard,
+    sessionClient: (id) => entries.get(id)?.client
+  })
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    const path = (req.url ?? "/").split("?")[0]
+    const path = (req.url ?? "/").split("?")[0]!
+    if (mount !== undefined && (path === mount.path || path.startsWith(`${mount.path}/`))) {
+      const site = guard.checkSite(req)
+      if (site !== undefined) return reply(res, site.status, site.message, site.headers)
+      if (closing !== undefined) return reply(res, 503, "the server is stopping")
+      return mount.handle(req, res, mountContext(path.slice(mount.path.length)))
+    }
     if (path !== "/mcp" && !(metricsHere && path === "/metrics"))
       return reply(res, 404, "not found: the MCP endpoint is /mcp")
     const checked = guard.check(req)
@@ -353,6 +392,7 @@ export const serveHttp = async (sandbox: McpSandbox, options: HttpOptions): Prom
     close: () =>
       (closing ??= (async () => {
         clearInterval(sweep)
+        await mount?.close?.()
         if (metricsServer !== undefined) {
           const m = metricsServer
           await new Promise<void>((resolve) => {

@@ -45,7 +45,7 @@ export { McpSession, type McpSessionContext } from "./McpSession.js"
 // name the DOM-only HeadersInit (modelcontextprotocol/typescript-sdk#2568), which a strict
 // Node-only consumer (skipLibCheck: false, no "DOM" lib) cannot compile. This entry keeps clear of them.
 export { serveStdio, type StdioOptions, type StdioServing } from "./stdio.js"
-export { type HttpOptions, type HttpServing, serveHttp } from "./http.js"
+export { type HttpMount, type HttpMountContext, type HttpOptions, type HttpServing, serveHttp } from "./http.js"
 export { McpTools, type McpUpstream, toolsFromMcp, type ToolsFromMcpOptions } from "./toolsFromMcp.js"
 export { loadUpstreamConfig, type UpstreamConfig, type UpstreamServer, type UpstreamServers } from "./upstreamConfig.js"
 export type { ImageMode } from "./tools/images.js"

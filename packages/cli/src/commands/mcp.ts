@@ -8,6 +8,7 @@
  */
 import { randomBytes } from "node:crypto"
 import type { ImageMode } from "@hermes-sandbox/mcp"
+import { JournalLocation } from "@hermes-sandbox/events"
 import { isLoopback } from "@hermes-sandbox/mcp/loopback"
 import { UsageError } from "../errors.js"
 import { ExitCode } from "../exitCodes.js"
@@ -27,6 +28,7 @@ export { tokensOf } from "../httpOptions.js"
 
 export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOptions, HttpCommandOptions {
   readonly http?: boolean
+  readonly dashboard?: boolean
   readonly metricsPort?: string
   readonly clientSessions?: string
   readonly httpSessionIdle?: string
@@ -47,6 +49,17 @@ export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOption
 export const TOKEN_VARIABLE = "HERMES_SANDBOX_MCP_TOKEN"
 
 const say = (line: string) => process.stderr.write(`hermes-sandbox mcp: ${line}\n`)
+
+/** Where --dashboard serves the dashboard on the MCP HTTP server. */
+const DASHBOARD_PATH = "/dashboard"
+
+/** The journal as the dashboard names it (the executor's: --journal, --no-journal, or the default). */
+const journalName = (options: McpOptions): string =>
+  options.journal === false
+    ? "in memory (--no-journal)"
+    : JournalLocation.describe(
+        JournalLocation.resolve(typeof options.journal === "string" ? options.journal : undefined)
+      )
 
 const tokenOf = (
   options: McpOptions
@@ -82,8 +95,12 @@ export const mcp = async (options: McpOptions): Promise<number> => {
   const port = options.port === undefined ? undefined : Number(options.port)
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535))
     throw new UsageError(`--port: expected 0 (a free port) to 65535, got ${JSON.stringify(options.port)}`)
-  if (options.http !== true && (options.host ?? options.port ?? options.tokenFile ?? options.metricsPort) !== undefined)
-    throw new UsageError("--host, --port, --token-file and --metrics-port: only with --http")
+  if (
+    options.http !== true &&
+    ((options.host ?? options.port ?? options.tokenFile ?? options.metricsPort) !== undefined ||
+      options.dashboard === true)
+  )
+    throw new UsageError("--host, --port, --token-file, --metrics-port and --dashboard: only with --http")
   const metricsPort = options.metricsPort === undefined ? undefined : Number(options.metricsPort)
   if (metricsPort !== undefined && (!/^[0-9]+$/.test(options.metricsPort!) || metricsPort > 65535))
     throw new UsageError(
@@ -165,7 +182,18 @@ export const mcp = async (options: McpOptions): Promise<number> => {
       await Promise.race([serving.closed, stopped])
       await serving.close()
     } else {
+      // The dashboard of this server's journal, and its artifact store for the images (dashboard/server.ts).
+      const mount =
+        options.dashboard === true
+          ? await (await import("../dashboard/server.js")).dashboardMount({
+              path: DASHBOARD_PATH,
+              journal: sandbox.journal,
+              journalName: journalName(options),
+              files: sandbox.files
+            })
+          : undefined
       const serving = await serveHttp(sandbox, {
+        ...(mount === undefined ? {} : { mount }),
         ...(token!.token === undefined ? {} : { token: token!.token }),
         ...(token!.clients === undefined || Object.keys(token!.clients).length === 0
           ? {}
@@ -180,6 +208,8 @@ export const mcp = async (options: McpOptions): Promise<number> => {
         ...(httpSessionIdleS === undefined ? {} : { sessionIdleS: httpSessionIdleS })
       })
       say(`serving MCP over Streamable HTTP at ${serving.url} (executor ${sandbox.executorId})`)
+      if (mount !== undefined)
+        say(`dashboard at ${new URL(`${DASHBOARD_PATH}/`, serving.url)}#token=<the bearer token>`)
       say(
         `Prometheus metrics at ${serving.metricsUrl}${metricsPort === undefined ? " (behind the bearer token)" : " (loopback, no token)"}`
       )

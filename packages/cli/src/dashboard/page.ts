@@ -17,8 +17,8 @@ export const PAGE_HTML = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>hermes-sandbox dashboard</title>
-<link rel="stylesheet" href="/dashboard.css">
-<script src="/dashboard.js" defer></script>
+<link rel="stylesheet" href="dashboard.css">
+<script src="dashboard.js" defer></script>
 </head>
 <body>
 <a class="skip" href="#recent">Skip to recent executions</a>
@@ -103,6 +103,7 @@ figure { margin: 0; } figcaption { font-weight: 600; margin-bottom: .3rem; }
 pre { background: #f4f4f4; border: 1px solid #999; padding: .5rem; overflow: auto; max-height: 24rem; white-space: pre-wrap; word-break: break-all; }
 #history li { margin: .3rem 0; } #history .type { font-weight: 600; } #history dl { margin: .2rem 0 .2rem 1rem; display: grid; grid-template-columns: max-content 1fr; gap: 0 .6rem; font-size: .85rem; }
 #history dt { font-style: italic; } #history dd { margin: 0; word-break: break-all; }
+img.collected { max-width: 320px; max-height: 240px; border: 1px solid #555; background: #fff; }
 .pager { margin-top: .5rem; display: flex; gap: .5rem; align-items: center; }
 .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
 `
@@ -174,8 +175,10 @@ export const PAGE_SCRIPT = String.raw`"use strict";
   });
 
   function Refused(status, message) { this.status = status; this.message = message; }
-  function api(path) {
+  // Paths are relative to the page (its root: / for hermes-sandbox dashboard, /dashboard/ on the MCP server).
+  function api(path, asBlob) {
     return fetch(path, { headers: { Authorization: "Bearer " + token }, cache: "no-store", credentials: "omit" }).then(function (res) {
+      if (res.ok && asBlob) return res.blob();
       return res.json().catch(function () { return {}; }).then(function (body) {
         if (!res.ok) throw new Refused(res.status, body && body.error ? body.error : "HTTP " + res.status);
         return body;
@@ -384,7 +387,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     state.nextBefore = page.before;
   }
   function loadExecutions() {
-    return api("/api/executions?limit=25" + (state.cursor == null ? "" : "&before=" + state.cursor)).then(renderExecutions);
+    return api("api/executions?limit=25" + (state.cursor == null ? "" : "&before=" + state.cursor)).then(renderExecutions);
   }
   $("older").addEventListener("click", function () {
     if (state.nextBefore == null) return;
@@ -444,14 +447,35 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     }
     body.appendChild(el("h3", {}, ["Files collected (" + (d.files.length + d.filesOmitted) + ", " + d.skipped + " skipped)"]));
     if (d.files.length > 0) {
-      var fb = el("tbody");
-      d.files.forEach(function (f) { fb.appendChild(el("tr", {}, [el("td", { class: "path" }, [f.path]), el("td", {}, [num(f.size) + " bytes"]), el("td", {}, [f.mime])])); });
-      body.appendChild(el("table", { class: "files" }, [el("thead", {}, [el("tr", {}, ["Path", "Size", "Type"].map(function (h) { return el("th", { scope: "col" }, [h]); }))]), fb]));
+      var fb = el("tbody"), shown = 0;
+      d.files.forEach(function (f) {
+        var content = el("td", { class: "content" });
+        if (d.store !== "here") text(content, "not held by this process");
+        else if (!f.held) text(content, "no longer held");
+        else if (!f.image) text(content, "held (not an image)");
+        else if (shown >= MAX_IMAGES) text(content, "held (" + MAX_IMAGES + " images shown at most)");
+        else { shown++; showImage(content, d.id, f.path); }
+        fb.appendChild(el("tr", {}, [el("td", { class: "path" }, [f.path]), el("td", {}, [num(f.size) + " bytes"]), el("td", {}, [f.mime]), content]));
+      });
+      body.appendChild(el("table", { class: "files" }, [el("thead", {}, [el("tr", {}, ["Path", "Size", "Type", "Content"].map(function (h) { return el("th", { scope: "col" }, [h]); }))]), fb]));
+      if (d.store !== "here") body.appendChild(el("p", { class: "note" }, ["The images themselves are held by the MCP server's artifact store for a while: open the dashboard it serves (hermes-sandbox mcp --http --dashboard) to see them."]));
     }
     if (d.violations.length > 0) body.appendChild(el("p", {}, ["Lifecycle violations: " + d.violations.join("; ")]));
   }
+  // An image the artifact store holds: fetched with the token (an <img src> cannot send it) into a blob URL.
+  var MAX_IMAGES = 12, blobs = [];
+  function forgetImages() { blobs.forEach(function (u) { URL.revokeObjectURL(u); }); blobs = []; }
+  function showImage(cell, id, path) {
+    text(cell, "loading\u2026");
+    api("api/executions/" + encodeURIComponent(id) + "/files/" + encodeURIComponent(path), true).then(function (blob) {
+      if (state.selected !== id) return;
+      var url = URL.createObjectURL(blob);
+      blobs.push(url);
+      clear(cell).appendChild(el("img", { class: "collected", src: url, alt: "the collected image " + path }));
+    }, function (err) { text(cell, "not shown: " + err.message); });
+  }
   function loadHistory(id) {
-    return api("/api/executions/" + encodeURIComponent(id) + "/events?limit=50" + (state.historyAfter ? "&after=" + state.historyAfter : "")).then(function (page) {
+    return api("api/executions/" + encodeURIComponent(id) + "/events?limit=50" + (state.historyAfter ? "&after=" + state.historyAfter : "")).then(function (page) {
       if (state.selected !== id) return;
       var list = $("history");
       page.events.forEach(function (e) { list.appendChild(eventItem(e)); });
@@ -461,6 +485,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
   }
   function openDetail(id, from) {
     opener = from || null;
+    forgetImages();
     state.selected = id;
     state.historyAfter = null;
     Array.prototype.forEach.call(document.querySelectorAll("tr.row"), function (r) { r.setAttribute("aria-selected", String(r.getAttribute("data-id") === id)); });
@@ -468,7 +493,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     var section = $("detail");
     section.hidden = false;
     text($("detail-h"), "Execution " + id);
-    api("/api/executions/" + encodeURIComponent(id)).then(function (d) {
+    api("api/executions/" + encodeURIComponent(id)).then(function (d) {
       if (state.selected !== id) return;
       renderDetail(d);
       return loadHistory(id);
@@ -476,6 +501,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
   }
   function closeDetail() {
     $("detail").hidden = true;
+    forgetImages();
     state.selected = null;
     Array.prototype.forEach.call(document.querySelectorAll("tr.row"), function (r) { r.setAttribute("aria-selected", "false"); });
     if (opener && document.body.contains(opener)) opener.focus();
@@ -486,7 +512,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
 
   // --- live --------------------------------------------------------------------------------------------
   function refresh() {
-    return api("/api/overview").then(function (o) {
+    return api("api/overview").then(function (o) {
       state.lastOverview = o;
       state.position = o.position;
       renderSummary(o); renderRunning(o); renderCharts(o);
@@ -505,7 +531,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     (function loop() {
       var wait = Math.max(0, 1000 - (Date.now() - last));
       sleep(wait).then(function () { last = Date.now(); return refresh(); })
-        .then(function () { return api("/api/wait?after=" + state.position); })
+        .then(function () { return api("api/wait?after=" + state.position); })
         .then(loop, function (err) {
           if (err instanceof Refused && err.status === 401) { running = false; token = null; try { sessionStorage.removeItem("hermes-dashboard-token"); } catch (e) { /* none */ } askToken("The token was refused: " + err.message); return; }
           status("Disconnected (" + (err && err.message ? err.message : String(err)) + "); retrying in 3 s");

@@ -12,21 +12,65 @@
  *
  * Live updates are long polls with a cursor (`/api/wait?after=SEQUENCE`): answered as soon as the
  * projection passes it, else after 25 s; at most `maxWaiters` at once, and `maxConnections` sockets.
+ *
+ * One implementation, two ways to serve it: `serveDashboard` (the `hermes-sandbox dashboard`
+ * command: a server of its own) and `dashboardMount` (mounted on the MCP HTTP server by `mcp --http
+ * --dashboard`, under /dashboard/, behind that server's checks and token; there the MCP server's
+ * artifact store is at hand, and an execution's collected images are served while it holds them).
+ * The page's URLs are relative, so it works under either root.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { firstValueFrom, take, toArray } from "rxjs"
 import type { EventEnvelope, JournalClient } from "@hermes-sandbox/events"
 import { Projection } from "@hermes-sandbox/events"
-import { makeHttpGuard } from "@hermes-sandbox/mcp/httpGuard"
+import type { HttpMount } from "@hermes-sandbox/mcp"
+import { type HttpGuard, makeHttpGuard } from "@hermes-sandbox/mcp/httpGuard"
 import { isLoopback } from "@hermes-sandbox/mcp/loopback"
 import { type DashboardLimits, type DashboardProjection, makeDashboardProjection, rowOf } from "./projection.js"
 import { PAGE_CSS, PAGE_HTML, PAGE_SCRIPT } from "./page.js"
 
-export interface DashboardServerOptions {
-  readonly journal: JournalClient
+/** What the dashboard reads of a journal: a JournalClient, or the MCP server's own journal. */
+export type DashboardJournal = Pick<JournalClient, "lastSequence" | "follow" | "replay">
+
+/** One collected file the artifact store holds (the MCP server's FileStore). */
+export interface HeldFile {
+  readonly mime: string
+  readonly content: Uint8Array
+}
+
+/**
+ * The artifact store of the process serving the dashboard (the MCP server's FileStore), for an
+ * execution's images: its files while the store holds them, and the MCP session that ran it (its
+ * owner: over HTTP only that session's credential may read them).
+ */
+export interface HeldFiles {
+  readonly get: (
+    executionId: string
+  ) => { readonly owner: string; readonly files: ReadonlyMap<string, HeldFile> } | undefined
+}
+
+/** Who asks: the server's checks, and (mounted on the MCP server) the credential of each MCP session. */
+export interface DashboardAccess {
+  readonly guard: HttpGuard
+  readonly sessionClient?: ((mcpSessionId: string) => string | undefined) | undefined
+}
+
+export interface DashboardHandlerOptions {
+  readonly journal: DashboardJournal
   /** How the journal is named on the page (a URL without its password). */
   readonly journalName: string
+  /** Long polls open at once (default 32); more are refused with 429. */
+  readonly maxWaiters?: number | undefined
+  /** How long a long poll waits (default 25 s). */
+  readonly waitMs?: number | undefined
+  readonly limits?: DashboardLimits | undefined
+  /** The artifact store, when this process holds one (mounted on the MCP server); else "not held by this process". */
+  readonly files?: HeldFiles | undefined
+}
+
+export interface DashboardServerOptions extends DashboardHandlerOptions {
+  readonly journal: JournalClient
   /** Default 127.0.0.1. */
   readonly host?: string | undefined
   /** Default 0: a free port. */
@@ -36,13 +80,8 @@ export interface DashboardServerOptions {
   readonly allowRemote?: boolean | undefined
   readonly allowedHosts?: ReadonlyArray<string> | undefined
   readonly allowedOrigins?: ReadonlyArray<string> | undefined
-  /** Long polls open at once (default 32); more are refused with 429. */
-  readonly maxWaiters?: number | undefined
   /** Sockets open at once (default 64). */
   readonly maxConnections?: number | undefined
-  /** How long a long poll waits (default 25 s). */
-  readonly waitMs?: number | undefined
-  readonly limits?: DashboardLimits | undefined
 }
 
 export interface DashboardServing {
@@ -62,20 +101,39 @@ const MAX_HISTORY_BYTES = 1024 * 1024
 const MAX_DETAIL_EVENTS = 5_000
 const MAX_LISTED = 500
 
+/** Collected files served as images (an <img> of the page, from a blob: the token travels as a header). */
+const IMAGE_TYPES: ReadonlySet<string> = new Set([
+  "image/png",
+  "image/jpeg",
+  "image/gif",
+  "image/webp",
+  "image/svg+xml"
+])
+/** A file's type when it is served as an image (its parameters dropped), else undefined. */
+const imageType = (mime: string): string | undefined => {
+  const type = mime.split(";")[0]!.trim().toLowerCase()
+  return IMAGE_TYPES.has(type) ? type : undefined
+}
+/** An image is served with its own policy: nothing of it runs, even opened by itself (an SVG's script). */
+const IMAGE_HEADERS = {
+  "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+  "content-disposition": "attachment"
+}
+
 const SECURITY_HEADERS = {
   "cache-control": "no-store",
   "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",
   "x-frame-options": "DENY",
   "content-security-policy":
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
 const send = (
   res: ServerResponse,
   status: number,
   type: string,
-  body: string,
+  body: string | Uint8Array,
   headers: Record<string, string> = {}
 ) => {
   if (res.headersSent) return res.end()
@@ -94,20 +152,25 @@ const intParam = (url: URL, name: string): number | undefined => {
   return /^[0-9]{1,15}$/.test(given) ? Number(given) : Number.NaN
 }
 
-export const serveDashboard = async (options: DashboardServerOptions): Promise<DashboardServing> => {
-  const host = options.host ?? "127.0.0.1"
-  if (!isLoopback(host) && options.allowRemote !== true)
-    throw new Error(
-      `refusing to listen on ${host}: not a loopback address; pass --allow-remote to do it anyway, behind TLS`
-    )
-  let port = 0
-  const guard = makeHttpGuard({
-    host,
-    port: () => port,
-    credentials: options.credentials,
-    allowedHosts: options.allowedHosts,
-    allowedOrigins: options.allowedOrigins
-  })
+/** An execution's files in the store, and whether the asking credential may read them. */
+type Held = { readonly files: ReadonlyMap<string, HeldFile>; readonly readable: boolean } | undefined
+
+/** The dashboard's requests, for a server that has made the Host and Origin checks (guard.checkSite). */
+export interface DashboardHandler {
+  /**
+   * Serve one request: `path` is below the dashboard's root ("/" the page, "/api/..." the API),
+   * `guard` checks the token of API requests.
+   */
+  readonly handle: (req: IncomingMessage, res: ServerResponse, path: string, access: DashboardAccess) => Promise<void>
+  /** Resolves once the projection has read every event committed when it started. */
+  readonly caughtUp: Promise<void>
+  readonly projection: DashboardProjection
+  /** Stop following the journal, answer the long polls. Idempotent. */
+  readonly close: () => Promise<void>
+}
+
+/** Follow the journal into the projection and answer the page's requests (its server's checks made). */
+export const makeDashboardHandler = async (options: DashboardHandlerOptions): Promise<DashboardHandler> => {
   const journal = options.journal
   const projection = makeDashboardProjection(options.limits)
   const maxWaiters = options.maxWaiters ?? 32
@@ -182,7 +245,7 @@ export const serveDashboard = async (options: DashboardServerOptions): Promise<D
   }
 
   /** One stream's summary: its row, tool calls and collected files, folded from its events (bounded). */
-  const detail = async (res: ServerResponse, id: string) => {
+  const detail = async (res: ServerResponse, id: string, held: Held) => {
     const events = await firstValueFrom(journal.replay({ streamId: id }).pipe(take(MAX_DETAIL_EVENTS), toArray()))
     if (events.length === 0) return refuse(res, 404, "no such execution in the journal")
     let state: Projection.ExecutionState | undefined
@@ -235,13 +298,36 @@ export const serveDashboard = async (options: DashboardServerOptions): Promise<D
       violations: state!.violations.slice(0, 20),
       toolCalls: [...calls.values()],
       toolCallsOmitted: callsOmitted,
-      files,
+      // Each file: whether the artifact store holds it for this credential, and whether it is shown as an image.
+      files: files.map((f) => ({
+        ...f,
+        held: held?.readable === true && held.files.has(f.path),
+        image: imageType(f.mime) !== undefined
+      })),
+      // "here": this process has the artifact store (mounted on the MCP server); "elsewhere": the standalone dashboard.
+      store: options.files === undefined ? "elsewhere" : "here",
       filesOmitted,
       skipped,
       recorded: [...recorded],
       eventsRead: events.length,
       eventsCapped: events.length === MAX_DETAIL_EVENTS
     })
+  }
+
+  /** One collected image, while the artifact store holds it and the credential may read it. */
+  const image = (res: ServerResponse, filePath: string, held: Held) => {
+    if (options.files === undefined)
+      return refuse(
+        res,
+        404,
+        "not held by this process: the artifact store is the MCP server's (mcp --http --dashboard)"
+      )
+    const file = held?.files.get(filePath)
+    if (held === undefined || file === undefined) return refuse(res, 404, "not held (any more) by the artifact store")
+    if (!held.readable) return refuse(res, 404, "held for another client's MCP session")
+    const type = imageType(file.mime)
+    if (type === undefined) return refuse(res, 415, "not an image: only PNG, JPEG, GIF, WebP and SVG are served")
+    return send(res, 200, type, file.content, IMAGE_HEADERS)
   }
 
   const wait = (req: IncomingMessage, res: ServerResponse, url: URL) => {
@@ -271,11 +357,16 @@ export const serveDashboard = async (options: DashboardServerOptions): Promise<D
     })
   }
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+  /** The store's files of an execution, and whether this credential may read them (its MCP session's). */
+  const heldFor = (id: string, credential: string, access: DashboardAccess) => {
+    const held = options.files?.get(id)
+    return held === undefined
+      ? undefined
+      : { files: held.files, readable: access.sessionClient?.(held.owner) === credential }
+  }
+
+  const handle = async (req: IncomingMessage, res: ServerResponse, path: string, access: DashboardAccess) => {
     const url = new URL(req.url ?? "/", "http://dashboard.invalid")
-    const path = url.pathname
-    const site = guard.checkSite(req)
-    if (site !== undefined) return refuse(res, site.status, site.message, site.headers)
     if (req.method !== "GET" && req.method !== "HEAD")
       return refuse(res, 405, "method not allowed", { allow: "GET, HEAD" })
     // The page itself holds no data: it is served without the token, which it reads from its fragment.
@@ -284,24 +375,82 @@ export const serveDashboard = async (options: DashboardServerOptions): Promise<D
     if (path === "/dashboard.css") return send(res, 200, "text/css; charset=utf-8", PAGE_CSS)
     if (path === "/favicon.ico") return send(res, 204, "image/x-icon", "")
     if (!path.startsWith("/api/")) return refuse(res, 404, "not found")
-    const checked = guard.check(req)
+    const checked = access.guard.check(req)
     if ("refused" in checked)
       return refuse(res, checked.refused.status, checked.refused.message, checked.refused.headers)
     if (closing !== undefined) return refuse(res, 503, "the dashboard is stopping")
     if (path === "/api/overview") return overview(res)
     if (path === "/api/executions") return executions(res, url)
     if (path === "/api/wait") return wait(req, res, url)
-    const match = /^\/api\/executions\/([^/]{1,400})(\/events)?$/.exec(path)
+    const match = /^\/api\/executions\/([^/]{1,400})(\/events|\/files\/([^/]{1,4096}))?$/.exec(path)
     if (match !== null) {
       let id: string
+      let file: string | undefined
       try {
         id = decodeURIComponent(match[1]!)
+        file = match[3] === undefined ? undefined : decodeURIComponent(match[3])
       } catch {
-        return refuse(res, 400, "a stream id, URL-encoded")
+        return refuse(res, 400, "a stream id (and a file's path), URL-encoded")
       }
-      return match[2] === undefined ? detail(res, id) : history(res, id, url)
+      if (file !== undefined) return image(res, file, heldFor(id, checked.credential, access))
+      return match[2] === undefined ? detail(res, id, heldFor(id, checked.credential, access)) : history(res, id, url)
     }
     return refuse(res, 404, "not found")
+  }
+
+  return {
+    handle: async (req, res, path, access) => void (await handle(req, res, path, access)),
+    caughtUp,
+    projection,
+    close: () =>
+      (closing ??= (async () => {
+        subscription.unsubscribe()
+        wake()
+      })())
+  }
+}
+
+/**
+ * The dashboard mounted on the MCP HTTP server (`serveHttp`'s `mount`) under `path`: the server's
+ * Host/Origin checks and tokens; its own journal; its artifact store (`files`) for the images.
+ */
+export const dashboardMount = async (
+  options: DashboardHandlerOptions & { readonly path: string }
+): Promise<HttpMount> => {
+  const handler = await makeDashboardHandler(options)
+  return {
+    path: options.path,
+    handle: (req, res, context) => {
+      // The page's URLs are relative to its root: /dashboard goes to /dashboard/.
+      if (context.path === "") {
+        res.writeHead(308, { ...SECURITY_HEADERS, location: `${options.path}/` })
+        return Promise.resolve(void res.end())
+      }
+      return handler.handle(req, res, context.path, context)
+    },
+    close: handler.close
+  }
+}
+
+export const serveDashboard = async (options: DashboardServerOptions): Promise<DashboardServing> => {
+  const host = options.host ?? "127.0.0.1"
+  if (!isLoopback(host) && options.allowRemote !== true)
+    throw new Error(
+      `refusing to listen on ${host}: not a loopback address; pass --allow-remote to do it anyway, behind TLS`
+    )
+  let port = 0
+  const guard = makeHttpGuard({
+    host,
+    port: () => port,
+    credentials: options.credentials,
+    allowedHosts: options.allowedHosts,
+    allowedOrigins: options.allowedOrigins
+  })
+  const handler = await makeDashboardHandler(options)
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const site = guard.checkSite(req)
+    if (site !== undefined) return refuse(res, site.status, site.message, site.headers)
+    return handler.handle(req, res, new URL(req.url ?? "/", "http://dashboard.invalid").pathname, { guard })
   }
 
   const server: Server = createServer((req, res) => {
@@ -319,20 +468,20 @@ export const serveDashboard = async (options: DashboardServerOptions): Promise<D
       })
     })
   } catch (error) {
-    subscription.unsubscribe()
+    await handler.close()
     throw error
   }
   port = (server.address() as AddressInfo).port
   const shown = host.includes(":") ? `[${host}]` : host
+  let closing: Promise<void> | undefined
   return {
     url: `http://${shown}:${port}/`,
     port,
-    caughtUp,
-    projection,
+    caughtUp: handler.caughtUp,
+    projection: handler.projection,
     close: () =>
       (closing ??= (async () => {
-        subscription.unsubscribe()
-        wake()
+        await handler.close()
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()))
         server.closeAllConnections()
         await stopped
