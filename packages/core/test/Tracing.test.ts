@@ -15,7 +15,7 @@ import {
   type ReadableSpan,
   SimpleSpanProcessor
 } from "@opentelemetry/sdk-trace-base"
-import { Effect, Layer } from "effect"
+import { Effect, Fiber, Layer, TestClock } from "effect"
 import { Executor, type ExecutorOptions, Tracing } from "@hermes-sandbox/core"
 import { fakeCell, fakeProgram } from "@hermes-sandbox/core/testing"
 import { spanned } from "../src/internal/spans.js"
@@ -79,25 +79,35 @@ describe("OpenTelemetry traces (fake runtime)", () => {
     )
   )
 
-  it.effect("a timeout, an error exit and a refused request end with an error status and their outcome", () =>
-    withExecutor({}, (executor) =>
-      Effect.gen(function* () {
-        yield* settle(executor.executeCode({ language: "bash", code: fakeProgram({ hang: true }), timeoutMs: 1_000 }))
-        yield* settle(executor.executeCode({ language: "javascript", code: fakeProgram({ exitCode: 3 }) }))
-        // A request the caller got wrong, its error's text long: the status carries it, bounded.
-        yield* settle(executor.executeCode({ language: "z".repeat(5_000) as "bash", code: "x" }))
-        const [timedOut, failed, refused] = named(Tracing.SpanName.execute)
-        expect(timedOut?.attributes[Tracing.ATTRIBUTE.outcome]).toBe("timeout")
-        expect(timedOut?.status.code).toBe(SpanStatusCode.ERROR)
-        expect(failed?.attributes[Tracing.ATTRIBUTE.outcome]).toBe("error")
-        expect(failed?.status.code).toBe(SpanStatusCode.ERROR)
-        // Refused before anything was recorded: no outcome, the error in the status.
-        expect(refused?.attributes[Tracing.ATTRIBUTE.outcome]).toBeUndefined()
-        expect(refused?.status.code).toBe(SpanStatusCode.ERROR)
-        expect(refused?.status.message).toMatch(/language/)
-        expect(refused?.status.message?.length).toBeLessThanOrEqual(Tracing.MAX_ATTRIBUTE_CHARS)
-      })
-    )
+  it.effect(
+    "a timeout, an error exit, an interrupted run and a refused request end with an error status and their outcome",
+    () =>
+      withExecutor({}, (executor) =>
+        Effect.gen(function* () {
+          yield* settle(executor.executeCode({ language: "bash", code: fakeProgram({ hang: true }), timeoutMs: 1_000 }))
+          yield* settle(executor.executeCode({ language: "javascript", code: fakeProgram({ exitCode: 3 }) }))
+          // A request the caller got wrong, its error's text long: the status carries it, bounded.
+          yield* settle(executor.executeCode({ language: "z".repeat(5_000) as "bash", code: "x" }))
+          // The caller interrupts a run: its outcome, and an error status (not the OK of an interruption).
+          const running = yield* Effect.fork(
+            executor.executeCode({ language: "python", code: fakeProgram({ hang: true }), timeoutMs: 60_000 })
+          )
+          yield* TestClock.adjust("100 millis")
+          yield* Fiber.interrupt(running)
+          const [timedOut, failed, refused, interrupted] = named(Tracing.SpanName.execute)
+          expect(interrupted?.attributes[Tracing.ATTRIBUTE.outcome]).toBe("interrupted")
+          expect(interrupted?.status.code).toBe(SpanStatusCode.ERROR)
+          expect(timedOut?.attributes[Tracing.ATTRIBUTE.outcome]).toBe("timeout")
+          expect(timedOut?.status.code).toBe(SpanStatusCode.ERROR)
+          expect(failed?.attributes[Tracing.ATTRIBUTE.outcome]).toBe("error")
+          expect(failed?.status.code).toBe(SpanStatusCode.ERROR)
+          // Refused before anything was recorded: no outcome, the error in the status.
+          expect(refused?.attributes[Tracing.ATTRIBUTE.outcome]).toBeUndefined()
+          expect(refused?.status.code).toBe(SpanStatusCode.ERROR)
+          expect(refused?.status.message).toMatch(/language/)
+          expect(refused?.status.message?.length).toBeLessThanOrEqual(Tracing.MAX_ATTRIBUTE_CHARS)
+        })
+      )
   )
 
   it.effect(

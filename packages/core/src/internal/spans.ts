@@ -42,13 +42,17 @@ const statusError = (name: string, message: string): Error => {
 const OK_OUTCOMES: ReadonlySet<string> = new Set(["ok", "completed"])
 
 /**
- * What a span ends with: an interruption as it is; a failure as its tag and message, bounded (never
- * the error itself, whose text may carry what the sandbox wrote); a result whose outcome is not ok
- * as an error named by the outcome.
+ * What a span ends with: a result, or an interruption, whose recorded outcome is not ok as an error
+ * named by the outcome (an interrupted execution: "outcome: interrupted", not the OK status
+ * @effect/opentelemetry gives an interruption); an interruption with no outcome as it is; a
+ * failure as its tag and message, bounded (never the error itself, whose text may carry what the
+ * sandbox wrote).
  */
 const statusExit = (exit: Exit.Exit<unknown, unknown>, outcome: string | undefined): Exit.Exit<unknown, unknown> => {
+  const notOk = outcome !== undefined && !OK_OUTCOMES.has(outcome)
   if (Exit.isFailure(exit)) {
-    if (Cause.isInterruptedOnly(exit.cause)) return exit
+    if (Cause.isInterruptedOnly(exit.cause))
+      return notOk ? Exit.fail(statusError("Outcome", `outcome: ${outcome}`)) : exit
     const failure: unknown = Option.getOrUndefined(
       Option.orElse(Cause.failureOption(exit.cause), () => Cause.dieOption(exit.cause))
     )
@@ -58,9 +62,7 @@ const statusExit = (exit: Exit.Exit<unknown, unknown>, outcome: string | undefin
       statusError(typeof tag === "string" ? tag : "Error", typeof message === "string" ? message : String(failure))
     )
   }
-  return outcome === undefined || OK_OUTCOMES.has(outcome)
-    ? Exit.void
-    : Exit.fail(statusError("Outcome", `outcome: ${outcome}`))
+  return notOk ? Exit.fail(statusError("Outcome", `outcome: ${outcome}`)) : Exit.void
 }
 
 /**
