@@ -241,6 +241,12 @@ const bundle = (entry, outfile) =>
     format: "cjs",
     platform: "node",
     target: "node20",
+    // No import() left in the bundle: a vm.Script from the code cache cannot import() on Node 20
+    // (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING, see the launcher), and a dependency's import() of a
+    // built-in (the OTLP exporter's import("http"), which failed every export the CLI made)
+    // becomes a require(). Bundled modules were already evaluated in place; the Kubernetes
+    // package, ES modules only, goes through the launcher's import() (docker's importKubernetes).
+    supported: { "dynamic-import": false },
     // The sibling packages' built dist/, as a plain-Node run in the workspace loads them (an
     // installed package's manifest points there anyway).
     conditions: ["hermes-sandbox-modules"],
