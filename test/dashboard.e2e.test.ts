@@ -5,15 +5,21 @@
  * page shows it running, then among the recent executions, live; its history opens by keyboard; the
  * charts are drawn; nothing the sandbox chose runs as markup; a request without the token and one
  * from a foreign Origin are refused. A screenshot is kept under test-artifacts/ (path printed).
+ * Then the same page mounted on the MCP HTTP server (`mcp --http --dashboard`): a run of an MCP
+ * client's execute_code that collects a PNG shows the image itself in its detail (fetched with the
+ * token into a blob URL), from the server's artifact store.
  */
 import * as fs from "node:fs"
 import { request } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
 import { type Dashboard, launchChromium, startDashboard } from "./support/dashboard.js"
+import { startHttpServer } from "./support/mcp.js"
 
 const TOKEN = "dashboard-e2e-token-0123456789abcdef"
 const HOSTILE_FILE = `<img src=x onerror="window.pwned='file'">.txt`
@@ -153,5 +159,57 @@ describe("the dashboard in chromium", () => {
     expect(await status(dashboard.port, { authorization: `Bearer ${TOKEN}` })).toBe(200)
     expect(pageErrors).toEqual([])
     expect(dashboard.stderr()).not.toContain(TOKEN)
+  })
+
+  it("mounted on the MCP server (mcp --http --dashboard): an execution's collected PNG is shown", async () => {
+    const server = await startHttpServer(["--dashboard", "--token-file", tokenFile, "--no-journal"])
+    const transport = new StreamableHTTPClientTransport(new URL(server.url), {
+      requestInit: { headers: { authorization: `Bearer ${TOKEN}` } }
+    })
+    const client = new Client({ name: "dashboard-e2e", version: "1" })
+    try {
+      expect(server.stderr()).toContain("dashboard at ")
+      await client.connect(transport)
+      // A 2x2 PNG written by the program and collected.
+      const png = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAYAAABytg0kAAAAEUlEQVR4nGP4z8DwH4QZYAwAR8oH+WdZbrcAAAAASUVORK5CYII="
+      const result = await client.callTool({
+        name: "execute_code",
+        arguments: {
+          language: "python",
+          code: `import base64\nopen("dot.png", "wb").write(base64.b64decode(${JSON.stringify(png)}))`,
+          collect: ["*.png"],
+          images: "none"
+        }
+      })
+      expect(result.isError, JSON.stringify(result.content)).not.toBe(true)
+      const id = String((result.structuredContent as { execution_id?: unknown }).execution_id)
+
+      const mounted = await browser.newPage({ viewport: { width: 1280, height: 1000 } })
+      mounted.on("pageerror", (e) => pageErrors.push(String(e)))
+      await mounted.goto(`${server.url.replace(/\/mcp$/, "/dashboard/")}#token=${TOKEN}`)
+      const row = mounted.locator(`#executions tbody tr[data-id="${id}"]`)
+      await row.waitFor({ timeout: 30_000 })
+      await row.click()
+      const img = mounted.locator("#detail .files img.collected")
+      await img.waitFor({ timeout: 15_000 })
+      // Decoded by the browser from a blob: URL (the token went as a header, not in the URL).
+      expect(await img.getAttribute("src")).toMatch(/^blob:/)
+      await expect
+        .poll(() =>
+          img.evaluate((i) => {
+            const decoded = i as unknown as { complete: boolean; naturalWidth: number }
+            return [decoded.complete, decoded.naturalWidth]
+          })
+        )
+        .toEqual([true, 2])
+      expect(await mounted.locator("#detail .files td.path").allTextContents()).toEqual(["dot.png"])
+      await mounted.close()
+      expect(pageErrors).toEqual([])
+      expect(server.stderr()).not.toContain(TOKEN)
+    } finally {
+      await transport.terminateSession().catch(() => {})
+      await client.close()
+      expect(await server.stop()).toBe(130)
+    }
   })
 })
