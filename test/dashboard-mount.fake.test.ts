@@ -8,13 +8,12 @@
  * (test/dashboard.e2e.test.ts); this is the mount's image path at the HTTP level.
  */
 import { request } from "node:http"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fakeProgram } from "@hermes-sandbox/core/testing"
 import { type HttpServing, McpSandbox, serveHttp } from "@hermes-sandbox/mcp"
 import { dashboardMount } from "../packages/cli/src/dashboard/server.js"
 import { fakeServices } from "../packages/mcp/test/support/fakeMcp.js"
+import { connectHttp } from "./support/mcpHttpClient.js"
 
 const ALICE = "alice-token-0123456789abcdef"
 const BOB = "bob-token-0123456789abcdef01"
@@ -62,24 +61,9 @@ const get = (url: string, headers: Record<string, string> = {}): Promise<Reply> 
   })
 const as = (token: string) => ({ authorization: `Bearer ${token}` })
 
-const connect = async (token: string) => {
-  const transport = new StreamableHTTPClientTransport(new URL(serving.url), {
-    requestInit: { headers: as(token) }
-  })
-  const client = new Client({ name: "dashboard-mount", version: "1" })
-  await client.connect(transport)
-  return {
-    client,
-    close: async () => {
-      await transport.terminateSession().catch(() => {})
-      await client.close()
-    }
-  }
-}
-
 describe("the dashboard mounted on the MCP HTTP server (fake runtime)", () => {
   it("serves an execution's collected images to its credential, with their types, while the store holds them", async () => {
-    const alice = await connect(ALICE)
+    const alice = await connectHttp(serving.url, ALICE, "dashboard-mount")
     const files = { "chart.png": PNG, "drawing.svg": Buffer.from(SVG), "notes.txt": Buffer.from("hi") }
     const result = await alice.client.callTool({
       name: "execute_code",

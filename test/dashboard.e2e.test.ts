@@ -13,13 +13,12 @@ import * as fs from "node:fs"
 import { request } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createExecutor, type SandboxExecutor } from "@hermes-sandbox/docker"
 import { type Dashboard, launchChromium, startDashboard } from "./support/dashboard.js"
 import { startHttpServer } from "./support/mcp.js"
+import { connectHttp } from "./support/mcpHttpClient.js"
 
 const TOKEN = "dashboard-e2e-token-0123456789abcdef"
 const HOSTILE_FILE = `<img src=x onerror="window.pwned='file'">.txt`
@@ -163,16 +162,14 @@ describe("the dashboard in chromium", () => {
 
   it("mounted on the MCP server (mcp --http --dashboard): an execution's collected PNG is shown", async () => {
     const server = await startHttpServer(["--dashboard", "--token-file", tokenFile, "--no-journal"])
-    const transport = new StreamableHTTPClientTransport(new URL(server.url), {
-      requestInit: { headers: { authorization: `Bearer ${TOKEN}` } }
-    })
-    const client = new Client({ name: "dashboard-e2e", version: "1" })
+    let mcp: Awaited<ReturnType<typeof connectHttp>> | undefined
     try {
-      expect(server.stderr()).toContain("dashboard at ")
-      await client.connect(transport)
+      // Printed right after the MCP endpoint's line (which startHttpServer waits for).
+      await expect.poll(() => server.stderr()).toContain("/dashboard/#token=<the bearer token>")
+      mcp = await connectHttp(server.url, TOKEN, "dashboard-e2e")
       // A 2x2 PNG written by the program and collected.
       const png = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAYAAABytg0kAAAAEUlEQVR4nGP4z8DwH4QZYAwAR8oH+WdZbrcAAAAASUVORK5CYII="
-      const result = await client.callTool({
+      const result = await mcp.client.callTool({
         name: "execute_code",
         arguments: {
           language: "python",
@@ -207,8 +204,7 @@ describe("the dashboard in chromium", () => {
       expect(pageErrors).toEqual([])
       expect(server.stderr()).not.toContain(TOKEN)
     } finally {
-      await transport.terminateSession().catch(() => {})
-      await client.close()
+      await mcp?.close()
       expect(await server.stop()).toBe(130)
     }
   })

@@ -11,12 +11,12 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type HttpServing, McpSandbox, type McpSandboxOptions, serveHttp } from "@hermes-sandbox/mcp"
 import { docker, waitFor } from "./support/docker.js"
 import { connectInMemory } from "./support/mcpInMemory.js"
 import { mcpServerCommand, runInspector } from "./support/mcp.js"
+import { connectHttp } from "./support/mcpHttpClient.js"
 
 const opened: Array<McpSandbox> = []
 const servings: Array<HttpServing> = []
@@ -348,22 +348,8 @@ describe("execute_code collect over Streamable HTTP (serveHttp, the SDK's HTTP c
   it("another MCP session cannot read the first one's file resource; the first can", async () => {
     const serving = await serveHttp(sandbox, { token })
     servings.push(serving)
-    const connectHttp = async () => {
-      const transport = new StreamableHTTPClientTransport(new URL(serving.url), {
-        requestInit: { headers: { Authorization: `Bearer ${token}` } }
-      })
-      const client = new Client({ name: "collect-http", version: "1" })
-      await client.connect(transport)
-      return {
-        client,
-        close: async () => {
-          await transport.terminateSession().catch(() => {})
-          await client.close()
-        }
-      }
-    }
-    const a = await connectHttp()
-    const b = await connectHttp()
+    const a = await connectHttp(serving.url, token, "collect-http")
+    const b = await connectHttp(serving.url, token, "collect-http")
     const r = await call(a.client, {
       language: "bash",
       code: "printf 'mine only' > secret.txt",
