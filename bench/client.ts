@@ -17,13 +17,19 @@
  * each) and take medians of wall time and CPU (user+sys of the process and the children it reaped, by
  * /usr/bin/time). Needs `pnpm build` and a running engine with the images.
  *
- *   pnpm bench:client [-- --runs 10] [--no-exec] [--count 48] [--only import,cli,exec] [--baseline DIR]
+ *   pnpm bench:client [-- --runs 10] [--no-exec] [--count 48] [--only import,cli,exec] [--baseline DIR] [--otlp]
  *
  * --baseline DIR adds the same import and CLI rows for another built checkout (e.g. a worktree of
- * the commit before a change, built), interleaved with this one's: a before/after in one run.
+ * the commit before a change, built), interleaved with this one's: a before/after in one run, and
+ * the two CLI bundles' sizes.
+ * --otlp adds the CLI's `run` and `--version` with OTEL_EXPORTER_OTLP_ENDPOINT set (traces on: the
+ * OpenTelemetry part of the bundle evaluated, the spans exported at the end) to a loopback receiver
+ * in this process (its CPU is not the command's).
  */
 import { spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { cpus, loadavg, tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -41,7 +47,8 @@ const { values: opts } = parseArgs({
     count: { type: "string", default: "48" },
     only: { type: "string", default: "import,cli,exec" },
     "no-exec": { type: "boolean", default: false },
-    baseline: { type: "string" }
+    baseline: { type: "string" },
+    otlp: { type: "boolean", default: false }
   }
 })
 const runs = Number(opts.runs)
@@ -229,9 +236,33 @@ const main = async () => {
         : [
             {
               ...cliRun,
-              label: "`hermes-sandbox run -e 'print(1)'` (baseline)",
-              argv: [node, baselineBundle, "run", "-e", PROGRAM]
-            }
+              label: "`hermes-sandbox run -e 'print(1)'` (baseline, --no-daemon)",
+              argv: [node, baselineBundle, "run", "--no-daemon", "-e", PROGRAM]
+            },
+            { ...cliVersion, label: "`hermes-sandbox --version` (baseline)", argv: [node, baselineBundle, "--version"] }
+          ]
+    // --otlp: a receiver that answers every export (and counts them), the traced rows pointed at it.
+    let exports = 0
+    const receiver = opts.otlp
+      ? createServer((req, res) => {
+          req.resume()
+          req.on("end", () => {
+            exports++
+            res.writeHead(200).end()
+          })
+        })
+      : undefined
+    if (receiver !== undefined) await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r))
+    const otel =
+      receiver === undefined
+        ? undefined
+        : { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}` }
+    const traced: ReadonlyArray<Command> =
+      otel === undefined
+        ? []
+        : [
+            { ...cliRun, label: "`hermes-sandbox run -e 'print(1)'` (--no-daemon, OTLP endpoint set)", env: otel },
+            { ...cliVersion, label: "`hermes-sandbox --version` (OTLP endpoint set)", env: otel }
           ]
     // The code cache is written by the first run of the launcher (scripts/launcher.cjs).
     for (const b of [bundle, ...(baselineBundle === undefined ? [] : [baselineBundle])])
@@ -241,7 +272,7 @@ const main = async () => {
     const started = daemon("start", "--pool-size", "2", "--language", "python")
     if (started.status !== 0) throw new Error(`daemon start: ${started.stderr}`)
     try {
-      const commands = [dockerRun, cliRun, cliDaemon, ...baselineRun, cliVersion]
+      const commands = [dockerRun, cliRun, cliDaemon, ...baselineRun, ...traced, cliVersion]
       const { pid } = JSON.parse(daemon("status", "--json").stdout) as { pid: number }
       // The daemon's own CPU over the rounds (its runs, and its pool's refills), from /proc.
       const daemonCpuSec = () => {
@@ -265,7 +296,16 @@ const main = async () => {
       print(
         `(The daemon served ${served.served} runs, handed back ${served.handedBack}; its own CPU over them, pool refills included, ${fmt((daemonCpu / Math.max(served.served, 1)) * 1000, 0)} ms per run, not in its row's CPU.)`
       )
+      if (receiver !== undefined)
+        print(`(The OTLP receiver took ${exports} exports from the rows with the endpoint set: one per traced run.)`)
+      if (baselineBundle !== undefined) {
+        const size = (b: string) => statSync(join(b, "..", "cli.cjs")).size
+        print(
+          `(The CLI's bundle, cli.cjs: ${size(bundle).toLocaleString("en")} bytes; the baseline's ${size(baselineBundle).toLocaleString("en")} bytes.)`
+        )
+      }
     } finally {
+      receiver?.close()
       daemon("stop")
       rmSync(daemonEnv.XDG_RUNTIME_DIR, { recursive: true, force: true })
     }
