@@ -272,7 +272,7 @@ describe("SessionReaper (fake runtime)", () => {
   it.effect(
     "a sandbox used recently by another process (shared journal) is kept although older than its idle limit",
     () =>
-      withEngine(({ control, open }) =>
+      withEngine(({ control, journal, open }) =>
         Effect.gen(function* () {
           const first = yield* open()
           const p = yield* first.sessions.openPersistent({ profile: "legit", lifetimeSeconds: 100 })
@@ -281,6 +281,11 @@ describe("SessionReaper (fake runtime)", () => {
           const other = yield* open()
           const again = yield* other.sessions.openPersistent({ profile: "legit", lifetimeSeconds: 100 })
           expect(again.reconnected).toBe(true)
+          // The reconnection records the sandbox's deadline (its label: made at 0, 7 days) and idle limit.
+          const reconnected = (yield* journal.read({ streamId: p.sessionId }).pipe(Stream.runCollect))
+            .pipe((c) => [...c])
+            .find((e) => e.type === "SessionReconnected")
+          expect(reconnected?.data).toMatchObject({ deadline: 7 * 86_400_000, idleMs: 100_000 })
           yield* again.run(fakeProgram({ stdout: "work" }))
           yield* other.close
           yield* TestClock.adjust("60 seconds") // created 150 s ago, last used 60 s ago
