@@ -17,6 +17,8 @@ import { connectHttp } from "./support/mcpHttpClient.js"
 
 const ALICE = "alice-token-0123456789abcdef"
 const BOB = "bob-token-0123456789abcdef01"
+/** A client that is not one of the dashboard's viewers (mcp --dashboard-client names alice and bob). */
+const CAROL = "carol-token-0123456789abcdef"
 /** A PNG's signature and IHDR (1x1): what the artifact store's sniffing calls image/png. */
 const PNG = Buffer.from(
   "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082",
@@ -34,9 +36,10 @@ beforeAll(async () => {
     path: "/dashboard",
     journal: sandbox.journal,
     journalName: "memory",
-    files: sandbox.files
+    files: sandbox.files,
+    viewers: new Set(["alice", "bob"])
   })
-  serving = await serveHttp(sandbox, { clients: { alice: ALICE, bob: BOB }, mount })
+  serving = await serveHttp(sandbox, { clients: { alice: ALICE, bob: BOB, carol: CAROL }, mount })
   base = serving.url.replace(/\/mcp$/, "/dashboard")
 })
 afterAll(async () => {
@@ -97,6 +100,9 @@ describe("the dashboard mounted on the MCP HTTP server (fake runtime)", () => {
     expect((await get(`${base}/api/overview`, { ...as(ALICE), origin: "https://evil.example" })).status).toBe(403)
     expect((await get(`${base}/api/overview`, { ...as(ALICE), host: "evil.example:80" })).status).toBe(403)
     expect((await get(`${base}/`, { host: "evil.example:80" })).status).toBe(403)
+    // A client of the MCP server that is not one of the dashboard's viewers sees none of it.
+    const carol = await get(`${base}/api/overview`, as(CAROL))
+    expect([carol.status, carol.body.toString()]).toEqual([403, expect.stringContaining("--dashboard-client")])
 
     // The server's own journal, followed: the run shows up.
     await expect.poll(async () => (await get(detailUrl, as(ALICE))).status, { timeout: 10_000, interval: 50 }).toBe(200)
@@ -128,6 +134,8 @@ describe("the dashboard mounted on the MCP HTTP server (fake runtime)", () => {
     const bob = await get(fileUrl("chart.png"), as(BOB))
     expect(bob.status).toBe(404)
     expect(bob.body.toString()).toContain("another client's")
+    expect((await get(fileUrl("chart.png"), as(CAROL))).status).toBe(403)
+    expect((await get(detailUrl, as(CAROL))).status).toBe(403)
     expect(JSON.parse((await get(detailUrl, as(BOB))).body.toString()).files[0].held).toBe(false)
 
     // Alice's MCP session ends: the store forgets its files, the page says so.

@@ -166,6 +166,11 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       "--dashboard",
       "with --http: also serve the dashboard (as hermes-sandbox dashboard's, of this server's journal) at /dashboard/ on the same port, behind the same token; there an execution's collected images show while the server still holds them"
     )
+    .option(
+      "--dashboard-client <name>",
+      "with --dashboard and a --token-file of named credentials: a credential that may see the dashboard, which shows every client's executions (repeatable; required then)",
+      collect
+    )
     .option("--client-sessions <n>", "with --http: MCP sessions open at once per credential (token; default 8)")
     .option(
       "--http-session-idle <duration>",

@@ -493,5 +493,27 @@ describe("hermes-sandbox dashboard's options", () => {
     await expect(dashboard({ journal: "/nonexistent/journal.sqlite" })).rejects.toThrow(/no journal at \/nonexistent/)
     // Mounted on the MCP server: only over HTTP.
     await expect(mcp({ dashboard: true })).rejects.toThrow(/--dashboard: only with --http/)
+    // It shows every client's executions: with named credentials, which may see it must be said.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hermes-dashboard-clients-"))
+    try {
+      const named = path.join(dir, "clients")
+      fs.writeFileSync(named, "alice alice-token-0123456789abcdef\nbob bob-token-0123456789abcdef01\n")
+      await expect(mcp({ http: true, dashboard: true, tokenFile: named })).rejects.toThrow(
+        /with named credentials, say which may see it \(--dashboard-client NAME; named: alice, bob\)/
+      )
+      await expect(mcp({ http: true, dashboard: true, tokenFile: named, dashboardClient: ["carol"] })).rejects.toThrow(
+        /--dashboard-client: no credential named "carol"/
+      )
+      await expect(mcp({ http: true, tokenFile: named, dashboardClient: ["alice"] })).rejects.toThrow(
+        /--dashboard-client: only with --dashboard/
+      )
+      const single = path.join(dir, "token")
+      fs.writeFileSync(single, "one-token-0123456789abcdef\n")
+      await expect(mcp({ http: true, dashboard: true, tokenFile: single, dashboardClient: ["alice"] })).rejects.toThrow(
+        /--dashboard-client: names a credential of a --token-file of NAME TOKEN lines/
+      )
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

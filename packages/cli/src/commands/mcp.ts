@@ -29,6 +29,7 @@ export { tokensOf } from "../httpOptions.js"
 export interface McpOptions extends SandboxCommandOptions, UpstreamCommandOptions, HttpCommandOptions {
   readonly http?: boolean
   readonly dashboard?: boolean
+  readonly dashboardClient?: ReadonlyArray<string>
   readonly metricsPort?: string
   readonly clientSessions?: string
   readonly httpSessionIdle?: string
@@ -71,6 +72,36 @@ const tokenOf = (
     return { token: fromEnv, generated: false }
   }
   return { token: randomBytes(32).toString("base64url"), generated: true }
+}
+
+/**
+ * Who may see the mounted dashboard: it shows every client's executions (and what recordCode
+ * recorded of them), so with named credentials — clients that need not trust each other — only
+ * those --dashboard-client names; with one token, its holder.
+ */
+const dashboardViewersOf = (
+  options: McpOptions,
+  token: { readonly token?: string; readonly clients?: Record<string, string> }
+): ReadonlySet<string> | undefined => {
+  const named = Object.keys(token.clients ?? {})
+  const given = options.dashboardClient ?? []
+  if (options.dashboard !== true) {
+    if (given.length > 0) throw new UsageError("--dashboard-client: only with --dashboard")
+    return undefined
+  }
+  if (named.length === 0) {
+    if (given.length > 0)
+      throw new UsageError("--dashboard-client: names a credential of a --token-file of NAME TOKEN lines")
+    return undefined
+  }
+  if (given.length === 0)
+    throw new UsageError(
+      `--dashboard shows every client's executions: with named credentials, say which may see it (--dashboard-client NAME; named: ${named.join(", ")})`
+    )
+  const unknown = given.filter((name) => !named.includes(name) && !(name === "default" && token.token !== undefined))
+  if (unknown.length > 0)
+    throw new UsageError(`--dashboard-client: no credential named ${unknown.map((n) => JSON.stringify(n)).join(", ")}`)
+  return new Set(given)
 }
 
 /** --images' values (every ImageMode, checked by the compiler), before the SDK loads. */
@@ -128,6 +159,7 @@ export const mcp = async (options: McpOptions): Promise<number> => {
     throw new UsageError("--timeout: larger than --max-timeout")
   const toolLimits = toolLimitsOf(options)
   const token = options.http === true ? tokenOf(options) : undefined
+  const dashboardViewers = token === undefined ? undefined : dashboardViewersOf(options, token)
   const images =
     options.image === undefined ? undefined : { python: options.image, javascript: options.image, bash: options.image }
 
@@ -189,7 +221,8 @@ export const mcp = async (options: McpOptions): Promise<number> => {
               path: DASHBOARD_PATH,
               journal: sandbox.journal,
               journalName: journalName(options),
-              files: sandbox.files
+              files: sandbox.files,
+              viewers: dashboardViewers
             })
           : undefined
       const serving = await serveHttp(sandbox, {

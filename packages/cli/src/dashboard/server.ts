@@ -67,6 +67,8 @@ export interface DashboardHandlerOptions {
   readonly limits?: DashboardLimits | undefined
   /** The artifact store, when this process holds one (mounted on the MCP server); else "not held by this process". */
   readonly files?: HeldFiles | undefined
+  /** The credentials that may read the API (mounted with named clients: --dashboard-client); default every one. */
+  readonly viewers?: ReadonlySet<string> | undefined
 }
 
 export interface DashboardServerOptions extends DashboardHandlerOptions {
@@ -378,6 +380,8 @@ export const makeDashboardHandler = async (options: DashboardHandlerOptions): Pr
     const checked = access.guard.check(req)
     if ("refused" in checked)
       return refuse(res, checked.refused.status, checked.refused.message, checked.refused.headers)
+    if (options.viewers !== undefined && !options.viewers.has(checked.credential))
+      return refuse(res, 403, "this credential may not see the dashboard (--dashboard-client)")
     if (closing !== undefined) return refuse(res, 503, "the dashboard is stopping")
     if (path === "/api/overview") return overview(res)
     if (path === "/api/executions") return executions(res, url)
