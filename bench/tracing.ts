@@ -1,12 +1,13 @@
 /**
  * `pnpm bench:tracing`: what metrics and traces cost the client per execution (issue 31), without an
  * engine: `executeCode` on the in-memory FakeRuntime through a ManagedRuntime (the Promise facade's
- * path, as bench/overhead.ts), in three variants measured in the same run, alternating, each in a
+ * path, as bench/overhead.ts), in four variants measured in the same run, alternating, each in a
  * fresh process, medians of the rounds:
  *
  * 1. baseline: no metrics, no traces (the executor given a Metrics service that does nothing);
  * 2. metrics only: the executor as shipped without OTEL_EXPORTER_OTLP_ENDPOINT (its Prometheus registry);
- * 3. metrics + traces: OTEL_EXPORTER_OTLP_ENDPOINT set, spans exported over OTLP/HTTP (JSON) to a
+ * 3. metrics + recordCode: the audit trail on (each run's code and output heads journaled);
+ * 4. metrics + traces: OTEL_EXPORTER_OTLP_ENDPOINT set, spans exported over OTLP/HTTP (JSON) to a
  *    loopback receiver in this (parent) process, whose CPU is not charged to the child.
  *
  *   pnpm bench:tracing [-- --rounds 3 --count 2000]
@@ -17,11 +18,12 @@ import type { AddressInfo } from "node:net"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 
-const Variants = ["baseline", "metrics", "traced"] as const
+const Variants = ["baseline", "metrics", "recorded", "traced"] as const
 type Variant = (typeof Variants)[number]
 const Labels: Record<Variant, string> = {
   baseline: "baseline: no metrics, no traces",
   metrics: "metrics only (as shipped, no OTLP endpoint)",
+  recorded: "metrics + recordCode (the audit trail: CodeRecorded and OutputRecorded per run)",
   traced: "metrics + traces to a loopback OTLP/HTTP receiver"
 }
 
@@ -43,10 +45,10 @@ const child = async (variant: Variant, n: number): Promise<number> => {
     addLiveState: () => none,
     addPhaseObserver: () => none
   } as unknown as import("@hermes-sandbox/core/Metrics").SandboxMetrics)
-  const executor = Executor.layer({ sweepOnStart: false }).pipe(
-    Layer.provideMerge(FakeRuntime.layer()),
-    Layer.provideMerge(MemoryJournal.layer({ maxEvents: 10_000 }))
-  )
+  const executor = Executor.layer({
+    sweepOnStart: false,
+    ...(variant === "recorded" ? { recordCode: true } : {})
+  }).pipe(Layer.provideMerge(FakeRuntime.layer()), Layer.provideMerge(MemoryJournal.layer({ maxEvents: 10_000 })))
   const runtime = ManagedRuntime.make(
     variant === "baseline"
       ? executor.pipe(Layer.provide(noMetrics))
