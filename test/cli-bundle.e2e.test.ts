@@ -35,9 +35,16 @@ const bin = join(root, "packages/cli", manifest.bin["hermes-sandbox"]!)
 const outside = mkdtempSync(join(tmpdir(), "hermes-cli-bundle-"))
 const command = [process.execPath, bin]
 
+/**
+ * A host of its own: the CLI's startup sweep then leaves other files' owners' containers alone, so
+ * its standard error is the run's own (ci50: it removed 5 orphans of another file's SIGKILLed owner
+ * and said so there; as test/cli-terminal.e2e.test.ts).
+ */
+const OWN_HOST = { HERMES_SANDBOX_HOST_ID: `cli-bundle-${process.pid}` }
+
 /** The CLI with its compile cache under `cacheHome` (XDG_CACHE_HOME), from a folder outside the workspace. */
 const bundled = (args: Array<string>, cacheHome: string, env: Record<string, string> = {}) =>
-  cli(args, { command, cwd: outside, env: { NODE_OPTIONS: "", XDG_CACHE_HOME: cacheHome, ...env } })
+  cli(args, { command, cwd: outside, env: { NODE_OPTIONS: "", XDG_CACHE_HOME: cacheHome, ...OWN_HOST, ...env } })
 
 const cacheFiles = (cacheHome: string) => {
   const dir = join(cacheHome, "hermes-sandbox")

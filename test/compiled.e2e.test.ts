@@ -13,8 +13,10 @@ const testDir = new URL(".", import.meta.url).pathname
 
 const plainNode = (script: string) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    // No --import tsx, and nothing inherited that could load one.
-    const env = { ...process.env, NODE_OPTIONS: "" }
+    // No --import tsx, and nothing inherited that could load one. A host of its own: the executor's
+    // startup sweep then leaves other files' owners' orphans alone, and says nothing of them on
+    // standard error (as test/cli-bundle.e2e.test.ts).
+    const env = { ...process.env, NODE_OPTIONS: "", HERMES_SANDBOX_HOST_ID: `compiled-${process.pid}` }
     const child = spawn(process.execPath, ["--conditions=hermes-sandbox-dist", "--input-type=module", "-e", script], {
       cwd: testDir,
       env

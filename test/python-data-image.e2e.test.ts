@@ -212,14 +212,18 @@ describe("hermes-sandbox/python-data from the CLI and doctor", () => {
   beforeAll(requireImage)
 
   it("run --image selects it", async () => {
-    const r = await cli([
-      "run",
-      "--no-journal",
-      "--image",
-      DATA_IMAGE,
-      "-e",
-      "import pandas as pd\nprint(pd.DataFrame({'a': [1, 2, 3]})['a'].sum())"
-    ])
+    // A host of its own: its startup sweep leaves other files' orphans alone and quiet (as test/cli-bundle.e2e.test.ts).
+    const r = await cli(
+      [
+        "run",
+        "--no-journal",
+        "--image",
+        DATA_IMAGE,
+        "-e",
+        "import pandas as pd\nprint(pd.DataFrame({'a': [1, 2, 3]})['a'].sum())"
+      ],
+      { env: { HERMES_SANDBOX_HOST_ID: `python-data-${process.pid}` } }
+    )
     expect(r.stderr).toBe("")
     expect(r.code).toBe(0)
     expect(r.stdout).toBe("6\n")
