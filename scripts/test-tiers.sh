@@ -16,7 +16,12 @@ export PATH="$PWD/node_modules/.bin:$PATH"
 mode="${1:-all}"
 T0=$(date +%s)
 logs="$(mktemp -d /tmp/hermes-sandbox-test-logs.XXXXXX)"
-trap 'rm -rf "$logs"' EXIT
+# Every temporary file and directory the run's processes make (os.tmpdir(), mktemp) goes under one
+# directory of the run's own, removed with it: the test files left ~44 hermes-* directories in /tmp
+# a run (~18 MiB). A short name (a unix socket's path has 108 bytes) and /tmp's mode (a rootless
+# engine and a sandbox's user read what tests put under it).
+run_tmp="$(mktemp -d /tmp/hst.XXXXXX)" && chmod 1777 "$run_tmp" && export TMPDIR="$run_tmp"
+trap 'rm -rf "$logs" "$run_tmp"' EXIT
 summary=()
 
 # Runs "$@" with its output in $logs/$name.log and records its time and exit code. A job started with
