@@ -191,9 +191,12 @@ describe.concurrent.each(RUNTIMES)("python kernel: cells as one untrusted domain
   }, 120_000)
 
   // Under runc the OOM killer takes the kernel (oom_score_adj 1000) and the session lives on. Under
-  // gVisor an OOM kills the whole sandbox: the session ends at once, saying so (its handle waits on
-  // the sandbox's exit), instead of the cell waiting out its 60 s deadline as 'timeout' and the next
-  // call failing "not running" (SECURITY.md, Kernels: the OOM row).
+  // gVisor the host's OOM killer chooses among the sandbox's host processes: the Sentry (the whole
+  // sandbox ends: the session ends at once, saying so, since its handle waits on the sandbox's exit,
+  // instead of the cell waiting out its 60 s deadline as 'timeout' and the next call failing "not
+  // running"), or, seen once on a loaded machine, the kernel's ptrace stub (the sandbox lives on; the
+  // supervisor's cgroup counter is the Sentry's own, so the OOM comes from the engine's event log).
+  // SECURITY.md, Kernels: the OOM row.
   if (runtime === "runc")
     it("an OOM kills the kernel, not the session: crashed, oomKilled, state lost; the session's calls go on", async () => {
       await using s = await open({ memory: "256m" })
@@ -205,15 +208,25 @@ describe.concurrent.each(RUNTIMES)("python kernel: cells as one untrusted domain
       expect([next.result?.data["text/plain"], next.stateLost]).toEqual(["2", true])
     }, 120_000)
   else
-    it("an OOM kills the whole gVisor sandbox: the cell and the next call reject SessionEnded naming the OOM, not a timeout", async () => {
+    it("an OOM under gVisor is named, never a timeout: the whole sandbox dies (the cell and the next call reject SessionEnded naming the OOM), or only the kernel (crashed, oomKilled, state lost; the session goes on)", async () => {
       await using s = await open({ memory: "256m" })
       await s.runCell({ code: "x = 41" })
-      const cell = s.runCell({ code: "b = []\nwhile True:\n    b.append(bytearray(16 << 20))\n", timeoutMs: 60_000 })
-      await expect(cell).rejects.toMatchObject({ _tag: "SessionEnded", reason: expect.stringMatching(/OOM killed/) })
-      await expect(s.run("echo still here")).rejects.toMatchObject({
-        _tag: "SessionEnded",
-        reason: expect.stringMatching(/^sandbox exited \(exit \d+, OOM killed\)$/)
-      })
+      const cell = await s
+        .runCell({ code: "b = []\nwhile True:\n    b.append(bytearray(16 << 20))\n", timeoutMs: 60_000 })
+        .then(
+          (result) => ({ result }),
+          (error: unknown) => ({ error })
+        )
+      if ("error" in cell) {
+        expect(cell.error).toMatchObject({ _tag: "SessionEnded", reason: expect.stringMatching(/OOM killed/) })
+        await expect(s.run("echo still here")).rejects.toMatchObject({
+          _tag: "SessionEnded",
+          reason: expect.stringMatching(/^sandbox exited \(exit \d+, OOM killed\)$/)
+        })
+      } else {
+        expect([cell.result.status, cell.result.stateLost, cell.result.oomKilled]).toEqual(["crashed", true, true])
+        expect((await s.run("echo still here")).stdout).toBe("still here\n")
+      }
     }, 120_000)
 
   it("done, then busy: a cell that says 'done' itself ends only itself; its later writes go nowhere, the next cell has its own deadline", async () => {

@@ -36,6 +36,8 @@ export interface ContractPrograms {
     readonly printCwd: ReadonlyArray<string>
     /** Copies exactly n bytes of stdin to stdout, needing no end of stdin (a runtime whose stdin never ends). */
     readonly echoBytes?: (n: number) => ReadonlyArray<string>
+    /** Allocates memory until the OOM killer takes it (the sandbox's own process lives on). */
+    readonly allocateForever?: ReadonlyArray<string>
   }
 }
 
@@ -63,6 +65,7 @@ export const PYTHON_PROGRAMS: ContractPrograms = {
     ],
     echoStdin: ["cat"],
     echoBytes: (n) => ["head", "-c", String(n)],
+    allocateForever: ["python3", "-c", "b = []\nwhile True: b.append(bytearray(16 << 20))"],
     hang: ["sleep", "1000"],
     printEnv: (name) => ["sh", "-c", 'printf "%s\\n" "$(printenv "$1")"', "sh", name],
     printCwd: ["pwd"]
@@ -78,6 +81,8 @@ export const runtimeContract = (
     readonly startsOnCreate?: boolean
     /** The sandboxes' CPU (default a whole one; a pod's is reserved on its node). */
     readonly nanoCpus?: number
+    /** The runtime sees an OOM kill that leaves the sandbox running (`oomKillsSince`): Docker's event log does. */
+    readonly seesOomKillsInside?: boolean
   } = {}
 ) => {
   const startsOnCreate = world.startsOnCreate === true
@@ -444,6 +449,28 @@ export const runtimeContract = (
           }).pipe(Effect.provide(layer)),
         30_000
       )
+
+      const allocateForever = programs.exec.allocateForever
+      if (allocateForever !== undefined)
+        it.scopedLive(
+          `an exec the OOM killer takes leaves the sandbox running; oomKillsSince ${world.seesOomKillsInside === true ? "says so from before it, not from after" : "cannot tell (false)"}`,
+          () =>
+            Effect.gen(function* () {
+              const runtime = yield* SandboxRuntime
+              const before = Date.now()
+              const c = yield* running()
+              expect(yield* runtime.oomKillsSince(c, before)).toBe(false)
+              const r = yield* execRun(c, { command: allocateForever, env: {}, stdin: false })
+              expect(r.exitCode).toBe(137)
+              expect((yield* runtime.inspect(c)).status).toBe("running")
+              expect(yield* runtime.oomKillsSince(c, before)).toBe(world.seesOomKillsInside === true)
+              // Not from a moment after it (past the runtime's allowance for the engine's clock).
+              const after = Date.now()
+              yield* Effect.sleep("1200 millis")
+              expect(yield* runtime.oomKillsSince(c, after + 1_100)).toBe(false)
+            }).pipe(Effect.provide(layer)),
+          60_000
+        )
     })
 
     // Which command depends on the image (the project's own: `image build`; any other: `docker

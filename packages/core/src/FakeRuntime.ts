@@ -411,6 +411,8 @@ export const make = (initialFaults: FakeFaults = {}, options: FakeRuntimeOptions
           const s = yield* find(ref, "inspect")
           return { status: s.status, exitCode: s.exitCode, oomKilled: s.oomKilled }
         }),
+      // The fake's OOM kills only ever end a whole sandbox (its exit says so).
+      oomKillsSince: () => Effect.succeed(false),
       remove: (ref) =>
         Effect.gen(function* () {
           yield* engineCheck("remove")

@@ -235,6 +235,14 @@ export class SandboxRuntime extends Context.Tag("@hermes-sandbox/core/SandboxRun
     /** SIGKILL the whole sandbox. Killing a sandbox that is not running is not an error. */
     readonly kill: (ref: SandboxRef) => Effect.Effect<void, SandboxError>
     readonly inspect: (ref: SandboxRef) => Effect.Effect<SandboxState, SandboxError>
+    /**
+     * Whether the engine saw its OOM killer take a process inside the sandbox since `sinceMs` (this
+     * host's clock), while the sandbox may still run. For what a supervisor inside cannot count:
+     * under gVisor its cgroup counter is the Sentry's own, and the host's OOM killer can take one of
+     * the sandbox's host processes (a program's ptrace stub) and leave the sandbox running. False
+     * where the runtime cannot tell (a Kubernetes pod reports an OOM only as its container's end).
+     */
+    readonly oomKillsSince: (ref: SandboxRef, sinceMs: number) => Effect.Effect<boolean>
     /** Force-remove. Removing a sandbox that is already gone is not an error. */
     readonly remove: (ref: SandboxRef) => Effect.Effect<void, SandboxError>
     /** Every sandbox (any state) carrying all the given labels. */

@@ -554,6 +554,20 @@ export const make = (options: DockerRuntimeOptions = {}) =>
           })
         ),
 
+      // The engine logs an "oom" event for every kill of its OOM killer in the container's cgroup,
+      // also one that leaves the container running (a gVisor sandbox whose ptrace stub was taken).
+      oomKillsSince: (ref, sinceMs) =>
+        Effect.tryPromise(() =>
+          containerEvents(
+            ref.id,
+            ["oom"],
+            sinceMs + clockOffsetMs - 1_000,
+            Date.now() + clockOffsetMs + OOM_EVENT_GRACE_MS
+          )
+        ).pipe(
+          Effect.map((events) => events.some((e) => e.Action === "oom")),
+          Effect.orElseSucceed(() => false)
+        ),
       remove: (ref) =>
         Effect.suspend(() => {
           markKilledByUs(ref.id)

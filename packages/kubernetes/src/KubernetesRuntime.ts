@@ -546,6 +546,8 @@ export const make = (options: KubernetesRuntimeOptions) =>
             ? { ...state, status: "exited" as const, exitCode: 137 }
             : state
         }),
+      // The pod's status names an OOM only as its container's end (terminated reason OOMKilled).
+      oomKillsSince: () => Effect.succeed(false),
       remove: (ref) =>
         Effect.gen(function* () {
           const t = track(ref.name)

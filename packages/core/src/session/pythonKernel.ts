@@ -86,6 +86,10 @@ export interface LiveKernel {
   readonly failure: () => string | undefined
   /** The lock's holder while a sent cell waits for it ('w'), until it is held ('l'). */
   readonly lockWait: () => string | undefined
+  /** When it was made (this host's clock): the engine's OOM kills since then are its life's. */
+  readonly startedAtMs: number
+  /** The engine's word on an OOM kill during its life, asked once at an unexplained SIGKILL (see `lost`). */
+  engineOom: boolean | undefined
 }
 
 export type KernelStartError = KernelUnavailable | ContainerFailed | SandboxError | JournalError
@@ -181,8 +185,14 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
       const end = Option.getOrUndefined(yield* Deferred.poll(kernel.end))
       const endExit = end === undefined ? undefined : yield* end
       const gone = endExit?._tag === "Gone" ? endExit.gone : undefined
+      // A SIGKILL the supervisor did not send and its cgroup counter does not call an OOM: the engine
+      // may know better. Under gVisor the counter is the Sentry's own, and the host's OOM killer can
+      // take the kernel's ptrace stub and leave the sandbox running (SECURITY.md, Kernels: the OOM row).
+      if (gone?.oomKilled !== true && gone?.signal === 9 && reason === "crashed" && kernel.engineOom === undefined)
+        kernel.engineOom = yield* runtime.oomKillsSince(container, kernel.startedAtMs)
+      const oomKilled = gone?.oomKilled === true || kernel.engineOom === true
       const outcome = {
-        oomKilled: gone?.oomKilled === true,
+        oomKilled,
         signal: gone === undefined || gone.signal === 0 ? undefined : gone.signal
       }
       if (kernel.endHandled) return outcome
@@ -196,7 +206,7 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
           generation: kernel.generation,
           reason,
           ...(outcome.signal === undefined ? {} : { signal: outcome.signal }),
-          ...(gone?.oomKilled === undefined ? {} : { oomKilled: gone.oomKilled }),
+          ...(gone?.oomKilled === undefined && !oomKilled ? {} : { oomKilled }),
           ...(cellId === undefined ? {} : { cellId })
         }
       })
@@ -383,6 +393,7 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
       })
     }
     generation += 1
+    const startedAtMs = yield* Clock.currentTimeMillis
     const made: LiveKernel = {
       kernelId,
       generation,
@@ -394,7 +405,9 @@ export const makePythonKernel = (deps: PythonKernelDeps): PythonKernel => {
       current: undefined,
       endHandled: false,
       failure: () => failure,
-      lockWait: () => lockWait
+      lockWait: () => lockWait,
+      startedAtMs,
+      engineOom: undefined
     }
     kernel = made
     live = made
