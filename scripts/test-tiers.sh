@@ -108,7 +108,7 @@ case "$mode" in
     cluster_pid=""
     if ! bash scripts/kubernetes-local.sh status >/dev/null 2>&1; then
       job -q cluster env HERMES_K8S_IMAGES="hermes-sandbox/python hermes-sandbox/bash hermes-sandbox/node" bash scripts/kubernetes-local.sh up & cluster_pid=$!
-      trap 'bash scripts/kubernetes-local.sh down >/dev/null 2>&1; rm -rf "$logs"' EXIT
+      trap 'bash scripts/kubernetes-local.sh down >/dev/null 2>&1; rm -rf "$logs" "$run_tmp"' EXIT
     fi
     job -q build bash -c "$(node -p 'require("./package.json").scripts.build')" || rc=1
     # The API reports (packages/*/api.md) against the declarations just built.
